@@ -1,0 +1,79 @@
+"""Helpers for tests that drive real processes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def subprocess_env(**extra) -> dict:
+    """The environment for a child process that must see the test database (not the dev one)."""
+    db = connection.settings_dict
+    env = dict(os.environ)
+    if db["ENGINE"].endswith("postgresql"):
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update({key: str(value) for key, value in extra.items()})
+    return env
+
+
+class WorkerProcess:
+    """A real `celery worker` child process; stopped (or killed) by the fixture."""
+
+    def __init__(self, queues: str, name: str, log_path: Path, extra_args=(), **env):
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        command = [sys.executable, "-m", "celery", "-A", "worker.celery", "worker", "-Q", queues,
+                   "-n", f"{name}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
+                   "--without-gossip", "--without-mingle", "--loglevel", "INFO", *extra_args]
+        self.process = subprocess.Popen(command, cwd=REPO_ROOT, env=subprocess_env(**env),
+                                        stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "ready." in self.output():
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.output()}")
+            time.sleep(0.2)
+        raise TimeoutError(f"worker not ready after {timeout}s:\n{self.output()}")
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, sig)
+        self.process.wait(timeout=30)
+
+    def stop(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+def wait_for(predicate, timeout=60, interval=0.2, message="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {message}")

@@ -1,0 +1,15 @@
+from django.http import JsonResponse
+from django.views.decorators.cache import never_cache
+
+from webapp.core import health
+
+
+@never_cache
+def healthz(request):
+    checks = {"database": health.database_error(), "broker": health.broker_error()}
+    body = {
+        name: {"ok": error is None, **({"error": error} if error else {})} for name, error in checks.items()
+    }
+    healthy = all(error is None for error in checks.values())
+    body["status"] = "ok" if healthy else "unavailable"
+    return JsonResponse(body, status=200 if healthy else 503)

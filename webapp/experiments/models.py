@@ -1,0 +1,169 @@
+"""Experiments and their runs. Postgres is the source of truth for a run's state; a Celery message
+only says "go look at run N", so every state change here is a conditional UPDATE that a second,
+stale or duplicated actor cannot win."""
+
+import logging
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.urls import reverse
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+
+class ExperimentQuerySet(models.QuerySet):
+    def for_user(self, user):
+        return self.filter(owner=user)
+
+
+class Experiment(models.Model):
+    """What a user configured: a base trainer config, seeds and an optional grid. It expands into runs."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    # The trainer's config as TrainConfig.to_dict() gives it; validated by the trainer before saving.
+    config = models.JSONField()
+    seeds = models.JSONField(default=list)
+    # {"algorithm.filter_ratio": [0.25, 0.5, 1.0], ...}: one run per combination and seed.
+    grid = models.JSONField(default=dict, blank=True)
+    # Per-experiment detector rule overrides, as diagnostics.Detector(overrides=...) takes them.
+    detector_overrides = models.JSONField(default=dict, blank=True)
+    alert_recipients = models.TextField(blank=True, help_text="Comma-separated; empty means the owner.")
+    alert_on_warnings = models.BooleanField(default=False)
+    imported = models.BooleanField(default=False, help_text="Metrics uploaded from a file, not trained here.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ExperimentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "-created_at"])]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("experiment_detail", args=[self.pk])
+
+    def recipients(self) -> list[str]:
+        listed = [address.strip() for address in self.alert_recipients.split(",") if address.strip()]
+        return listed or ([self.owner.email] if self.owner.email else [])
+
+
+class RunQuerySet(models.QuerySet):
+    def for_user(self, user):
+        return self.filter(experiment__owner=user)
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        STOPPED = "stopped"
+
+    FINISHED = (Status.COMPLETED, Status.FAILED, Status.STOPPED)
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
+    label = models.CharField(max_length=300, help_text="What sets this run apart: seed and grid values.")
+    config = models.JSONField(help_text="The complete trainer config this run trains with.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    stop_requested = models.BooleanField(default=False)
+
+    # Where and how often it ran.
+    attempt = models.PositiveIntegerField(default=0)
+    attempt_log = models.JSONField(default=list, help_text="One entry per attempt: host, start, end, reason.")
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.IntegerField(null=True, blank=True)
+    device = models.CharField(max_length=255, blank=True)
+
+    # Progress, kept by the worker.
+    step = models.IntegerField(default=0, help_text="Steps finished so far.")
+    total_steps = models.IntegerField(default=0)
+    eta_seconds = models.FloatField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    latest_metrics = models.JSONField(default=dict, help_text="Last value of each metric key, for lists.")
+
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the last message was sent.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["experiment_id", "id"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self):
+        return f"{self.experiment.name} / {self.label}"
+
+    def get_absolute_url(self):
+        return reverse("run_detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED
+
+    def enqueue(self) -> bool:
+        """Send "train run N" to the gpu queue. With the broker down the run simply stays queued and
+        the sweeper sends it later, so a failure here is logged, not raised."""
+        from worker.celery import app
+
+        try:
+            app.send_task("worker.tasks.train_run", args=[self.pk], queue="gpu",
+                          retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
+                                                    "interval_step": 0.5, "interval_max": 1})
+        except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
+            logger.warning("run %s stays queued: broker unreachable (%s)", self.pk, error)
+            return False
+        Run.objects.filter(pk=self.pk).update(enqueued_at=timezone.now())
+        return True
+
+    def claim(self, host: str, pid: int, device: str) -> bool:
+        """queued -> running for exactly one caller; a duplicate or stale message gets False."""
+        now = timezone.now()
+        claimed = Run.objects.filter(pk=self.pk, status=self.Status.QUEUED, stop_requested=False).update(
+            status=self.Status.RUNNING, attempt=F("attempt") + 1, host=host, pid=pid, device=device,
+            started_at=now, heartbeat_at=now, error="", traceback="",
+        )
+        self.refresh_from_db()
+        return claimed == 1
+
+    def request_stop(self) -> None:
+        """A queued run stops at once and never starts; a running one stops at its next step boundary."""
+        now = timezone.now()
+        Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
+            status=self.Status.STOPPED, stop_requested=True, finished_at=now
+        )
+        Run.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(stop_requested=True)
+        self.refresh_from_db()
+
+    def finish(self, status: str, error: str = "", traceback: str = "") -> bool:
+        """running -> a final state, only for the attempt that owns the run."""
+        assert status in self.FINISHED
+        finished = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
+            status=status, error=error, traceback=traceback, finished_at=timezone.now()
+        )
+        self.refresh_from_db()
+        return finished == 1
+
+    def requeue(self, reason: str) -> bool:
+        """running (stale heartbeat) -> queued, recording why the attempt ended."""
+        entry = {"attempt": self.attempt, "host": self.host, "ended": timezone.now().isoformat(), "reason": reason}
+        requeued = Run.objects.filter(
+            Q(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt)
+        ).update(status=self.Status.QUEUED, attempt_log=self.attempt_log + [entry], pid=None)
+        self.refresh_from_db()
+        return requeued == 1
+
+    @property
+    def checkpoint_dir(self):
+        return settings.CHECKPOINT_ROOT / str(self.pk)
