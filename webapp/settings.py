@@ -2,7 +2,10 @@
 
 import os
 from datetime import timedelta
+from pathlib import Path
 from urllib.parse import urlsplit
+
+import plotly
 
 from webapp import environment as env
 
@@ -29,6 +32,8 @@ SECURE_HSTS_PRELOAD = _HTTPS
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _HTTPS else None
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
+# Large metric batches are accepted up to this size; api views answer 413 with a message beyond it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024 * 1024
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -92,7 +97,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", Path(plotly.__file__).parent / "package_data")]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 STORAGES = {
@@ -118,9 +123,22 @@ CELERY_TASK_ROUTES = {"worker.tasks.train_run": {"queue": "gpu"}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Early acks: a message is acknowledged when a worker starts it, and Postgres (Run.claim) decides who
+# trains. A worker that dies mid-run is found by the sweeper through its stale heartbeat, so no broker
+# visibility timeout has to outlast the longest run (docs/OPERATIONS.md).
+CELERY_TASK_ACKS_LATE = False
+# A busy worker takes no further message (Redis only): a second run waits for a free GPU, not this one.
+CELERY_WORKER_DISABLE_PREFETCH = CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
 CELERY_BEAT_SCHEDULE = {
-    "sweep-runs": {"task": "worker.tasks.sweep_runs", "schedule": timedelta(seconds=30)},
+    "sweep-runs": {"task": "worker.tasks.sweep_runs", "options": {"queue": "default"},
+                   "schedule": timedelta(seconds=env.integer("RUN_SWEEP_EVERY", 30, minimum=1))},
 }
+# The sweeper (worker/sweeper.py): a running run without a heartbeat for this long lost its worker and
+# is requeued, at most RUN_MAX_ATTEMPTS attempts in all; a queued run whose message may be lost is
+# re-sent after RUN_RESEND_AFTER seconds.
+RUN_HEARTBEAT_TIMEOUT = env.integer("RUN_HEARTBEAT_TIMEOUT", 300, minimum=1)
+RUN_RESEND_AFTER = env.integer("RUN_RESEND_AFTER", 600, minimum=1)
+RUN_MAX_ATTEMPTS = env.integer("RUN_MAX_ATTEMPTS", 3, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,7 @@
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 
-from webapp.core import health
+from webapp.core import health, openapi
 
 
 @never_cache
@@ -13,3 +13,9 @@ def healthz(request):
     healthy = all(error is None for error in checks.values())
     body["status"] = "ok" if healthy else "unavailable"
     return JsonResponse(body, status=200 if healthy else 503)
+
+
+@never_cache
+def api_schema(request):
+    """The OpenAPI document (webapp/core/openapi.yaml) as JSON; public, like any API description."""
+    return JsonResponse(openapi.document())

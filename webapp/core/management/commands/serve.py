@@ -59,6 +59,7 @@ class Command(BaseCommand):
                                        start_new_session=True, text=True, bufsize=1)
             threading.Thread(target=self.relay_output, args=(name, process), daemon=True).start()
             processes[name] = process
+            self.stdout.write(f"started {name} (pid {process.pid})")
         return processes
 
     def relay_output(self, name, process):

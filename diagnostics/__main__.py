@@ -1,0 +1,36 @@
+"""python -m diagnostics FILE [--format csv|jsonl] [--overrides JSON]: print the events as JSON lines."""
+
+import argparse
+import json
+import sys
+
+from .detector import Detector
+from .series import load_series
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m diagnostics", description=__doc__.split(":")[1].strip())
+    parser.add_argument("file", help="metrics as CSV (a step column) or JSON lines (metrics.jsonl)")
+    parser.add_argument("--format", choices=("csv", "jsonl"), help="default: guessed from the content")
+    parser.add_argument("--overrides", default="{}",
+                        help='rule parameters as JSON, e.g. \'{"grad_spike": {"tolerance": 5.0}}\'')
+    args = parser.parse_args(argv)
+    try:
+        detector = Detector(json.loads(args.overrides))
+    except json.JSONDecodeError as error:
+        parser.error(f"--overrides: not JSON ({error.msg})")
+    except ValueError as error:
+        parser.error(f"--overrides: {error}")
+    try:
+        series = load_series(args.file, args.format)
+    except (OSError, ValueError) as error:
+        print(f"error: {args.file}: {error}", file=sys.stderr)
+        return 2
+    for step, metrics in series:
+        for event in detector.update(step, metrics):
+            print(json.dumps(event))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

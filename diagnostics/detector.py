@@ -1,0 +1,126 @@
+"""The live detector: feed it one step of metrics at a time, get back the alerts that changed state.
+
+Alerting follows Grafana: a rule's condition must hold for `pending` consecutive evaluations before
+the alert fires, fires once when it enters that state, and resolves once the condition has been clear
+for `recovery` consecutive evaluations. A step without the rule's metric is not an evaluation.
+
+Restarts: the detector is a pure function of the steps fed to it, in order. A worker that restarts
+mid-run rebuilds it with `Detector.replay(history)` from the stored metrics and continues; the events
+replay returns are the ones already sent.
+"""
+
+import dataclasses
+import math
+
+from .aliases import canonical
+from .rules import RULES
+
+
+class Alert:
+    """One rule's state: normal or firing, and how long the condition has argued for a change."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.firing = False
+        self.streak = 0  # consecutive evaluations whose verdict differs from the current state
+        self.streak_start = None
+
+    def update(self, step, metrics):
+        check = self.rule.check(metrics)
+        if check is None:
+            return None
+        if check.breached == self.firing:
+            self.streak = 0
+            return None
+        if self.streak == 0:
+            self.streak_start = step
+        self.streak += 1
+        needed = self.rule.params.recovery if self.firing else self.rule.params.pending
+        if self.streak < needed:
+            return None
+        self.firing, self.streak = check.breached, 0
+        title = self.rule.title if self.firing else f"Resolved: {self.rule.title.lower()}"
+        return {
+            "step": step,
+            "level": self.rule.level if self.firing else "resolved",
+            "rule": self.rule.name,
+            "message": f"{title}: {check.summary}",
+            "signals": {**check.signals, "since_step": self.streak_start},
+        }
+
+
+class Detector:
+    def __init__(self, overrides=None):
+        self.params = build_params(overrides or {})
+        self.alerts = [Alert(RULES[name](params)) for name, params in self.params.items() if params.enabled]
+        self.last_step = None
+
+    @classmethod
+    def replay(cls, history, overrides=None):
+        """Rebuild a detector from stored (step, metrics) pairs; returns (detector, events)."""
+        detector = cls(overrides)
+        events = [event for step, metrics in history for event in detector.update(step, metrics)]
+        return detector, events
+
+    def update(self, step, metrics):
+        """Judge one step; returns the events it caused (usually none). Steps must increase."""
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ValueError(f"step: {step!r} is not an integer")
+        if self.last_step is not None and step <= self.last_step:
+            raise ValueError(f"step {step} is not after the previous step {self.last_step}")
+        self.last_step = step
+        values = canonical(metrics)
+        return [event for alert in self.alerts if (event := alert.update(step, values))]
+
+
+def build_params(overrides):
+    """Every rule's Params with the overrides applied; ValueError names `rule.param` on bad input."""
+    if not isinstance(overrides, dict):
+        raise ValueError(f"overrides: expected an object of rule -> parameters, got {overrides!r}")
+    unknown = set(overrides) - set(RULES)
+    if unknown:
+        raise ValueError(f"{sorted(unknown)[0]}: unknown rule (known: {', '.join(RULES)})")
+    return {name: _apply(name, rule.Params, overrides.get(name, {})) for name, rule in RULES.items()}
+
+
+def _apply(rule, params_class, given):
+    if not isinstance(given, dict):
+        raise ValueError(f"{rule}: expected an object of parameter -> value, got {given!r}")
+    fields = {f.name: f for f in dataclasses.fields(params_class)}
+    for name, value in given.items():
+        where = f"{rule}.{name}"
+        if name not in fields:
+            raise ValueError(f"{where}: unknown parameter (known: {', '.join(fields)})")
+        _validate(where, fields[name], value)
+    return params_class(**given)
+
+
+def _validate(where, field, value):
+    kind = type(field.default)
+    # bool is an int in Python; a checkbox value in a number field is still a mistake.
+    accepted = (int, float) if kind is float else (kind,)
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
+        raise ValueError(f"{where}: expected {kind.__name__}, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: must be a finite number, got {value!r}")
+    low, high = field.metadata["min"], field.metadata["max"]
+    if low is not None and value < low:
+        raise ValueError(f"{where}: must be >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{where}: must be <= {high}, got {value!r}")
+
+
+def rule_params():
+    """Each rule's level, purpose and parameters (name, type, default, min, max, help), for forms."""
+    return {
+        name: {
+            "level": rule.level,
+            "help": rule.__doc__.strip().splitlines()[0],
+            "params": [
+                {"name": f.name, "type": type(f.default).__name__, "default": f.default,
+                 "min": f.metadata["min"], "max": f.metadata["max"], "help": f.metadata["help"]}
+                for f in dataclasses.fields(rule.Params)
+            ],
+        }
+        for name, rule in RULES.items()
+    }

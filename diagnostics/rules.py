@@ -1,0 +1,347 @@
+"""The Echo Trap rules: each turns one step of metrics into a Check (is the condition breached now?).
+
+A rule knows nothing about pending periods, firing or resolving: `detector.Alert` does that for every
+rule alike. A rule returns None when it cannot judge this step (its metric is missing, or it has not
+seen enough of the run yet): no data is not a breach.
+
+Every rule keeps O(1) state per step (an EMA, a peak, a fixed-size window), so a run of any length
+costs the same per step.
+
+Defaults were calibrated on tests/data/detector/ (see docs/DETECTOR.md and bench/detector.py).
+"""
+
+import bisect
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .aliases import finite
+
+
+def param(default, help, min=None, max=None):
+    return field(default=default, metadata={"help": help, "min": min, "max": max})
+
+
+@dataclass
+class RuleParams:
+    enabled: bool = param(True, "evaluate this rule at all")
+    pending: int = param(3, "consecutive breached evaluations before the alert fires", min=1)
+    recovery: int = param(10, "consecutive clear evaluations before a firing alert resolves", min=1)
+    smoothing: float = param(0.6, "EMA weight of the past (0 = raw values), as TensorBoard's slider",
+                             min=0.0, max=0.99)
+
+
+class Check(NamedTuple):
+    breached: bool
+    signals: dict  # the numbers the judgement used, for the event and the chart marker
+    summary: str  # one line a person can read, true whether breached or not
+
+
+class Ema:
+    def __init__(self, smoothing):
+        self.smoothing = smoothing
+        self.value = None
+
+    def update(self, x):
+        self.value = x if self.value is None else self.smoothing * self.value + (1 - self.smoothing) * x
+        return self.value
+
+
+class Rule:
+    name = ""
+    level = "warning"
+    title = ""  # what a firing alert means, in a few words
+    Params = RuleParams
+
+    def __init__(self, params):
+        self.params = params
+        self.ema = Ema(params.smoothing)
+
+    def check(self, metrics):
+        raise NotImplementedError
+
+
+# --- falling below a fraction of the peak: reward std, thinking length, success ---------------------
+
+@dataclass
+class DropParams(RuleParams):
+    fraction: float = param(0.5, "breach when the smoothed value is below this fraction of its peak",
+                            min=0.0, max=1.0)
+    min_peak: float = param(0.0, "ignore the rule until the peak reaches this value", min=0.0)
+    min_steps: int = param(10, "evaluations seen before judging (early noise makes false peaks)", min=1)
+
+
+class DropFromPeak(Rule):
+    """Smoothed metric below `fraction` x its running peak, once the peak means something."""
+    metric = ""
+    Params = DropParams
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.peak = -math.inf
+        self.seen = 0
+
+    def value(self, metrics):
+        return finite(metrics.get(self.metric))
+
+    def check(self, metrics):
+        x = self.value(metrics)
+        if x is None:
+            return None
+        smoothed = self.ema.update(x)
+        self.seen += 1
+        self.peak = max(self.peak, smoothed)
+        p = self.params
+        if self.seen < p.min_steps or self.peak <= 0 or self.peak < p.min_peak:
+            return None
+        ratio = smoothed / self.peak
+        signals = {"metric": self.metric, "value": smoothed, "peak": self.peak, "ratio": ratio}
+        summary = f"{self.metric} {smoothed:.4g} is {ratio:.0%} of its peak {self.peak:.4g}"
+        return Check(ratio < p.fraction, signals, summary)
+
+
+@dataclass
+class RewardStdParams(DropParams):
+    solved_success: float = param(0.8, "no breach while train/success is at least this: a solved task "
+                                       "also has equal rewards in a group", min=0.0, max=1.0)
+
+
+class RewardStdDrop(DropFromPeak):
+    """In-group reward std falls early, before the reward does: the paper's earliest warning."""
+    name = "reward_std_drop"
+    title = "In-group reward std dropped"
+    metric = "train/reward_std_in_group"
+    Params = RewardStdParams
+
+    def check(self, metrics):
+        found = super().check(metrics)
+        if found and found.breached and metrics.get("train/success", 0.0) >= self.params.solved_success:
+            return found._replace(breached=False)
+        return found
+
+
+@dataclass
+class ThinkingParams(DropParams):
+    fraction: float = param(0.4, "breach when the smoothed value is below this fraction of its peak; "
+                                 "healthy runs shrink slowly too, so this sits lower", min=0.0, max=1.0)
+
+
+class ThinkingDecay(DropFromPeak):
+    """Reasoning traces vanish as replies turn into templates."""
+    name = "thinking_decay"
+    title = "Thinking length decayed"
+    metric = "response/think_tokens_mean"
+    Params = ThinkingParams
+
+
+# Success first; a run without it is judged on validation success, then on mean reward.
+SUCCESS_KEYS = ("train/success", "val/success", "train/reward_mean")
+
+
+@dataclass
+class CollapseParams(DropParams):
+    fraction: float = param(0.6, "collapse when smoothed success is below this fraction of its peak "
+                                 "(0.6 = fallen by 40%)", min=0.0, max=1.0)
+    min_peak: float = param(0.1, "a peak below this is noise, not learning worth losing", min=0.0)
+    pending: int = param(5, "evaluations success must stay down before calling it a collapse", min=1)
+
+
+class Collapse(DropFromPeak):
+    """The outcome that confirms the Echo Trap: success fell from its peak and stayed down.
+
+    The metric is the first of SUCCESS_KEYS the run logs, chosen at the first step that has one and
+    then kept, so the peak is never compared across scales.
+    """
+    name = "collapse"
+    level = "collapse"
+    title = "Success collapsed"
+    Params = CollapseParams
+
+    def value(self, metrics):
+        if not self.metric:
+            self.metric = next((k for k in SUCCESS_KEYS if finite(metrics.get(k)) is not None), "")
+        return finite(metrics.get(self.metric)) if self.metric else None
+
+
+# --- rising above a floor: zero-std groups --------------------------------------------------------
+
+@dataclass
+class ZeroStdParams(RuleParams):
+    threshold: float = param(0.5, "breach only when the smoothed fraction is at least this", min=0.0, max=1.0)
+    min_rise: float = param(0.25, "... and at least this much above its lowest smoothed value", min=0.0,
+                            max=1.0)
+    solved_success: float = param(0.8, "no breach while train/success is at least this", min=0.0, max=1.0)
+
+
+class ZeroStdGroups(Rule):
+    """More and more groups give no learning signal.
+
+    The baseline is the lowest fraction so far, not the first: before learning starts nearly every
+    group fails together, so early fractions are high in healthy runs.
+    """
+    name = "zero_std_groups"
+    title = "Zero-std groups rose"
+    metric = "train/frac_zero_std_groups"
+    Params = ZeroStdParams
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.floor = math.inf
+
+    def check(self, metrics):
+        x = finite(metrics.get(self.metric))
+        if x is None:
+            return None
+        smoothed = self.ema.update(x)
+        self.floor = min(self.floor, smoothed)
+        p = self.params
+        solved = metrics.get("train/success", 0.0) >= p.solved_success
+        breached = smoothed >= p.threshold and smoothed - self.floor >= p.min_rise and not solved
+        signals = {"metric": self.metric, "value": smoothed, "floor": self.floor}
+        summary = f"{smoothed:.0%} of groups have zero reward std (lowest so far {self.floor:.0%})"
+        return Check(breached, signals, summary)
+
+
+# --- entropy: erratic changes, or a rise after the decline ----------------------------------------
+
+@dataclass
+class EntropyErraticParams(RuleParams):
+    smoothing: float = param(0.0, "EMA weight of the past; off by default, smoothing hides erratic jumps",
+                             min=0.0, max=0.99)
+    pending: int = param(2, "consecutive breached evaluations before the alert fires", min=1)
+    window: int = param(30, "step-to-step changes in the rolling window (W&B's default)", min=5)
+    threshold: float = param(4.0, "breach when |z| of the latest change exceeds this", min=0.0)
+
+
+class EntropyErratic(Rule):
+    """Entropy normally declines smoothly; jumps far outside its recent changes go with collapse."""
+    name = "entropy_erratic"
+    title = "Entropy turned erratic"
+    metric = "actor/entropy"
+    Params = EntropyErraticParams
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.previous = None
+        self.changes = deque(maxlen=params.window)
+
+    def check(self, metrics):
+        x = finite(metrics.get(self.metric))
+        if x is None:
+            return None
+        smoothed = self.ema.update(x)
+        previous, self.previous = self.previous, smoothed
+        if previous is None:
+            return None
+        change = smoothed - previous
+        window = self.changes
+        found = None
+        if len(window) == window.maxlen:
+            mean = statistics.fmean(window)
+            spread = statistics.pstdev(window, mean)
+            z = (change - mean) / spread if spread > 0 else 0.0
+            signals = {"metric": self.metric, "value": smoothed, "change": change, "z": z}
+            summary = f"entropy changed by {change:+.4g} (z = {z:+.1f} over the last {len(window)} changes)"
+            found = Check(abs(z) > self.params.threshold, signals, summary)
+        window.append(change)
+        return found
+
+
+@dataclass
+class EntropyRiseParams(RuleParams):
+    rise: float = param(0.25, "breach when smoothed entropy is this fraction above its lowest since the "
+                              "peak", min=0.0)
+    min_decline: float = param(0.1, "... and it had first declined by this fraction of the peak", min=0.0,
+                               max=1.0)
+
+
+class EntropyRise(Rule):
+    """A steady entropy decline is learning; entropy climbing back after it goes with collapse."""
+    name = "entropy_rise"
+    title = "Entropy rose after declining"
+    metric = "actor/entropy"
+    Params = EntropyRiseParams
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.peak = -math.inf
+        self.trough = math.inf
+
+    def check(self, metrics):
+        x = finite(metrics.get(self.metric))
+        if x is None:
+            return None
+        smoothed = self.ema.update(x)
+        if smoothed > self.peak:
+            self.peak, self.trough = smoothed, smoothed
+        self.trough = min(self.trough, smoothed)
+        p = self.params
+        if self.peak <= 0 or self.trough <= 0:
+            return None
+        declined = (self.peak - self.trough) / self.peak
+        rise = smoothed / self.trough - 1
+        signals = {"metric": self.metric, "value": smoothed, "peak": self.peak, "trough": self.trough}
+        summary = (f"entropy {smoothed:.4g} is {rise:+.0%} from its low {self.trough:.4g} "
+                   f"(which was {declined:.0%} below the peak {self.peak:.4g})")
+        return Check(declined >= p.min_decline and rise >= p.rise, signals, summary)
+
+
+# --- gradient-norm spikes -----------------------------------------------------------------------------
+
+@dataclass
+class GradSpikeParams(RuleParams):
+    smoothing: float = param(0.0, "EMA weight of the past; off by default, smoothing hides spikes",
+                             min=0.0, max=0.99)
+    pending: int = param(1, "a spike is one step: fire on the first", min=1)
+    window: int = param(20, "finite values in the running median", min=3)
+    tolerance: float = param(4.0, "breach when the value exceeds (1 + tolerance) x the running median",
+                             min=0.0)
+    min_steps: int = param(5, "values in the median before judging", min=1)
+
+
+class GradSpike(Rule):
+    """Gradient-norm spikes (orders of magnitude) mark an irreversible collapse. NaN/inf is a spike.
+
+    The median, unlike Lightning's running mean, is not dragged up by the spike it should flag.
+    """
+    name = "grad_spike"
+    title = "Gradient norm spiked"
+    metric = "actor/grad_norm"
+    Params = GradSpikeParams
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.recent = deque()
+        self.ordered = []  # the same values, sorted, for the median
+
+    def check(self, metrics):
+        x = metrics.get(self.metric)
+        if x is None:
+            return None
+        if not math.isfinite(x):
+            return Check(True, {"metric": self.metric, "value": str(x)}, f"gradient norm is {x}")
+        value = self.ema.update(x)
+        found = None
+        if len(self.ordered) >= self.params.min_steps:
+            median = self.median()
+            limit = (1 + self.params.tolerance) * median
+            signals = {"metric": self.metric, "value": value, "median": median, "limit": limit}
+            found = Check(value > limit, signals, f"gradient norm {value:.4g} vs running median {median:.4g}")
+        self.remember(value)
+        return found
+
+    def median(self):
+        values, n = self.ordered, len(self.ordered)
+        return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+    def remember(self, value):
+        self.recent.append(value)
+        bisect.insort(self.ordered, value)
+        if len(self.recent) > self.params.window:
+            del self.ordered[bisect.bisect_left(self.ordered, self.recent.popleft())]
+
+
+RULES = {rule.name: rule for rule in (RewardStdDrop, ZeroStdGroups, EntropyErratic, EntropyRise,
+                                       ThinkingDecay, GradSpike, Collapse)}

@@ -1,0 +1,132 @@
+"""Read a metric history from CSV or JSON lines into [(step, {key: value})], sorted by step.
+
+CSV: a header row with a `step` column and one column per metric; an empty cell means "not logged".
+JSONL (our metrics.jsonl): one object per line, `{"step": n, "<key>": value, ...}`; null = not logged.
+NaN and inf are numbers (written as nan/inf/NaN/Infinity, bare or quoted): a NaN gradient norm is
+exactly what the detector looks for. Every problem raises ValueError naming the line and column.
+"""
+
+import csv
+import io
+import json
+import math
+import os
+
+MAX_BYTES = 64 * 1024 * 1024
+
+
+def load_series(path_or_text, fmt=None, max_bytes=MAX_BYTES):
+    """`path_or_text`: a path, or the text itself (a str holding a newline or starting with "{").
+
+    `fmt`: "csv", "jsonl", or None to tell from the first character ("{" means JSONL).
+    """
+    text = _read(path_or_text, max_bytes)
+    if fmt is None:
+        fmt = "jsonl" if text.lstrip().startswith("{") else "csv"
+    if fmt not in ("csv", "jsonl"):
+        raise ValueError(f"format: {fmt!r} is not 'csv' or 'jsonl'")
+    rows = _parse_jsonl(text) if fmt == "jsonl" else _parse_csv(text)
+    seen = {}
+    for line, step, _ in rows:
+        if step in seen:
+            raise ValueError(f"line {line}: step {step} already given on line {seen[step]}")
+        seen[step] = line
+    return sorted(((step, values) for _, step, values in rows), key=lambda row: row[0])
+
+
+def _read(path_or_text, max_bytes):
+    is_text = isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.startswith("{"))
+    if is_text:
+        data = path_or_text.encode()
+    else:
+        size = os.path.getsize(path_or_text)
+        if size > max_bytes:
+            raise ValueError(f"file is {size} bytes, over the limit of {max_bytes}")
+        with open(path_or_text, "rb") as f:
+            data = f.read()
+    if len(data) > max_bytes:
+        raise ValueError(f"text is {len(data)} bytes, over the limit of {max_bytes}")
+    if b"\0" in data:
+        raise ValueError("not CSV or JSON lines: the data is binary")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"not CSV or JSON lines: not UTF-8 text (byte {error.start})") from None
+
+
+def _number(text, where):
+    try:
+        return float(text)  # also reads nan, inf, -inf, Infinity in any case
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not a number") from None
+
+
+def _step(value, where):
+    if isinstance(value, str):
+        value = _number(value, where)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: {value!r} is not a step number")
+    if not math.isfinite(value) or value != int(value) or value < 0:
+        raise ValueError(f"{where}: {value!r} is not a whole step number >= 0")
+    return int(value)
+
+
+def _parse_csv(text):
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if not header or header == [""]:
+        raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
+    header = [name.strip() for name in header]
+    if "step" not in header:
+        raise ValueError(f"line 1: no 'step' column (columns: {', '.join(header)})")
+    for i, name in enumerate(header):
+        if not name:
+            raise ValueError(f"line 1, column {i + 1}: empty column name")
+        if header.index(name) != i:
+            raise ValueError(f"line 1: column {name!r} appears twice")
+    rows = []
+    for cells in reader:
+        line = reader.line_num
+        if not cells:
+            continue
+        if len(cells) != len(header):
+            raise ValueError(f"line {line}: {len(cells)} cells, the header has {len(header)}")
+        step_cell = cells[header.index("step")].strip()
+        if not step_cell:
+            raise ValueError(f"line {line}, column 'step': empty")
+        step = _step(step_cell, f"line {line}, column 'step'")
+        values = {
+            name: _number(cell.strip(), f"line {line}, column {name!r}")
+            for name, cell in zip(header, cells)
+            if name != "step" and cell.strip()
+        }
+        rows.append((line, step, values))
+    return rows
+
+
+def _parse_jsonl(text):
+    rows = []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"line {line}: not JSON ({error.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"line {line}: expected a JSON object, got {type(record).__name__}")
+        if "step" not in record:
+            raise ValueError(f"line {line}: no 'step' key")
+        step = _step(record["step"], f"line {line}, key 'step'")
+        values = {}
+        for key, value in record.items():
+            where = f"line {line}, column {key!r}"
+            if key == "step" or value is None:
+                continue
+            if isinstance(value, str):
+                value = _number(value, where)
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{where}: {value!r} is not a number")
+            values[key] = float(value)
+        rows.append((line, step, values))
+    return rows

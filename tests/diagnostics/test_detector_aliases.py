@@ -1,0 +1,44 @@
+"""Keys logged by RAGEN/veRL and TRL are read as ours."""
+
+import pytest
+
+from diagnostics import Detector, aliases
+
+
+@pytest.mark.parametrize("foreign, ours", [
+    ("rollout/in_group_std", "train/reward_std_in_group"),
+    ("reward_std", "train/reward_std_in_group"),
+    ("frac_reward_zero_std", "train/frac_zero_std_groups"),
+    ("actor/entropy_loss", "actor/entropy"),
+    ("entropy", "actor/entropy"),
+    ("grad_norm", "actor/grad_norm"),
+    ("critic/score/mean", "train/reward_mean"),
+    ("reward", "train/reward_mean"),
+    ("completions/mean_length", "response/tokens_mean"),
+    ("response_length/mean", "response/tokens_mean"),
+    ("success", "train/success"),
+])
+def test_known_keys_map_to_ours(foreign, ours):
+    assert aliases.canonical({foreign: 1}) == {ours: 1.0}
+
+
+def test_every_alias_points_at_one_of_our_keys():
+    assert set(aliases.ALIASES.values()) <= set(aliases.KEYS)
+
+
+def test_our_key_wins_over_an_alias_in_either_order():
+    assert aliases.canonical({"grad_norm": 1.0, "actor/grad_norm": 2.0}) == {"actor/grad_norm": 2.0}
+    assert aliases.canonical({"actor/grad_norm": 2.0, "grad_norm": 1.0}) == {"actor/grad_norm": 2.0}
+
+
+def test_none_is_dropped_and_a_string_is_an_error():
+    assert aliases.canonical({"entropy": None, "timing_s/gen": 3}) == {"timing_s/gen": 3.0}
+    with pytest.raises(ValueError, match="metric 'entropy': 'high' is not a number"):
+        aliases.canonical({"entropy": "high"})
+
+
+def test_detector_reads_aliased_keys():
+    det = Detector({"grad_spike": {"min_steps": 3}})
+    events = [e for step in range(5) for e in det.update(step, {"grad_norm": 1.0})]
+    events += det.update(5, {"train/grad_norm": float("nan")})
+    assert [(e["step"], e["rule"]) for e in events] == [(5, "grad_spike")]

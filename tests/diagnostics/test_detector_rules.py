@@ -1,0 +1,210 @@
+"""Each rule on hand-made series: fires, stays quiet, waits for its pending period, fires once, resolves."""
+
+import math
+
+import pytest
+
+from diagnostics import Detector
+from diagnostics.rules import RULES
+
+RAW = {"smoothing": 0.0}  # exact numbers in, so each test can say at which step a rule must fire
+
+
+def only(rule, **params):
+    """A detector running just `rule`, with `params` overriding its defaults."""
+    overrides = {name: {"enabled": False} for name in RULES if name != rule}
+    overrides[rule] = params
+    return Detector(overrides)
+
+
+def feed(detector, key, values, start=0):
+    events = []
+    for step, value in enumerate(values, start=start):
+        events += detector.update(step, {} if value is None else {key: value})
+    return events
+
+
+def levels(events):
+    return [(e["step"], e["level"]) for e in events]
+
+
+STD = "train/reward_std_in_group"
+
+
+def test_reward_std_drop_fires_once_after_pending_and_resolves():
+    det = only("reward_std_drop", pending=3, recovery=4, min_steps=2, **RAW)
+    values = [0.4] * 5 + [0.1] * 10 + [0.4] * 6  # breach from step 5, clear again from step 15
+    events = feed(det, STD, values)
+    assert levels(events) == [(7, "warning"), (18, "resolved")]
+    warning = events[0]
+    assert warning["rule"] == "reward_std_drop"
+    assert warning["signals"]["peak"] == pytest.approx(0.4)
+    assert warning["signals"]["since_step"] == 5
+    assert "25% of its peak" in warning["message"]
+
+
+def test_reward_std_drop_does_not_fire_while_steady_or_for_a_short_dip():
+    det = only("reward_std_drop", pending=3, min_steps=2, **RAW)
+    values = [0.4, 0.42, 0.38] * 5 + [0.1, 0.1, 0.4] * 5  # dips of 2 < pending 3
+    assert feed(det, STD, values) == []
+
+
+def test_reward_std_drop_is_quiet_while_the_task_is_solved():
+    det = only("reward_std_drop", pending=1, min_steps=2, **RAW)
+    events = []
+    for step, std in enumerate([0.4] * 5 + [0.05] * 5):
+        events += det.update(step, {STD: std, "train/success": 0.95})
+    assert events == []
+
+
+def test_missing_metric_is_no_data_not_a_breach_nor_a_break_in_the_streak():
+    det = only("reward_std_drop", pending=3, min_steps=2, **RAW)
+    values = [0.4] * 5 + [0.1, None, None, 0.1, None, 0.1]
+    assert levels(feed(det, STD, values)) == [(10, "warning")]
+
+
+def test_smoothing_delays_a_drop():
+    raw = feed(only("reward_std_drop", pending=1, min_steps=2, smoothing=0.0), STD, [0.4] * 5 + [0.1] * 10)
+    smooth = feed(only("reward_std_drop", pending=1, min_steps=2, smoothing=0.8), STD, [0.4] * 5 + [0.1] * 10)
+    assert raw[0]["step"] == 5
+    assert smooth[0]["step"] > 5
+
+
+def test_zero_std_groups_ignores_a_high_start_and_fires_on_a_rise():
+    det = only("zero_std_groups", pending=2, threshold=0.5, min_rise=0.25, **RAW)
+    # Before learning most groups fail together (high); learning brings it down; the echo brings it up.
+    values = [0.9] * 5 + [0.2] * 10 + [0.7] * 5
+    assert levels(feed(det, "train/frac_zero_std_groups", values)) == [(16, "warning")]
+
+
+def test_zero_std_groups_needs_both_the_threshold_and_the_rise():
+    det = only("zero_std_groups", pending=1, threshold=0.5, min_rise=0.25, **RAW)
+    assert feed(det, "train/frac_zero_std_groups", [0.1] * 5 + [0.45] * 5) == []  # rose, under threshold
+    det = only("zero_std_groups", pending=1, threshold=0.5, min_rise=0.25, **RAW)
+    assert feed(det, "train/frac_zero_std_groups", [0.4] * 5 + [0.6] * 5) == []  # over, rose too little
+
+
+def steady_decline(n, start=1.2, rate=0.002, wobble=0.001):
+    return [start - rate * i + wobble * ((-1) ** i) for i in range(n)]
+
+
+def test_entropy_erratic_fires_on_jumps_not_on_a_steady_decline():
+    values = steady_decline(60)
+    assert feed(only("entropy_erratic", pending=2, window=30, threshold=4.0), "actor/entropy", values) == []
+    jumpy = values[:40] + [values[40] + 0.3, values[41] - 0.3, values[42] + 0.3]
+    events = feed(only("entropy_erratic", pending=2, window=30, threshold=4.0), "actor/entropy", jumpy)
+    assert levels(events) == [(41, "warning")]
+    assert abs(events[0]["signals"]["z"]) > 4.0
+
+
+def test_entropy_rise_needs_a_decline_first():
+    det = only("entropy_rise", pending=2, rise=0.25, min_decline=0.1, **RAW)
+    assert feed(det, "actor/entropy", [1.0] * 5 + [1.3] * 5) == []  # a rise from the start is not it
+    det = only("entropy_rise", pending=2, rise=0.25, min_decline=0.1, **RAW)
+    values = [1.0, 0.9, 0.8, 0.7, 0.6, 0.6, 0.8, 0.8, 0.8]
+    assert levels(feed(det, "actor/entropy", values)) == [(7, "warning")]
+
+
+def test_entropy_rise_quiet_on_steady_decline():
+    det = only("entropy_rise", pending=1, **RAW)
+    assert feed(det, "actor/entropy", steady_decline(200, rate=0.004)) == []
+
+
+def test_thinking_decay_fires_below_fraction_of_peak_not_on_slow_shrink():
+    key = "response/think_tokens_mean"
+    slow = [140 * (1 - 0.002 * i) for i in range(200)]  # healthy: 60% of the peak after 200 steps
+    assert feed(only("thinking_decay", pending=3), key, slow) == []
+    fast = [140.0] * 20 + [140 * 0.9 ** i for i in range(1, 30)]
+    events = feed(only("thinking_decay", pending=3, **RAW), key, fast)
+    first_below = 20 + next(i for i in range(1, 30) if 0.9 ** i < 0.4) - 1
+    assert levels(events) == [(first_below + 2, "warning")]
+
+
+GRAD = "actor/grad_norm"
+
+
+@pytest.mark.parametrize("spike", [50.0, math.nan, math.inf])
+def test_grad_spike_fires_on_spike_nan_and_inf(spike):
+    det = only("grad_spike", tolerance=4.0, min_steps=5, recovery=3)
+    events = feed(det, GRAD, [1.0, 1.2, 0.9, 1.1, 1.0, 1.05, spike, 1.0, 1.1, 0.9])
+    assert levels(events) == [(6, "warning"), (9, "resolved")]
+
+
+def test_grad_spike_tolerance_is_relative_to_the_running_median():
+    values = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05, 4.5]  # 4.5x the median of ~1.0
+    assert feed(only("grad_spike", tolerance=4.0), GRAD, values) == []
+    assert levels(feed(only("grad_spike", tolerance=3.0), GRAD, values)) == [(6, "warning")]
+
+
+def test_grad_spike_median_window_is_bounded():
+    # After the level settles at 10x, the bounded median follows it and the rule goes quiet again.
+    det = only("grad_spike", tolerance=4.0, window=5, recovery=2)
+    events = feed(det, GRAD, [1.0] * 10 + [10.0] * 10)
+    assert levels(events) == [(10, "warning"), (14, "resolved")]  # median turns at 13, +2 clear
+
+
+def test_collapse_fires_after_staying_down_for_k_steps_at_collapse_level():
+    det = only("collapse", pending=5, fraction=0.6, min_steps=3, **RAW)
+    values = [0.1, 0.3, 0.5, 0.6, 0.6, 0.6] + [0.2] * 10
+    events = feed(det, "train/success", values)
+    assert levels(events) == [(10, "collapse")]
+    assert events[0]["signals"]["metric"] == "train/success"
+
+
+def test_collapse_ignores_noise_before_a_meaningful_peak():
+    det = only("collapse", pending=2, min_peak=0.1, **RAW)
+    values = [0.05, 0.0, 0.08, 0.0] * 10  # never learned: a drop from 0.08 is noise
+    assert feed(det, "train/success", values) == []
+
+
+def test_collapse_ignores_an_early_peak_before_min_steps():
+    det = only("collapse", pending=2, min_steps=5, **RAW)
+    assert feed(det, "train/success", [0.9, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]) != []
+    det = only("collapse", pending=2, min_steps=5, **RAW)
+    assert feed(det, "train/success", [0.2, 0.9, 0.2, 0.2]) == []
+
+
+@pytest.mark.parametrize("key", ["val/success", "train/reward_mean", "critic/score/mean"])
+def test_collapse_falls_back_when_success_is_not_logged(key):
+    det = only("collapse", pending=2, min_steps=3, **RAW)
+    events = feed(det, key, [0.2, 0.5, 0.8, 0.8, 0.3, 0.3, 0.3])
+    assert levels(events) == [(5, "collapse")]
+    assert events[0]["signals"]["metric"] in ("val/success", "train/reward_mean")
+
+
+def test_collapse_keeps_the_first_success_key_it_saw():
+    det = only("collapse", pending=1, min_steps=2, **RAW)
+    events = []
+    for step in range(6):
+        metrics = {"val/success": 0.8}
+        if step >= 3:
+            metrics["train/success"] = 0.1  # appears later, on another scale: must not be compared
+        events += det.update(step, metrics)
+    assert events == []
+
+
+def test_disabled_rule_never_fires():
+    det = Detector({"grad_spike": {"enabled": False}})
+    assert feed(det, GRAD, [1.0] * 10 + [math.nan]) == []
+
+
+def test_steps_must_increase():
+    det = Detector()
+    det.update(3, {})
+    with pytest.raises(ValueError, match="step 3 is not after the previous step 3"):
+        det.update(3, {})
+    with pytest.raises(ValueError, match="step: '4' is not an integer"):
+        det.update("4", {})
+
+
+def test_replay_rebuilds_the_state_of_a_restarted_worker():
+    history = [(s, {"train/success": min(0.05 * s, 0.6) if s < 60 else 0.1, STD: 0.4 if s < 40 else 0.05,
+                    GRAD: 1.0 if s != 70 else math.nan}) for s in range(100)]
+    live = Detector()
+    before = [e for step, m in history[:50] for e in live.update(step, m)]
+    restarted, replayed = Detector.replay(history[:50])
+    assert replayed == before
+    after_live = [e for step, m in history[50:] for e in live.update(step, m)]
+    after_restart = [e for step, m in history[50:] for e in restarted.update(step, m)]
+    assert after_restart == after_live
+    assert {e["level"] for e in after_live} >= {"collapse", "warning"}

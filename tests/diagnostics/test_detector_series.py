@@ -1,0 +1,84 @@
+"""Reading metric histories from CSV and JSON lines, and every kind of bad input."""
+
+import math
+import re
+
+import pytest
+
+from diagnostics import load_series
+
+CSV = """step,train/success,actor/grad_norm
+0,0.1,1.5
+2,,NaN
+1,0.3,inf
+"""
+
+
+def test_csv_rows_sorted_with_empty_cells_missing_and_nan_inf_numbers():
+    series = load_series(CSV)
+    assert [step for step, _ in series] == [0, 1, 2]
+    assert series[0] == (0, {"train/success": 0.1, "actor/grad_norm": 1.5})
+    assert series[1][1]["actor/grad_norm"] == math.inf
+    assert set(series[2][1]) == {"actor/grad_norm"} and math.isnan(series[2][1]["actor/grad_norm"])
+
+
+def test_jsonl_with_null_bare_nan_and_quoted_inf():
+    text = '{"step": 0, "grad_norm": NaN, "reward": null}\n\n{"step": 1, "grad_norm": "-inf", "reward": 1}\n'
+    series = load_series(text)
+    assert math.isnan(series[0][1]["grad_norm"]) and "reward" not in series[0][1]
+    assert series[1] == (1, {"grad_norm": -math.inf, "reward": 1.0})
+
+
+def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
+    path = tmp_path / "metrics.log"
+    path.write_text('{"step": 3, "x": 1}\n')
+    assert load_series(path, fmt="jsonl") == [(3, {"x": 1.0})]
+    assert load_series(str(path)) == [(3, {"x": 1.0})]
+    with pytest.raises(ValueError, match="format: 'xml' is not 'csv' or 'jsonl'"):
+        load_series(path, fmt="xml")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("step,actor/grad_norm\n0,1\n1,2\n2,3\n3,4\n4,5\n5,6\n6,abc\n",
+     "line 8, column 'actor/grad_norm': 'abc' is not a number"),
+    ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
+    ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0 already given on line 2"),
+    ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
+    ("step,a\n0,1\n,2\n", "line 3, column 'step': empty"),
+    ("step,a\n0,1,2\n", "line 2: 3 cells, the header has 2"),
+    ("step,a,a\n0,1,2\n", "line 1: column 'a' appears twice"),
+    ("step,,b\n0,1,2\n", "line 1, column 2: empty column name"),
+    ("\n", "line 1: empty file"),
+    ('{"step": 0}\n{"step": 1, "a": "abc"}\n', "line 2, column 'a': 'abc' is not a number"),
+    ('{"step": 0}\n{"step": 1, "a": true}\n', "line 2, column 'a': True is not a number"),
+    ('{"step": 0}\n{"step": 1, "a": [1]}\n', "line 2, column 'a': [1] is not a number"),
+    ('{"step": 0}\n{"a": 1}\n', "line 2: no 'step' key"),
+    ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
+    ('{"step": 0}\n{"step": 1,\n', "line 2: not JSON"),
+    ('{"step": -1}\n', "line 1, key 'step': -1 is not a whole step number"),
+    ('{"step": 0}\n{"step": 0}\n', "line 2: step 0 already given on line 1"),
+])
+def test_bad_input_names_the_line_and_column(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_series(text)
+
+
+def test_binary_and_non_utf8_are_rejected(tmp_path):
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"PK\x03\x04\x00\x00")
+    with pytest.raises(ValueError, match="not CSV or JSON lines: the data is binary"):
+        load_series(binary)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("step,caf\xe9\n0,1\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"not UTF-8 text \(byte 8\)"):
+        load_series(latin)
+
+
+def test_size_limit(tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text("step,a\n" + "".join(f"{i},1\n" for i in range(1000)))
+    assert len(load_series(path, max_bytes=100_000)) == 1000
+    with pytest.raises(ValueError, match="over the limit of 1000"):
+        load_series(path, max_bytes=1000)
+    with pytest.raises(ValueError, match="over the limit of 1000"):
+        load_series(path.read_text(), max_bytes=1000)

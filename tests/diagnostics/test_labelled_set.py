@@ -1,0 +1,56 @@
+"""The calibration targets, computed on the labelled set (tests/data/detector/) with default parameters:
+every collapse flagged before success falls below half its peak, median lead >= 10 steps, and no
+collapse event on a healthy run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnostics.calibration import load_labelled_set, score
+
+FOLDER = Path(__file__).resolve().parents[1] / "data" / "detector"
+
+
+@pytest.fixture(scope="module")
+def scored():
+    return score(load_labelled_set(FOLDER))
+
+
+def test_every_file_has_a_label_and_every_label_a_file():
+    labels = json.loads((FOLDER / "labels.json").read_text())["runs"]
+    files = {p.name for p in FOLDER.iterdir() if p.suffix in (".csv", ".jsonl")}
+    assert files == set(labels)
+    for name, label in labels.items():
+        assert isinstance(label["collapse"], bool), name
+        assert isinstance(label.get("half_peak_step"), int) == label["collapse"], name
+
+
+def test_the_set_has_both_kinds(scored):
+    assert scored["collapsing_runs"] >= 10 and scored["healthy_runs"] >= 5
+
+
+def test_every_collapse_is_flagged_before_success_halves(scored):
+    late = [r.run.name for r in scored["results"] if r.run.collapse and not (r.lead and r.lead > 0)]
+    assert late == []
+
+
+def test_median_warning_lead_is_at_least_10_steps(scored):
+    assert scored["median_lead"] >= 10
+
+
+def test_no_collapse_event_on_a_healthy_run(scored):
+    assert [r.run.name for r in scored["results"] if not r.run.collapse and r.collapse_events] == []
+
+
+def test_the_generator_reproduces_the_committed_files(tmp_path):
+    # The committed files are the generator's output; a changed generator must be rerun and committed.
+    script = FOLDER / "make_synthetic.py"
+    copy = tmp_path / "make_synthetic.py"
+    copy.write_text(script.read_text())
+    subprocess.run([sys.executable, str(copy)], check=True, timeout=120)
+    for made in tmp_path.iterdir():
+        if made.suffix in (".csv", ".jsonl"):
+            assert made.read_text() == (FOLDER / made.name).read_text(), made.name

@@ -1,0 +1,76 @@
+"""Authentication and error handling shared by every JSON API view.
+
+`@api_view` accepts a session (browser) or `Authorization: Bearer <token>` (scripts), answers JSON
+errors with the right status (401, 403, 404, 405, 400) and never lets an exception become a 500 page.
+CSRF is enforced for session-authenticated unsafe requests only; a bearer token is not sent
+automatically by browsers, so token requests need no CSRF token.
+"""
+
+import functools
+import json
+import logging
+
+from django.http import Http404, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+
+from webapp.accounts.models import ApiToken
+
+logger = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, errors: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.errors = status, message, errors
+
+
+def error_response(status: int, message: str, errors: dict | None = None) -> JsonResponse:
+    body = {"error": message}
+    if errors:
+        body["errors"] = errors
+    return JsonResponse(body, status=status)
+
+
+def _csrf_failure(request):
+    check = CsrfViewMiddleware(lambda req: None)
+    check.process_request(request)
+    return check.process_view(request, None, (), {})
+
+
+def api_view(methods=("GET",)):
+    def decorate(view):
+        @csrf_exempt
+        @functools.wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if request.method not in methods:
+                return error_response(405, f"method {request.method} not allowed; use {', '.join(methods)}")
+            header = request.headers.get("Authorization", "")
+            if header.startswith("Bearer "):
+                user = ApiToken.authenticate(header.removeprefix("Bearer ").strip())
+                if user is None:
+                    return error_response(401, "invalid API token")
+                request.user = user
+            elif request.user.is_authenticated:
+                if request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request) is not None:
+                    return error_response(403, "CSRF check failed: send the X-CSRFToken header")
+            else:
+                return error_response(401, "authentication required: log in or send 'Authorization: Bearer <token>'")
+            try:
+                return view(request, *args, **kwargs)
+            except ApiError as error:
+                return error_response(error.status, error.message, error.errors)
+            except Http404 as error:
+                return error_response(404, str(error) or "not found")
+        return wrapped
+    return decorate
+
+
+def json_body(request, max_bytes: int = 10 * 1024 * 1024):
+    """The request's JSON body, or ApiError(400/413) with a message saying what is wrong."""
+    if len(request.body) > max_bytes:
+        raise ApiError(413, f"request body is {len(request.body)} bytes; the limit is {max_bytes}")
+    try:
+        return json.loads(request.body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ApiError(400, f"request body is not valid JSON: {error}") from None

@@ -1,0 +1,32 @@
+import math
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def duration(seconds):
+    """ETA seconds -> "1h 05m", "3m 20s", "45s"; empty for unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return ""
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+@register.filter
+def percent(done, total):
+    return min(100, round(100 * done / total)) if total else 0
+
+
+@register.filter
+def metric(metrics, key):
+    """A value from Run.latest_metrics, formatted for a table cell."""
+    value = (metrics or {}).get(key)
+    return "–" if not isinstance(value, (int, float)) or not math.isfinite(value) else f"{value:.3g}"
