@@ -1,0 +1,177 @@
+"""FrozenLake with gymnasium FrozenLake-v1 dynamics, random maps per seed, rendered in the paper's symbols.
+
+Maps use gymnasium's letters: S start, F frozen, H hole, G goal. On slippery ice an action goes the
+intended way with probability 1/3 and to each perpendicular side with probability 1/3; a move into the
+border leaves the player in place.
+"""
+
+from collections import deque
+
+from envs.base import TextEnv
+from envs.spec import Param, ParamError
+
+# Index order is gymnasium's action numbering: 0 Left, 1 Down, 2 Right, 3 Up.
+ACTIONS = ["Left", "Down", "Right", "Up"]
+MOVES = [(0, -1), (1, 0), (0, 1), (-1, 0)]
+MAP_LETTERS = "SFHG"
+
+SYMBOLS = {
+    "P": "player",
+    "_": "frozen ice",
+    "O": "hole",
+    "G": "goal",
+    "X": "player fallen in a hole",
+    "√": "player on the goal",
+}
+
+PARAMS = [
+    Param("size", "int", 4, min=2, max=12, help="Width and height of a random map."),
+    Param("frozen_prob", "float", 0.8, min=0.1, max=1.0,
+          help="Probability that a tile of a random map is frozen rather than a hole."),
+    Param("slippery", "bool", True,
+          help="Slippery ice: 1/3 intended direction, 1/3 each perpendicular one (gymnasium's is_slippery)."),
+    Param("map", "str", "",
+          help="A fixed map instead of random ones: rows of S, F, H, G (one S, at least one G), separated "
+               "by new lines or commas; overrides size and frozen_prob."),
+]
+
+
+def prepare_params(params: dict) -> dict:
+    """A map given as a list of rows (gymnasium's `desc`) is stored as text, one row per line."""
+    if isinstance(params.get("map"), (list, tuple)):
+        return {**params, "map": "\n".join(str(row) for row in params["map"])}
+    return params
+
+
+def check_params(owner: str, params: dict) -> dict:
+    if params["map"]:
+        return {**params, "map": "\n".join(parse_map(params["map"], owner))}
+    return params
+
+
+def parse_map(text: str, owner: str = "frozenlake") -> list[str]:
+    """Rows of a map from text with new lines or commas between rows; ParamError naming `map`."""
+    rows = [row.strip() for row in text.replace(",", "\n").splitlines() if row.strip()]
+    for number, row in enumerate(rows, start=1):
+        if len(row) != len(rows[0]):
+            raise ParamError("map", f"{owner}.map row {number} has {len(row)} tiles, row 1 has {len(rows[0])}")
+        unknown = set(row) - set(MAP_LETTERS)
+        if unknown:
+            raise ParamError("map", f"{owner}.map row {number}: unknown tile {sorted(unknown)[0]!r} "
+                                    f"(use S, F, H, G)")
+    tiles = "".join(rows)
+    if tiles.count("S") != 1:
+        raise ParamError("map", f"{owner}.map needs exactly one start S, got {tiles.count('S')}")
+    if "G" not in tiles:
+        raise ParamError("map", f"{owner}.map needs a goal G")
+    return rows
+
+
+def goal_reachable(rows: list[str]) -> bool:
+    start = next((r, c) for r, row in enumerate(rows) for c, tile in enumerate(row) if tile == "S")
+    seen, queue = {start}, deque([start])
+    while queue:
+        row, col = queue.popleft()
+        if rows[row][col] == "G":
+            return True
+        for d_row, d_col in MOVES:
+            r, c = row + d_row, col + d_col
+            if 0 <= r < len(rows) and 0 <= c < len(rows[0]) and (r, c) not in seen and rows[r][c] != "H":
+                seen.add((r, c))
+                queue.append((r, c))
+    return False
+
+
+class FrozenLakeEnv(TextEnv):
+    actions = ACTIONS
+    symbols = SYMBOLS
+    instruction = (
+        "You are walking on a frozen lake. Reach the goal without falling into a hole. The ice is slippery: "
+        "you may slide to a side instead of going where you intended. Symbols: "
+        + ", ".join(f"{symbol} {meaning}" for symbol, meaning in SYMBOLS.items())
+        + f". Actions: {', '.join(ACTIONS)}; write several actions separated by ||, e.g. Left || Down."
+    )
+
+    def __init__(self, size, frozen_prob, slippery, map):
+        super().__init__()
+        self.size = size
+        self.frozen_prob = frozen_prob
+        self.slippery = slippery
+        self.fixed_map = parse_map(map) if map else None
+        if not slippery:
+            self.instruction = self.instruction.replace(
+                "The ice is slippery: you may slide to a side instead of going where you intended. ", "")
+        self.rows: list[str] = []
+        self.position = (0, 0)
+
+    def _reset(self) -> None:
+        self.rows = self.fixed_map or self._random_map()
+        self.position = next((r, c) for r, row in enumerate(self.rows) for c, tile in enumerate(row) if tile == "S")
+
+    def _random_map(self) -> list[str]:
+        """Tiles frozen with probability frozen_prob, random start and goal; redrawn until the goal is reachable."""
+        cells = self.size * self.size
+        while True:
+            tiles = ["F" if self.rng.random() < self.frozen_prob else "H" for _ in range(cells)]
+            start, goal = self.rng.sample(range(cells), 2)
+            tiles[start], tiles[goal] = "S", "G"
+            rows = ["".join(tiles[r * self.size:(r + 1) * self.size]) for r in range(self.size)]
+            if goal_reachable(rows):
+                return rows
+
+    def _step(self, action: str) -> tuple[float, bool, dict]:
+        intended = ACTIONS.index(action)
+        direction = (intended + self.rng.choice((-1, 0, 1))) % 4 if self.slippery else intended
+        before = self.position
+        self.position = self._next_position(before, direction)
+        tile = self.rows[self.position[0]][self.position[1]]
+        reached_goal = tile == "G"
+        info = {"success": reached_goal, "action_is_effective": self.position != before}
+        return (1.0 if reached_goal else 0.0), tile in "GH", info
+
+    def _next_position(self, position: tuple[int, int], direction: int) -> tuple[int, int]:
+        row = min(max(position[0] + MOVES[direction][0], 0), len(self.rows) - 1)
+        col = min(max(position[1] + MOVES[direction][1], 0), len(self.rows[0]) - 1)
+        return row, col
+
+    def _extra_info(self) -> dict:
+        return {"position": self.position}
+
+    def render(self) -> str:
+        glyphs = {"S": "_", "F": "_", "H": "O", "G": "G"}
+        player_glyphs = {"S": "P", "F": "P", "H": "X", "G": "√"}
+        return "\n".join(
+            "".join((player_glyphs if (r, c) == self.position else glyphs)[tile] for c, tile in enumerate(row))
+            for r, row in enumerate(self.rows)
+        )
+
+    def transitions(self, position: tuple[int, int], action: str) -> dict[tuple[int, int], float]:
+        """Next-position probabilities of one action, the model the oracle plans with."""
+        intended = ACTIONS.index(action)
+        directions = [(intended + turn) % 4 for turn in (-1, 0, 1)] if self.slippery else [intended]
+        probabilities: dict[tuple[int, int], float] = {}
+        for direction in directions:
+            after = self._next_position(position, direction)
+            probabilities[after] = probabilities.get(after, 0.0) + 1 / len(directions)
+        return probabilities
+
+    def optimal_success(self, max_actions: int | None = None) -> float:
+        """The optimal policy's probability of reaching the goal (exact, by value iteration on the map).
+
+        With `max_actions`, the probability of reaching it within that many actions; without, the limit
+        of unbounded play (iterated until values change by less than 1e-12).
+        """
+        cells = [(r, c) for r in range(len(self.rows)) for c in range(len(self.rows[0]))]
+        walkable = [cell for cell in cells if self.rows[cell[0]][cell[1]] in "SF"]
+        model = {cell: [self.transitions(cell, action) for action in ACTIONS] for cell in walkable}
+        value = {cell: 1.0 if self.rows[cell[0]][cell[1]] == "G" else 0.0 for cell in cells}
+        iteration = 0
+        while max_actions is None or iteration < max_actions:
+            iteration += 1
+            updated = {**value, **{cell: max(sum(p * value[after] for after, p in outcomes.items())
+                                             for outcomes in model[cell]) for cell in walkable}}
+            change = max(abs(updated[cell] - value[cell]) for cell in cells)
+            value = updated
+            if max_actions is None and change < 1e-12:
+                break
+        return value[self.position]

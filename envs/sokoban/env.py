@@ -1,0 +1,148 @@
+"""The Sokoban text environment: gym-sokoban's rules and rewards over generated or fixed levels."""
+
+from pathlib import Path
+
+from envs.base import TextEnv
+from envs.sokoban.generator import generate_room
+from envs.sokoban.level import DIRECTIONS, Level, parse_xsb, to_xsb
+from envs.sokoban.solver import solve
+from envs.spec import Param, ParamError
+
+# wall, floor, goal, box, box on goal, player, player on goal
+VOCABULARIES = {
+    "default": "#_OX√PS",
+    "alternate": "W.GBCA@",
+}
+SYMBOL_MEANINGS = ("wall", "empty floor", "target", "box", "box on target", "player", "player on target")
+
+# gym-sokoban's rewards
+STEP_PENALTY = -0.1
+BOX_ON_TARGET_REWARD = 1.0
+BOX_OFF_TARGET_PENALTY = -1.0
+FINISH_REWARD = 10.0
+
+PARAMS = [
+    Param("dim_room", "int", 6, min=5, max=12,
+          help="Width and height of a generated room, walls included (5 is the smallest with room to pull)."),
+    Param("num_boxes", "int", 1, min=1, max=4, help="Boxes (and targets) in a generated room."),
+    Param("search_budget", "int", 10_000, min=10, max=300_000,
+          help="Generator effort: most reverse-play states explored per room layout (gym-sokoban: 300000 "
+               "single moves); a smaller budget generates faster but may give easier rooms."),
+    Param("max_steps", "int", 100, min=1, max=10_000,
+          help="The episode ends, unsolved, after this many valid actions."),
+    Param("vocabulary", "choice", "default", choices=tuple(VOCABULARIES),
+          help="Grid symbols: default '# _ O X √ P S', alternate 'W . G B C A @' "
+               "(to test that learning is not tied to the symbols)."),
+    Param("level", "str", "",
+          help="A fixed level in XSB text (# wall, @ player, + player on goal, $ box, * box on goal, "
+               ". goal, space/-/_ floor) instead of generated rooms."),
+    Param("levels", "str", "",
+          help="Path to an .xsb file with a level set; each seed draws one level from it."),
+]
+
+ACTIONS = ["Up", "Down", "Left", "Right"]
+
+
+def prepare_params(params: dict) -> dict:
+    """A parsed Level is accepted for `level` and stored as its XSB text, which is what the form and the
+    database hold."""
+    if isinstance(params.get("level"), Level):
+        return {**params, "level": to_xsb(params["level"])}
+    return params
+
+
+def check_params(owner: str, params: dict) -> dict:
+    """Cross-parameter rules; a fixed level is parsed now so XSB errors reach the form, not the worker."""
+    if params["num_boxes"] > (params["dim_room"] - 2) ** 2 // 4:
+        raise ParamError("num_boxes", f"{owner}.num_boxes={params['num_boxes']} does not fit a "
+                                      f"{params['dim_room']}x{params['dim_room']} room; use fewer boxes")
+    level, levels = params["level"], params["levels"]
+    if level and levels:
+        raise ParamError("levels", f"{owner}: give either level or levels, not both")
+    if level:
+        parsed = _parse(level, "level", owner)
+        if len(parsed) != 1:
+            raise ParamError("level", f"{owner}.level must hold one level, got {len(parsed)} "
+                                      f"(use levels=<path> for a level set)")
+    if levels:
+        path = Path(levels)
+        if not path.is_file():
+            raise ParamError("levels", f"{owner}.levels: no such file {levels!r}")
+        _parse(path.read_text(encoding="utf-8"), "levels", owner)
+    return params
+
+
+def _parse(text: str, field: str, owner: str) -> list[Level]:
+    try:
+        return parse_xsb(text)
+    except ValueError as error:
+        raise ParamError(field, f"{owner}.{field}: {error}") from None
+
+
+class SokobanEnv(TextEnv):
+    actions = ACTIONS
+
+    def __init__(self, dim_room, num_boxes, search_budget, max_steps, vocabulary, level, levels):
+        super().__init__()
+        self.dim_room = dim_room
+        self.num_boxes = num_boxes
+        self.search_budget = search_budget
+        self.max_steps = max_steps
+        self.vocabulary = VOCABULARIES[vocabulary]
+        self.symbols = dict(zip(self.vocabulary, SYMBOL_MEANINGS))
+        if levels:
+            level = Path(levels).read_text(encoding="utf-8")
+        self.fixed_levels = parse_xsb(level) if level else []  # empty: generate a room per seed
+        self.instruction = self._instruction()
+        self.level: Level | None = None
+        self.steps_taken = 0
+
+    def _instruction(self) -> str:
+        legend = ", ".join(f"{symbol} {meaning}" for symbol, meaning in self.symbols.items())
+        return (
+            "You are solving a Sokoban puzzle. You are the player; push every box onto a target. "
+            "Moving into a box pushes it one cell if the cell behind it is empty floor or a target; you cannot "
+            "pull boxes, push two boxes at once, or walk through walls. Some pushes cannot be undone. "
+            f"Symbols: {legend}. Actions: {', '.join(self.actions)}; "
+            "write several actions separated by ||, e.g. Right || Right || Up."
+        )
+
+    def _reset(self) -> None:
+        if self.fixed_levels:
+            self.level = self.rng.choice(self.fixed_levels)
+        else:
+            self.level = generate_room(self.rng, self.dim_room, self.num_boxes, self.search_budget)
+        self.steps_taken = 0
+
+    def _step(self, action: str) -> tuple[float, bool, dict]:
+        before = self.level
+        self.level = before.moved(action)
+        self.steps_taken += 1
+        reward = STEP_PENALTY
+        # As gym-sokoban: rewards follow the count of boxes on targets, so moving a box from one target to
+        # another earns nothing.
+        if self.level.boxes_on_goals > before.boxes_on_goals:
+            reward += BOX_ON_TARGET_REWARD
+        elif self.level.boxes_on_goals < before.boxes_on_goals:
+            reward += BOX_OFF_TARGET_PENALTY
+        solved = self.level.is_solved
+        if solved:
+            reward += FINISH_REWARD
+        done = solved or self.steps_taken >= self.max_steps
+        return reward, done, {"success": solved, "action_is_effective": self.level is not before}
+
+    def render(self) -> str:
+        return self.level.render(self.vocabulary)
+
+    def optimal_success(self, max_actions: int | None = None) -> float:
+        """1.0 when the optimal solution exists and fits the step limits, checked by playing it here."""
+        solution = solve(self.level)
+        limit = self.max_steps if max_actions is None else min(self.max_steps, max_actions)
+        if solution is None or len(solution) > limit:
+            return 0.0
+        direction_of = {direction[0]: direction for direction in DIRECTIONS}
+        success = self.level.is_solved
+        for letter in solution:
+            _, _, _, info = self.step(direction_of[letter.upper()])
+            success = info["success"]
+        return float(success)
