@@ -145,14 +145,14 @@ def broker(default_folder: Path) -> tuple[str, dict]:
     """
     raw = os.environ.get("CELERY_BROKER_URL", "").strip()
     if not raw:
-        queue_folder = default_folder / "queue"
-        processed = default_folder / "processed"
-        queue_folder.mkdir(parents=True, exist_ok=True)
-        processed.mkdir(parents=True, exist_ok=True)
+        folders = {name: default_folder / name for name in ("queue", "processed", "control")}
+        for folder in folders.values():
+            folder.mkdir(parents=True, exist_ok=True)
         return "filesystem://", {
-            "data_folder_in": str(queue_folder),
-            "data_folder_out": str(queue_folder),
-            "processed_folder": str(processed),
+            "data_folder_in": str(folders["queue"]),
+            "data_folder_out": str(folders["queue"]),
+            "processed_folder": str(folders["processed"]),
+            "control_folder": str(folders["control"]),
             "store_processed": False,
         }
     parts = _split_url("CELERY_BROKER_URL", raw, ("redis", "rediss", "amqp", "amqps", "filesystem"))

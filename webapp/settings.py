@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "webapp.experiments",
     "webapp.metrics",
     "webapp.alerts",
+    "webapp.imports",
+    "webapp.compare",
 ]
 
 MIDDLEWARE = [
@@ -111,6 +113,10 @@ for _key, _value in env.email().items():
     globals()[_key] = _value
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "EchoLab <echolab@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# No second email for the same rule on the same run within this many seconds (a flapping rule).
+ALERT_COOLDOWN_SECONDS = env.integer("ALERT_COOLDOWN_SECONDS", 3600)
+# Metric files uploaded as imported runs (/import, /api/imports) are refused above this size.
+IMPORT_MAX_BYTES = env.integer("IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 
 CHECKPOINT_ROOT = env.path("CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")

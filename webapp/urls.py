@@ -10,4 +10,6 @@ urlpatterns = [
     path("", include("webapp.accounts.urls")),
     path("", include("webapp.experiments.urls")),
     path("", include("webapp.metrics.urls")),
+    path("", include("webapp.imports.urls")),
+    path("", include("webapp.compare.urls")),
 ]

@@ -1,8 +1,20 @@
-"""Celery tasks: the glue between the trainer, the detector and the database."""
+"""Celery tasks: the glue between the trainer, the detector and the database.
 
+A message only says "go look at row N"; Postgres holds the state, and each task starts by claiming its
+row with a conditional UPDATE, so a duplicated, stale or re-sent message does nothing.
+Nothing here imports torch: the worker's parent process must never initialise CUDA.
+"""
+
+import logging
+import smtplib
 import socket
 
 from worker.celery import app
+
+logger = logging.getLogger(__name__)
+
+NOTIFY_MAX_RETRIES = 3
+NOTIFY_RETRY_DELAY = 30  # seconds before the first retry; doubles each time
 
 
 @app.task(name="worker.tasks.ping")
@@ -10,3 +22,43 @@ def ping(nonce: str, queue: str = "default") -> None:
     from webapp.core.models import WorkerPing
 
     WorkerPing.objects.get_or_create(nonce=nonce, defaults={"hostname": socket.gethostname(), "queue": queue})
+
+
+@app.task(name="worker.tasks.train_run")
+def train_run(run_id: int) -> str:
+    """Train run `run_id` (gpu queue) if it is still queued; see worker/training.py."""
+    from worker.training import train_run as train
+
+    outcome = train(run_id)
+    logger.info("run %s: %s", run_id, outcome)
+    return outcome
+
+
+@app.task(name="worker.tasks.sweep_runs")
+def sweep_runs() -> dict:
+    """Re-send lost runs and notifications, requeue runs whose worker died; see worker/sweeper.py."""
+    from worker.sweeper import sweep_runs as sweep
+
+    return sweep()
+
+
+@app.task(name="worker.tasks.send_notification", bind=True)
+def send_notification(self, notification_id: int) -> str:
+    """Email one detector event to its recipients: claimed once, retried with backoff, then failed.
+    The message itself (templates, chart) is webapp.alerts.emails'."""
+    from webapp.alerts.models import Notification
+
+    notification = (Notification.objects.select_related("event__run__experiment")
+                    .filter(pk=notification_id).first())
+    if notification is None or not notification.claim():
+        return "nothing to do"
+    try:
+        notification.deliver()
+    except (smtplib.SMTPException, OSError) as error:
+        final = notification.tries > NOTIFY_MAX_RETRIES
+        notification.mark_failed(f"{type(error).__name__}: {error}", final=final)
+        if final:
+            return "failed"
+        raise self.retry(countdown=NOTIFY_RETRY_DELAY * 2 ** (notification.tries - 1), max_retries=None)
+    notification.mark_sent()
+    return "sent"

@@ -2,7 +2,10 @@
 notifications: events are rows, each notification is claimed atomically by its sender and keeps its
 outcome (sent, or the error)."""
 
-from django.db import models
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -44,6 +47,34 @@ class Notification(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+
+    @classmethod
+    def create_for_event(cls, event: DetectorEvent) -> "Notification | None":
+        """The notification a new event deserves, or None: a level the experiment is not alerted on
+        (resolved never; warnings only with alert_on_warnings), nobody to tell, or the same rule
+        already notified on this run within ALERT_COOLDOWN_SECONDS (a flapping rule must not flood)."""
+        experiment = event.run.experiment
+        alerted = {DetectorEvent.Level.COLLAPSE}
+        if experiment.alert_on_warnings:
+            alerted.add(DetectorEvent.Level.WARNING)
+        recipients = experiment.recipients()
+        if event.level not in alerted or not recipients:
+            return None
+        with transaction.atomic():
+            # The run's row lock serialises two senders checking the same run's cooldown at once.
+            type(event.run).objects.select_for_update().filter(pk=event.run_id).first()
+            since = timezone.now() - timedelta(seconds=settings.ALERT_COOLDOWN_SECONDS)
+            recent = cls.objects.filter(event__run_id=event.run_id, event__rule=event.rule, created_at__gte=since)
+            if recent.exists():
+                return None
+            return cls.objects.create(event=event, recipients=recipients)
+
+    def deliver(self) -> None:
+        """Email the event to the recipients now; raises on SMTP errors (the task retries).
+        Claiming and recording the outcome are the caller's: see worker.tasks.send_notification."""
+        from webapp.alerts import emails
+
+        emails.deliver(self)
 
     def claim(self) -> bool:
         """pending -> sending for exactly one sender: a task delivered twice sends one email."""

@@ -5,7 +5,7 @@ stale or duplicated actor cannot win."""
 import logging
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
@@ -24,6 +24,9 @@ class Experiment(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # The trainer preset the config started from ("" when a complete config was given); "re-run with
+    # changes" shows the config as this preset plus overrides.
+    preset = models.CharField(max_length=40, blank=True)
     # The trainer's config as TrainConfig.to_dict() gives it; validated by the trainer before saving.
     config = models.JSONField()
     seeds = models.JSONField(default=list)
@@ -47,6 +50,47 @@ class Experiment(models.Model):
 
     def get_absolute_url(self):
         return reverse("experiment_detail", args=[self.pk])
+
+    @classmethod
+    def create_with_runs(cls, owner, spec, planned=None) -> "Experiment":
+        """Save the experiment and one run per (grid combination x seed), all or nothing, and send
+        the runs to the workers once the transaction commits. Raises specs.SpecError when invalid."""
+        from webapp.experiments import specs
+
+        planned = planned if planned is not None else specs.plan(spec)
+        with transaction.atomic():
+            experiment = cls.objects.create(
+                owner=owner, name=spec.name, description=spec.description,
+                preset="" if spec.config is not None else spec.preset, config=planned[0].config,
+                seeds=spec.seeds, grid=spec.grid, detector_overrides=spec.detector_overrides,
+                alert_recipients=", ".join(spec.alert_recipients), alert_on_warnings=spec.alert_on_warnings,
+            )
+            runs = Run.objects.bulk_create([
+                Run(experiment=experiment, label=run.label, config=run.config,
+                    total_steps=run.config["schedule"]["steps"])
+                for run in planned
+            ])
+            for run in runs:
+                transaction.on_commit(run.enqueue)
+        return experiment
+
+    def status_counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(Run.Status.values, 0)
+        for status in self.runs.values_list("status", flat=True):
+            counts[status] += 1
+        return counts
+
+    def to_dict(self, runs=None) -> dict:
+        data = {
+            "id": self.pk, "name": self.name, "description": self.description, "preset": self.preset,
+            "config": self.config, "seeds": self.seeds, "grid": self.grid,
+            "detector_overrides": self.detector_overrides, "alert_recipients": self.recipients(),
+            "alert_on_warnings": self.alert_on_warnings, "imported": self.imported,
+            "created_at": self.created_at.isoformat(), "url": self.get_absolute_url(),
+        }
+        if runs is not None:
+            data["runs"] = [run.to_dict() for run in runs]
+        return data
 
     def recipients(self) -> list[str]:
         listed = [address.strip() for address in self.alert_recipients.split(",") if address.strip()]
@@ -108,6 +152,28 @@ class Run(models.Model):
     def get_absolute_url(self):
         return reverse("run_detail", args=[self.pk])
 
+    def to_dict(self, config: bool = False) -> dict:
+        data = {
+            "id": self.pk, "experiment": self.experiment_id, "label": self.label, "status": self.status,
+            "stop_requested": self.stop_requested, "step": self.step, "total_steps": self.total_steps,
+            "eta_seconds": self.eta_seconds, "latest_metrics": self.latest_metrics, "attempt": self.attempt,
+            "host": self.host, "device": self.device, "error": self.error,
+            "created_at": self.created_at.isoformat(),
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
+            "url": self.get_absolute_url(),
+        }
+        if config:
+            data["config"] = self.config
+        return data
+
+    @property
+    def progress_percent(self) -> int:
+        if self.status == self.Status.COMPLETED:
+            return 100
+        return min(100, round(100 * self.step / self.total_steps)) if self.total_steps else 0
+
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
@@ -150,19 +216,37 @@ class Run(models.Model):
         """running -> a final state, only for the attempt that owns the run."""
         assert status in self.FINISHED
         finished = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
-            status=status, error=error, traceback=traceback, finished_at=timezone.now()
+            status=status, error=error, traceback=traceback, finished_at=timezone.now(),
+            attempt_log=self.attempt_log + [self._attempt_entry(error.splitlines()[0] if error else status)],
         )
         self.refresh_from_db()
         return finished == 1
 
     def requeue(self, reason: str) -> bool:
         """running (stale heartbeat) -> queued, recording why the attempt ended."""
-        entry = {"attempt": self.attempt, "host": self.host, "ended": timezone.now().isoformat(), "reason": reason}
         requeued = Run.objects.filter(
             Q(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt)
-        ).update(status=self.Status.QUEUED, attempt_log=self.attempt_log + [entry], pid=None)
+        ).update(status=self.Status.QUEUED, pid=None,
+                 attempt_log=self.attempt_log + [self._attempt_entry(reason)])
         self.refresh_from_db()
         return requeued == 1
+
+    def give_up(self, reason: str) -> bool:
+        """running (stale heartbeat, attempts used up) -> failed, the error listing every attempt's end."""
+        log = self.attempt_log + [self._attempt_entry(reason)]
+        error = f"gave up after {len(log)} attempts:\n" + "\n".join(
+            f"attempt {entry['attempt']} on {entry['host'] or '?'}: {entry['reason']}" for entry in log
+        )
+        failed = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
+            status=self.Status.FAILED, error=error, attempt_log=log, pid=None, finished_at=timezone.now()
+        )
+        self.refresh_from_db()
+        return failed == 1
+
+    def _attempt_entry(self, reason: str) -> dict:
+        return {"attempt": self.attempt, "host": self.host, "device": self.device,
+                "started": self.started_at.isoformat() if self.started_at else None,
+                "ended": timezone.now().isoformat(), "reason": reason}
 
     @property
     def checkpoint_dir(self):

@@ -23,10 +23,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("ECHOLAB_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("ECHOLAB_PORT", "8000")))
+        parser.add_argument("--no-demo", action="store_true", help="Do not create the demo experiment.")
 
-    def handle(self, host, port, **options):
+    def handle(self, host, port, no_demo=False, **options):
         call_command("migrate", interactive=False, verbosity=0)
         self.ensure_login()
+        if not no_demo:
+            call_command("seed_demo")
         processes = self.start_processes(host, port)
         self.stdout.write(f"EchoLab is running at http://{host}:{port}/ (Ctrl-C stops everything)")
         self.supervise(processes)

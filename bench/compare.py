@@ -1,0 +1,219 @@
+"""The compare page for 20 runs of 10,000 steps each, against the run page for one run.
+
+  1. bulk data: GET /api/compare for 20 runs x every charted key (500 points per run and key), latency
+     p50/p95 over --repeats requests and payload size; peer: the same data as 20 run-page requests
+     (GET /api/runs/<id>/metrics, one per run, 500 points), timed the same way.
+  2. page: headless Debian chromium opens /compare?runs=<20 ids> and waits until every chart is drawn
+     (compare.js sets body[data-charts-drawn] when Plotly has rendered all panels with the data);
+     peer: the run page of one of the runs until all its panels hold data. Median of --loads loads each.
+
+Points are written straight into a throwaway database (echolab_bench_compare) with generate_series;
+the server is gunicorn with one worker, as in bench/tracking.py.
+Run:
+    .venv/bin/python bench/compare.py
+"""
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PG = "postgres://postgres@127.0.0.1:5432"
+DB, PORT = "echolab_bench_compare", 8767
+CHROMIUM = "/usr/bin/chromium"
+
+
+def env() -> dict:
+    return {**os.environ, "DATABASE_URL": f"{PG}/{DB}", "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
+            "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14", "DJANGO_SETTINGS_MODULE": "webapp.settings"}
+
+
+def recreate_database():
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB}")
+
+
+def populate(runs: int, steps: int):
+    """A user, one grid experiment, `runs` finished runs, every charted key at every step (val/success
+    every 10 steps), a one-step gradient spike and a few detector events per run."""
+    import django
+
+    os.environ.update(env())
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from trainer.config import TrainConfig
+    from webapp.accounts.models import ApiToken
+    from webapp.alerts.models import DetectorEvent
+    from webapp.compare.api import CHART_KEYS
+    from webapp.experiments.models import Experiment, Run
+    from webapp.metrics.models import MetricPoint
+
+    user = get_user_model().objects.create_user("bench", "bench@example.com", "bench-password-1")
+    experiment = Experiment.objects.create(owner=user, name="bench grid", config={})
+    ids = []
+    for i in range(runs):
+        ratio, seed = [0.25, 0.5, 0.75, 1.0][i % 4], i // 4
+        config = TrainConfig.preset("starpo-s", algorithm={"filter_ratio": ratio}, seed=seed).to_dict()
+        run = Run.objects.create(experiment=experiment, label=f"seed={seed} algorithm.filter_ratio={ratio}",
+                                 config=config, status=Run.Status.COMPLETED, step=steps, total_steps=steps)
+        ids.append(run.pk)
+        DetectorEvent.objects.create(run=run, step=steps // 3, level="warning", rule="reward_std_drop", message="w")
+        DetectorEvent.objects.create(run=run, step=steps // 2, level="collapse", rule="grad_spike", message="c")
+    with connection.cursor() as cursor:
+        for n, key in enumerate(CHART_KEYS):
+            every = 10 if key == "val/success" else 1
+            cursor.execute(
+                f"INSERT INTO {MetricPoint._meta.db_table} (run_id, key, step, value) "
+                "SELECT r, %s, s, 0.5 + 0.4 * sin(s / 300.0 + r + %s) + 0.05 * random() "
+                "FROM unnest(%s::bigint[]) AS r, generate_series(0, %s, %s) AS s",
+                [key, n, ids, steps - 1, every])
+        cursor.execute(f"UPDATE {MetricPoint._meta.db_table} SET value = 1000 "
+                       "WHERE key = 'actor/grad_norm' AND step = 4321")
+        cursor.execute(f"ANALYZE {MetricPoint._meta.db_table}")
+    token = ApiToken.issue(user, "bench")[1]
+    count = MetricPoint.objects.count()
+    return ids, token, count
+
+
+def start_server(logs: Path):
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env(), check=True)
+    server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "-w", "1",
+                               "-b", f"127.0.0.1:{PORT}", "--timeout", "600"], cwd=ROOT, env=env(),
+                              stdout=open(logs / "server.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
+            conn.request("GET", "/healthz")
+            conn.getresponse().read()
+            return server
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError("the server did not start")
+
+
+def timed_get(conn, path, headers) -> tuple[float, int]:
+    start = time.perf_counter()
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    data = response.read()
+    elapsed = time.perf_counter() - start
+    if response.status != 200:
+        raise RuntimeError(f"GET {path}: {response.status} {data[:300]!r}")
+    return elapsed, len(data)
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def bench_api(ids, token, repeats):
+    from webapp.compare.api import CHART_KEYS
+
+    headers = {"Authorization": f"Bearer {token}"}
+    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=600)
+    keys = ",".join(CHART_KEYS)
+    bulk_path = f"/api/compare?runs={','.join(map(str, ids))}&keys={keys}&max_points=500"
+    bulk, per_run, size = [], [], 0
+    timed_get(conn, bulk_path, headers)  # warm up
+    for _ in range(repeats):  # alternate, so load changes on the machine hit both alike
+        elapsed, size = timed_get(conn, bulk_path, headers)
+        bulk.append(elapsed)
+        start = time.perf_counter()
+        for pk in ids:
+            timed_get(conn, f"/api/runs/{pk}/metrics?keys={keys}&max_points=500", headers)
+        per_run.append(time.perf_counter() - start)
+    return {"bulk": bulk, "per_run": per_run, "bytes": size}
+
+
+def bench_page(ids, loads):
+    from playwright.sync_api import sync_playwright
+
+    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
+    times = {"compare": [], "run": []}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"http://127.0.0.1:{PORT}/accounts/login/")
+        page.fill("input[name=username]", "bench")
+        page.fill("input[name=password]", "bench-password-1")
+        page.click("button[type=submit], input[type=submit]")
+        page.wait_for_load_state()
+        compare_url = f"http://127.0.0.1:{PORT}/compare?runs={','.join(map(str, ids))}"
+        run_url = f"http://127.0.0.1:{PORT}/runs/{ids[0]}/"
+        for i in range(loads + 1):  # the first load of each warms caches and is not counted
+            page.goto(compare_url)
+            page.wait_for_function("document.body.dataset.chartsDrawn >= 1", polling=20)
+            elapsed = page.evaluate("performance.now()") / 1000
+            traces = page.evaluate("document.getElementById('chart-grad_norm').data.length")
+            if i:
+                times["compare"].append(elapsed)
+            page.goto(run_url)
+            page.wait_for_function("Array.from(document.querySelectorAll('.chart-plot'))"
+                                   ".every(d => d.data && d.data.length)", polling=20)
+            if i:
+                times["run"].append(page.evaluate("performance.now()") / 1000)
+        page.goto(compare_url)
+        page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+        page.screenshot(path=str(ROOT / "var" / "bench" / "compare-20-runs.png"), full_page=False)
+        browser.close()
+    del conn
+    return times, traces
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--loads", type=int, default=5)
+    args = parser.parse_args()
+    logs = ROOT / "var" / "bench"
+    logs.mkdir(parents=True, exist_ok=True)
+    recreate_database()
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env(), check=True)
+    start = time.perf_counter()
+    ids, token, count = populate(args.runs, args.steps)
+    print(f"populated {len(ids)} runs, {count:,} points in {time.perf_counter() - start:.1f} s", flush=True)
+    server = start_server(logs)
+    try:
+        api = bench_api(ids, token, args.repeats)
+        times, traces = bench_page(ids, args.loads)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    bulk, per_run = api["bulk"], api["per_run"]
+    result = {
+        "runs": len(ids), "steps": args.steps, "points": count,
+        "bulk_p50_ms": 1000 * statistics.median(bulk), "bulk_p95_ms": 1000 * percentile(bulk, 0.95),
+        "bulk_bytes": api["bytes"],
+        "per_run_20_requests_p50_ms": 1000 * statistics.median(per_run),
+        "per_run_20_requests_p95_ms": 1000 * percentile(per_run, 0.95),
+        "bulk_over_per_run_ratio": statistics.median(bulk) / statistics.median(per_run),
+        "compare_page_drawn_s": [round(t, 3) for t in times["compare"]],
+        "compare_page_median_s": statistics.median(times["compare"]),
+        "run_page_drawn_s": [round(t, 3) for t in times["run"]],
+        "run_page_median_s": statistics.median(times["run"]),
+        "compare_over_run_page_ratio": statistics.median(times["compare"]) / statistics.median(times["run"]),
+        "grad_norm_chart_traces": traces,
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

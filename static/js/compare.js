@@ -1,0 +1,209 @@
+// Compare page: the run page's charts with one line per run (or per group of runs), one colour per
+// run in every chart. All chart data comes from one request to /api/compare; the server downsamples
+// each series like the run page and, when grouping, computes each group's mean and min..max per step.
+// Legend clicks hide a run (or group) in every chart at once, not only in the chart clicked.
+(function () {
+  "use strict";
+
+  const page = JSON.parse(document.getElementById("compare-page-data").textContent);
+  const KEYS = Array.from(new Set(page.charts.flatMap(function (chart) { return chart.keys; })));
+  const DASHES = ["solid", "dot", "dash"];
+  const LEVEL_SYMBOLS = { warning: "circle-open", collapse: "x", resolved: "triangle-up-open" };
+  const colorOf = {};
+  page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
+
+  const state = { data: null, smoothing: 0, groupBy: page.group_by, bands: false, hidden: new Set() };
+
+  function escapeHtml(text) {
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
+  }
+
+  function dataUrl() {
+    const url = new URL(page.urls.data, window.location.origin);
+    url.searchParams.set("runs", page.runs.map(function (run) { return run.id; }).join(","));
+    url.searchParams.set("keys", KEYS.join(","));
+    url.searchParams.set("max_points", String(page.max_points));
+    if (state.bands) url.searchParams.set("bands", "1");
+    if (state.groupBy) url.searchParams.set("group_by", state.groupBy);
+    return url;
+  }
+
+  async function load() {
+    const status = document.getElementById("load-state");
+    status.textContent = "loading…";
+    try {
+      const response = await fetch(dataUrl(), { credentials: "same-origin", headers: { Accept: "application/json" } });
+      const body = await response.json().catch(function () { return {}; });
+      if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
+      state.data = body;
+      state.hidden.clear();
+      status.textContent = "";
+      render();
+    } catch (error) {
+      status.textContent = "could not load the chart data (" + error.message + ")";
+    }
+  }
+
+  function smooth(values) {
+    return state.smoothing > 0 ? window.EchoSmoothing.ema(values, state.smoothing) : values;
+  }
+
+  // One entry per thing drawn: a run, or a group of runs. `series[key]` has step and value (or mean).
+  function entries() {
+    if (state.groupBy && state.data.groups) {
+      return state.data.groups.map(function (group, i) {
+        return { id: "group-" + i, name: state.groupBy + " = " + (group.value === "" ? "(none)" : group.value) +
+                 " (" + group.runs.length + " run" + (group.runs.length === 1 ? "" : "s") + ")",
+                 color: page.colors[i % page.colors.length], series: group.series, runs: group.runs, group: true };
+      });
+    }
+    return page.runs.map(function (run) {
+      return { id: "run-" + run.id, name: "#" + run.id + " " + run.label, color: run.color,
+               series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false };
+    });
+  }
+
+  function traces(chart, entry) {
+    const out = [];
+    let legendShown = false;
+    const visible = state.hidden.has(entry.id) ? "legendonly" : true;
+    chart.keys.forEach(function (key, k) {
+      const s = entry.series[key];
+      if (!s || !s.step.length) return;
+      const line = entry.group ? s.mean : s.value;
+      const low = s.min, high = s.max;
+      if (low && high && (entry.group || state.bands)) {
+        out.push({ x: s.step, y: high, mode: "lines", line: { width: 0, color: entry.color }, hoverinfo: "skip",
+                   showlegend: false, legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
+        out.push({ x: s.step, y: low, mode: "lines", line: { width: 0, color: entry.color }, fill: "tonexty",
+                   fillcolor: rgba(entry.color, entry.group ? 0.18 : 0.12), hoverinfo: "skip", showlegend: false,
+                   legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
+      }
+      out.push({ x: s.step, y: smooth(line), mode: "lines", name: entry.name, legendgroup: entry.id,
+                 showlegend: !legendShown, visible: visible, connectgaps: false, meta: entry.id,
+                 line: { color: entry.color, width: entry.group ? 2.2 : 1.6, dash: DASHES[k % DASHES.length] },
+                 hovertemplate: escapeHtml(entry.name) + "<br>" + escapeHtml(key) + " %{y:.4g} at step %{x}<extra></extra>" });
+      legendShown = true;
+    });
+    return out;
+  }
+
+  // Detector events of the runs drawn, as markers along the top in the run's (or group's) colour.
+  function eventTraces(entry) {
+    const events = state.data.runs.filter(function (run) { return entry.runs.indexOf(run.id) >= 0; })
+      .flatMap(function (run) { return run.events.map(function (e) { return Object.assign({ run: run.id }, e); }); });
+    if (!events.length) return [];
+    return [{ x: events.map(function (e) { return e.step; }), y: events.map(function () { return 0.96; }),
+              yaxis: "y2", mode: "markers", legendgroup: entry.id, showlegend: false, meta: "events",
+              visible: state.hidden.has(entry.id) ? "legendonly" : true,
+              marker: { color: entry.color, size: 9, line: { width: 2, color: entry.color },
+                        symbol: events.map(function (e) { return LEVEL_SYMBOLS[e.level] || "circle"; }) },
+              hovertext: events.map(function (e) {
+                return "<b>#" + e.run + " " + escapeHtml(e.level + ": " + e.rule) + "</b> at step " + e.step + "<br>" + escapeHtml(e.message);
+              }), hoverinfo: "text" }];
+  }
+
+  function collapseLines(entry) {
+    if (state.hidden.has(entry.id)) return [];
+    return state.data.runs.filter(function (run) { return entry.runs.indexOf(run.id) >= 0; })
+      .flatMap(function (run) { return run.events.filter(function (e) { return e.level === "collapse"; }); })
+      .map(function (e) {
+        return { type: "line", xref: "x", yref: "paper", x0: e.step, x1: e.step, y0: 0, y1: 1,
+                 line: { color: entry.color, width: 1, dash: "dot" } };
+      });
+  }
+
+  function render() {
+    const all = entries();
+    const drawn = page.charts.map(function (chart) {
+      const data = all.flatMap(function (entry) { return traces(chart, entry); });
+      const empty = !data.length;
+      const layout = {
+        title: { text: chart.title, font: { size: 14 } },
+        uirevision: "compare",
+        margin: { l: 50, r: 10, t: 36, b: 36 },
+        height: 320,
+        xaxis: { title: { text: "step" } },
+        yaxis: { type: chart.log ? "log" : "linear" },
+        yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+        shapes: empty ? [] : all.flatMap(collapseLines),
+        showlegend: true,
+        legend: { orientation: "h", y: -0.25 },
+        annotations: empty ? [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+      };
+      const markers = empty ? [] : all.flatMap(eventTraces);
+      const div = document.getElementById("chart-" + chart.id);
+      return Plotly.react(div, data.concat(markers), layout, { responsive: true, displaylogo: false }).then(function () {
+        if (!div.dataset.bound) {
+          div.dataset.bound = "1";
+          div.on("plotly_legendclick", function (event) { toggle(event.data[event.curveNumber].legendgroup); return false; });
+          div.on("plotly_legenddoubleclick", function (event) { solo(event.data[event.curveNumber].legendgroup); return false; });
+        }
+      });
+    });
+    // Read by tests and bench/compare.py: every chart has been drawn with the current data.
+    return Promise.all(drawn).then(function () { document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1); });
+  }
+
+  function toggle(id) {
+    if (state.hidden.has(id)) state.hidden.delete(id); else state.hidden.add(id);
+    render();
+  }
+
+  function solo(id) {
+    const ids = entries().map(function (entry) { return entry.id; });
+    const alone = ids.every(function (other) { return other === id || state.hidden.has(other); }) && !state.hidden.has(id);
+    state.hidden = new Set(alone ? [] : ids.filter(function (other) { return other !== id; }));
+    render();
+  }
+
+  function setupControls() {
+    const slider = document.getElementById("smoothing");
+    slider.addEventListener("input", function () {
+      state.smoothing = Number(slider.value);
+      document.getElementById("smoothing-value").textContent = slider.value;
+      render();
+    });
+    document.getElementById("group-by").addEventListener("change", function (event) {
+      state.groupBy = event.target.value;
+      load();
+    });
+    document.getElementById("bands").addEventListener("change", function (event) {
+      state.bands = event.target.checked;
+      load();
+    });
+    document.getElementById("diff-only").addEventListener("change", function (event) {
+      document.getElementById("config-diff").classList.toggle("only-diff", event.target.checked);
+    });
+    document.querySelectorAll("table.sortable").forEach(function (table) {
+      table.querySelectorAll("thead th").forEach(function (th, column) {
+        th.addEventListener("click", function () { sortBy(table, th, column); });
+      });
+    });
+  }
+
+  // Click a header: ascending, click again: descending. Empty cells (unknown values) always go last.
+  function sortBy(table, th, column) {
+    const descending = th.getAttribute("aria-sort") === "ascending";
+    table.querySelectorAll("thead th").forEach(function (other) { other.removeAttribute("aria-sort"); });
+    th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+    const numeric = th.dataset.type === "number";
+    const body = table.tBodies[0];
+    const rows = Array.from(body.rows);
+    rows.sort(function (a, b) {
+      const x = a.cells[column].dataset.sort, y = b.cells[column].dataset.sort;
+      if (x === "" || y === "") return (x === "") - (y === "");
+      const order = numeric ? Number(x) - Number(y) : x.localeCompare(y, undefined, { numeric: true });
+      return descending ? -order : order;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  }
+
+  setupControls();
+  load();
+})();

@@ -1,0 +1,199 @@
+// Run page: charts from the metrics API, live while the run is queued or running.
+//
+// The first request gets every series downsampled to <= MAX_POINTS buckets (line = last point of a
+// bucket, band = its min..max, so spikes stay visible). While the run is live, every POLL_MS the page
+// asks only for points after the last step it has (`after=`), appends them, and redraws with
+// Plotly.react under a fixed `uirevision`, which keeps the user's zoom and pan. Polling stops when the
+// API says the run has finished.
+(function () {
+  "use strict";
+
+  const page = JSON.parse(document.getElementById("run-page-data").textContent);
+  const POLL_MS = 2000;
+  const MAX_POINTS = 1000;
+  const LINE_COLORS = ["#1f77b4", "#ff7f0e"];
+  const BAND_COLORS = ["rgba(31,119,180,0.2)", "rgba(255,127,14,0.2)"];
+  const EVENT_COLORS = { warning: "#e69f00", collapse: "#d62728", resolved: "#2ca02c" };
+  const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });
+
+  const state = {
+    series: {},      // key -> {step, value, min, max, downsampled}
+    lastStep: null,  // highest step received over all keys: the next poll's `after`
+    events: [],
+    smoothing: 0,
+    finished: page.finished,
+  };
+
+  function escapeHtml(text) {
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  async function getJson(url) {
+    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    const body = await response.json().catch(function () { return {}; });
+    if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
+    return body;
+  }
+
+  function metricsUrl() {
+    const url = new URL(page.urls.metrics, window.location.origin);
+    url.searchParams.set("keys", KEYS.join(","));
+    url.searchParams.set("max_points", String(MAX_POINTS));
+    if (state.lastStep !== null) url.searchParams.set("after", String(state.lastStep));
+    return url;
+  }
+
+  // Append the points newer than what we hold; a raw point is its own min and max.
+  function merge(key, incoming) {
+    const held = state.series[key] || (state.series[key] = { step: [], value: [], min: [], max: [], downsampled: false });
+    const last = held.step.length ? held.step[held.step.length - 1] : -Infinity;
+    held.downsampled = held.downsampled || incoming.downsampled;
+    incoming.step.forEach(function (step, i) {
+      if (step <= last) return;
+      const value = incoming.value[i];
+      held.step.push(step);
+      held.value.push(value);
+      held.min.push(incoming.downsampled ? incoming.min[i] : value);
+      held.max.push(incoming.downsampled ? incoming.max[i] : value);
+      if (state.lastStep === null || step > state.lastStep) state.lastStep = step;
+    });
+  }
+
+  function seriesTraces(key, index) {
+    const s = state.series[key];
+    if (!s || !s.step.length) return [];
+    const color = LINE_COLORS[index % LINE_COLORS.length];
+    const traces = [];
+    if (s.downsampled) {
+      traces.push({ x: s.step, y: s.max, mode: "lines", line: { width: 0, color: color }, hoverinfo: "skip",
+                    showlegend: false, legendgroup: key, connectgaps: false });
+      traces.push({ x: s.step, y: s.min, mode: "lines", line: { width: 0, color: color }, fill: "tonexty",
+                    fillcolor: BAND_COLORS[index % BAND_COLORS.length], hoverinfo: "skip", showlegend: false,
+                    legendgroup: key, connectgaps: false });
+    }
+    const smoothed = state.smoothing > 0;
+    traces.push({ x: s.step, y: s.value, mode: "lines", name: key, legendgroup: key, line: { color: color, width: 1.5 },
+                  opacity: smoothed ? 0.3 : 1, showlegend: !smoothed, connectgaps: false });
+    if (smoothed) {
+      traces.push({ x: s.step, y: window.EchoSmoothing.ema(s.value, state.smoothing), mode: "lines",
+                    name: key + " (smoothed)", legendgroup: key, line: { color: color, width: 2 }, connectgaps: false });
+    }
+    return traces;
+  }
+
+  function eventHover(event) {
+    const signals = Object.entries(event.signals || {}).map(function (pair) {
+      return pair[0] + "=" + (typeof pair[1] === "number" ? Number(pair[1].toPrecision(4)) : JSON.stringify(pair[1]));
+    });
+    return "<b>" + escapeHtml(event.level + ": " + event.rule) + "</b> at step " + event.step + "<br>" +
+      escapeHtml(event.message) + (signals.length ? "<br>" + escapeHtml(signals.join(", ")) : "");
+  }
+
+  function eventLayer() {
+    const shapes = state.events.map(function (event) {
+      return { type: "line", xref: "x", yref: "paper", x0: event.step, x1: event.step, y0: 0, y1: 1,
+               line: { color: EVENT_COLORS[event.level] || "#888", width: 1, dash: event.level === "collapse" ? "solid" : "dot" } };
+    });
+    const markers = state.events.length ? [{
+      x: state.events.map(function (e) { return e.step; }),
+      y: state.events.map(function () { return 0.97; }),
+      yaxis: "y2", mode: "markers", name: "detector events", showlegend: false,
+      marker: { symbol: "triangle-down", size: 10, color: state.events.map(function (e) { return EVENT_COLORS[e.level] || "#888"; }) },
+      hovertext: state.events.map(eventHover), hoverinfo: "text",
+    }] : [];
+    return { shapes: shapes, markers: markers };
+  }
+
+  function render() {
+    const events = eventLayer();
+    page.charts.forEach(function (chart) {
+      const traces = chart.keys.flatMap(seriesTraces);
+      const empty = !traces.length;
+      const layout = {
+        title: { text: chart.title, font: { size: 14 } },
+        uirevision: "run-" + page.run,  // keeps zoom and pan across redraws
+        margin: { l: 50, r: 10, t: 36, b: 36 },
+        height: 280,
+        xaxis: { title: { text: "step" } },
+        yaxis: { type: chart.log ? "log" : "linear" },
+        yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+        shapes: events.shapes,
+        legend: { orientation: "h", y: -0.25 },
+        annotations: empty ? [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+      };
+      Plotly.react("chart-" + chart.id, traces.concat(empty ? [] : events.markers), layout,
+                   { responsive: true, displaylogo: false });
+    });
+  }
+
+  function showRun(run) {
+    const badge = document.getElementById("run-status");
+    badge.textContent = run.status.charAt(0).toUpperCase() + run.status.slice(1);
+    badge.className = "badge badge-" + run.status;
+    const progress = document.getElementById("run-progress");
+    progress.max = Math.max(run.total_steps, 1);
+    progress.value = run.step;
+    const percent = run.total_steps ? Math.round((100 * run.step) / run.total_steps) : 0;
+    document.getElementById("run-progress-text").textContent = "step " + run.step + " / " + run.total_steps + " (" + percent + "%)";
+    document.getElementById("run-eta").textContent =
+      run.eta_seconds !== null && !run.finished ? "ETA " + Math.round(run.eta_seconds) + " s" : "";
+    if (run.finished) {
+      const stopForm = document.getElementById("stop-form");
+      if (stopForm) stopForm.hidden = true;
+    }
+  }
+
+  async function refresh() {
+    const body = await getJson(metricsUrl());
+    Object.entries(body.series).forEach(function (pair) { merge(pair[0], pair[1]); });
+    state.events = (await getJson(page.urls.events)).events;
+    showRun(body.run);
+    render();
+    return body.run;
+  }
+
+  async function poll() {
+    const status = document.getElementById("poll-state");
+    try {
+      const run = await refresh();
+      if (run.finished && !state.finished) {
+        state.finished = true;
+        // The page was live and the run just ended: reload once to show the error and final state.
+        window.location.reload();
+        return;
+      }
+      status.textContent = state.finished ? "" : "live, updating every " + POLL_MS / 1000 + " s";
+    } catch (error) {
+      status.textContent = "update failed (" + error.message + "); retrying";
+    }
+    if (!state.finished) window.setTimeout(poll, POLL_MS);
+  }
+
+  function setupControls() {
+    const slider = document.getElementById("smoothing");
+    const output = document.getElementById("smoothing-value");
+    slider.addEventListener("input", function () {
+      state.smoothing = Number(slider.value);
+      output.textContent = slider.value;
+      render();
+    });
+    document.getElementById("copy-config").addEventListener("click", function (event) {
+      const text = document.getElementById("config-yaml").textContent;
+      const button = event.currentTarget;
+      const done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy as YAML"; }, 1500); };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(text).then(done);
+      } else {  // plain-HTTP deployments have no clipboard API
+        const range = document.createRange();
+        range.selectNodeContents(document.getElementById("config-yaml"));
+        window.getSelection().removeAllRanges();
+        window.getSelection().addRange(range);
+        document.execCommand("copy");
+        done();
+      }
+    });
+  }
+
+  setupControls();
+  poll();
+})();

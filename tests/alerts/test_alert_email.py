@@ -1,0 +1,115 @@
+"""The alert email: subject, text and html from the templates, a link to the run at the event's step,
+the signals, and the chart as an inline PNG that the html references by Content-ID."""
+
+import email
+import email.policy
+import io
+import math
+
+import pytest
+from PIL import Image
+
+from tests.alerts.conftest import EVENT_STEP, free_port
+from webapp.alerts import emails
+from webapp.alerts.models import Notification
+from webapp.metrics.models import MetricPoint
+
+SITE = "https://echolab.example.com"
+
+
+@pytest.fixture(autouse=True)
+def site_url(settings):
+    settings.SITE_URL = SITE
+
+
+def parsed(notification):
+    raw = emails.build_message(notification).message().as_bytes()
+    return email.message_from_bytes(raw, policy=email.policy.default)
+
+
+def parts(message):
+    return {part.get_content_type(): part for part in message.walk() if not part.is_multipart()}
+
+
+def assert_png(data: bytes, size=(600, 240)):
+    image = Image.open(io.BytesIO(data))
+    assert image.format == "PNG" and image.size == size
+    image.verify()
+
+
+def test_email_names_run_event_signals_and_links_to_the_step(make_event):
+    event = make_event(alert_recipients="a@example.com, b@example.com")
+    notification = Notification.create_for_event(event)
+    message = parsed(notification)
+    run = event.run
+
+    assert message["Subject"] == "[EchoLab] collapse: collapse on FrozenLake PPO / seed 0"
+    assert message["To"] == "a@example.com, b@example.com"
+    link = f"{SITE}/runs/{run.pk}/?step={EVENT_STEP}"
+    found = parts(message)
+    text = found["text/plain"].get_content()
+    assert link in text
+    assert '"seed 0" of experiment "FrozenLake PPO"' in text
+    assert f"collapse at step {EVENT_STEP}:" in text and event.message in text
+    assert "  ratio: 0.375\n" in text and "  value: 0.3\n" in text and "  missing: —\n" in text
+
+    html = found["text/html"].get_content()
+    assert f'href="{link}"' in html
+    assert "<td" in html and "since_step" in html and ">56<" in html
+    cid = found["image/png"]["Content-ID"].strip("<>")
+    assert f'src="cid:{cid}"' in html
+    assert_png(found["image/png"].get_content())
+
+
+def test_email_is_related_multipart_with_an_inline_image(make_event):
+    message = parsed(Notification.create_for_event(make_event()))
+    assert message.get_content_type() == "multipart/related"
+    alternative, image = message.get_payload()
+    assert alternative.get_content_type() == "multipart/alternative"
+    assert [p.get_content_type() for p in alternative.get_payload()] == ["text/plain", "text/html"]
+    assert image.get_content_disposition() == "inline"
+
+
+def test_html_escapes_names_and_the_subject_does_not(make_event):
+    event = make_event(name="<b>R&D</b> run")
+    message = parsed(Notification.create_for_event(event))
+    assert message["Subject"] == "[EchoLab] collapse: collapse on <b>R&D</b> run / seed 0"
+    assert "&lt;b&gt;R&amp;D&lt;/b&gt; run" in parts(message)["text/html"].get_content()
+
+
+def test_chart_shows_success_and_std_within_the_window_with_gaps(make_run):
+    run = make_run()
+    series = emails.chart_series(run, EVENT_STEP)
+    assert list(series) == ["train/success", "train/reward_std_in_group"]
+    success = dict(series["train/success"])
+    window = emails.CHART_WINDOW
+    assert (min(success), max(success)) == (EVENT_STEP - window, EVENT_STEP + window)
+    assert math.isnan(success[EVENT_STEP + 1])  # NaN at that step: drawn as a gap
+    assert success[EVENT_STEP] == 0.8
+
+
+def test_chart_falls_back_to_mean_reward_and_draws_an_empty_window(make_run):
+    run = make_run()
+    MetricPoint.objects.filter(run=run, key="train/success").delete()
+    MetricPoint.upsert(run.pk, [(step, "train/reward_mean", 0.5) for step in range(0, 120, 5)])
+    assert list(emails.chart_series(run, EVENT_STEP)) == ["train/reward_mean", "train/reward_std_in_group"]
+    assert emails.chart_series(run, 5000) == {}
+    assert_png(emails.chart_png(run, 5000))
+
+
+def test_deliver_sends_one_message_through_smtp(make_event, smtp_server, use_smtp):
+    use_smtp(smtp_server.port)
+    event = make_event(alert_recipients="a@example.com, b@example.com")
+    Notification.create_for_event(event).deliver()
+    [envelope] = smtp_server.envelopes
+    assert sorted(envelope.rcpt_tos) == ["a@example.com", "b@example.com"]
+    [message] = smtp_server.messages
+    assert message["Subject"].startswith("[EchoLab] collapse")
+    assert_png(parts(message)["image/png"].get_content())
+
+
+def test_deliver_raises_when_smtp_is_down(make_event, use_smtp):
+    use_smtp(free_port())  # nothing listens there
+    notification = Notification.create_for_event(make_event())
+    with pytest.raises(OSError):
+        notification.deliver()

@@ -1,0 +1,59 @@
+"""worker.tasks.send_notification, the real task: through a real worker process to a real SMTP server.
+One email per notification however often the task is delivered; SMTP down: retried, then failed."""
+
+from tests.alerts.conftest import EVENT_STEP, free_port
+from tests.helpers import wait_for
+from webapp.alerts.models import Notification
+from worker.tasks import NOTIFY_MAX_RETRIES, send_notification
+
+SITE = "https://echolab.example.com"
+
+
+def test_worker_sends_one_email_even_when_the_task_comes_twice(make_event, smtp_server, start_worker,
+                                                                purge_broker):
+    worker = start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}",
+                          SITE_URL=SITE)
+    event = make_event(alert_recipients="a@example.com, b@example.com")
+    notification = Notification.create_for_event(event)
+
+    send_notification.delay(notification.pk)
+    send_notification.delay(notification.pk)  # a duplicated message (a broker redelivery, the sweeper)
+    wait_for(lambda: worker.output().count("succeeded in") >= 2, timeout=90, message="both tasks to finish")
+
+    notification.refresh_from_db()
+    assert (notification.status, notification.tries, notification.error) == ("sent", 1, "")
+    assert notification.sent_at is not None
+    assert "'nothing to do'" in worker.output()
+    [message] = smtp_server.messages
+    assert sorted(smtp_server.envelopes[0].rcpt_tos) == ["a@example.com", "b@example.com"]
+    assert message["Subject"] == "[EchoLab] collapse: collapse on FrozenLake PPO / seed 0"
+    text = message.get_body(("plain",)).get_content()
+    assert f"{SITE}/runs/{event.run_id}/?step={EVENT_STEP}" in text
+    [image] = [part for part in message.walk() if part.get_content_type() == "image/png"]
+    assert image.get_content().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_smtp_down_is_retried_then_recorded_as_failed(make_event, start_worker, purge_broker, settings):
+    closed = free_port()
+    worker = start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{closed}")
+    event = make_event()
+    run_before = type(event.run).objects.values().get(pk=event.run_id)
+    notification = Notification.create_for_event(event)
+
+    # The worker's first try fails and schedules a retry with backoff; the error is kept meanwhile.
+    send_notification.delay(notification.pk)
+    wait_for(lambda: "Retry in" in worker.output(), timeout=90, message="the worker to schedule a retry")
+    notification.refresh_from_db()
+    assert (notification.status, notification.tries) == ("pending", 1)
+    assert "Connection refused" in notification.error
+    worker.stop()  # its scheduled retry would wait 30 s and more: the remaining tries run here, at once
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", closed, 5
+    send_notification.apply(args=[notification.pk])  # eager: the remaining retries without countdown
+
+    notification.refresh_from_db()
+    assert notification.status == "failed"
+    assert notification.tries == 1 + NOTIFY_MAX_RETRIES
+    assert "ConnectionRefusedError" in notification.error
+    assert type(event.run).objects.values().get(pk=event.run_id) == run_before  # the run is unaffected

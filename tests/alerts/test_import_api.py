@@ -1,0 +1,89 @@
+"""POST /api/imports: the same import as the page, for scripts (multipart or the raw file as the body)."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.helpers import REPO_ROOT
+from webapp.accounts.models import ApiToken
+from webapp.alerts.models import DetectorEvent
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.models import MetricPoint
+
+DATA = REPO_ROOT / "tests" / "data" / "detector"
+URL = "/api/imports"
+
+
+@pytest.fixture
+def auth(alice):
+    return {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(alice, 'script')[1]}"}
+
+
+def nothing_saved():
+    return [model.objects.count() for model in (Experiment, Run, MetricPoint, DetectorEvent)] == [0, 0, 0, 0]
+
+
+def test_multipart_upload_creates_the_run(client, auth, alice):
+    path = DATA / "sokoban-ppo-s0.csv"
+    upload = SimpleUploadedFile(path.name, path.read_bytes())
+    response = client.post(URL, {"file": upload, "name": "sokoban"}, **auth)
+    assert response.status_code == 201, response.content
+    body = response.json()
+    run = Run.objects.get(pk=body["id"])
+    assert body["url"] == run.get_absolute_url()
+    assert run.experiment.owner == alice and run.experiment.name == "sokoban" and run.experiment.imported
+    assert body["points"] == MetricPoint.objects.filter(run=run).count() > 0
+    assert body["events"] == run.events.count() > 0
+    assert body["steps"] == len(path.read_text().strip().splitlines()) - 1
+
+
+def test_raw_body_with_format_and_name(client, auth):
+    body = b'{"step": 0, "train/success": 0.5}\n{"step": 1, "train/success": "NaN"}\n'
+    response = client.post(f"{URL}?format=jsonl&name=mine", body, content_type="application/x-ndjson", **auth)
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    assert (run.experiment.name, run.label, run.step) == ("mine", "imported: mine.jsonl", 1)
+    assert run.latest_metrics == {"train/success": None}  # NaN is kept as a point, null in JSON
+
+
+def test_bad_raw_body_is_a_400_naming_the_line_and_column(client, auth):
+    response = client.post(f"{URL}?format=csv&name=x", b"step,a\n0,1\n1,oops\n", content_type="text/csv",
+                           **auth)
+    assert response.status_code == 400
+    assert response.json()["error"] == "file: x.csv: line 3, column 'a': 'oops' is not a number"
+    assert "file" in response.json()["errors"]
+    assert nothing_saved()
+
+
+def test_unknown_format_is_refused(client, auth):
+    response = client.post(f"{URL}?format=xlsx", b"step,a\n0,1\n", content_type="text/csv", **auth)
+    assert response.status_code == 400 and response.json()["error"].startswith("format:")
+    assert nothing_saved()
+
+
+def test_raw_body_over_the_limit_is_a_413(client, auth, settings):
+    settings.IMPORT_MAX_BYTES = 64
+    response = client.post(f"{URL}?format=csv", b"step,a\n" + b"0,1\n" * 40, content_type="text/csv", **auth)
+    assert response.status_code == 413 and "over the limit of 64" in response.json()["error"]
+    assert nothing_saved()
+
+
+def test_needs_authentication(client, db):
+    response = client.post(f"{URL}?format=csv", b"step,a\n0,1\n", content_type="text/csv")
+    assert response.status_code == 401
+    assert nothing_saved()
+
+
+def test_imported_run_is_not_visible_to_another_user(client, auth, bob):
+    created = client.post(f"{URL}?format=csv", b"step,a\n0,1\n", content_type="text/csv", **auth).json()
+    bob_auth = {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(bob, 'script')[1]}"}
+    assert client.get(f"/api/runs/{created['id']}", **bob_auth).status_code == 404
+    assert client.get(f"/api/runs/{created['id']}", **auth).status_code == 200
+
+
+def test_raw_body_as_curl_sends_it(client, auth):
+    """curl --data-binary @metrics.csv labels the body as a form; it is still the file."""
+    response = client.post(f"{URL}?format=csv&filename=metrics.csv", b"step,a\n0,1\n1,2\n",
+                           content_type="application/x-www-form-urlencoded", **auth)
+    assert response.status_code == 201, response.content
+    assert Run.objects.get().label == "imported: metrics.csv"
+    assert MetricPoint.objects.count() == 2

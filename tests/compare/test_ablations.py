@@ -1,0 +1,124 @@
+"""One-click paper ablations: a grid experiment through the same creation path as the form and the API,
+then its compare page with the paper's numbers beside ours."""
+
+import pytest
+
+from tests.compare.conftest import points
+from webapp.compare import ablations
+from webapp.experiments import specs
+from webapp.experiments.models import Experiment, Run
+
+
+@pytest.fixture
+def forget_queued_messages():
+    """The created runs are really enqueued; take the messages back so no worker test gets them."""
+    yield
+    from worker.celery import app
+
+    with app.connection_for_write() as connection:
+        try:
+            connection.default_channel.queue_purge("gpu")
+        except Exception:  # the queue does not exist
+            pass
+
+
+def planned(key, env=None, model="tiny", seeds=(1,)):
+    ablation = ablations.ABLATIONS[key]
+    return specs.plan(ablations.build_spec(ablation, env or ablation.default_env, model, list(seeds), None))
+
+
+def values(runs, dotted):
+    from webapp.compare.aggregates import flatten
+
+    return [flatten(run.config)[dotted] for run in runs]
+
+
+def test_every_ablation_expands_to_valid_runs_varying_its_field():
+    assert values(planned("filter-ratio"), "algorithm.filter_ratio") == [0.25, 0.5, 0.75, 1.0]
+    assert set(values(planned("filter-ratio"), "algorithm.filter")) == {"top_ratio"}
+    assert values(planned("actions-per-turn"), "rollout.max_actions_per_turn") == [1, 2, 3, 4, 5, 6, 7]
+    starpo = planned("starpo-vs-starpo-s")
+    assert values(starpo, "algorithm.filter") == ["none", "top_ratio"]
+    assert values(starpo, "algorithm.kl_coef") == [0.001, 0.0]
+
+
+@pytest.mark.parametrize("model, total", [("tiny", 32), ("Qwen/Qwen2.5-0.5B-Instruct", 128)])
+def test_responses_per_prompt_keeps_the_batch_fixed(model, total):
+    runs = planned("responses-per-prompt", model=model)
+    sizes = list(zip(values(runs, "rollout.env_groups"), values(runs, "rollout.group_size")))
+    assert [n for _, n in sizes] == [1, 2, 4, 8, 16]
+    assert {p * n for p, n in sizes} == {total}
+    assert set(values(runs, "algorithm.filter")) == {"none"}  # N = 1 is invalid with a filter
+
+
+def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():
+    spec = ablations.build_spec(ablations.ABLATIONS["responses-per-prompt"], "frozenlake", "tiny", [1], None)
+    spec.preset = "starpo-s"
+    with pytest.raises(specs.SpecError) as error:
+        specs.plan(spec)
+    assert "rollout" in error.value.errors["grid"] and "group_size" in error.value.errors["grid"]
+
+
+def test_one_click_creates_the_grid_and_opens_its_compare_page(alice_client, alice, forget_queued_messages):
+    response = alice_client.post("/compare/ablations", {"ablation": "filter-ratio", "env": "", "model": "tiny",
+                                                        "seeds": "1, 2", "steps": "30"})
+    experiment = Experiment.objects.get(owner=alice)
+    runs = list(experiment.runs.order_by("id"))
+    assert response.status_code == 302
+    assert response["Location"] == "/compare?runs=" + ",".join(str(run.pk) for run in runs)
+    assert experiment.ablation == "filter-ratio" and experiment.preset == "starpo-s"
+    assert experiment.grid == {"algorithm.filter_ratio": [0.25, 0.5, 0.75, 1.0]} and experiment.seeds == [1, 2]
+    assert len(runs) == 8 and {run.status for run in runs} == {Run.Status.QUEUED}
+    assert all(run.enqueued_at is not None for run in runs)  # sent to the workers like any experiment
+    assert {run.config["env"]["name"] for run in runs} == {"frozenlake"}
+    assert {run.total_steps for run in runs} == {30}
+    assert runs[0].label == "seed=1 algorithm.filter_ratio=0.25"
+
+    page = alice_client.get(response["Location"])
+    html = page.content.decode()
+    assert "Paper vs ours: Rollout filter ratio" in html and "collapse at ~step 140" in html
+    assert page.context["page"]["group_by"] == "algorithm.filter_ratio"
+
+
+def test_paper_numbers_stand_beside_ours(alice_client, alice, forget_queued_messages):
+    alice_client.post("/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny", "seeds": "1, 2"})
+    experiment = Experiment.objects.get(owner=alice)
+    by_label = {run.label: run for run in experiment.runs.all()}
+    points(by_label["seed=1 rollout.max_actions_per_turn=6"], "train/success", {0: 0.1, 49: 0.3})
+    points(by_label["seed=2 rollout.max_actions_per_turn=6"], "train/success", {0: 0.1, 49: 0.4})
+    ids = ",".join(str(run.pk) for run in experiment.runs.order_by("id"))
+    rows = alice_client.get(f"/compare?runs={ids}").context["ablations"][0]["rows"]
+    six = next(row for row in rows if row["result"].setting == "6")
+    assert six["result"].reported == "33.6% (best)" and six["runs"] == 2
+    assert six["ours"] == "35.0% (mean of 2)"
+    one = next(row for row in rows if row["result"].setting == "1")
+    assert one["ours"] == "no data yet"
+
+
+def test_too_many_runs_for_one_compare_page_are_refused_before_saving(alice_client, alice):
+    response = alice_client.post("/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny",
+                                                        "seeds": "1, 2, 3"})
+    assert response.status_code == 400
+    assert "7 settings x 3 seeds make 21 runs" in response.content.decode()
+    assert not Experiment.objects.exists() and not Run.objects.exists()
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("model", "../../etc", "outside it"),
+    ("seeds", "1, x", "&#x27;x&#x27; is not a whole number"),
+    ("ablation", "collapse-everything", "Select a valid choice"),
+    ("env", "chess", "Select a valid choice"),
+])
+def test_bad_input_names_the_field_and_saves_nothing(alice_client, field, value, message):
+    data = {"ablation": "filter-ratio", "model": "tiny", "seeds": "1", field: value}
+    response = alice_client.post("/compare/ablations", data)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert response.context["form"].errors[field]
+    assert not Experiment.objects.exists()
+
+
+def test_the_form_lists_every_ablation(alice_client):
+    html = alice_client.get("/compare/ablations").content.decode()
+    for ablation in ablations.ABLATIONS.values():
+        assert f'value="{ablation.key}"' in html

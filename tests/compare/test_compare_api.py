@@ -1,0 +1,151 @@
+"""GET /api/compare: many runs' chart data in one request, group aggregates, bad input, scoping."""
+
+import math
+
+import pytest
+
+from tests.compare.conftest import event, make_experiment, make_run, points
+from webapp.accounts.models import ApiToken
+from webapp.compare.selection import MAX_RUNS
+
+
+@pytest.fixture
+def grid_runs(alice):
+    """Three seeds of filter_ratio 0.5 and one of 1.0, with hand-chosen success values."""
+    experiment = make_experiment(alice, "filter grid")
+    half = [make_run(experiment, f"seed={s} ratio=0.5", "starpo-s", {"algorithm.filter_ratio": 0.5, "seed": s})
+            for s in (1, 2, 3)]
+    full = make_run(experiment, "seed=1 ratio=1.0", "starpo-s", {"algorithm.filter_ratio": 1.0, "seed": 1})
+    points(half[0], "train/success", {0: 0.1, 1: 0.2, 2: 0.9})
+    points(half[1], "train/success", {0: 0.3, 1: float("nan"), 2: 0.5})
+    points(half[2], "train/success", {0: 0.5, 1: 0.6})          # has not reached step 2
+    points(full, "train/success", {0: 0.0, 1: 1.0, 2: 0.25})
+    return half, full
+
+
+def get(client, **params):
+    return client.get("/api/compare", params)
+
+
+def test_group_mean_min_max_over_seeds_aligned_by_step(alice_client, grid_runs):
+    half, full = grid_runs
+    ids = ",".join(str(run.pk) for run in [*half, full])
+    body = get(alice_client, runs=ids, keys="train/success", group_by="algorithm.filter_ratio").json()
+    groups = {group["value"]: group for group in body["groups"]}
+    assert set(groups) == {"0.5", "1.0"}
+    assert groups["0.5"]["runs"] == [run.pk for run in half]
+    s = groups["0.5"]["series"]["train/success"]
+    assert s["step"] == [0, 1, 2]
+    # step 0: 0.1, 0.3, 0.5; step 1: 0.2, (NaN left out), 0.6; step 2: 0.9, 0.5 (seed 3 not there yet)
+    assert s["mean"] == pytest.approx([0.3, 0.4, 0.7])
+    assert s["min"] == pytest.approx([0.1, 0.2, 0.5])
+    assert s["max"] == pytest.approx([0.5, 0.6, 0.9])
+    assert s["n"] == [3, 2, 2]
+    alone = groups["1.0"]["series"]["train/success"]
+    assert alone["mean"] == alone["min"] == alone["max"] == pytest.approx([0.0, 1.0, 0.25])
+
+
+def test_group_aggregate_is_downsampled_without_losing_one_seeds_spike(alice_client, alice):
+    experiment = make_experiment(alice)
+    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in (1, 2)]
+    for run in runs:
+        points(run, "actor/grad_norm", {step: 1.0 for step in range(1000)})
+    points(runs[1], "actor/grad_norm", {537: 400.0})
+    body = get(alice_client, runs=f"{runs[0].pk},{runs[1].pk}", keys="actor/grad_norm", max_points=50,
+               group_by="seed").json()
+    assert [g["value"] for g in body["groups"]] == ["1", "2"]
+    body = get(alice_client, runs=f"{runs[0].pk},{runs[1].pk}", keys="actor/grad_norm", max_points=50,
+               group_by="experiment").json()
+    (group,) = body["groups"]
+    s = group["series"]["actor/grad_norm"]
+    assert s["downsampled"] and len(s["step"]) == 50
+    assert max(s["max"]) == 400.0 and min(s["min"]) == 1.0
+    spike_bucket = next(i for i, high in enumerate(s["max"]) if high == 400.0)
+    assert s["step"][spike_bucket - 1] < 537 <= s["step"][spike_bucket]
+    assert s["mean"][spike_bucket] == 1.0  # the line is the bucket's last step, as on the run page
+
+
+def test_per_run_series_are_downsampled_like_the_run_page(alice_client, alice):
+    experiment = make_experiment(alice)
+    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in (1, 2, 3)]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {step: i + step / 3000 for step in range(3000)})
+    points(runs[2], "train/success", {1234: 99.0})
+    body = get(alice_client, runs=",".join(str(r.pk) for r in runs), max_points=100, bands=1).json()
+    assert list(body["series"]) == [str(r.pk) for r in runs]
+    for i, run in enumerate(runs):
+        s = body["series"][str(run.pk)]["train/success"]
+        assert s["downsampled"] and len(s["step"]) == 100 and s["step"][-1] == 2999
+        assert s["value"][-1] == pytest.approx(i + 2999 / 3000)
+    assert max(body["series"][str(runs[2].pk)]["train/success"]["max"]) == 99.0
+    # Every panel's keys come back by default, empty when a run never logged them.
+    assert body["series"][str(runs[0].pk)]["actor/entropy"] == {"step": [], "value": [], "downsampled": False}
+    lean = get(alice_client, runs=str(runs[2].pk), max_points=100).json()["series"][str(runs[2].pk)]
+    assert "max" not in lean["train/success"]  # bands only on request: 20 runs x 15 keys stay small
+
+
+def test_events_come_with_each_run(alice_client, grid_runs):
+    half, _ = grid_runs
+    event(half[0], 40, "warning")
+    event(half[0], 90, "collapse")
+    body = get(alice_client, runs=f"{half[0].pk},{half[1].pk}", keys="train/success").json()
+    assert [(e["step"], e["level"]) for e in body["runs"][0]["events"]] == [(40, "warning"), (90, "collapse")]
+    assert body["runs"][1]["events"] == []
+
+
+@pytest.mark.parametrize("params, field, fragment", [
+    ({"runs": "3,abc"}, "runs", "'abc' is not a run id"),
+    ({"runs": "-4"}, "runs", "'-4' is not a run id"),
+    ({"runs": "99999999999999999999999"}, "runs", "is not a run id"),
+    ({}, "runs", "at least one run id"),
+    ({"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 2))}, "runs", f"at most {MAX_RUNS} runs"),
+    ({"runs": "1", "max_points": "lots"}, None, "max_points: must be an integer"),
+    ({"runs": "1", "max_points": "1"}, None, "max_points: must be between 2"),
+])
+def test_bad_input_is_a_400_naming_the_problem(alice_client, params, field, fragment):
+    response = get(alice_client, **params)
+    assert response.status_code == 400
+    assert fragment in response.json()["error"]
+    if field:
+        assert field in response.json()["errors"]
+
+
+def test_unknown_group_by_field_is_named(alice_client, grid_runs):
+    response = get(alice_client, runs=str(grid_runs[1].pk), group_by="algorithm.filter_ration")
+    assert response.status_code == 400
+    assert "'algorithm.filter_ration' is not a config field" in response.json()["errors"]["group_by"]
+
+
+def test_other_users_runs_are_dropped_exactly_like_missing_ones(client, alice, bob, grid_runs):
+    half, _ = grid_runs
+    bobs = make_run(make_experiment(bob, "bob's"), "seed=1")
+    points(bobs, "train/success", {0: 0.77})
+    client.force_login(alice)
+    missing = bobs.pk + 1000
+    body = get(client, runs=f"{half[0].pk},{bobs.pk},{missing}", keys="train/success").json()
+    assert [run["id"] for run in body["runs"]] == [half[0].pk]
+    assert body["not_found"] == [bobs.pk, missing]
+    assert list(body["series"]) == [str(half[0].pk)]
+    client.force_login(bob)
+    body = get(client, runs=f"{half[0].pk},{half[1].pk}", keys="train/success").json()
+    assert body["runs"] == [] and body["series"] == {} and body["not_found"] == [half[0].pk, half[1].pk]
+
+
+def test_needs_a_login_or_a_token(client, alice, grid_runs):
+    run = grid_runs[1]
+    assert get(client, runs=str(run.pk)).status_code == 401
+    token = ApiToken.issue(alice, "script")[1]
+    response = client.get("/api/compare", {"runs": str(run.pk), "keys": "train/success"},
+                          HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200
+    assert response.json()["series"][str(run.pk)]["train/success"]["value"] == [0.0, 1.0, 0.25]
+
+
+def test_non_finite_values_are_gaps_not_errors(alice_client, alice):
+    run = make_run(make_experiment(alice), "seed=1")
+    points(run, "actor/grad_norm", {0: 1.0, 1: float("inf"), 2: float("nan"), 3: 2.0})
+    body = get(alice_client, runs=str(run.pk), keys="actor/grad_norm", group_by="seed").json()
+    assert body["series"][str(run.pk)]["actor/grad_norm"]["value"] == [1.0, None, None, 2.0]
+    group = body["groups"][0]["series"]["actor/grad_norm"]
+    assert group["step"] == [0, 3] and group["mean"] == [1.0, 2.0]
+    assert not any(isinstance(v, float) and math.isnan(v) for v in group["mean"])

@@ -1,0 +1,127 @@
+"""The compare page in a real browser (Debian chromium through Playwright): runs ticked on two
+experiment pages open one compare page with a coloured line per run in every chart, a legend click
+hides a run everywhere, the diff table shows only differing fields, the summary sorts."""
+
+import os
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from tests.compare.conftest import event, make_experiment, make_run, points
+from tests.helpers import REPO_ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "compare"
+
+
+@pytest.fixture
+def page(live_server, transactional_db, monkeypatch):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("no chromium")
+    # Playwright's sync API runs an event loop in this thread; the ORM calls here are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    user = get_user_model().objects.create_user("carol", "carol@example.com", "pw-carol-123")
+    client = Client()
+    client.force_login(user)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
+                              "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
+        tab = context.new_page()
+        tab.set_default_timeout(20_000)
+        tab.user, tab.base = user, live_server.url
+        errors = []
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        yield tab
+        browser.close()
+        assert errors == []
+
+
+def line_traces(page, chart):
+    """[(name, colour, visible, number of points)] of a chart's per-run lines (no bands, no markers)."""
+    return page.evaluate(f"""document.getElementById('chart-{chart}').data
+        .filter(t => String(t.meta).startsWith('run-') && t.line && t.line.width > 0)
+        .map(t => [t.name, t.line.color, t.visible, t.y.length])""")
+
+
+def test_tick_runs_on_two_experiments_and_compare_them(page):
+    lr = make_experiment(page.user, "lr sweep")
+    grpo = make_experiment(page.user, "grpo try")
+    runs = [make_run(lr, "seed=1 lr=1e-3", config={"optim.actor_lr": 0.001, "seed": 1}, step=100),
+            make_run(lr, "seed=2 lr=1e-3", config={"optim.actor_lr": 0.001, "seed": 2}, step=100),
+            make_run(lr, "seed=3 lr=1e-3", config={"optim.actor_lr": 0.001, "seed": 3}, step=100),
+            make_run(grpo, "seed=1", preset="grpo", config={"seed": 1}, step=100)]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {s: min(1.0, (i + 1) * s / 400) for s in range(100)})
+        points(run, "actor/grad_norm", {s: 1.0 + i for s in range(100)})
+        points(run, "val/success", {s: i / 10 for s in range(0, 100, 10)})
+    event(runs[3], 60, "collapse")
+    chosen = [runs[0], runs[2], runs[3]]
+
+    page.goto(f"{page.base}/experiments/{lr.pk}/")
+    page.check(f"input.compare-select[value='{runs[0].pk}']")
+    page.check(f"input.compare-select[value='{runs[2].pk}']")
+    page.goto(f"{page.base}/experiments/{grpo.pk}/")
+    page.check(f"input.compare-select[value='{runs[3].pk}']")
+    assert page.locator("#compare-count").text_content() == "3 runs selected"
+    page.click("#compare-selected")
+    page.wait_for_url(f"**/compare?runs={runs[0].pk},{runs[2].pk},{runs[3].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    page.screenshot(path=str(ARTIFACTS / "compare-three-runs.png"), full_page=True)
+
+    colours = None
+    for chart in ("success", "reward", "grad_norm", "entropy"):
+        traces = line_traces(page, chart)
+        if chart in ("reward", "entropy"):  # never logged by these runs
+            assert traces == []
+            continue
+        per_run = [t for t in traces if t[0].startswith("#")]
+        names = list(dict.fromkeys(t[0] for t in per_run))
+        assert names == [f"#{run.pk} {run.label}" for run in chosen]
+        chart_colours = list(dict.fromkeys(t[1] for t in per_run))
+        assert len(chart_colours) == 3
+        assert colours in (None, chart_colours)  # one colour per run in every chart
+        colours = chart_colours
+    success = line_traces(page, "success")
+    assert [t[3] for t in success] == [100, 10, 100, 10, 100, 10]  # train (100 steps) and val (every 10)
+    assert page.evaluate("document.getElementById('chart-grad_norm').data.filter(t => t.meta === 'events')"
+                         ".map(t => Array.from(t.x))") == [[60]]
+
+    # A legend click hides the run in every chart, another click shows it again.
+    page.locator("#chart-success .legendtext", has_text=f"#{runs[2].pk}").click()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
+    for chart in ("success", "grad_norm"):
+        assert [t[2] for t in line_traces(page, chart) if t[0].startswith(f"#{runs[2].pk}")][0] == "legendonly"
+        assert all(t[2] is True for t in line_traces(page, chart) if not t[0].startswith(f"#{runs[2].pk}"))
+
+    # Config diff: only the differing fields until "differences only" is unticked.
+    visible = page.locator("#config-diff tbody tr:visible th code").all_text_contents()
+    assert set(visible) >= {"seed", "optim.actor_lr", "algorithm.advantage"}
+    assert "env.name" not in visible and "rollout.group_size" not in visible
+    page.uncheck("#diff-only")
+    assert "env.name" in page.locator("#config-diff tbody tr:visible th code").all_text_contents()
+
+    # Summary: one row per run; sorting by final success puts the best last, then first.
+    rows = page.locator("#summary-table tbody tr")
+    assert rows.count() == 3
+    header = page.locator("#summary-table th", has_text="Final success")
+    header.click()
+    order = page.eval_on_selector_all("#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))")
+    assert order == [runs[0].pk, runs[2].pk, runs[3].pk]
+    header.click()
+    order = page.eval_on_selector_all("#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))")
+    assert order == [runs[3].pk, runs[2].pk, runs[0].pk]
+
+    # Grouping by experiment draws a mean with a band per group.
+    page.select_option("#group-by", "experiment")
+    page.wait_for_function("document.getElementById('chart-success').data.some(t => t.fill === 'tonexty')")
+    groups = page.evaluate("document.getElementById('chart-success').data"
+                           ".filter(t => String(t.meta).startsWith('group-')).map(t => t.name)")
+    assert groups[0].endswith("lr sweep (2 runs)") and groups[-1].endswith("grpo try (1 run)")
+    page.screenshot(path=str(ARTIFACTS / "compare-grouped.png"), full_page=True)

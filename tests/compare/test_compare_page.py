@@ -1,0 +1,126 @@
+"""The compare page: summary table, config diff, notices for runs it cannot show, shareable URL."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.compare.conftest import event, make_experiment, make_run, points
+from webapp.compare.selection import MAX_RUNS
+from webapp.experiments.models import Run
+
+
+@pytest.fixture
+def three(alice):
+    first = make_experiment(alice, "lr sweep")
+    second = make_experiment(alice, "grpo try")
+    start = timezone.now() - timedelta(hours=2)
+    a = make_run(first, "seed=1 optim.actor_lr=0.001", config={"optim.actor_lr": 0.001, "seed": 1},
+                 step=200, started_at=start, finished_at=start + timedelta(hours=4), device="cuda:0 (H100)")
+    b = make_run(first, "seed=2 optim.actor_lr=0.001", config={"optim.actor_lr": 0.001, "seed": 2},
+                 step=50, status=Run.Status.RUNNING, started_at=start, heartbeat_at=start + timedelta(minutes=30))
+    c = make_run(second, "seed=1", preset="grpo", config={"seed": 1})
+    points(a, "train/success", {0: 0.1, 10: 0.8, 20: 0.4, 30: float("nan")})
+    points(a, "val/success", {0: 0.0, 20: 0.35})
+    event(a, 12, "warning")
+    event(a, 25, "warning", rule="entropy")
+    event(a, 28, "collapse")
+    return a, b, c
+
+
+def page(client, runs):
+    return client.get("/compare", {"runs": runs})
+
+
+def summary_row(html: str, run) -> str:
+    start = html.index(f'<tr data-run="{run.pk}">')
+    return html[start:html.index("</tr>", start)]
+
+
+def test_summary_has_final_best_val_events_speed_and_device(alice_client, three):
+    a, b, c = three
+    response = page(alice_client, f"{a.pk},{b.pk},{c.pk}")
+    assert response.status_code == 200
+    html = response.content.decode()
+    row = summary_row(html, a)
+    cells = [part.split(">", 1)[1].split("<", 1)[0] for part in row.split("<td")[4:11]]
+    # final = last finite success (0.4; the NaN at 30 is a gap), best 0.8, last val 0.35,
+    # first warning 12, collapse 28, 200 steps in 4 h = 50 steps/h
+    assert cells[:3] == ["0.4", "0.8", "0.35"]
+    assert cells[3] == "12" and "step 28" in row and "50</td>" in row and "cuda:0 (H100)" in row
+    assert 'data-sort="0.4"' in row and 'data-sort="28.0"' in row
+    row_b = summary_row(html, b)
+    assert "100</td>" in row_b  # running: 50 steps by the last heartbeat, 30 min after the start
+    assert row_b.count('data-sort=""') == 6  # final, best, val, warning, collapse, device: sorted last
+
+
+def test_config_diff_marks_only_the_differing_fields(alice_client, three):
+    a, b, c = three
+    html = page(alice_client, f"{a.pk},{b.pk},{c.pk}").content.decode()
+    diff = html[html.index('id="config-diff"'):]
+    differing = {part.split("</code>")[0] for part in diff.split('<tr class="differs"><th><code>')[1:]}
+    # a and b differ in seed; grpo (c) differs from starpo in the advantage and the learning rate
+    assert {"seed", "optim.actor_lr", "algorithm.advantage"} <= differing
+    assert "env.name" not in differing and "rollout.group_size" not in differing
+    assert '<tr class="same"><th><code>env.name</code>' in diff
+    assert 'id="diff-only" checked' in html and 'class="data config-diff only-diff"' in html
+
+
+def test_group_by_offers_the_differing_fields_but_not_seed(alice_client, three):
+    a, b, c = three
+    response = page(alice_client, f"{a.pk},{b.pk},{c.pk}")
+    fields = response.context["page"]["group_fields"]
+    assert fields[:1] == ["experiment"] and "algorithm.advantage" in fields and "seed" not in fields
+
+
+def test_missing_and_foreign_runs_get_the_same_notice(client, alice, bob, three):
+    a, _, _ = three
+    bobs = make_run(make_experiment(bob, "secret"), "seed=9")
+    client.force_login(alice)
+    foreign = page(client, f"{a.pk},{bobs.pk}").content.decode()
+    missing = page(client, f"{a.pk},{bobs.pk + 1000}").content.decode()
+    assert f"Run {bobs.pk} is not among your runs and left out." in foreign
+    assert f"Run {bobs.pk + 1000} is not among your runs and left out." in missing
+    assert "secret" not in foreign and "seed=9" not in foreign
+
+    def notices(html):
+        return html[html.index('id="compare-notices"'):html.index("</ul>", html.index('id="compare-notices"'))]
+
+    assert notices(foreign).replace(str(bobs.pk), "ID") == notices(missing).replace(str(bobs.pk + 1000), "ID")
+
+
+def test_non_numeric_ids_get_a_message_not_a_500(alice_client, three):
+    a, _, _ = three
+    response = page(alice_client, f"{a.pk},abc,<b>")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "&#x27;abc&#x27;, &#x27;&lt;b&gt;&#x27; are not a run id" in html
+    assert f'data-run="{a.pk}"' in html
+
+
+def test_more_runs_than_the_page_shows_get_a_clear_message(alice_client, alice):
+    experiment = make_experiment(alice)
+    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in range(MAX_RUNS + 3)]
+    response = page(alice_client, ",".join(str(run.pk) for run in runs))
+    html = response.content.decode()
+    assert f"You selected {MAX_RUNS + 3} runs; a compare page shows at most {MAX_RUNS}" in html
+    assert len(response.context["runs"]) == MAX_RUNS and html.count("<tr data-run=") == MAX_RUNS
+
+
+def test_checkbox_form_redirects_to_one_shareable_address(alice_client, three):
+    a, b, c = three
+    response = alice_client.get(f"/compare?runs={c.pk}&runs={a.pk}&runs={b.pk}&runs={a.pk}")
+    assert response.status_code == 302 and response["Location"] == f"/compare?runs={c.pk},{a.pk},{b.pk}"
+    page_data = alice_client.get(response["Location"]).context["page"]
+    assert [run["id"] for run in page_data["runs"]] == [c.pk, a.pk, b.pk]
+    assert len({run["color"] for run in page_data["runs"]}) == 3
+
+
+def test_empty_selection_explains_how_to_select(alice_client):
+    html = alice_client.get("/compare").content.decode()
+    assert 'id="compare-empty"' in html and "compare.js" not in html
+
+
+def test_login_required(client, three):
+    response = client.get(f"/compare?runs={three[0].pk}")
+    assert response.status_code == 302 and "login" in response["Location"]

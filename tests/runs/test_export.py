@@ -1,0 +1,89 @@
+"""GET /api/runs/<id>/export: all metrics as a streamed CSV or JSONL."""
+
+import csv
+import io
+import json
+import math
+
+from django.http import StreamingHttpResponse
+
+from webapp.metrics.models import MetricPoint
+
+URL = "/api/runs/{}/export"
+
+
+def content(response) -> str:
+    assert isinstance(response, StreamingHttpResponse)
+    return b"".join(response.streaming_content).decode()
+
+
+def fill(run):
+    MetricPoint.upsert(run.pk, [(0, "train/success", 0.5), (0, "actor/grad_norm", 1.25), (1, "train/success", math.nan),
+                                (2, "actor/grad_norm", math.inf), (2, "train/success", None), (3, "val/success", -math.inf)])
+
+
+def test_csv_has_a_step_column_and_one_column_per_key(alice_client, run):
+    fill(run)
+    response = alice_client.get(URL.format(run.pk), {"format": "csv"})
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}-metrics.csv"'
+    rows = list(csv.reader(io.StringIO(content(response))))
+    assert rows == [
+        ["step", "actor/grad_norm", "train/success", "val/success"],
+        ["0", "1.25", "0.5", ""],
+        ["1", "", "nan", ""],
+        ["2", "inf", "", ""],
+        ["3", "", "", "-inf"],
+    ]
+
+
+def test_jsonl_is_one_standard_json_object_per_step(alice_client, run):
+    fill(run)
+    response = alice_client.get(URL.format(run.pk), {"format": "jsonl"})
+    assert response["Content-Type"] == "application/x-ndjson"
+    text = content(response)
+    assert "NaN," not in text.replace('"NaN"', "")  # no bare NaN token: every line is standard JSON
+    lines = [json.loads(line, parse_constant=lambda token: pytest_fail(token)) for line in text.splitlines()]
+    assert lines == [
+        {"step": 0, "actor/grad_norm": 1.25, "train/success": 0.5},
+        {"step": 1, "train/success": "NaN"},
+        {"step": 2, "actor/grad_norm": "Infinity", "train/success": None},
+        {"step": 3, "val/success": "-Infinity"},
+    ]
+
+
+def pytest_fail(token):
+    raise AssertionError(f"non-standard JSON constant {token}")
+
+
+def test_jsonl_export_can_be_ingested_back(alice_client, run, alice_token, alice):
+    from tests.runs.conftest import make_run
+
+    fill(run)
+    copy = make_run(alice)
+    points = [{"step": row["step"], "key": key, "value": value}
+              for row in map(json.loads, content(alice_client.get(URL.format(run.pk), {"format": "jsonl"})).splitlines())
+              for key, value in row.items() if key != "step"]
+    response = alice_client.post(f"/api/runs/{copy.pk}/metrics", data=json.dumps(points),
+                                 content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {alice_token}")
+    assert response.status_code == 200
+
+    def dump(r):
+        return [(s, k, "nan" if v is not None and math.isnan(v) else v)
+                for s, k, v in MetricPoint.objects.filter(run=r).order_by("step", "key").values_list("step", "key", "value")]
+    assert dump(copy) == dump(run)
+
+
+def test_empty_run_exports_a_header_only(alice_client, run):
+    assert content(alice_client.get(URL.format(run.pk))) == "step\r\n"
+
+
+def test_unknown_format_is_400(alice_client, run):
+    response = alice_client.get(URL.format(run.pk), {"format": "xlsx"})
+    assert response.status_code == 400 and response.json()["error"] == "format: must be one of csv, jsonl, got 'xlsx'"
+
+
+def test_another_users_run_is_404(bob_client, run):
+    fill(run)
+    assert bob_client.get(URL.format(run.pk)).status_code == 404

@@ -1,0 +1,115 @@
+"""GET /api/runs/<id>/metrics: spike-preserving downsampling, incremental polling, gaps for NaN/inf."""
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from tests.runs.conftest import insert_series
+from webapp.metrics.downsample import bucket_numpy, load_series
+from webapp.metrics.models import MetricPoint
+
+URL = "/api/runs/{}/metrics"
+
+
+def test_single_step_spike_survives_100k_steps_at_1000_points(alice_client, run):
+    insert_series(run, "actor/grad_norm", 100_000, "1.0 + 0.01 * sin(s)")
+    MetricPoint.objects.filter(run=run, key="actor/grad_norm", step=54_321).update(value=1e4)
+
+    body = alice_client.get(URL.format(run.pk), {"keys": "actor/grad_norm", "max_points": 1000}).json()
+    series = body["series"]["actor/grad_norm"]
+
+    assert series["downsampled"] is True
+    assert len(series["step"]) == len(series["value"]) == len(series["min"]) == len(series["max"]) == 1000
+    assert max(series["max"]) == 1e4
+    spike_bucket = series["max"].index(1e4)
+    assert series["step"][spike_bucket - 1] < 54_321 <= series["step"][spike_bucket]
+    assert min(series["min"]) == pytest.approx(0.99, abs=1e-3)
+    # The line is each bucket's last point: the final step is the run's last step.
+    assert series["step"][-1] == 99_999
+    assert series["value"][-1] == pytest.approx(1.0 + 0.01 * math.sin(99_999))
+    assert series["step"] == sorted(series["step"])
+
+
+def test_short_series_come_back_whole_without_band(alice_client, run):
+    MetricPoint.upsert(run.pk, [(0, "train/success", 0.1), (1, "train/success", 0.2), (3, "train/success", 0.5)])
+    body = alice_client.get(URL.format(run.pk), {"keys": "train/success,val/success"}).json()
+    assert body["series"]["train/success"] == {"step": [0, 1, 3], "value": [0.1, 0.2, 0.5], "downsampled": False}
+    assert body["series"]["val/success"] == {"step": [], "value": [], "downsampled": False}
+
+
+def test_sql_bucketing_matches_the_numpy_reference(run):
+    rng = random.Random(7)
+    steps = sorted(rng.sample(range(50_000), 5_000))
+    values = [rng.choice([None, math.nan, math.inf, -math.inf]) if rng.random() < 0.05 else rng.gauss(0, 1)
+              for _ in steps]
+    MetricPoint.upsert(run.pk, [(s, "k", v) for s, v in zip(steps, values)])
+
+    from_sql = load_series(run.pk, ["k"], max_points=300)["k"].as_json()
+    reference = bucket_numpy(steps, [math.nan if v is None else v for v in values], 300).as_json()
+
+    assert from_sql == reference
+    assert len(from_sql["step"]) <= 300
+
+
+def test_bucket_of_only_non_finite_values_has_null_band():
+    series = bucket_numpy([0, 1, 2, 3], [math.nan, math.inf, 1.0, 2.0], 2).as_json()
+    assert series == {"step": [1, 3], "value": [None, 2.0], "min": [None, 1.0], "max": [None, 2.0],
+                      "downsampled": True}
+
+
+def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
+    MetricPoint.upsert(run.pk, [(step, "train/success", step / 10) for step in range(10)])
+    body = alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 6}).json()
+    assert body["series"]["train/success"]["step"] == [7, 8, 9]
+    assert body["series"]["train/success"]["value"] == [0.7, 0.8, 0.9]
+    assert body["run"] == {"id": run.pk, "status": "running", "finished": False, "step": 10, "total_steps": 100,
+                           "eta_seconds": 42.0, "error": ""}
+    assert alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 9}).json()["series"] == {
+        "train/success": {"step": [], "value": [], "downsampled": False}}
+
+
+def test_after_applies_before_downsampling(alice_client, run):
+    insert_series(run, "k", 5_000, "s")
+    series = alice_client.get(URL.format(run.pk), {"keys": "k", "after": 3_999, "max_points": 100}).json()["series"]["k"]
+    assert series["downsampled"] and min(series["min"]) == 4_000 and series["step"][-1] == 4_999
+
+
+def test_nan_and_infinity_come_back_as_null(alice_client, run):
+    MetricPoint.upsert(run.pk, [(0, "k", 1.0), (1, "k", math.nan), (2, "k", math.inf), (3, "k", -math.inf),
+                                (4, "k", None), (5, "k", 2.0)])
+    response = alice_client.get(URL.format(run.pk), {"keys": "k"})
+    assert b"NaN" not in response.content and b"Infinity" not in response.content
+    assert response.json()["series"]["k"]["value"] == [1.0, None, None, None, None, 2.0]
+
+    insert_series(run, "spiky", 2_000, "CASE WHEN mod(s, 7) = 0 THEN 'NaN'::float8 ELSE s END")
+    series = alice_client.get(URL.format(run.pk), {"keys": "spiky", "max_points": 10}).json()["series"]["spiky"]
+    assert series["max"][-1] == 1_999 and None not in series["min"]
+
+
+def test_keys_default_to_the_runs_latest_metrics(alice_client, run):
+    run.latest_metrics = {"b": 1.0, "a": 2.0}
+    run.save()
+    MetricPoint.upsert(run.pk, [(0, "a", 2.0)])
+    assert list(alice_client.get(URL.format(run.pk)).json()["series"]) == ["a", "b"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"max_points": "lots"}, "max_points: must be an integer"),
+    ({"max_points": "1"}, "max_points: must be between 2"),
+    ({"after": "-5"}, "after: must be between -1"),
+    ({"keys": ",".join(f"k{i}" for i in range(101))}, "keys: at most 100"),
+    ({"keys": "x" * 101}, "keys: each key is at most 100"),
+])
+def test_bad_query_parameters_are_400_naming_the_parameter(alice_client, run, params, message):
+    response = alice_client.get(URL.format(run.pk), params)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(message)
+
+
+def test_numpy_reduction_keeps_extremes_of_every_bucket():
+    values = np.random.default_rng(1).normal(size=10_000)
+    series = bucket_numpy(np.arange(10_000), values, 100)
+    assert max(series.max) == values.max() and min(series.min) == values.min()
+    assert len(series.step) == 100

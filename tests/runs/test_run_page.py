@@ -1,0 +1,97 @@
+"""/runs/<id>/: status, progress, config, stop and re-run, charts wiring. Owner only."""
+
+import json
+
+from django.test import Client
+
+from tests.runs.conftest import make_run
+from webapp.experiments.models import Run
+
+
+def page_data(response) -> dict:
+    html = response.content.decode()
+    start = html.index('<script id="run-page-data" type="application/json">') + len(
+        '<script id="run-page-data" type="application/json">')
+    return json.loads(html[start:html.index("</script>", start)])
+
+
+def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, run):
+    run.host, run.device, run.attempt = "gpu-box-3", "cuda:1", 2
+    run.save()
+    response = alice_client.get(f"/runs/{run.pk}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'id="run-status">Running<' in html
+    assert "step 10 / 100 (10%)" in html and "ETA 42 s" in html
+    assert "gpu-box-3" in html and "cuda:1" in html
+    assert "model:\n  name: tiny\nrollout:\n  group_size: 4\n" in html
+    assert f'action="/runs/{run.pk}/stop"' in html
+    assert "/static/vendor/plotly/plotly.min.js" in html and "/static/js/run.js" in html
+    data = page_data(response)
+    assert data["finished"] is False
+    assert data["urls"] == {"metrics": f"/api/runs/{run.pk}/metrics", "events": f"/api/runs/{run.pk}/events"}
+    keys = [key for chart in data["charts"] for key in chart["keys"]]
+    assert {"train/success", "val/success", "actor/grad_norm", "train/reward_std_in_group", "actor/kl_ref"} <= set(keys)
+    assert {chart["id"] for chart in data["charts"] if chart.get("log")} == {"grad_norm", "reward_std"}
+
+
+def test_plotly_is_served_from_the_project(alice_client, run):
+    response = alice_client.get("/static/vendor/plotly/plotly.min.js")
+    assert response.status_code == 200
+    assert b"plotly" in b"".join(response.streaming_content)[:2000].lower()
+
+
+def test_stop_requests_a_stop_and_hides_the_button_once_finished(alice_client, run):
+    response = alice_client.post(f"/runs/{run.pk}/stop")
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    run.refresh_from_db()
+    assert run.stop_requested and run.status == "running"
+
+    queued = make_run(run.experiment.owner)
+    alice_client.post(f"/runs/{queued.pk}/stop")
+    queued.refresh_from_db()
+    assert queued.status == "stopped"
+    html = alice_client.get(f"/runs/{queued.pk}/").content.decode()
+    assert "stop-form" not in html
+    assert page_data(alice_client.get(f"/runs/{queued.pk}/"))["finished"] is True
+
+
+def test_stop_needs_post_and_csrf(run, alice):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    assert browser.get(f"/runs/{run.pk}/stop").status_code == 405
+    assert browser.post(f"/runs/{run.pk}/stop").status_code == 403
+    run.refresh_from_db()
+    assert not run.stop_requested
+
+
+def test_failed_run_shows_error_and_traceback_escaped(alice_client, alice):
+    run = make_run(alice, status=Run.Status.FAILED, error="CUDA <oom>",
+                   traceback='Traceback (most recent call last):\n  File "<script>alert(1)</script>"')
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "CUDA &lt;oom&gt;" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+
+
+def test_rerun_links_to_the_experiment(alice_client, run):
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'/experiments/{run.experiment_id}/rerun' in html
+
+
+def test_label_and_config_are_escaped(alice_client, alice):
+    run = make_run(alice, label="<img src=x onerror=alert(1)>", config={"note": "</script><script>alert(2)</script>"})
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "<img src=x" not in html and "<script>alert(2)" not in html
+
+
+def test_other_users_get_404_for_page_and_stop(bob_client, run):
+    assert bob_client.get(f"/runs/{run.pk}/").status_code == 404
+    assert bob_client.post(f"/runs/{run.pk}/stop").status_code == 404
+    assert bob_client.get(f"/runs/{run.pk}/trajectories").status_code == 404
+    run.refresh_from_db()
+    assert not run.stop_requested
+
+
+def test_anonymous_is_sent_to_login(client, run):
+    response = client.get(f"/runs/{run.pk}/")
+    assert response.status_code == 302 and "login" in response["Location"]

@@ -1,0 +1,62 @@
+"""/runs/<id>/trajectories: sampled trajectories as a transcript, model output always escaped."""
+
+from webapp.metrics.models import Sample
+
+SAMPLE = {
+    "group": 3, "seed": 1234, "reward": 1.5, "success": True,
+    "turns": [
+        {"state": "#####\n#P.X#\n#####", "think": "go right", "answer": "Right", "actions": ["Right"],
+         "reward": -0.1, "valid": True},
+        {"state": "#####\n#.PX#\n#####", "think": "again", "answer": "Jump", "actions": ["Jump"], "reward": 0,
+         "valid": False},
+    ],
+    "text": "full transcript",
+}
+
+
+def test_transcript_shows_grid_think_answer_and_rewards(alice_client, run):
+    Sample.objects.create(run=run, step=40, index=0, data=SAMPLE)
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode()
+    assert '<pre class="state-grid">#####\n#P.X#\n#####</pre>' in html
+    assert 'class="think"' in html and "go right" in html
+    assert "Right" in html and "reward -0.1" in html and "invalid action" in html
+    assert "total reward <strong>1.5</strong>" in html and "success</span>" in html
+    assert "group 3" in html and "seed 1234" in html
+
+
+def test_model_output_is_escaped_everywhere(alice_client, run):
+    evil = "<script>alert('x')</script>"
+    Sample.objects.create(run=run, step=1, index=0, data={
+        "reward": evil, "group": evil, "text": evil,
+        "turns": [{"state": evil, "think": evil, "answer": evil, "actions": [evil], "reward": evil}],
+    })
+    Sample.objects.create(run=run, step=1, index=1, data=[evil])
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?step=1").content.decode()
+    assert "<script>alert" not in html
+    assert html.count("&lt;script&gt;alert(") >= 7
+
+
+def test_missing_or_malformed_fields_render(alice_client, run):
+    Sample.objects.create(run=run, step=5, index=0, data={})
+    Sample.objects.create(run=run, step=5, index=1, data={"turns": "not a list", "text": "plain text only"})
+    Sample.objects.create(run=run, step=5, index=2, data={"turns": [None, 7, {"state": ["a", "b"]}]})
+    Sample.objects.create(run=run, step=5, index=3, data="just a string")
+    response = alice_client.get(f"/runs/{run.pk}/trajectories?step=5")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "plain text only" in html and "just a string" in html and "success unknown" in html
+
+
+def test_slider_covers_the_steps_with_samples_and_defaults_to_the_latest(alice_client, run):
+    for step in (0, 10, 30):
+        Sample.objects.create(run=run, step=step, index=0, data={"text": f"at step {step}"})
+    html = alice_client.get(f"/runs/{run.pk}/trajectories").content.decode()
+    assert 'max="2" value="2"' in html and "at step 30" in html and "at step 10" not in html
+    assert '<option value="10">10</option>' in html
+    assert "at step 10" in alice_client.get(f"/runs/{run.pk}/trajectories?step=10").content.decode()
+    assert "No samples at step 11" in alice_client.get(f"/runs/{run.pk}/trajectories?step=11").content.decode()
+    assert "at step 30" in alice_client.get(f"/runs/{run.pk}/trajectories?step=banana").content.decode()
+
+
+def test_no_samples_yet(alice_client, run):
+    assert "No samples recorded yet" in alice_client.get(f"/runs/{run.pk}/trajectories").content.decode()

@@ -1,0 +1,70 @@
+"""Config validation: every problem reported, named by its dotted field."""
+import pytest
+
+from trainer.config import PRESETS, ConfigError, TrainConfig
+
+
+def errors_of(d) -> dict:
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_dict(d)
+    return e.value.errors
+
+
+def test_defaults_and_presets_are_valid_and_round_trip():
+    for name in PRESETS:
+        cfg = TrainConfig.preset(name)
+        assert TrainConfig.from_yaml(cfg.to_yaml()) == cfg
+        assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    s = TrainConfig.preset("starpo-s")
+    assert (s.algorithm.kl_coef, s.algorithm.eps_high, s.algorithm.filter) == (0.0, 0.28, "top_ratio")
+    assert TrainConfig.preset("starpo").algorithm.kl_coef == 0.001
+    assert TrainConfig.preset("grpo").algorithm.advantage == "grpo"
+
+
+def test_tiny_profile_versus_paper_values_for_hub_models():
+    tiny = TrainConfig.preset("starpo-s")
+    hub = TrainConfig.preset("starpo-s", model={"name": "Qwen/Qwen2.5-0.5B-Instruct"})
+    assert tiny.optim.actor_lr > 100 * hub.optim.actor_lr
+    assert (hub.rollout.env_groups, hub.rollout.group_size, hub.optim.actor_lr) == (8, 16, 1e-6)
+    assert hub.algorithm.filter_ratio == 0.25
+
+
+def test_overrides_dotted_keyword_and_section():
+    cfg = TrainConfig.preset("starpo", "rollout.group_size=4", "algorithm.kl_estimator=k3", "optim.critic_lr=1e-3",
+                             env={"name": "frozenlake", "params": {"size": 4}}, optim__actor_lr=1e-4)
+    assert (cfg.rollout.group_size, cfg.algorithm.kl_estimator, cfg.env.name, cfg.optim.actor_lr) == \
+        (4, "k3", "frozenlake", 1e-4)
+    assert cfg.optim.critic_lr == 1e-3
+
+
+def test_all_errors_are_collected_with_dotted_names():
+    errs = errors_of({"rollout": {"group_size": "eight", "bogus": 1}, "optim": {"actor_lr": True},
+                      "algorithm": {"loss_agg": 3}, "nope": {}})
+    assert set(errs) == {"rollout.group_size", "rollout.bogus", "optim.actor_lr", "algorithm.loss_agg", "nope"}
+    assert "unknown key" in errs["rollout.bogus"]
+    assert "integer" in errs["rollout.group_size"]
+
+
+def test_cross_field_rules():
+    errs = errors_of({"rollout": {"group_size": 1}, "algorithm": {"filter": "top_ratio", "eps_low": 1.5,
+                                                                   "advantage": "a2c"}})
+    assert errs["rollout.group_size"] == "must be >= 2 when a rollout filter is on"
+    assert "eps_low" in "".join(errs) and "algorithm.advantage" in errs
+    errs = errors_of({"optim": {"micro_batch_size": 64, "mini_batch_size": 32}, "rollout": {"top_p": 0}})
+    assert set(errs) == {"optim.micro_batch_size", "rollout.top_p"}
+
+
+def test_env_params_validated_by_envs():
+    errs = errors_of({"env": {"name": "frozenlake", "params": {"size": -1}}})
+    assert list(errs) == ["env.params.size"]
+    assert "size" in errs["env.params.size"]
+    assert list(errors_of({"env": {"name": "chess"}})) == ["env.name"]
+
+
+def test_bad_yaml_and_unknown_preset():
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_yaml("rollout: [1, 2")
+    assert "config" in e.value.errors
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.preset("ppo-xl")
+    assert "preset" in e.value.errors

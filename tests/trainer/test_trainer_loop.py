@@ -1,0 +1,122 @@
+"""The whole loop with the tiny model: every environment, resume equality, stop, NaN skipping, CLI."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from trainer import losses
+from trainer.config import TrainConfig
+from trainer.loop import train
+from trainer.sink import JsonlSink, MemorySink
+
+SMALL = {"rollout": {"env_groups": 2, "group_size": 2, "max_turns": 2, "max_new_tokens": 24, "val_seeds": 4},
+         "optim": {"mini_batch_size": 4, "micro_batch_size": 2},
+         "schedule": {"steps": 2, "val_every": 1, "checkpoint_every": 1, "keep_checkpoints": 2,
+                      "samples_per_step": 2}}
+STEP_KEYS = {"train/success", "train/reward_mean", "train/reward_std_in_group", "train/frac_zero_std_groups",
+             "train/format_valid", "train/actions_valid", "train/filter_kept_ratio", "actor/entropy",
+             "actor/grad_norm", "actor/clip_frac", "actor/clip_frac_high", "actor/approx_kl", "actor/pg_loss",
+             "actor/skipped_steps", "response/tokens_mean", "response/think_tokens_mean", "val/success",
+             "time/rollout_s", "time/update_s", "time/step_s", "perf/tokens_per_s"}
+
+
+@pytest.mark.parametrize("preset,env,expect", [
+    ("starpo-s", "frozenlake", {"critic/vf_loss", "critic/explained_var"}),
+    ("grpo", "sokoban", {"actor/kl_ref"}),
+    ("starpo", "bandit", {"actor/kl_ref", "critic/vf_loss"}),
+])
+def test_each_environment_trains_and_reports(tiny_model_dir, tmp_path, preset, env, expect):
+    cfg = TrainConfig.preset(preset, env={"name": env}, **SMALL)
+    sink = JsonlSink(str(tmp_path), cfg.to_yaml(), stream=open(os.devnull, "w"))
+    assert train(cfg, sink, str(tmp_path)) == "completed"
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    assert [r["step"] for r in rows] == [0, 1]
+    for row in rows:
+        assert STEP_KEYS | expect <= set(row)
+        assert all(v is None or math.isfinite(v) for v in row.values())
+    samples = [json.loads(line) for line in open(tmp_path / "samples.jsonl")]
+    assert len(samples) == 4
+    assert {"group", "seed", "reward", "success", "turns", "text"} <= set(samples[0])
+    assert {"state", "think", "answer", "actions", "reward", "valid"} <= set(samples[0]["turns"][0])
+    assert TrainConfig.from_yaml((tmp_path / "config.yaml").read_text()) == cfg
+    ckpts = sorted(os.listdir(tmp_path / "checkpoints"))
+    assert ckpts == ["step_000001", "step_000002"]  # keep_checkpoints=2
+
+
+def test_lora_with_reference_as_disabled_adapter(tiny_model_dir, tmp_path):
+    cfg = TrainConfig.preset("grpo", "model.lora_rank=4", "model.lora_alpha=8", env={"name": "bandit"}, **SMALL)
+    sink = MemorySink()
+    assert train(cfg, sink, str(tmp_path)) == "completed"
+    # a fresh adapter is the identity, so at step 0 policy == reference (the disabled adapter)
+    assert abs(sink.rows[0]["actor/kl_ref"]) < 1e-5
+    assert sink.rows[1]["actor/kl_ref"] != 0.0
+    assert os.path.exists(tmp_path / "checkpoints" / "step_000002" / "policy" / "adapter_config.json")
+
+
+def _strip(rows):
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "perf/"))} for r in rows]
+
+
+def test_resume_equals_uninterrupted_run(tiny_model_dir, tmp_path):
+    cfg4 = TrainConfig.preset("starpo-s", "schedule.steps=4", "deterministic=true", env={"name": "frozenlake"},
+                              **SMALL)
+    cfg2 = TrainConfig.from_dict({**cfg4.to_dict(), "schedule": {**cfg4.to_dict()["schedule"], "steps": 2}})
+    full, part = MemorySink(), MemorySink()
+    train(cfg4, full, str(tmp_path / "full"))
+    train(cfg2, part, str(tmp_path / "part"))
+    assert train(cfg4, part, str(tmp_path / "part"), resume=True) == "completed"
+    assert [r["step"] for r in part.rows] == [0, 1, 2, 3]
+    assert _strip(part.rows) == _strip(full.rows)
+
+
+def test_should_stop_checkpoints_and_returns_stopped(tiny_model_dir, tmp_path):
+    calls = []
+    sink = MemorySink()
+    result = train(TrainConfig.preset("grpo", env={"name": "bandit"}, **SMALL), sink, str(tmp_path),
+                   should_stop=lambda: calls.append(1) or len(calls) > 1)
+    assert result == "stopped"
+    assert [r["step"] for r in sink.rows] == [0]
+    assert sink.checkpoints[-1][0] == 1 and os.path.isdir(sink.checkpoints[-1][1])
+
+
+def test_nan_loss_skips_the_step_and_counts_it(tiny_model_dir, tmp_path, monkeypatch):
+    real = losses.policy_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(losses, "policy_loss", nan_loss)
+    from trainer.models import load_policy
+    before = {k: v.clone() for k, v in load_policy(TrainConfig().model, False, False).model.state_dict().items()}
+    sink = MemorySink()
+    train(TrainConfig.preset("grpo", env={"name": "bandit"}, **SMALL), sink, str(tmp_path))
+    assert all(r["actor/skipped_steps"] >= 1 for r in sink.rows if r["train/filter_kept_ratio"] > 0)
+    from transformers import AutoModelForCausalLM
+    after = AutoModelForCausalLM.from_pretrained(tmp_path / "checkpoints" / "step_000002" / "policy").state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in after)
+
+
+def test_cli_train_eval_presets(tiny_model_dir, tmp_path):
+    env = {**os.environ, "MODEL_ROOT": os.path.dirname(tiny_model_dir), "ECHOLAB_THREADS": "1"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = tmp_path / "run"
+    sets = ["--set", "rollout.env_groups=2", "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=16",
+            "--set", "rollout.val_seeds=2", "--set", "optim.mini_batch_size=4", "--set", "optim.micro_batch_size=4"]
+    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--preset", "starpo-s-grpo", "--env", "bandit",
+                        "--steps", "1", "--out", str(out), *sets], cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "step 1/1" in r.stderr and "success" in r.stderr
+    assert (out / "metrics.jsonl").exists() and (out / "config.yaml").exists()
+    r = subprocess.run([sys.executable, "-m", "trainer", "eval", "--checkpoint", str(out), "--episodes", "4"],
+                       cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert 0.0 <= json.loads(r.stdout)["success"] <= 1.0
+    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--env", "bandit", "--out", str(out),
+                        "--set", "rollout.group_size=1", "--set", "algorithm.filter=top_p"],
+                       cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and "rollout.group_size" in r.stderr

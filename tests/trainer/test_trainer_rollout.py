@@ -1,0 +1,100 @@
+"""Token-in/token-out rollouts with the tiny model: the loss mask covers exactly the model's tokens."""
+import pytest
+import torch
+
+import envs
+
+from trainer import rollout as R
+from trainer.config import TrainConfig
+from trainer.models import ModelLoadError, load_policy
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    return load_policy(TrainConfig().model, with_critic=False, with_reference=False)
+
+
+def runs(mask: list[int]) -> list[tuple[int, int]]:
+    out, start = [], None
+    for i, m in enumerate(mask + [0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+def test_loss_mask_is_exactly_the_generated_tokens(policy, monkeypatch):
+    produced: dict[int, list[list[int]]] = {}
+    real_generate = R.generate
+
+    def recording_generate(model, prompts, *args, **kwargs):
+        replies = real_generate(model, prompts, *args, **kwargs)
+        for p, reply in zip(prompts, replies):
+            produced.setdefault(id(p), []).append(reply)
+        return replies
+
+    monkeypatch.setattr(R, "generate", recording_generate)
+    cfg = TrainConfig.preset("starpo", env={"name": "frozenlake"}, rollout={"max_turns": 3, "max_new_tokens": 40})
+    chat = R.ChatFormat(policy.tokenizer, True)
+    torch.manual_seed(0)
+    trajs = R.rollout(policy.model, policy.tokenizer, chat, "frozenlake", {}, [5, 5, 6, 6], [0, 0, 1, 1],
+                      cfg.rollout, 1.0, policy.context_len)
+    multi_turn = 0
+    for t in trajs:
+        spans = runs(t.mask)
+        assert len(spans) == len(t.turns)
+        multi_turn += len(spans) > 1
+        replies = [t.ids[a:b] for a, b in spans]
+        # every masked-in run is one reply, exactly as sampled, and is preceded by the `<think>` opener
+        all_produced = [r for rs in produced.values() for r in rs]
+        assert all(reply in all_produced for reply in replies)
+        for a, _ in spans:
+            assert policy.tokenizer.decode(t.ids[:a]).endswith("<think>")
+        masked_out = policy.tokenizer.decode([i for i, m in zip(t.ids, t.mask) if not m])
+        assert "Turn 1:" in masked_out and f"Turn {len(t.turns)}:" in masked_out
+        # the turn texts parsed from the decoded replies
+        for reply, turn in zip(replies, t.turns):
+            parsed = chat.parse(policy.tokenizer.decode(reply, skip_special_tokens=True))
+            assert (parsed[1] if parsed else "") == turn["answer"]
+    assert multi_turn > 0
+
+
+def test_parse_and_format_penalty():
+    class Tok:
+        def apply_chat_template(self, msgs, tokenize, add_generation_prompt):
+            text = "".join(f"[{m['role']}]{m['content']}[end]" for m in msgs)
+            return text + ("[assistant]" if add_generation_prompt else "")
+
+        eos_token_id = None
+
+        def convert_tokens_to_ids(self, t):
+            return None
+
+    chat = R.ChatFormat(Tok(), True)
+    assert (chat.before_user, chat.after_user) == ("[end][user]", "[end][assistant]")
+    assert chat.parse(" go left </think> <answer> Left || Up </answer>") == ("go left", "Left || Up")
+    assert chat.parse(" go left <answer> Left </answer>") is None
+    assert R.ChatFormat(Tok(), False).parse(" Left </answer>") == ("", "Left")
+
+
+def test_context_overflow_ends_trajectory_with_penalty(policy):
+    cfg = TrainConfig.preset("starpo", env={"name": "sokoban"}, rollout={"max_turns": 5, "max_new_tokens": 40})
+    chat = R.ChatFormat(policy.tokenizer, True)
+    env = envs.make("sokoban")
+    prompt_len = len(chat.first_prompt(R.first_user_message(env, env.reset(seed=3), 5, 10, True)))
+    torch.manual_seed(0)
+    trajs = R.rollout(policy.model, policy.tokenizer, chat, "sokoban", {}, [3, 3], [0, 0], cfg.rollout, 1.0,
+                      prompt_len + 5)
+    for t in trajs:
+        assert t.done and len(t.turns) == 1 and len(t.ids) <= prompt_len + 5
+        assert t.reward <= cfg.rollout.format_penalty + 1e-9
+
+
+def test_missing_model_dir_is_one_line_error():
+    m = TrainConfig().model
+    m.name = "/nonexistent/model/dir"
+    with pytest.raises(ModelLoadError) as e:
+        load_policy(m, with_critic=False, with_reference=False)
+    assert "\n" not in str(e.value) and "does not exist" in str(e.value)

@@ -1,0 +1,142 @@
+"""JSON API for experiments and runs: the form's validation, scoping (404 for others), stop."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from webapp.accounts.models import ApiToken
+from webapp.experiments.models import Experiment, Run
+
+BODY = {
+    "name": "API sweep", "env": {"name": "frozenlake", "params": {"size": 4}}, "model": "tiny",
+    "preset": "starpo-s", "steps": 12, "seeds": [1, 2], "grid": {"algorithm.filter_ratio": [0.25, 0.5]},
+    "overrides": {"rollout": {"group_size": 4}}, "detector_overrides": {"grad_spike": {"tolerance": 5.0}},
+    "alert_recipients": ["team@example.com"], "alert_on_warnings": True,
+}
+
+
+@pytest.fixture
+def api(alice):
+    _, plain = ApiToken.issue(alice, "tests")
+    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+
+
+def post(client, url, body, headers):
+    return client.post(url, json.dumps(body), content_type="application/json", **headers)
+
+
+def test_create_expands_grid_and_seeds(client, api, alice):
+    response = post(client, reverse("api_experiments"), BODY, api)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    experiment = Experiment.objects.get(pk=body["id"])
+    assert experiment.owner == alice and experiment.alert_on_warnings
+    assert experiment.recipients() == ["team@example.com"]
+    assert len(body["runs"]) == 4
+    assert {run["label"] for run in body["runs"]} == {
+        f"seed={seed} algorithm.filter_ratio={ratio}" for seed in (1, 2) for ratio in (0.25, 0.5)}
+    run = Run.objects.get(label="seed=2 algorithm.filter_ratio=0.5")
+    assert run.config["rollout"]["group_size"] == 4 and run.config["schedule"]["steps"] == 12
+
+
+def test_create_from_a_complete_config(client, api):
+    from trainer.config import TrainConfig
+
+    config = TrainConfig.preset("grpo", env={"name": "bandit"}).to_dict()
+    body = {"name": "full", "config": config, "seeds": "4,5"}
+    response = post(client, reverse("api_experiments"), body, api)
+    assert response.status_code == 201, response.json()
+    assert sorted(Run.objects.values_list("config__seed", flat=True)) == [4, 5]
+    assert Experiment.objects.get().preset == ""
+
+
+@pytest.mark.parametrize("change, field, words", [
+    ({"env": {"name": "frozenlake", "params": {"size": 99}}}, "env.params.size", "between"),
+    ({"env": {"name": "atlantis"}}, "env", "unknown environment"),
+    ({"model": "../../etc"}, "model", "MODEL_ROOT"),
+    ({"steps": 0}, "steps", "from 1 to"),
+    ({"overrides": {"schedule": {"steps": 5}}}, "overrides", "steps field"),
+    ({"seeds": [1, "x"]}, "seeds", "'x'"),
+    ({"grid": {"algorithm.filter_ratio": [0.5, 2.0]}}, "grid", "algorithm.filter_ratio = 2.0"),
+    ({"grid": {"algorithm.filter_ratio": list(range(1, 34))}}, "grid", "the limit is 64"),
+    ({"overrides": {"algorithm": {"kl_coef": -1}}}, "algorithm.kl_coef", ">= 0"),
+    ({"overrides": "algorithm: [oops"}, "overrides", "not valid YAML"),
+    ({"detector_overrides": {"grad_spike": {"nope": 1}}}, "detector_overrides", "grad_spike.nope"),
+    ({"alert_recipients": "x@"}, "alert_recipients", "not a valid email"),
+    ({"preset": "fast"}, "preset", "unknown preset"),
+    ({"name": ""}, "name", "required"),
+    ({"colour": "blue"}, "colour", "unknown field"),
+    ({"config": {}}, "preset", "not both"),
+])
+def test_create_rejects_bad_input_naming_the_field(client, api, change, field, words):
+    response = post(client, reverse("api_experiments"), {**BODY, **change}, api)
+    assert response.status_code == 400
+    body = response.json()
+    assert words in body["errors"][field], body
+    assert field in body["error"]
+    assert Experiment.objects.count() == 0 and Run.objects.count() == 0
+
+
+def test_config_errors_are_named_under_config(client, api):
+    response = post(client, reverse("api_experiments"),
+                    {"name": "x", "config": {"rollout": {"group_size": "big"}}}, api)
+    assert response.status_code == 400
+    assert "config.rollout.group_size" in response.json()["errors"]
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'"text"'])
+def test_malformed_bodies_are_400(client, api, raw):
+    response = client.post(reverse("api_experiments"), raw, content_type="application/json", **api)
+    assert response.status_code == 400 and response.json()["error"]
+
+
+def test_list_and_detail_are_scoped_to_the_caller(client, api, alice, bob, make_experiment):
+    mine = make_experiment(alice, seeds=[1, 2])
+    theirs = make_experiment(bob, name="bob's")
+    listed = client.get(reverse("api_experiments"), **api).json()
+    assert [item["id"] for item in listed["results"]] == [mine.pk] and listed["count"] == 1
+    detail = client.get(reverse("api_experiment", args=[mine.pk]), **api).json()
+    assert [run["label"] for run in detail["runs"]] == ["seed=1", "seed=2"]
+    their_run = theirs.runs.get()
+    assert client.get(reverse("api_experiment", args=[theirs.pk]), **api).status_code == 404
+    assert client.get(reverse("api_run", args=[their_run.pk]), **api).status_code == 404
+    assert client.post(reverse("api_run_stop", args=[their_run.pk]), **api).status_code == 404
+    assert Run.objects.get(pk=their_run.pk).status == "queued"
+
+
+def test_runs_list_filters_by_status_and_experiment(client, api, alice, make_experiment):
+    first = make_experiment(alice, seeds=[1, 2])
+    second = make_experiment(alice, name="other")
+    Run.objects.filter(pk=first.runs.order_by("id").first().pk).update(status="running")
+
+    def ids(**query):
+        response = client.get(reverse("api_runs"), query, **api)
+        assert response.status_code == 200, response.json()
+        return sorted(run["id"] for run in response.json()["results"])
+
+    assert len(ids()) == 3
+    assert ids(status="running") == [first.runs.order_by("id").first().pk]
+    assert ids(experiment=second.pk) == [second.runs.get().pk]
+    assert client.get(reverse("api_runs"), {"status": "bogus"}, **api).status_code == 400
+    assert client.get(reverse("api_runs"), {"experiment": "x"}, **api).status_code == 400
+    assert client.get(reverse("api_runs"), {"page_size": "0"}, **api).status_code == 400
+
+
+def test_run_detail_has_config_and_stop_stops(client, api, alice, make_experiment):
+    run = make_experiment(alice).runs.get()
+    detail = client.get(reverse("api_run", args=[run.pk]), **api).json()
+    assert detail["config"]["env"]["name"] == "frozenlake" and detail["status"] == "queued"
+    assert client.get(reverse("api_run_stop", args=[run.pk]), **api).status_code == 405
+    stopped = client.post(reverse("api_run_stop", args=[run.pk]), **api).json()
+    assert stopped["status"] == "stopped" and stopped["stop_requested"]
+
+
+def test_session_post_needs_csrf(alice):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post(reverse("api_experiments"), json.dumps(BODY), content_type="application/json")
+    assert response.status_code == 403 and "CSRF" in response.json()["error"]
+    assert Experiment.objects.count() == 0

@@ -1,0 +1,35 @@
+"""The OpenAPI document at /api/schema describes every /api/ URL the project routes."""
+
+import re
+
+from django.urls import URLPattern, URLResolver, get_resolver
+
+
+def api_routes(patterns=None, prefix=""):
+    for pattern in patterns if patterns is not None else get_resolver().url_patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            yield from api_routes(pattern.url_patterns, route)
+        elif isinstance(pattern, URLPattern) and route.startswith("api/"):
+            yield "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
+
+
+def test_schema_is_openapi_json_and_public(client, db):
+    response = client.get("/api/schema")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.json()["openapi"].startswith("3.1")
+
+
+def test_every_api_url_is_in_the_schema_and_nothing_else(client, db):
+    documented = set(client.get("/api/schema").json()["paths"])
+    routed = set(api_routes())
+    assert {"/api/experiments", "/api/runs/{pk}/metrics", "/api/runs/{pk}/stop"} <= routed
+    assert routed - documented == set(), "routed but not documented"
+    assert documented - routed == set(), "documented but not routed"
+
+
+def test_every_schema_reference_resolves(client, db):
+    schema = client.get("/api/schema").json()
+    text = str(schema)
+    for ref in set(re.findall(r"#/components/(\w+)/(\w+)", text)):
+        assert ref[1] in schema["components"][ref[0]], ref

@@ -1,0 +1,52 @@
+"""API tokens: created on a page, shown once, stored hashed, accepted as Bearer, revocable."""
+
+from django.urls import reverse
+
+from webapp.accounts.models import ApiToken, hash_token
+
+
+def test_token_is_shown_once_and_stored_hashed(alice_client, alice):
+    response = alice_client.post(reverse("tokens"), {"name": "laptop"}, follow=True)
+    plain = response.context["new_token"]["token"]
+    assert plain.startswith("elab_") and plain in response.content.decode()
+    token = ApiToken.objects.get(user=alice)
+    assert token.token_hash == hash_token(plain) and plain not in token.token_hash
+    assert token.hint == plain[:10]
+    again = alice_client.get(reverse("tokens")).content.decode()
+    assert plain not in again and token.hint in again and "laptop" in again
+
+
+def test_bearer_token_authenticates_and_records_last_use(client, alice):
+    token, plain = ApiToken.issue(alice, "script")
+    response = client.get(reverse("api_experiments"), HTTP_AUTHORIZATION=f"Bearer {plain}")
+    assert response.status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+
+
+def test_wrong_token_is_401(client, alice):
+    ApiToken.issue(alice, "script")
+    response = client.get(reverse("api_experiments"), HTTP_AUTHORIZATION="Bearer elab_wrong")
+    assert response.status_code == 401 and response.json() == {"error": "invalid API token"}
+
+
+def test_revoked_token_stops_working(alice_client, client, alice):
+    token, plain = ApiToken.issue(alice, "script")
+    alice_client.post(reverse("token_revoke", args=[token.pk]))
+    assert not ApiToken.objects.exists()
+    alice_client.logout()
+    assert client.get(reverse("api_runs"), HTTP_AUTHORIZATION=f"Bearer {plain}").status_code == 401
+
+
+def test_cannot_see_or_revoke_another_users_token(client, alice, bob):
+    token, _ = ApiToken.issue(alice, "alice's")
+    client.force_login(bob)
+    assert "alice&#x27;s" not in client.get(reverse("tokens")).content.decode()
+    assert client.post(reverse("token_revoke", args=[token.pk])).status_code == 404
+    assert ApiToken.objects.filter(pk=token.pk).exists()
+
+
+def test_token_name_is_required(alice_client):
+    response = alice_client.post(reverse("tokens"), {"name": ""})
+    assert response.status_code == 200 and response.context["form"].errors["name"]
+    assert not ApiToken.objects.exists()

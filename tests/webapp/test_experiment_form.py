@@ -1,0 +1,167 @@
+"""The new-experiment form: generated environment fields, trainer validation next to the field,
+nothing saved on any error, one run per grid combination and seed."""
+
+import pytest
+from django.urls import reverse
+
+from tests.webapp.forms import experiment_post
+from webapp.experiments.models import Experiment, Run
+
+URL = reverse("experiment_new")
+
+
+def counts():
+    return Experiment.objects.count(), Run.objects.count()
+
+
+def field_errors(response, field):
+    return response.context["form"].errors.get(field, [])
+
+
+def test_form_lists_every_registered_environment_and_its_parameters(alice_client):
+    import envs
+
+    html = alice_client.get(URL).content.decode()
+    for name, spec in envs.registry().items():
+        assert f'data-env="{name}"' in html
+        for param in spec.params:
+            assert f'name="env__{name}__{param.name}"' in html
+
+
+def test_valid_post_creates_experiment_and_queues_its_run(alice_client, alice,
+                                                          django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = alice_client.post(URL, experiment_post(seeds="3"))
+    experiment = Experiment.objects.get()
+    assert response.status_code == 302 and response["Location"] == experiment.get_absolute_url()
+    assert experiment.owner == alice and experiment.preset == "starpo-s"
+    run = experiment.runs.get()
+    assert run.label == "seed=3" and run.status == "queued" and run.total_steps == 20
+    assert run.config["seed"] == 3
+    params = {"size": 4, "frozen_prob": 0.8, "slippery": True, "map": ""}
+    assert run.config["env"] == {"name": "frozenlake", "params": params}
+    assert run.config["algorithm"]["filter"] == "top_ratio"  # from the preset
+    assert len(callbacks) == 1  # enqueued after commit
+
+
+def test_unchecked_bool_parameter_is_false(alice_client):
+    alice_client.post(URL, experiment_post(env__frozenlake__slippery=None))
+    assert Run.objects.get().config["env"]["params"]["slippery"] is False
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("env__frozenlake__size", "99", "less than or equal to 12"),
+    ("env__frozenlake__size", "", "required"),
+    ("env__frozenlake__frozen_prob", "lots", "number"),
+    ("steps", "0", "greater than or equal to 1"),
+    ("seeds", "1, x", "'x' is not a whole number"),
+    ("seeds", "2,2", "listed twice"),
+    ("grid", "algorithm.filter_ratio 0.5", "line 1"),
+    ("overrides", "algorithm: [unclosed", "not valid YAML"),
+    ("overrides", "- a list", "expected a mapping"),
+    ("overrides", "1: 2", "keys must be names"),
+    ("overrides", "schedule: {steps: 99}", "schedule.steps: set it in the steps field"),
+    ("overrides", "env: {name: bandit}", "own fields"),
+    ("grid", "seed = 1, 2", "seeds field"),
+    ("seeds", "99999999999", "too large"),
+    ("steps", "100000000", "less than or equal to"),
+    ("detector_overrides", "grad_spike: {tolerance: -1}", "grad_spike.tolerance"),
+    ("detector_overrides", "no_such_rule: {}", "no_such_rule"),
+    ("alert_recipients", "me@example.com, not-an-email", "'not-an-email' is not a valid email"),
+    ("preset", "ppo-extreme", "Select a valid choice"),
+])
+def test_bad_value_is_reported_next_to_its_field_and_nothing_is_saved(alice_client, field, value, expected):
+    before = counts()
+    response = alice_client.post(URL, experiment_post(**{field: value}))
+    assert response.status_code == 200
+    errors = " ".join(field_errors(response, field))
+    assert expected in errors, response.context["form"].errors
+    assert f'id="field-{field}"' in response.content.decode()
+    assert counts() == before
+
+
+def test_trainer_config_error_lands_on_the_overrides_field(alice_client):
+    before = counts()
+    response = alice_client.post(URL, experiment_post(overrides="algorithm:\n  kl_coef: -1\n"))
+    assert field_errors(response, "overrides") == ["algorithm.kl_coef: must be >= 0"]
+    assert counts() == before
+
+
+def test_unknown_config_key_in_overrides_names_it(alice_client):
+    response = alice_client.post(URL, experiment_post(overrides="rollout:\n  group_sise: 4\n"))
+    assert "rollout.group_sise: unknown key" in " ".join(field_errors(response, "overrides"))
+
+
+def test_error_from_a_non_overridden_field_is_a_non_field_error_naming_it(alice_client):
+    # group_size 1 with the StarPO-S filter is invalid; the error names rollout.group_size.
+    response = alice_client.post(URL, experiment_post(grid="rollout.group_size = 1"))
+    assert "rollout.group_size = 1" in " ".join(field_errors(response, "grid"))
+    assert Experiment.objects.count() == 0
+
+
+def test_only_the_chosen_environments_parameters_are_validated(alice_client):
+    response = alice_client.post(URL, experiment_post(**{"env__sokoban__dim_room": "999"}))
+    assert response.status_code == 302
+    assert "dim_room" not in Run.objects.get().config["env"]["params"]
+
+
+def test_env_check_error_from_the_environment_lands_on_its_parameter(alice_client):
+    before = counts()
+    response = alice_client.post(URL, experiment_post(env__frozenlake__map="not a map"))
+    assert response.status_code == 200
+    assert field_errors(response, "env__frozenlake__map")
+    assert counts() == before
+
+
+def test_grid_times_seeds_gives_one_labelled_run_each(alice_client):
+    response = alice_client.post(URL, experiment_post(
+        seeds="1,2", grid="algorithm.filter_ratio = 0.25, 0.5, 1.0\nrollout.group_size = 4, 8"))
+    assert response.status_code == 302
+    runs = Run.objects.order_by("id")
+    assert runs.count() == 3 * 2 * 2
+    labels = [run.label for run in runs]
+    assert labels[0] == "seed=1 algorithm.filter_ratio=0.25 rollout.group_size=4"
+    assert len(set(labels)) == 12
+    run = runs.get(label="seed=2 algorithm.filter_ratio=0.5 rollout.group_size=8")
+    assert run.config["algorithm"]["filter_ratio"] == 0.5 and run.config["rollout"]["group_size"] == 8
+    assert run.config["seed"] == 2
+
+
+def test_every_grid_combination_is_validated_before_saving(alice_client):
+    before = counts()
+    response = alice_client.post(URL, experiment_post(grid="algorithm.filter_ratio = 0.5, 1.5"))
+    assert field_errors(response, "grid") == ["algorithm.filter_ratio = 1.5: must be in (0, 1]"]
+    assert counts() == before
+
+
+def test_grid_over_presets(alice_client):
+    alice_client.post(URL, experiment_post(grid="preset = starpo, starpo-s"))
+    filters = dict(Run.objects.values_list("label", "config__algorithm__filter"))
+    assert filters == {"seed=1 preset=starpo": "none", "seed=1 preset=starpo-s": "top_ratio"}
+
+
+def test_too_many_runs_is_refused_with_the_count(alice_client):
+    before = counts()
+    seeds = ",".join(str(seed) for seed in range(9))
+    grid = "algorithm.filter_ratio = 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8"
+    response = alice_client.post(URL, experiment_post(seeds=seeds, grid=grid))
+    message = "this makes 72 runs (8 combinations x 9 seeds); the limit is 64"
+    assert message in " ".join(field_errors(response, "grid"))
+    assert counts() == before
+
+
+def test_hub_model_id_gets_the_hub_profile(alice_client):
+    alice_client.post(URL, experiment_post(model="Qwen/Qwen2.5-0.5B-Instruct"))
+    config = Run.objects.get().config
+    assert config["model"]["name"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert config["algorithm"]["filter_ratio"] == 0.25  # the paper's value, not the tiny profile's
+
+
+def test_post_without_csrf_token_is_refused(alice, client):
+    from django.test import Client
+
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(alice)
+    response = csrf_client.post(URL, experiment_post())
+    assert response.status_code == 403
+    assert Experiment.objects.count() == 0

@@ -1,0 +1,87 @@
+"""Experiment list and page: scoped to the owner, escaped, badges, progress, sparklines, stop-all."""
+
+from django.urls import reverse
+
+from webapp.alerts.models import DetectorEvent
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+
+
+def test_other_users_experiment_is_404_everywhere(client, alice, bob, make_experiment):
+    experiment = make_experiment(alice)
+    client.force_login(bob)
+    for name in ("experiment_detail", "experiment_rerun", "experiment_export"):
+        assert client.get(reverse(name, args=[experiment.pk])).status_code == 404
+    assert client.post(reverse("experiment_stop", args=[experiment.pk])).status_code == 404
+    assert experiment.runs.get().status == "queued"
+    assert experiment.name not in client.get("/").content.decode()
+
+
+def test_script_in_a_name_renders_as_text(alice_client, alice, make_experiment):
+    experiment = make_experiment(alice, name="<script>alert(1)</script>")
+    for url in ("/", experiment.get_absolute_url()):
+        html = alice_client.get(url).content.decode()
+        assert "<script>alert(1)</script>" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_client, alice, make_experiment):
+    experiment = make_experiment(alice, seeds=[1, 2, 3], steps=10)
+    first, second, third = experiment.runs.order_by("id")
+    Run.objects.filter(pk=first.pk).update(status="running", step=5, eta_seconds=125)
+    Run.objects.filter(pk=second.pk).update(status="completed", step=10)
+    MetricPoint.upsert(first.pk, [(step, "train/success", step / 10) for step in range(5)])
+    DetectorEvent.objects.create(run=second, step=8, level="collapse", rule="entropy_drop", message="down")
+    DetectorEvent.objects.create(run=second, step=9, level="warning", rule="grad_spike", message="spike")
+    html = alice_client.get("/").content.decode()
+    assert "1 running" in html and "1 completed" in html and "1 queued" in html
+    assert "50%" in html  # 15 of 30 steps
+    assert "ETA 2m 05s" in html
+    assert "1 collapse<" in html
+    assert "<polyline points=" in html
+
+
+def test_list_filters_by_name_env_and_status(alice_client, alice, make_experiment):
+    lake = make_experiment(alice, name="Lake alpha")
+    make_experiment(alice, name="Bandit beta", env={"name": "bandit", "params": {}})
+    Run.objects.filter(experiment=lake).update(status="failed")
+
+    def names(query):
+        page = alice_client.get("/", query).context["page"]
+        return [experiment.name for experiment in page.object_list]
+
+    assert names({"q": "alpha"}) == ["Lake alpha"]
+    assert names({"env": "bandit"}) == ["Bandit beta"]
+    assert names({"status": "failed"}) == ["Lake alpha"]
+    assert names({"status": "queued"}) == ["Bandit beta"]
+    assert sorted(names({"status": "bogus"})) == ["Bandit beta", "Lake alpha"]
+
+
+def test_list_is_paginated(alice_client, alice, make_experiment):
+    for index in range(22):
+        make_experiment(alice, name=f"exp {index}")
+    first = alice_client.get("/").context["page"]
+    second = alice_client.get("/", {"page": 2}).context["page"]
+    assert len(first.object_list) == 20 and len(second.object_list) == 2
+    assert alice_client.get("/", {"page": "junk"}).status_code == 200
+
+
+def test_detail_links_each_run_to_its_page(alice_client, alice, make_experiment):
+    experiment = make_experiment(alice, seeds=[1, 2])
+    html = alice_client.get(experiment.get_absolute_url()).content.decode()
+    for run in experiment.runs.all():
+        assert f'href="{reverse("run_detail", args=[run.pk])}"' in html
+        assert run.label in html
+
+
+def test_stop_all_stops_unfinished_runs(alice_client, alice, make_experiment):
+    experiment = make_experiment(alice, seeds=[1, 2, 3])
+    queued, running, done = experiment.runs.order_by("id")
+    Run.objects.filter(pk=running.pk).update(status="running")
+    Run.objects.filter(pk=done.pk).update(status="completed")
+    response = alice_client.post(reverse("experiment_stop", args=[experiment.pk]))
+    assert response.status_code == 302
+    statuses = dict(experiment.runs.values_list("pk", "status"))
+    assert statuses == {queued.pk: "stopped", running.pk: "running", done.pk: "completed"}
+    assert Run.objects.get(pk=running.pk).stop_requested
+    assert alice_client.get(reverse("experiment_stop", args=[experiment.pk])).status_code == 405

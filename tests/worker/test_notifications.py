@@ -1,0 +1,138 @@
+"""Detector events become rows; collapses become emails, sent once through a real SMTP server."""
+
+import socket
+from email import message_from_bytes, policy
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from tests.helpers import wait_for
+from webapp.alerts.models import DetectorEvent, Notification
+from webapp.metrics.models import MetricPoint
+from worker.detection import EchoTrapHook
+from worker.tasks import send_notification
+
+# Success that peaks and falls at step 2; one evaluation is enough for these tests.
+SUDDEN_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 1, "smoothing": 0.0}}
+SUCCESS = [0.9, 0.9, 0.1, 0.1]
+
+
+class Inbox:
+    def __init__(self, reply=None):
+        self.messages, self.reply = [], reply
+
+    async def handle_DATA(self, server, session, envelope):
+        if self.reply:
+            return self.reply
+        self.messages.append(envelope)
+        return "250 OK"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def smtp_server(settings):
+    """smtp_server(reply=None) -> an Inbox served on a real SMTP port that this process sends to."""
+    controllers = []
+
+    def start(reply=None):
+        inbox = Inbox(reply)
+        controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+        controller.start()
+        controllers.append(controller)
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
+        settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+        settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+        inbox.port = controller.port
+        return inbox
+
+    yield start
+    for controller in controllers:
+        controller.stop()
+
+
+@pytest.fixture
+def collapsing_run(make_run):
+    run = make_run({}, detector_overrides=SUDDEN_COLLAPSE, alert_recipients="a@example.com, b@example.com")
+    run.claim("here", 1, "cpu")
+    return run
+
+
+def feed(hook, run, steps):
+    for step in steps:
+        hook.on_step(run, step, {"train/success": SUCCESS[step]})
+
+
+def test_collapse_is_stored_once_and_announced_once(collapsing_run, purge_broker):
+    hook = EchoTrapHook(collapsing_run)
+    feed(hook, collapsing_run, range(4))
+    event = DetectorEvent.objects.get(run=collapsing_run)
+    assert (event.step, event.level, event.rule) == (2, "collapse", "collapse")
+    assert "Success collapsed" in event.message
+    notification = Notification.objects.get(event=event)
+    assert notification.recipients == ["a@example.com", "b@example.com"]
+
+    # A resumed attempt recomputes steps 2-3 after replaying the stored steps 0-1.
+    MetricPoint.upsert(collapsing_run.pk, [(step, "train/success", SUCCESS[step]) for step in range(4)])
+    resumed = EchoTrapHook(collapsing_run)
+    feed(resumed, collapsing_run, range(2, 4))
+    assert DetectorEvent.objects.filter(run=collapsing_run).count() == 1
+    assert Notification.objects.count() == 1
+
+
+def test_warnings_are_announced_only_when_asked(make_run, purge_broker):
+    overrides = {**SUDDEN_COLLAPSE, "collapse": {**SUDDEN_COLLAPSE["collapse"], "fraction": 0.0},
+                 "reward_std_drop": {"min_steps": 1, "pending": 1, "smoothing": 0.0}}
+    for asked in (False, True):
+        run = make_run({}, detector_overrides=overrides, alert_on_warnings=asked, label=f"asked {asked}")
+        hook = EchoTrapHook(run)
+        for step, std in enumerate([0.5, 0.5, 0.1]):
+            hook.on_step(run, step, {"train/reward_std_in_group": std, "train/success": 0.2})
+        event = DetectorEvent.objects.get(run=run)
+        assert (event.level, event.rule) == ("warning", "reward_std_drop")
+        assert Notification.objects.filter(event=event).exists() == asked
+
+
+def test_bad_overrides_are_refused_naming_the_rule_parameter(make_run):
+    run = make_run({}, detector_overrides={"collapse": {"pending": 0}})
+    with pytest.raises(ValueError, match="collapse.pending"):
+        EchoTrapHook(run)
+
+
+def test_notification_email_sent_by_a_worker_process(collapsing_run, smtp_server, start_worker, purge_broker):
+    inbox = smtp_server()
+    start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{inbox.port}",
+                 SITE_URL="https://echolab.example.com")
+    feed(EchoTrapHook(collapsing_run), collapsing_run, range(4))  # sends the task through Redis
+
+    notification = wait_for(lambda: Notification.objects.filter(status="sent").first(), timeout=60,
+                            message="the notification to be sent")
+    assert notification.tries == 1
+    [message] = inbox.messages
+    assert sorted(message.rcpt_tos) == ["a@example.com", "b@example.com"]
+    email = message_from_bytes(message.content, policy=policy.default)
+    assert email["Subject"] == f"[EchoLab] collapse: collapse on {collapsing_run}"
+    text = email.get_body(("plain",)).get_content()
+    assert f"https://echolab.example.com/runs/{collapsing_run.pk}/" in text
+
+    send_notification.apply(args=[notification.pk])  # delivered again: nothing more is sent
+    assert len(inbox.messages) == 1
+
+
+def test_smtp_errors_are_retried_then_recorded(collapsing_run, smtp_server, purge_broker):
+    inbox = smtp_server(reply="451 4.3.0 mailbox busy, try later")
+    feed(EchoTrapHook(collapsing_run), collapsing_run, range(4))
+    notification = Notification.objects.get()
+
+    send_notification.apply(args=[notification.pk])  # eager: the retries run at once, no countdown
+
+    notification.refresh_from_db()
+    assert notification.status == "failed"
+    assert notification.tries == 4  # the first try and 3 retries
+    assert "mailbox busy" in notification.error
+    assert inbox.messages == []

@@ -1,0 +1,48 @@
+"""Run state changes are conditional UPDATEs: a duplicate, stale or late actor cannot win."""
+
+from webapp.experiments.models import Run
+
+
+def test_only_one_of_two_claims_wins(make_run):
+    run = make_run({})
+    first, second = Run.objects.get(pk=run.pk), Run.objects.get(pk=run.pk)
+    assert first.claim("a", 1, "cpu") is True
+    assert second.claim("b", 2, "cpu") is False
+    run.refresh_from_db()
+    assert (run.status, run.host, run.attempt) == ("running", "a", 1)
+
+
+def test_a_stopped_queued_run_cannot_be_claimed(make_run):
+    run = make_run({})
+    run.request_stop()
+    assert run.status == "stopped"
+    assert run.claim("a", 1, "cpu") is False
+    assert Run.objects.get(pk=run.pk).status == "stopped"
+
+
+def test_finish_belongs_to_the_attempt_that_claimed(make_run):
+    run = make_run({})
+    run.claim("a", 1, "cpu")
+    stale = Run.objects.get(pk=run.pk)
+    assert run.requeue("worker lost") and run.claim("b", 2, "cpu")
+    assert stale.finish("completed") is False  # attempt 1 is over; attempt 2 owns the run
+    assert run.finish("completed") is True
+    run.refresh_from_db()
+    assert run.status == "completed"
+    assert [entry["reason"] for entry in run.attempt_log] == ["worker lost", "completed"]
+    assert [entry["host"] for entry in run.attempt_log] == ["a", "b"]
+
+
+def test_give_up_lists_every_attempt(make_run):
+    run = make_run({})
+    for host in ("a", "b"):
+        run.claim(host, 1, "cpu")
+        run.requeue(f"no heartbeat from {host}")
+    run.claim("c", 1, "cpu")
+    assert run.give_up("no heartbeat from c") is True
+    assert run.status == "failed"
+    assert run.error.splitlines() == [
+        "gave up after 3 attempts:", "attempt 1 on a: no heartbeat from a",
+        "attempt 2 on b: no heartbeat from b", "attempt 3 on c: no heartbeat from c",
+    ]
+    assert run.give_up("again") is False

@@ -1,0 +1,103 @@
+"""The sweeper makes the broker agree with Postgres: lost workers, lost messages, lost notifications."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from webapp.alerts.models import DetectorEvent, Notification
+from webapp.experiments.models import Run
+from worker.sweeper import gpu_queue_depth, sweep_runs
+
+
+@pytest.fixture
+def sweeper_settings(settings):
+    settings.RUN_HEARTBEAT_TIMEOUT = 60
+    settings.RUN_RESEND_AFTER = 120
+    settings.RUN_MAX_ATTEMPTS = 3
+    return settings
+
+
+def age(run, **fields_seconds_ago):
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(**{name: now - timedelta(seconds=seconds)
+                                            for name, seconds in fields_seconds_ago.items()})
+    run.refresh_from_db()
+
+
+def test_a_run_whose_worker_died_is_requeued_and_sent(make_run, sweeper_settings, purge_broker):
+    dead, alive = make_run({}, label="dead"), make_run({}, label="alive")
+    for run in (dead, alive):
+        run.claim("gpu-host-1", 4242, "cpu")
+    age(dead, heartbeat_at=61)
+    age(alive, heartbeat_at=30)
+
+    counts = sweep_runs()
+
+    assert (counts["requeued"], counts["sent"]) == (1, 1)
+    dead.refresh_from_db()
+    assert (dead.status, dead.pid, dead.enqueued_at is not None) == ("queued", None, True)
+    [entry] = dead.attempt_log
+    assert entry["attempt"] == 1
+    assert entry["reason"].startswith("worker lost: no heartbeat from gpu-host-1 (pid 4242) since ")
+    assert Run.objects.get(pk=alive.pk).status == "running"
+    assert gpu_queue_depth() == 1
+
+
+def test_after_the_last_attempt_the_run_fails_with_every_reason(make_run, sweeper_settings, purge_broker):
+    run = make_run({})
+    for attempt in range(1, 4):
+        assert run.claim(f"host{attempt}", 1, "cpu")
+        age(run, heartbeat_at=61)
+        sweep_runs()
+        run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.attempt == 3
+    lines = run.error.splitlines()
+    assert lines[0] == "gave up after 3 attempts:"
+    assert [line.split(":")[0] for line in lines[1:]] == ["attempt 1 on host1", "attempt 2 on host2",
+                                                          "attempt 3 on host3"]
+    assert all("worker lost" in line for line in lines[1:])
+
+
+def test_a_lost_run_that_was_asked_to_stop_is_stopped(make_run, sweeper_settings, purge_broker):
+    run = make_run({})
+    run.claim("host", 1, "cpu")
+    run.request_stop()
+    age(run, heartbeat_at=61)
+    sweep_runs()
+    run.refresh_from_db()
+    assert run.status == "stopped"
+    assert gpu_queue_depth() == 0
+
+
+def test_queued_runs_are_resent_only_when_their_message_may_be_lost(make_run, sweeper_settings, purge_broker):
+    never_sent, waiting = make_run({}, label="never sent"), make_run({}, label="waiting")
+    assert waiting.enqueue()
+    age(waiting, enqueued_at=121)
+
+    assert sweep_runs()["sent"] == 1  # the never-sent run; the waiting one's message is still queued
+    assert Run.objects.get(pk=never_sent.pk).enqueued_at is not None
+    assert gpu_queue_depth() == 2
+
+    purge_broker_queues()  # a broker restart without persistence: every message is gone
+    age(never_sent, enqueued_at=121)
+    age(waiting, enqueued_at=121)
+    assert sweep_runs()["sent"] == 2
+    assert gpu_queue_depth() == 2
+
+
+def purge_broker_queues():
+    from worker.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge("gpu")
+
+
+def test_a_notification_left_pending_is_sent_again(make_run, sweeper_settings, purge_broker):
+    run = make_run({})
+    event = DetectorEvent.objects.create(run=run, step=3, level="collapse", rule="collapse", message="m")
+    old = Notification.objects.create(event=event, recipients=["a@example.com"])
+    Notification.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(seconds=121))
+    Notification.objects.create(event=event, recipients=["b@example.com"])  # recent: its message is coming
+    assert sweep_runs()["notifications"] == 1

@@ -1,0 +1,1 @@
+"""StarPO / StarPO-S trainer: torch + transformers + peft, no Django. See docs/TRAINER.md."""

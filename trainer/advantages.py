@@ -1,0 +1,60 @@
+"""Advantages: GAE over the model's own tokens (PPO), group-normalised rewards (GRPO, Dr. GRPO).
+
+Per-token tensors are (B, T) and aligned with a 0/1 `mask` of the model's tokens; observation tokens
+(mask 0) are skipped: the recursion jumps from one assistant token to the next across them.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 1.0):
+    """Generalised advantage estimation over masked-in tokens. Returns (advantages, returns), 0 off-mask."""
+    B, T = rewards.shape
+    advantages = torch.zeros_like(rewards)
+    next_value = rewards.new_zeros(B)
+    next_adv = rewards.new_zeros(B)
+    for t in reversed(range(T)):
+        m = mask[:, t].bool()
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        adv_t = delta + gamma * lam * next_adv
+        advantages[:, t] = torch.where(m, adv_t, 0.0)
+        next_adv = torch.where(m, adv_t, next_adv)       # carried unchanged across observation tokens
+        next_value = torch.where(m, values[:, t], next_value)
+    returns = (advantages + values) * mask
+    return advantages, returns
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Zero mean, unit variance over the masked-in entries (unbiased variance, as veRL)."""
+    m = mask.bool()
+    vals = x[m]
+    if vals.numel() < 2:
+        return x * mask
+    return ((x - vals.mean()) / (vals.std() + eps)) * mask
+
+
+def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, mode: str, eps: float = 1e-6) -> torch.Tensor:
+    """One advantage per trajectory. grpo: (R - mean_g) / (std_g + eps); drgrpo: R - mean_g.
+
+    std is unbiased (torch default, as RAGEN/veRL); a group whose rewards are all equal gets 0.
+    """
+    adv = torch.zeros_like(rewards)
+    for g in groups.unique():
+        idx = groups == g
+        r = rewards[idx]
+        centred = r - r.mean()
+        if mode == "grpo":
+            std = r.std() if r.numel() > 1 else r.new_tensor(0.0)
+            centred = centred / (std + eps)
+        adv[idx] = centred
+    return adv
+
+
+def token_rewards(final_reward: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) rewards: the trajectory reward on the last masked-in token of each row, 0 elsewhere."""
+    out = torch.zeros(mask.shape, dtype=final_reward.dtype, device=mask.device)
+    last = mask.shape[1] - 1 - mask.flip(1).float().argmax(1)
+    has = mask.any(1)
+    out[has, last[has]] = final_reward[has]
+    return out

@@ -1,0 +1,87 @@
+"""Atomic checkpoints: OUT/checkpoints/step_NNNNNN/{policy/, critic.pt, optim.pt, rng.pt, state.json, config.yaml}.
+
+`step` in a checkpoint is the next step to run. Written to a temp dir, then renamed into place.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+
+import torch
+
+from trainer.models import trainable_state
+
+
+def checkpoint_root(out_dir: str) -> str:
+    return os.path.join(out_dir, "checkpoints")
+
+
+def save(out_dir: str, step: int, policy, actor_opt, critic_opt, config_yaml: str, seed_counter: int,
+         keep: int) -> str:
+    root = checkpoint_root(out_dir)
+    os.makedirs(root, exist_ok=True)
+    final = os.path.join(root, f"step_{step:06d}")
+    tmp = os.path.join(root, f".tmp-step_{step:06d}-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    policy.model.save_pretrained(os.path.join(tmp, "policy"))
+    policy.tokenizer.save_pretrained(os.path.join(tmp, "policy"))
+    if policy.critic is not None:
+        torch.save(trainable_state(policy.critic), os.path.join(tmp, "critic.pt"))
+    torch.save({"actor": actor_opt.state_dict(), "critic": critic_opt.state_dict() if critic_opt else None},
+               os.path.join(tmp, "optim.pt"))
+    rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    torch.save(rng, os.path.join(tmp, "rng.pt"))
+    with open(os.path.join(tmp, "config.yaml"), "w") as f:
+        f.write(config_yaml)
+    with open(os.path.join(tmp, "state.json"), "w") as f:
+        json.dump({"step": step, "seed_counter": seed_counter}, f)
+    if os.path.exists(final):
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in list_checkpoints(out_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(out_dir: str) -> list[str]:
+    root = checkpoint_root(out_dir)
+    if not os.path.isdir(root):
+        return []
+    names = sorted(n for n in os.listdir(root) if n.startswith("step_")
+                   and os.path.exists(os.path.join(root, n, "state.json")))
+    return [os.path.join(root, n) for n in names]
+
+
+def latest(out_dir: str) -> str | None:
+    found = list_checkpoints(out_dir)
+    return found[-1] if found else None
+
+
+def find(path: str) -> str:
+    """A checkpoint dir, or a run's out dir (then its latest checkpoint)."""
+    if os.path.exists(os.path.join(path, "state.json")):
+        return path
+    found = latest(path)
+    if found is None:
+        raise FileNotFoundError(f"no checkpoint in {path!r}")
+    return found
+
+
+def load_state(path: str) -> dict:
+    with open(os.path.join(path, "state.json")) as f:
+        state = json.load(f)
+    state["optim"] = torch.load(os.path.join(path, "optim.pt"), weights_only=False)
+    state["rng"] = torch.load(os.path.join(path, "rng.pt"), weights_only=False)
+    return state
+
+
+def restore_rng(rng: dict) -> None:
+    random.setstate(rng["python"])
+    torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])

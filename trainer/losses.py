@@ -1,0 +1,69 @@
+"""Losses on (B, T) per-token tensors with a 0/1 `mask` of the model's tokens.
+
+Aggregation divides by mini-batch totals (n_seqs, n_tokens) so that micro-batch losses add up to the
+mini-batch loss under gradient accumulation; by default they are this batch's own totals.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int | None = None,
+              n_tokens: float | None = None) -> torch.Tensor:
+    mask = mask.to(x.dtype)
+    n_seqs = x.shape[0] if n_seqs is None else n_seqs
+    if mode == "token-mean":
+        n_tokens = mask.sum() if n_tokens is None else n_tokens
+        return (x * mask).sum() / max(float(n_tokens), 1.0)
+    per_seq = (x * mask).sum(1)
+    if mode == "seq-mean-token-mean":
+        per_seq = per_seq / mask.sum(1).clamp(min=1.0)
+    elif mode != "seq-mean-token-sum":
+        raise ValueError(f"unknown loss aggregation {mode!r}")
+    return per_seq.sum() / n_seqs
+
+
+def policy_loss(logp, old_logp, adv, mask, eps_low: float, eps_high: float, dual_clip: float, mode: str,
+                n_seqs: int | None = None, n_tokens: float | None = None):
+    """PPO clipped loss with asymmetric clipping (clip-higher) and dual-clip for negative advantages."""
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -adv * ratio
+    clipped = -adv * torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    loss = torch.maximum(unclipped, clipped)
+    if dual_clip > 0:  # with A < 0 a huge ratio would push without bound: cap the loss at -c * A
+        loss = torch.where(adv < 0, torch.minimum(loss, -adv * dual_clip), loss)
+    m = mask.bool()
+    stats = {"clip_frac": (clipped > unclipped)[m].float().mean().item() if m.any() else 0.0,
+             "clip_frac_high": ((ratio > 1 + eps_high) & (adv > 0))[m].float().mean().item() if m.any() else 0.0,
+             "approx_kl": (old_logp - logp)[m].mean().item() if m.any() else 0.0}
+    return aggregate(loss, mask, mode, n_seqs, n_tokens), stats
+
+
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
+    """Per-token estimate of KL(pi || pi_ref) from samples of pi. k1: log ratio; k3: r - 1 - log r, r=ref/pi."""
+    log_ratio = logp - ref_logp
+    if estimator == "k1":
+        return log_ratio
+    if estimator == "k3":
+        return torch.exp(-log_ratio) - 1 + log_ratio
+    raise ValueError(f"unknown KL estimator {estimator!r}")
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def value_loss(values, old_values, returns, mask, clip: float, n_tokens: float | None = None):
+    """0.5 * max((V - R)^2, (V_clipped - R)^2), V_clipped = V_old + clip(V - V_old, -c, c); token mean."""
+    clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+    loss = 0.5 * torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
+    return aggregate(loss, mask, "token-mean", n_tokens=n_tokens)
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    m = mask.bool()
+    v, r = values[m], returns[m]
+    if r.numel() < 2 or r.var() == 0:
+        return 0.0
+    return (1 - (r - v).var() / r.var()).item()

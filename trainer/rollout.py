@@ -1,0 +1,226 @@
+"""Rollout: all P x N environments advance together, one batched generation per turn.
+
+Token-in/token-out: a trajectory is the exact token ids of the conversation, with the model's sampled
+tokens kept as sampled; `mask` is 1 on those tokens and 0 on everything else (template, observations,
+the `<think>` opener we write ourselves).
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+import envs
+
+SYSTEM = "You are a helpful assistant. You play text games: think step by step, then answer with actions."
+THINK_FORMAT = "Always answer in the format <think> [your thoughts] </think> <answer> [your answer] </answer> " \
+               "with nothing else."
+ANSWER_FORMAT = "Always answer in the format <answer> [your answer] </answer> with nothing else."
+THINK_RE = re.compile(r"<think>(.*?)</think>\s*<answer>(.*?)</answer>", re.S)
+ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
+_REPLY_MARK, _USER_MARK = "@@REPLY@@", "@@USER@@"
+
+
+def first_user_message(env, obs: str, max_per_turn: int, max_per_episode: int, thinking: bool) -> str:
+    symbols = "".join(f"\n{s}: {meaning}" for s, meaning in env.symbols.items())
+    return (f"{env.instruction}\n" + (f"Symbols:{symbols}\n" if symbols else "")
+            + f"Available actions: {', '.join(env.actions)}.\n"
+            f"You can take up to {max_per_turn} actions per turn, separated by ' || ', "
+            f"and up to {max_per_episode} actions in total.\n"
+            f"Turn 1:\nState:\n{obs}\n{THINK_FORMAT if thinking else ANSWER_FORMAT}")
+
+
+def next_user_message(reward: float, turn: int, obs: str, thinking: bool) -> str:
+    return f"Reward: {round(reward, 3)}\nTurn {turn}:\nState:\n{obs}\n{THINK_FORMAT if thinking else ANSWER_FORMAT}"
+
+
+class ChatFormat:
+    """Chat messages -> token ids through the tokenizer's chat template, one turn at a time."""
+
+    def __init__(self, tokenizer, thinking: bool = True):
+        self.tok, self.thinking = tokenizer, thinking
+        self.opener = "<think>" if thinking else "<answer>"
+        probe = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": _REPLY_MARK}, {"role": "user", "content": _USER_MARK}]
+        full = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
+        after = full[full.index(_REPLY_MARK) + len(_REPLY_MARK):]
+        self.before_user, self.after_user = after.split(_USER_MARK)
+        self.stop_ids = stop_token_ids(tokenizer)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def first_prompt(self, user: str) -> list[int]:
+        msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+        text = self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return self.encode(text + self.opener)
+
+    def next_prompt(self, user: str, reply_ids: list[int]) -> list[int]:
+        """Tokens that follow the model's reply: end of its turn, the next user turn, the opener."""
+        text = self.before_user + user + self.after_user + self.opener
+        if reply_ids and reply_ids[-1] in self.stop_ids:  # the model already closed its turn itself
+            closing = self.tok.decode([reply_ids[-1]])
+            if text.startswith(closing):
+                text = text[len(closing):]
+        return self.encode(text)
+
+    def parse(self, reply_text: str) -> tuple[str, str] | None:
+        """(think, answer) of `opener + reply`, or None when the reply is not well formatted."""
+        text = self.opener + reply_text
+        if self.thinking:
+            m = THINK_RE.search(text)
+            return (m.group(1).strip(), m.group(2).strip()) if m else None
+        m = ANSWER_RE.search(text)
+        return ("", m.group(1).strip()) if m else None
+
+
+def stop_token_ids(tokenizer) -> set[int]:
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    for t in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+        i = tokenizer.convert_tokens_to_ids(t)
+        if isinstance(i, int) and i != tokenizer.unk_token_id and i is not None:
+            ids.add(i)
+    return ids
+
+
+@dataclass
+class Trajectory:
+    group: int
+    seed: int
+    ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    reward: float = 0.0              # env rewards + format penalties
+    success: bool = False
+    turns: list[dict] = field(default_factory=list)
+    done: bool = False
+    actions: int = 0                 # actions written (after the per-turn cut)
+    executed: int = 0                # actions run in the environment (episode budget)
+    valid_actions: int = 0
+    format_ok: int = 0               # turns whose reply parsed
+    think_tokens: int = 0
+
+    @property
+    def response_tokens(self) -> int:
+        return sum(self.mask)
+
+    def sample(self, tokenizer) -> dict:
+        return {"group": self.group, "seed": self.seed, "reward": self.reward, "success": self.success,
+                "turns": self.turns, "text": tokenizer.decode(self.ids)}
+
+
+@torch.no_grad()
+def generate(model, prompts: list[list[int]], limits: list[int], pad_id: int, stop_ids: set[int],
+             tokenizer, temperature: float, top_p: float) -> list[list[int]]:
+    """Sample up to limits[i] tokens for each prompt (left padded, KV cache); stop at `</answer>` or EOS."""
+    device = next(model.parameters()).device
+    B, T = len(prompts), max(len(p) for p in prompts)
+    input_ids = torch.full((B, T), pad_id, dtype=torch.long)
+    attention = torch.zeros((B, T), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        input_ids[i, T - len(p):] = torch.tensor(p)
+        attention[i, T - len(p):] = 1
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+    past, logits = _cache_of(out), out.logits[:, -1, :]
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    generated: list[list[int]] = [[] for _ in range(B)]
+    finished = [limit <= 0 for limit in limits]
+    for _ in range(max(limits, default=0)):
+        if all(finished):
+            break
+        next_ids = sample_token(logits.float(), temperature, top_p).tolist()
+        for i, t in enumerate(next_ids):
+            if finished[i]:
+                continue
+            generated[i].append(t)
+            tail = tokenizer.decode(generated[i][-6:])
+            finished[i] = t in stop_ids or "</answer>" in tail or len(generated[i]) >= limits[i]
+        step_ids = torch.tensor(next_ids, device=device).unsqueeze(1)  # finished rows keep going, ignored
+        attention = torch.cat([attention, attention.new_ones((B, 1))], dim=1)
+        positions = positions[:, -1:] + 1
+        out = model(input_ids=step_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                    **{cache_kw: past})
+        past, logits = _cache_of(out), out.logits[:, -1, :]
+    return generated
+
+
+def _cache_of(out):  # transformers >= 5.x names the KV cache `cache`, earlier versions `past_key_values`
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+def sample_token(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix reaching top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+    return torch.multinomial(probs.cpu(), 1).squeeze(-1)
+
+
+def rollout(model, tokenizer, chat: ChatFormat, env_name: str, env_params: dict, seeds: list[int],
+            groups: list[int], r, temperature: float, context_len: int) -> list[Trajectory]:
+    """Play one episode per seed, all environments together. r: RolloutConfig."""
+    envs_ = [envs.make(env_name, **env_params) for _ in seeds]
+    trajs = [Trajectory(group=g, seed=s) for g, s in zip(groups, seeds)]
+    states = []
+    for env, tr in zip(envs_, trajs):
+        obs = env.reset(seed=tr.seed)
+        states.append(obs)
+        tr.ids = chat.first_prompt(first_user_message(env, obs, r.max_actions_per_turn, r.max_actions_per_episode,
+                                                      r.thinking))
+        tr.mask = [0] * len(tr.ids)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    for turn in range(1, r.max_turns + 1):
+        active = [i for i, tr in enumerate(trajs) if not tr.done]
+        if not active:
+            break
+        limits = [min(r.max_new_tokens, context_len - len(trajs[i].ids)) for i in active]
+        replies = generate(model, [trajs[i].ids for i in active], limits, pad_id, chat.stop_ids, tokenizer,
+                           temperature, r.top_p)
+        for i, limit, reply in zip(active, limits, replies):
+            tr, env, state = trajs[i], envs_[i], states[i]
+            tr.ids += reply
+            tr.mask += [1] * len(reply)
+            parsed = chat.parse(tokenizer.decode(reply, skip_special_tokens=True))
+            overflow = limit < r.max_new_tokens and parsed is None  # the reply ran into the context end
+            think, answer = parsed if parsed else ("", "")
+            words = env.parse_actions(answer)[: r.max_actions_per_turn] if parsed else []
+            valid = [w for w in words if w in env.actions]
+            turn_ok = parsed is not None and len(valid) > 0 and len(valid) == len(words)
+            tr.format_ok += parsed is not None
+            tr.actions += len(words)
+            tr.valid_actions += len(valid)
+            tr.think_tokens += len(chat.encode(think)) if think else 0
+            turn_reward, done = 0.0, False
+            for w in valid:
+                if tr.executed >= r.max_actions_per_episode:
+                    break
+                states[i], rew, done, info = env.step(w)
+                tr.executed += 1
+                turn_reward += rew
+                tr.success = tr.success or bool(info.get("success", False))
+                if done:
+                    break
+            turn_reward += 0.0 if turn_ok else r.format_penalty
+            tr.reward += turn_reward
+            tr.turns.append({"state": state, "think": think, "answer": answer, "actions": valid,
+                             "reward": turn_reward, "valid": turn_ok})
+            tr.done = done or overflow or turn == r.max_turns or tr.executed >= r.max_actions_per_episode
+            if not tr.done:
+                nxt = chat.next_prompt(next_user_message(turn_reward, turn + 1, states[i], r.thinking),
+                                       reply)
+                if len(tr.ids) + len(nxt) >= context_len:  # no room for another reply: end here, penalised
+                    tr.reward += r.format_penalty
+                    tr.done = True
+                else:
+                    tr.ids += nxt
+                    tr.mask += [0] * len(nxt)
+    return trajs

@@ -1,0 +1,93 @@
+"""Where the loop's output goes. JsonlSink: OUT/config.yaml, OUT/metrics.jsonl, OUT/samples.jsonl."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from typing import Protocol
+
+
+class Sink(Protocol):
+    def metrics(self, step: int, values: dict[str, float]) -> None: ...
+    def samples(self, step: int, samples: list[dict]) -> None: ...
+    def progress(self, step: int, total: int) -> None: ...
+    def checkpoint(self, step: int, path: str) -> None: ...
+
+
+class NullSink:
+    def metrics(self, step, values): pass
+    def samples(self, step, samples): pass
+    def progress(self, step, total): pass
+    def checkpoint(self, step, path): pass
+
+
+class MemorySink(NullSink):
+    """Keeps everything in lists (tests, notebooks)."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+        self.sample_rows: list[tuple[int, list[dict]]] = []
+        self.checkpoints: list[tuple[int, str]] = []
+
+    def metrics(self, step, values):
+        self.rows.append({"step": step, **values})
+
+    def samples(self, step, samples):
+        self.sample_rows.append((step, samples))
+
+    def checkpoint(self, step, path):
+        self.checkpoints.append((step, path))
+
+
+def _clean(v):
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+class JsonlSink:
+    """JSON lines; a step logged again (after a resume) replaces the lines from that step on."""
+
+    def __init__(self, out_dir: str, config_yaml: str | None = None, stream=sys.stderr):
+        self.out_dir, self.stream = out_dir, stream
+        os.makedirs(out_dir, exist_ok=True)
+        if config_yaml is not None:
+            with open(os.path.join(out_dir, "config.yaml"), "w") as f:
+                f.write(config_yaml)
+        self.metrics_path = os.path.join(out_dir, "metrics.jsonl")
+        self.samples_path = os.path.join(out_dir, "samples.jsonl")
+        self.last: dict = {}
+        self._last_step: dict[str, int] = {}
+        self.start_time, self.start_step = time.time(), None
+
+    def _append(self, path: str, step: int, rows: list[dict]) -> None:
+        if step <= self._last_step.get(path, -1) or (path not in self._last_step and os.path.exists(path)):
+            with open(path) as f:  # a resumed run logs steps again: drop the old lines from `step` on
+                kept = [line for line in f if line.strip() and json.loads(line)["step"] < step]
+            with open(path, "w") as f:
+                f.writelines(kept)
+        self._last_step[path] = step
+        with open(path, "a") as f:
+            for row in rows:
+                f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+
+    def metrics(self, step, values):
+        self.last = values
+        self._append(self.metrics_path, step, [{"step": step, **values}])
+
+    def samples(self, step, samples):
+        self._append(self.samples_path, step, [{"step": step, **s} for s in samples])
+
+    def progress(self, step, total):
+        if self.start_step is None:
+            self.start_step, self.start_time = step - 1, time.time() - self.last.get("time/step_s", 0.0)
+        done = step - self.start_step
+        eta = (time.time() - self.start_time) / max(done, 1) * (total - step)
+        m = self.last
+        val = f" | val {m['val/success']:.2f}" if "val/success" in m else ""
+        print(f"step {step}/{total} | eta {int(eta) // 60}m{int(eta) % 60:02d}s | success "
+              f"{m.get('train/success', float('nan')):.2f} | reward {m.get('train/reward_mean', float('nan')):.3f}"
+              f"{val}", file=self.stream, flush=True)
+
+    def checkpoint(self, step, path):
+        print(f"checkpoint at step {step}: {path}", file=self.stream, flush=True)

@@ -1,0 +1,35 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from webapp.accounts.forms import ApiTokenForm
+from webapp.accounts.models import ApiToken
+
+NEW_TOKEN_SESSION_KEY = "new_api_token"
+
+
+@login_required
+def tokens(request):
+    if request.method == "POST":
+        form = ApiTokenForm(request.POST)
+        if form.is_valid():
+            token, plain = ApiToken.issue(request.user, form.cleaned_data["name"])
+            # Shown on the next page view only: the session forgets it as soon as it is displayed.
+            request.session[NEW_TOKEN_SESSION_KEY] = {"name": token.name, "token": plain}
+            return redirect("tokens")
+    else:
+        form = ApiTokenForm()
+    return render(request, "accounts/tokens.html", {
+        "form": form, "tokens": ApiToken.objects.for_user(request.user).order_by("-created_at"),
+        "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),
+    })
+
+
+@login_required
+@require_POST
+def token_revoke(request, pk):
+    token = get_object_or_404(ApiToken.objects.for_user(request.user), pk=pk)
+    token.delete()
+    messages.success(request, f"Revoked token '{token.name}'; scripts using it now get 401.")
+    return redirect("tokens")

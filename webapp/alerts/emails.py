@@ -1,0 +1,113 @@
+"""Alert emails: one per notified detector event, from the subject/text/html templates in
+templates/emails/, with a small chart of the signals around the event as an inline PNG.
+
+`deliver(notification)` sends and raises on SMTP errors; claiming the notification, retrying and
+recording the outcome belong to the Celery task (worker.tasks.send_notification).
+"""
+
+import io
+import math
+from email.mime.image import MIMEImage
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.template.loader import render_to_string
+
+from webapp.metrics.models import MetricPoint
+
+CHART_WINDOW = 50  # steps charted either side of the event
+# The outcome curve, as the detector's collapse rule picks it: the first of these the run logs.
+OUTCOME_KEYS = ("train/success", "val/success", "train/reward_mean")
+STD_KEY = "train/reward_std_in_group"
+
+
+def deliver(notification) -> None:
+    build_message(notification).send(fail_silently=False)
+
+
+def build_message(notification) -> EmailMultiAlternatives:
+    event = notification.event
+    run = event.run
+    chart_id = f"chart-{notification.pk or 0}-{event.pk}@echolab"
+    context = {
+        "event": event,
+        "run": run,
+        "experiment": run.experiment,
+        "run_url": f"{settings.SITE_URL}{run.get_absolute_url()}?step={event.step}",
+        "signals": signal_rows(event.signals),
+        "chart_cid": chart_id,
+        "window": CHART_WINDOW,
+    }
+    subject = " ".join(render_to_string("emails/event_subject.txt", context).split())
+    message = EmailMultiAlternatives(
+        subject=subject,
+        body=render_to_string("emails/event_body.txt", context),
+        to=notification.recipients,
+    )
+    message.attach_alternative(render_to_string("emails/event_body.html", context), "text/html")
+    # multipart/related around the alternatives: mail clients then show the image inline (cid:)
+    # instead of listing it as an attachment.
+    message.mixed_subtype = "related"
+    image = MIMEImage(chart_png(run, event.step), "png")
+    image.add_header("Content-ID", f"<{chart_id}>")
+    image.add_header("Content-Disposition", "inline", filename="chart.png")
+    message.attach(image)
+    return message
+
+
+def signal_rows(signals: dict) -> list[tuple[str, str]]:
+    return [(name, _format(value)) for name, value in (signals or {}).items()]
+
+
+def _format(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def chart_series(run, step: int, window: int = CHART_WINDOW) -> dict[str, list[tuple[int, float]]]:
+    """{key: [(step, value)]} for the outcome key the run logs and the in-group std, within
+    `window` steps of `step`; NaN, infinities and nulls become NaN, which matplotlib draws as a gap."""
+    rows = (MetricPoint.objects
+            .filter(run=run, key__in=(*OUTCOME_KEYS, STD_KEY), step__range=(step - window, step + window))
+            .order_by("step").values_list("key", "step", "value"))
+    found: dict[str, list[tuple[int, float]]] = {}
+    for key, at, value in rows:
+        finite = value is not None and math.isfinite(value)
+        found.setdefault(key, []).append((at, value if finite else math.nan))
+    outcome = next((key for key in OUTCOME_KEYS if key in found), None)
+    return {key: found[key] for key in (outcome, STD_KEY) if key in found}
+
+
+def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
+    # The object-oriented API with the Agg canvas: no pyplot global state, safe in a worker thread.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    series = chart_series(run, step, window)
+    figure = Figure(figsize=(6, 2.4), dpi=100)
+    FigureCanvasAgg(figure)
+    outcome_axis = figure.add_subplot()
+    std_axis = outcome_axis.twinx()
+    lines = []
+    for key, values in series.items():
+        axis, color = (std_axis, "tab:orange") if key == STD_KEY else (outcome_axis, "tab:blue")
+        steps, points = zip(*values)
+        lines += axis.plot(steps, points, color=color, linewidth=1.5, label=key)
+        axis.set_ylabel(key.split("/")[-1], color=color, fontsize=8)
+    outcome_axis.axvline(step, color="tab:red", linestyle="--", linewidth=1)
+    outcome_axis.set_xlim(max(0, step - window), step + window)
+    outcome_axis.set_xlabel("step", fontsize=8)
+    if lines:
+        outcome_axis.legend(lines, [line.get_label() for line in lines], fontsize=7, loc="lower left")
+    else:
+        outcome_axis.text(0.5, 0.5, "no metrics logged near this step", ha="center", va="center",
+                          transform=outcome_axis.transAxes, fontsize=9, color="gray")
+    for axis in (outcome_axis, std_axis):
+        axis.tick_params(labelsize=7)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

@@ -1,0 +1,143 @@
+"""The RAGEN paper's ablations as one-click grid experiments, with the numbers the paper reports.
+
+Each ablation is a preset and a grid; `create` builds an ExperimentSpec and saves it through
+Experiment.create_with_runs, the path the form and the API use (grid expansion, trainer validation,
+runs enqueued on commit). Paper numbers are from ../shared/reference/STARPO.md, "What the paper found"
+(Qwen2.5-0.5B-Instruct, 200 steps).
+"""
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from trainer.config import TrainConfig
+from webapp.experiments import specs
+from webapp.experiments.models import Experiment
+from webapp.compare.selection import MAX_RUNS
+
+RESPONSES_PER_PROMPT = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    setting: str      # the group value it belongs to, as the compare page shows it
+    env: str
+    measure: str      # "success" (final training success) or "collapse" (first collapse step)
+    reported: str
+
+
+@dataclass(frozen=True)
+class Ablation:
+    key: str
+    title: str
+    question: str
+    preset: str
+    group_by: str     # the config field whose values are the ablation's settings
+    default_env: str
+    paper: tuple[PaperResult, ...]
+    note: str = ""
+    values: tuple = field(default=())
+
+    def grid(self, base: TrainConfig) -> dict[str, list]:
+        if self.key == "responses-per-prompt":
+            return {"rollout": [{"env_groups": total // n, "group_size": n}
+                                for total in [base.rollout.env_groups * base.rollout.group_size]
+                                for n in RESPONSES_PER_PROMPT if total % n == 0]}
+        return {self.group_by: list(self.values)}
+
+
+ABLATIONS = {a.key: a for a in [
+    Ablation(
+        "starpo-vs-starpo-s", "StarPO vs StarPO-S",
+        "Do filtering, no KL and clip-higher (StarPO-S) keep training out of the Echo Trap?",
+        preset="starpo", group_by=specs.GRID_PRESET_KEY, default_env="bandit",
+        values=("starpo", "starpo-s"),
+        paper=(PaperResult("starpo-s", "bandit", "success", "100%"),
+               PaperResult("starpo-s", "sokoban", "success", "~21%"),
+               PaperResult("starpo-s", "frozenlake", "success", "~20%"),
+               PaperResult("starpo", "bandit", "collapse", "PPO holds until ~step 100 (GRPO collapses ~20)"),
+               PaperResult("starpo", "sokoban", "collapse", "PPO holds until ~step 50 (GRPO collapses ~10)")),
+    ),
+    Ablation(
+        "filter-ratio", "Rollout filter ratio",
+        "How much does keeping only the most uncertain groups delay the collapse?",
+        preset="starpo-s", group_by="algorithm.filter_ratio", default_env="frozenlake",
+        values=(0.25, 0.5, 0.75, 1.0),
+        paper=(PaperResult("1.0", "frozenlake", "collapse", "collapse at ~step 100 (keep all = no filter)"),
+               PaperResult("0.75", "frozenlake", "collapse", "collapse at ~step 140"),
+               PaperResult("0.5", "frozenlake", "collapse", "no collapse in 200 steps")),
+        note="StarPO-S with PPO, as in the paper; filter_ratio 1.0 keeps every group, i.e. no filtering.",
+    ),
+    Ablation(
+        "responses-per-prompt", "Responses per prompt (task diversity)",
+        "With the batch fixed, are more prompts with fewer responses each better?",
+        preset="starpo", group_by="rollout.group_size", default_env="frozenlake",
+        paper=(PaperResult("1", "frozenlake", "success", "12.5%"),
+               PaperResult("4", "frozenlake", "success", "21.5% (best)")),
+        note="Trajectories per step (prompts P x responses N) stay fixed at the model's default P x N "
+             "(128 for a hub model as in the paper, 32 for tiny); N runs over 1, 2, 4, 8, 16 where it "
+             "divides the total. StarPO (PPO, no filter): N = 1 leaves every group with zero reward "
+             "spread, which an uncertainty filter cannot rank and GRPO cannot normalise, so StarPO-S "
+             "and GRPO would be invalid with N = 1.",
+    ),
+    Ablation(
+        "actions-per-turn", "Max actions per turn (interaction granularity)",
+        "How many actions should the agent take per turn?",
+        preset="starpo-s", group_by="rollout.max_actions_per_turn", default_env="sokoban",
+        values=(1, 2, 3, 4, 5, 6, 7),
+        paper=(PaperResult("1", "sokoban", "success", "12.1%"),
+               PaperResult("5", "sokoban", "success", "28.1%"),
+               PaperResult("6", "sokoban", "success", "33.6% (best)"),
+               PaperResult("7", "sokoban", "success", "22.3%")),
+        note="Max actions per trajectory stays at 10.",
+    ),
+]}
+
+
+def build_spec(ablation: Ablation, env: str, model: str, seeds: list[int], steps: int | None):
+    base = TrainConfig.preset(ablation.preset, model={"name": model})
+    return specs.ExperimentSpec(
+        name=f"Ablation: {ablation.title} on {env}",
+        description=f"{ablation.question}\nOne-click paper ablation '{ablation.key}'. {ablation.note}".strip(),
+        seeds=seeds, grid=specs.parse_grid(ablation.grid(base)), preset=ablation.preset,
+        env={"name": env, "params": {}}, model=model, steps=steps,
+    )
+
+
+def create(owner, ablation: Ablation, env: str, model: str, seeds: list[int], steps: int | None) -> Experiment:
+    """The ablation's experiment and runs, all or nothing; SpecError names the input at fault."""
+    spec = build_spec(ablation, env, model, seeds, steps)
+    planned = specs.plan(spec)
+    if len(planned) > MAX_RUNS:
+        settings_count = len(planned) // len(seeds)
+        raise specs.SpecError({"seeds": f"{settings_count} settings x {len(seeds)} seeds make {len(planned)} "
+                                        f"runs; a compare page shows at most {MAX_RUNS}: use at most "
+                                        f"{MAX_RUNS // settings_count} seeds"})
+    with transaction.atomic():
+        experiment = Experiment.create_with_runs(owner, spec, planned)
+        experiment.ablation = ablation.key
+        experiment.save(update_fields=["ablation"])
+    return experiment
+
+
+def paper_rows(ablation: Ablation, runs, summaries: dict[int, dict], group_value) -> list[dict]:
+    """The paper's numbers beside ours: per paper result, the matching runs' final training success
+    (mean) or first collapse steps, when our runs trained on the same environment."""
+    rows = []
+    for result in ablation.paper:
+        matching = [run for run in runs if group_value(run, ablation.group_by) == result.setting
+                    and (run.config.get("env") or {}).get("name") == result.env]
+        rows.append({"result": result, "runs": len(matching), "ours": _ours(result.measure, matching, summaries)})
+    return rows
+
+
+def _ours(measure: str, runs, summaries) -> str:
+    if not runs:
+        return ""
+    if measure == "success":
+        values = [summaries[run.pk]["final_success"] for run in runs
+                  if summaries[run.pk].get("final_success") is not None]
+        return f"{100 * sum(values) / len(values):.1f}% (mean of {len(values)})" if values else "no data yet"
+    steps = [summaries[run.pk].get("first_collapse") for run in runs]
+    return ", ".join(f"collapse at step {s}" if s is not None else f"none in {run.step} steps"
+                     for s, run in zip(steps, runs))

@@ -1,0 +1,174 @@
+"""What the compare page computes on the server: the config diff, the per-run summary, and the
+mean with a min..max band over the runs of a group (seeds), aligned by step.
+
+Group aggregate, per metric key and step: over the runs of the group that logged a finite value at
+that step, mean, min, max and n (how many runs). Steps are matched exactly (runs of one grid share a
+schedule); a run that has not reached a step simply does not count there. Non-finite values (NaN,
+inf) are left out, as the charts draw them as gaps. A series longer than max_points is reduced like
+the run page's (webapp.metrics.downsample): the mean line keeps each bucket's last point, the band
+spans the smallest min and the largest max of the bucket, so one seed's spike survives.
+"""
+
+import math
+from dataclasses import dataclass
+
+from django.db.models import Avg, Count, Max, Min, OuterRef, Q, Subquery
+
+from webapp.alerts.models import DetectorEvent
+from webapp.experiments import specs
+from webapp.metrics.downsample import bucket_numpy, finite_or_none
+from webapp.metrics.models import MetricPoint
+
+NON_FINITE = [math.nan, math.inf, -math.inf]
+SUCCESS, VAL_SUCCESS = "train/success", "val/success"
+# Group-by fields that are not in Run.config.
+PRESET_FIELD, EXPERIMENT_FIELD = "preset", "experiment"
+
+
+def finite_points(**filters):
+    return MetricPoint.objects.filter(value__isnull=False, **filters).exclude(value__in=NON_FINITE)
+
+
+# ---- config diff ----------------------------------------------------------------------------------
+
+def flatten(mapping: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}, "c": [1, 2]} -> {"a.b": 1, "c": [1, 2]}; lists and empty dicts are leaves."""
+    out = {}
+    for key, value in mapping.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+_MISSING = object()
+
+
+@dataclass
+class DiffRow:
+    key: str
+    values: list[str]   # one per run, as the grid writes values ("" when the run lacks the field)
+    differs: bool
+
+
+def config_diff(runs) -> list[DiffRow]:
+    flat = [flatten(run.config or {}) for run in runs]
+    keys = sorted({key for config in flat for key in config})
+    rows = []
+    for key in keys:
+        raw = [config.get(key, _MISSING) for config in flat]
+        shown = ["" if value is _MISSING else specs.format_value(value) for value in raw]
+        rows.append(DiffRow(key, shown, len({repr(value) for value in raw}) > 1))
+    return rows
+
+
+# ---- grouping ----------------------------------------------------------------------------------
+
+def group_value(run, field: str) -> str:
+    """The value a run has for a group-by field, as text ("" when it has none)."""
+    if field == EXPERIMENT_FIELD:
+        return f"#{run.experiment_id} {run.experiment.name}"
+    if field == PRESET_FIELD:
+        # A grid over "preset" names it in the label; otherwise the experiment's preset.
+        for token in run.label.split():
+            name, _, value = token.partition("=")
+            if name == specs.GRID_PRESET_KEY:
+                return value
+        return run.experiment.preset
+    value = flatten(run.config or {}).get(field, _MISSING)
+    return "" if value is _MISSING else specs.format_value(value)
+
+
+def is_field(runs, field: str) -> bool:
+    return field in (PRESET_FIELD, EXPERIMENT_FIELD) or any(
+        field in flatten(run.config or {}) for run in runs)
+
+
+def group_fields(runs, diff: list[DiffRow]) -> list[str]:
+    """The fields worth grouping by: those that differ between the runs (seed excluded: grouping by
+    seed puts every run alone), plus preset and experiment when those differ."""
+    fields = [row.key for row in diff if row.differs and row.key != "seed"]
+    for extra in (PRESET_FIELD, EXPERIMENT_FIELD):
+        if len({group_value(run, extra) for run in runs}) > 1:
+            fields.insert(0, extra)
+    return fields
+
+
+def groups(runs, field: str) -> list[dict]:
+    """[{"value": "0.5", "runs": [run ids]}] in order of first appearance."""
+    out: dict[str, list[int]] = {}
+    for run in runs:
+        out.setdefault(group_value(run, field), []).append(run.pk)
+    return [{"value": value, "runs": ids} for value, ids in out.items()]
+
+
+def group_series(run_ids: list[int], keys: list[str], max_points: int) -> dict[str, dict]:
+    """Per key: {"step", "mean", "min", "max", "n", "downsampled"} over the runs, aligned by step."""
+    rows = (finite_points(run_id__in=run_ids, key__in=keys)
+            .values("key", "step")
+            .annotate(total=Count("id"), low=Min("value"), high=Max("value"), mean=Avg("value"))
+            .order_by("key", "step"))
+    raw = {key: {"step": [], "mean": [], "min": [], "max": [], "n": []} for key in keys}
+    for row in rows:
+        series = raw[row["key"]]
+        series["step"].append(row["step"])
+        series["mean"].append(row["mean"])
+        series["min"].append(row["low"])
+        series["max"].append(row["high"])
+        series["n"].append(row["total"])
+    return {key: _reduce(series, max_points) for key, series in raw.items()}
+
+
+def _reduce(series: dict, max_points: int) -> dict:
+    if len(series["step"]) <= max_points:
+        return {**series, "downsampled": False}
+    mean = bucket_numpy(series["step"], series["mean"], max_points)
+    low = bucket_numpy(series["step"], series["min"], max_points)
+    high = bucket_numpy(series["step"], series["max"], max_points)
+    count = bucket_numpy(series["step"], series["n"], max_points)
+    return {"step": mean.step, "mean": [finite_or_none(v) for v in mean.value],
+            "min": [finite_or_none(v) for v in low.min], "max": [finite_or_none(v) for v in high.max],
+            "n": [int(v) for v in count.value], "downsampled": True}
+
+
+# ---- summary --------------------------------------------------------------------------------------
+
+def _last(key: str):
+    return Subquery(finite_points(run_id=OuterRef("pk"), key=key).order_by("-step").values("value")[:1])
+
+
+def _best(key: str):
+    best = (finite_points(run_id=OuterRef("pk"), key=key).values("run_id")
+            .annotate(best=Max("value")).values("best"))
+    return Subquery(best)
+
+
+def _first_event(level: str):
+    return Min("events__step", filter=Q(events__level=level))
+
+
+def summaries(runs) -> dict[int, dict]:
+    """Per run id: final and best training success, last validation success, first warning and first
+    collapse step (detector events), steps per hour, device."""
+    from webapp.experiments.models import Run
+
+    rows = (Run.objects.filter(pk__in=[run.pk for run in runs])
+            .annotate(final_success=_last(SUCCESS), best_success=_best(SUCCESS),
+                      val_success=_last(VAL_SUCCESS),
+                      first_warning=_first_event(DetectorEvent.Level.WARNING),
+                      first_collapse=_first_event(DetectorEvent.Level.COLLAPSE))
+            .values("pk", "final_success", "best_success", "val_success", "first_warning", "first_collapse"))
+    by_id = {row.pop("pk"): row for row in rows}
+    return {run.pk: {**by_id.get(run.pk, {}), "steps_per_hour": steps_per_hour(run), "device": run.device}
+            for run in runs}
+
+
+def steps_per_hour(run) -> float | None:
+    """Steps done / hours from start to finish (or to the last heartbeat while it runs)."""
+    end = run.finished_at or run.heartbeat_at
+    if not run.started_at or not end or run.step <= 0:
+        return None
+    hours = (end - run.started_at).total_seconds() / 3600
+    return run.step / hours if hours > 0 else None

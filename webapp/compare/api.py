@@ -1,0 +1,82 @@
+"""GET /api/compare: chart data for many runs in one request, scoped to the caller's runs.
+
+?runs=3,7,12 (at most selection.MAX_RUNS) &keys=a,b (default: every key the run page charts)
+&max_points=N (per run and key, downsampled like the run page) &bands=1 (add each bucket's min..max)
+&group_by=<config field> (add the mean and min..max over each group's runs, aligned by step).
+Ids that do not exist or are not the caller's are left out and listed in `not_found` alike.
+"""
+
+from django.http import JsonResponse
+
+from webapp.accounts.api_auth import ApiError, api_view
+from webapp.compare import aggregates, selection
+from webapp.metrics import ingest
+from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, _int_param, run_state
+from webapp.metrics.downsample import load_series
+from webapp.metrics.views import CHARTS
+
+DEFAULT_MAX_POINTS = 500
+CHART_KEYS = list(dict.fromkeys(key for chart in CHARTS for key in chart["keys"]))
+
+
+def parse_keys(text: str) -> list[str]:
+    keys = list(dict.fromkeys(key.strip() for key in text.split(",") if key.strip())) or CHART_KEYS
+    if len(keys) > MAX_KEYS:
+        raise ApiError(400, f"keys: at most {MAX_KEYS} keys per request, got {len(keys)}",
+                       {"keys": f"at most {MAX_KEYS}"})
+    if any(len(key) > ingest.MAX_KEY_LENGTH or "\x00" in key for key in keys):
+        raise ApiError(400, f"keys: each key is at most {ingest.MAX_KEY_LENGTH} characters",
+                       {"keys": f"each key is at most {ingest.MAX_KEY_LENGTH} characters"})
+    return keys
+
+
+def parse_selection(request) -> selection.Selection:
+    values = request.GET.getlist("runs")
+    ids, invalid = selection.split_ids(values)
+    if invalid:
+        message = f"runs: {invalid[0]!r} is not a run id; expected ids separated by commas, like runs=3,7,12"
+        raise ApiError(400, message, {"runs": message.removeprefix("runs: ")})
+    if not ids:
+        raise ApiError(400, "runs: name at least one run id, like runs=3,7,12", {"runs": "required"})
+    if len(ids) > selection.MAX_RUNS:
+        message = f"at most {selection.MAX_RUNS} runs per request, got {len(ids)}"
+        raise ApiError(400, "runs: " + message, {"runs": message})
+    return selection.select(request.user, values)
+
+
+@api_view()
+def compare(request):
+    chosen = parse_selection(request)
+    keys = parse_keys(request.GET.get("keys", ""))
+    max_points = _int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
+    bands = request.GET.get("bands", "0") == "1"
+    group_by = request.GET.get("group_by", "").strip()
+    if group_by and not aggregates.is_field(chosen.runs, group_by):
+        message = f"{group_by[:100]!r} is not a config field of these runs (e.g. algorithm.filter_ratio)"
+        raise ApiError(400, "group_by: " + message, {"group_by": message})
+    events = {run.pk: [] for run in chosen.runs}
+    for run_id, *event in (aggregates.DetectorEvent.objects.filter(run__in=chosen.runs)
+                           .values_list("run_id", "step", "level", "rule", "message")):
+        events[run_id].append(dict(zip(("step", "level", "rule", "message"), event)))
+    body = {
+        "runs": [{**run_state(run), "label": run.label, "experiment": run.experiment_id,
+                  "events": events[run.pk]} for run in chosen.runs],
+        "not_found": chosen.unavailable,
+        "max_points": max_points,
+        "series": {str(run.pk): {key: _series_json(s, bands) for key, s in
+                                 load_series(run.pk, keys, max_points=max_points).items()}
+                   for run in chosen.runs},
+    }
+    if group_by:
+        body["group_by"] = group_by
+        body["groups"] = [{**group, "series": aggregates.group_series(group["runs"], keys, max_points)}
+                          for group in aggregates.groups(chosen.runs, group_by)]
+    return JsonResponse(body)
+
+
+def _series_json(series, bands: bool) -> dict:
+    body = series.as_json()
+    if not bands:
+        body.pop("min", None)
+        body.pop("max", None)
+    return body

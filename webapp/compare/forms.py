@@ -1,0 +1,44 @@
+from django import forms
+
+import envs
+from webapp.compare.ablations import ABLATIONS
+from webapp.experiments import specs
+
+
+class AblationForm(forms.Form):
+    ablation = forms.ChoiceField(choices=[(a.key, a.title) for a in ABLATIONS.values()], widget=forms.RadioSelect)
+    env = forms.ChoiceField(label="Environment", required=False,
+                            help_text="Empty: the environment the paper used for this ablation.")
+    model = forms.CharField(initial=specs.TINY_MODEL, max_length=300,
+                            help_text="'tiny' (CPU), a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a folder in MODEL_ROOT.")
+    seeds = forms.CharField(initial="1, 2", help_text="One run per setting and seed.")
+    steps = forms.IntegerField(required=False, min_value=1, max_value=specs.MAX_STEPS,
+                               help_text="Empty: the preset's default for the model (200 as in the paper for hub models).")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["env"].choices = [("", "the paper's")] + [(name, name) for name in envs.registry()]
+
+    def clean_model(self):
+        try:
+            return specs.resolve_model(self.cleaned_data["model"])
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+
+    def clean_seeds(self):
+        try:
+            return specs.parse_seeds(self.cleaned_data["seeds"])
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+
+    def clean(self):
+        data = super().clean()
+        if "ablation" in data:
+            data["ablation"] = ABLATIONS[data["ablation"]]
+            data["env"] = data.get("env") or data["ablation"].default_env
+        return data
+
+    def add_spec_errors(self, errors: dict[str, str]):
+        for key, message in errors.items():
+            field = key if key in self.fields else None
+            self.add_error(field, message if field else f"{key}: {message}")

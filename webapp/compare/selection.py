@@ -1,0 +1,72 @@
+"""Which runs a compare URL names: `?runs=3,7,12` (or repeated `runs=` from a checkbox form).
+
+Ids that do not exist and ids of other users' runs get the same notice, so the page never tells a
+user whether someone else's run exists."""
+
+from dataclasses import dataclass, field
+
+from webapp.experiments.models import Run
+
+MAX_RUNS = 20
+MAX_ID = 2**63 - 1
+
+
+@dataclass
+class Selection:
+    runs: list[Run] = field(default_factory=list)
+    requested: list[int] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)      # tokens that are not run ids
+    unavailable: list[int] = field(default_factory=list)  # missing, or not the caller's
+    truncated: int = 0                                    # how many ids beyond MAX_RUNS were left out
+
+    @property
+    def ids(self) -> list[int]:
+        return [run.pk for run in self.runs]
+
+    def notices(self) -> list[str]:
+        out = []
+        if self.invalid:
+            shown = ", ".join(repr(token) for token in self.invalid[:5])
+            more = f" and {len(self.invalid) - 5} more" if len(self.invalid) > 5 else ""
+            out.append(f"runs: {shown}{more} {'is' if len(self.invalid) == 1 else 'are'} not a run id "
+                       "(expected whole numbers separated by commas, like runs=3,7,12)")
+        if self.unavailable:
+            ids = ", ".join(str(pk) for pk in self.unavailable)
+            out.append(f"Run {ids} {'is' if len(self.unavailable) == 1 else 'are'} not among your runs "
+                       "and left out.")
+        if self.truncated:
+            out.append(f"You selected {MAX_RUNS + self.truncated} runs; a compare page shows at most "
+                       f"{MAX_RUNS}, so the last {self.truncated} were left out. Compare fewer runs at a time.")
+        return out
+
+
+def split_ids(values: list[str]) -> tuple[list[int], list[str]]:
+    """["3,7", "12"] -> ([3, 7, 12], []); duplicates dropped, order kept; bad tokens returned apart."""
+    ids, invalid = [], []
+    for value in values:
+        for token in value.split(","):
+            token = token.strip()
+            if not token:
+                continue
+            if token.isascii() and token.isdigit() and 0 < int(token) <= MAX_ID:
+                if int(token) not in ids:
+                    ids.append(int(token))
+            else:
+                invalid.append(token[:40])
+    return ids, invalid
+
+
+def select(user, values: list[str]) -> Selection:
+    ids, invalid = split_ids(values)
+    selection = Selection(requested=ids, invalid=invalid)
+    if len(ids) > MAX_RUNS:
+        selection.truncated = len(ids) - MAX_RUNS
+        ids = ids[:MAX_RUNS]
+    found = Run.objects.for_user(user).select_related("experiment").in_bulk(ids)
+    selection.runs = [found[pk] for pk in ids if pk in found]
+    selection.unavailable = [pk for pk in ids if pk not in found]
+    return selection
+
+
+def canonical_query(ids: list[int]) -> str:
+    return "runs=" + ",".join(str(pk) for pk in ids)

@@ -1,0 +1,19 @@
+import math
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def number(value, digits=3):
+    """A summary cell: 3 significant digits ("0" digits: a whole number); "–" when unknown."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "–"
+    return f"{value:.0f}" if str(digits) == "0" else f"{value:.{digits}g}"
+
+
+@register.filter
+def sortable(value):
+    """What the client-side sort compares: the number itself, empty (sorted last) when unknown."""
+    return repr(float(value)) if isinstance(value, (int, float)) and math.isfinite(value) else ""

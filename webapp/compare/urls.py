@@ -1,0 +1,9 @@
+from django.urls import path
+
+from webapp.compare import api, views
+
+urlpatterns = [
+    path("compare", views.compare, name="compare"),
+    path("compare/ablations", views.ablation_new, name="ablation_new"),
+    path("api/compare", api.compare, name="api_compare"),
+]

@@ -1,0 +1,78 @@
+"""The compare page (/compare?runs=3,7,12) and the one-click paper ablations."""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from webapp.compare import ablations, aggregates, selection
+from webapp.compare.api import DEFAULT_MAX_POINTS
+from webapp.compare.forms import AblationForm
+from webapp.experiments import specs
+from webapp.metrics.views import CHARTS
+
+# One colour per run, the same in every chart and table (plotly's D3 palette, then its light tones).
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+          "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+          "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"]
+assert len(COLORS) >= selection.MAX_RUNS
+
+
+def compare_url(run_ids) -> str:
+    return f"{reverse('compare')}?{selection.canonical_query(run_ids)}"
+
+
+@login_required
+@require_GET
+def compare(request):
+    values = request.GET.getlist("runs")
+    if len(values) > 1:  # a checkbox form sends runs=3&runs=7: one shareable spelling
+        ids, invalid = selection.split_ids(values)
+        if not invalid:
+            return redirect(compare_url(ids))
+    chosen = selection.select(request.user, values)
+    runs = chosen.runs
+    colors = {run.pk: COLORS[i] for i, run in enumerate(runs)}
+    diff = aggregates.config_diff(runs)
+    summaries = aggregates.summaries(runs)
+    ablation_keys = [key for key in dict.fromkeys(getattr(run.experiment, "ablation", "") for run in runs) if key]
+    group_fields = aggregates.group_fields(runs, diff)
+    return render(request, "compare/compare.html", {
+        "runs": runs,
+        "notices": chosen.notices(),
+        "rows": [{"run": run, "color": colors[run.pk], **summaries[run.pk]} for run in runs],
+        "diff": diff,
+        "differing": sum(row.differs for row in diff),
+        "ablations": [{"ablation": ablations.ABLATIONS[key],
+                       "rows": ablations.paper_rows(ablations.ABLATIONS[key], runs, summaries,
+                                                    aggregates.group_value)}
+                      for key in ablation_keys if key in ablations.ABLATIONS],
+        "max_runs": selection.MAX_RUNS,
+        "page": {  # read by static/js/compare.js through json_script
+            "runs": [{"id": run.pk, "label": run.label, "experiment": run.experiment.name,
+                      "color": colors[run.pk], "url": run.get_absolute_url()} for run in runs],
+            "charts": CHARTS,
+            "group_fields": group_fields,
+            "group_by": next((ablations.ABLATIONS[key].group_by for key in ablation_keys
+                              if ablations.ABLATIONS[key].group_by in group_fields), ""),
+            "colors": COLORS,
+            "max_points": DEFAULT_MAX_POINTS,
+            "urls": {"data": reverse("api_compare")},
+        },
+    })
+
+
+@login_required
+def ablation_new(request):
+    form = AblationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            experiment = ablations.create(request.user, data["ablation"], data["env"], data["model"],
+                                          data["seeds"], data["steps"])
+        except specs.SpecError as error:
+            form.add_spec_errors(error.errors)
+        else:
+            return redirect(compare_url(experiment.runs.order_by("id").values_list("id", flat=True)))
+    return render(request, "compare/ablation_new.html", {"form": form, "ablations": ablations.ABLATIONS.values()},
+                  status=400 if form.errors else 200)

@@ -1,0 +1,204 @@
+"""The new-experiment form. Environment parameters are generated from envs.registry(); the trainer's
+own validation (through specs.plan) decides what is valid, and its errors land next to the field
+they name."""
+
+from django import forms
+
+import envs
+from trainer.config import PRESETS, TINY_MODEL, TrainConfig
+from webapp.experiments import specs
+
+MAX_IMPORT_BYTES = 256 * 1024
+
+
+def param_field_name(env_name: str, param_name: str) -> str:
+    return f"env__{env_name}__{param_name}"
+
+
+def _param_field(param) -> forms.Field:
+    common = {"required": False, "label": param.name, "help_text": param.help, "initial": param.default}
+    if param.type == "int":
+        return forms.IntegerField(min_value=param.min, max_value=param.max, **common)
+    if param.type == "float":
+        return forms.FloatField(min_value=param.min, max_value=param.max, **common)
+    if param.type == "bool":
+        return forms.BooleanField(**common)
+    if param.type == "choice":
+        return forms.ChoiceField(choices=[(c, c) for c in param.choices], **common)
+    return forms.CharField(strip=False, **common)
+
+
+class ExperimentForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    env = forms.ChoiceField(label="Environment")
+    model = forms.CharField(
+        initial=TINY_MODEL, max_length=500,
+        help_text=f"'{TINY_MODEL}' (built locally, trains on CPU), a Hugging Face hub id such as "
+                  "Qwen/Qwen2.5-0.5B-Instruct, or a folder inside MODEL_ROOT.")
+    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial=specs.DEFAULT_PRESET)
+    steps = forms.IntegerField(min_value=1, max_value=specs.MAX_STEPS,
+                               initial=TrainConfig.preset(specs.DEFAULT_PRESET).schedule.steps)
+    seeds = forms.CharField(initial="1", help_text="Comma-separated; each seed is a run.")
+    grid = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "algorithm.filter_ratio = 0.25, 0.5, 1.0"}),
+        help_text=f"One line per field: 'section.field = value, value'. One run per combination and seed "
+                  f"(at most {specs.MAX_RUNS}). 'preset = starpo, starpo-s' compares presets.")
+    overrides = forms.CharField(
+        required=False, label="Config overrides (YAML)",
+        widget=forms.Textarea(attrs={"rows": 8, "class": "code",
+                                     "placeholder": "algorithm:\n  kl_coef: 0.0\nrollout:\n  group_size: 8"}),
+        help_text="Any trainer setting, on top of the preset.")
+    detector_overrides = forms.CharField(
+        required=False, label="Detector overrides (YAML or JSON)",
+        widget=forms.Textarea(attrs={"rows": 3, "class": "code",
+                                     "placeholder": "grad_spike:\n  tolerance: 5.0"}))
+    alert_recipients = forms.CharField(required=False, max_length=2000,
+                                       help_text="Comma-separated emails; empty means you.")
+    alert_on_warnings = forms.BooleanField(required=False, label="Also alert on warnings")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.registry = envs.registry()
+        names = list(self.registry)
+        self.fields["env"].choices = [(name, name) for name in names]
+        self.fields["env"].initial = "frozenlake" if "frozenlake" in names else names[0]
+        chosen = self.data.get("env") if self.is_bound else None
+        for env_name, spec in self.registry.items():
+            for param in spec.params:
+                field = _param_field(param)
+                # Only the chosen environment's parameters are read and validated.
+                field.disabled = self.is_bound and env_name != chosen
+                self.fields[param_field_name(env_name, param.name)] = field
+        self.planned: list[specs.PlannedRun] = []
+        self.spec: specs.ExperimentSpec | None = None
+
+    def env_sections(self):
+        """(env name, description, bound fields) for the template, one section per environment."""
+        return [(name, spec.description, [self[param_field_name(name, p.name)] for p in spec.params])
+                for name, spec in self.registry.items()]
+
+    def main_fields(self):
+        return [self[name] for name in ("name", "description", "env")]
+
+    def _parsed(self, field, parse):
+        try:
+            return parse(self.cleaned_data[field])
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+
+    def clean_model(self):
+        return self._parsed("model", specs.resolve_model)
+
+    def clean_seeds(self):
+        return self._parsed("seeds", specs.parse_seeds)
+
+    def clean_grid(self):
+        return self._parsed("grid", specs.parse_grid)
+
+    def clean_overrides(self):
+        return self._parsed("overrides", specs.parse_overrides)
+
+    def clean_detector_overrides(self):
+        return self._parsed("detector_overrides", lambda text: specs.check_detector_overrides(
+            specs.parse_mapping(text, "grad_spike: {tolerance: 5.0}")))
+
+    def clean_alert_recipients(self):
+        return self._parsed("alert_recipients", specs.parse_recipients)
+
+    def clean(self):
+        data = super().clean()
+        env_name = data.get("env")
+        params = {}
+        if env_name:
+            for param in self.registry[env_name].params:
+                field_name = param_field_name(env_name, param.name)
+                value = data.get(field_name)
+                if value is None and param.type in ("int", "float") and field_name not in self.errors:
+                    self.add_error(field_name, "This field is required.")
+                elif value not in (None, "") or param.type in ("str", "bool"):
+                    params[param.name] = value
+        if self.errors:
+            return data
+        self.spec = specs.ExperimentSpec(
+            name=data["name"], description=data["description"], seeds=data["seeds"], grid=data["grid"],
+            preset=data["preset"], env={"name": env_name, "params": params}, model=data["model"],
+            steps=data["steps"], overrides=data["overrides"], detector_overrides=data["detector_overrides"],
+            alert_recipients=data["alert_recipients"], alert_on_warnings=data["alert_on_warnings"],
+        )
+        try:
+            self.planned = specs.plan(self.spec)
+        except specs.SpecError as error:
+            for key, message in error.errors.items():
+                self._add_trainer_error(key, message)
+        return data
+
+    def _add_trainer_error(self, key: str, message: str):
+        env_name = self.cleaned_data["env"]
+        if key.startswith("env.params."):
+            field = param_field_name(env_name, key.removeprefix("env.params."))
+            if field in self.fields:
+                self.add_error(field, message)
+                return
+            key = "env"
+        if key in self.fields:
+            self.add_error(key, message)
+        elif specs.dotted_get(self.cleaned_data["overrides"], key) is not None:
+            self.add_error("overrides", f"{key}: {message}")
+        else:
+            self.add_error(None, f"{key}: {message}")
+
+    @classmethod
+    def initial_from(cls, config: dict, preset: str = "", grid_keys=(), **extra) -> dict:
+        """Initial values that reproduce `config` (a saved experiment's, or an imported YAML's)."""
+        inputs = specs.describe(config, preset, grid_keys)
+        initial = {"env": inputs["env"]["name"], "model": specs.display_model(inputs["model"]),
+                   "preset": inputs["preset"], "overrides": specs.dump_yaml(inputs["overrides"])}
+        if isinstance(inputs["steps"], int):
+            initial["steps"] = inputs["steps"]
+        for name, value in inputs["env"]["params"].items():
+            initial[param_field_name(inputs["env"]["name"], name)] = value
+        initial.update(extra)
+        return initial
+
+    @classmethod
+    def initial_from_experiment(cls, experiment) -> dict:
+        return cls.initial_from(
+            experiment.config, experiment.preset, grid_keys=experiment.grid,
+            name=f"{experiment.name} (re-run)", description=experiment.description,
+            seeds=", ".join(str(seed) for seed in experiment.seeds), grid=specs.grid_text(experiment.grid),
+            detector_overrides=specs.dump_yaml(experiment.detector_overrides),
+            alert_recipients=experiment.alert_recipients, alert_on_warnings=experiment.alert_on_warnings,
+        )
+
+
+class ImportConfigForm(forms.Form):
+    """A trainer config as YAML (a file or pasted text) -> the new-experiment form, prefilled."""
+
+    file = forms.FileField(required=False, label="YAML file")
+    text = forms.CharField(required=False, label="or paste YAML",
+                           widget=forms.Textarea(attrs={"rows": 6, "class": "code"}))
+
+    def clean(self):
+        data = super().clean()
+        upload, text = data.get("file"), data.get("text", "")
+        if upload:
+            if upload.size > MAX_IMPORT_BYTES:
+                self.add_error("file", f"the file is {upload.size} bytes; the limit is {MAX_IMPORT_BYTES}")
+                return data
+            try:
+                text = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                self.add_error("file", "the file is not UTF-8 text")
+                return data
+        field = "file" if upload else "text"
+        if not text.strip():
+            self.add_error("text", "choose a YAML file or paste a config")
+            return data
+        try:
+            config = specs.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
+            data["config"] = TrainConfig.from_dict(config).to_dict()
+        except ValueError as error:  # YAML problems and ConfigError alike
+            self.add_error(field, str(error))
+        return data

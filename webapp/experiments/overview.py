@@ -1,0 +1,107 @@
+"""What the experiment list and page show per row: run counts by status, progress, ETA, collapse
+counts and a success sparkline. Each is one aggregate query over the whole page, not one per row."""
+
+import math
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from django.db.models import Avg, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Cast, Coalesce, Greatest
+
+from webapp.alerts.models import DetectorEvent
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+
+SUCCESS_KEY = "train/success"
+SPARK_BUCKETS = 24
+SPARK_WIDTH, SPARK_HEIGHT = 96, 22
+
+
+@dataclass
+class ListFilters:
+    q: str = ""
+    env: str = ""
+    status: str = ""
+
+    @classmethod
+    def from_query(cls, query) -> "ListFilters":
+        status = query.get("status", "")
+        return cls(q=query.get("q", "").strip()[:200], env=query.get("env", "").strip()[:100],
+                   status=status if status in Run.Status.values else "")
+
+    def apply(self, experiments):
+        if self.q:
+            experiments = experiments.filter(name__icontains=self.q)
+        if self.env:
+            experiments = experiments.filter(config__env__name=self.env)
+        if self.status:
+            # A subquery, not a join: a join would multiply the annotated counts.
+            with_status = Run.objects.filter(status=self.status).values("experiment_id")
+            experiments = experiments.filter(pk__in=with_status)
+        return experiments
+
+    def query_string(self) -> str:
+        return urlencode({key: value for key, value in vars(self).items() if value})
+
+
+def annotated(experiments):
+    collapses = (DetectorEvent.objects
+                 .filter(run__experiment=OuterRef("pk"), level=DetectorEvent.Level.COLLAPSE)
+                 .values("run__experiment").annotate(n=Count("id")).values("n"))
+    return experiments.annotate(
+        run_count=Count("runs"),
+        **{f"runs_{status}": Count("runs", filter=Q(runs__status=status)) for status in Run.Status.values},
+        steps_done=Coalesce(Sum("runs__step"), 0),
+        steps_total=Coalesce(Sum("runs__total_steps"), 0),
+        eta_seconds=Max("runs__eta_seconds", filter=Q(runs__status=Run.Status.RUNNING)),
+        collapse_count=Coalesce(Subquery(collapses, output_field=IntegerField()), 0),
+    )
+
+
+def annotated_runs(runs):
+    return runs.annotate(
+        collapse_count=Count("events", filter=Q(events__level=DetectorEvent.Level.COLLAPSE))
+    ).order_by("id")
+
+
+def attach_sparklines(experiments):
+    """Set `.sparkline` (SVG polyline points) on each experiment: mean success over its runs."""
+    _attach(experiments, "run__experiment_id")
+
+
+def attach_run_sparklines(runs):
+    _attach(runs, "run_id")
+
+
+def _attach(objects, group_field):
+    objects = list(objects)
+    series = success_buckets({obj.pk for obj in objects}, group_field)
+    for obj in objects:
+        obj.sparkline = polyline(series.get(obj.pk, []))
+
+
+def success_buckets(ids, group_field) -> dict[int, list[tuple[int, float]]]:
+    """{id: [(bucket, mean success)]}: steps cut into SPARK_BUCKETS buckets of each run's length."""
+    if not ids:
+        return {}
+    length = Greatest(F("run__total_steps"), F("run__step"), 1)
+    rows = (MetricPoint.objects.filter(**{f"{group_field}__in": ids}, key=SUCCESS_KEY, value__isnull=False)
+            .annotate(bucket=Cast(F("step") * SPARK_BUCKETS / length, IntegerField()))
+            .values(group_field, "bucket").annotate(mean=Avg("value")).order_by(group_field, "bucket"))
+    series: dict[int, list] = {}
+    for row in rows:
+        if row["mean"] is not None and math.isfinite(row["mean"]):
+            series.setdefault(row[group_field], []).append((min(row["bucket"], SPARK_BUCKETS), row["mean"]))
+    return series
+
+
+def polyline(points) -> str:
+    """"x,y x,y ..." in a SPARK_WIDTH x SPARK_HEIGHT box; success is in [0, 1]."""
+    if len(points) < 2:
+        return ""
+    out = []
+    for bucket, value in points:
+        x = SPARK_WIDTH * bucket / SPARK_BUCKETS
+        y = SPARK_HEIGHT * (1 - min(max(value, 0.0), 1.0))
+        out.append(f"{x:.1f},{y:.1f}")
+    return " ".join(out)

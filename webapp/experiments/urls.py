@@ -1,0 +1,18 @@
+from django.urls import path
+
+from webapp.experiments import api, views
+
+urlpatterns = [
+    path("", views.experiment_list, name="experiment_list"),
+    path("experiments/new/", views.experiment_new, name="experiment_new"),
+    path("experiments/import/", views.experiment_import, name="experiment_import"),
+    path("experiments/<int:pk>/", views.experiment_detail, name="experiment_detail"),
+    path("experiments/<int:pk>/rerun/", views.experiment_rerun, name="experiment_rerun"),
+    path("experiments/<int:pk>/stop/", views.experiment_stop, name="experiment_stop"),
+    path("experiments/<int:pk>/export.yaml", views.experiment_export, name="experiment_export"),
+    path("api/experiments", api.experiments, name="api_experiments"),
+    path("api/experiments/<int:pk>", api.experiment, name="api_experiment"),
+    path("api/runs", api.runs, name="api_runs"),
+    path("api/runs/<int:pk>", api.run, name="api_run"),
+    path("api/runs/<int:pk>/stop", api.run_stop, name="api_run_stop"),
+]

@@ -1,0 +1,102 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.text import slugify
+from django.views.decorators.http import require_GET, require_POST
+
+import envs
+from trainer.config import PRESETS, TrainConfig
+from webapp.experiments import overview, specs
+from webapp.experiments.forms import ExperimentForm, ImportConfigForm
+from webapp.experiments.models import Experiment, Run
+
+PAGE_SIZE = 20
+
+
+@login_required
+@require_GET
+def experiment_list(request):
+    filters = overview.ListFilters.from_query(request.GET)
+    experiments = filters.apply(overview.annotated(Experiment.objects.for_user(request.user)))
+    experiments = experiments.order_by("-created_at", "-id")
+    page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
+    overview.attach_sparklines(page.object_list)
+    return render(request, "experiments/list.html", {
+        "page": page, "filters": filters, "env_names": list(envs.registry()), "statuses": Run.Status.values,
+        "query_without_page": filters.query_string(),
+    })
+
+
+@login_required
+def experiment_new(request):
+    if request.method == "POST":
+        form = ExperimentForm(request.POST)
+        if form.is_valid():
+            experiment = Experiment.create_with_runs(request.user, form.spec, form.planned)
+            messages.success(request, f"Created {len(form.planned)} run(s); each starts when a GPU is free.")
+            return redirect(experiment)
+    else:
+        form = ExperimentForm()
+    return _render_new(request, form, ImportConfigForm())
+
+
+@login_required
+@require_GET
+def experiment_rerun(request, pk):
+    """"Re-run with changes": the new-experiment form, prefilled from this experiment."""
+    source = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    return _render_new(request, ExperimentForm(initial=ExperimentForm.initial_from_experiment(source)),
+                       ImportConfigForm())
+
+
+@login_required
+@require_POST
+def experiment_import(request):
+    import_form = ImportConfigForm(request.POST, request.FILES)
+    if import_form.is_valid():
+        form = ExperimentForm(initial=ExperimentForm.initial_from(import_form.cleaned_data["config"]))
+        messages.info(request, "Config imported: check the fields, then create the experiment.")
+        return _render_new(request, form, ImportConfigForm())
+    return _render_new(request, ExperimentForm(), import_form, status=400)
+
+
+def _render_new(request, form, import_form, status=200):
+    preset_yaml = {name: TrainConfig.preset(name).to_yaml() for name in PRESETS}
+    return render(request, "experiments/new.html",
+                  {"form": form, "import_form": import_form, "preset_yaml": preset_yaml}, status=status)
+
+
+@login_required
+@require_GET
+def experiment_detail(request, pk):
+    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    runs = overview.annotated_runs(experiment.runs.all())
+    overview.attach_run_sparklines(runs)
+    return render(request, "experiments/detail.html", {
+        "experiment": experiment, "runs": runs, "counts": experiment.status_counts(),
+        "config_yaml": specs.dump_yaml(experiment.config),
+    })
+
+
+@login_required
+@require_POST
+def experiment_stop(request, pk):
+    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    unfinished = experiment.runs.exclude(status__in=Run.FINISHED)
+    for run in unfinished:
+        run.request_stop()
+    messages.success(request, f"Asked {len(unfinished)} unfinished run(s) to stop.")
+    return redirect(experiment)
+
+
+@login_required
+@require_GET
+def experiment_export(request, pk):
+    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    response = HttpResponse(specs.dump_yaml(experiment.config), content_type="application/x-yaml")
+    filename = slugify(experiment.name) or f"experiment-{experiment.pk}"
+    response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
+    return response
+

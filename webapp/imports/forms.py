@@ -1,0 +1,58 @@
+import tempfile
+from contextlib import contextmanager
+from pathlib import PurePath
+
+from django import forms
+from django.conf import settings
+
+from webapp.imports import importer
+
+
+@contextmanager
+def _path_of(upload):
+    """A file system path holding the upload (Django keeps large uploads on disk already)."""
+    if hasattr(upload, "temporary_file_path"):
+        yield upload.temporary_file_path()
+        return
+    with tempfile.NamedTemporaryFile(suffix=PurePath(upload.name).suffix) as copy:
+        for chunk in upload.chunks():
+            copy.write(chunk)
+        copy.flush()
+        yield copy.name
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(help_text="CSV with a 'step' column and one column per metric, or a metrics.jsonl "
+                                     "(one JSON object per line). Metric names from veRL/RAGEN and TRL are "
+                                     "renamed to ours.")
+    name = forms.CharField(max_length=200, required=False,
+                           help_text="The experiment's name; default: the file name.")
+    format = forms.ChoiceField(choices=[("", "from the file name"), ("csv", "CSV"), ("jsonl", "JSON lines")],
+                               required=False)
+
+    def clean(self):
+        cleaned = super().clean()
+        upload = cleaned.get("file")
+        if upload is None or self.errors:
+            return cleaned
+        if upload.size > settings.IMPORT_MAX_BYTES:
+            limit = settings.IMPORT_MAX_BYTES
+            self.add_error("file", f"the file is {upload.size} bytes, over the limit of {limit}")
+            return cleaned
+        try:
+            with _path_of(upload) as path:
+                fmt = cleaned.get("format") or importer.format_of(upload.name)
+                cleaned["series"] = importer.load(path, fmt)
+        except ValueError as error:
+            self.add_error("file", f"{upload.name}: {error}")
+        cleaned["name"] = cleaned.get("name", "").strip() or (PurePath(upload.name).stem or upload.name)[:200]
+        return cleaned
+
+    def save(self, owner):
+        data = self.cleaned_data
+        return importer.create_run(owner, data["name"], data["file"].name, data["series"])
+
+    def summary(self, run) -> dict:
+        series = self.cleaned_data["series"]
+        return {"steps": len(series), "points": sum(len(values) for _, values in series),
+                "events": run.events.count()}

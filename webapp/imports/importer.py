@@ -1,0 +1,72 @@
+"""Imported runs: a metrics file from elsewhere (CSV with a step column, or our metrics.jsonl) becomes a
+completed run of an imported experiment, with its metric points and the detector's events, so it is
+charted and diagnosed like a live one. Parsing is diagnostics.load_series (its errors name the line
+and column); the run, points and events are written in one transaction or not at all."""
+
+import math
+from pathlib import PurePath
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from diagnostics import Detector, load_series
+from diagnostics.aliases import canonical
+from webapp.alerts.models import DetectorEvent
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.ingest import MAX_KEY_LENGTH, MAX_STEP
+from webapp.metrics.models import MetricPoint
+from worker.sink import finite_or_none
+
+FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+BATCH = 5000  # points per upsert: a 50 MB file holds millions
+
+
+def format_of(filename: str) -> str | None:
+    """The format a file name says, or None to tell from the content."""
+    return FORMATS.get(PurePath(filename).suffix.lower())
+
+
+def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
+    """The series in the file at `path`, keys renamed to ours (diagnostics.aliases) so that charts
+    and rules find them. ValueError names the line or column on bad input."""
+    series = load_series(path, fmt, max_bytes=settings.IMPORT_MAX_BYTES)
+    if not series:
+        raise ValueError("no data rows: the file has no steps")
+    if series[-1][0] > MAX_STEP:
+        raise ValueError(f"column 'step': {series[-1][0]} is larger than the largest step, {MAX_STEP}")
+    series = [(step, canonical(values)) for step, values in series]
+    for key in sorted({key for _, values in series for key in values}):
+        if len(key) > MAX_KEY_LENGTH:
+            raise ValueError(f"column {key[:40]!r}...: names are at most {MAX_KEY_LENGTH} characters")
+    return series
+
+
+def create_run(owner, name: str, filename: str, series) -> Run:
+    """An imported experiment with one completed run holding `series` and its detector events."""
+    latest = {}
+    for _, values in series:
+        latest.update(values)
+    now = timezone.now()
+    with transaction.atomic():
+        experiment = Experiment.objects.create(owner=owner, name=name, config={}, imported=True)
+        run = Run.objects.create(
+            experiment=experiment, label=f"imported: {filename}"[:300], config={},
+            status=Run.Status.COMPLETED, step=series[-1][0], total_steps=series[-1][0],
+            latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()},
+            started_at=now, finished_at=now,
+        )
+        batch = []
+        for step, values in series:
+            batch.extend((step, key, value) for key, value in values.items())
+            if len(batch) >= BATCH:
+                MetricPoint.upsert(run.pk, batch)
+                batch = []
+        MetricPoint.upsert(run.pk, batch)
+        _, found = Detector.replay(series, experiment.detector_overrides)
+        DetectorEvent.objects.bulk_create([
+            DetectorEvent(run=run, step=event["step"], level=event["level"], rule=event["rule"],
+                          message=event["message"], signals=finite_or_none(event.get("signals", {})))
+            for event in found
+        ])
+    return run

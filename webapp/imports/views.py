@@ -1,0 +1,65 @@
+"""Upload a metrics file as an imported run: a page with a form, and POST /api/imports for scripts."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import TemporaryUploadedFile
+from django.http import JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from webapp.accounts.api_auth import ApiError, api_view
+from webapp.imports.forms import ImportForm
+
+CHUNK = 1024 * 1024
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def import_run(request):
+    if request.method == "POST":
+        form = ImportForm(request.POST, request.FILES)
+        if form.is_valid():
+            run = form.save(request.user)
+            summary = form.summary(run)
+            messages.success(request, f"Imported {summary['points']} metric points over {summary['steps']} "
+                                      f"steps; the detector found {summary['events']} events.")
+            return redirect(run)
+        return render(request, "imports/new.html", {"form": form}, status=400)
+    return render(request, "imports/new.html", {"form": ImportForm()})
+
+
+@api_view(methods=("POST",))
+def imports(request):
+    """multipart/form-data (file, name, format), or the file as the raw body with ?format=&name=."""
+    if request.content_type == "multipart/form-data":
+        form = ImportForm(request.POST, request.FILES)
+    else:
+        name = request.GET.get("name", "")
+        fmt = request.GET.get("format", "")
+        suffix = f".{fmt}" if fmt in ("csv", "jsonl") else ""
+        filename = request.GET.get("filename") or (name or "metrics") + suffix
+        form = ImportForm({"name": name, "format": fmt}, {"file": _raw_body(request, filename)})
+    if not form.is_valid():
+        errors = {field: " ".join(problems) for field, problems in form.errors.items()}
+        field, problem = next(iter(errors.items()))
+        raise ApiError(400, f"{field}: {problem}", errors)
+    run = form.save(request.user)
+    return JsonResponse({"id": run.pk, "url": run.get_absolute_url(), "experiment": run.experiment_id,
+                         **form.summary(run)}, status=201)
+
+
+def _raw_body(request, filename) -> TemporaryUploadedFile:
+    """The request body, streamed to a temporary file; 413 beyond IMPORT_MAX_BYTES."""
+    limit = settings.IMPORT_MAX_BYTES
+    upload = TemporaryUploadedFile(filename, request.content_type or "text/plain", 0, None)
+    while chunk := request.read(CHUNK):
+        upload.size += len(chunk)
+        if upload.size > limit:
+            upload.close()
+            raise ApiError(413, f"file: the body is over the limit of {limit} bytes")
+        upload.write(chunk)
+    upload.flush()
+    upload.seek(0)
+    return upload
+

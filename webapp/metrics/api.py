@@ -1,0 +1,111 @@
+"""JSON API for a run's metrics, events and samples. Every view is scoped to the caller's runs: a run
+that is not theirs is a 404, exactly like one that does not exist."""
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+
+from webapp.accounts.api_auth import ApiError, api_view, json_body
+from webapp.experiments.models import Run
+from webapp.metrics import export, ingest
+from webapp.metrics.downsample import finite_or_none, load_series
+from webapp.metrics.models import Sample
+
+DEFAULT_MAX_POINTS = 1000
+MAX_MAX_POINTS = 20_000
+MAX_KEYS = 100
+
+
+def _run(request, pk) -> Run:
+    return get_object_or_404(Run.objects.for_user(request.user), pk=pk)
+
+
+def _int_param(request, name: str, default=None, low=None, high=None):
+    text = request.GET.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError(400, f"{name}: must be an integer, got {text[:40]!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ApiError(400, f"{name}: must be between {low} and {high}, got {value}")
+    return value
+
+
+def run_state(run: Run) -> dict:
+    """What a polling page needs to draw progress and to know when to stop."""
+    return {"id": run.pk, "status": run.status, "finished": run.is_finished, "step": run.step,
+            "total_steps": run.total_steps, "eta_seconds": finite_or_none(run.eta_seconds), "error": run.error}
+
+
+@api_view(methods=("GET", "POST"))
+def metrics(request, pk):
+    run = _run(request, pk)
+    return _ingest(request, run) if request.method == "POST" else _query(request, run)
+
+
+def _query(request, run: Run):
+    keys_text = request.GET.get("keys", "")
+    keys = list(dict.fromkeys(key.strip() for key in keys_text.split(",") if key.strip()))
+    if not keys:
+        keys = sorted(run.latest_metrics)
+    if len(keys) > MAX_KEYS:
+        raise ApiError(400, f"keys: at most {MAX_KEYS} keys per request, got {len(keys)}")
+    if any(len(key) > ingest.MAX_KEY_LENGTH or "\x00" in key for key in keys):
+        raise ApiError(400, f"keys: each key is at most {ingest.MAX_KEY_LENGTH} characters")
+    max_points = _int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
+    after = _int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
+    series = load_series(run.pk, keys, after=after, max_points=max_points)
+    return JsonResponse({
+        "run": run_state(run), "after": after, "max_points": max_points,
+        "series": {key: s.as_json() for key, s in series.items()},
+    })
+
+
+def _ingest(request, run: Run):
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if declared.isdigit() and int(declared) > ingest.MAX_BODY_BYTES:
+        raise ApiError(413, f"request body is {declared} bytes; the limit is {ingest.MAX_BODY_BYTES}: "
+                            f"send at most {ingest.MAX_POINTS} points per request")
+    try:
+        body = json_body(request, max_bytes=ingest.MAX_BODY_BYTES)
+    except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE, e.g. a lying Content-Length
+        raise ApiError(413, "request body is larger than the server's limit of "
+                            f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
+    try:
+        points = ingest.parse(body)
+    except ingest.TooLarge as error:
+        raise ApiError(413, str(error)) from None
+    except ingest.Invalid as error:
+        raise ApiError(400, error.message, error.errors) from None
+    written = ingest.write(run, points)
+    return JsonResponse({"written": written, "run": run_state(run)})
+
+
+@api_view()
+def export_metrics(request, pk):
+    run = _run(request, pk)
+    fmt = request.GET.get("format", "csv")
+    if fmt not in export.FORMATS:
+        raise ApiError(400, f"format: must be one of {', '.join(export.FORMATS)}, got {fmt[:20]!r}")
+    response = StreamingHttpResponse(export.lines(run.pk, fmt), content_type=export.FORMATS[fmt])
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-metrics.{fmt}"'
+    return response
+
+
+@api_view()
+def events(request, pk):
+    run = _run(request, pk)
+    rows = run.events.values("id", "step", "level", "rule", "message", "signals", "created_at")
+    return JsonResponse({"run": run_state(run), "events": list(rows)})
+
+
+@api_view()
+def samples(request, pk):
+    run = _run(request, pk)
+    steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
+    step = _int_param(request, "step", steps[-1] if steps else None, low=0, high=ingest.MAX_STEP)
+    rows = Sample.objects.filter(run=run, step=step).values("index", "data") if step is not None else []
+    return JsonResponse({"run": run_state(run), "steps": steps, "step": step, "samples": list(rows)})

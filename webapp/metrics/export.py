@@ -1,0 +1,67 @@
+"""All of a run's metrics as CSV or JSONL, streamed: rows come from a server-side cursor in chunks, so
+an export of millions of points never sits in memory.
+
+CSV: a `step` column and one column per key (sorted); an empty cell is no point at that step, and
+non-finite values are written as nan, inf, -inf. JSONL: one object per step in the trainer's
+metrics.jsonl format, {"step": n, "<key>": value, ...}; non-finite values are the strings "NaN",
+"Infinity", "-Infinity" (standard JSON has no literal for them; the ingest API accepts them back).
+"""
+
+import csv
+import io
+import itertools
+import json
+import math
+from operator import itemgetter
+
+from webapp.metrics.ingest import NON_FINITE
+from webapp.metrics.models import MetricPoint
+
+FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
+_NON_FINITE_NAMES = {repr(value): name for name, value in NON_FINITE.items()}
+CHUNK_ROWS = 10_000
+
+
+def run_keys(run_id: int) -> list[str]:
+    return list(MetricPoint.objects.filter(run_id=run_id).order_by("key").values_list("key", flat=True).distinct())
+
+
+def _steps(run_id: int):
+    """(step, {key: value}) in step order."""
+    points = (MetricPoint.objects.filter(run_id=run_id).order_by("step", "key")
+              .values_list("step", "key", "value").iterator(chunk_size=CHUNK_ROWS))
+    for step, rows in itertools.groupby(points, key=itemgetter(0)):
+        yield step, {key: value for _, key, value in rows}
+
+
+def csv_lines(run_id: int):
+    keys = run_keys(run_id)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def line(row):
+        writer.writerow(row)
+        text = buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        return text
+
+    yield line(["step", *keys])
+    for step, values in _steps(run_id):
+        yield line([step, *("" if values.get(key) is None else repr(values[key]) for key in keys)])
+
+
+def _json_value(value):
+    if value is None or math.isfinite(value):
+        return value
+    return _NON_FINITE_NAMES[repr(value)]
+
+
+def jsonl_lines(run_id: int):
+    for step, values in _steps(run_id):
+        yield json.dumps({"step": step, **{key: _json_value(v) for key, v in values.items()}},
+                         allow_nan=False) + "\n"
+
+
+def lines(run_id: int, fmt: str):
+    return csv_lines(run_id) if fmt == "csv" else jsonl_lines(run_id)

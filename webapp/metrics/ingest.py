@@ -1,0 +1,119 @@
+"""Metric points sent by an external trainer: validated as a whole, then upserted in one transaction.
+
+A batch is `[{"step": 3, "key": "train/success", "value": 0.5}, ...]` or `{"points": [...]}`.
+value is a number, null, or one of the strings "NaN", "Infinity", "-Infinity" (standard JSON has no
+literal for them). One bad point rejects the batch: nothing is written.
+"""
+
+import math
+
+from django.db import transaction
+
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+
+MAX_POINTS = 10_000
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_KEY_LENGTH = MetricPoint._meta.get_field("key").max_length
+MAX_STEP = 2**31 - 1  # MetricPoint.step is a Postgres integer
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+FIELDS = {"step", "key", "value"}
+MAX_REPORTED_ERRORS = 20
+
+
+class TooLarge(Exception):
+    pass
+
+
+class Invalid(Exception):
+    def __init__(self, errors: dict[str, str]):
+        super().__init__(next(iter(errors.items())))
+        self.errors = errors
+
+    @property
+    def message(self) -> str:
+        field, problem = next(iter(self.errors.items()))
+        more = len(self.errors) - 1
+        return f"{field}: {problem}" + (f" (and {more} more)" if more else "")
+
+
+def _is_value(value) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value in NON_FINITE
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        float(value)
+    except OverflowError:  # an integer beyond the float range
+        return False
+    return True
+
+
+def _point_errors(where: str, point) -> dict[str, str]:
+    if not isinstance(point, dict):
+        return {where: "must be an object with step, key and value"}
+    errors = {}
+    for name in sorted(set(point) - FIELDS):
+        errors[f"{where}.{name}"] = "unknown field; a point has step, key and value"
+    step = point.get("step")
+    if "step" not in point:
+        errors[f"{where}.step"] = "is required"
+    elif not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
+        errors[f"{where}.step"] = f"must be a non-negative integer (at most {MAX_STEP})"
+    key = point.get("key")
+    if "key" not in point:
+        errors[f"{where}.key"] = "is required"
+    elif not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_LENGTH or "\x00" in key:
+        errors[f"{where}.key"] = f"must be a non-empty string of at most {MAX_KEY_LENGTH} characters (no NUL)"
+    value = point.get("value")
+    if "value" not in point:
+        errors[f"{where}.value"] = "is required (null is allowed)"
+    elif not _is_value(value):
+        errors[f"{where}.value"] = 'must be a number, null, "NaN", "Infinity" or "-Infinity"'
+    return errors
+
+
+def parse(body) -> list[tuple[int, str, float | None]]:
+    """The batch as (step, key, value) tuples; the last of duplicate (step, key) pairs wins."""
+    if isinstance(body, dict) and set(body) == {"points"}:
+        points, prefix = body["points"], "points"
+    elif isinstance(body, list):
+        points, prefix = body, "points"
+    else:
+        raise Invalid({"body": 'must be a list of points or {"points": [...]}'})
+    if not isinstance(points, list):
+        raise Invalid({"points": "must be a list"})
+    if len(points) > MAX_POINTS:
+        raise TooLarge(f"{len(points)} points in one batch; the limit is {MAX_POINTS}: send smaller batches")
+    errors = {}
+    for index, point in enumerate(points):
+        errors.update(_point_errors(f"{prefix}[{index}]", point))
+        if len(errors) >= MAX_REPORTED_ERRORS:
+            break
+    if errors:
+        raise Invalid(errors)
+    unique = {}
+    for point in points:
+        value = point["value"]
+        value = NON_FINITE[value] if isinstance(value, str) else None if value is None else float(value)
+        unique[(point["step"], point["key"])] = value
+    return [(step, key, value) for (step, key), value in unique.items()]
+
+
+def write(run: Run, points: list[tuple[int, str, float | None]]) -> int:
+    """Upsert the points and refresh run.latest_metrics (the value at each key's highest step)."""
+    keys = sorted({key for _, key, _ in points})
+    with transaction.atomic():
+        MetricPoint.upsert(run.pk, points)
+        # Row lock: two batches for the same run must not overwrite each other's latest_metrics.
+        locked = Run.objects.select_for_update().only("latest_metrics").get(pk=run.pk)
+        latest = dict(locked.latest_metrics)
+        for key in keys:
+            value = (MetricPoint.objects.filter(run_id=run.pk, key=key).order_by("-step")
+                     .values_list("value", flat=True).first())
+            # jsonb has no NaN or infinity.
+            latest[key] = value if value is not None and math.isfinite(value) else None
+        Run.objects.filter(pk=run.pk).update(latest_metrics=latest)
+    return len(points)

@@ -1,0 +1,122 @@
+"""A run's pages: live charts and status, stop, and the sampled trajectories. Scoped to the owner."""
+
+import json
+
+import yaml
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
+
+from webapp.experiments.models import Run
+from webapp.metrics.ingest import MAX_STEP
+from webapp.metrics.models import Sample
+
+# Chart id -> title, metric keys, y axis type. The page draws them in this order.
+CHARTS = [
+    {"id": "success", "title": "Success (train and validation)", "keys": ["train/success", "val/success"]},
+    {"id": "reward", "title": "Reward mean", "keys": ["train/reward_mean"]},
+    {"id": "reward_std", "title": "In-group reward std", "keys": ["train/reward_std_in_group"], "log": True},
+    {"id": "zero_std", "title": "Fraction of zero-std groups", "keys": ["train/frac_zero_std_groups"]},
+    {"id": "entropy", "title": "Entropy", "keys": ["actor/entropy"]},
+    {"id": "grad_norm", "title": "Gradient norm", "keys": ["actor/grad_norm"], "log": True},
+    {"id": "length", "title": "Thinking and response length (tokens)",
+     "keys": ["response/think_tokens_mean", "response/tokens_mean"]},
+    {"id": "format", "title": "Format-valid rate", "keys": ["train/format_valid"]},
+    {"id": "clip", "title": "Clip fraction", "keys": ["actor/clip_frac", "actor/clip_frac_high"]},
+    {"id": "kl", "title": "KL", "keys": ["actor/approx_kl", "actor/kl_ref"]},
+]
+
+
+def _owned_run(request, pk) -> Run:
+    return get_object_or_404(Run.objects.for_user(request.user).select_related("experiment"), pk=pk)
+
+
+def _rerun_url(run: Run) -> str:
+    try:
+        return reverse("experiment_rerun", args=[run.experiment_id])
+    except NoReverseMatch:
+        return f"/experiments/{run.experiment_id}/rerun"
+
+
+@login_required
+def run_detail(request, pk):
+    run = _owned_run(request, pk)
+    page = {
+        "run": run.pk,
+        "finished": run.is_finished,
+        "charts": CHARTS,
+        "urls": {
+            "metrics": reverse("api_run_metrics", args=[run.pk]),
+            "events": reverse("api_run_events", args=[run.pk]),
+        },
+    }
+    return render(request, "runs/detail.html", {
+        "run": run,
+        "experiment": run.experiment,
+        "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
+        "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
+        "rerun_url": _rerun_url(run),
+        "page": page,  # read by static/js/run.js through json_script
+    })
+
+
+@login_required
+@require_POST
+def run_stop(request, pk):
+    run = _owned_run(request, pk)
+    run.request_stop()
+    return redirect(run)
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def trajectory(index: int, data) -> dict:
+    """A sample as the template shows it, whatever shape the trainer (or a bug) gave it."""
+    sample = _mapping(data)
+    turns = sample.get("turns") if isinstance(sample.get("turns"), list) else []
+    return {
+        "index": index,
+        "group": sample.get("group"),
+        "seed": sample.get("seed"),
+        "reward": sample.get("reward"),
+        "success": sample.get("success"),
+        "text": _text(sample.get("text")),
+        "raw": "" if isinstance(data, dict) else _text(data),
+        "turns": [
+            {
+                "state": _text(turn.get("state")),
+                "think": _text(turn.get("think")),
+                "answer": _text(turn.get("answer")),
+                "actions": ", ".join(map(_text, turn["actions"])) if isinstance(turn.get("actions"), list)
+                else _text(turn.get("actions")),
+                "reward": turn.get("reward"),
+                "valid": turn.get("valid"),
+            }
+            for turn in map(_mapping, turns)
+        ],
+    }
+
+
+@login_required
+def run_trajectories(request, pk):
+    run = _owned_run(request, pk)
+    steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
+    text = request.GET.get("step", "")
+    step = int(text) if text.isdigit() and int(text) <= MAX_STEP else (steps[-1] if steps else None)
+    samples = Sample.objects.filter(run=run, step=step).order_by("index") if step is not None else []
+    return render(request, "runs/trajectories.html", {
+        "run": run,
+        "steps": steps,
+        "step": step,
+        "step_position": steps.index(step) if step in steps else 0,
+        "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
+    })

@@ -1,0 +1,89 @@
+"""Live diagnostics, outside the trainer: the database sink hands every finished step's metrics to a
+StepHook. EchoTrapHook feeds them to the Echo Trap detector (diagnostics.Detector), stores what it
+finds as DetectorEvent rows and sends the notifications the alerts app decides on
+(Notification.create_for_event: collapses, warnings when asked, no repeats within the cooldown).
+
+Restarts: the detector is a pure function of the steps fed to it, so a resumed run rebuilds it by
+replaying the run's stored metrics up to the first step this attempt computes. Events are stored with
+get_or_create on (run, step, rule, level): a replayed or recomputed event is stored and announced once.
+
+on_step may be called again for a step whose database writes failed; it then only retries the writes.
+"""
+
+import logging
+from collections import defaultdict
+
+from django.db import transaction
+
+from webapp.alerts.models import DetectorEvent, Notification
+from webapp.metrics.models import MetricPoint
+from worker.sink import finite_or_none
+
+logger = logging.getLogger(__name__)
+
+
+class StepHook:
+    """What the sink calls after each step. The base hook does nothing."""
+
+    def on_step(self, run, step: int, metrics: dict[str, float]) -> None:
+        pass
+
+
+class EchoTrapHook(StepHook):
+    def __init__(self, run):
+        from diagnostics import Detector
+
+        self.detector_class = Detector
+        self.overrides = run.experiment.detector_overrides or {}
+        Detector(overrides=self.overrides)  # bad overrides fail here, before training, with rule.param named
+        self.detector = None
+        self.last_step = None
+        self.pending: list[dict] = []  # events found but not stored yet
+
+    def on_step(self, run, step, metrics):
+        if self.detector is None:
+            history = self.history(run, before=step)
+            self.detector, replayed = self.detector_class.replay(history, self.overrides)
+            self.pending.extend(replayed)  # stored already unless the last attempt died first
+        if self.last_step is None or step > self.last_step:
+            self.pending.extend(self.detector.update(step, metrics))
+            self.last_step = step
+        while self.pending:
+            self.store(run, self.pending[0])
+            self.pending.pop(0)
+
+    @staticmethod
+    def history(run, before: int) -> list[tuple[int, dict]]:
+        steps = defaultdict(dict)
+        rows = MetricPoint.objects.filter(run=run, step__lt=before).values_list("step", "key", "value")
+        for step, key, value in rows.order_by("step").iterator(chunk_size=20000):
+            steps[step][key] = float("nan") if value is None else value
+        return sorted(steps.items())
+
+    def store(self, run, found: dict) -> None:
+        with transaction.atomic():
+            event, created = DetectorEvent.objects.get_or_create(
+                run=run, step=found["step"], rule=found["rule"], level=found["level"],
+                defaults={"message": found["message"], "signals": finite_or_none(found.get("signals", {}))},
+            )
+            if not created:
+                return
+            # Which events are announced (levels, recipients, cooldown) is the alerts app's decision.
+            notification = Notification.create_for_event(event)
+            if notification is not None:
+                transaction.on_commit(lambda: send_notification_later(notification.pk))
+        logger.info("run %s: %s %s at step %s", run.pk, event.level, event.rule, event.step)
+
+
+def send_notification_later(notification_id: int) -> bool:
+    """Queue the email; with the broker down it stays pending and the sweeper sends it later."""
+    from worker.celery import app
+
+    try:
+        app.send_task("worker.tasks.send_notification", args=[notification_id], queue="default",
+                      retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
+                                                "interval_max": 1})
+    except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
+        logger.warning("notification %s stays pending: broker unreachable (%s)", notification_id, error)
+        return False
+    return True

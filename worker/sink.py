@@ -1,0 +1,206 @@
+"""DatabaseSink: the trainer's Sink (trainer/sink.py) writing a run's metrics, samples and progress to
+Postgres while it trains.
+
+The trainer calls the sink from its loop and must never wait on the database, so the sink only buffers;
+a flusher thread writes the buffer every `flush_interval` seconds and when a step ends (progress()).
+Every write is idempotent (upserts on (run, key, step) and (run, step, index)), so after a database
+error the buffer is simply kept, the connection closed, and the whole thing written again on the next
+flush: a Postgres restart loses nothing. The same thread keeps the run's heartbeat, progress and
+latest_metrics, and hands each finished step to the detection hook.
+
+Every write is guarded by the attempt that claimed the run: once the sweeper has given the run to
+another worker (this one looked dead), this sink writes nothing more and should_stop() turns true.
+"""
+
+import logging
+import math
+import threading
+import time
+
+from django.db import close_old_connections, connection
+from django.db.utils import Error as DatabaseError
+from django.utils import timezone
+
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint, Sample
+
+logger = logging.getLogger(__name__)
+
+
+class SinkFlushError(RuntimeError):
+    """The buffer could not be written before the deadline; the message says how much was pending."""
+
+
+def finite_or_none(value):
+    """JSON columns refuse NaN and infinities; they become null (charts draw a gap)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value
+
+
+class DatabaseSink:
+    def __init__(self, run: Run, hook=None, flush_interval: float = 2.0):
+        self.run = run
+        self.attempt = run.attempt
+        self.hook = hook
+        self.flush_interval = flush_interval
+        self._lock = threading.Lock()  # guards the buffers below
+        self._flush_lock = threading.Lock()  # one flush at a time (flusher thread or close())
+        self._points: list[tuple[int, str, float]] = []
+        self._samples: list[tuple[int, int, dict]] = []
+        self._steps: list[tuple[int, dict]] = []  # finished steps waiting for the hook
+        self._latest = dict(run.latest_metrics)
+        self._progress: tuple[int, int, float | None] | None = None
+        self._started: tuple[int, float] | None = None  # (step, time) of this attempt's first progress
+        self.stop_requested = run.stop_requested
+        self.lost = False  # another attempt owns the run now
+        self.last_error: Exception | None = None
+        self._wake = threading.Event()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run_flusher, name=f"run-{run.pk}-sink", daemon=True)
+        self._thread.start()
+
+    # ---- the Sink protocol (called by the trainer's loop) ----------------------------------------
+    def metrics(self, step: int, values: dict[str, float]) -> None:
+        points = [(step, key, None if value is None else float(value)) for key, value in values.items()]
+        with self._lock:
+            self._points.extend(points)
+            self._latest.update({key: value for _, key, value in points})
+            self._steps.append((step, dict(values)))
+
+    def samples(self, step: int, samples: list[dict]) -> None:
+        with self._lock:
+            self._samples.extend((step, index, finite_or_none(data)) for index, data in enumerate(samples))
+
+    def progress(self, step: int, total: int) -> None:
+        now = time.monotonic()
+        if self._started is None:
+            # The first reported step took time/step_s; count it so the first ETA is not empty.
+            step_seconds = float(self._latest.get("time/step_s") or 0.0)
+            self._started = (step - 1, now - step_seconds)
+        done = step - self._started[0]
+        eta = (now - self._started[1]) / done * (total - step) if done > 0 else None
+        with self._lock:
+            self._progress = (step, total, eta)
+        self._wake.set()  # a step ended: flush now
+
+    def checkpoint(self, step: int, path: str) -> None:
+        logger.info("run %s: checkpoint before step %s at %s", self.run.pk, step, path)
+
+    # ---- for the worker ----------------------------------------------------------------------------
+    def should_stop(self) -> bool:
+        """Called by the trainer at each step boundary: one primary-key lookup."""
+        if self.lost:
+            return True
+        try:
+            flag = Run.objects.filter(pk=self.run.pk).values_list("stop_requested", flat=True).first()
+        except DatabaseError as error:
+            self._drop_connection(error)  # keep training on the last known answer
+        else:
+            self.stop_requested = bool(flag)
+        return self.stop_requested or self.lost
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._points) + len(self._samples) + len(self._steps)
+
+    def close(self, timeout: float = 120.0) -> None:
+        """Stop the flusher and write what is left, retrying through a database outage up to `timeout`."""
+        self._closing = True
+        self._wake.set()
+        self._thread.join()
+        deadline = time.monotonic() + timeout
+        while not self.flush():
+            if time.monotonic() > deadline:
+                raise SinkFlushError(f"{self.pending()} buffered rows of run {self.run.pk} could not be "
+                                     f"written in {timeout:.0f}s: {self.last_error}")
+            time.sleep(1.0)
+
+    def flush(self) -> bool:
+        """Write everything buffered; True when the buffer is empty afterwards (or the run was lost)."""
+        with self._flush_lock:
+            try:
+                close_old_connections()
+                self._write_heartbeat()
+                if self.lost:
+                    with self._lock:  # the run belongs to another attempt: its writes win
+                        self._points, self._samples, self._steps = [], [], []
+                    return True
+                self._write_rows()
+                self._run_hook()
+            except DatabaseError as error:
+                self._drop_connection(error)
+                return False
+            return True
+
+    # ---- internals ---------------------------------------------------------------------------------
+    def _run_flusher(self):
+        try:
+            while not self._closing:
+                self._wake.wait(self.flush_interval)
+                self._wake.clear()
+                if not self._closing:
+                    self.flush()
+        finally:
+            connection.close()  # this thread's own connection
+
+    def _write_heartbeat(self):
+        with self._lock:
+            fields = {"heartbeat_at": timezone.now(), "latest_metrics": finite_or_none(self._latest)}
+            if self._progress is not None:
+                step, total, eta = self._progress
+                fields.update(step=step, total_steps=total, eta_seconds=eta)
+        owned = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING, attempt=self.attempt)
+        if owned.update(**fields) == 0 and not self.lost:
+            self.lost = True
+            logger.warning("run %s: attempt %s no longer owns the run; writing nothing more", self.run.pk,
+                           self.attempt)
+
+    def _write_rows(self):
+        with self._lock:
+            points, samples = list(self._points), list(self._samples)
+        if points:
+            MetricPoint.upsert(self.run.pk, points)
+        if samples:
+            Sample.objects.bulk_create(
+                [Sample(run_id=self.run.pk, step=step, index=index, data=data)
+                 for step, index, data in samples],
+                batch_size=500, update_conflicts=True, unique_fields=["run", "step", "index"],
+                update_fields=["data"],
+            )
+        with self._lock:  # only what was written; more may have arrived meanwhile
+            del self._points[: len(points)]
+            del self._samples[: len(samples)]
+
+    def _run_hook(self):
+        while True:
+            with self._lock:
+                if not self._steps:
+                    return
+                step, values = self._steps[0]
+            if self.hook is not None:
+                try:
+                    self.hook.on_step(self.run, step, values)
+                except DatabaseError:
+                    raise
+                except Exception:  # a detector bug must not stop the training
+                    logger.exception("run %s: detection hook failed at step %s; detection is off",
+                                     self.run.pk, step)
+                    self.hook = None
+            with self._lock:
+                self._steps.pop(0)
+
+    def _drop_connection(self, error):
+        if self.last_error is None or str(error) != str(self.last_error):
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            logger.warning("run %s: database unavailable, keeping %s buffered rows: %s", self.run.pk,
+                           self.pending(), first_line)
+        self.last_error = error
+        try:
+            connection.close()
+        except DatabaseError:
+            pass

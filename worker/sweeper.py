@@ -1,0 +1,81 @@
+"""The sweeper (celery beat, every RUN_SWEEP_EVERY seconds): Postgres says what should be happening,
+the sweeper makes the broker agree.
+
+- A running run whose heartbeat is older than RUN_HEARTBEAT_TIMEOUT lost its worker (killed, machine
+  gone, OOM): it is queued again and re-sent; the next worker resumes from its last checkpoint. After
+  RUN_MAX_ATTEMPTS attempts it is failed instead, with every attempt's reason in the error.
+- A queued run that was never sent (broker down at submit time) is sent.
+- A queued run sent more than RUN_RESEND_AFTER seconds ago is sent again when its message may be lost:
+  when the gpu queue holds fewer messages than there are queued runs (a broker restart without
+  persistence empties it). Runs waiting their turn behind busy GPUs are not re-sent over and over.
+- A notification still pending after RUN_RESEND_AFTER seconds is sent again.
+
+Every message it sends may be a duplicate; the receiving task's atomic claim makes that harmless.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from webapp.alerts.models import Notification
+from webapp.experiments.models import Run
+
+logger = logging.getLogger(__name__)
+
+
+def gpu_queue_depth() -> int | None:
+    """Messages waiting in the gpu queue, or None when the broker cannot say."""
+    from worker.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1)
+            try:
+                return conn.default_channel.queue_declare("gpu", passive=True).message_count
+            except conn.channel_errors:  # the queue does not exist: nothing is waiting in it
+                return 0
+    except Exception as error:  # broker unreachable
+        logger.warning("sweeper: cannot read the gpu queue: %s", error)
+        return None
+
+
+def sweep_runs() -> dict:
+    from worker.detection import send_notification_later
+
+    now = timezone.now()
+    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0}
+
+    stale = Run.objects.filter(status=Run.Status.RUNNING,
+                               heartbeat_at__lt=now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT))
+    for run in stale:
+        since = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        reason = f"worker lost: no heartbeat from {run.host or '?'} (pid {run.pid}) since {since}"
+        if run.stop_requested:
+            counts["stopped"] += run.finish(Run.Status.STOPPED, error=f"stopped; {reason}")
+        elif run.attempt >= settings.RUN_MAX_ATTEMPTS:
+            counts["failed"] += run.give_up(reason)
+        elif run.requeue(reason):
+            logger.info("sweeper: run %s requeued after attempt %s: %s", run.pk, run.attempt, reason)
+            counts["requeued"] += 1
+            counts["sent"] += run.enqueue()
+
+    queued = Run.objects.filter(status=Run.Status.QUEUED, stop_requested=False)
+    for run in queued.filter(enqueued_at__isnull=True):
+        counts["sent"] += run.enqueue()
+    overdue = list(queued.filter(enqueued_at__lt=now - timedelta(seconds=settings.RUN_RESEND_AFTER)))
+    if overdue:
+        depth = gpu_queue_depth()
+        if depth is None or depth < queued.count():
+            for run in overdue:
+                counts["sent"] += run.enqueue()
+
+    lost_notifications = Notification.objects.filter(
+        status=Notification.Status.PENDING, created_at__lt=now - timedelta(seconds=settings.RUN_RESEND_AFTER)
+    ).values_list("pk", flat=True)
+    for notification_id in lost_notifications:
+        counts["notifications"] += send_notification_later(notification_id)
+    if any(counts.values()):
+        logger.info("sweeper: %s", counts)
+    return counts

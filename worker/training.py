@@ -1,0 +1,134 @@
+"""One training attempt of one run, inside a gpu worker's child process.
+
+Postgres decides who trains: the run is claimed with a conditional UPDATE (queued -> running), so a
+duplicated or stale message does nothing. torch and the trainer are imported here, in the child, never
+in the worker's parent process (CUDA must not be initialised before the fork).
+"""
+
+import logging
+import os
+import shutil
+import socket
+import traceback
+
+from django.db.utils import Error as DatabaseError
+
+from webapp.experiments.models import Run
+from worker.sink import DatabaseSink, SinkFlushError
+
+logger = logging.getLogger(__name__)
+
+
+def describe_device() -> str:
+    """"cuda:0 NVIDIA H100 (CUDA_VISIBLE_DEVICES=3)" or "cpu"."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    index = torch.cuda.current_device()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    pinned = f" (CUDA_VISIBLE_DEVICES={visible})" if visible else ""
+    return f"cuda:{index} {torch.cuda.get_device_name(index)}{pinned}"
+
+
+def set_threads() -> None:
+    threads = int(os.environ.get("ECHOLAB_THREADS") or 0)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def make_hook(run):
+    """The Echo Trap detector hook; without a usable detector the run trains undetected (logged)."""
+    from worker.detection import EchoTrapHook
+
+    try:
+        return EchoTrapHook(run)
+    except ImportError as error:
+        logger.warning("run %s: diagnostics not importable (%s); training without live detection",
+                       run.pk, error)
+    except ValueError as error:
+        logger.warning("run %s: detector overrides rejected (%s); training without live detection",
+                       run.pk, error)
+    return None
+
+
+def train_run(run_id: int) -> str:
+    """Train run `run_id` if it is still queued; returns what happened, for the log."""
+    run = Run.objects.select_related("experiment__owner").filter(pk=run_id).first()
+    if run is None:
+        return "no such run"
+    if run.status != Run.Status.QUEUED or run.stop_requested:
+        return f"nothing to do: run is {run.status}"
+    host, pid = socket.gethostname(), os.getpid()
+
+    # Validate before anything heavy: a config that no longer validates fails now, once, with its message.
+    from trainer.config import ConfigError, TrainConfig
+
+    try:
+        cfg = TrainConfig.from_dict(run.config)
+    except ConfigError as error:
+        if run.claim(host, pid, device=""):
+            run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
+            return "failed: invalid config"
+        return "claimed by another worker"
+
+    if not run.claim(host, pid, describe_device()):
+        return "claimed by another worker"
+    logger.info("run %s: attempt %s on %s (%s)", run.pk, run.attempt, host, run.device)
+    return train_claimed(run, cfg)
+
+
+def train_claimed(run: Run, cfg) -> str:
+    set_threads()
+    from trainer import checkpoint
+    from trainer.loop import train
+    from trainer.models import ModelLoadError
+
+    out_dir = str(run.checkpoint_dir)
+    if run.attempt == 1:
+        # A first attempt has no checkpoints of its own: whatever is there is from a reused run id.
+        shutil.rmtree(out_dir, ignore_errors=True)
+    found = checkpoint.latest(out_dir)
+    resume = found is not None
+    if resume:
+        logger.info("run %s: resuming from checkpoint %s", run.pk, found)
+    sink = DatabaseSink(run, hook=make_hook(run))
+    status, error, trace = Run.Status.FAILED, "", ""
+    try:
+        outcome = train(cfg, sink, out_dir=out_dir, should_stop=sink.should_stop, resume=resume)
+        status = Run.Status.STOPPED if outcome == "stopped" else Run.Status.COMPLETED
+    except (ModelLoadError, OSError) as failure:
+        error, trace = str(failure).strip().splitlines()[0], traceback.format_exc()
+    except Exception as failure:
+        error, trace = f"{type(failure).__name__}: {failure}", traceback.format_exc()
+    try:
+        sink.close()
+    except SinkFlushError as failure:
+        # Without its metrics the run is not done: leave it running; the sweeper retries it from the
+        # last checkpoint once the heartbeat is stale.
+        logger.error("run %s: %s", run.pk, failure)
+        return "metrics not written; left for the sweeper"
+    if sink.lost:
+        return "lost the run to another attempt"
+    finish_with_retries(run, status, error, trace)
+    return status if not error else f"{status}: {error}"
+
+
+def finish_with_retries(run: Run, status: str, error: str, trace: str, tries: int = 60) -> None:
+    """finish() through a short database outage (the sink has just written everything)."""
+    import time
+
+    from django.db import connection
+
+    for attempt in range(tries):
+        try:
+            run.finish(status, error=error, traceback=trace)
+            return
+        except DatabaseError as failure:
+            if attempt == tries - 1:
+                raise
+            logger.warning("run %s: cannot record %s yet: %s", run.pk, status, failure)
+            connection.close()
+            time.sleep(1.0)
