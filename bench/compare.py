@@ -1,8 +1,10 @@
 """The compare page for 20 runs of 10,000 steps each, against the run page for one run.
 
-  1. bulk data: GET /api/compare for 20 runs x every charted key (500 points per run and key), latency
+  1. bulk data: GET /api/compare for 20 runs x every charted key (300 points per run and key, what the
+     page asks for with 20 runs), latency
      p50/p95 over --repeats requests and payload size; peer: the same data as 20 run-page requests
-     (GET /api/runs/<id>/metrics, one per run, 500 points), timed the same way.
+     (GET /api/runs/<id>/metrics, one per run, same points), timed the same way. Also the bulk request
+     with group_by=algorithm.filter_ratio (4 groups of 5 seeds: mean and min..max per step).
   2. page: headless Debian chromium opens /compare?runs=<20 ids> and waits until every chart is drawn
      (compare.js sets body[data-charts-drawn] when Plotly has rendered all panels with the data);
      peer: the run page of one of the runs until all its panels hold data. Median of --loads loads each.
@@ -87,6 +89,22 @@ def populate(runs: int, steps: int):
     return ids, token, count
 
 
+def existing():
+    import django
+
+    os.environ.update(env())
+    django.setup()
+    from django.contrib.auth import get_user_model
+
+    from webapp.accounts.models import ApiToken
+    from webapp.experiments.models import Run
+    from webapp.metrics.models import MetricPoint
+
+    user = get_user_model().objects.get(username="bench")
+    return (list(Run.objects.filter(experiment__owner=user).order_by("id").values_list("id", flat=True)),
+            ApiToken.issue(user, "bench")[1], MetricPoint.objects.count())
+
+
 def start_server(logs: Path):
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env(), check=True)
     server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "-w", "1",
@@ -122,11 +140,13 @@ def percentile(values, q):
 
 def bench_api(ids, token, repeats):
     from webapp.compare.api import CHART_KEYS
+    from webapp.compare.views import page_points
 
+    points = page_points(len(ids))  # what the compare page asks for
     headers = {"Authorization": f"Bearer {token}"}
     conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=600)
     keys = ",".join(CHART_KEYS)
-    bulk_path = f"/api/compare?runs={','.join(map(str, ids))}&keys={keys}&max_points=500"
+    bulk_path = f"/api/compare?runs={','.join(map(str, ids))}&keys={keys}&max_points={points}"
     bulk, per_run, size = [], [], 0
     timed_get(conn, bulk_path, headers)  # warm up
     for _ in range(repeats):  # alternate, so load changes on the machine hit both alike
@@ -134,9 +154,11 @@ def bench_api(ids, token, repeats):
         bulk.append(elapsed)
         start = time.perf_counter()
         for pk in ids:
-            timed_get(conn, f"/api/runs/{pk}/metrics?keys={keys}&max_points=500", headers)
+            timed_get(conn, f"/api/runs/{pk}/metrics?keys={keys}&max_points={points}", headers)
         per_run.append(time.perf_counter() - start)
-    return {"bulk": bulk, "per_run": per_run, "bytes": size}
+    grouped = [timed_get(conn, bulk_path + "&group_by=algorithm.filter_ratio", headers)[0]
+               for _ in range(max(3, repeats // 4))]
+    return {"bulk": bulk, "per_run": per_run, "bytes": size, "max_points": points, "grouped": grouped}
 
 
 def bench_page(ids, loads):
@@ -182,13 +204,17 @@ def main():
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--reuse", action="store_true", help="keep the database a previous run filled")
     args = parser.parse_args()
     logs = ROOT / "var" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
-    recreate_database()
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env(), check=True)
     start = time.perf_counter()
-    ids, token, count = populate(args.runs, args.steps)
+    if args.reuse:
+        ids, token, count = existing()
+    else:
+        recreate_database()
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env(), check=True)
+        ids, token, count = populate(args.runs, args.steps)
     print(f"populated {len(ids)} runs, {count:,} points in {time.perf_counter() - start:.1f} s", flush=True)
     server = start_server(logs)
     try:
@@ -201,10 +227,11 @@ def main():
     result = {
         "runs": len(ids), "steps": args.steps, "points": count,
         "bulk_p50_ms": 1000 * statistics.median(bulk), "bulk_p95_ms": 1000 * percentile(bulk, 0.95),
-        "bulk_bytes": api["bytes"],
+        "bulk_bytes": api["bytes"], "max_points": api["max_points"],
         "per_run_20_requests_p50_ms": 1000 * statistics.median(per_run),
         "per_run_20_requests_p95_ms": 1000 * percentile(per_run, 0.95),
         "bulk_over_per_run_ratio": statistics.median(bulk) / statistics.median(per_run),
+        "grouped_by_filter_ratio_p50_ms": 1000 * statistics.median(api["grouped"]),
         "compare_page_drawn_s": [round(t, 3) for t in times["compare"]],
         "compare_page_median_s": statistics.median(times["compare"]),
         "run_page_drawn_s": [round(t, 3) for t in times["run"]],

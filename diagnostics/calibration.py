@@ -4,6 +4,8 @@ labels.json maps each file name in the folder to its label:
     {"runs": {"frozenlake-ppo-s0.csv": {"collapse": true, "half_peak_step": 91, ...}, ...}}
 `half_peak_step` (collapsing runs only) is the first step after the peak where success is below half
 of its peak. Other keys (source, case, note) are for people. Adding a run = adding a file and a label.
+Runs of our own trainer live in the subfolder real/ with their own real/labels.json (same format; the
+top-level labels.json is rewritten by make_synthetic.py); they load as "real/<file>".
 
 An alarm is any warning or collapse event. A collapse is caught when an alarm comes strictly before
 `half_peak_step`; its lead is the number of steps between the two.
@@ -47,12 +49,21 @@ class RunResult:
         return self.run.half_peak_step - self.first_alarm
 
 
-def load_labelled_set(folder):
+def load_labels(folder):
+    """{name: label} of the folder's labels.json and, when present, real/labels.json (names "real/<file>")."""
     folder = Path(folder)
     labels = json.loads((folder / "labels.json").read_text())["runs"]
+    real = folder / "real" / "labels.json"
+    if real.exists():
+        labels.update({f"real/{name}": label for name, label in json.loads(real.read_text())["runs"].items()})
+    return labels
+
+
+def load_labelled_set(folder):
+    folder = Path(folder)
     return [
         LabelledRun(name, load_series(folder / name), label["collapse"], label.get("half_peak_step"))
-        for name, label in sorted(labels.items())
+        for name, label in sorted(load_labels(folder).items())
     ]
 
 

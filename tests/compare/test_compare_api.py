@@ -149,3 +149,32 @@ def test_non_finite_values_are_gaps_not_errors(alice_client, alice):
     group = body["groups"][0]["series"]["actor/grad_norm"]
     assert group["step"] == [0, 3] and group["mean"] == [1.0, 2.0]
     assert not any(isinstance(v, float) and math.isnan(v) for v in group["mean"])
+
+
+def test_runs_loaded_side_by_side_match_one_after_another(transactional_db, client, monkeypatch):
+    """Outside a transaction the API loads runs on parallel connections; same answer as serially."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.contrib.auth import get_user_model
+
+    from webapp.compare import api
+
+    pools = []
+    monkeypatch.setattr(api, "ThreadPoolExecutor", lambda n: pools.append(n) or ThreadPoolExecutor(n))
+
+    from webapp.compare.api import CHART_KEYS
+    from webapp.metrics.downsample import load_series
+
+    owner = get_user_model().objects.create_user("dora", "dora@example.com", "pw-dora-123")
+    experiment = make_experiment(owner)
+    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in range(6)]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {step: (i * step) % 7 for step in range(400)})
+        points(run, "actor/grad_norm", {step: i + step for step in range(0, 400, 3)})
+    client.force_login(owner)
+    body = client.get("/api/compare", {"runs": ",".join(str(r.pk) for r in runs), "max_points": 50,
+                                       "bands": 1}).json()
+    for run in runs:
+        expected = {key: s.as_json() for key, s in load_series(run.pk, CHART_KEYS, max_points=50).items()}
+        assert body["series"][str(run.pk)] == expected
+    assert pools == [api.PARALLEL_RUNS]

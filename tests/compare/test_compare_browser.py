@@ -53,9 +53,9 @@ def line_traces(page, chart):
 def test_tick_runs_on_two_experiments_and_compare_them(page):
     lr = make_experiment(page.user, "lr sweep")
     grpo = make_experiment(page.user, "grpo try")
-    runs = [make_run(lr, "seed=1 lr=1e-3", config={"optim.actor_lr": 0.001, "seed": 1}, step=100),
-            make_run(lr, "seed=2 lr=1e-3", config={"optim.actor_lr": 0.001, "seed": 2}, step=100),
-            make_run(lr, "seed=3 lr=1e-3", config={"optim.actor_lr": 0.001, "seed": 3}, step=100),
+    runs = [make_run(lr, "seed=1 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 1}, step=100),
+            make_run(lr, "seed=2 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 2}, step=100),
+            make_run(lr, "seed=3 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 3}, step=100),
             make_run(grpo, "seed=1", preset="grpo", config={"seed": 1}, step=100)]
     for i, run in enumerate(runs):
         points(run, "train/success", {s: min(1.0, (i + 1) * s / 400) for s in range(100)})

@@ -15,9 +15,9 @@ def three(alice):
     first = make_experiment(alice, "lr sweep")
     second = make_experiment(alice, "grpo try")
     start = timezone.now() - timedelta(hours=2)
-    a = make_run(first, "seed=1 optim.actor_lr=0.001", config={"optim.actor_lr": 0.001, "seed": 1},
+    a = make_run(first, "seed=1 optim.actor_lr=0.0007", config={"optim.actor_lr": 0.0007, "seed": 1},
                  step=200, started_at=start, finished_at=start + timedelta(hours=4), device="cuda:0 (H100)")
-    b = make_run(first, "seed=2 optim.actor_lr=0.001", config={"optim.actor_lr": 0.001, "seed": 2},
+    b = make_run(first, "seed=2 optim.actor_lr=0.0007", config={"optim.actor_lr": 0.0007, "seed": 2},
                  step=50, status=Run.Status.RUNNING, started_at=start, heartbeat_at=start + timedelta(minutes=30))
     c = make_run(second, "seed=1", preset="grpo", config={"seed": 1})
     points(a, "train/success", {0: 0.1, 10: 0.8, 20: 0.4, 30: float("nan")})

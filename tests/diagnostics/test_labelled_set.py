@@ -2,14 +2,13 @@
 every collapse flagged before success falls below half its peak, median lead >= 10 steps, and no
 collapse event on a healthy run."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from diagnostics.calibration import load_labelled_set, score
+from diagnostics.calibration import load_labelled_set, load_labels, score
 
 FOLDER = Path(__file__).resolve().parents[1] / "data" / "detector"
 
@@ -20,8 +19,9 @@ def scored():
 
 
 def test_every_file_has_a_label_and_every_label_a_file():
-    labels = json.loads((FOLDER / "labels.json").read_text())["runs"]
-    files = {p.name for p in FOLDER.iterdir() if p.suffix in (".csv", ".jsonl")}
+    labels = load_labels(FOLDER)
+    files = {str(p.relative_to(FOLDER)) for p in [*FOLDER.iterdir(), *(FOLDER / "real").glob("*")]
+             if p.suffix in (".csv", ".jsonl")}
     assert files == set(labels)
     for name, label in labels.items():
         assert isinstance(label["collapse"], bool), name

@@ -74,9 +74,9 @@ ABLATIONS = {a.key: a for a in [
         preset="starpo", group_by="rollout.group_size", default_env="frozenlake",
         paper=(PaperResult("1", "frozenlake", "success", "12.5%"),
                PaperResult("4", "frozenlake", "success", "21.5% (best)")),
-        note="Trajectories per step (prompts P x responses N) stay fixed at the model's default P x N "
-             "(128 for a hub model as in the paper, 32 for tiny); N runs over 1, 2, 4, 8, 16 where it "
-             "divides the total. StarPO (PPO, no filter): N = 1 leaves every group with zero reward "
+        note="Trajectories per step (prompts P x responses N) stay fixed at the preset's P x N for the "
+             "model (8 x 16 = 128 in the paper); N runs over 1, 2, 4, 8, 16 where it divides the total and "
+             "P = total / N. StarPO (PPO, no filter): N = 1 leaves every group with zero reward "
              "spread, which an uncertainty filter cannot rank and GRPO cannot normalise, so StarPO-S "
              "and GRPO would be invalid with N = 1.",
     ),

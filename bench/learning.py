@@ -1,0 +1,174 @@
+"""Learning curves of the tiny model on CPU: StarPO vs StarPO-S, two seeds, Bandit and FrozenLake 4x4.
+
+    .venv/bin/python bench/learning.py [--minutes-per-run bandit=5,frozenlake=7] [--only bandit]
+        [--seeds 0,1] [--threads 1] [--report-only]
+
+Each run is a fresh subprocess (`--one ENV PRESET SEED`): it validates the untrained model on the fixed
+validation seeds, trains until the wall-clock cap (the loop's should_stop), validates the final policy
+on the same seeds, and writes bench/out/learning/<env>-<preset>-s<seed>/{metrics.jsonl, summary.json}.
+Then the table (markdown) is printed and the curves are drawn to docs/img/learning_<env>.png.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+OUT = ROOT / "bench/out/learning"
+IMG = ROOT / "docs/img"
+ENVS = {"bandit": {}, "frozenlake": {"size": 4}}
+PRESETS = ("starpo", "starpo-s")
+DEFAULT_MINUTES = {"bandit": 5.0, "frozenlake": 7.0}
+
+
+def run_one(env, preset, seed, minutes, threads, steps):
+    import torch
+
+    torch.set_num_threads(threads)
+    from trainer.config import TrainConfig
+    from trainer.loop import Trainer, train
+    from trainer.sink import JsonlSink
+
+    out = OUT / f"{env}-{preset}-s{seed}"
+    if out.exists():
+        for f in out.rglob("*"):
+            if f.is_file():
+                f.unlink()
+    params = [f"env.params.{k}={v}" for k, v in ENVS[env].items()]
+    cfg = TrainConfig.preset(preset, *params, env={"name": env}, seed=seed,
+                             schedule={"steps": steps, "checkpoint_every": 0, "keep_checkpoints": 1})
+    start = time.time()
+    val_start = Trainer(cfg).validate()
+    t_val = time.time() - start
+    deadline = time.time() + minutes * 60
+    sink = JsonlSink(str(out), cfg.to_yaml(), stream=open(os.devnull, "w"))
+    result = train(cfg, sink, str(out), should_stop=lambda: time.time() > deadline)
+    train_s = time.time() - deadline + minutes * 60
+    from trainer import checkpoint
+    t0 = time.time()
+    val_end = Trainer(cfg, init_dir=checkpoint.find(str(out))).validate()
+    rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    rows = [r for r in rows if "step" in r]
+    summary = {"env": env, "preset": preset, "seed": seed, "result": result, "steps": len(rows),
+               "val_start": val_start, "val_end": val_end, "train_wall_s": train_s,
+               "val_wall_s": t_val + time.time() - t0, "val_seeds": cfg.rollout.val_seeds}
+    (out / "summary.json").write_text(json.dumps(summary))
+    for f in (out / "checkpoints").glob("*"):  # keep the metrics, not the weights
+        subprocess.run(["rm", "-rf", str(f)], check=True)
+    print(json.dumps(summary))
+
+
+def load(env):
+    runs = []
+    for d in sorted(OUT.glob(f"{env}-*")):
+        if not (d / "summary.json").exists():
+            continue
+        summary = json.loads((d / "summary.json").read_text())
+        rows = [json.loads(line) for line in open(d / "metrics.jsonl")]
+        rows = [r for r in rows if "step" in r]
+        runs.append((summary, rows))
+    return runs
+
+
+def first_reach(rows, key, threshold):
+    """Step and cumulative step time (s) at which key first reaches threshold; (None, None) when never."""
+    elapsed = 0.0
+    for r in rows:
+        elapsed += r.get("time/step_s", 0.0)
+        if r.get(key) is not None and r[key] >= threshold:
+            return r["step"], elapsed
+    return None, None
+
+
+def table(envs):
+    print("| env | preset | seed | train success step 0 | final (mean last 5) | best | val start | val end "
+          "| first step >= 0.9 (s of step time) | steps | train wall |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for env in envs:
+        for s, rows in load(env):
+            succ = [r["train/success"] for r in rows]
+            last = succ[-5:]
+            step90, t90 = first_reach(rows, "train/success", 0.9)
+            reach = f"{step90} ({t90:.0f} s)" if step90 is not None else "never"
+            print(f"| {env} | {s['preset']} | {s['seed']} | {succ[0]:.2f} | {sum(last) / len(last):.2f} "
+                  f"| {max(succ):.2f} | {s['val_start']:.2f} | {s['val_end']:.2f} | {reach} | {s['steps']} "
+                  f"| {s['train_wall_s'] / 60:.1f} min |")
+
+
+def plot(env):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = load(env)
+    if not runs:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), dpi=80)
+    colors = {"starpo": "tab:blue", "starpo-s": "tab:orange"}
+    for s, rows in runs:
+        t, elapsed = [], 0.0
+        for r in rows:
+            elapsed += r.get("time/step_s", 0.0)
+            t.append(elapsed / 60)
+        style = "-" if s["seed"] == 0 else "--"
+        label = f"{s['preset']} s{s['seed']}"
+        axes[0].plot(t, [r["train/success"] for r in rows], style, color=colors[s["preset"]], label=label, lw=1)
+        val = [(0.0, s["val_start"])] + [(t[i], r["val/success"]) for i, r in enumerate(rows)
+                                         if r.get("val/success") is not None] + [(t[-1], s["val_end"])]
+        axes[1].plot(*zip(*val), style, marker=".", color=colors[s["preset"]], label=label, lw=1)
+    for ax, title in zip(axes, ("train/success", "val/success (64 fixed seeds)")):
+        ax.set_title(f"{env}: {title}", fontsize=9)
+        ax.set_xlabel("minutes of step time", fontsize=8)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    IMG.mkdir(parents=True, exist_ok=True)
+    fig.savefig(IMG / f"learning_{env}.png")
+    print(f"wrote docs/img/learning_{env}.png ({(IMG / f'learning_{env}.png').stat().st_size // 1024} KB)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--minutes-per-run", default="", help="e.g. bandit=5,frozenlake=7 or one number for all")
+    p.add_argument("--only", choices=list(ENVS))
+    p.add_argument("--seeds", default="0,1")
+    p.add_argument("--presets", default=",".join(PRESETS))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=1000, help="step cap; the wall-clock cap usually ends a run")
+    p.add_argument("--report-only", action="store_true", help="only print the table and draw the plots")
+    p.add_argument("--one", nargs=3, metavar=("ENV", "PRESET", "SEED"), help=argparse.SUPPRESS)
+    p.add_argument("--minutes", type=float, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        env, preset, seed = args.one
+        run_one(env, preset, int(seed), args.minutes, args.threads, args.max_steps)
+        return
+    minutes = dict(DEFAULT_MINUTES)
+    if args.minutes_per_run:
+        if "=" in args.minutes_per_run:
+            minutes.update({k: float(v) for k, v in (x.split("=") for x in args.minutes_per_run.split(","))})
+        else:
+            minutes = {k: float(args.minutes_per_run) for k in ENVS}
+    envs = [args.only] if args.only else list(ENVS)
+    if not args.report_only:
+        for env in envs:
+            for seed in args.seeds.split(","):
+                for preset in args.presets.split(","):
+                    subprocess.run([sys.executable, __file__, "--one", env, preset, seed, "--minutes",
+                                    str(minutes[env]), "--threads", str(args.threads),
+                                    "--max-steps", str(args.max_steps)], check=True)
+    table(envs)
+    for env in envs:
+        plot(env)
+
+
+if __name__ == "__main__":
+    main()

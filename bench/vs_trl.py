@@ -1,0 +1,171 @@
+"""Step time of our trainer vs TRL's GRPOTrainer: single-turn Bandit, the tiny model, 64 completions.
+
+    .venv/bin/python bench/vs_trl.py --trl-python /tmp/trl-venv/bin/python [--steps 12] [--threads 1]
+
+TRL lives in its own virtualenv (never in .venv):
+    python3 -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install torch==2.13.0 trl transformers==5.24.0 peft==0.21.2
+
+Both sides, back to back on the same machine: the same tiny model (var/models/tiny), the same
+first-turn Bandit prompts (our ChatFormat text, `<think>` opener included, given to TRL as plain-text
+prompts), 4 prompts x 16 completions = 64 completions per step, at most 64 new tokens, temperature 1,
+GRPO advantages, no KL, actor lr 1e-3, one optimizer step per batch of 64 (no micro-batching),
+fp32 on CPU. Ours: `train()` with `--preset grpo`, rollout.max_turns=1. TRL: GRPOTrainer with
+num_generations=16, per_device_train_batch_size=64, steps_per_generation=1, a reward function that
+plays the Bandit answer the way our rollout does. Step time: our `time/step_s`; TRL's from a callback
+(on_step_begin -> on_step_end). The first `--warmup` steps are dropped; the median of the rest is used.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GROUPS, GROUP_SIZE, MAX_NEW = 4, 16, 64
+LR = 1e-3
+
+
+def prompts(n):
+    import envs
+    from trainer.models import load_tokenizer, resolve
+    from trainer.rollout import ChatFormat, first_user_message
+    path, local = resolve("tiny")
+    tok = load_tokenizer(path, local)
+    chat = ChatFormat(tok, thinking=True)
+    out = []
+    for seed in range(10_000, 10_000 + n):
+        env = envs.make("bandit")
+        obs = env.reset(seed=seed)
+        msgs = [{"role": "system", "content": "You are a helpful assistant. You play text games: think step by "
+                 "step, then answer with actions."},
+                {"role": "user", "content": first_user_message(env, obs, 5, 10, True)}]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + chat.opener
+        assert tok(text, add_special_tokens=False)["input_ids"] == chat.first_prompt(msgs[1]["content"])
+        out.append({"prompt": text, "seed": seed})
+    return path, chat, out
+
+
+def ours(steps, threads):
+    import torch
+    torch.set_num_threads(threads)
+    from trainer.config import TrainConfig
+    from trainer.loop import train
+    from trainer.sink import MemorySink
+    cfg = TrainConfig.preset("grpo", env={"name": "bandit"}, rollout={
+        "env_groups": GROUPS, "group_size": GROUP_SIZE, "max_turns": 1, "max_new_tokens": MAX_NEW},
+        algorithm={"kl_coef": 0.0}, optim={"actor_lr": LR, "mini_batch_size": GROUPS * GROUP_SIZE,
+                                          "micro_batch_size": GROUPS * GROUP_SIZE},
+        schedule={"steps": steps, "val_every": 0, "checkpoint_every": 0, "samples_per_step": 0})
+    sink = MemorySink()
+    with tempfile.TemporaryDirectory() as out:
+        train(cfg, sink, out)
+    return [r["time/step_s"] for r in sink.rows], [r["response/tokens_mean"] for r in sink.rows]
+
+
+def trl_side(steps, threads):
+    import torch
+    torch.set_num_threads(threads)
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    import envs
+    path, chat, rows = prompts(512)
+    tok_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    from trainer.models import load_tokenizer
+    tokenizer = load_tokenizer(path, True)
+
+    def bandit_reward(prompts, completions, seed, **_):
+        rewards = []
+        for text, s in zip(completions, seed):
+            env = envs.make("bandit")
+            env.reset(seed=s)
+            parsed = chat.parse(text)
+            words = env.parse_actions(parsed[1])[:5] if parsed else []
+            valid = [w for w in words if w in env.actions]
+            r = 0.0
+            for w in valid:
+                _, rew, done, _ = env.step(w)
+                r += rew
+                if done:
+                    break
+            ok = parsed is not None and valid and len(valid) == len(words)
+            rewards.append(r + (0.0 if ok else -0.1))
+        return rewards
+
+    times, lengths = [], []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            self.t = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            times.append(time.perf_counter() - self.t)
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "completions/mean_length" in logs:
+                lengths.append(logs["completions/mean_length"])
+
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(output_dir=out, learning_rate=LR, num_generations=GROUP_SIZE,
+                            per_device_train_batch_size=GROUPS * GROUP_SIZE, gradient_accumulation_steps=1,
+                            steps_per_generation=1, max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0,
+                            beta=0.0, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
+                            use_cpu=True, bf16=False, fp16=False, weight_decay=0.01, max_grad_norm=1.0,
+                            lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
+                            disable_tqdm=True, seed=0)
+        trainer = GRPOTrainer(model=tok_model, reward_funcs=bandit_reward, args=config,
+                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                              callbacks=[Timer()])
+        trainer.train()
+    import transformers
+    import trl
+    print("RESULT " + json.dumps({"times": times, "lengths": lengths, "trl": trl.__version__,
+                                  "transformers": transformers.__version__}))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trl-python", default="/tmp/trl-venv/bin/python")
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--trl-side", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.trl_side:
+        trl_side(args.steps, args.threads)
+        return
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
+    start = time.time()
+    our_times, our_len = ours(args.steps, args.threads)
+    print(f"ours: {time.time() - start:.0f} s; step times {[round(t, 2) for t in our_times]}", flush=True)
+    start = time.time()
+    proc = subprocess.run([args.trl_python, __file__, "--trl-side", "--steps", str(args.steps), "--threads",
+                           str(args.threads)], env=env, capture_output=True, text=True)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if proc.returncode or line is None:
+        print(proc.stdout[-3000:], proc.stderr[-3000:])
+        raise SystemExit("the TRL side failed")
+    trl = json.loads(line[len("RESULT "):])
+    print(f"TRL {trl['trl']} (transformers {trl['transformers']}): {time.time() - start:.0f} s; "
+          f"step times {[round(t, 2) for t in trl['times']]}", flush=True)
+    w = args.warmup
+    a, b = statistics.median(our_times[w:]), statistics.median(trl["times"][w:])
+    la = statistics.mean(our_len[w:])
+    lb = statistics.mean(trl["lengths"][w:]) if trl["lengths"] else float("nan")
+    print("| | median step time (s) | mean completion tokens |")
+    print("|---|---|---|")
+    print(f"| ours (grpo, 1 turn) | {a:.2f} | {la:.1f} |")
+    print(f"| TRL GRPOTrainer {trl['trl']} | {b:.2f} | {lb:.1f} |")
+    print(f"| ratio ours / TRL | {a / b:.2f} | |")
+
+
+if __name__ == "__main__":
+    main()
