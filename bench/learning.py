@@ -5,7 +5,8 @@
 
 Each run is a fresh subprocess (`--one ENV PRESET SEED`): it validates the untrained model on the fixed
 validation seeds, trains until the wall-clock cap (the loop's should_stop), validates the final policy
-on the same seeds, and writes bench/out/learning/<env>-<preset>-s<seed>/{metrics.jsonl, summary.json}.
+on the same seeds, and writes bench/out/learning/<env>-<preset>-s<seed>/{metrics.jsonl, summary.json}
+(and the final checkpoint, a few MB).
 Then the table (markdown) is printed and the curves are drawn to docs/img/learning_<env>.png.
 """
 
@@ -59,8 +60,6 @@ def run_one(env, preset, seed, minutes, threads, steps):
                "val_start": val_start, "val_end": val_end, "train_wall_s": train_s,
                "val_wall_s": t_val + time.time() - t0, "val_seeds": cfg.rollout.val_seeds}
     (out / "summary.json").write_text(json.dumps(summary))
-    for f in (out / "checkpoints").glob("*"):  # keep the metrics, not the weights
-        subprocess.run(["rm", "-rf", str(f)], check=True)
     print(json.dumps(summary))
 
 

@@ -8,10 +8,12 @@ TRL lives in its own virtualenv (never in .venv):
 Both sides, back to back on the same machine: the same tiny model (var/models/tiny), the same
 first-turn Bandit prompts (our ChatFormat text, `<think>` opener included, given to TRL as plain-text
 prompts), 4 prompts x 16 completions = 64 completions per step, at most 64 new tokens, temperature 1,
-GRPO advantages, no KL, actor lr 1e-3, one optimizer step per batch of 64 (no micro-batching),
+GRPO advantages, no KL, the same actor lr (--lr), one optimizer step per batch of 64 (no micro-batching),
 fp32 on CPU. Ours: `train()` with `--preset grpo`, rollout.max_turns=1. TRL: GRPOTrainer with
 num_generations=16, per_device_train_batch_size=64, steps_per_generation=1, a reward function that
-plays the Bandit answer the way our rollout does. Step time: our `time/step_s`; TRL's from a callback
+plays the Bandit answer the way our rollout does, and (unless --trl-eos-only) `</answer>` added to
+the model's generation_config.eos_token_id (TRL's own EOS list) so that TRL stops where our rollout
+stops (otherwise it samples all 64 tokens: the tiny model rarely emits EOS after `</answer>`). Step time: our `time/step_s`; TRL's from a callback
 (on_step_begin -> on_step_end). The first `--warmup` steps are dropped; the median of the rest is used.
 """
 
@@ -29,7 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 GROUPS, GROUP_SIZE, MAX_NEW = 4, 16, 64
-LR = 1e-3
 
 
 def prompts(n):
@@ -52,7 +53,7 @@ def prompts(n):
     return path, chat, out
 
 
-def ours(steps, threads):
+def ours(steps, threads, lr):
     import torch
     torch.set_num_threads(threads)
     from trainer.config import TrainConfig
@@ -60,16 +61,17 @@ def ours(steps, threads):
     from trainer.sink import MemorySink
     cfg = TrainConfig.preset("grpo", env={"name": "bandit"}, rollout={
         "env_groups": GROUPS, "group_size": GROUP_SIZE, "max_turns": 1, "max_new_tokens": MAX_NEW},
-        algorithm={"kl_coef": 0.0}, optim={"actor_lr": LR, "mini_batch_size": GROUPS * GROUP_SIZE,
+        algorithm={"kl_coef": 0.0}, optim={"actor_lr": lr, "mini_batch_size": GROUPS * GROUP_SIZE,
                                           "micro_batch_size": GROUPS * GROUP_SIZE},
         schedule={"steps": steps, "val_every": 0, "checkpoint_every": 0, "samples_per_step": 0})
     sink = MemorySink()
     with tempfile.TemporaryDirectory() as out:
         train(cfg, sink, out)
-    return [r["time/step_s"] for r in sink.rows], [r["response/tokens_mean"] for r in sink.rows]
+    return ([r["time/step_s"] for r in sink.rows], [r["response/tokens_mean"] for r in sink.rows],
+            [(r["time/rollout_s"], r["time/update_s"]) for r in sink.rows])
 
 
-def trl_side(steps, threads):
+def trl_side(steps, threads, stop_answer, lr):
     import torch
     torch.set_num_threads(threads)
     from datasets import Dataset
@@ -100,6 +102,11 @@ def trl_side(steps, threads):
             rewards.append(r + (0.0 if ok else -0.1))
         return rewards
 
+    if stop_answer:  # stop where our rollout stops: `</answer>` is one token of the tiny tokenizer
+        answer_id = tokenizer.convert_tokens_to_ids("</answer>")
+        assert tokenizer.decode([answer_id]) == "</answer>"
+        # TRL reads its EOS ids from the model's generation config, for generation and for the mask
+        tok_model.generation_config.eos_token_id = sorted(chat.stop_ids | {answer_id})
     times, lengths = [], []
 
     class Timer(TrainerCallback):
@@ -114,7 +121,7 @@ def trl_side(steps, threads):
                 lengths.append(logs["completions/mean_length"])
 
     with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig(output_dir=out, learning_rate=LR, num_generations=GROUP_SIZE,
+        config = GRPOConfig(output_dir=out, learning_rate=lr, num_generations=GROUP_SIZE,
                             per_device_train_batch_size=GROUPS * GROUP_SIZE, gradient_accumulation_steps=1,
                             steps_per_generation=1, max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0,
                             beta=0.0, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
@@ -137,18 +144,26 @@ def main():
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--lr", type=float, default=1e-6,
+                   help="actor lr of both; small by default so that the policy, and with it the reply lengths, "
+                        "stay those of the untrained model on both sides (at 1e-3 they drift apart in 12 steps)")
+    p.add_argument("--trl-eos-only", action="store_true",
+                   help="let TRL stop only at EOS (default: also at `</answer>`, as our rollout does)")
     p.add_argument("--trl-side", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.trl_side:
-        trl_side(args.steps, args.threads)
+        trl_side(args.steps, args.threads, not args.trl_eos_only, args.lr)
         return
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
     start = time.time()
-    our_times, our_len = ours(args.steps, args.threads)
-    print(f"ours: {time.time() - start:.0f} s; step times {[round(t, 2) for t in our_times]}", flush=True)
+    our_times, our_len, our_split = ours(args.steps, args.threads, args.lr)
+    print(f"ours: {time.time() - start:.0f} s; step times {[round(t, 2) for t in our_times]}; median rollout "
+          f"{statistics.median(a for a, _ in our_split[args.warmup:]):.2f} s, update "
+          f"{statistics.median(b for _, b in our_split[args.warmup:]):.2f} s", flush=True)
     start = time.time()
     proc = subprocess.run([args.trl_python, __file__, "--trl-side", "--steps", str(args.steps), "--threads",
-                           str(args.threads)], env=env, capture_output=True, text=True)
+                           str(args.threads), "--lr", str(args.lr)] + (["--trl-eos-only"] if args.trl_eos_only else []),
+                          env=env, capture_output=True, text=True)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode or line is None:
         print(proc.stdout[-3000:], proc.stderr[-3000:])
@@ -163,7 +178,8 @@ def main():
     print("| | median step time (s) | mean completion tokens |")
     print("|---|---|---|")
     print(f"| ours (grpo, 1 turn) | {a:.2f} | {la:.1f} |")
-    print(f"| TRL GRPOTrainer {trl['trl']} | {b:.2f} | {lb:.1f} |")
+    stops = "EOS only" if args.trl_eos_only else "EOS or `</answer>`"
+    print(f"| TRL GRPOTrainer {trl['trl']} (stops at {stops}) | {b:.2f} | {lb:.1f} |")
     print(f"| ratio ours / TRL | {a / b:.2f} | |")
 
 

@@ -1,5 +1,7 @@
 """Shared fixtures: real Celery worker subprocesses against the test database and the test broker."""
 
+import os
+
 import pytest
 
 from tests.helpers import WorkerProcess
@@ -32,3 +34,28 @@ def purge_broker():
                 conn.default_channel.queue_purge(queue)
             except Exception:  # the queue does not exist yet
                 pass
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """The tiny model, built once per session as `tiny` is everywhere; "tiny" resolves to it."""
+    import torch
+
+    from trainer import tiny_model
+
+    root = os.environ.get("ECHOLAB_TEST_MODEL_ROOT") or str(tmp_path_factory.mktemp("models"))
+    path = os.path.join(root, "tiny")
+    old = os.environ.get("MODEL_ROOT")
+    os.environ["MODEL_ROOT"] = root
+    if not os.path.exists(os.path.join(path, "config.json")):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            tiny_model.build(path, log=None)  # the same warm-start as the embedded default
+        finally:
+            torch.set_num_threads(threads)
+    yield path
+    if old is None:
+        os.environ.pop("MODEL_ROOT", None)
+    else:
+        os.environ["MODEL_ROOT"] = old

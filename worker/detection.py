@@ -17,7 +17,7 @@ from django.db import transaction
 
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.metrics.models import MetricPoint
-from worker.sink import finite_or_none
+from worker.sink import jsonb_safe
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class EchoTrapHook(StepHook):
         with transaction.atomic():
             event, created = DetectorEvent.objects.get_or_create(
                 run=run, step=found["step"], rule=found["rule"], level=found["level"],
-                defaults={"message": found["message"], "signals": finite_or_none(found.get("signals", {}))},
+                defaults={"message": found["message"], "signals": jsonb_safe(found.get("signals", {}))},
             )
             if not created:
                 return

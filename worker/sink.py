@@ -31,14 +31,17 @@ class SinkFlushError(RuntimeError):
     """The buffer could not be written before the deadline; the message says how much was pending."""
 
 
-def finite_or_none(value):
-    """JSON columns refuse NaN and infinities; they become null (charts draw a gap)."""
+def jsonb_safe(value):
+    """What Postgres JSON columns refuse, made storable: NaN and infinities become null (charts draw a
+    gap) and NUL characters, which a collapsing model does generate, become U+FFFD."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
     if isinstance(value, dict):
-        return {key: finite_or_none(item) for key, item in value.items()}
+        return {key: jsonb_safe(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [finite_or_none(item) for item in value]
+        return [jsonb_safe(item) for item in value]
     return value
 
 
@@ -74,7 +77,7 @@ class DatabaseSink:
 
     def samples(self, step: int, samples: list[dict]) -> None:
         with self._lock:
-            self._samples.extend((step, index, finite_or_none(data)) for index, data in enumerate(samples))
+            self._samples.extend((step, index, jsonb_safe(data)) for index, data in enumerate(samples))
 
     def progress(self, step: int, total: int) -> None:
         now = time.monotonic()
@@ -150,7 +153,7 @@ class DatabaseSink:
 
     def _write_heartbeat(self):
         with self._lock:
-            fields = {"heartbeat_at": timezone.now(), "latest_metrics": finite_or_none(self._latest)}
+            fields = {"heartbeat_at": timezone.now(), "latest_metrics": jsonb_safe(self._latest)}
             if self._progress is not None:
                 step, total, eta = self._progress
                 fields.update(step=step, total_steps=total, eta_seconds=eta)

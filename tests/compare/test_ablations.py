@@ -58,12 +58,14 @@ def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():
     spec.preset = "starpo-s"
     with pytest.raises(specs.SpecError) as error:
         specs.plan(spec)
-    assert "rollout" in error.value.errors["grid"] and "group_size" in error.value.errors["grid"]
+    assert "filter" in error.value.errors["rollout.group_size"]
 
 
-def test_one_click_creates_the_grid_and_opens_its_compare_page(alice_client, alice, forget_queued_messages):
-    response = alice_client.post("/compare/ablations", {"ablation": "filter-ratio", "env": "", "model": "tiny",
-                                                        "seeds": "1, 2", "steps": "30"})
+def test_one_click_creates_the_grid_and_opens_its_compare_page(alice_client, alice, forget_queued_messages,
+                                                                django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_client.post("/compare/ablations", {"ablation": "filter-ratio", "env": "", "model": "tiny",
+                                                            "seeds": "1, 2", "steps": "30"})
     experiment = Experiment.objects.get(owner=alice)
     runs = list(experiment.runs.order_by("id"))
     assert response.status_code == 302

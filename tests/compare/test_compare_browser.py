@@ -94,7 +94,9 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
                          ".map(t => Array.from(t.x))") == [[60]]
 
     # A legend click hides the run in every chart, another click shows it again.
-    page.locator("#chart-success .legendtext", has_text=f"#{runs[2].pk}").click()
+    legend_entry = page.locator("#chart-success g.traces", has=page.locator(
+        ".legendtext", has_text=f"#{runs[2].pk} {runs[2].label}"))
+    legend_entry.locator(".legendtoggle").click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
     for chart in ("success", "grad_norm"):
         assert [t[2] for t in line_traces(page, chart) if t[0].startswith(f"#{runs[2].pk}")][0] == "legendonly"

@@ -7,23 +7,6 @@ from django.contrib.auth import get_user_model
 from webapp.experiments.models import Experiment, Run
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    """The trainer's tiny model, built locally (a short warm-start: quality does not matter here)."""
-    import torch
-
-    from trainer import tiny_model
-
-    folder = tmp_path_factory.mktemp("models") / "tiny"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        tiny_model.build(str(folder), steps=10, dialogues=100, log=None)
-    finally:
-        torch.set_num_threads(threads)
-    return folder
-
-
 def tiny_config(model_dir, steps=4, **schedule) -> dict:
     """A config whose steps take about a second on one CPU core; a checkpoint after every step."""
     from trainer.config import TrainConfig

@@ -38,7 +38,7 @@ def test_writes_metrics_samples_progress_and_heartbeat(running_run):
     before = Run.objects.get(pk=running_run.pk).heartbeat_at
     for step in range(3):
         sink.metrics(step, {"train/success": step / 10, "actor/grad_norm": float("nan")})
-        sink.samples(step, [{"answer": "Left", "reward": 1.0}, {"answer": "Up", "reward": float("inf")}])
+        sink.samples(step, [{"answer": "Left\x00", "reward": 1.0}, {"answer": "Up", "reward": float("inf")}])
         sink.progress(step + 1, 5)
     # progress() wakes the flusher: rows arrive without waiting for the 60 s interval or close().
     wait_for(lambda: MetricPoint.objects.filter(run=running_run).count() == 6, timeout=10,
@@ -50,6 +50,8 @@ def test_writes_metrics_samples_progress_and_heartbeat(running_run):
     assert math.isnan(stored[(1, "actor/grad_norm")])
     assert Sample.objects.filter(run=running_run).count() == 6
     assert Sample.objects.get(run=running_run, step=1, index=1).data == {"answer": "Up", "reward": None}
+    # Postgres JSON refuses NUL characters; a collapsing model writes them.
+    assert Sample.objects.get(run=running_run, step=1, index=0).data["answer"] == "Left\ufffd"
     run = Run.objects.get(pk=running_run.pk)
     assert (run.step, run.total_steps) == (3, 5)
     assert run.eta_seconds is not None and run.eta_seconds >= 0

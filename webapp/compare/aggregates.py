@@ -2,21 +2,26 @@
 mean with a min..max band over the runs of a group (seeds), aligned by step.
 
 Group aggregate, per metric key and step: over the runs of the group that logged a finite value at
-that step, mean, min, max and n (how many runs). Steps are matched exactly (runs of one grid share a
-schedule); a run that has not reached a step simply does not count there. Non-finite values (NaN,
-inf) are left out, as the charts draw them as gaps. A series longer than max_points is reduced like
-the run page's (webapp.metrics.downsample): the mean line keeps each bucket's last point, the band
-spans the smallest min and the largest max of the bucket, so one seed's spike survives.
+that step, mean, min, max and n (how many runs). It is computed from the runs' series the page loads
+anyway (webapp.metrics.downsample.load_series), so grouping costs no query. When no run's series
+was downsampled, steps are matched exactly; a run that has not reached a step does not count there.
+When one was, every run's buckets are mapped onto one grid of max_points buckets over the group's
+step range: the line is the mean of each run's last point in the bucket, the band spans the smallest
+min and the largest max, so one seed's spike survives. Non-finite values (NaN, inf) are left out, as
+the charts draw them as gaps.
 """
 
 import math
+import warnings
 from dataclasses import dataclass
 
-from django.db.models import Avg, Count, Max, Min, OuterRef, Q, Subquery
+import numpy as np
+
+from django.db.models import Max, Min, OuterRef, Q, Subquery
 
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments import specs
-from webapp.metrics.downsample import bucket_numpy, finite_or_none
+from webapp.metrics.downsample import bucket_index, finite_or_none
 from webapp.metrics.models import MetricPoint
 
 NON_FINITE = [math.nan, math.inf, -math.inf]
@@ -104,33 +109,52 @@ def groups(runs, field: str) -> list[dict]:
     return [{"value": value, "runs": ids} for value, ids in out.items()]
 
 
-def group_series(run_ids: list[int], keys: list[str], max_points: int) -> dict[str, dict]:
-    """Per key: {"step", "mean", "min", "max", "n", "downsampled"} over the runs, aligned by step."""
-    rows = (finite_points(run_id__in=run_ids, key__in=keys)
-            .values("key", "step")
-            .annotate(total=Count("id"), low=Min("value"), high=Max("value"), mean=Avg("value"))
-            .order_by("key", "step"))
-    raw = {key: {"step": [], "mean": [], "min": [], "max": [], "n": []} for key in keys}
-    for row in rows:
-        series = raw[row["key"]]
-        series["step"].append(row["step"])
-        series["mean"].append(row["mean"])
-        series["min"].append(row["low"])
-        series["max"].append(row["high"])
-        series["n"].append(row["total"])
-    return {key: _reduce(series, max_points) for key, series in raw.items()}
+def group_series(series: list[dict], keys: list[str], max_points: int) -> dict[str, dict]:
+    """Per key: {"step", "mean", "min", "max", "n", "downsampled"} over the runs of a group, from the
+    runs' series as load_series gives them (so the group costs no query of its own)."""
+    return {key: _aggregate([s[key] for s in series if key in s and s[key].step], max_points) for key in keys}
 
 
-def _reduce(series: dict, max_points: int) -> dict:
-    if len(series["step"]) <= max_points:
-        return {**series, "downsampled": False}
-    mean = bucket_numpy(series["step"], series["mean"], max_points)
-    low = bucket_numpy(series["step"], series["min"], max_points)
-    high = bucket_numpy(series["step"], series["max"], max_points)
-    count = bucket_numpy(series["step"], series["n"], max_points)
-    return {"step": mean.step, "mean": [finite_or_none(v) for v in mean.value],
-            "min": [finite_or_none(v) for v in low.min], "max": [finite_or_none(v) for v in high.max],
-            "n": [int(v) for v in count.value], "downsampled": True}
+def _finite(values) -> np.ndarray:
+    array = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    array[~np.isfinite(array)] = np.nan
+    return array
+
+
+def _aggregate(runs: list, max_points: int) -> dict:
+    if not runs:
+        return {"step": [], "mean": [], "min": [], "max": [], "n": [], "downsampled": False}
+    steps = [np.asarray(s.step, dtype=np.int64) for s in runs]
+    values = [_finite(s.value) for s in runs]
+    lows = [_finite(s.min) if s.downsampled else v for s, v in zip(runs, values)]
+    highs = [_finite(s.max) if s.downsampled else v for s, v in zip(runs, values)]
+    downsampled = any(s.downsampled for s in runs)
+    if downsampled:
+        # Each run is already reduced to buckets of its own step range: map them onto one grid of
+        # max_points buckets over the group's range (webapp.metrics.downsample.bucket_index).
+        first, last = min(int(s[0]) for s in steps), max(int(s[-1]) for s in steps)
+        slots = [bucket_index(s, first, last, max_points) for s in steps]
+    else:
+        slots = steps  # exact: one slot per step
+    every = np.unique(np.concatenate(slots))
+    shape = (len(runs), len(every))
+    line, low, high, last_step = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, -1)
+    for i, (slot, step, value, lo, hi) in enumerate(zip(slots, steps, values, lows, highs)):
+        at = np.searchsorted(every, slot)
+        line[i, at] = value                          # the last point of the run in the slot wins
+        last_step[i, at] = step
+        np.fmin.at(low[i], at, lo)
+        np.fmax.at(high[i], at, hi)
+    present = np.isfinite(line)
+    with np.errstate(invalid="ignore"):
+        mean = np.nansum(line, axis=0) / present.sum(axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slots stay NaN (a gap)
+        band_low, band_high = np.nanmin(low, axis=0), np.nanmax(high, axis=0)
+    keep = np.isfinite(band_low) | present.any(axis=0)
+    return {"step": last_step.max(axis=0)[keep].tolist(), "mean": [finite_or_none(v) for v in mean[keep]],
+            "min": [finite_or_none(v) for v in band_low[keep]], "max": [finite_or_none(v) for v in band_high[keep]],
+            "n": present.sum(axis=0)[keep].tolist(), "downsampled": downsampled}
 
 
 # ---- summary --------------------------------------------------------------------------------------

@@ -70,12 +70,14 @@ def compare(request):
                   "events": events[run.pk]} for run in chosen.runs],
         "not_found": chosen.unavailable,
         "max_points": max_points,
-        "series": {str(pk): {key: _series_json(s, bands) for key, s in series.items()}
-                   for pk, series in zip(chosen.ids, run_series(chosen.ids, keys, max_points))},
     }
+    loaded = dict(zip(chosen.ids, run_series(chosen.ids, keys, max_points)))
+    body["series"] = {str(pk): {key: _series_json(s, bands) for key, s in series.items()}
+                      for pk, series in loaded.items()}
     if group_by:
         body["group_by"] = group_by
-        body["groups"] = [{**group, "series": aggregates.group_series(group["runs"], keys, max_points)}
+        body["groups"] = [{**group, "series": aggregates.group_series([loaded[pk] for pk in group["runs"]], keys,
+                                                                      max_points)}
                           for group in aggregates.groups(chosen.runs, group_by)]
     return JsonResponse(body)
 

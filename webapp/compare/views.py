@@ -41,7 +41,7 @@ def compare(request):
     colors = {run.pk: COLORS[i] for i, run in enumerate(runs)}
     diff = aggregates.config_diff(runs)
     summaries = aggregates.summaries(runs)
-    ablation_keys = [key for key in dict.fromkeys(getattr(run.experiment, "ablation", "") for run in runs) if key]
+    ablation_keys = [key for key in dict.fromkeys(run.experiment.ablation for run in runs) if key]
     group_fields = aggregates.group_fields(runs, diff)
     return render(request, "compare/compare.html", {
         "runs": runs,

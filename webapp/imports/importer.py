@@ -16,7 +16,7 @@ from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics.ingest import MAX_KEY_LENGTH, MAX_STEP
 from webapp.metrics.models import MetricPoint
-from worker.sink import finite_or_none
+from worker.sink import jsonb_safe
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 BATCH = 5000  # points per upsert: a 50 MB file holds millions
@@ -66,7 +66,7 @@ def create_run(owner, name: str, filename: str, series) -> Run:
         _, found = Detector.replay(series, experiment.detector_overrides)
         DetectorEvent.objects.bulk_create([
             DetectorEvent(run=run, step=event["step"], level=event["level"], rule=event["rule"],
-                          message=event["message"], signals=finite_or_none(event.get("signals", {})))
+                          message=event["message"], signals=jsonb_safe(event.get("signals", {})))
             for event in found
         ])
     return run
