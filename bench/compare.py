@@ -60,7 +60,7 @@ def populate(runs: int, steps: int):
     from webapp.alerts.models import DetectorEvent
     from webapp.compare.api import CHART_KEYS
     from webapp.experiments.models import Experiment, Run
-    from webapp.metrics.models import MetricPoint
+    from webapp.metrics.models import MetricPoint, MetricRollup
 
     user = get_user_model().objects.create_user("bench", "bench@example.com", "bench-password-1")
     experiment = Experiment.objects.create(owner=user, name="bench grid", config={})
@@ -84,6 +84,8 @@ def populate(runs: int, steps: int):
         cursor.execute(f"UPDATE {MetricPoint._meta.db_table} SET value = 1000 "
                        "WHERE key = 'actor/grad_norm' AND step = 4321")
         cursor.execute(f"ANALYZE {MetricPoint._meta.db_table}")
+    for run_id in ids:
+        MetricRollup.refresh(run_id)  # what MetricPoint.upsert keeps up to date for points written live
     token = ApiToken.issue(user, "bench")[1]
     count = MetricPoint.objects.count()
     return ids, token, count

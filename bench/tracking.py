@@ -148,6 +148,9 @@ def load_chart_data(our_run_id, mlflow_run_id, keys, steps):
         conn.execute(f"INSERT INTO metrics_metricpoint (run_id, key, step, value) SELECT %s, k.name, s, {value} "
                      f"FROM unnest(%s::text[]) AS k(name), generate_series(0, %s) AS s", [our_run_id, names, steps - 1])
         conn.execute("ANALYZE metrics_metricpoint")
+    from webapp.metrics.models import MetricRollup
+
+    MetricRollup.refresh(our_run_id)  # what MetricPoint.upsert keeps up to date for points written live
     with psycopg.connect(f"{PG}/{MLFLOW_DB}", autocommit=True) as conn:
         conn.execute(f"INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
                      f"SELECT k.name, {value}, 1700000000000 + s, %s, s, false "

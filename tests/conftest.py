@@ -3,6 +3,7 @@
 import os
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from tests.helpers import WorkerProcess
 
@@ -59,3 +60,59 @@ def tiny_model_dir(tmp_path_factory):
         os.environ.pop("MODEL_ROOT", None)
     else:
         os.environ["MODEL_ROOT"] = old
+
+
+@pytest.fixture
+def alice(db):
+    return get_user_model().objects.create_user("alice", "alice@example.com", "alice-password-1")
+
+
+@pytest.fixture
+def bob(db):
+    return get_user_model().objects.create_user("bob", "bob@example.com", "bob-password-1")
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def bob_client(client, bob):
+    client.force_login(bob)
+    return client
+
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# Headless Debian chromium with no background traffic: the machine has no network to reach.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture
+def page(live_server, transactional_db, monkeypatch):
+    """A Playwright tab in Debian chromium, logged in to the live server as `page.user` (carol);
+    `page.base` is the server's URL. The test fails on any JavaScript error the page raised."""
+    from django.conf import settings
+    from django.test import Client
+    from playwright import sync_api
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls here are still synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    user = get_user_model().objects.create_user("carol", "carol@example.com", "pw-carol-123")
+    client = Client()
+    client.force_login(user)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
+                              "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
+        tab = context.new_page()
+        tab.set_default_timeout(20_000)
+        tab.user, tab.base = user, live_server.url
+        errors = []
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        yield tab
+        browser.close()
+        assert errors == []

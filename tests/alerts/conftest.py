@@ -3,11 +3,11 @@
 import email
 import email.policy
 import math
-import socket
 
 import pytest
+
+from tests.helpers import free_port
 from aiosmtpd.controller import Controller
-from django.contrib.auth import get_user_model
 
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
@@ -15,11 +15,6 @@ from webapp.metrics.models import MetricPoint
 
 EVENT_STEP = 60
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Inbox:
@@ -61,16 +56,6 @@ def use_smtp(settings):
         settings.EMAIL_TIMEOUT = 5
 
     return use
-
-
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", "alice@example.com", "pw-alice-123")
-
-
-@pytest.fixture
-def bob(db):
-    return get_user_model().objects.create_user("bob", "bob@example.com", "pw-bob-123")
 
 
 @pytest.fixture

@@ -1,7 +1,5 @@
 """Users and runs with configs, metric points and detector events, written straight to the database."""
 
-import pytest
-from django.contrib.auth import get_user_model
 
 from trainer.config import TrainConfig
 from webapp.alerts.models import DetectorEvent
@@ -29,17 +27,3 @@ def event(run, step, level, rule="reward_std_drop"):
     return DetectorEvent.objects.create(run=run, step=step, level=level, rule=rule, message=f"{level} at {step}")
 
 
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", "alice@example.com", "pw-alice-123")
-
-
-@pytest.fixture
-def bob(db):
-    return get_user_model().objects.create_user("bob", "bob@example.com", "pw-bob-123")
-
-
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client

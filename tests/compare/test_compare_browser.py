@@ -2,45 +2,15 @@
 experiment pages open one compare page with a coloured line per run in every chart, a legend click
 hides a run everywhere, the diff table shows only differing fields, the summary sorts."""
 
-import os
 
 import pytest
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.test import Client
 
 from tests.compare.conftest import event, make_experiment, make_run, points
 from tests.helpers import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "compare"
 
-
-@pytest.fixture
-def page(live_server, transactional_db, monkeypatch):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("no chromium")
-    # Playwright's sync API runs an event loop in this thread; the ORM calls here are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    user = get_user_model().objects.create_user("carol", "carol@example.com", "pw-carol-123")
-    client = Client()
-    client.force_login(user)
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 1280, "height": 1000})
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
-                              "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
-        tab = context.new_page()
-        tab.set_default_timeout(20_000)
-        tab.user, tab.base = user, live_server.url
-        errors = []
-        tab.on("pageerror", lambda error: errors.append(str(error)))
-        yield tab
-        browser.close()
-        assert errors == []
 
 
 def line_traces(page, chart):

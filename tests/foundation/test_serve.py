@@ -4,7 +4,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -12,13 +11,8 @@ import urllib.request
 
 import pytest
 
-from tests.helpers import REPO_ROOT, wait_for
+from tests.helpers import REPO_ROOT, free_port, wait_for
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url):

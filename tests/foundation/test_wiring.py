@@ -19,4 +19,4 @@ def test_task_through_redis_runs_in_worker_process_and_writes_postgres(start_wor
 
     row = wait_for(lambda: WorkerPing.objects.filter(nonce=nonce).first(), timeout=60, message="the ping row")
     assert row.queue == "default"
-    assert f"Task worker.tasks.ping[" in worker.output()
+    assert "Task worker.tasks.ping[" in worker.output()

@@ -1,12 +1,11 @@
 """Users, runs and metric data for the run pages and the metrics API."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db import connection
 
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment, Run
-from webapp.metrics.models import MetricPoint
+from webapp.metrics.models import MetricPoint, MetricRollup
 
 
 def make_run(user, **fields) -> Run:
@@ -24,33 +23,12 @@ def insert_series(run, key, steps: int, expression="sin(s / 100.0)"):
             f"SELECT %s, %s, s, {expression} FROM generate_series(0, %s) AS s",
             [run.pk, key, steps - 1],
         )
-
-
-@pytest.fixture
-def alice(db):
-    return get_user_model().objects.create_user("alice", "alice@example.com", "pw-alice-123")
-
-
-@pytest.fixture
-def bob(db):
-    return get_user_model().objects.create_user("bob", "bob@example.com", "pw-bob-123")
+    MetricRollup.refresh(run.pk)  # as MetricPoint.upsert does for points written through it
 
 
 @pytest.fixture
 def run(alice):
     return make_run(alice, status=Run.Status.RUNNING, step=10, total_steps=100, eta_seconds=42.0)
-
-
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
-def bob_client(client, bob):
-    client.force_login(bob)
-    return client
 
 
 @pytest.fixture

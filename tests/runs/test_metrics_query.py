@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.runs.conftest import insert_series
-from webapp.metrics.downsample import bucket_numpy, load_series
+from webapp.metrics.downsample import _bucketed_sql, bucket_numpy, key_stats
 from webapp.metrics.models import MetricPoint
 
 URL = "/api/runs/{}/metrics"
@@ -15,7 +15,7 @@ URL = "/api/runs/{}/metrics"
 
 def test_single_step_spike_survives_100k_steps_at_1000_points(alice_client, run):
     insert_series(run, "actor/grad_norm", 100_000, "1.0 + 0.01 * sin(s)")
-    MetricPoint.objects.filter(run=run, key="actor/grad_norm", step=54_321).update(value=1e4)
+    MetricPoint.upsert(run.pk, [(54_321, "actor/grad_norm", 1e4)])
 
     body = alice_client.get(URL.format(run.pk), {"keys": "actor/grad_norm", "max_points": 1000}).json()
     series = body["series"]["actor/grad_norm"]
@@ -46,7 +46,9 @@ def test_sql_bucketing_matches_the_numpy_reference(run):
               for _ in steps]
     MetricPoint.upsert(run.pk, [(s, "k", v) for s, v in zip(steps, values)])
 
-    from_sql = load_series(run.pk, ["k"], max_points=300)["k"].as_json()
+    # Bucketing the points themselves (whole-series charts coarser than the rollups use those instead:
+    # tests/runs/test_metric_rollups.py).
+    from_sql = _bucketed_sql(run.pk, key_stats(run.pk, ["k"], after=-1), None, 300)["k"].as_json()
     reference = bucket_numpy(steps, [math.nan if v is None else v for v in values], 300).as_json()
 
     assert from_sql == reference

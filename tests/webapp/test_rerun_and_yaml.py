@@ -57,7 +57,8 @@ def test_pasted_yaml_import(alice_client):
     # A config without a model trains the tiny model with the dataclass defaults, not the tiny
     # profile's: the overrides say so, field by field.
     overrides = yaml.safe_load(form.initial["overrides"])
-    assert overrides["rollout"]["group_size"] == 2 and overrides["rollout"]["env_groups"] == 8
+    assert overrides["rollout"]["group_size"] == 2
+    assert overrides["optim"]["actor_lr"] == 1e-6 and overrides["rollout"]["val_seeds"] == 256
 
 
 def test_bad_yaml_import_is_reported_on_the_field(alice_client):

@@ -2,8 +2,10 @@
 workers started as the operations guide says (concurrency 1, prefetch 1, one run per child)."""
 
 import pytest
+from aiosmtpd.controller import Controller
 from django.contrib.auth import get_user_model
 
+from tests.helpers import free_port
 from webapp.experiments.models import Experiment, Run
 
 
@@ -48,3 +50,37 @@ def start_gpu_worker(start_worker, checkpoint_root, purge_broker):
                             ECHOLAB_THREADS=1, CHECKPOINT_ROOT=checkpoint_root, **env)
 
     return start
+
+
+class Inbox:
+    def __init__(self, reply=None):
+        self.messages, self.reply = [], reply
+
+    async def handle_DATA(self, server, session, envelope):
+        if self.reply:
+            return self.reply
+        self.messages.append(envelope)
+        return "250 OK"
+
+
+
+@pytest.fixture
+def smtp_server(settings):
+    """smtp_server(reply=None) -> an Inbox served on a real SMTP port that this process sends to."""
+    controllers = []
+
+    def start(reply=None):
+        inbox = Inbox(reply)
+        controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+        controller.start()
+        controllers.append(controller)
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
+        settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+        settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+        inbox.port = controller.port
+        return inbox
+
+    yield start
+    for controller in controllers:
+        controller.stop()

@@ -7,7 +7,6 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.worker.conftest import tiny_config
-from tests.worker.test_notifications import smtp_server  # noqa: F401 - the fixture
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
@@ -21,7 +20,7 @@ QUICK_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 2, "smoothing": 0.0, "
 
 
 def test_a_collapsing_run_stores_the_event_and_emails_it_once(make_run, start_gpu_worker, start_worker,
-                                                              tiny_model_dir, smtp_server):  # noqa: F811
+                                                              tiny_model_dir, smtp_server):
     inbox = smtp_server()
     config = tiny_config(tiny_model_dir, steps=5)
     config["optim"].update(COLLAPSING["optim"])

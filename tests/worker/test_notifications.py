@@ -1,10 +1,8 @@
 """Detector events become rows; collapses become emails, sent once through a real SMTP server."""
 
-import socket
 from email import message_from_bytes, policy
 
 import pytest
-from aiosmtpd.controller import Controller
 
 from tests.helpers import wait_for
 from webapp.alerts.models import DetectorEvent, Notification
@@ -15,45 +13,6 @@ from worker.tasks import send_notification
 # Success that peaks and falls at step 2; one evaluation is enough for these tests.
 SUDDEN_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 1, "smoothing": 0.0}}
 SUCCESS = [0.9, 0.9, 0.1, 0.1]
-
-
-class Inbox:
-    def __init__(self, reply=None):
-        self.messages, self.reply = [], reply
-
-    async def handle_DATA(self, server, session, envelope):
-        if self.reply:
-            return self.reply
-        self.messages.append(envelope)
-        return "250 OK"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def smtp_server(settings):
-    """smtp_server(reply=None) -> an Inbox served on a real SMTP port that this process sends to."""
-    controllers = []
-
-    def start(reply=None):
-        inbox = Inbox(reply)
-        controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-        controller.start()
-        controllers.append(controller)
-        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
-        settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
-        settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
-        inbox.port = controller.port
-        return inbox
-
-    yield start
-    for controller in controllers:
-        controller.stop()
 
 
 @pytest.fixture

@@ -8,8 +8,11 @@ A series longer than `max_points` is cut into `max_points` equal-width step buck
     band, so a one-step gradient spike survives any reduction. Uniform stride (MLflow), reservoir
     sampling (TensorBoard) or bucket means (ClearML) would drop or flatten it.
 
-On Postgres the bucketing runs in SQL (one GROUP BY for all downsampled keys), so a 100k-step series
-never comes to Python row by row; other databases (the sqlite dev default) bucket the same way in numpy.
+On Postgres a whole-series chart is reduced from MetricRollup (one summary row per 100 steps, kept by
+MetricPoint.upsert), so 100k steps cost 1,000 rows per key; a rollup that straddles two chart buckets
+counts in the later one, which moves a spike by less than 100 steps and never hides it. Incremental
+queries (`after`) and charts finer than the rollups bucket in SQL; other databases (the sqlite dev
+default) bucket the same way in numpy.
 NaN, +inf and -inf come back as None: JSON cannot carry them, and charts draw None as a gap.
 """
 
@@ -18,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, Sum
 
-from webapp.metrics.models import MetricPoint
+from webapp.metrics.models import ROLLUP_WIDTH, MetricPoint, MetricRollup
 
 _TABLE = MetricPoint._meta.db_table
 
@@ -76,6 +79,10 @@ def _none_to_nan(rows):
 
 def key_stats(run_id: int, keys: list[str], after: int | None) -> dict[str, tuple[int, int, int]]:
     """{key: (count, first_step, last_step)} of the points that the query would return."""
+    if after is None and connection.vendor == "postgresql":
+        rows = (MetricRollup.objects.filter(run_id=run_id, key__in=keys).values("key")
+                .annotate(n=Sum("count"), first=Min("first_step"), last=Max("last_step")))
+        return {row["key"]: (row["n"], row["first"], row["last"]) for row in rows}
     points = MetricPoint.objects.filter(run_id=run_id, key__in=keys)
     if after is not None:
         points = points.filter(step__gt=after)
@@ -125,6 +132,25 @@ def _bucketed_sql(run_id: int, stats: dict, after: int | None, max_points: int) 
     return series
 
 
+def _bucketed_rollups(run_id: int, stats: dict, max_points: int) -> dict[str, Series]:
+    rows = (MetricRollup.objects.filter(run_id=run_id, key__in=list(stats)).order_by("key", "bucket")
+            .values_list("key", "last_step", "last_value", "low", "high"))
+    by_key = {key: [] for key in stats}
+    for key, *summary in rows:
+        by_key[key].append(summary)
+    series = {}
+    for key, summaries in by_key.items():
+        last_step, last_value, low, high = (np.array(_none_to_nan(column), dtype=np.float64)
+                                            for column in zip(*summaries))
+        _, first, last = stats[key]
+        buckets = bucket_index(last_step, first, last, max_points)
+        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+        ends = np.r_[starts[1:], len(buckets)] - 1
+        series[key] = Series(last_step[ends].astype(np.int64).tolist(), last_value[ends].tolist(),
+                             np.fmin.reduceat(low, starts).tolist(), np.fmax.reduceat(high, starts).tolist())
+    return series
+
+
 def _bucketed_numpy(run_id: int, stats: dict, after: int | None, max_points: int) -> dict[str, Series]:
     raw = _raw(run_id, list(stats), after)
     return {key: bucket_numpy(s.step, _none_to_nan(s.value), max_points) for key, s in raw.items()}
@@ -136,7 +162,13 @@ def load_series(run_id: int, keys: list[str], after: int | None = None, max_poin
     short = [key for key in keys if stats.get(key, (0,))[0] <= max_points]
     long = {key: stats[key] for key in keys if key not in short}
     series = _raw(run_id, short, after) if short else {}
-    if long:
+    coarse = {key: stat for key, stat in long.items()
+              if after is None and connection.vendor == "postgresql"
+              and (stat[2] - stat[1] + 1) / max_points >= ROLLUP_WIDTH}
+    if coarse:
+        series.update(_bucketed_rollups(run_id, coarse, max_points))
+    fine = {key: stat for key, stat in long.items() if key not in coarse}
+    if fine:
         bucketed = _bucketed_sql if connection.vendor == "postgresql" else _bucketed_numpy
-        series.update(bucketed(run_id, long, after, max_points))
+        series.update(bucketed(run_id, fine, after, max_points))
     return {key: series[key] for key in keys}

@@ -1,7 +1,10 @@
 """Metric series, sample trajectories. Sized for runs of 100k steps x 50 keys: one narrow row per
-point, written in bulk and upserted on (run, key, step) so a retried or recomputed step overwrites."""
+point, written in bulk and upserted on (run, key, step) so a retried or recomputed step overwrites,
+plus a per-100-steps rollup so a chart of a long series reads 1,000 rows per key instead of 100,000."""
 
-from django.db import models
+from django.db import connection, models
+
+ROLLUP_WIDTH = 100  # steps per MetricRollup bucket
 
 
 class MetricPoint(models.Model):
@@ -25,7 +28,62 @@ class MetricPoint(models.Model):
             rows, batch_size=2000, update_conflicts=True,
             unique_fields=["run", "key", "step"], update_fields=["value"],
         )
+        MetricRollup.refresh(run_id, {(key, step // ROLLUP_WIDTH) for step, key, _ in points})
         return len(rows)
+
+
+class MetricRollup(models.Model):
+    """A summary of the points of one key in steps [bucket * ROLLUP_WIDTH, (bucket + 1) * ROLLUP_WIDTH):
+    what a min/max chart needs (count, step range, last value, finite min and max). Kept in step with
+    MetricPoint by MetricPoint.upsert, on Postgres; other databases chart from the points directly."""
+
+    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="metric_rollups")
+    key = models.CharField(max_length=100)
+    bucket = models.IntegerField()
+    count = models.IntegerField()
+    first_step = models.IntegerField()
+    last_step = models.IntegerField()
+    last_value = models.FloatField(null=True)
+    low = models.FloatField(null=True, help_text="smallest finite value; null when the bucket has none")
+    high = models.FloatField(null=True, help_text="largest finite value; null when the bucket has none")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "bucket"], name="metric_rollup_unique")]
+
+    @classmethod
+    def refresh(cls, run_id: int, buckets: set[tuple[str, int]] | None = None) -> None:
+        """Recompute the given (key, bucket) summaries from the points; all of the run's when None."""
+        if connection.vendor != "postgresql" or buckets == set():
+            return
+        params = {"run": run_id, "width": ROLLUP_WIDTH}
+        if buckets:
+            keys, numbers = zip(*sorted(buckets))
+            params.update(keys=list(keys), buckets=list(numbers))
+        with connection.cursor() as cursor:
+            cursor.execute(_REFRESH_BUCKETS if buckets else _REFRESH_RUN, params)
+
+
+_FINITE = "p.value NOT IN ('NaN', 'Infinity', '-Infinity')"
+_SUMMARY = f"""
+SELECT p.run_id, p.key, p.step / {ROLLUP_WIDTH}, count(*), min(p.step), max(p.step),
+       -- the value at the highest step: steps are unique within a key, so the step decides the max
+       (max(ARRAY[p.step::float8, p.value]))[2],
+       min(p.value) FILTER (WHERE {_FINITE}), max(p.value) FILTER (WHERE {_FINITE})
+"""
+_UPSERT = """
+INSERT INTO metrics_metricrollup (run_id, key, bucket, count, first_step, last_step, last_value, low, high)
+{select}
+GROUP BY p.run_id, p.key, p.step / %(width)s
+ON CONFLICT (run_id, key, bucket) DO UPDATE SET
+    count = EXCLUDED.count, first_step = EXCLUDED.first_step, last_step = EXCLUDED.last_step,
+    last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high
+"""
+# Touched buckets only: one index range scan on (run, key, step) per bucket.
+_REFRESH_BUCKETS = _UPSERT.format(select=_SUMMARY + f"""
+FROM unnest(%(keys)s::text[], %(buckets)s::int[]) AS t(key, bucket)
+JOIN metrics_metricpoint p ON p.run_id = %(run)s AND p.key = t.key
+     AND p.step >= t.bucket * {ROLLUP_WIDTH} AND p.step < (t.bucket + 1) * {ROLLUP_WIDTH}""")
+_REFRESH_RUN = _UPSERT.format(select=_SUMMARY + "FROM metrics_metricpoint p WHERE p.run_id = %(run)s")
 
 
 class Sample(models.Model):
