@@ -10,7 +10,9 @@ step's train/success is a noisy estimate (32-128 episodes):
               success falls below half of the peak and stays below it to the end of the run (at least
               3 steps);
   half_peak_step = the first step after the peak where the smoothed success is below half the peak.
-The printed curve is there to check each label by eye before committing.
+The printed curve is there to check each label by eye before committing. `--collapse NAME=STEP`
+overrides the rule for a run cut off right after its fall (the rule needs 3 steps down); the
+override and its reason (--note) are recorded in the label.
 """
 
 import argparse
@@ -49,8 +51,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", metavar="NAME=RUN_DIR")
     p.add_argument("--note", action="append", default=[], metavar="NAME=TEXT")
+    p.add_argument("--collapse", action="append", default=[], metavar="NAME=STEP",
+                   help="label NAME a collapse with half_peak_step STEP (by eye)")
     args = p.parse_args()
     notes = dict(n.split("=", 1) for n in args.note)
+    manual = {k: int(v) for k, v in (c.split("=", 1) for c in args.collapse)}
     REAL.mkdir(parents=True, exist_ok=True)
     path = REAL / "labels.json"
     labels = json.loads(path.read_text()) if path.exists() else {"runs": {}}
@@ -70,6 +75,8 @@ def main():
                          f"{len(rows)} steps"}
         if lab["collapse"]:
             entry["half_peak_step"] = lab["half_peak_step"]
+        if name in manual:
+            entry.update(collapse=True, half_peak_step=manual[name], labelled="by eye (--collapse)")
         labels["runs"][f"{name}.jsonl"] = entry
         curve = " ".join(f"{x:.2f}" for x in smooth([r["train/success"] for r in rows]))
         print(f"{name}: {entry}\n  smoothed success: {curve}\n  config: {config.exists()}")

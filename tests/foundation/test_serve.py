@@ -24,7 +24,8 @@ def get_json(url):
 
 
 @pytest.mark.slow
-def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_path):
+def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_path, tiny_model_dir):
+    # tiny_model_dir points MODEL_ROOT at the session's tiny model, so serve need not build its own.
     port = free_port()
     env = {key: value for key, value in os.environ.items()
            if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "EMAIL_URL")}

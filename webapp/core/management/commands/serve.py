@@ -30,9 +30,19 @@ class Command(BaseCommand):
         self.ensure_login()
         if not no_demo:
             call_command("seed_demo")
+        self.ensure_tiny_model()
         processes = self.start_processes(host, port)
         self.stdout.write(f"EchoLab is running at http://{host}:{port}/ (Ctrl-C stops everything)")
         self.supervise(processes)
+
+    def ensure_tiny_model(self):
+        """Build the embedded tiny model now, once, in view, rather than inside the first run."""
+        from trainer import tiny_model
+
+        path = tiny_model.default_dir()
+        if not os.path.exists(os.path.join(path, "config.json")):
+            self.stdout.write(f"Building the tiny local model in {path} (first start only, 1-2 minutes)...")
+            tiny_model.ensure(path)
 
     def ensure_login(self):
         User = get_user_model()
