@@ -14,7 +14,6 @@ loading and after the update.
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import subprocess

@@ -82,7 +82,7 @@ def main():
     ratios = [a / b for a, b, _, _ in rows]
     tps_ours = statistics.median(len(prompts) * s / a for a, _, s, _ in rows)
     tps_bare = statistics.median(len(prompts) * s / b for _, b, s, _ in rows)
-    print(f"| env | batch | decode steps (median) | ours tokens/s | model.generate tokens/s | time ratio (median) |")
+    print("| env | batch | decode steps (median) | ours tokens/s | model.generate tokens/s | time ratio (median) |")
     print("|---|---|---|---|---|---|")
     print(f"| {args.env} | {len(prompts)} | {statistics.median(s for *_, s, _ in rows)} | {tps_ours:.0f} "
           f"| {tps_bare:.0f} | {statistics.median(ratios):.3f} (overhead {statistics.median(ratios) - 1:+.1%}) |")

@@ -80,7 +80,7 @@ def trl_side(steps, threads, stop_answer, lr):
 
     import envs
     path, chat, rows = prompts(512)
-    tok_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    policy_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     from trainer.models import load_tokenizer
     tokenizer = load_tokenizer(path, True)
 
@@ -106,7 +106,7 @@ def trl_side(steps, threads, stop_answer, lr):
         answer_id = tokenizer.convert_tokens_to_ids("</answer>")
         assert tokenizer.decode([answer_id]) == "</answer>"
         # TRL reads its EOS ids from the model's generation config, for generation and for the mask
-        tok_model.generation_config.eos_token_id = sorted(chat.stop_ids | {answer_id})
+        policy_model.generation_config.eos_token_id = sorted(chat.stop_ids | {answer_id})
     times, lengths = [], []
 
     class Timer(TrainerCallback):
@@ -128,7 +128,7 @@ def trl_side(steps, threads, stop_answer, lr):
                             use_cpu=True, bf16=False, fp16=False, weight_decay=0.01, max_grad_norm=1.0,
                             lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
                             disable_tqdm=True, seed=0)
-        trainer = GRPOTrainer(model=tok_model, reward_funcs=bandit_reward, args=config,
+        trainer = GRPOTrainer(model=policy_model, reward_funcs=bandit_reward, args=config,
                               train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                               callbacks=[Timer()])
         trainer.train()
