@@ -13,6 +13,7 @@ Defaults were calibrated on tests/data/detector/ (see docs/DETECTOR.md and bench
 import bisect
 import math
 import statistics
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -49,7 +50,7 @@ class Ema:
         return self.value
 
 
-class Rule:
+class Rule(ABC):
     name = ""
     level = "warning"
     title = ""  # what a firing alert means, in a few words
@@ -59,8 +60,9 @@ class Rule:
         self.params = params
         self.ema = Ema(params.smoothing)
 
+    @abstractmethod
     def check(self, metrics):
-        raise NotImplementedError
+        """A Check, or None when the step has no value for this rule."""
 
 
 # --- falling below a fraction of the peak: reward std, thinking length, success ---------------------

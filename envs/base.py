@@ -1,9 +1,10 @@
 """What every text environment shares: the episode bookkeeping and the parsing of answers."""
 
 import random
+from abc import ABC, abstractmethod
 
 
-class TextEnv:
+class TextEnv(ABC):
     """Base class: subclasses set `actions`, `symbols`, `instruction` and implement `_reset`, `_step`, `render`.
 
     `reset(seed)` draws everything random from one `random.Random(seed)`, so the same seed and the same
@@ -58,16 +59,18 @@ class TextEnv:
         """Environment-specific info entries added to every step (e.g. FrozenLake's position)."""
         return {}
 
+    @abstractmethod
     def _reset(self) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _step(self, action: str) -> tuple[float, bool, dict]:
         """Apply a valid action: (reward, done, info with success and action_is_effective)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def render(self) -> str:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def optimal_success(self, max_actions: int | None = None) -> float:
         """Success of the optimal policy from the current initial state (called right after reset)."""
-        raise NotImplementedError
