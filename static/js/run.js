@@ -137,6 +137,9 @@
     document.getElementById("run-progress-text").textContent = "step " + run.step + " / " + run.total_steps + " (" + percent + "%)";
     document.getElementById("run-eta").textContent =
       run.eta_seconds !== null && !run.finished ? "ETA " + Math.round(run.eta_seconds) + " s" : "";
+    document.getElementById("run-host").textContent = run.host || "not started";
+    document.getElementById("run-device").textContent = run.device || "-";
+    document.getElementById("run-attempt").textContent = run.attempt;
     if (run.finished) {
       const stopForm = document.getElementById("stop-form");
       if (stopForm) stopForm.hidden = true;

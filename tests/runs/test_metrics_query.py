@@ -67,7 +67,7 @@ def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
     assert body["series"]["train/success"]["step"] == [7, 8, 9]
     assert body["series"]["train/success"]["value"] == [0.7, 0.8, 0.9]
     assert body["run"] == {"id": run.pk, "status": "running", "finished": False, "step": 10, "total_steps": 100,
-                           "eta_seconds": 42.0, "error": ""}
+                           "eta_seconds": 42.0, "error": "", "host": "", "device": "", "attempt": 0}
     assert alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 9}).json()["series"] == {
         "train/success": {"step": [], "value": [], "downsampled": False}}
 

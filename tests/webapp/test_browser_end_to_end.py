@@ -78,6 +78,8 @@ def test_configure_start_watch_and_read(live_server, tiny_model_dir, start_worke
         page.wait_for_function(f"""document.getElementById('chart-success').data
             .reduce((n, trace) => n + (trace.x ? trace.x.length : 0), 0) > {first}""", timeout=180_000)
         assert Run.objects.get().status in ("running", "completed")
+        # The page was rendered while the run was queued; polling fills in where it trains.
+        page.wait_for_selector("#run-device:has-text('cpu')")
         page.screenshot(path=str(ARTIFACTS / "run-page-live.png"), full_page=True)
         page.wait_for_selector("#run-status:has-text('completed')", timeout=300_000)
 

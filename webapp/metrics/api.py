@@ -37,7 +37,8 @@ def _int_param(request, name: str, default=None, low=None, high=None):
 def run_state(run: Run) -> dict:
     """What a polling page needs to draw progress and to know when to stop."""
     return {"id": run.pk, "status": run.status, "finished": run.is_finished, "step": run.step,
-            "total_steps": run.total_steps, "eta_seconds": finite_or_none(run.eta_seconds), "error": run.error}
+            "total_steps": run.total_steps, "eta_seconds": finite_or_none(run.eta_seconds), "error": run.error,
+            "host": run.host, "device": run.device, "attempt": run.attempt}
 
 
 @api_view(methods=("GET", "POST"))
