@@ -33,10 +33,9 @@ OWN_FIELDS = {"env.name": "env", "model.name": "model", "schedule.steps": "steps
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 
 
-class SpecError(ValueError):
-    def __init__(self, errors: dict[str, str]):
-        self.errors = dict(errors)
-        super().__init__("; ".join(f"{key}: {message}" for key, message in self.errors.items()))
+class SpecError(ConfigError):
+    """Problems with an experiment's own inputs (seeds, grid, model, ...), keyed by field like the
+    trainer's ConfigError."""
 
 
 @dataclass
