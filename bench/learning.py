@@ -1,7 +1,7 @@
 """Learning curves of the tiny model on CPU: StarPO vs StarPO-S, two seeds, Bandit and FrozenLake 4x4.
 
-    .venv/bin/python bench/learning.py [--minutes-per-run bandit=5,frozenlake=7] [--only bandit]
-        [--seeds 0,1] [--threads 1] [--report-only]
+    .venv/bin/python bench/learning.py [--minutes-per-run bandit=10,frozenlake=20] [--only bandit]
+        [--seeds 0,1] [--threads 1] [--jobs 2] [--report-only]
 
 Each run is a fresh subprocess (`--one ENV PRESET SEED`): it validates the untrained model on the fixed
 validation seeds, trains until the wall-clock cap (the loop's should_stop), validates the final policy
@@ -11,6 +11,7 @@ Then the table (markdown) is printed and the curves are drawn to docs/img/learni
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ OUT = ROOT / "bench/out/learning"
 IMG = ROOT / "docs/img"
 ENVS = {"bandit": {}, "frozenlake": {"size": 4}}
 PRESETS = ("starpo", "starpo-s")
-DEFAULT_MINUTES = {"bandit": 5.0, "frozenlake": 7.0}
+DEFAULT_MINUTES = {"bandit": 10.0, "frozenlake": 20.0}
 
 
 def run_one(env, preset, seed, minutes, threads, steps):
@@ -141,6 +142,7 @@ def main():
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--presets", default=",".join(PRESETS))
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=2, help="runs at once (one per core at --threads 1)")
     p.add_argument("--max-steps", type=int, default=1000, help="step cap; the wall-clock cap usually ends a run")
     p.add_argument("--report-only", action="store_true", help="only print the table and draw the plots")
     p.add_argument("--one", nargs=3, metavar=("ENV", "PRESET", "SEED"), help=argparse.SUPPRESS)
@@ -158,12 +160,11 @@ def main():
             minutes = {k: float(args.minutes_per_run) for k in ENVS}
     envs = [args.only] if args.only else list(ENVS)
     if not args.report_only:
-        for env in envs:
-            for seed in args.seeds.split(","):
-                for preset in args.presets.split(","):
-                    subprocess.run([sys.executable, __file__, "--one", env, preset, seed, "--minutes",
-                                    str(minutes[env]), "--threads", str(args.threads),
-                                    "--max-steps", str(args.max_steps)], check=True)
+        commands = [[sys.executable, __file__, "--one", env, preset, seed, "--minutes", str(minutes[env]),
+                     "--threads", str(args.threads), "--max-steps", str(args.max_steps)]
+                    for env in envs for seed in args.seeds.split(",") for preset in args.presets.split(",")]
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda command: subprocess.run(command, check=True), commands))
     table(envs)
     for env in envs:
         plot(env)

@@ -240,10 +240,10 @@ PRESETS: dict[str, dict] = {
 }
 
 # The tiny CPU model: the paper's batch layout, budgets and critic, a far higher actor lr, fewer validation
-# seeds. Measured in docs/TRAINER.md (lr 1e-3 learns Bandit; it is near the edge of stability).
+# seeds, 64 tokens per turn (its replies are ~30 tokens). Measured in docs/TRAINER.md and docs/BENCHMARKS.md.
 TINY_PROFILE: dict = {
-    "rollout": {"val_seeds": 64},
-    "optim": {"actor_lr": 1e-3},
+    "rollout": {"val_seeds": 64, "max_new_tokens": 64},
+    "optim": {"actor_lr": 1e-3, "micro_batch_size": 16},
     "schedule": {"steps": 60, "val_every": 10, "checkpoint_every": 10},
 }
 

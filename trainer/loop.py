@@ -144,12 +144,20 @@ class Trainer:
         mb = o.micro_batch_size
         batches = [pad_batch(trajs[i:i + mb], self.pad_id, p.device) for i in range(0, len(trajs), mb)]
 
+        micro_per_mini = max(1, o.mini_batch_size // mb)
+        first_order = torch.randperm(len(batches)).tolist()
+        kl_in_reward = self.ppo and a.kl_coef > 0  # GRPO puts KL in the loss instead
+        # The first mini-batch of the first epoch is trained before any optimizer step, so its old
+        # log-probs are its training forward's, detached (TRL skips this pass the same way); the KL
+        # reward needs them before training starts.
+        reuse = set() if kl_in_reward else set(first_order[:micro_per_mini])
+
         # old log-probs, reference log-probs and values, computed once per rollout batch
         p.model.eval()
         old_logp, ref_logp, old_values = [], [], []
         with torch.no_grad(), p.autocast():
-            for ids, att, resp in batches:
-                old_logp.append(token_logprobs(p.model, ids, att, resp, temp)[0])
+            for j, (ids, att, resp) in enumerate(batches):
+                old_logp.append(None if j in reuse else token_logprobs(p.model, ids, att, resp, temp)[0])
                 if a.kl_coef > 0:
                     with p.reference() as ref:
                         ref_logp.append(token_logprobs(ref, ids, att, resp, temp)[0])
@@ -157,7 +165,8 @@ class Trainer:
                     old_values.append(critic_values(p.critic, ids, att).float() * resp)
 
         metrics: dict[str, float] = {}
-        kls = [losses.kl_penalty(lp, rp, a.kl_estimator) * r for lp, rp, (_, _, r) in zip(old_logp, ref_logp, batches)]
+        kls = [losses.kl_penalty(lp, rp, a.kl_estimator) * r for lp, rp, (_, _, r) in zip(old_logp, ref_logp, batches)
+               if kl_in_reward]
         if kls:
             metrics["actor/kl_ref"] = sum(k.sum().item() for k in kls) / sum(b[2].sum().item() for b in batches)
         advs, rets = [], []
@@ -183,14 +192,15 @@ class Trainer:
         # clipped updates: mini-batches of trajectories, gradient accumulation over micro-batches
         stats = {"pg_loss": [], "grad_norm": [], "vf_loss": [], "critic_grad_norm": []}
         token_sums = {"entropy": 0.0, "clip_frac": 0.0, "clip_frac_high": 0.0, "approx_kl": 0.0}
+        if a.kl_coef > 0 and not self.ppo:
+            token_sums["kl_ref"] = 0.0
         seen_tokens = 0.0
         skipped = 0
         p.model.train()
         if p.critic is not None:
             p.critic.train()
-        micro_per_mini = max(1, o.mini_batch_size // mb)
-        for _ in range(o.updates_per_batch):
-            order = torch.randperm(len(batches)).tolist()
+        for epoch in range(o.updates_per_batch):
+            order = first_order if epoch == 0 else torch.randperm(len(batches)).tolist()
             for start in range(0, len(order), micro_per_mini):
                 chunk = order[start:start + micro_per_mini]
                 n_seqs = sum(batches[j][0].shape[0] for j in chunk)
@@ -199,6 +209,8 @@ class Trainer:
                     ids, att, resp = batches[j]
                     with p.autocast():
                         logp, ent = token_logprobs(p.model, ids, att, resp, temp, with_entropy=True)
+                        if old_logp[j] is None:
+                            old_logp[j] = logp.detach()
                         pg, s = losses.policy_loss(logp, old_logp[j], advs[j], resp, a.eps_low, a.eps_high,
                                                    a.dual_clip, a.loss_agg, n_seqs, n_tokens)
                         ent_agg = losses.aggregate(ent, resp, a.loss_agg, n_seqs, n_tokens)
@@ -206,6 +218,7 @@ class Trainer:
                         if a.kl_coef > 0 and not self.ppo:  # GRPO: KL as a loss term; PPO: in the reward
                             kl = losses.kl_penalty(logp, ref_logp[j], a.kl_estimator)
                             loss = loss + a.kl_coef * losses.aggregate(kl, resp, a.loss_agg, n_seqs, n_tokens)
+                            token_sums["kl_ref"] += (kl.detach() * resp).sum().item()
                     loss.backward()
                     n = resp.sum().item()
                     seen_tokens += n
