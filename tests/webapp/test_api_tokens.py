@@ -1,8 +1,10 @@
 """API tokens: created on a page, shown once, stored hashed, accepted as Bearer, revocable."""
 
+from datetime import timedelta
+
 from django.urls import reverse
 
-from webapp.accounts.models import ApiToken, hash_token
+from webapp.accounts.models import LAST_USED_PRECISION, ApiToken, hash_token
 
 
 def test_token_is_shown_once_and_stored_hashed(alice_client, alice):
@@ -22,6 +24,17 @@ def test_bearer_token_authenticates_and_records_last_use(client, alice):
     assert response.status_code == 200
     token.refresh_from_db()
     assert token.last_used_at is not None
+
+
+def test_last_use_is_written_at_most_once_a_minute(alice):
+    token, plain = ApiToken.issue(alice, "script")
+    ApiToken.authenticate(plain)
+    first = ApiToken.objects.get(pk=token.pk).last_used_at
+    ApiToken.authenticate(plain)
+    assert ApiToken.objects.get(pk=token.pk).last_used_at == first
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - LAST_USED_PRECISION - timedelta(seconds=1))
+    ApiToken.authenticate(plain)
+    assert ApiToken.objects.get(pk=token.pk).last_used_at > first
 
 
 def test_wrong_token_is_401(client, alice):

@@ -41,6 +41,21 @@ class MetricPoint(models.Model):
         return len(latest)
 
 
+    @classmethod
+    def latest_values(cls, run_id: int, keys: list[str]) -> dict[str, float | None]:
+        """{key: value at the key's highest step} for the keys that have points."""
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:  # one index probe per key, one round trip
+                cursor.execute(_LATEST_VALUES, [keys, run_id])
+                return dict(cursor.fetchall())
+        latest = {}
+        for key in keys:
+            found = cls.objects.filter(run_id=run_id, key=key).order_by("-step").values_list("value").first()
+            if found:
+                latest[key] = found[0]
+        return latest
+
+
 class MetricRollup(models.Model):
     """A summary of the points of one key in steps [bucket * ROLLUP_WIDTH, (bucket + 1) * ROLLUP_WIDTH):
     what a min/max chart needs (count, step range, last value, finite min and max). Kept in step with
@@ -76,6 +91,11 @@ _UPSERT_POINTS = """
 INSERT INTO metrics_metricpoint (run_id, step, key, value)
 SELECT %s, * FROM unnest(%s::int[], %s::text[], %s::float8[])
 ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
+"""
+_LATEST_VALUES = """
+SELECT k.key, p.value FROM unnest(%s::text[]) AS k(key)
+CROSS JOIN LATERAL (SELECT value FROM metrics_metricpoint
+                    WHERE run_id = %s AND key = k.key ORDER BY step DESC LIMIT 1) AS p
 """
 _FINITE = "p.value NOT IN ('NaN', 'Infinity', '-Infinity')"
 _SUMMARY = f"""
