@@ -1,6 +1,6 @@
 """The compare page for 20 runs of 10,000 steps each, against the run page for one run.
 
-  1. bulk data: GET /api/compare for 20 runs x every charted key (300 points per run and key, what the
+  1. bulk data: GET /api/compare for 20 runs x every charted key (100 points per run and key, what the
      page asks for with 20 runs), latency
      p50/p95 over --repeats requests and payload size; peer: the same data as 20 run-page requests
      (GET /api/runs/<id>/metrics, one per run, same points), timed the same way. Also the bulk request

@@ -1,7 +1,7 @@
 """Learning curves of the tiny model on CPU: StarPO vs StarPO-S, two seeds, Bandit and FrozenLake 4x4.
 
     .venv/bin/python bench/learning.py [--minutes-per-run bandit=10,frozenlake=20] [--only bandit]
-        [--seeds 0,1] [--threads 1] [--jobs 2] [--report-only]
+        [--seeds 0,1] [--threads 1] [--jobs 2] [--set optim.actor_lr=5e-4 ...] [--report-only]
 
 Each run is a fresh subprocess (`--one ENV PRESET SEED`): it validates the untrained model on the fixed
 validation seeds, trains until the wall-clock cap (the loop's should_stop), validates the final policy
@@ -29,7 +29,7 @@ PRESETS = ("starpo", "starpo-s")
 DEFAULT_MINUTES = {"bandit": 10.0, "frozenlake": 20.0}
 
 
-def run_one(env, preset, seed, minutes, threads, steps):
+def run_one(env, preset, seed, minutes, threads, steps, overrides):
     import torch
 
     torch.set_num_threads(threads)
@@ -42,7 +42,7 @@ def run_one(env, preset, seed, minutes, threads, steps):
         for f in out.rglob("*"):
             if f.is_file():
                 f.unlink()
-    params = [f"env.params.{k}={v}" for k, v in ENVS[env].items()]
+    params = [f"env.params.{k}={v}" for k, v in ENVS[env].items()] + overrides
     cfg = TrainConfig.preset(preset, *params, env={"name": env}, seed=seed,
                              schedule={"steps": steps, "checkpoint_every": 0, "keep_checkpoints": 1})
     start = time.time()
@@ -144,13 +144,15 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--jobs", type=int, default=2, help="runs at once (one per core at --threads 1)")
     p.add_argument("--max-steps", type=int, default=1000, help="step cap; the wall-clock cap usually ends a run")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                   help="override the tiny profile, as in `python -m trainer train --set`")
     p.add_argument("--report-only", action="store_true", help="only print the table and draw the plots")
     p.add_argument("--one", nargs=3, metavar=("ENV", "PRESET", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--minutes", type=float, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         env, preset, seed = args.one
-        run_one(env, preset, int(seed), args.minutes, args.threads, args.max_steps)
+        run_one(env, preset, int(seed), args.minutes, args.threads, args.max_steps, args.set)
         return
     minutes = dict(DEFAULT_MINUTES)
     if args.minutes_per_run:
@@ -162,6 +164,7 @@ def main():
     if not args.report_only:
         commands = [[sys.executable, __file__, "--one", env, preset, seed, "--minutes", str(minutes[env]),
                      "--threads", str(args.threads), "--max-steps", str(args.max_steps)]
+                    + [f"--set={item}" for item in args.set]
                     for env in envs for seed in args.seeds.split(",") for preset in args.presets.split(",")]
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda command: subprocess.run(command, check=True), commands))

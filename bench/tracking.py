@@ -7,6 +7,9 @@
      and payload size. Ours: one GET /api/runs/<id>/metrics; MLflow: metrics/get-history (the whole
      series, as its REST API gives it) and get-history-bulk-interval (the sampled series its UI
      charts), one request per key. Also: does a one-step spike survive in the 1,000-point answer?
+  3. pollers (ours only; the target is absolute: p99 under 200 ms): --pollers run pages open on that
+     run while a trainer ingests a step a second; each polls the incremental endpoint every 2 s, as
+     run.js does, against gunicorn with the workers `./echolab run` starts.
 
 Both servers run as one worker process each (ours: gunicorn; MLflow: `mlflow server --workers 1`).
 MLflow lives in its own virtualenv (never EchoLab's):
@@ -29,10 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PG = "postgres://postgres@127.0.0.1:5432"
 OURS_DB, MLFLOW_DB = "echolab_bench_tracking", "mlflow_bench_tracking"
-OURS_PORT, MLFLOW_PORT = 8765, 8766
+OURS_PORT, MLFLOW_PORT, POLLERS_PORT = 8765, 8766, 8768
 CHART_KEYS = ["train/success", "val/success", "train/reward_mean", "train/reward_std_in_group",
               "actor/entropy", "actor/grad_norm"]
 SPIKE_STEP, SPIKE_VALUE = 54_321, 1e4
+POLL_S, WRITE_S = 2.0, 1.0  # run.js polls every 2 s; a fast trainer logs a step a second
+# The web server as `./echolab run` starts it (webapp/core/management/commands/serve.py).
+SERVE_WORKERS = ("--workers", "2", "--threads", "4")
 
 
 def recreate_databases():
@@ -85,18 +91,23 @@ class Client:
         return data
 
 
+def start_ours(port, logs: Path, servers: list, *workers):
+    ours = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", *workers,
+                             "-b", f"127.0.0.1:{port}", "--timeout", "600"], cwd=ROOT, env=our_env(),
+                            stdout=open(logs / f"ours-{port}.log", "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    servers.append(ours)
+    wait_http(port, "/healthz")
+
+
 def start_servers(mlflow_bin, logs: Path, servers: list):
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=our_env(), check=True)
-    ours = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "-w", "1",
-                             "-b", f"127.0.0.1:{OURS_PORT}", "--timeout", "600"], cwd=ROOT, env=our_env(),
-                            stdout=open(logs / "ours.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    servers.append(ours)
+    start_ours(OURS_PORT, logs, servers, "-w", "1")
     mlflow = subprocess.Popen([mlflow_bin, "server", "--backend-store-uri", f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
                                "--default-artifact-root", str(logs / "artifacts"), "--host", "127.0.0.1",
                                "--port", str(MLFLOW_PORT), "--workers", "1"],
                               stdout=open(logs / "mlflow.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
     servers.append(mlflow)
-    wait_http(OURS_PORT, "/healthz")
     wait_http(MLFLOW_PORT, "/health")
 
 
@@ -210,6 +221,56 @@ def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
     return results, spike
 
 
+def bench_pollers(port, token, run_id, first_step, pollers, seconds, keys):
+    """`pollers` run pages open on one live run: each polls every POLL_S (the page's interval, started at a
+    random phase) for the points after the last step it holds, then the run's events, as run.js does;
+    meanwhile a trainer ingests one step of `keys` keys per WRITE_S. Latency of every metrics poll."""
+    import random
+    import threading
+    from urllib.parse import quote
+
+    from webapp.metrics.views import CHARTS
+
+    chart_keys = quote(",".join(key for chart in CHARTS for key in chart["keys"]))
+    names = CHART_KEYS + [f"extra/{i}" for i in range(keys - len(CHART_KEYS))]
+    headers = {"Authorization": f"Bearer {token}"}
+    deadline = time.monotonic() + seconds
+    latencies, failures = [], []
+
+    def trainer():
+        client, step = Client(port, headers), first_step
+        while time.monotonic() < deadline:
+            step += 1
+            client.call("POST", f"/api/runs/{run_id}/metrics", [{"step": step, "key": k, "value": 0.5} for k in names])
+            time.sleep(WRITE_S)
+
+    def poller():
+        client, after = Client(port, headers), first_step
+        time.sleep(random.uniform(0, POLL_S))
+        while time.monotonic() < deadline:
+            start = time.perf_counter()
+            try:
+                body = json.loads(client.call("GET", f"/api/runs/{run_id}/metrics?keys={chart_keys}"
+                                                     f"&max_points=1000&after={after}"))
+            except (RuntimeError, OSError) as error:
+                failures.append(str(error))
+            else:
+                latencies.append(time.perf_counter() - start)
+                after = max([after, *body["series"]["train/success"]["step"]])
+            client.call("GET", f"/api/runs/{run_id}/events")
+            time.sleep(max(0.0, POLL_S - (time.perf_counter() - start)))
+
+    threads = [threading.Thread(target=trainer)] + [threading.Thread(target=poller) for _ in range(pollers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    latencies.sort()
+    pick = lambda q: 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
+    return {"requests": len(latencies), "failures": len(failures), "p50_ms": pick(0.5), "p95_ms": pick(0.95),
+            "p99_ms": pick(0.99), "max_ms": 1000 * latencies[-1]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mlflow", required=True, help="the mlflow executable of a separate virtualenv")
@@ -217,6 +278,8 @@ def main():
     parser.add_argument("--keys", type=int, default=50)
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--pollers", type=int, default=50, help="concurrent run pages polling (0: skip)")
+    parser.add_argument("--poll-seconds", type=int, default=60)
     args = parser.parse_args()
 
     os.environ.update(our_env())
@@ -252,6 +315,15 @@ def main():
             print(f"  {name:15s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  payload {row['bytes']:>10,d} bytes")
         print(f"  spike at step {SPIKE_STEP} kept in the 1,000-point answer: ours {spike['ours']}, "
               f"MLflow sampled {spike['mlflow_sampled']}")
+
+        if args.pollers:
+            start_ours(POLLERS_PORT, logs, servers, *SERVE_WORKERS)
+            polls = bench_pollers(POLLERS_PORT, token, chart_run, args.steps - 1, args.pollers, args.poll_seconds,
+                                  args.keys)
+            print(f"{args.pollers} pollers on the live run's incremental endpoint for {args.poll_seconds} s "
+                  f"(gunicorn {' '.join(SERVE_WORKERS)}): {polls['requests']} polls, {polls['failures']} failed, "
+                  f"p50 {polls['p50_ms']:.1f} ms, p95 {polls['p95_ms']:.1f} ms, p99 {polls['p99_ms']:.1f} ms, "
+                  f"max {polls['max_ms']:.1f} ms", flush=True)
     finally:
         for server in servers:
             os.killpg(server.pid, 15)

@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 
 from trainer import advantages as A
-from trainer import checkpoint, losses
+from trainer import checkpoint, losses, prefix
 from trainer.config import TrainConfig
 from trainer.filter import keep_groups
 from trainer.models import Policy, load_policy
@@ -44,7 +44,7 @@ def pad_batch(trajs: list[Trajectory], pad_id: int, device) -> tuple[torch.Tenso
 
 def token_logprobs(model, ids, attention, resp, temperature: float, with_entropy: bool = False):
     """log pi(token_t | prefix) for t >= 1 as (B, T-1); only the model's tokens are computed, others 0."""
-    logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits[:, :-1]
+    logits = prefix.forward(model, ids, attention, lambda out: out.logits)[:, :-1]
     sel = resp.bool()
     chosen = logits[sel].float()
     if temperature > 0:

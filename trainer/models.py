@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from trainer import prefix
 from trainer.config import TINY_MODEL, ModelConfig
 
 # ChatML, used when a tokenizer has no chat template of its own (documented in docs/TRAINER.md).
@@ -89,7 +90,7 @@ class Critic(nn.Module):
         nn.init.zeros_(self.value_head.bias)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        hidden = prefix.forward(self.backbone, input_ids, attention_mask, lambda out: out.last_hidden_state)
         return self.value_head(hidden.float()).squeeze(-1)
 
 

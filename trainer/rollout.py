@@ -6,13 +6,13 @@ the `<think>` opener we write ourselves).
 """
 from __future__ import annotations
 
-import inspect
 import re
 from dataclasses import dataclass, field
 
 import torch
 
 import envs
+from trainer.prefix import cache_keyword, cache_of
 
 SYSTEM = "You are a helpful assistant. You play text games: think step by step, then answer with actions."
 THINK_FORMAT = "Always answer in the format <think> [your thoughts] </think> <answer> [your answer] </answer> " \
@@ -124,9 +124,8 @@ def generate(model, prompts: list[list[int]], limits: list[int], pad_id: int, st
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
-    past, logits = _cache_of(out), out.logits[:, -1, :]
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    past, logits = cache_of(out), out.logits[:, -1, :]
+    cache_kw = cache_keyword(model)
     generated: list[list[int]] = [[] for _ in range(B)]
     finished = [limit <= 0 for limit in limits]
     for _ in range(max(limits, default=0)):
@@ -144,13 +143,8 @@ def generate(model, prompts: list[list[int]], limits: list[int], pad_id: int, st
         positions = positions[:, -1:] + 1
         out = model(input_ids=step_ids, attention_mask=attention, position_ids=positions, use_cache=True,
                     **{cache_kw: past})
-        past, logits = _cache_of(out), out.logits[:, -1, :]
+        past, logits = cache_of(out), out.logits[:, -1, :]
     return generated
-
-
-def _cache_of(out):  # transformers >= 5.x names the KV cache `cache`, earlier versions `past_key_values`
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
 
 
 def sample_token(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:

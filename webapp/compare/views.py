@@ -16,8 +16,9 @@ COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
           "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"]
 assert len(COLORS) >= selection.MAX_RUNS
 # Points per run and key the page asks for: the same total on screen whatever the number of runs
-# (3 runs: 1000 each, like the run page; 20 runs: 300), so 20 overlaid runs draw as fast as a few.
-POINTS_ON_SCREEN, MIN_POINTS, MAX_POINTS = 6000, 200, 1000
+# (2 runs: 1000 each, like the run page; 20 runs: 100), so 20 overlaid runs draw as fast as a few, and
+# 100 points of a 10k-step run are read from its 100-step rollups instead of from every point.
+POINTS_ON_SCREEN, MIN_POINTS, MAX_POINTS = 2000, 100, 1000
 
 
 def page_points(runs: int) -> int:

@@ -1,0 +1,66 @@
+"""The shared-prefix forward equals the plain forward, values and gradients, for the policy and critic."""
+import pytest
+import torch
+
+from trainer import prefix
+from trainer.config import ModelConfig
+from trainer.models import load_policy
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    torch.manual_seed(0)
+    return load_policy(ModelConfig(), with_critic=True, with_reference=False)
+
+
+def group_batch(vocab: int, shared: int = 40, rows: int = 4):
+    """Rows that share `shared` tokens, then differ and end at different lengths (right padded)."""
+    g = torch.Generator().manual_seed(1)
+    head = torch.randint(3, vocab, (shared,), generator=g)
+    ids = torch.zeros((rows, shared + 12), dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    for i, tail_len in enumerate([12, 7, 9, 3][:rows]):
+        ids[i, :shared] = head
+        ids[i, shared:shared + tail_len] = torch.randint(3, vocab, (tail_len,), generator=g)
+        attention[i, :shared + tail_len] = 1
+    return ids, attention
+
+
+def test_shared_prefix_length_stops_at_the_first_difference_or_padding():
+    ids = torch.tensor([[5, 6, 7, 8], [5, 6, 7, 9], [5, 6, 7, 8]])
+    assert prefix.shared_prefix_len(ids, torch.ones_like(ids)) == 3
+    assert prefix.shared_prefix_len(ids, torch.tensor([[1, 1, 0, 0]] * 3)) == 2
+
+
+@pytest.mark.parametrize("module", ["model", "critic"])
+def test_shared_prefix_forward_equals_the_plain_forward(policy, module):
+    ids, attention = group_batch(policy.tokenizer.vocab_size if module == "model" else 500)
+    net = policy.model if module == "model" else policy.critic.backbone
+    pick = (lambda out: out.logits) if module == "model" else (lambda out: out.last_hidden_state)
+    net.train()
+    results = []
+    for forward in (lambda: pick(net(input_ids=ids, attention_mask=attention, use_cache=False)),
+                    lambda: prefix.forward(net, ids, attention, pick)):
+        net.zero_grad(set_to_none=True)
+        out = forward()
+        (out * attention.unsqueeze(-1)).square().mean().backward()
+        grads = [p.grad.clone() for p in net.parameters() if p.grad is not None]
+        results.append((out.detach(), grads))
+    (plain, plain_grads), (shared, shared_grads) = results
+    real = attention.bool()
+    assert torch.allclose(plain[real], shared[real], atol=1e-5)
+    assert len(plain_grads) == len(shared_grads) > 0
+    for a, b in zip(plain_grads, shared_grads):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_the_prefix_runs_once(policy):
+    ids, attention = group_batch(policy.tokenizer.vocab_size)
+    seen = []
+    hook = policy.model.register_forward_pre_hook(lambda _, args, kwargs: seen.append(kwargs["input_ids"].shape),
+                                                  with_kwargs=True)
+    try:
+        prefix.forward(policy.model, ids, attention, lambda out: out.logits)
+    finally:
+        hook.remove()
+    assert seen == [torch.Size([1, 40]), torch.Size([4, 12])]
