@@ -243,7 +243,7 @@ PRESETS: dict[str, dict] = {
 # seeds, 64 tokens per turn (its replies are ~30 tokens). Measured in docs/TRAINER.md and docs/BENCHMARKS.md.
 TINY_PROFILE: dict = {
     "rollout": {"val_seeds": 64, "max_new_tokens": 64},
-    "optim": {"actor_lr": 1e-3, "micro_batch_size": 16},
+    "optim": {"actor_lr": 5e-4, "micro_batch_size": 16},
     "schedule": {"steps": 60, "val_every": 10, "checkpoint_every": 10},
 }
 

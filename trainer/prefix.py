@@ -4,7 +4,8 @@ A group's N trajectories begin with the same prompt (Bandit: ~200 prompt tokens 
 reply), so a plain forward spends most of its work on N copies of one prefix. Here the prefix runs once
 with the KV cache on, the cache is repeated N times, and only the rows' own continuations run on top
 of it. Gradients flow back through the repeated cache into the one prefix computation, so the result
-and its gradients equal the plain forward's (up to float rounding; tested).
+and its gradients equal the plain forward's (up to float rounding; tested). Rows of very different
+lengths run in separate chunks (each recomputes the prefix once) instead of all padded to the longest.
 """
 from __future__ import annotations
 
@@ -23,17 +24,41 @@ def shared_prefix_len(ids: torch.Tensor, attention: torch.Tensor) -> int:
 
 
 def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -> torch.Tensor:
-    """pick(model output) for the whole (B, T) batch, e.g. pick = lambda out: out.logits."""
+    """pick(model output) for the whole (B, T) batch, e.g. pick = lambda out: out.logits. Positions past a
+    row's end hold zeros (or the plain forward's values when nothing is shared)."""
     shared = min(shared_prefix_len(ids, attention), ids.shape[1] - 1)
     checkpointing = model.training and getattr(model, "is_activation_checkpointing", False)  # no cache then
     if ids.shape[0] == 1 or shared < MIN_SHARED_TOKENS or checkpointing:
         return pick(model(input_ids=ids, attention_mask=attention, use_cache=False))
-    head = model(input_ids=ids[:1, :shared], attention_mask=attention[:1, :shared], use_cache=True)
-    cache = cache_of(head)
-    cache.batch_repeat_interleave(ids.shape[0])
-    tail = model(input_ids=ids[:, shared:], attention_mask=attention, use_cache=True, **{cache_keyword(model): cache})
-    first = pick(head)
-    return torch.cat([first.expand(ids.shape[0], *first.shape[1:]), pick(tail)], dim=1)
+    lengths = attention.sum(1).tolist()
+    out = None
+    for rows in length_chunks(lengths, shared):
+        length = max(lengths[i] for i in rows)
+        index = torch.tensor(rows, device=ids.device)
+        head = model(input_ids=ids[:1, :shared], attention_mask=attention[:1, :shared], use_cache=True)
+        cache = cache_of(head)
+        cache.batch_repeat_interleave(len(rows))
+        tail = model(input_ids=ids[index, shared:length], attention_mask=attention[index, :length], use_cache=True,
+                     **{cache_keyword(model): cache})
+        first = pick(head)
+        part = torch.cat([first.expand(len(rows), *first.shape[1:]), pick(tail)], dim=1)
+        if out is None:
+            out = part.new_zeros((ids.shape[0], ids.shape[1], *part.shape[2:]))
+        out[index, :length] = part
+    return out
+
+
+def length_chunks(lengths: list[int], shared: int) -> list[list[int]]:
+    """Row indices in chunks of similar length, so that one long row (a multi-turn episode among
+    one-turn ones) does not pad every row to its length: a chunk ends where a row's own tokens exceed
+    twice (plus 16) those of the chunk's shortest row."""
+    chunks: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if chunks and lengths[i] - shared <= 2 * (lengths[chunks[-1][0]] - shared) + 16:
+            chunks[-1].append(i)
+        else:
+            chunks.append([i])
+    return chunks
 
 
 def cache_of(out):  # transformers >= 5.x names the KV cache `cache`, earlier versions `past_key_values`

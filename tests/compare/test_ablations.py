@@ -53,6 +53,20 @@ def test_responses_per_prompt_keeps_the_batch_fixed(model):
     assert set(values(runs, "algorithm.filter")) == {"none"}  # N = 1 is invalid with a filter
 
 
+@pytest.mark.parametrize("key", list(ablations.ABLATIONS))
+def test_each_ablation_grid_round_trips_through_the_forms_grid_text(key):
+    """Re-run with changes shows the grid as text; submitting it unchanged must give the same grid."""
+    grid = ablations.build_spec(ablations.ABLATIONS[key], "frozenlake", "tiny", [1], None).grid
+    assert specs.parse_grid(specs.grid_text(grid)) == grid
+
+
+def test_grid_values_may_be_flow_mappings_and_lists():
+    assert specs.parse_grid("rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}\n"
+                            "model.lora_target_modules = [q_proj, v_proj], [o_proj]") == {
+        "rollout": [{"env_groups": 32, "group_size": 4}, {"env_groups": 16, "group_size": 8}],
+        "model.lora_target_modules": [["q_proj", "v_proj"], ["o_proj"]]}
+
+
 def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():
     spec = ablations.build_spec(ablations.ABLATIONS["responses-per-prompt"], "frozenlake", "tiny", [1], None)
     spec.preset = "starpo-s"

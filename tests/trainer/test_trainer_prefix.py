@@ -13,13 +13,13 @@ def policy(tiny_model_dir):
     return load_policy(ModelConfig(), with_critic=True, with_reference=False)
 
 
-def group_batch(vocab: int, shared: int = 40, rows: int = 4):
+def group_batch(vocab: int, shared: int = 40, rows: int = 5):
     """Rows that share `shared` tokens, then differ and end at different lengths (right padded)."""
     g = torch.Generator().manual_seed(1)
     head = torch.randint(3, vocab, (shared,), generator=g)
-    ids = torch.zeros((rows, shared + 12), dtype=torch.long)
+    ids = torch.zeros((rows, shared + 40), dtype=torch.long)
     attention = torch.zeros_like(ids)
-    for i, tail_len in enumerate([12, 7, 9, 3][:rows]):
+    for i, tail_len in enumerate([12, 7, 9, 3, 40][:rows]):
         ids[i, :shared] = head
         ids[i, shared:shared + tail_len] = torch.randint(3, vocab, (tail_len,), generator=g)
         attention[i, :shared + tail_len] = 1
@@ -54,7 +54,7 @@ def test_shared_prefix_forward_equals_the_plain_forward(policy, module):
         assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
 
 
-def test_the_prefix_runs_once(policy):
+def test_the_prefix_runs_once_per_length_chunk(policy):
     ids, attention = group_batch(policy.tokenizer.vocab_size)
     seen = []
     hook = policy.model.register_forward_pre_hook(lambda _, args, kwargs: seen.append(kwargs["input_ids"].shape),
@@ -63,4 +63,8 @@ def test_the_prefix_runs_once(policy):
         prefix.forward(policy.model, ids, attention, lambda out: out.logits)
     finally:
         hook.remove()
-    assert seen == [torch.Size([1, 40]), torch.Size([4, 12])]
+    assert seen == [torch.Size([1, 40]), torch.Size([4, 12]), torch.Size([1, 40]), torch.Size([1, 40])]
+
+
+def test_rows_of_very_different_lengths_run_in_separate_chunks():
+    assert prefix.length_chunks([100 + 5, 100 + 300, 100 + 20, 100 + 250], shared=100) == [[0, 2], [3, 1]]

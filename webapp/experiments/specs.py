@@ -97,7 +97,7 @@ def parse_grid(value) -> dict[str, list]:
             if key.strip() in grid:
                 raise ValueError(f"line {number}: {key.strip()} is listed twice")
             grid[key.strip()] = [_yaml_scalar(item.strip(), number)
-                                 for item in raw.split(",") if item.strip()]
+                                 for item in _top_level_items(raw) if item.strip()]
     else:
         raise ValueError("expected an object of field -> list of values")
     for key, values in grid.items():
@@ -110,6 +110,18 @@ def parse_grid(value) -> dict[str, list]:
         if len({repr(v) for v in values}) != len(values):
             raise ValueError(f"{key}: a value is listed twice")
     return grid
+
+
+def _top_level_items(text: str) -> list[str]:
+    """Split on the commas outside brackets and braces, so that a value may be a YAML flow list or
+    mapping: `rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}`."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in "[{") - (char in "]}")
+        if char == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    return items + [text[start:]]
 
 
 def _yaml_scalar(text: str, line: int):
