@@ -8,7 +8,9 @@ in the worker's parent process (CUDA must not be initialised before the fork).
 import logging
 import os
 import shutil
+import signal
 import socket
+import threading
 import traceback
 
 from django.db.utils import Error as DatabaseError
@@ -54,6 +56,29 @@ def make_hook(run):
     return None
 
 
+class ShutdownRequest:
+    """SIGTERM while training (the worker, or `./echolab run`, is stopping) asks the loop to checkpoint at
+    the next step boundary; the run is then requeued at once for the next worker, instead of waiting
+    RUN_HEARTBEAT_TIMEOUT for the sweeper. Only the process's main thread can hold a signal handler."""
+
+    def __init__(self):
+        self.asked = False
+        self._previous = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._ask)
+        return self
+
+    def _ask(self, signum, frame):
+        logger.info("SIGTERM: checkpointing at the next step boundary, then requeuing the run")
+        self.asked = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
 def train_run(run_id: int) -> str:
     """Train run `run_id` if it is still queued; returns what happened, for the log."""
     run = Run.objects.select_related("experiment__owner").filter(pk=run_id).first()
@@ -96,8 +121,11 @@ def train_claimed(run: Run, cfg) -> str:
         logger.info("run %s: resuming from checkpoint %s", run.pk, found)
     sink = DatabaseSink(run, hook=make_hook(run))
     status, error, trace = Run.Status.FAILED, "", ""
+    shutdown = ShutdownRequest()
     try:
-        outcome = train(cfg, sink, out_dir=out_dir, should_stop=sink.should_stop, resume=resume)
+        with shutdown:
+            outcome = train(cfg, sink, out_dir=out_dir, should_stop=lambda: shutdown.asked or sink.should_stop(),
+                            resume=resume)
         status = Run.Status.STOPPED if outcome == "stopped" else Run.Status.COMPLETED
     except (ModelLoadError, OSError) as failure:
         error, trace = str(failure).strip().splitlines()[0], traceback.format_exc()
@@ -112,6 +140,11 @@ def train_claimed(run: Run, cfg) -> str:
         return "metrics not written; left for the sweeper"
     if sink.lost:
         return "lost the run to another attempt"
+    if status == Run.Status.STOPPED and shutdown.asked and not sink.stop_requested:
+        run.refresh_from_db()
+        if run.requeue(f"worker shut down; checkpointed before step {run.step}"):
+            run.enqueue()  # when the broker is away, the sweeper sends it later
+            return f"worker shutting down: requeued at step {run.step}"
     finish_with_retries(run, status, error, trace)
     return status if not error else f"{status}: {error}"
 

@@ -124,6 +124,25 @@ def test_a_killed_worker_is_replaced_and_the_run_resumes_from_its_checkpoint(
     assert_complete_series(run, 7)
 
 
+def test_a_worker_shut_down_mid_run_checkpoints_and_requeues_it_at_once(
+        make_run, start_gpu_worker, tiny_model_dir, checkpoint_root):
+    run = make_run(tiny_config(tiny_model_dir, steps=7))
+    leaving = start_gpu_worker("leaving")
+    assert run.enqueue()
+    wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
+    leaving.stop()  # SIGTERM to the worker and its training child, as Ctrl-C in ./echolab run sends
+
+    run = fresh(run)
+    assert run.status == "queued", (run.status, run.error)
+    assert run.attempt_log[0]["reason"] == f"worker shut down; checkpointed before step {run.step}"
+    assert (checkpoint_root / str(run.pk) / "checkpoints" / f"step_{run.step:06d}").is_dir()
+    heir = start_gpu_worker("heir")  # the message was sent again at once: no sweeper involved
+    run = wait_status(run, "completed", "failed")
+    assert run.status == "completed", run.error
+    assert run.attempt == 2 and "resuming from checkpoint" in heir.output()
+    assert_complete_series(run, 7)
+
+
 def test_a_postgres_restart_during_a_run_loses_nothing(make_run, start_gpu_worker, tiny_model_dir):
     run = make_run(tiny_config(tiny_model_dir, steps=6))
     worker = start_gpu_worker()

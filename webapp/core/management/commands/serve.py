@@ -14,7 +14,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-STOP_GRACE_SECONDS = 20
+# Long enough for a training step to end and checkpoint (worker/training.py ShutdownRequest).
+STOP_GRACE_SECONDS = 60
 
 
 class Command(BaseCommand):
