@@ -120,6 +120,7 @@
 
   function render() {
     const all = entries();
+    drawLegend(all);
     const drawn = page.charts.map(function (chart) {
       const data = all.flatMap(function (entry) { return traces(chart, entry); });
       const empty = !data.length;
@@ -132,22 +133,41 @@
         yaxis: { type: chart.log ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: empty ? [] : all.flatMap(collapseLines),
-        showlegend: true,
-        legend: { orientation: "h", y: -0.25 },
+        // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
+        // drawn in ten half-width charts cost more than the lines and squeezed the plots.
+        showlegend: false,
         annotations: empty ? [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
       };
       const markers = empty ? [] : all.flatMap(eventTraces);
       const div = document.getElementById("chart-" + chart.id);
-      return Plotly.react(div, data.concat(markers), layout, { responsive: true, displaylogo: false }).then(function () {
-        if (!div.dataset.bound) {
-          div.dataset.bound = "1";
-          div.on("plotly_legendclick", function (event) { toggle(event.data[event.curveNumber].legendgroup); return false; });
-          div.on("plotly_legenddoubleclick", function (event) { solo(event.data[event.curveNumber].legendgroup); return false; });
-        }
-      });
+      return Plotly.react(div, data.concat(markers), layout, { responsive: true, displaylogo: false });
     });
     // Read by tests and bench/compare.py: every chart has been drawn with the current data.
     return Promise.all(drawn).then(function () { document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1); });
+  }
+
+  // A button per run (or group) in its colour: click hides or shows it in every chart, double-click
+  // shows it alone. Clicks are told apart from a double-click's first click by a short delay.
+  function drawLegend(all) {
+    const legend = document.getElementById("run-legend");
+    legend.replaceChildren.apply(legend, all.map(function (entry) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "legend-entry" + (state.hidden.has(entry.id) ? " off" : "");
+      button.dataset.entry = entry.id;
+      button.setAttribute("aria-pressed", String(!state.hidden.has(entry.id)));
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = entry.color;
+      button.append(swatch, entry.name);
+      let pending = null;
+      button.addEventListener("click", function () {
+        clearTimeout(pending);
+        pending = setTimeout(function () { toggle(entry.id); }, 250);
+      });
+      button.addEventListener("dblclick", function () { clearTimeout(pending); solo(entry.id); });
+      return button;
+    }));
   }
 
   function toggle(id) {

@@ -64,13 +64,17 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
                          ".map(t => Array.from(t.x))") == [[60]]
 
     # A legend click hides the run in every chart, another click shows it again.
-    legend_entry = page.locator("#chart-success g.traces", has=page.locator(
-        ".legendtext", has_text=f"#{runs[2].pk} {runs[2].label}"))
-    legend_entry.locator(".legendtoggle").click()
+    legend_entry = page.locator("#run-legend .legend-entry", has_text=f"#{runs[2].pk} {runs[2].label}")
+    legend_entry.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
+    assert legend_entry.get_attribute("aria-pressed") == "false"
     for chart in ("success", "grad_norm"):
         assert [t[2] for t in line_traces(page, chart) if t[0].startswith(f"#{runs[2].pk}")][0] == "legendonly"
         assert all(t[2] is True for t in line_traces(page, chart) if not t[0].startswith(f"#{runs[2].pk}"))
+    legend_entry.click()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 3")
+    assert all(t[2] is True for t in line_traces(page, "grad_norm"))
+    assert legend_entry.get_attribute("aria-pressed") == "true"
 
     # Config diff: only the differing fields until "differences only" is unticked.
     visible = page.locator("#config-diff tbody tr:visible th code").all_text_contents()
