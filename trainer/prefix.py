@@ -25,12 +25,14 @@ def shared_prefix_len(ids: torch.Tensor, attention: torch.Tensor) -> int:
 
 def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -> torch.Tensor:
     """pick(model output) for the whole (B, T) batch, e.g. pick = lambda out: out.logits. Positions past a
-    row's end hold zeros (or the plain forward's values when nothing is shared)."""
-    shared = min(shared_prefix_len(ids, attention), ids.shape[1] - 1)
-    checkpointing = model.training and getattr(model, "is_activation_checkpointing", False)  # no cache then
-    if ids.shape[0] == 1 or shared < MIN_SHARED_TOKENS or checkpointing:
-        return pick(model(input_ids=ids, attention_mask=attention, use_cache=False))
+    row's end hold whatever its padding produced (callers read only positions inside the row)."""
     lengths = attention.sum(1).tolist()
+    # at least one own token per row for the continuation
+    shared = min(shared_prefix_len(ids, attention), min(lengths) - 1)
+    # Gradient checkpointing runs without a KV cache. Decided per model, not per mode, so that old
+    # log-probs (eval) and the training forward take the same path.
+    if ids.shape[0] == 1 or shared < MIN_SHARED_TOKENS or getattr(model, "is_activation_checkpointing", False):
+        return pick(model(input_ids=ids, attention_mask=attention, use_cache=False))
     out = None
     for rows in length_chunks(lengths, shared):
         length = max(lengths[i] for i in rows)
@@ -38,13 +40,13 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
         head = model(input_ids=ids[:1, :shared], attention_mask=attention[:1, :shared], use_cache=True)
         cache = cache_of(head)
         cache.batch_repeat_interleave(len(rows))
-        tail = model(input_ids=ids[index, shared:length], attention_mask=attention[index, :length], use_cache=True,
-                     **{cache_keyword(model): cache})
+        tail = pick(model(input_ids=ids[index, shared:length], attention_mask=attention[index, :length],
+                          use_cache=True, **{cache_keyword(model): cache}))
         first = pick(head)
-        part = torch.cat([first.expand(len(rows), *first.shape[1:]), pick(tail)], dim=1)
         if out is None:
-            out = part.new_zeros((ids.shape[0], ids.shape[1], *part.shape[2:]))
-        out[index, :length] = part
+            out = tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))
+        out[index, :shared] = first  # broadcast over the chunk's rows; no per-row copy held alongside
+        out[index, shared:length] = tail
     return out
 
 

@@ -108,8 +108,6 @@ def train_run(run_id: int) -> str:
 def train_claimed(run: Run, cfg) -> str:
     set_threads()
     from trainer import checkpoint
-    from trainer.loop import train
-    from trainer.models import ModelLoadError
 
     out_dir = str(run.checkpoint_dir)
     if run.attempt == 1:
@@ -120,12 +118,19 @@ def train_claimed(run: Run, cfg) -> str:
     if resume:
         logger.info("run %s: resuming from checkpoint %s", run.pk, found)
     sink = DatabaseSink(run, hook=make_hook(run))
+    # Held until the attempt is recorded: a second SIGTERM must not cut the flush or the requeue short.
+    with ShutdownRequest() as shutdown:
+        return attempt(run, cfg, sink, out_dir, resume, shutdown)
+
+
+def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutdown: "ShutdownRequest") -> str:
+    from trainer.loop import train
+    from trainer.models import ModelLoadError
+
     status, error, trace = Run.Status.FAILED, "", ""
-    shutdown = ShutdownRequest()
     try:
-        with shutdown:
-            outcome = train(cfg, sink, out_dir=out_dir, should_stop=lambda: shutdown.asked or sink.should_stop(),
-                            resume=resume)
+        outcome = train(cfg, sink, out_dir=out_dir, should_stop=lambda: shutdown.asked or sink.should_stop(),
+                        resume=resume)
         status = Run.Status.STOPPED if outcome == "stopped" else Run.Status.COMPLETED
     except (ModelLoadError, OSError) as failure:
         error, trace = str(failure).strip().splitlines()[0], traceback.format_exc()
@@ -140,8 +145,9 @@ def train_claimed(run: Run, cfg) -> str:
         return "metrics not written; left for the sweeper"
     if sink.lost:
         return "lost the run to another attempt"
-    if status == Run.Status.STOPPED and shutdown.asked and not sink.stop_requested:
+    if status == Run.Status.STOPPED and shutdown.asked:
         run.refresh_from_db()
+        # requeue() refuses a run whose stop was requested meanwhile: that one is finished as stopped.
         if run.requeue(f"worker shut down; checkpointed before step {run.step}"):
             run.enqueue()  # when the broker is away, the sweeper sends it later
             return f"worker shutting down: requeued at step {run.step}"

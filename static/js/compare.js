@@ -147,27 +147,36 @@
   }
 
   // A button per run (or group) in its colour: click hides or shows it in every chart, double-click
-  // shows it alone. Clicks are told apart from a double-click's first click by a short delay.
+  // shows it alone (a click waits briefly so that a double-click's first click does not toggle).
+  // Built when the entries change, updated in place otherwise, so keyboard focus stays put.
   function drawLegend(all) {
     const legend = document.getElementById("run-legend");
-    legend.replaceChildren.apply(legend, all.map(function (entry) {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = "legend-entry" + (state.hidden.has(entry.id) ? " off" : "");
-      button.dataset.entry = entry.id;
-      button.setAttribute("aria-pressed", String(!state.hidden.has(entry.id)));
-      const swatch = document.createElement("span");
-      swatch.className = "swatch";
-      swatch.style.background = entry.color;
-      button.append(swatch, entry.name);
-      let pending = null;
-      button.addEventListener("click", function () {
-        clearTimeout(pending);
-        pending = setTimeout(function () { toggle(entry.id); }, 250);
-      });
-      button.addEventListener("dblclick", function () { clearTimeout(pending); solo(entry.id); });
-      return button;
-    }));
+    const ids = JSON.stringify(all.map(function (entry) { return [entry.id, entry.name, entry.color]; }));
+    if (legend.dataset.entries !== ids) {
+      legend.dataset.entries = ids;
+      legend.replaceChildren.apply(legend, all.map(function (entry) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "legend-entry";
+        button.dataset.entry = entry.id;
+        const swatch = document.createElement("span");
+        swatch.className = "swatch";
+        swatch.style.background = entry.color;
+        button.append(swatch, entry.name);
+        let pending = null;
+        button.addEventListener("click", function () {
+          clearTimeout(pending);
+          pending = setTimeout(function () { toggle(entry.id); }, 250);
+        });
+        button.addEventListener("dblclick", function () { clearTimeout(pending); solo(entry.id); });
+        return button;
+      }));
+    }
+    legend.querySelectorAll(".legend-entry").forEach(function (button) {
+      const shown = !state.hidden.has(button.dataset.entry);
+      button.classList.toggle("off", !shown);
+      button.setAttribute("aria-pressed", String(shown));
+    });
   }
 
   function toggle(id) {

@@ -65,6 +65,8 @@ def test_grid_values_may_be_flow_mappings_and_lists():
                             "model.lora_target_modules = [q_proj, v_proj], [o_proj]") == {
         "rollout": [{"env_groups": 32, "group_size": 4}, {"env_groups": 16, "group_size": 8}],
         "model.lora_target_modules": [["q_proj", "v_proj"], ["o_proj"]]}
+    assert specs.parse_grid("env.params = {names: 'a, b]'}, {names: \"c\"}") == {
+        "env.params": [{"names": "a, b]"}, {"names": "c"}]}
 
 
 def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():

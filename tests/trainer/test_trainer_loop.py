@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
-from trainer import losses
+from trainer import loop, losses
 from trainer.config import TrainConfig
-from trainer.loop import Trainer, train
+from trainer.loop import Trainer, token_logprobs, train
 from trainer.sink import JsonlSink, MemorySink
 
 SMALL = {"rollout": {"env_groups": 2, "group_size": 2, "max_turns": 2, "max_new_tokens": 24, "val_seeds": 4},
@@ -62,8 +62,8 @@ def _strip(rows):
 
 
 @pytest.mark.parametrize("mini_batch_size,forwards", [(4, 2), (2, 3)])
-def test_the_first_mini_batch_reuses_its_training_forward_as_old_logprobs(tiny_model_dir, mini_batch_size,
-                                                                          forwards):
+def test_the_first_mini_batch_reuses_its_training_forward_as_old_logprobs(tiny_model_dir, monkeypatch,
+                                                                          mini_batch_size, forwards):
     """4 trajectories in micro-batches of 2: the mini-batch trained before any optimizer step needs no
     separate no-grad pass; a later one does (the policy has moved by then)."""
     cfg = TrainConfig.preset("grpo", "algorithm.kl_coef=0", f"optim.mini_batch_size={mini_batch_size}",
@@ -71,7 +71,12 @@ def test_the_first_mini_batch_reuses_its_training_forward_as_old_logprobs(tiny_m
     trainer = Trainer(cfg)
     trajs = trainer.play([1, 1, 2, 2], [0, 0, 1, 1], 1.0)
     calls = []
-    trainer.policy.model.register_forward_hook(lambda *_: calls.append(1))
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return token_logprobs(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "token_logprobs", counted)
     metrics = trainer.update(trajs, torch.tensor([0, 0, 1, 1]))
     assert len(calls) == forwards
     if mini_batch_size == 4:  # one mini-batch: every ratio is exactly 1

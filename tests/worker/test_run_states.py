@@ -46,3 +46,14 @@ def test_give_up_lists_every_attempt(make_run):
         "attempt 2 on b: no heartbeat from b", "attempt 3 on c: no heartbeat from c",
     ]
     assert run.give_up("again") is False
+
+
+def test_a_run_asked_to_stop_is_not_requeued(make_run):
+    """A worker shutting down while the user clicks Stop: the run ends stopped, never queued again
+    (a queued run with a stop request would be skipped by every worker and the sweeper)."""
+    run = make_run({})
+    run.claim("a", 1, "cpu")
+    run.request_stop()
+    assert run.requeue("worker shut down") is False
+    assert Run.objects.get(pk=run.pk).status == "running"
+    assert run.finish("stopped") is True

@@ -225,9 +225,10 @@ class Run(models.Model):
         return finished == 1
 
     def requeue(self, reason: str) -> bool:
-        """running (stale heartbeat) -> queued, recording why the attempt ended."""
+        """running -> queued (its worker died or shut down), recording why the attempt ended. A run whose
+        stop was requested is not requeued: it is to be finished as stopped."""
         requeued = Run.objects.filter(
-            Q(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt)
+            Q(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt, stop_requested=False)
         ).update(status=self.Status.QUEUED, pid=None,
                  attempt_log=self.attempt_log + [self._attempt_entry(reason)])
         self.refresh_from_db()

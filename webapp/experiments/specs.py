@@ -113,14 +113,19 @@ def parse_grid(value) -> dict[str, list]:
 
 
 def _top_level_items(text: str) -> list[str]:
-    """Split on the commas outside brackets and braces, so that a value may be a YAML flow list or
-    mapping: `rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}`."""
-    items, depth, start = [], 0, 0
+    """Split on the commas outside brackets, braces and quotes, so that a value may be a YAML flow list
+    or mapping: `rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}`."""
+    items, depth, quote, start = [], 0, "", 0
     for i, char in enumerate(text):
-        depth += (char in "[{") - (char in "]}")
-        if char == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        else:
+            depth += (char in "[{") - (char in "]}")
+            if char == "," and depth == 0:
+                items.append(text[start:i])
+                start = i + 1
     return items + [text[start:]]
 
 

@@ -40,7 +40,6 @@ class MetricPoint(models.Model):
         MetricRollup.refresh(run_id, {(key, step // ROLLUP_WIDTH) for step, key in latest})
         return len(latest)
 
-
     @classmethod
     def latest_values(cls, run_id: int, keys: list[str]) -> dict[str, float | None]:
         """{key: value at the key's highest step} for the keys that have points."""
