@@ -59,7 +59,8 @@ def run_one(env, preset, seed, minutes, threads, steps, overrides):
     rows = [r for r in rows if "step" in r]
     summary = {"env": env, "preset": preset, "seed": seed, "result": result, "steps": len(rows),
                "val_start": val_start, "val_end": val_end, "train_wall_s": train_s,
-               "val_wall_s": t_val + time.time() - t0, "val_seeds": cfg.rollout.val_seeds}
+               "val_wall_s": t_val + time.time() - t0, "val_seeds": cfg.rollout.val_seeds,
+               "overrides": overrides}
     (out / "summary.json").write_text(json.dumps(summary))
     print(json.dumps(summary))
 
