@@ -14,8 +14,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-# Long enough for a training step to end and checkpoint (worker/training.py ShutdownRequest).
-STOP_GRACE_SECONDS = 60
+# Seconds each process gets to stop after SIGTERM; the gpu worker long enough for a training step to end
+# and checkpoint (worker/training.py ShutdownRequest).
+STOP_GRACE_SECONDS = {"worker-gpu": 60}
+DEFAULT_STOP_GRACE_SECONDS = 20
 
 
 class Command(BaseCommand):
@@ -98,12 +100,13 @@ class Command(BaseCommand):
         for process in processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        started = time.monotonic()
         for name, process in processes.items():
+            grace = STOP_GRACE_SECONDS.get(name, DEFAULT_STOP_GRACE_SECONDS)
             try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                process.wait(timeout=max(0.1, started + grace - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self.stderr.write(f"echolab: {name} did not stop in {STOP_GRACE_SECONDS}s; killing it")
+                self.stderr.write(f"echolab: {name} did not stop in {grace}s; killing it")
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self.stdout.write("Stopped.")
