@@ -146,7 +146,8 @@ class Trainer:
 
         micro_per_mini = max(1, o.mini_batch_size // mb)
         first_order = torch.randperm(len(batches)).tolist()
-        kl_in_reward = self.ppo and a.kl_coef > 0  # GRPO puts KL in the loss instead
+        kl_in_reward = self.ppo and a.kl_coef > 0
+        kl_in_loss = not self.ppo and a.kl_coef > 0  # GRPO
         # The first mini-batch of the first epoch is trained before any optimizer step, so its old
         # log-probs are its training forward's, detached (TRL skips this pass the same way); the KL
         # reward needs them before training starts.
@@ -165,8 +166,8 @@ class Trainer:
                     old_values.append(critic_values(p.critic, ids, att).float() * resp)
 
         metrics: dict[str, float] = {}
-        kls = [losses.kl_penalty(lp, rp, a.kl_estimator) * r for lp, rp, (_, _, r) in zip(old_logp, ref_logp, batches)
-               if kl_in_reward]
+        kls = [losses.kl_penalty(lp, rp, a.kl_estimator) * r
+               for lp, rp, (_, _, r) in zip(old_logp, ref_logp, batches)] if kl_in_reward else []
         if kls:
             metrics["actor/kl_ref"] = sum(k.sum().item() for k in kls) / sum(b[2].sum().item() for b in batches)
         advs, rets = [], []
@@ -192,7 +193,7 @@ class Trainer:
         # clipped updates: mini-batches of trajectories, gradient accumulation over micro-batches
         stats = {"pg_loss": [], "grad_norm": [], "vf_loss": [], "critic_grad_norm": []}
         token_sums = {"entropy": 0.0, "clip_frac": 0.0, "clip_frac_high": 0.0, "approx_kl": 0.0}
-        if a.kl_coef > 0 and not self.ppo:
+        if kl_in_loss:
             token_sums["kl_ref"] = 0.0
         seen_tokens = 0.0
         skipped = 0
@@ -215,7 +216,7 @@ class Trainer:
                                                    a.dual_clip, a.loss_agg, n_seqs, n_tokens)
                         ent_agg = losses.aggregate(ent, resp, a.loss_agg, n_seqs, n_tokens)
                         loss = pg - a.entropy_coef * ent_agg
-                        if a.kl_coef > 0 and not self.ppo:  # GRPO: KL as a loss term; PPO: in the reward
+                        if kl_in_loss:
                             kl = losses.kl_penalty(logp, ref_logp[j], a.kl_estimator)
                             loss = loss + a.kl_coef * losses.aggregate(kl, resp, a.loss_agg, n_seqs, n_tokens)
                             token_sums["kl_ref"] += (kl.detach() * resp).sum().item()
