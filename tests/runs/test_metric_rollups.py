@@ -45,3 +45,14 @@ def test_a_chart_from_rollups_keeps_the_spike_and_matches_the_point_reduction(ru
     # Chart buckets of 2 rollups each line up exactly: the same answer as reducing every point.
     from_points = _bucketed_sql(run.pk, key_stats(run.pk, ["actor/grad_norm"], after=-1), None, 100)
     assert chart == from_points["actor/grad_norm"].as_json()
+
+
+def test_a_batch_overlapping_stored_points_overwrites_them_and_appends_the_rest(run):
+    MetricPoint.upsert(run.pk, [(step, "loss", 1.0) for step in range(10)])
+    # Steps 5-9 exist: the plain INSERT fails on them and the batch is upserted as a whole.
+    MetricPoint.upsert(run.pk, [(step, "loss", 2.0) for step in range(5, 15)] + [(0, "acc", 0.5)])
+    stored = dict(MetricPoint.objects.filter(run=run, key="loss").values_list("step", "value"))
+    assert stored == {**{step: 1.0 for step in range(5)}, **{step: 2.0 for step in range(5, 15)}}
+    assert MetricPoint.objects.get(run=run, key="acc").value == 0.5
+    assert MetricRollup.objects.get(run=run, key="loss", bucket=0).count == 15
+

@@ -126,9 +126,10 @@ def write(run: Run, points: list[tuple[int, str, float | None]]) -> int:
     """Upsert the points and refresh run.latest_metrics (the value at each key's highest step)."""
     keys = sorted({key for _, key, _ in points})
     with transaction.atomic():
-        MetricPoint.upsert(run.pk, points)
-        # Row lock: two batches for the same run must not overwrite each other's latest_metrics.
+        # The run's row lock first: batches for one run take turns, so they neither overwrite each other's
+        # latest_metrics nor deadlock on each other's points.
         locked = Run.objects.select_for_update().only("latest_metrics").get(pk=run.pk)
+        MetricPoint.upsert(run.pk, points)
         latest = dict(locked.latest_metrics)
         for key, value in MetricPoint.latest_values(run.pk, keys).items():
             # jsonb has no NaN or infinity.

@@ -2,13 +2,16 @@
 point, written in bulk and upserted on (run, key, step) so a retried or recomputed step overwrites,
 plus a per-100-steps rollup so a chart of a long series reads 1,000 rows per key instead of 100,000."""
 
-from django.db import connection, models
+import psycopg
+from django.db import IntegrityError, connection, models, transaction
 
 ROLLUP_WIDTH = 100  # steps per MetricRollup bucket
 
 
 class MetricPoint(models.Model):
-    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="metric_points")
+    # No index of its own: the unique (run, key, step) index serves lookups by run.
+    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="metric_points",
+                            db_index=False)
     key = models.CharField(max_length=100)
     step = models.IntegerField()
     # NaN and +-inf are kept (Postgres floats hold them); charts draw them as gaps.
@@ -25,19 +28,29 @@ class MetricPoint(models.Model):
         """Write (step, key, value) points; an existing (run, key, step) is overwritten. A point listed
         twice keeps its last value."""
         latest = {(step, key): None if value is None else float(value) for step, key, value in points}
-        if connection.vendor == "postgresql":
-            # Three arrays and one statement: building a model instance per point costs more than the
-            # database's own work for a 1,000-point batch.
-            (steps, keys), values = zip(*latest) if latest else ((), ()), list(latest.values())
-            with connection.cursor() as cursor:
-                cursor.execute(_UPSERT_POINTS, [run_id, list(steps), list(keys), values])
-        else:
+        if not latest:
+            return 0
+        if connection.vendor != "postgresql":  # which keeps no rollups: charts read the points
             cls.objects.bulk_create(
                 [cls(run_id=run_id, step=step, key=key, value=value) for (step, key), value in latest.items()],
                 batch_size=2000, update_conflicts=True, unique_fields=["run", "key", "step"],
                 update_fields=["value"],
             )
-        MetricRollup.refresh(run_id, {(key, step // ROLLUP_WIDTH) for step, key in latest})
+            return len(latest)
+        # Three arrays and one statement: building a model instance per point costs more than the
+        # database's own work for a 1,000-point batch.
+        steps, keys = map(list, zip(*latest))
+        arrays = [run_id, steps, keys, list(latest.values())]
+        with transaction.atomic(savepoint=False):
+            try:
+                # A trainer appends, so first a plain INSERT: a third cheaper than the upsert's speculative
+                # insertion. In a savepoint, so that a batch that does overwrite points can still upsert.
+                with transaction.atomic(), _binary_cursor() as cursor:
+                    cursor.execute(_INSERT_POINTS, arrays)
+            except IntegrityError:
+                with _binary_cursor() as cursor:
+                    cursor.execute(_UPSERT_POINTS, arrays)
+            MetricRollup.refresh(run_id, {(key, step // ROLLUP_WIDTH) for step, key in latest})
         return len(latest)
 
     @classmethod
@@ -60,7 +73,8 @@ class MetricRollup(models.Model):
     what a min/max chart needs (count, step range, last value, finite min and max). Kept in step with
     MetricPoint by MetricPoint.upsert, on Postgres; other databases chart from the points directly."""
 
-    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="metric_rollups")
+    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="metric_rollups",
+                            db_index=False)
     key = models.CharField(max_length=100)
     bucket = models.IntegerField()
     count = models.IntegerField()
@@ -86,11 +100,19 @@ class MetricRollup(models.Model):
             cursor.execute(_REFRESH_BUCKETS if buckets else _REFRESH_RUN, params)
 
 
-_UPSERT_POINTS = """
+def _binary_cursor():
+    """A cursor that sends parameters apart from the query, in binary where it says %b (Django's own cursors
+    write them into the query text)."""
+    connection.ensure_connection()
+    return connection.make_cursor(psycopg.Cursor(connection.connection))
+
+
+# Arrays go in binary: Postgres parses a 1,000-element text array literal slower than it inserts the rows.
+_INSERT_POINTS = """
 INSERT INTO metrics_metricpoint (run_id, step, key, value)
-SELECT %s, * FROM unnest(%s::int[], %s::text[], %s::float8[])
-ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
+SELECT %b, * FROM unnest(%b::int[], %b::text[], %b::float8[])
 """
+_UPSERT_POINTS = _INSERT_POINTS + "ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value"
 _LATEST_VALUES = """
 SELECT k.key, p.value FROM unnest(%s::text[]) AS k(key)
 CROSS JOIN LATERAL (SELECT value FROM metrics_metricpoint
