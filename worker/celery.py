@@ -2,8 +2,10 @@
 (emails, housekeeping). Settings come from Django's settings, CELERY_* names."""
 
 import os
+import signal
 
 from celery import Celery
+from celery.signals import worker_process_init
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -11,3 +13,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 app = Celery("echolab", include=["worker.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = (Queue("default"), Queue("gpu"))
+
+
+@worker_process_init.connect
+def pool_children_ignore_sigterm(**_):
+    """A pool child killed by SIGTERM while it waits for a task dies holding the pool's queue lock, and the
+    worker's warm shutdown then waits for that lock forever. `./echolab run` and the tests stop a worker by
+    signalling its whole process group, so children ignore SIGTERM: the worker stops idle children itself,
+    and a training task catches SIGTERM while it runs (worker/training.py, ShutdownRequest)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -55,6 +55,7 @@ def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_pa
         serve.wait(timeout=60)
     output = (tmp_path / "serve.log").read_text()
     assert "Stopped." in output, output[-3000:]
+    assert "did not stop" not in output, output[-3000:]  # each process stopped on SIGTERM, none was killed
     pids = [int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in output.splitlines() if "started " in line and "(pid " in line]
     assert len(pids) == 4, output[-3000:]
     for pid in pids:
