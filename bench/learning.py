@@ -113,25 +113,24 @@ def reference_policies(env_name: str, seeds: int, budget: int = 10) -> dict[str,
         return rng.choice([action for action, (d_row, d_col) in zip(ACTIONS, MOVES)
                            if d_row * (goal_row - row) > 0 or d_col * (goal_col - col) > 0])
 
-    def success(policy) -> float:
-        wins = 0
+    def mean_over_seeds(score) -> float:
+        total = 0.0
         for seed in range(VAL_SEED_BASE, VAL_SEED_BASE + seeds):
             env.reset(seed)
-            for _ in range(budget):
-                _, _, done, info = env.step(policy())
-                if done:
-                    break
-            wins += info["success"]
-        return wins / seeds
+            total += score()
+        return total / seeds
 
-    result = {"random": success(lambda: rng.choice(env.actions))}
+    def success(policy) -> bool:
+        for _ in range(budget):
+            _, _, done, info = env.step(policy())
+            if done:
+                break
+        return info["success"]
+
+    result = {"random": mean_over_seeds(lambda: success(lambda: rng.choice(env.actions)))}
     if env_name == "frozenlake":
-        result["toward the goal"] = success(toward_goal)
-    optimum = 0.0
-    for seed in range(VAL_SEED_BASE, VAL_SEED_BASE + seeds):
-        env.reset(seed)
-        optimum += env.optimal_success(budget)
-    result["optimal"] = optimum / seeds
+        result["toward the goal"] = mean_over_seeds(lambda: success(toward_goal))
+    result["optimal"] = mean_over_seeds(lambda: env.optimal_success(budget))
     return result
 
 
