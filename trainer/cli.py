@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 
 import yaml
@@ -14,36 +15,83 @@ def _threads(n: int | None) -> None:
     torch.set_num_threads(n or int(os.environ.get("ECHOLAB_THREADS", 0)) or min(os.cpu_count() or 1, 8))
 
 
-def cmd_train(args) -> int:
+def _config_errors(errors: dict[str, str]) -> int:
+    for k, v in errors.items():
+        print(f"config error: {k}: {v}", file=sys.stderr)
+    return 2
+
+
+def _train_config(args):
+    """The config a new run starts with: preset (or --config alone) + file + flags."""
     from trainer.config import ConfigError, TrainConfig, apply_overrides, deep_merge
+    user: dict = {}
+    if args.config:
+        try:
+            with open(args.config) as f:
+                loaded = yaml.safe_load(f) or {}
+        except OSError as e:
+            raise ConfigError({"config": f"cannot read {args.config}: {e.strerror}"}) from None
+        except yaml.YAMLError as e:
+            raise ConfigError({"config": f"{args.config} is not valid YAML: {str(e).splitlines()[0]}"}) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError({"config": f"{args.config} must hold a mapping"})
+        deep_merge(user, loaded)
+    if args.env:
+        deep_merge(user, {"env": {"name": args.env}})
+    if args.model:
+        deep_merge(user, {"model": {"name": args.model}})
+    if args.steps is not None:
+        deep_merge(user, {"schedule": {"steps": args.steps}})
+    apply_overrides(user, args.set or [])
+    return TrainConfig.from_dict(user) if args.config and not args.preset \
+        else TrainConfig.preset(args.preset or "starpo-s", **user)
+
+
+def _resumed_config(args, found: str):
+    """A resumed run keeps the config it was started with (from its checkpoint); only --steps may change."""
+    from trainer.config import ConfigError, TrainConfig
+    changed = [flag for flag, value in (("--preset", args.preset), ("--env", args.env), ("--model", args.model),
+                                        ("--config", args.config), ("--set", args.set)) if value]
+    if changed:
+        raise ConfigError({"--resume": f"continues the run in {args.out} with its own config; "
+                                     f"drop {', '.join(changed)} (only --steps may change)"})
+    with open(os.path.join(found, "config.yaml")) as f:
+        cfg = TrainConfig.from_yaml(f.read())
+    if args.steps is None:
+        return cfg
+    d = cfg.to_dict()
+    d["schedule"]["steps"] = args.steps
+    return TrainConfig.from_dict(d)
+
+
+def _stopping_notice() -> None:
+    print("\nstopping: checkpointing after this step (Ctrl-C again to abort)", file=sys.stderr)
+
+
+def cmd_train(args) -> int:
+    from trainer import checkpoint
+    from trainer.config import ConfigError
     from trainer.loop import train
     from trainer.models import ModelLoadError
     from trainer.sink import JsonlSink
-    user: dict = {}
+    from trainer.stopping import StopSignal
+    found = checkpoint.latest(args.out) if os.path.isdir(args.out) else None
+    if args.resume and found is None:
+        print(f"error: nothing to resume: {args.out} holds no checkpoint", file=sys.stderr)
+        return 2
     try:
-        if args.config:
-            with open(args.config) as f:
-                loaded = yaml.safe_load(f) or {}
-            if not isinstance(loaded, dict):
-                raise ConfigError({"config": f"{args.config} must hold a mapping"})
-            deep_merge(user, loaded)
-        if args.env:
-            deep_merge(user, {"env": {"name": args.env}})
-        if args.model:
-            deep_merge(user, {"model": {"name": args.model}})
-        if args.steps is not None:
-            deep_merge(user, {"schedule": {"steps": args.steps}})
-        apply_overrides(user, args.set or [])
-        cfg = TrainConfig.from_dict(user) if args.config and not args.preset \
-            else TrainConfig.preset(args.preset or "starpo-s", **user)
+        cfg = _resumed_config(args, found) if args.resume else _train_config(args)
     except ConfigError as e:
-        for k, v in e.errors.items():
-            print(f"config error: {k}: {v}", file=sys.stderr)
+        return _config_errors(e.errors)
+    if not args.resume and found is not None:
+        print(f"error: {args.out} holds checkpoints of another run (latest {os.path.basename(found)}); "
+              "pass --resume to continue it, or choose another --out", file=sys.stderr)
         return 2
     _threads(args.threads)
     sink = JsonlSink(args.out, cfg.to_yaml())
     try:
-        result = train(cfg, sink, args.out, resume=args.resume)
+        with StopSignal(signal.SIGINT, _stopping_notice, abort_on_repeat=True) as stop:
+            result = train(cfg, sink, args.out, should_stop=lambda: stop.asked, resume=args.resume)
     except ModelLoadError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -55,18 +103,28 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from trainer import checkpoint
-    from trainer.config import TrainConfig
+    from trainer.config import ConfigError, TrainConfig
     from trainer.loop import Trainer
+    from trainer.models import ModelLoadError
+    if args.episodes < 1:
+        print("error: --episodes must be >= 1", file=sys.stderr)
+        return 2
     _threads(args.threads)
-    path = checkpoint.find(args.checkpoint)
-    with open(os.path.join(path, "config.yaml")) as f:
-        cfg = TrainConfig.from_yaml(f.read())
-    d = cfg.to_dict()
-    d["rollout"]["val_seeds"] = args.episodes
-    d["algorithm"]["kl_coef"] = 0.0
-    d["algorithm"]["advantage"] = "grpo" if d["rollout"]["group_size"] >= 2 else "ppo"  # no critic needed
-    cfg = TrainConfig.from_dict(d)
-    trainer = Trainer(cfg, init_dir=path)
+    try:
+        path = checkpoint.find(args.checkpoint)
+        with open(os.path.join(path, "config.yaml")) as f:
+            cfg = TrainConfig.from_yaml(f.read())
+        d = cfg.to_dict()
+        d["rollout"]["val_seeds"] = args.episodes
+        d["algorithm"]["kl_coef"] = 0.0
+        d["algorithm"]["advantage"] = "grpo" if d["rollout"]["group_size"] >= 2 else "ppo"  # no critic needed
+        cfg = TrainConfig.from_dict(d)
+        trainer = Trainer(cfg, init_dir=path)
+    except ConfigError as e:
+        return _config_errors(e.errors)
+    except (FileNotFoundError, ModelLoadError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps({"checkpoint": path, "env": cfg.env.name, "episodes": args.episodes,
                       "success": trainer.validate()}))
     return 0

@@ -183,6 +183,8 @@ class TrainConfig:
         need(0 < r.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
         need(r.format_penalty <= 0, "rollout.format_penalty", "must be <= 0")
         need(r.val_seeds >= 0, "rollout.val_seeds", "must be >= 0")
+        need(r.val_seeds > 0 or s.val_every == 0, "rollout.val_seeds",
+             "must be >= 1 when schedule.val_every > 0 (0 turns validation off)")
         need(a.advantage in ADVANTAGES, "algorithm.advantage", f"must be one of {', '.join(ADVANTAGES)}")
         need(a.kl_estimator in KL_ESTIMATORS, "algorithm.kl_estimator",
              f"must be one of {', '.join(KL_ESTIMATORS)}")
@@ -208,8 +210,8 @@ class TrainConfig:
         need(o.grad_clip > 0, "optim.grad_clip", "must be > 0")
         need(o.mini_batch_size >= 1, "optim.mini_batch_size", "must be >= 1")
         need(o.micro_batch_size >= 1, "optim.micro_batch_size", "must be >= 1")
-        need(o.micro_batch_size <= o.mini_batch_size, "optim.micro_batch_size",
-             "must be <= optim.mini_batch_size")
+        need(o.mini_batch_size % max(o.micro_batch_size, 1) == 0, "optim.mini_batch_size",
+             f"must be a multiple of optim.micro_batch_size ({o.micro_batch_size})")
         need(o.updates_per_batch >= 1, "optim.updates_per_batch", "must be >= 1")
         need(s.steps >= 0, "schedule.steps", "must be >= 0")
         need(s.val_every >= 0, "schedule.val_every", "must be >= 0 (0 = off)")

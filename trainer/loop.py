@@ -80,6 +80,12 @@ def _mean(xs) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
+def _finite_mean(norms: list[float]) -> float:
+    """Mean gradient norm over the optimizer steps taken; NaN when every one was skipped."""
+    finite = [x for x in norms if math.isfinite(x)]
+    return _mean(finite) if finite else float("nan")
+
+
 def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
     """rewards: (P, N) raw trajectory rewards."""
     std = rewards.std(dim=1) if rewards.shape[1] > 1 else torch.zeros(rewards.shape[0])
@@ -196,7 +202,7 @@ class Trainer:
         if kl_in_loss:
             token_sums["kl_ref"] = 0.0
         seen_tokens = 0.0
-        skipped = 0
+        skipped = critic_skipped = 0
         p.model.train()
         if p.critic is not None:
             p.critic.train()
@@ -239,17 +245,18 @@ class Trainer:
                 if self.ppo:
                     cnorm, cskip = optimizer_step(self.critic_params, self.critic_opt, o.grad_clip)
                     stats["critic_grad_norm"].append(cnorm)
+                    critic_skipped += cskip
         n_mini = len(stats["grad_norm"])
         metrics.update({f"actor/{k}": v / max(seen_tokens, 1.0) for k, v in token_sums.items()})
         metrics.update({
             "actor/pg_loss": sum(stats["pg_loss"]) / max(n_mini, 1),
-            "actor/grad_norm": _mean(x for x in stats["grad_norm"] if math.isfinite(x)) if any(
-                math.isfinite(x) for x in stats["grad_norm"]) else float("nan"),
+            "actor/grad_norm": _finite_mean(stats["grad_norm"]),
             "actor/skipped_steps": float(skipped),
         })
         if self.ppo:
             metrics["critic/vf_loss"] = sum(stats["vf_loss"]) / max(n_mini, 1)
-            metrics["critic/grad_norm"] = _mean(stats["critic_grad_norm"])
+            metrics["critic/grad_norm"] = _finite_mean(stats["critic_grad_norm"])
+            metrics["critic/skipped_steps"] = float(critic_skipped)
         return metrics
 
 

@@ -20,5 +20,5 @@ def pool_children_ignore_sigterm(**_):
     """A pool child killed by SIGTERM while it waits for a task dies holding the pool's queue lock, and the
     worker's warm shutdown then waits for that lock forever. `./echolab run` and the tests stop a worker by
     signalling its whole process group, so children ignore SIGTERM: the worker stops idle children itself,
-    and a training task catches SIGTERM while it runs (worker/training.py, ShutdownRequest)."""
+    and a training task catches SIGTERM while it runs (worker/training.py, shutdown_request)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

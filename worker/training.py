@@ -10,11 +10,11 @@ import os
 import shutil
 import signal
 import socket
-import threading
 import traceback
 
 from django.db.utils import Error as DatabaseError
 
+from trainer.stopping import StopSignal  # torch-free
 from webapp.experiments.models import Run
 from worker.sink import DatabaseSink, SinkFlushError
 
@@ -56,27 +56,12 @@ def make_hook(run):
     return None
 
 
-class ShutdownRequest:
+def shutdown_request() -> StopSignal:
     """SIGTERM while training (the worker, or `./echolab run`, is stopping) asks the loop to checkpoint at
     the next step boundary; the run is then requeued at once for the next worker, instead of waiting
-    RUN_HEARTBEAT_TIMEOUT for the sweeper. Only the process's main thread can hold a signal handler."""
-
-    def __init__(self):
-        self.asked = False
-        self._previous = None
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._ask)
-        return self
-
-    def _ask(self, signum, frame):
-        logger.info("SIGTERM: checkpointing at the next step boundary, then requeuing the run")
-        self.asked = True
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+    RUN_HEARTBEAT_TIMEOUT for the sweeper."""
+    return StopSignal(signal.SIGTERM, notice=lambda: logger.info(
+        "SIGTERM: checkpointing at the next step boundary, then requeuing the run"))
 
 
 def train_run(run_id: int) -> str:
@@ -119,11 +104,11 @@ def train_claimed(run: Run, cfg) -> str:
         logger.info("run %s: resuming from checkpoint %s", run.pk, found)
     sink = DatabaseSink(run, hook=make_hook(run))
     # Held until the attempt is recorded: a second SIGTERM must not cut the flush or the requeue short.
-    with ShutdownRequest() as shutdown:
+    with shutdown_request() as shutdown:
         return attempt(run, cfg, sink, out_dir, resume, shutdown)
 
 
-def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutdown: "ShutdownRequest") -> str:
+def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutdown: StopSignal) -> str:
     from trainer.loop import train
     from trainer.models import ModelLoadError
 

@@ -50,8 +50,13 @@ def test_cross_field_rules():
                                                                    "advantage": "a2c"}})
     assert errs["rollout.group_size"] == "must be >= 2 when a rollout filter is on"
     assert "eps_low" in "".join(errs) and "algorithm.advantage" in errs
-    errs = errors_of({"optim": {"micro_batch_size": 64, "mini_batch_size": 32}, "rollout": {"top_p": 0}})
-    assert set(errs) == {"optim.micro_batch_size", "rollout.top_p"}
+    errs = errors_of({"optim": {"micro_batch_size": 12, "mini_batch_size": 32}, "rollout": {"top_p": 0}})
+    assert set(errs) == {"optim.mini_batch_size", "rollout.top_p"}
+    assert errs["optim.mini_batch_size"] == "must be a multiple of optim.micro_batch_size (12)"
+    assert set(errors_of({"optim": {"micro_batch_size": 64, "mini_batch_size": 32}})) == {"optim.mini_batch_size"}
+    errs = errors_of({"rollout": {"val_seeds": 0}, "schedule": {"val_every": 10}})
+    assert list(errs) == ["rollout.val_seeds"] and "schedule.val_every" in errs["rollout.val_seeds"]
+    assert TrainConfig.from_dict({"rollout": {"val_seeds": 0}, "schedule": {"val_every": 0}}).rollout.val_seeds == 0
 
 
 def test_env_params_validated_by_envs():

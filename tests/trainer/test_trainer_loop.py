@@ -2,8 +2,6 @@
 import json
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -121,24 +119,3 @@ def test_nan_loss_skips_the_step_and_counts_it(tiny_model_dir, tmp_path, monkeyp
     from transformers import AutoModelForCausalLM
     after = AutoModelForCausalLM.from_pretrained(tmp_path / "checkpoints" / "step_000002" / "policy").state_dict()
     assert all(torch.equal(before[k], after[k]) for k in after)
-
-
-def test_cli_train_eval_presets(tiny_model_dir, tmp_path):
-    env = {**os.environ, "MODEL_ROOT": os.path.dirname(tiny_model_dir), "ECHOLAB_THREADS": "1"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = tmp_path / "run"
-    sets = ["--set", "rollout.env_groups=2", "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=16",
-            "--set", "rollout.val_seeds=2", "--set", "optim.mini_batch_size=4", "--set", "optim.micro_batch_size=4"]
-    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--preset", "starpo-s-grpo", "--env", "bandit",
-                        "--steps", "1", "--out", str(out), *sets], cwd=root, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "step 1/1" in r.stderr and "success" in r.stderr
-    assert (out / "metrics.jsonl").exists() and (out / "config.yaml").exists()
-    r = subprocess.run([sys.executable, "-m", "trainer", "eval", "--checkpoint", str(out), "--episodes", "4"],
-                       cwd=root, env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert 0.0 <= json.loads(r.stdout)["success"] <= 1.0
-    r = subprocess.run([sys.executable, "-m", "trainer", "train", "--env", "bandit", "--out", str(out),
-                        "--set", "rollout.group_size=1", "--set", "algorithm.filter=top_p"],
-                       cwd=root, env=env, capture_output=True, text=True)
-    assert r.returncode == 2 and "rollout.group_size" in r.stderr

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 # Seconds each process gets to stop after SIGTERM; the gpu worker long enough for a training step to end
-# and checkpoint (worker/training.py ShutdownRequest).
+# and checkpoint (worker/training.py shutdown_request).
 STOP_GRACE_SECONDS = {"worker-gpu": 60}
 DEFAULT_STOP_GRACE_SECONDS = 20
 
