@@ -72,6 +72,13 @@ def find(path: str) -> str:
     return found
 
 
+def load_config(path: str):
+    """The TrainConfig a checkpoint was saved with."""
+    from trainer.config import TrainConfig
+    with open(os.path.join(path, "config.yaml")) as f:
+        return TrainConfig.from_yaml(f.read())
+
+
 def load_state(path: str) -> dict:
     with open(os.path.join(path, "state.json")) as f:
         state = json.load(f)

@@ -49,18 +49,18 @@ def _train_config(args):
 
 def _resumed_config(args, found: str):
     """A resumed run keeps the config it was started with (from its checkpoint); only --steps may change."""
-    from trainer.config import ConfigError, TrainConfig
+    from trainer import checkpoint
+    from trainer.config import ConfigError, TrainConfig, set_dotted
     changed = [flag for flag, value in (("--preset", args.preset), ("--env", args.env), ("--model", args.model),
                                         ("--config", args.config), ("--set", args.set)) if value]
     if changed:
         raise ConfigError({"--resume": f"continues the run in {args.out} with its own config; "
                                      f"drop {', '.join(changed)} (only --steps may change)"})
-    with open(os.path.join(found, "config.yaml")) as f:
-        cfg = TrainConfig.from_yaml(f.read())
+    cfg = checkpoint.load_config(found)
     if args.steps is None:
         return cfg
     d = cfg.to_dict()
-    d["schedule"]["steps"] = args.steps
+    set_dotted(d, "schedule.steps", args.steps)
     return TrainConfig.from_dict(d)
 
 
@@ -103,7 +103,7 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from trainer import checkpoint
-    from trainer.config import ConfigError, TrainConfig
+    from trainer.config import ConfigError, TrainConfig, set_dotted
     from trainer.loop import Trainer
     from trainer.models import ModelLoadError
     if args.episodes < 1:
@@ -112,12 +112,10 @@ def cmd_eval(args) -> int:
     _threads(args.threads)
     try:
         path = checkpoint.find(args.checkpoint)
-        with open(os.path.join(path, "config.yaml")) as f:
-            cfg = TrainConfig.from_yaml(f.read())
-        d = cfg.to_dict()
-        d["rollout"]["val_seeds"] = args.episodes
-        d["algorithm"]["kl_coef"] = 0.0
-        d["algorithm"]["advantage"] = "grpo" if d["rollout"]["group_size"] >= 2 else "ppo"  # no critic needed
+        d = checkpoint.load_config(path).to_dict()
+        set_dotted(d, "rollout.val_seeds", args.episodes)
+        set_dotted(d, "algorithm.kl_coef", 0.0)
+        set_dotted(d, "algorithm.advantage", "grpo" if d["rollout"]["group_size"] >= 2 else "ppo")  # no critic
         cfg = TrainConfig.from_dict(d)
         trainer = Trainer(cfg, init_dir=path)
     except ConfigError as e:
