@@ -1,4 +1,4 @@
-"""Echo Trap detector over metric series (numpy only; no torch, no Django).
+"""Echo Trap detector over metric series (pure Python: no numpy, no torch, no Django).
 
     from diagnostics import Detector
     det = Detector(overrides={"grad_spike": {"tolerance": 5.0}})

@@ -7,6 +7,19 @@ from django.contrib.auth import get_user_model
 
 from tests.helpers import WorkerProcess
 
+# Fixtures that make a test slow (a real process, a live server, the tiny model) or a browser test: such tests
+# are marked here, so `./echolab test --fast` never depends on every module remembering its marks.
+SLOW_FIXTURES = {"start_worker", "live_server", "tiny_model_dir", "page"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if "page" in used:
+            item.add_marker(pytest.mark.browser)
+        if used & SLOW_FIXTURES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def start_worker(transactional_db, tmp_path):

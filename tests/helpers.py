@@ -84,3 +84,9 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def postgres_cluster(action: str, *options: str) -> None:
+    """Stop or start the local Postgres cluster (the newest installed version's `main`), as an operator would."""
+    version = sorted(os.listdir("/etc/postgresql"), key=lambda name: [int(part) for part in name.split(".")])[-1]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *options], check=True)

@@ -2,12 +2,11 @@
 heartbeat, ownership, and a buffer that survives a database outage."""
 
 import math
-import subprocess
 
 import pytest
 from django.db import connection
 
-from tests.helpers import wait_for
+from tests.helpers import postgres_cluster, wait_for
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample
 from worker.sink import DatabaseSink
@@ -96,8 +95,7 @@ def test_buffer_survives_a_postgres_restart(running_run):
     sink.progress(1, 10)
     wait_for(lambda: MetricPoint.objects.filter(run=running_run).exists(), timeout=10, message="first row")
     try:
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "stop", "-m", "fast"],
-                       check=True)
+        postgres_cluster("stop", "-m", "fast")
         for step in range(1, 4):  # the trainer goes on while the database is down
             sink.metrics(step, {"loss": float(step)})
             sink.samples(step, [{"answer": "Left"}])
@@ -105,7 +103,7 @@ def test_buffer_survives_a_postgres_restart(running_run):
         wait_for(lambda: sink.last_error is not None, timeout=10, message="a failed flush")
         assert sink.should_stop() is False  # the last known answer, not an exception
     finally:
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "start"], check=True)
+        postgres_cluster("start")
     connection.close()
     sink.close(timeout=60)
     assert points(running_run) == {(step, "loss"): float(step) for step in range(4)}

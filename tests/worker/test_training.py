@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import connection
 
-from tests.helpers import wait_for
+from tests.helpers import postgres_cluster, wait_for
 from tests.worker.conftest import tiny_config
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample
@@ -149,11 +149,10 @@ def test_a_postgres_restart_during_a_run_loses_nothing(make_run, start_gpu_worke
     assert run.enqueue()
     wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
     try:
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "stop", "-m", "fast"],
-                       check=True)
+        postgres_cluster("stop", "-m", "fast")
         time.sleep(3)  # a step or more trains while the database is away
     finally:
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "start"], check=True)
+        postgres_cluster("start")
     connection.close()
 
     run = wait_status(run, "completed", "failed")
