@@ -87,6 +87,10 @@ def free_port() -> int:
 
 
 def postgres_cluster(action: str, *options: str) -> None:
-    """Stop or start the local Postgres cluster (the newest installed version's `main`), as an operator would."""
+    """Stop or start the local Postgres cluster (the newest installed version's `main`), as an operator would.
+    A start finding the cluster already up (another process brought it back) is not an error."""
     version = sorted(os.listdir("/etc/postgresql"), key=lambda name: [int(part) for part in name.split(".")])[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *options], check=True)
+    done = subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *options],
+                          capture_output=True, text=True)
+    if done.returncode and not (action == "start" and "already running" in done.stdout + done.stderr):
+        raise RuntimeError(f"pg_ctlcluster {action} failed: {done.stdout}{done.stderr}")
