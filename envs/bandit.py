@@ -16,6 +16,10 @@ PARAMS = [
     Param("high_risk_prob", "float", 0.25, min=0.0, max=1.0, help="Probability that the high-risk arm pays."),
 ]
 
+# One pull per episode, as RAGEN plays it (config/_1_bandit.yaml: max_turn 1, max_actions_per_turn 1,
+# response_length 500).
+ROLLOUT = {"max_turns": 1, "max_actions_per_turn": 1, "max_actions_per_episode": 1, "max_new_tokens": 500}
+
 # (low-risk name, high-risk name): the pairs the paper trains and tests on; "reversed" swaps the roles
 # so that the intuitive reading of the names points to the wrong arm.
 NAME_PAIRS = {

@@ -71,7 +71,7 @@ def _stopping_notice() -> None:
 def cmd_train(args) -> int:
     from trainer import checkpoint
     from trainer.config import ConfigError
-    from trainer.loop import train
+    from trainer.loop import FilterStarved, train
     from trainer.models import ModelLoadError
     from trainer.sink import JsonlSink
     from trainer.stopping import StopSignal
@@ -97,6 +97,9 @@ def cmd_train(args) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except FilterStarved as e:
+        print(f"stopped: {e}", file=sys.stderr)
+        return 1
     print(result, file=sys.stderr)
     return 0
 
@@ -145,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description="StarPO / StarPO-S trainer")
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a policy")
-    t.add_argument("--preset", choices=["starpo", "starpo-s", "grpo", "starpo-s-grpo"])
+    from trainer.config import PRESET_HELP
+    t.add_argument("--preset", choices=list(PRESET_HELP),
+                   help=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()).replace("%", "%%"))
     t.add_argument("--env")
     t.add_argument("--model", help='hub id, local directory, or "tiny" (default)')
     t.add_argument("--config", help="YAML file with config overrides (or a full config without --preset)")

@@ -68,10 +68,21 @@ class AlgorithmConfig:
     kl_coef: float = 0.001
     kl_estimator: str = "k1"          # k1 | k3
     entropy_coef: float = 0.001
-    filter: str = "none"              # none | top_ratio | top_p
-    filter_ratio: float = 0.25        # top_ratio: fraction of groups kept
-    filter_top_p: float = 0.9         # top_p: fraction of total reward variance covered
+    filter: str = "none"              # none | top_ratio | top_k_abs | top_p | min_p (trainer/filter.py)
+    filter_ratio: float = 0.25        # top_ratio: int(ratio * P) groups kept
+    filter_top_k: int = 2             # top_k_abs: groups kept
+    filter_top_p: float = 0.9         # top_p: share of the summed in-group reward std kept
+    filter_top_p_mode: str = "linear"  # linear (RAGEN-2's recommended rule) | softmax
+    filter_min_p: float = 0.5         # min_p: keep groups scoring >= min_p * the best score
+    filter_include_zero: bool = True  # False: groups with equal rewards are never kept (RAGEN-2 top-p)
+    filter_empty_stop_steps: int = 5  # stop after this many consecutive steps with no group kept; 0 = never
     loss_agg: str = "seq-mean-token-mean"   # | token-mean | seq-mean-token-sum
+
+    @property
+    def filter_value(self) -> float:
+        """The number the chosen filter reads (RAGEN's rollout_filter_value)."""
+        return {"top_ratio": self.filter_ratio, "top_k_abs": self.filter_top_k, "top_p": self.filter_top_p,
+                "min_p": self.filter_min_p}.get(self.filter, 1.0)
 
 
 @dataclass
@@ -134,7 +145,7 @@ class TrainConfig:
 
     @classmethod
     def preset(cls, name: str, *dotted: str, **overrides) -> "TrainConfig":
-        """Preset + per-model profile + overrides.
+        """Preset + the environment's episode shape + per-model profile + overrides.
 
         overrides: section dicts (rollout={"group_size": 8}) or "section__field" keywords;
         dotted: "rollout.group_size=8" strings.
@@ -151,7 +162,10 @@ class TrainConfig:
         model_name = user.get("model", {}).get("name", TINY_MODEL) if isinstance(user.get("model"), dict) \
             else TINY_MODEL
         d = cls().to_dict()
+        env_name = user["env"].get("name", d["env"]["name"]) if isinstance(user.get("env"), dict) \
+            else d["env"]["name"]
         deep_merge(d, PRESETS[name])
+        deep_merge(d, {"rollout": env_rollout_defaults(env_name)})
         if model_name == TINY_MODEL:
             deep_merge(d, TINY_PROFILE)
         deep_merge(d, user)
@@ -200,6 +214,11 @@ class TrainConfig:
         need(a.entropy_coef >= 0, "algorithm.entropy_coef", "must be >= 0")
         need(0 < a.filter_ratio <= 1, "algorithm.filter_ratio", "must be in (0, 1]")
         need(0 < a.filter_top_p <= 1, "algorithm.filter_top_p", "must be in (0, 1]")
+        need(a.filter_top_k >= 1, "algorithm.filter_top_k", "must be >= 1")
+        need(0 < a.filter_min_p <= 1, "algorithm.filter_min_p", "must be in (0, 1]")
+        need(a.filter_top_p_mode in TOP_P_MODES, "algorithm.filter_top_p_mode",
+             f"must be one of {', '.join(TOP_P_MODES)}")
+        need(a.filter_empty_stop_steps >= 0, "algorithm.filter_empty_stop_steps", "must be >= 0 (0 = never stop)")
         need(a.filter == "none" or r.group_size >= 2, "rollout.group_size",
              "must be >= 2 when a rollout filter is on")
         need(a.advantage == "ppo" or r.group_size >= 2, "rollout.group_size",
@@ -226,7 +245,8 @@ class TrainConfig:
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ADVANTAGES = ("ppo", "grpo", "drgrpo")
 KL_ESTIMATORS = ("k1", "k3")
-FILTERS = ("none", "top_ratio", "top_p")
+FILTERS = ("none", "top_ratio", "top_k_abs", "top_p", "min_p")   # rules in trainer/filter.py
+TOP_P_MODES = ("linear", "softmax")
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
 
 # Algorithm presets: only what differs from the paper defaults in the dataclasses above.
@@ -239,6 +259,18 @@ PRESETS: dict[str, dict] = {
                            "filter": "none"}},
     "starpo-s-grpo": {"algorithm": {"advantage": "grpo", "kl_coef": 0.0, "eps_low": 0.2, "eps_high": 0.28,
                                     "filter": "top_ratio", "filter_ratio": 0.25}},
+}
+
+# What each preset is, for the web form and `python -m trainer presets`.
+CLIP_HIGHER_NOTE = ("Clip-higher (eps_high 0.28) only acts when a rollout batch is split into several optimizer steps: "
+                    "with the paper's layout the 2 kept groups x 16 = 32 trajectories are one mini-batch, the ratio "
+                    "is exactly 1 and nothing is clipped (RAGEN too). To let it act, lower optim.mini_batch_size or "
+                    "raise optim.updates_per_batch (the paper's 'more updates per rollout', see the ablations).")
+PRESET_HELP: dict[str, str] = {
+    "starpo": "PPO with a critic, KL 0.001 to the reference, clip 0.2/0.2, no filter.",
+    "starpo-s": "PPO, no KL, clip 0.2/0.28, keep the top 25% of groups by in-group reward std. " + CLIP_HIGHER_NOTE,
+    "grpo": "GRPO advantages (no critic), KL 0.001 as a loss term, clip 0.2/0.2, no filter.",
+    "starpo-s-grpo": "StarPO-S with GRPO advantages. " + CLIP_HIGHER_NOTE,
 }
 
 # The tiny CPU model: the paper's batch layout, budgets and critic, a far higher actor lr, fewer validation
@@ -292,6 +324,14 @@ def apply_overrides(d: dict, overrides: list[str]) -> dict:
     if errors:
         raise ConfigError(errors)
     return d
+
+
+def env_rollout_defaults(env_name) -> dict:
+    """The episode shape the environment is played with in the reference ({} for an unknown name)."""
+    import envs
+
+    spec = envs.registry().get(env_name) if isinstance(env_name, str) else None
+    return dict(spec.rollout) if spec else {}
 
 
 def preset_table() -> dict[str, dict]:

@@ -72,7 +72,8 @@ def test_episodes_are_pinned_so_recorded_experiments_stay_reproducible():
     # Same seed -> same state on every machine and after every refactor: random.Random is platform
     # independent, so a change here means the generators changed and old runs can no longer be replayed.
     assert envs.make("frozenlake").reset(seed=1) == "_O__\n___P\n_GO_\n____"
-    assert envs.make("sokoban").reset(seed=1) == "######\n######\n####_#\n#_#_P#\n#O_X_#\n######"
+    # Sokoban re-pinned deliberately when generation took up RAGEN's box-swap score and player wander.
+    assert envs.make("sokoban").reset(seed=1) == "######\n######\n####_#\n#_#__#\n#O_XP#\n######"
     assert envs.make("bandit").reset(seed=1) == "A: Dragon\nB: Phoenix"
 
 

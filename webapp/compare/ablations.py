@@ -91,6 +91,23 @@ ABLATIONS = {a.key: a for a in [
                PaperResult("7", "sokoban", "success", "22.3%")),
         note="Max actions per trajectory stays at 10.",
     ),
+    Ablation(
+        "updates-per-rollout", "Updates per rollout batch (freshness)",
+        "Is one update per rollout batch (online-1) better than reusing a batch for several epochs?",
+        preset="starpo-s", group_by="optim.updates_per_batch", default_env="sokoban",
+        values=(1, 2, 5, 10), paper=(),
+        note="The paper found online-1 best against 2, 5 and 10 updates per batch. With more than one "
+             "epoch the policy moves away from the one that sampled the batch, so the clipped ratio, and "
+             "with it StarPO-S's clip-higher, acts (with one epoch over one mini-batch the ratio is 1).",
+    ),
+    Ablation(
+        "loss-aggregation", "Loss aggregation",
+        "Does averaging per trajectory first (our default) or over all tokens (RAGEN's current default) matter?",
+        preset="starpo-s", group_by="algorithm.loss_agg", default_env="sokoban",
+        values=("seq-mean-token-mean", "token-mean"), paper=(),
+        note="seq-mean-token-mean weighs every trajectory equally (the paper's code averaged tokens within "
+             "micro-batches of 4, close to this); token-mean weighs long replies more.",
+    ),
 ]}
 
 

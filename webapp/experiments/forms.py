@@ -5,7 +5,7 @@ they name."""
 from django import forms
 
 import envs
-from trainer.config import PRESETS, TINY_MODEL, TrainConfig
+from trainer.config import PRESET_HELP, PRESETS, TINY_MODEL, TrainConfig
 from webapp.experiments import specs
 
 MAX_IMPORT_BYTES = 256 * 1024
@@ -36,7 +36,8 @@ class ExperimentForm(forms.Form):
         initial=TINY_MODEL, max_length=500,
         help_text=f"'{TINY_MODEL}' (built locally, trains on CPU), a Hugging Face hub id such as "
                   "Qwen/Qwen2.5-0.5B-Instruct, or a folder inside MODEL_ROOT.")
-    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial=specs.DEFAULT_PRESET)
+    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial=specs.DEFAULT_PRESET,
+                               help_text=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()))
     steps = forms.IntegerField(min_value=1, max_value=specs.MAX_STEPS,
                                initial=TrainConfig.preset(specs.DEFAULT_PRESET).schedule.steps)
     seeds = forms.CharField(initial="1", help_text="Comma-separated; each seed is a run.")
