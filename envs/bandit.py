@@ -93,7 +93,10 @@ class BanditEnv(TextEnv):
             return self.feedback
         return f"A: {self.arms['A']}\nB: {self.arms['B']}"
 
+    def oracle_action(self) -> str:
+        return sorted(self.best_names)[0]
+
     def optimal_success(self, max_actions: int | None = None) -> float:
         # Success is defined as choosing a highest-EV arm, so play that arm and report what step() says.
-        _, _, _, info = self.step(sorted(self.best_names)[0])
+        _, _, _, info = self.step(self.oracle_action())
         return float(info["success"])

@@ -66,6 +66,10 @@ def _register_all() -> None:
                 check=bandit.check_params, rollout=bandit.ROLLOUT)
     register("sokoban", "Sokoban, generated 6x6 rooms with 1 box: push every box onto a target (irreversible).",
              sokoban.SokobanEnv, sokoban.PARAMS, prepare=sokoban.prepare_params, check=sokoban.check_params)
+    register("sokoban-alternate", "Sokoban as `sokoban` (the same room for a seed), drawn with the alternate "
+             "symbols W . G B C A @: does what was learned carry over to new symbols?",
+             sokoban.SokobanEnv, sokoban.PARAMS, {"vocabulary": "alternate"},
+             prepare=sokoban.prepare_params, check=sokoban.check_params)
     register("sokoban-large", "Sokoban, generated 8x8 rooms with 2 boxes.",
              sokoban.SokobanEnv, sokoban.PARAMS, {"dim_room": 8, "num_boxes": 2},
              prepare=sokoban.prepare_params, check=sokoban.check_params)

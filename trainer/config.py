@@ -53,6 +53,7 @@ class RolloutConfig:
     format_penalty: float = -0.1
     val_temperature: float = 0.5
     val_seeds: int = 256
+    val_envs: list = field(default_factory=list)  # more registered envs validated alongside: val/<env>/success
 
 
 @dataclass
@@ -199,6 +200,10 @@ class TrainConfig:
         need(r.val_seeds >= 0, "rollout.val_seeds", "must be >= 0")
         need(r.val_seeds > 0 or s.val_every == 0, "rollout.val_seeds",
              "must be >= 1 when schedule.val_every > 0 (0 turns validation off)")
+        need(all(isinstance(n, str) for n in r.val_envs) and len(set(r.val_envs)) == len(r.val_envs),
+             "rollout.val_envs", "must be a list of distinct environment names")
+        need(not r.val_envs or s.val_every > 0, "rollout.val_envs",
+             "needs schedule.val_every > 0 (validation is off)")
         need(a.advantage in ADVANTAGES, "algorithm.advantage", f"must be one of {', '.join(ADVANTAGES)}")
         need(a.kl_estimator in KL_ESTIMATORS, "algorithm.kl_estimator",
              f"must be one of {', '.join(KL_ESTIMATORS)}")
@@ -239,6 +244,8 @@ class TrainConfig:
         need(s.samples_per_step >= 0, "schedule.samples_per_step", "must be >= 0")
         need(self.seed >= 0, "seed", "must be >= 0")
         e.update(_env_errors(self.env))
+        if "rollout.val_envs" not in e:
+            e.update(_val_env_errors(r.val_envs))
         return e
 
 
@@ -389,6 +396,16 @@ def _coerce(t, v):
 def _type_name(t) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", dict: "a mapping",
             list: "a list"}.get(t, str(t))
+
+
+def _val_env_errors(names: list) -> dict[str, str]:
+    import envs
+
+    unknown = [n for n in names if n not in envs.registry()]
+    if unknown:
+        return {"rollout.val_envs": f"unknown environment {unknown[0]!r}; choose from "
+                                    f"{', '.join(sorted(envs.registry()))}"}
+    return {}
 
 
 def _env_errors(env: EnvConfig) -> dict[str, str]:

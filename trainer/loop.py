@@ -126,14 +126,24 @@ class Trainer:
             self.critic_opt = torch.optim.AdamW(self.critic_params, lr=o.critic_lr, weight_decay=o.weight_decay)
 
     # ---- rollout ------------------------------------------------------------------------------------
-    def play(self, seeds: list[int], groups: list[int], temperature: float) -> list[Trajectory]:
+    def play(self, seeds: list[int], groups: list[int], temperature: float, env_name: str | None = None) \
+            -> list[Trajectory]:
+        """Episodes in the training environment, or in the registered env_name with its default parameters."""
         p = self.policy
         p.model.eval()
+        name, params = (self.cfg.env.name, self.cfg.env.params) if env_name in (None, self.cfg.env.name) \
+            else (env_name, {})
         with torch.no_grad(), p.autocast():
-            return rollout(p.model, p.tokenizer, self.chat, self.cfg.env.name, self.cfg.env.params, seeds, groups,
-                           self.cfg.rollout, temperature, p.context_len)
+            return rollout(p.model, p.tokenizer, self.chat, name, params, seeds, groups, self.cfg.rollout,
+                           temperature, p.context_len)
 
-    def validate(self) -> float:
+    def validation_metrics(self) -> dict[str, float]:
+        """val/success in the training environment, and val/<env>/success for each of rollout.val_envs."""
+        own = self.validate()
+        return {"val/success": own, **{f"val/{name}/success": own if name == self.cfg.env.name
+                                       else self.validate(name) for name in self.cfg.rollout.val_envs}}
+
+    def validate(self, env_name: str | None = None) -> float:
         r = self.cfg.rollout
         seeds = list(range(VAL_SEED_BASE, VAL_SEED_BASE + r.val_seeds))
         chunk = max(r.env_groups * r.group_size, 64)
@@ -142,7 +152,7 @@ class Trainer:
             torch.manual_seed(self.cfg.seed)
             trajs = [t for i in range(0, len(seeds), chunk)
                      for t in self.play(seeds[i:i + chunk], list(range(i, i + len(seeds[i:i + chunk]))),
-                                        r.val_temperature)]
+                                        r.val_temperature, env_name)]
         return _mean(float(t.success) for t in trajs)
 
     # ---- update -------------------------------------------------------------------------------------
@@ -311,7 +321,7 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
             metrics.update(trainer.update(kept_trajs, torch.tensor([t.group for t in kept_trajs])))
         t2 = time.time()
         if s.val_every and (step % s.val_every == 0 or step == s.steps - 1):
-            metrics["val/success"] = trainer.validate()
+            metrics.update(trainer.validation_metrics())
         generated = sum(t.response_tokens for t in trajs)
         metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": time.time() - t0,
                         "perf/tokens_per_s": generated / max(t1 - t0, 1e-9)})

@@ -142,3 +142,25 @@ def test_unknown_environment():
 def test_oracle_needs_seeds():
     with pytest.raises(ValueError, match="at least one seed"):
         envs.oracle_success("bandit", {}, [])
+
+
+def test_oracle_actions_play_optimally():
+    sokoban = envs.make("sokoban")
+    for seed in range(5):
+        sokoban.reset(seed=seed)
+        steps, done, info = 0, False, {}
+        optimal = len(envs.sokoban.solve(sokoban.level))
+        while not done:
+            _, _, done, info = sokoban.step(sokoban.oracle_action())
+            steps += 1
+        assert info["success"] and steps == optimal
+    lake = envs.make("frozenlake", map="SFF,FHF,FFG", slippery=False)
+    lake.reset(seed=0)
+    path = []
+    for _ in range(4):
+        path.append(lake.oracle_action())
+        lake.step(path[-1])
+    assert lake.position == (2, 2)
+    bandit = envs.make("bandit")
+    bandit.reset(seed=3)
+    assert bandit.oracle_action() == "Dragon"  # EV 0.25 beats the constant 0.1

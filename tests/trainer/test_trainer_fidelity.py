@@ -222,3 +222,29 @@ def test_empty_filter_steps_are_skipped_logged_and_stop_the_run(tiny_model_dir, 
         assert row["train/filter_skipped"] == 1.0 and row["train/filter_kept_ratio"] == 0.0
         assert "actor/pg_loss" not in row and 0 <= row["train/filter_zero_groups"] <= 2
     assert sink.checkpoints[-1][0] == 2
+
+
+def test_validation_on_several_environments(tiny_model_dir, tmp_path):
+    """rollout.val_envs: each is played on the validation seeds in its own environment and logged as
+    val/<env>/success; the training environment's entry is val/success itself."""
+    cfg = TrainConfig.preset("grpo", env={"name": "bandit-teacher-engineer"},
+                             rollout={"env_groups": 2, "group_size": 2, "max_new_tokens": 24, "val_seeds": 4,
+                                      "val_envs": ["bandit-teacher-engineer", "bandit-librarian-trader"]},
+                             optim={"mini_batch_size": 4, "micro_batch_size": 2},
+                             schedule={"steps": 1, "val_every": 1, "checkpoint_every": 0})
+    sink = MemorySink()
+    assert train(cfg, sink, str(tmp_path)) == "completed"
+    [row] = sink.rows
+    assert row["val/bandit-teacher-engineer/success"] == row["val/success"]
+    assert 0.0 <= row["val/bandit-librarian-trader/success"] <= 1.0
+    trainer = Trainer(cfg)
+    [other] = trainer.play([0], [0], 0.5, "bandit-librarian-trader")
+    [own] = trainer.play([0], [0], 0.5)
+    text = [trainer.policy.tokenizer.decode(t.ids) for t in (other, own)]
+    assert "Librarian" in text[0] and "Engineer" not in text[0] and "Engineer" in text[1]
+    with pytest.raises(ConfigError) as caught:
+        TrainConfig.preset("grpo", rollout={"val_envs": ["bandit", "chess"]})
+    assert "unknown environment 'chess'" in caught.value.errors["rollout.val_envs"]
+    with pytest.raises(ConfigError) as caught:
+        TrainConfig.preset("grpo", rollout={"val_envs": ["bandit"]}, schedule={"val_every": 0})
+    assert "val_every" in caught.value.errors["rollout.val_envs"]

@@ -37,6 +37,13 @@ class Ablation:
     paper: tuple[PaperResult, ...]
     note: str = ""
     values: tuple = field(default=())
+    val_envs: dict = field(default_factory=dict)  # training env -> the envs validated beside it
+
+    def overrides(self, env: str) -> dict:
+        """Settings every run of the ablation shares on `env` (generalization: where it is validated)."""
+        if not self.val_envs:
+            return {}
+        return {"rollout": {"val_envs": list(self.val_envs.get(env, [env]))}}
 
     def grid(self, base: TrainConfig) -> dict[str, list]:
         if self.key == "responses-per-prompt":
@@ -92,6 +99,19 @@ ABLATIONS = {a.key: a for a in [
         note="Max actions per trajectory stays at 10.",
     ),
     Ablation(
+        "generalization", "Generalization to other environments",
+        "Does what a policy learns carry over to new names, new symbols and another game?",
+        preset="starpo-s", group_by=specs.GRID_PRESET_KEY, default_env="bandit-teacher-engineer",
+        values=("starpo", "starpo-s"), paper=(),
+        val_envs={"bandit-teacher-engineer": ["bandit-teacher-engineer", "bandit-librarian-trader"],
+                  "bandit": ["bandit", "bandit-librarian-trader"],
+                  "sokoban": ["sokoban", "frozenlake", "sokoban-alternate"]},
+        note="The paper's generalization setting: train on Bandit with Teacher/Engineer and validate on it and "
+             "on Librarian/Trader, or train on Sokoban and validate on Sokoban, FrozenLake and Sokoban drawn "
+             "with new symbols. Each is charted as val/<env>/success; other training environments validate "
+             "on themselves.",
+    ),
+    Ablation(
         "updates-per-rollout", "Updates per rollout batch (freshness)",
         "Is one update per rollout batch (online-1) better than reusing a batch for several epochs?",
         preset="starpo-s", group_by="optim.updates_per_batch", default_env="sokoban",
@@ -117,7 +137,7 @@ def build_spec(ablation: Ablation, env: str, model: str, seeds: list[int], steps
         name=f"Ablation: {ablation.title} on {env}",
         description=f"{ablation.question}\nOne-click paper ablation '{ablation.key}'. {ablation.note}".strip(),
         seeds=seeds, grid=specs.parse_grid(ablation.grid(base)), preset=ablation.preset,
-        env={"name": env, "params": {}}, model=model, steps=steps,
+        env={"name": env, "params": {}}, model=model, steps=steps, overrides=ablation.overrides(env),
     )
 
 
