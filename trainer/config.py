@@ -30,6 +30,7 @@ class EnvConfig:
 @dataclass
 class ModelConfig:
     name: str = TINY_MODEL            # hub id, local directory, or "tiny"
+    warm_start: str = ""              # weights to start from (e.g. `python -m trainer sft` output); "" = name's
     dtype: str = "auto"               # auto = bfloat16 on CUDA, float32 on CPU
     lora_rank: int = 0                # 0 = full fine-tuning
     lora_alpha: int = 64

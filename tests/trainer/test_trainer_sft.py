@@ -61,8 +61,9 @@ def test_sft_writes_a_model_an_experiment_starts_from(tiny_model_dir, tmp_path, 
     summary = sft(cfg, str(out), episodes=32, epochs=2, lr=2e-3)
     assert summary["oracle_success"] == 1.0 and summary["last_loss"] < summary["first_loss"]
     assert json.loads((out / "sft.json").read_text())["episodes"] == 32
-    started = TrainConfig.preset("grpo", env={"name": "bandit"}, model={"name": str(out)},
-                                 rollout={"val_seeds": 32, "env_groups": 2, "group_size": 2})
+    started = TrainConfig.preset("grpo", env={"name": "bandit"}, model={"warm_start": str(out)},
+                                 rollout={"val_seeds": 32})
+    assert started.optim.actor_lr == 5e-4  # model.name is still "tiny": its profile applies
     before = Trainer(TrainConfig.preset("grpo", env={"name": "bandit"}, rollout={"val_seeds": 32})).validate()
     after = Trainer(started).validate()
     assert after > before  # imitating the better arm shows in validation success
