@@ -51,3 +51,17 @@ def test_api_warm_start_goes_through_the_same_checks(client, alice, model_root):
     response = post()
     assert response.status_code == 201, response.json()
     assert Run.objects.get().config["model"]["warm_start"] == str(model_root / "sft-frozenlake")
+
+
+@pytest.mark.browser
+def test_the_form_shows_the_warm_start_field_and_its_error(page, tmp_path):
+    page.goto(f"{page.base}{reverse('experiment_new')}")
+    field = page.locator("#field-warm_start")
+    assert field.is_visible()
+    assert "Warm start" in field.inner_text() and "python -m trainer sft" in field.inner_text()
+    page.fill("input[name=name]", "warm")
+    page.fill("input[name=warm_start]", "./not-there")
+    page.click("#create-experiment")
+    page.locator("#field-warm_start .errorlist").wait_for()
+    assert "no model folder './not-there' inside MODEL_ROOT" in field.inner_text()
+    field.screenshot(path=str(tmp_path / "warm_start_field.png"))
