@@ -1,7 +1,8 @@
 """Environment speed: steps per second per environment, and Sokoban rooms per second against gym-sokoban;
 then the rooms themselves beside gym-sokoban's: optimal moves and pushes, wall density, player next to a box.
 
-    .venv/bin/python bench/envs.py [--gym-sokoban-python /tmp/gymsok-venv/bin/python] [--seconds 20] [--rooms 200]
+    .venv/bin/python bench/envs.py [--gym-sokoban-python /tmp/gymsok-venv/bin/python] [--seconds 20] \
+        [--rooms 200] [--only-rooms]
 
 gym-sokoban needs old gym and numpy, so it runs in its own venv (see docs/ENVIRONMENTS.md); this script
 times it there in a child process, right after timing ours, so both share the machine's state.
@@ -76,7 +77,8 @@ def room_statistics(levels: list[Level]) -> dict[str, float]:
     solutions = [solve(level) for level in levels]
     solved = [s for s in solutions if s is not None]
     inner = [(level.width - 2) * (level.height - 2) for level in levels]
-    beside = [any(level.player + d in level.boxes for d in (1, -1, level.width, -level.width)) for level in levels]
+    beside = [any(level.player + d in level.boxes for d in (1, -1, level.width, -level.width))
+              for level in levels]
     return {"rooms": len(levels), "unsolved": len(levels) - len(solved),
             "moves": sum(map(len, solved)) / max(len(solved), 1),
             "pushes": sum(sum(ch.isupper() for ch in s) for s in solved) / max(len(solved), 1),
@@ -141,7 +143,8 @@ def main() -> None:
         generators = {"ours": lambda: [generate_room(random.Random(seed), dim, boxes, budget)
                                        for seed in range(args.rooms)]}
         if have_gym_sokoban:
-            generators["gym-sokoban"] = lambda: gym_sokoban_levels(args.gym_sokoban_python, dim, boxes, args.rooms)
+            generators["gym-sokoban"] = lambda: gym_sokoban_levels(args.gym_sokoban_python, dim, boxes,
+                                                                   args.rooms)
         for name, make in generators.items():
             stats = room_statistics(make())
             label = f"{dim}x{dim}, {boxes} box{'es' if boxes > 1 else ''}, {name}"

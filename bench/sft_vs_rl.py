@@ -43,7 +43,8 @@ def summary(values: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="bandit")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=30)
@@ -68,8 +69,8 @@ def main() -> None:
         print(f"seed {seed}: sft {results['sft'][-1]:.3f}; rl {results['rl'][-1][0]:.3f} -> "
               f"{results['rl'][-1][1]:.3f}; sft-then-rl {results['sft-then-rl'][-1][0]:.3f} -> "
               f"{results['sft-then-rl'][-1][1]:.3f} ({time.time() - t0:.0f} s)", flush=True)
-    print(f"\n{args.env}, {len(args.seeds)} seeds, {args.steps} RL steps, SFT {args.episodes} episodes at noise "
-          f"{args.noise}, validation success on {args.val_seeds} seeds (mean ± standard error):")
+    print(f"\n{args.env}, {len(args.seeds)} seeds, {args.steps} RL steps, SFT {args.episodes} episodes at "
+          f"noise {args.noise}, validation success on {args.val_seeds} seeds (mean ± standard error):")
     print(f"  sft:                {summary(results['sft'])}")
     for name in ("rl", "sft-then-rl"):
         print(f"  {name + ' start:':<20}{summary([s for s, _ in results[name]])}")

@@ -167,8 +167,8 @@ class FrozenLakeEnv(TextEnv):
         return self._values(max_actions)[self.position]
 
     def oracle_action(self) -> str:
-        """The action with the highest probability of reaching the goal (value iteration); among equally safe
-        actions the one that gets there soonest (values discounted by ORACLE_DISCOUNT), so it does not wait."""
+        """The action with the highest probability of reaching the goal (value iteration); among equally
+        safe actions the one that gets there soonest (values discounted by ORACLE_DISCOUNT): no waiting."""
         safe, soon = self._values(None), self._values(None, ORACLE_DISCOUNT)
 
         def expected(value, action):

@@ -55,7 +55,7 @@ def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, mode: str, eps
 def token_rewards(final_reward: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None,
                   kl_coef: float = 0.0) -> torch.Tensor:
     """(B, T) PPO rewards: the trajectory reward on the last masked-in token of each row, minus
-    kl_coef * kl on every masked-in token when a per-token KL to the reference is given (veRL's KL penalty)."""
+    kl_coef * kl on every masked-in token when a per-token KL to the reference is given (veRL's penalty)."""
     out = torch.zeros(mask.shape, dtype=final_reward.dtype, device=mask.device)
     last = mask.shape[1] - 1 - mask.flip(1).float().argmax(1)
     has = mask.any(1)

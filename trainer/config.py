@@ -30,7 +30,7 @@ class EnvConfig:
 @dataclass
 class ModelConfig:
     name: str = TINY_MODEL            # hub id, local directory, or "tiny"
-    warm_start: str = ""              # weights to start from (e.g. `python -m trainer sft` output); "" = name's
+    warm_start: str = ""              # weights to start from (`python -m trainer sft` output); "" = name's
     dtype: str = "auto"               # auto = bfloat16 on CUDA, float32 on CPU
     lora_rank: int = 0                # 0 = full fine-tuning
     lora_alpha: int = 64
@@ -54,7 +54,7 @@ class RolloutConfig:
     format_penalty: float = -0.1
     val_temperature: float = 0.5
     val_seeds: int = 256
-    val_envs: list = field(default_factory=list)  # more registered envs validated alongside: val/<env>/success
+    val_envs: list = field(default_factory=list)  # more registered envs validated: val/<env>/success
 
 
 @dataclass
@@ -224,7 +224,8 @@ class TrainConfig:
         need(0 < a.filter_min_p <= 1, "algorithm.filter_min_p", "must be in (0, 1]")
         need(a.filter_top_p_mode in TOP_P_MODES, "algorithm.filter_top_p_mode",
              f"must be one of {', '.join(TOP_P_MODES)}")
-        need(a.filter_empty_stop_steps >= 0, "algorithm.filter_empty_stop_steps", "must be >= 0 (0 = never stop)")
+        need(a.filter_empty_stop_steps >= 0, "algorithm.filter_empty_stop_steps",
+             "must be >= 0 (0 = never stop)")
         need(a.filter == "none" or r.group_size >= 2, "rollout.group_size",
              "must be >= 2 when a rollout filter is on")
         need(a.advantage == "ppo" or r.group_size >= 2, "rollout.group_size",
@@ -270,13 +271,15 @@ PRESETS: dict[str, dict] = {
 }
 
 # What each preset is, for the web form and `python -m trainer presets`.
-CLIP_HIGHER_NOTE = ("Clip-higher (eps_high 0.28) only acts when a rollout batch is split into several optimizer steps: "
-                    "with the paper's layout the 2 kept groups x 16 = 32 trajectories are one mini-batch, the ratio "
-                    "is exactly 1 and nothing is clipped (RAGEN too). To let it act, lower optim.mini_batch_size or "
-                    "raise optim.updates_per_batch (the paper's 'more updates per rollout', see the ablations).")
+CLIP_HIGHER_NOTE = ("Clip-higher (eps_high 0.28) only acts when a rollout batch is split into several "
+                    "optimizer steps: with the paper's layout the 2 kept groups x 16 = 32 trajectories are "
+                    "one mini-batch, the ratio is exactly 1 and nothing is clipped (RAGEN too). To let it "
+                    "act, lower optim.mini_batch_size or raise optim.updates_per_batch (the paper's 'more "
+                    "updates per rollout', see the ablations).")
 PRESET_HELP: dict[str, str] = {
     "starpo": "PPO with a critic, KL 0.001 to the reference, clip 0.2/0.2, no filter.",
-    "starpo-s": "PPO, no KL, clip 0.2/0.28, keep the top 25% of groups by in-group reward std. " + CLIP_HIGHER_NOTE,
+    "starpo-s": "PPO, no KL, clip 0.2/0.28, keep the top 25% of groups by in-group reward std. "
+                + CLIP_HIGHER_NOTE,
     "grpo": "GRPO advantages (no critic), KL 0.001 as a loss term, clip 0.2/0.2, no filter.",
     "starpo-s-grpo": "StarPO-S with GRPO advantages. " + CLIP_HIGHER_NOTE,
 }

@@ -21,7 +21,7 @@ VAL_SEED_BASE = 0               # validation seeds: 0 .. val_seeds-1, fixed
 
 
 class FilterStarved(RuntimeError):
-    """The rollout filter kept no group for algorithm.filter_empty_stop_steps steps in a row (RAGEN-2 stops)."""
+    """The rollout filter kept no group for algorithm.filter_empty_stop_steps steps in a row (as RAGEN-2)."""
 
 
 def set_determinism(cfg: TrainConfig) -> None:
@@ -193,7 +193,8 @@ class Trainer:
         advs, rets = [], []
         if self.ppo:
             for j, (ids, att, resp) in enumerate(batches):
-                tr = A.token_rewards(rewards[j * mb: j * mb + len(ids)], resp, kls[j] if kls else None, a.kl_coef)
+                tr = A.token_rewards(rewards[j * mb: j * mb + len(ids)], resp, kls[j] if kls else None,
+                                     a.kl_coef)
                 adv, ret = A.gae(tr, old_values[j], resp, a.gamma, a.lam)
                 advs.append(adv)
                 rets.append(ret)
@@ -333,7 +334,8 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
             save(step + 1)
         if a.filter_empty_stop_steps and empty_steps >= a.filter_empty_stop_steps:
             save(step + 1)
-            raise FilterStarved(f"the rollout filter ({a.filter}) kept no group for {empty_steps} steps in a row "
+            raise FilterStarved(f"the rollout filter ({a.filter}) kept no group for {empty_steps} steps in a "
+                                f"row "
                                 f"(every group's rewards were equal, or the threshold was not reached): "
                                 f"training stopped at step {step + 1}, as RAGEN-2 does after "
                                 f"algorithm.filter_empty_stop_steps={a.filter_empty_stop_steps}")

@@ -30,12 +30,13 @@ def oracle_episode(env, seed: int, r, chat: ChatFormat, noise: float, rng: rando
     """One oracle-played episode as token ids, mask 1 on the replies (r: RolloutConfig)."""
     obs = env.reset(seed=seed)
     traj = Trajectory(group=0, seed=seed)
-    traj.ids = chat.first_prompt(first_user_message(env, obs, r.max_actions_per_turn, r.max_actions_per_episode,
-                                                    r.thinking))
+    traj.ids = chat.first_prompt(first_user_message(env, obs, r.max_actions_per_turn,
+                                                    r.max_actions_per_episode, r.thinking))
     traj.mask = [0] * len(traj.ids)
     for turn in range(1, r.max_turns + 1):
         actions, turn_reward, done = [], 0.0, False
-        while len(actions) < r.max_actions_per_turn and traj.executed < r.max_actions_per_episode and not done:
+        while not done and len(actions) < r.max_actions_per_turn \
+                and traj.executed < r.max_actions_per_episode:
             action = rng.choice(env.actions) if rng.random() < noise else env.oracle_action()
             obs, reward, done, info = env.step(action)
             actions.append(action)
@@ -57,7 +58,7 @@ def oracle_episode(env, seed: int, r, chat: ChatFormat, noise: float, rng: rando
 
 def sft(cfg: TrainConfig, out_dir: str, episodes: int, noise: float = 0.0, epochs: int = 1,
         lr: float | None = None, log: Callable[[str], None] = lambda message: None) -> dict:
-    """Fine-tune cfg.model on `episodes` oracle episodes of cfg.env; save the model to out_dir. Returns a summary."""
+    """Fine-tune cfg.model on `episodes` oracle episodes of cfg.env, save it to out_dir; returns a summary."""
     set_determinism(cfg)
     policy = load_policy(cfg.model, with_critic=False, with_reference=False)
     chat = ChatFormat(policy.tokenizer, cfg.rollout.thinking)

@@ -123,15 +123,16 @@ def _displacement(boxes: tuple[int, ...], targets: list[int], width: int) -> int
     return total
 
 
-def wander(rng: random.Random, player: int, floor: set[int], boxes: set[int], width: int, p_start: float) -> int:
+def wander(rng: random.Random, player: int, floor: set[int], boxes: set[int], width: int,
+           p_start: float) -> int:
     """RAGEN's random player movement: with probability p_start walk up to WANDER_MAX_STEPS random steps onto
     free cells not visited before, going on after each with probability WANDER_P_CONTINUE."""
     if rng.random() > p_start:
         return player
     visited = {player}
     for _ in range(WANDER_MAX_STEPS):
-        options = [player + delta for delta in (-width, width, -1, 1)
-                   if player + delta in floor and player + delta not in boxes and player + delta not in visited]
+        options = [cell for cell in (player - width, player + width, player - 1, player + 1)
+                   if cell in floor and cell not in boxes and cell not in visited]
         if not options:
             break
         player = rng.choice(options)

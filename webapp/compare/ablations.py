@@ -106,10 +106,10 @@ ABLATIONS = {a.key: a for a in [
         val_envs={"bandit-teacher-engineer": ["bandit-teacher-engineer", "bandit-librarian-trader"],
                   "bandit": ["bandit", "bandit-librarian-trader"],
                   "sokoban": ["sokoban", "frozenlake", "sokoban-alternate"]},
-        note="The paper's generalization setting: train on Bandit with Teacher/Engineer and validate on it and "
-             "on Librarian/Trader, or train on Sokoban and validate on Sokoban, FrozenLake and Sokoban drawn "
-             "with new symbols. Each is charted as val/<env>/success; other training environments validate "
-             "on themselves.",
+        note="The paper's generalization setting: train on Bandit with Teacher/Engineer and validate on it "
+             "and on Librarian/Trader, or train on Sokoban and validate on Sokoban, FrozenLake and Sokoban "
+             "drawn with new symbols. Each is charted as val/<env>/success; other training environments "
+             "validate on themselves.",
     ),
     Ablation(
         "updates-per-rollout", "Updates per rollout batch (freshness)",
@@ -122,7 +122,7 @@ ABLATIONS = {a.key: a for a in [
     ),
     Ablation(
         "loss-aggregation", "Loss aggregation",
-        "Does averaging per trajectory first (our default) or over all tokens (RAGEN's current default) matter?",
+        "Does averaging per trajectory first (our default) or over all tokens (RAGEN's default now) matter?",
         preset="starpo-s", group_by="algorithm.loss_agg", default_env="sokoban",
         values=("seq-mean-token-mean", "token-mean"), paper=(),
         note="seq-mean-token-mean weighs every trajectory equally (the paper's code averaged tokens within "
