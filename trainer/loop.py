@@ -335,8 +335,7 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         if a.filter_empty_stop_steps and empty_steps >= a.filter_empty_stop_steps:
             save(step + 1)
             raise FilterStarved(f"the rollout filter ({a.filter}) kept no group for {empty_steps} steps in a "
-                                f"row "
-                                f"(every group's rewards were equal, or the threshold was not reached): "
+                                f"row (every group's rewards were equal, or the threshold was not reached): "
                                 f"training stopped at step {step + 1}, as RAGEN-2 does after "
                                 f"algorithm.filter_empty_stop_steps={a.filter_empty_stop_steps}")
     save(max(s.steps, start))
