@@ -16,6 +16,10 @@ PARAMS = [
     Param("high_risk_prob", "float", 0.25, min=0.0, max=1.0, help="Probability that the high-risk arm pays."),
 ]
 
+# One pull per episode, as RAGEN plays it (config/_1_bandit.yaml: max_turn 1, max_actions_per_turn 1,
+# response_length 500).
+ROLLOUT = {"max_turns": 1, "max_actions_per_turn": 1, "max_actions_per_episode": 1, "max_new_tokens": 500}
+
 # (low-risk name, high-risk name): the pairs the paper trains and tests on; "reversed" swaps the roles
 # so that the intuitive reading of the names points to the wrong arm.
 NAME_PAIRS = {
@@ -89,7 +93,10 @@ class BanditEnv(TextEnv):
             return self.feedback
         return f"A: {self.arms['A']}\nB: {self.arms['B']}"
 
+    def oracle_action(self) -> str:
+        return sorted(self.best_names)[0]
+
     def optimal_success(self, max_actions: int | None = None) -> float:
         # Success is defined as choosing a highest-EV arm, so play that arm and report what step() says.
-        _, _, _, info = self.step(sorted(self.best_names)[0])
+        _, _, _, info = self.step(self.oracle_action())
         return float(info["success"])

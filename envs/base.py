@@ -72,5 +72,9 @@ class TextEnv(ABC):
         ...
 
     @abstractmethod
+    def oracle_action(self) -> str:
+        """An optimal action from the current state (the SFT baseline's teacher)."""
+
+    @abstractmethod
     def optimal_success(self, max_actions: int | None = None) -> float:
         """Success of the optimal policy from the current initial state (called right after reset)."""

@@ -82,6 +82,9 @@ def goal_reachable(rows: list[str]) -> bool:
     return False
 
 
+ORACLE_DISCOUNT = 0.95
+
+
 class FrozenLakeEnv(TextEnv):
     actions = ACTIONS
     symbols = SYMBOLS
@@ -161,6 +164,19 @@ class FrozenLakeEnv(TextEnv):
         With `max_actions`, the probability of reaching it within that many actions; without, the limit
         of unbounded play (iterated until values change by less than 1e-12).
         """
+        return self._values(max_actions)[self.position]
+
+    def oracle_action(self) -> str:
+        """The action with the highest probability of reaching the goal (value iteration); among equally
+        safe actions the one that gets there soonest (values discounted by ORACLE_DISCOUNT): no waiting."""
+        safe, soon = self._values(None), self._values(None, ORACLE_DISCOUNT)
+
+        def expected(value, action):
+            return sum(p * value[after] for after, p in self.transitions(self.position, action).items())
+
+        return max(ACTIONS, key=lambda action: (round(expected(safe, action), 9), expected(soon, action)))
+
+    def _values(self, max_actions: int | None, discount: float = 1.0) -> dict[tuple[int, int], float]:
         cells = [(r, c) for r in range(len(self.rows)) for c in range(len(self.rows[0]))]
         walkable = [cell for cell in cells if self.rows[cell[0]][cell[1]] in "SF"]
         model = {cell: [self.transitions(cell, action) for action in ACTIONS] for cell in walkable}
@@ -168,10 +184,10 @@ class FrozenLakeEnv(TextEnv):
         iteration = 0
         while max_actions is None or iteration < max_actions:
             iteration += 1
-            updated = {**value, **{cell: max(sum(p * value[after] for after, p in outcomes.items())
-                                             for outcomes in model[cell]) for cell in walkable}}
+            updated = {**value, **{cell: discount * max(sum(p * value[after] for after, p in outcomes.items())
+                                                        for outcomes in model[cell]) for cell in walkable}}
             change = max(abs(updated[cell] - value[cell]) for cell in cells)
             value = updated
             if max_actions is None and change < 1e-12:
                 break
-        return value[self.position]
+        return value

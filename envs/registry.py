@@ -9,11 +9,12 @@ _REGISTRY: dict[str, EnvSpec] = {}
 
 
 def register(name: str, description: str, env_class: type, params: list[Param], defaults: dict | None = None,
-             prepare=keep_params, check=no_cross_checks) -> None:
-    """Add an environment; `defaults` makes a preset by changing some parameters' defaults."""
+             prepare=keep_params, check=no_cross_checks, rollout: dict | None = None) -> None:
+    """Add an environment; `defaults` makes a preset by changing some parameters' defaults; `rollout` is
+    the episode shape a training preset starts from (see EnvSpec)."""
     defaults = defaults or {}
     params = [Param(**{**vars(param), "default": defaults.get(param.name, param.default)}) for param in params]
-    _REGISTRY[name] = EnvSpec(name, description, params, env_class, prepare, check)
+    _REGISTRY[name] = EnvSpec(name, description, params, env_class, prepare, check, dict(rollout or {}))
 
 
 def registry() -> dict[str, EnvSpec]:
@@ -62,9 +63,13 @@ def _register_all() -> None:
                 f"Two-armed bandit, one pull: {low_name} (pays a constant) or {high_name} (pays 1 with "
                 f"probability 0.25); the better arm must be inferred from the names.",
                 bandit.BanditEnv, bandit.PARAMS, {"low_risk_name": low_name, "high_risk_name": high_name},
-                check=bandit.check_params)
+                check=bandit.check_params, rollout=bandit.ROLLOUT)
     register("sokoban", "Sokoban, generated 6x6 rooms with 1 box: push every box onto a target (irreversible).",
              sokoban.SokobanEnv, sokoban.PARAMS, prepare=sokoban.prepare_params, check=sokoban.check_params)
+    register("sokoban-alternate", "Sokoban as `sokoban` (the same room for a seed), drawn with the alternate "
+             "symbols W . G B C A @: does what was learned carry over to new symbols?",
+             sokoban.SokobanEnv, sokoban.PARAMS, {"vocabulary": "alternate"},
+             prepare=sokoban.prepare_params, check=sokoban.check_params)
     register("sokoban-large", "Sokoban, generated 8x8 rooms with 2 boxes.",
              sokoban.SokobanEnv, sokoban.PARAMS, {"dim_room": 8, "num_boxes": 2},
              prepare=sokoban.prepare_params, check=sokoban.check_params)

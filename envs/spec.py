@@ -6,7 +6,7 @@ message next to it.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 PARAM_TYPES = ("int", "float", "bool", "choice", "str")
@@ -122,6 +122,7 @@ class EnvSpec:
     env_class: type
     prepare: Callable[[dict], dict] = keep_params
     check: Callable[[str, dict], dict] = no_cross_checks
+    rollout: dict = field(default_factory=dict)
 
     def validate(self, params: dict) -> dict:
         params = self.prepare(params)

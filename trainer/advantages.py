@@ -25,13 +25,14 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
     return advantages, returns
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Zero mean, unit variance over the masked-in entries (unbiased variance, as veRL)."""
-    m = mask.bool()
-    vals = x[m]
+def whiten(xs: list[torch.Tensor], masks: list[torch.Tensor], eps: float = 1e-8) -> list[torch.Tensor]:
+    """Zero mean, unit variance over the masked-in entries of all micro-batches together (unbiased variance,
+    as veRL's masked_whiten); fewer than two entries are left as they are."""
+    vals = torch.cat([x[m.bool()] for x, m in zip(xs, masks)])
     if vals.numel() < 2:
-        return x * mask
-    return ((x - vals.mean()) / (vals.std() + eps)) * mask
+        return [x * m for x, m in zip(xs, masks)]
+    mean, std = vals.mean(), vals.std()
+    return [((x - mean) / (std + eps)) * m for x, m in zip(xs, masks)]
 
 
 def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, mode: str, eps: float = 1e-6) -> torch.Tensor:
@@ -51,10 +52,14 @@ def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, mode: str, eps
     return adv
 
 
-def token_rewards(final_reward: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) rewards: the trajectory reward on the last masked-in token of each row, 0 elsewhere."""
+def token_rewards(final_reward: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None,
+                  kl_coef: float = 0.0) -> torch.Tensor:
+    """(B, T) PPO rewards: the trajectory reward on the last masked-in token of each row, minus
+    kl_coef * kl on every masked-in token when a per-token KL to the reference is given (veRL's penalty)."""
     out = torch.zeros(mask.shape, dtype=final_reward.dtype, device=mask.device)
     last = mask.shape[1] - 1 - mask.flip(1).float().argmax(1)
     has = mask.any(1)
     out[has, last[has]] = final_reward[has]
+    if kl is not None:
+        out = out - kl_coef * kl * mask
     return out

@@ -1,4 +1,4 @@
-"""python -m trainer {train, eval, presets, build-tiny-model}."""
+"""python -m trainer {train, eval, sft, presets, build-tiny-model}."""
 from __future__ import annotations
 
 import argparse
@@ -71,7 +71,7 @@ def _stopping_notice() -> None:
 def cmd_train(args) -> int:
     from trainer import checkpoint
     from trainer.config import ConfigError
-    from trainer.loop import train
+    from trainer.loop import FilterStarved, train
     from trainer.models import ModelLoadError
     from trainer.sink import JsonlSink
     from trainer.stopping import StopSignal
@@ -97,6 +97,9 @@ def cmd_train(args) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except FilterStarved as e:
+        print(f"stopped: {e}", file=sys.stderr)
+        return 1
     print(result, file=sys.stderr)
     return 0
 
@@ -128,6 +131,35 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_sft(args) -> int:
+    from trainer.config import ConfigError, TrainConfig, apply_overrides
+    from trainer.models import ModelLoadError
+    from trainer.sft import sft
+    if args.episodes < 1 or args.epochs < 1 or not 0 <= args.noise <= 1:
+        print("error: --episodes and --epochs must be >= 1, --noise in [0, 1]", file=sys.stderr)
+        return 2
+    if os.path.exists(args.out) and os.listdir(args.out):
+        print(f"error: --out {args.out} is not empty; choose a new folder", file=sys.stderr)
+        return 2
+    user: dict = {"env": {"name": args.env}, "model": {"name": args.model}}
+    try:
+        apply_overrides(user, args.set or [])
+        cfg = TrainConfig.preset("starpo-s", **user)
+    except ConfigError as e:
+        return _config_errors(e.errors)
+    _threads(args.threads)
+    if os.path.isdir(args.out):
+        os.rmdir(args.out)
+    try:
+        summary = sft(cfg, args.out, args.episodes, args.noise, args.epochs, args.lr,
+                      log=lambda m: print(m, file=sys.stderr))
+    except (ModelLoadError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"out": args.out, **summary}))
+    return 0
+
+
 def cmd_presets(args) -> int:
     from trainer.config import preset_table
     print(yaml.safe_dump(preset_table(), sort_keys=False))
@@ -145,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description="StarPO / StarPO-S trainer")
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a policy")
-    t.add_argument("--preset", choices=["starpo", "starpo-s", "grpo", "starpo-s-grpo"])
+    from trainer.config import PRESET_HELP
+    t.add_argument("--preset", choices=list(PRESET_HELP),
+                   help=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()).replace("%", "%%"))
     t.add_argument("--env")
     t.add_argument("--model", help='hub id, local directory, or "tiny" (default)')
     t.add_argument("--config", help="YAML file with config overrides (or a full config without --preset)")
@@ -160,6 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--episodes", type=int, default=256)
     e.add_argument("--threads", type=int)
     e.set_defaults(func=cmd_eval)
+    f = sub.add_parser("sft", help="supervised fine-tuning on oracle play: a model folder to start RL from")
+    f.add_argument("--env", required=True)
+    f.add_argument("--episodes", type=int, default=1000)
+    f.add_argument("--out", required=True, help="a new folder (e.g. inside MODEL_ROOT) for the model")
+    f.add_argument("--model", default="tiny", help='hub id, local directory, or "tiny" (default)')
+    f.add_argument("--noise", type=float, default=0.0, help="probability that an action is random")
+    f.add_argument("--epochs", type=int, default=1)
+    f.add_argument("--lr", type=float, help="default: the profile's actor lr")
+    f.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
+                   help="rollout shape, model.lora_rank, optim.micro_batch_size, seed, ...")
+    f.add_argument("--threads", type=int)
+    f.set_defaults(func=cmd_sft)
     p = sub.add_parser("presets", help="print the presets")
     p.set_defaults(func=cmd_presets)
     b = sub.add_parser("build-tiny-model", help="build the tiny local model into DIR")

@@ -30,6 +30,7 @@ class EnvConfig:
 @dataclass
 class ModelConfig:
     name: str = TINY_MODEL            # hub id, local directory, or "tiny"
+    warm_start: str = ""              # weights to start from (`python -m trainer sft` output); "" = name's
     dtype: str = "auto"               # auto = bfloat16 on CUDA, float32 on CPU
     lora_rank: int = 0                # 0 = full fine-tuning
     lora_alpha: int = 64
@@ -53,6 +54,7 @@ class RolloutConfig:
     format_penalty: float = -0.1
     val_temperature: float = 0.5
     val_seeds: int = 256
+    val_envs: list = field(default_factory=list)  # more registered envs validated: val/<env>/success
 
 
 @dataclass
@@ -68,10 +70,21 @@ class AlgorithmConfig:
     kl_coef: float = 0.001
     kl_estimator: str = "k1"          # k1 | k3
     entropy_coef: float = 0.001
-    filter: str = "none"              # none | top_ratio | top_p
-    filter_ratio: float = 0.25        # top_ratio: fraction of groups kept
-    filter_top_p: float = 0.9         # top_p: fraction of total reward variance covered
+    filter: str = "none"              # none | top_ratio | top_k_abs | top_p | min_p (trainer/filter.py)
+    filter_ratio: float = 0.25        # top_ratio: int(ratio * P) groups kept
+    filter_top_k: int = 2             # top_k_abs: groups kept
+    filter_top_p: float = 0.9         # top_p: share of the summed in-group reward std kept
+    filter_top_p_mode: str = "linear"  # linear (RAGEN-2's recommended rule) | softmax
+    filter_min_p: float = 0.5         # min_p: keep groups scoring >= min_p * the best score
+    filter_include_zero: bool = True  # False: groups with equal rewards are never kept (RAGEN-2 top-p)
+    filter_empty_stop_steps: int = 5  # stop after this many consecutive steps with no group kept; 0 = never
     loss_agg: str = "seq-mean-token-mean"   # | token-mean | seq-mean-token-sum
+
+    @property
+    def filter_value(self) -> float:
+        """The number the chosen filter reads (RAGEN's rollout_filter_value)."""
+        return {"top_ratio": self.filter_ratio, "top_k_abs": self.filter_top_k, "top_p": self.filter_top_p,
+                "min_p": self.filter_min_p}.get(self.filter, 1.0)
 
 
 @dataclass
@@ -134,7 +147,7 @@ class TrainConfig:
 
     @classmethod
     def preset(cls, name: str, *dotted: str, **overrides) -> "TrainConfig":
-        """Preset + per-model profile + overrides.
+        """Preset + the environment's episode shape + per-model profile + overrides.
 
         overrides: section dicts (rollout={"group_size": 8}) or "section__field" keywords;
         dotted: "rollout.group_size=8" strings.
@@ -151,7 +164,10 @@ class TrainConfig:
         model_name = user.get("model", {}).get("name", TINY_MODEL) if isinstance(user.get("model"), dict) \
             else TINY_MODEL
         d = cls().to_dict()
+        env_name = user["env"].get("name", d["env"]["name"]) if isinstance(user.get("env"), dict) \
+            else d["env"]["name"]
         deep_merge(d, PRESETS[name])
+        deep_merge(d, {"rollout": env_rollout_defaults(env_name)})
         if model_name == TINY_MODEL:
             deep_merge(d, TINY_PROFILE)
         deep_merge(d, user)
@@ -185,6 +201,10 @@ class TrainConfig:
         need(r.val_seeds >= 0, "rollout.val_seeds", "must be >= 0")
         need(r.val_seeds > 0 or s.val_every == 0, "rollout.val_seeds",
              "must be >= 1 when schedule.val_every > 0 (0 turns validation off)")
+        need(all(isinstance(n, str) for n in r.val_envs) and len(set(r.val_envs)) == len(r.val_envs),
+             "rollout.val_envs", "must be a list of distinct environment names")
+        need(not r.val_envs or s.val_every > 0, "rollout.val_envs",
+             "needs schedule.val_every > 0 (validation is off)")
         need(a.advantage in ADVANTAGES, "algorithm.advantage", f"must be one of {', '.join(ADVANTAGES)}")
         need(a.kl_estimator in KL_ESTIMATORS, "algorithm.kl_estimator",
              f"must be one of {', '.join(KL_ESTIMATORS)}")
@@ -200,6 +220,12 @@ class TrainConfig:
         need(a.entropy_coef >= 0, "algorithm.entropy_coef", "must be >= 0")
         need(0 < a.filter_ratio <= 1, "algorithm.filter_ratio", "must be in (0, 1]")
         need(0 < a.filter_top_p <= 1, "algorithm.filter_top_p", "must be in (0, 1]")
+        need(a.filter_top_k >= 1, "algorithm.filter_top_k", "must be >= 1")
+        need(0 < a.filter_min_p <= 1, "algorithm.filter_min_p", "must be in (0, 1]")
+        need(a.filter_top_p_mode in TOP_P_MODES, "algorithm.filter_top_p_mode",
+             f"must be one of {', '.join(TOP_P_MODES)}")
+        need(a.filter_empty_stop_steps >= 0, "algorithm.filter_empty_stop_steps",
+             "must be >= 0 (0 = never stop)")
         need(a.filter == "none" or r.group_size >= 2, "rollout.group_size",
              "must be >= 2 when a rollout filter is on")
         need(a.advantage == "ppo" or r.group_size >= 2, "rollout.group_size",
@@ -220,13 +246,16 @@ class TrainConfig:
         need(s.samples_per_step >= 0, "schedule.samples_per_step", "must be >= 0")
         need(self.seed >= 0, "seed", "must be >= 0")
         e.update(_env_errors(self.env))
+        if "rollout.val_envs" not in e:
+            e.update(_val_env_errors(r.val_envs))
         return e
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ADVANTAGES = ("ppo", "grpo", "drgrpo")
 KL_ESTIMATORS = ("k1", "k3")
-FILTERS = ("none", "top_ratio", "top_p")
+FILTERS = ("none", "top_ratio", "top_k_abs", "top_p", "min_p")   # rules in trainer/filter.py
+TOP_P_MODES = ("linear", "softmax")
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
 
 # Algorithm presets: only what differs from the paper defaults in the dataclasses above.
@@ -239,6 +268,20 @@ PRESETS: dict[str, dict] = {
                            "filter": "none"}},
     "starpo-s-grpo": {"algorithm": {"advantage": "grpo", "kl_coef": 0.0, "eps_low": 0.2, "eps_high": 0.28,
                                     "filter": "top_ratio", "filter_ratio": 0.25}},
+}
+
+# What each preset is, for the web form and `python -m trainer presets`.
+CLIP_HIGHER_NOTE = ("Clip-higher (eps_high 0.28) only acts when a rollout batch is split into several "
+                    "optimizer steps: with the paper's layout the 2 kept groups x 16 = 32 trajectories are "
+                    "one mini-batch, the ratio is exactly 1 and nothing is clipped (RAGEN too). To let it "
+                    "act, lower optim.mini_batch_size or raise optim.updates_per_batch (the paper's 'more "
+                    "updates per rollout', see the ablations).")
+PRESET_HELP: dict[str, str] = {
+    "starpo": "PPO with a critic, KL 0.001 to the reference, clip 0.2/0.2, no filter.",
+    "starpo-s": "PPO, no KL, clip 0.2/0.28, keep the top 25% of groups by in-group reward std. "
+                + CLIP_HIGHER_NOTE,
+    "grpo": "GRPO advantages (no critic), KL 0.001 as a loss term, clip 0.2/0.2, no filter.",
+    "starpo-s-grpo": "StarPO-S with GRPO advantages. " + CLIP_HIGHER_NOTE,
 }
 
 # The tiny CPU model: the paper's batch layout, budgets and critic, a far higher actor lr, fewer validation
@@ -292,6 +335,14 @@ def apply_overrides(d: dict, overrides: list[str]) -> dict:
     if errors:
         raise ConfigError(errors)
     return d
+
+
+def env_rollout_defaults(env_name) -> dict:
+    """The episode shape the environment is played with in the reference ({} for an unknown name)."""
+    import envs
+
+    spec = envs.registry().get(env_name) if isinstance(env_name, str) else None
+    return dict(spec.rollout) if spec else {}
 
 
 def preset_table() -> dict[str, dict]:
@@ -349,6 +400,16 @@ def _coerce(t, v):
 def _type_name(t) -> str:
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", dict: "a mapping",
             list: "a list"}.get(t, str(t))
+
+
+def _val_env_errors(names: list) -> dict[str, str]:
+    import envs
+
+    unknown = [n for n in names if n not in envs.registry()]
+    if unknown:
+        return {"rollout.val_envs": f"unknown environment {unknown[0]!r}; choose from "
+                                    f"{', '.join(sorted(envs.registry()))}"}
+    return {}
 
 
 def _env_errors(env: EnvConfig) -> dict[str, str]:

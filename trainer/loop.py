@@ -12,12 +12,16 @@ import torch
 from trainer import advantages as A
 from trainer import checkpoint, losses, prefix
 from trainer.config import TrainConfig
-from trainer.filter import keep_groups
+from trainer.filter import keep_groups, zero_groups
 from trainer.models import Policy, load_policy
 from trainer.rollout import ChatFormat, Trajectory, rollout
 
 TRAIN_SEED_BASE = 10_000        # training seeds: TRAIN_SEED_BASE + seed * 10^7 + counter
 VAL_SEED_BASE = 0               # validation seeds: 0 .. val_seeds-1, fixed
+
+
+class FilterStarved(RuntimeError):
+    """The rollout filter kept no group for algorithm.filter_empty_stop_steps steps in a row (as RAGEN-2)."""
 
 
 def set_determinism(cfg: TrainConfig) -> None:
@@ -122,14 +126,24 @@ class Trainer:
             self.critic_opt = torch.optim.AdamW(self.critic_params, lr=o.critic_lr, weight_decay=o.weight_decay)
 
     # ---- rollout ------------------------------------------------------------------------------------
-    def play(self, seeds: list[int], groups: list[int], temperature: float) -> list[Trajectory]:
+    def play(self, seeds: list[int], groups: list[int], temperature: float, env_name: str | None = None) \
+            -> list[Trajectory]:
+        """Episodes in the training environment, or in the registered env_name with its default parameters."""
         p = self.policy
         p.model.eval()
+        name, params = (self.cfg.env.name, self.cfg.env.params) if env_name in (None, self.cfg.env.name) \
+            else (env_name, {})
         with torch.no_grad(), p.autocast():
-            return rollout(p.model, p.tokenizer, self.chat, self.cfg.env.name, self.cfg.env.params, seeds, groups,
-                           self.cfg.rollout, temperature, p.context_len)
+            return rollout(p.model, p.tokenizer, self.chat, name, params, seeds, groups, self.cfg.rollout,
+                           temperature, p.context_len)
 
-    def validate(self) -> float:
+    def validation_metrics(self) -> dict[str, float]:
+        """val/success in the training environment, and val/<env>/success for each of rollout.val_envs."""
+        own = self.validate()
+        return {"val/success": own, **{f"val/{name}/success": own if name == self.cfg.env.name
+                                       else self.validate(name) for name in self.cfg.rollout.val_envs}}
+
+    def validate(self, env_name: str | None = None) -> float:
         r = self.cfg.rollout
         seeds = list(range(VAL_SEED_BASE, VAL_SEED_BASE + r.val_seeds))
         chunk = max(r.env_groups * r.group_size, 64)
@@ -138,7 +152,7 @@ class Trainer:
             torch.manual_seed(self.cfg.seed)
             trajs = [t for i in range(0, len(seeds), chunk)
                      for t in self.play(seeds[i:i + chunk], list(range(i, i + len(seeds[i:i + chunk]))),
-                                        r.val_temperature)]
+                                        r.val_temperature, env_name)]
         return _mean(float(t.success) for t in trajs)
 
     # ---- update -------------------------------------------------------------------------------------
@@ -179,16 +193,13 @@ class Trainer:
         advs, rets = [], []
         if self.ppo:
             for j, (ids, att, resp) in enumerate(batches):
-                tr = A.token_rewards(rewards[j * mb: j * mb + len(ids)], resp)
-                if kls:
-                    tr = tr - a.kl_coef * kls[j]
+                tr = A.token_rewards(rewards[j * mb: j * mb + len(ids)], resp, kls[j] if kls else None,
+                                     a.kl_coef)
                 adv, ret = A.gae(tr, old_values[j], resp, a.gamma, a.lam)
                 advs.append(adv)
                 rets.append(ret)
             if a.whiten_advantages:  # over all assistant tokens of the batch
-                flat_adv = torch.cat([x[r.bool()] for x, (_, _, r) in zip(advs, batches)])
-                mean, std = flat_adv.mean(), (flat_adv.std() if flat_adv.numel() > 1 else flat_adv.new_tensor(1.0))
-                advs = [((x - mean) / (std + 1e-8)) * r for x, (_, _, r) in zip(advs, batches)]
+                advs = A.whiten(advs, [resp for _, _, resp in batches])
             ev_v = torch.cat([v[r.bool()] for v, (_, _, r) in zip(old_values, batches)])
             ev_r = torch.cat([x[r.bool()] for x, (_, _, r) in zip(rets, batches)])
             metrics["critic/explained_var"] = losses.explained_variance(ev_v, ev_r, torch.ones_like(ev_r))
@@ -278,6 +289,7 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
     s, r, a = cfg.schedule, cfg.rollout, cfg.algorithm
     config_yaml = cfg.to_yaml()
     last_saved = start if found else -1
+    empty_steps = 0  # consecutive steps the filter left empty (counted from this process's start)
 
     def save(next_step: int) -> None:
         nonlocal last_saved
@@ -300,14 +312,17 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         t1 = time.time()
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(r.env_groups, r.group_size)
         metrics = rollout_metrics(trajs, rewards)
-        kept = keep_groups(rewards, a.filter, a.filter_ratio, a.filter_top_p)
-        metrics["train/filter_kept_ratio"] = len(kept) / r.env_groups
+        kept = keep_groups(rewards, a.filter, a.filter_value, a.filter_include_zero, a.filter_top_p_mode)
+        empty_steps = 0 if kept else empty_steps + 1
+        metrics.update({"train/filter_kept_ratio": len(kept) / r.env_groups,
+                        "train/filter_zero_groups": float(zero_groups(rewards)),
+                        "train/filter_skipped": float(not kept)})
         kept_trajs = [t for t in trajs if t.group in kept]
         if kept_trajs:
             metrics.update(trainer.update(kept_trajs, torch.tensor([t.group for t in kept_trajs])))
         t2 = time.time()
         if s.val_every and (step % s.val_every == 0 or step == s.steps - 1):
-            metrics["val/success"] = trainer.validate()
+            metrics.update(trainer.validation_metrics())
         generated = sum(t.response_tokens for t in trajs)
         metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": time.time() - t0,
                         "perf/tokens_per_s": generated / max(t1 - t0, 1e-9)})
@@ -317,5 +332,11 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         sink.progress(step + 1, s.steps)
         if s.checkpoint_every and (step + 1) % s.checkpoint_every == 0:
             save(step + 1)
+        if a.filter_empty_stop_steps and empty_steps >= a.filter_empty_stop_steps:
+            save(step + 1)
+            raise FilterStarved(f"the rollout filter ({a.filter}) kept no group for {empty_steps} steps in a "
+                                f"row (every group's rewards were equal, or the threshold was not reached): "
+                                f"training stopped at step {step + 1}, as RAGEN-2 does after "
+                                f"algorithm.filter_empty_stop_steps={a.filter_empty_stop_steps}")
     save(max(s.steps, start))
     return "completed"

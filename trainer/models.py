@@ -123,7 +123,7 @@ class Policy:
 
 def load_policy(m: ModelConfig, with_critic: bool, with_reference: bool, init_dir: str | None = None) -> Policy:
     """Build policy (+critic, +reference). init_dir: a checkpoint's policy/critic to start from."""
-    path, local = resolve(m.name)
+    path, local = resolve(m.warm_start or m.name)  # a warm start keeps model.name's profile, not its weights
     device = pick_device()
     dtype = pick_dtype(m.dtype, device)
     lora = m.lora_rank > 0

@@ -203,13 +203,14 @@ def rollout(model, tokenizer, chat: ChatFormat, env_name: str, env_params: dict,
                 tr.success = tr.success or bool(info.get("success", False))
                 if done:
                     break
+            env_reward = turn_reward
             turn_reward += 0.0 if turn_ok else r.format_penalty
             tr.reward += turn_reward
             tr.turns.append({"state": state, "think": think, "answer": answer, "actions": valid,
                              "reward": turn_reward, "valid": turn_ok})
             tr.done = done or overflow or turn == r.max_turns or tr.executed >= r.max_actions_per_episode
-            if not tr.done:
-                nxt = chat.next_prompt(next_user_message(turn_reward, turn + 1, states[i], r.thinking),
+            if not tr.done:  # the model is told the environment's reward only, as in RAGEN (no penalty)
+                nxt = chat.next_prompt(next_user_message(env_reward, turn + 1, states[i], r.thinking),
                                        reply)
                 if len(tr.ids) + len(nxt) >= context_len:  # no room for another reply: end here, penalised
                     tr.reward += r.format_penalty

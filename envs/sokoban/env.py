@@ -134,6 +134,13 @@ class SokobanEnv(TextEnv):
     def render(self) -> str:
         return self.level.render(self.vocabulary)
 
+    def oracle_action(self) -> str:
+        """The first move of an optimal solution (BFS); Up when the room cannot be solved from here."""
+        solution = solve(self.level)
+        if not solution:
+            return "Up"
+        return {direction[0]: direction for direction in DIRECTIONS}[solution[0].upper()]
+
     def optimal_success(self, max_actions: int | None = None) -> float:
         """1.0 when the optimal solution exists and fits the step limits, checked by playing it here."""
         solution = solve(self.level)

@@ -3,8 +3,11 @@
 As in gym-sokoban (`room_utils.generate_room`): a random walk stamps floor patterns into a walled room,
 the player and the boxes (standing on their targets) are dropped on random floor cells, and a depth-first
 reverse play pulls boxes away from their targets, keeping the state with the best score
-`pulls on the path x total Manhattan distance of the boxes from their own targets` among states with no
-box on a target. Then the player wanders a few random steps, and our solver confirms the room.
+`box swaps on the path x total Manhattan distance of the boxes from their own targets` among states with no
+box on a target (a swap is a pull of a different box than the previous pull, the first pull included, as
+RAGEN's copy of gym-sokoban counts them; with one box the score is the box's displacement). Then, as RAGEN,
+the player wanders with probability 0.8 when the boxes moved one tile in all, else 0.5: up to 3 random
+steps that never revisit a cell, continuing after each with probability 0.5. Our solver confirms the room.
 
 The speed-up over gym-sokoban: the search explores pulls, not single player moves. A state is the box
 positions plus the region the player can walk to (found by a bit-mask flood fill), so the thousands of
@@ -26,7 +29,10 @@ FLOOR_PATTERNS = [
 ]
 WALK_DIRECTIONS = [(1, 0), (0, 1), (-1, 0), (0, -1)]
 P_CHANGE_DIRECTION = 0.35
-PLAYER_WANDER_STEPS = 3
+WANDER_MAX_STEPS = 3
+WANDER_P_START_NEAR = 0.8    # boxes displaced one tile in all: the player starts right behind the box
+WANDER_P_START = 0.5
+WANDER_P_CONTINUE = 0.5
 MAX_TOPOLOGIES = 1000
 
 
@@ -48,7 +54,8 @@ def generate_room(rng: random.Random, dim: int, num_boxes: int, search_budget: i
         if pulled is None:
             continue
         boxes, player = pulled
-        player = _wander(rng, player, floor, set(boxes), dim)
+        p_start = WANDER_P_START_NEAR if _displacement(boxes, targets, dim) == 1 else WANDER_P_START
+        player = wander(rng, player, floor, set(boxes), dim, p_start)
         walls = frozenset(range(dim * dim)) - floor
         level = Level(dim, dim, walls, frozenset(floor), frozenset(targets), frozenset(boxes), player)
         if is_solvable(level):
@@ -83,9 +90,9 @@ def reverse_play(width: int, floor_cells: set[int], targets: list[int], player: 
     floor, on_targets = mask(floor_cells), mask(targets)
     explored = set()
     best, best_score = None, 0
-    stack = [(tuple(targets), player, 0)]
+    stack = [(tuple(targets), player, 0, -1)]  # boxes, player, box swaps, index of the last box pulled
     while stack and len(explored) < search_budget:
-        boxes, player, pulls = stack.pop()
+        boxes, player, swaps, last_box = stack.pop()
         box_mask = mask(boxes)
         free = floor & ~box_mask
         reach = flood(1 << player, free, width)
@@ -94,7 +101,7 @@ def reverse_play(width: int, floor_cells: set[int], targets: list[int], player: 
             continue
         explored.add(key)
         if not box_mask & on_targets:
-            score = pulls * _displacement(boxes, targets, width)
+            score = swaps * _displacement(boxes, targets, width)
             if score > best_score:
                 best, best_score = (boxes, player), score
         for delta in (1, -1, width, -width):
@@ -102,7 +109,8 @@ def reverse_play(width: int, floor_cells: set[int], targets: list[int], player: 
             for index, box in enumerate(boxes):
                 beside, away = box + delta, box + 2 * delta
                 if reach >> beside & 1 and free >> away & 1:
-                    stack.append((boxes[:index] + (beside,) + boxes[index + 1:], away, pulls + 1))
+                    stack.append((boxes[:index] + (beside,) + boxes[index + 1:], away,
+                                  swaps + (index != last_box), index))
     return best
 
 
@@ -115,11 +123,20 @@ def _displacement(boxes: tuple[int, ...], targets: list[int], width: int) -> int
     return total
 
 
-def _wander(rng: random.Random, player: int, floor: set[int], boxes: set[int], width: int) -> int:
-    """A few random walking steps, so the player does not always start glued to a box."""
-    for _ in range(PLAYER_WANDER_STEPS):
-        options = [player + delta for delta in (1, -1, width, -width)
-                   if player + delta in floor and player + delta not in boxes]
-        if options:
-            player = rng.choice(options)
+def wander(rng: random.Random, player: int, floor: set[int], boxes: set[int], width: int,
+           p_start: float) -> int:
+    """RAGEN's random player movement: with probability p_start walk up to WANDER_MAX_STEPS random steps onto
+    free cells not visited before, going on after each with probability WANDER_P_CONTINUE."""
+    if rng.random() > p_start:
+        return player
+    visited = {player}
+    for _ in range(WANDER_MAX_STEPS):
+        options = [cell for cell in (player - width, player + width, player - 1, player + 1)
+                   if cell in floor and cell not in boxes and cell not in visited]
+        if not options:
+            break
+        player = rng.choice(options)
+        visited.add(player)
+        if len(visited) > WANDER_MAX_STEPS or rng.random() > WANDER_P_CONTINUE:
+            break
     return player

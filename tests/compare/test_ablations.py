@@ -142,3 +142,14 @@ def test_the_form_lists_every_ablation(alice_client):
     html = alice_client.get("/compare/ablations").content.decode()
     for ablation in ablations.ABLATIONS.values():
         assert f'value="{ablation.key}"' in html
+
+
+def test_generalization_validates_beside_the_training_environment():
+    runs = planned("generalization", env="sokoban")
+    assert values(runs, "algorithm.filter") == ["none", "top_ratio"]  # StarPO and StarPO-S
+    assert all(run.config["rollout"]["val_envs"] == ["sokoban", "frozenlake", "sokoban-alternate"] for run in runs)
+    bandit = planned("generalization")
+    assert bandit[0].config["env"]["name"] == "bandit-teacher-engineer"
+    assert bandit[0].config["rollout"]["val_envs"] == ["bandit-teacher-engineer", "bandit-librarian-trader"]
+    assert bandit[0].config["rollout"]["max_turns"] == 1  # the Bandit's own episode shape
+    assert planned("generalization", env="frozenlake")[0].config["rollout"]["val_envs"] == ["frozenlake"]

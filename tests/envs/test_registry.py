@@ -72,7 +72,8 @@ def test_episodes_are_pinned_so_recorded_experiments_stay_reproducible():
     # Same seed -> same state on every machine and after every refactor: random.Random is platform
     # independent, so a change here means the generators changed and old runs can no longer be replayed.
     assert envs.make("frozenlake").reset(seed=1) == "_O__\n___P\n_GO_\n____"
-    assert envs.make("sokoban").reset(seed=1) == "######\n######\n####_#\n#_#_P#\n#O_X_#\n######"
+    # Sokoban re-pinned deliberately when generation took up RAGEN's box-swap score and player wander.
+    assert envs.make("sokoban").reset(seed=1) == "######\n######\n####_#\n#_#__#\n#O_XP#\n######"
     assert envs.make("bandit").reset(seed=1) == "A: Dragon\nB: Phoenix"
 
 
@@ -141,3 +142,25 @@ def test_unknown_environment():
 def test_oracle_needs_seeds():
     with pytest.raises(ValueError, match="at least one seed"):
         envs.oracle_success("bandit", {}, [])
+
+
+def test_oracle_actions_play_optimally():
+    sokoban = envs.make("sokoban")
+    for seed in range(5):
+        sokoban.reset(seed=seed)
+        steps, done, info = 0, False, {}
+        optimal = len(envs.sokoban.solve(sokoban.level))
+        while not done:
+            _, _, done, info = sokoban.step(sokoban.oracle_action())
+            steps += 1
+        assert info["success"] and steps == optimal
+    lake = envs.make("frozenlake", map="SFF,FHF,FFG", slippery=False)
+    lake.reset(seed=0)
+    path = []
+    for _ in range(4):
+        path.append(lake.oracle_action())
+        lake.step(path[-1])
+    assert lake.position == (2, 2)
+    bandit = envs.make("bandit")
+    bandit.reset(seed=3)
+    assert bandit.oracle_action() == "Dragon"  # EV 0.25 beats the constant 0.1

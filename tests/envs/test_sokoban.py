@@ -246,3 +246,59 @@ def test_oracle_solves_every_room_and_respects_an_action_budget():
     expected = sum(length <= budget for length in lengths) / 20
     assert envs.oracle_success("sokoban", {}, range(20), max_actions=budget) == expected
     assert envs.oracle_success("sokoban", {"max_steps": budget}, range(20)) == expected
+
+
+def _reachable_box_cells(floor: set[int], target: int, player: int, width: int) -> set[int]:
+    """Every cell one box can be pulled to from its target (player walks freely, pulls one tile at a time)."""
+    seen, todo = {(target, player)}, [(target, player)]
+    while todo:
+        box, player = todo.pop()
+        for delta in (1, -1, width, -width):
+            walk = player + delta
+            if walk in floor and walk != box and (box, walk) not in seen:
+                seen.add((box, walk))
+                todo.append((box, walk))
+            if player == box + delta and box + 2 * delta in floor and (box + delta, box + 2 * delta) not in seen:
+                seen.add((box + delta, box + 2 * delta))  # the player steps away from the box, dragging it
+                todo.append((box + delta, box + 2 * delta))
+    return {box for box, _ in seen}
+
+
+def test_one_box_rooms_score_by_displacement_alone():
+    """RAGEN's gym-sokoban counts box swaps, not pulls: with one box every pulled state has one swap, so the
+    room kept is a farthest one from the target (pulls x displacement preferred long detours)."""
+    from envs.sokoban.generator import random_walk_floor, reverse_play
+    rng, dim, checked = random.Random(3), 8, 0  # in 6x6 rooms both scores mostly agree
+    for _ in range(300):
+        floor = random_walk_floor(rng, dim, int(1.7 * 2 * dim))
+        if len(floor) < 4:
+            continue
+        player, target = rng.sample(sorted(floor), 2)
+        found = reverse_play(dim, floor, [target], player, 10_000)
+        reachable = _reachable_box_cells(floor, target, player, dim) - {target}
+        if found is None:
+            assert not reachable
+            continue
+        distance = {cell: abs(cell // dim - target // dim) + abs(cell % dim - target % dim) for cell in reachable}
+        assert distance[found[0][0]] == max(distance.values())
+        checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("p_start", [0.8, 0.5])
+def test_player_wander_follows_ragen(p_start):
+    """In a corridor the walk cannot turn back (no revisits), so the distance walked is the number of steps:
+    none with 1 - p_start; then 1, 2 or 3 steps with p_start * (1/2, 1/4, 1/4)."""
+    from envs.sokoban.generator import wander
+    width, n = 20, 8000
+    corridor = {width + col for col in range(1, 19)}
+    start = width + 10
+    counts = [0, 0, 0, 0]
+    for seed in range(n):
+        end = wander(random.Random(seed), start, corridor, set(), width, p_start)
+        counts[abs(end - start)] += 1
+    expected = [1 - p_start, p_start / 2, p_start / 4, p_start / 4]
+    for count, p in zip(counts, expected):
+        assert abs(count / n - p) < 4 * (p * (1 - p) / n) ** 0.5
+    boxed = wander(random.Random(0), start, corridor, {start - 1, start + 1}, width, 1.0)
+    assert boxed == start  # boxes block the walk

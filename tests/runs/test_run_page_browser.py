@@ -62,3 +62,21 @@ def test_smoothing_is_a_debiased_ema_that_keeps_gaps(page):
     smoothed = page.evaluate("document.getElementById('chart-success').data.map(t => [t.name, Array.from(t.y)])")
     assert smoothed == [["train/success", [1, None, 3]],
                         ["train/success (smoothed)", [1, None, pytest.approx(7 / 3)]]]
+
+
+def test_one_validation_chart_per_validation_environment(page, tmp_path):
+    """rollout.val_envs adds a chart per environment, titled with its name, drawing val/<env>/success."""
+    run = make_run(page.user, status=Run.Status.COMPLETED,
+                   config={"model": {"name": "tiny"}, "env": {"name": "sokoban"},
+                           "rollout": {"group_size": 4, "val_envs": ["frozenlake", "sokoban-alternate"]}})
+    MetricPoint.upsert(run.pk, [(s, "val/frozenlake/success", s / 100) for s in range(0, 60, 10)])
+    MetricPoint.upsert(run.pk, [(s, "val/success", 0.5) for s in range(0, 60, 10)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    chart = page.locator("#chart-val_frozenlake")
+    chart.locator("path.js-line").first.wait_for(timeout=15_000)
+    assert chart.locator(".gtitle").text_content() == "Validation success on frozenlake"
+    other = page.locator("#chart-val_sokoban-alternate")
+    other.locator(".gtitle").wait_for(timeout=15_000)
+    assert other.locator(".gtitle").text_content() == "Validation success on sokoban-alternate"
+    assert other.locator("path.js-line").count() == 0  # no points yet: nothing drawn
+    chart.screenshot(path=str(tmp_path / "val_chart.png"))

@@ -97,3 +97,18 @@ def test_ctrl_c_checkpoints_and_stops(cli, tmp_path):
     assert steps and max(steps) < 999
     state = json.loads((out / "checkpoints" / f"step_{max(steps) + 1:06d}" / "state.json").read_text())
     assert state["step"] == max(steps) + 1
+
+
+def test_sft_writes_a_model_folder_and_refuses_bad_input(cli, tmp_path):
+    out = tmp_path / "sft"
+    r = cli("sft", "--env", "frozenlake", "--episodes", "8", "--noise", "0.5", "--out", str(out),
+            "--set", "optim.micro_batch_size=4")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["episodes"] == 8 and summary["noise"] == 0.5 and (out / "config.json").exists()
+    for args, message in [(("--episodes", "0", "--out", str(tmp_path / "a")), "--episodes"),
+                          (("--episodes", "2", "--out", str(out)), "not empty"),
+                          (("--episodes", "2", "--out", str(tmp_path / "b"), "--set", "rollout.max_turns=0"),
+                           "rollout.max_turns")]:
+        r = cli("sft", "--env", "frozenlake", *args)
+        assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -35,30 +35,30 @@ def test_grpo_normalises_per_group_and_zero_std_groups_get_zero():
 
 def test_whiten_over_masked_tokens_only():
     x = torch.tensor([[1.0, 3.0, 100.0]])
-    out = A.whiten(x, torch.tensor([[1.0, 1.0, 0.0]]))
+    [out] = A.whiten([x], [torch.tensor([[1.0, 1.0, 0.0]])])
     assert out[0].tolist() == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2), 0], abs=1e-6)
 
 
 RAW = torch.tensor([
     [0.0, 0.0, 0.0, 0.0],      # std 0
-    [1.0, 0.0, 1.0, 0.0],      # std .5, var .25
-    [1.0, 1.0, 1.0, 0.9],      # var .001875
-    [-0.1, 1.0, -0.1, -0.1],   # format penalties: std .4763, var .226875
+    [1.0, 0.0, 1.0, 0.0],      # unbiased std sqrt(1/3) = .5774
+    [1.0, 1.0, 1.0, 0.9],      # .05
+    [-0.1, 1.0, -0.1, -0.1],   # format penalties: .55
 ])
 
 
 def test_filter_top_ratio_picks_highest_raw_std_groups():
-    assert keep_groups(RAW, "top_ratio", ratio=0.25) == [1]
-    assert keep_groups(RAW, "top_ratio", ratio=0.5) == [1, 3]
-    assert keep_groups(RAW, "top_ratio", ratio=0.75) == [1, 2, 3]
+    assert keep_groups(RAW, "top_ratio", 0.25) == [1]
+    assert keep_groups(RAW, "top_ratio", 0.5) == [1, 3]
+    assert keep_groups(RAW, "top_ratio", 0.75) == [1, 2, 3]
     assert keep_groups(RAW, "none") == [0, 1, 2, 3]
 
 
-def test_filter_top_p_covers_variance_and_drops_zero_variance_groups():
-    assert keep_groups(RAW, "top_p", top_p=0.9) == [1, 3]      # .25 + .226875 >= .9 * .47875
-    assert keep_groups(RAW, "top_p", top_p=0.5) == [1]         # .25 >= .5 * .47875
-    assert keep_groups(RAW, "top_p", top_p=1.0) == [1, 2, 3]   # group 0 has no variance: never kept
-    assert keep_groups(torch.zeros(3, 4), "top_p", top_p=0.9) == []
+def test_filter_top_p_keeps_the_groups_covering_the_summed_std():
+    # unbiased stds 0, .5774, .05, .55: tau = .9 * 1.1774 - .01 = 1.0496; .5774 + .55 = 1.1274 >= tau
+    assert keep_groups(RAW, "top_p", 0.9) == [1, 3]
+    assert keep_groups(RAW, "top_p", 0.4) == [1]          # tau = .4610: .5774 alone
+    assert keep_groups(RAW, "top_p", 1.0, include_zero=False) == [1, 2, 3]
 
 
 CLIP_CASE = dict(ratio=[1.5, 1.25, 0.7, 5.0], adv=[1.0, 1.0, -1.0, -1.0])

@@ -37,6 +37,13 @@ class Ablation:
     paper: tuple[PaperResult, ...]
     note: str = ""
     values: tuple = field(default=())
+    val_envs: dict = field(default_factory=dict)  # training env -> the envs validated beside it
+
+    def overrides(self, env: str) -> dict:
+        """Settings every run of the ablation shares on `env` (generalization: where it is validated)."""
+        if not self.val_envs:
+            return {}
+        return {"rollout": {"val_envs": list(self.val_envs.get(env, [env]))}}
 
     def grid(self, base: TrainConfig) -> dict[str, list]:
         if self.key == "responses-per-prompt":
@@ -91,6 +98,36 @@ ABLATIONS = {a.key: a for a in [
                PaperResult("7", "sokoban", "success", "22.3%")),
         note="Max actions per trajectory stays at 10.",
     ),
+    Ablation(
+        "generalization", "Generalization to other environments",
+        "Does what a policy learns carry over to new names, new symbols and another game?",
+        preset="starpo-s", group_by=specs.GRID_PRESET_KEY, default_env="bandit-teacher-engineer",
+        values=("starpo", "starpo-s"), paper=(),
+        val_envs={"bandit-teacher-engineer": ["bandit-teacher-engineer", "bandit-librarian-trader"],
+                  "bandit": ["bandit", "bandit-librarian-trader"],
+                  "sokoban": ["sokoban", "frozenlake", "sokoban-alternate"]},
+        note="The paper's generalization setting: train on Bandit with Teacher/Engineer and validate on it "
+             "and on Librarian/Trader, or train on Sokoban and validate on Sokoban, FrozenLake and Sokoban "
+             "drawn with new symbols. Each is charted as val/<env>/success; other training environments "
+             "validate on themselves.",
+    ),
+    Ablation(
+        "updates-per-rollout", "Updates per rollout batch (freshness)",
+        "Is one update per rollout batch (online-1) better than reusing a batch for several epochs?",
+        preset="starpo-s", group_by="optim.updates_per_batch", default_env="sokoban",
+        values=(1, 2, 5, 10), paper=(),
+        note="The paper found online-1 best against 2, 5 and 10 updates per batch. With more than one "
+             "epoch the policy moves away from the one that sampled the batch, so the clipped ratio, and "
+             "with it StarPO-S's clip-higher, acts (with one epoch over one mini-batch the ratio is 1).",
+    ),
+    Ablation(
+        "loss-aggregation", "Loss aggregation",
+        "Does averaging per trajectory first (our default) or over all tokens (RAGEN's default now) matter?",
+        preset="starpo-s", group_by="algorithm.loss_agg", default_env="sokoban",
+        values=("seq-mean-token-mean", "token-mean"), paper=(),
+        note="seq-mean-token-mean weighs every trajectory equally (the paper's code averaged tokens within "
+             "micro-batches of 4, close to this); token-mean weighs long replies more.",
+    ),
 ]}
 
 
@@ -100,7 +137,7 @@ def build_spec(ablation: Ablation, env: str, model: str, seeds: list[int], steps
         name=f"Ablation: {ablation.title} on {env}",
         description=f"{ablation.question}\nOne-click paper ablation '{ablation.key}'. {ablation.note}".strip(),
         seeds=seeds, grid=specs.parse_grid(ablation.grid(base)), preset=ablation.preset,
-        env={"name": env, "params": {}}, model=model, steps=steps,
+        env={"name": env, "params": {}}, model=model, steps=steps, overrides=ablation.overrides(env),
     )
 
 

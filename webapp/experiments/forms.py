@@ -5,7 +5,7 @@ they name."""
 from django import forms
 
 import envs
-from trainer.config import PRESETS, TINY_MODEL, TrainConfig
+from trainer.config import PRESET_HELP, PRESETS, TINY_MODEL, TrainConfig
 from webapp.experiments import specs
 
 MAX_IMPORT_BYTES = 256 * 1024
@@ -36,7 +36,12 @@ class ExperimentForm(forms.Form):
         initial=TINY_MODEL, max_length=500,
         help_text=f"'{TINY_MODEL}' (built locally, trains on CPU), a Hugging Face hub id such as "
                   "Qwen/Qwen2.5-0.5B-Instruct, or a folder inside MODEL_ROOT.")
-    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial=specs.DEFAULT_PRESET)
+    warm_start = forms.CharField(
+        required=False, max_length=500,
+        help_text="Optional: a model folder inside MODEL_ROOT to start from, e.g. one written by "
+                  "'python -m trainer sft'; the model above still chooses the settings profile.")
+    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial=specs.DEFAULT_PRESET,
+                               help_text=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()))
     steps = forms.IntegerField(min_value=1, max_value=specs.MAX_STEPS,
                                initial=TrainConfig.preset(specs.DEFAULT_PRESET).schedule.steps)
     seeds = forms.CharField(initial="1", help_text="Comma-separated; each seed is a run.")
@@ -91,6 +96,9 @@ class ExperimentForm(forms.Form):
     def clean_model(self):
         return self._parsed("model", specs.resolve_model)
 
+    def clean_warm_start(self):
+        return self._parsed("warm_start", lambda value: specs.resolve_model(value) if value.strip() else "")
+
     def clean_seeds(self):
         return self._parsed("seeds", specs.parse_seeds)
 
@@ -124,7 +132,9 @@ class ExperimentForm(forms.Form):
         self.spec = specs.ExperimentSpec(
             name=data["name"], description=data["description"], seeds=data["seeds"], grid=data["grid"],
             preset=data["preset"], env={"name": env_name, "params": params}, model=data["model"],
-            steps=data["steps"], overrides=data["overrides"], detector_overrides=data["detector_overrides"],
+            steps=data["steps"], detector_overrides=data["detector_overrides"],
+            overrides=specs.deep_merge(data["overrides"], {"model": {"warm_start": data["warm_start"]}})
+            if data["warm_start"] else data["overrides"],
             alert_recipients=data["alert_recipients"], alert_on_warnings=data["alert_on_warnings"],
         )
         try:

@@ -176,6 +176,11 @@ def parse_overrides(value) -> dict:
     for dotted, name in OWN_FIELDS.items():
         if dotted != "env.name" and dotted_get(overrides, dotted) is not None:
             raise ValueError(f"{dotted}: set it in the {name} field instead")
+    if dotted_get(overrides, "model.warm_start"):  # a model folder: the model field's own checks
+        try:
+            overrides["model"]["warm_start"] = resolve_model(str(overrides["model"]["warm_start"]))
+        except ValueError as error:
+            raise ValueError(f"model.warm_start: {error}") from None
     return overrides
 
 

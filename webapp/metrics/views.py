@@ -28,6 +28,13 @@ CHARTS = [
 ]
 
 
+def run_charts(config: dict) -> list[dict]:
+    """CHARTS, then one validation-success chart per environment in the run's rollout.val_envs."""
+    val_envs = _mapping(_mapping(config).get("rollout")).get("val_envs") or []
+    return CHARTS + [{"id": f"val_{name}", "title": f"Validation success on {name}",
+                      "keys": [f"val/{name}/success"]} for name in val_envs if isinstance(name, str)]
+
+
 def _owned_run(request, pk) -> Run:
     return get_object_or_404(Run.objects.for_user(request.user).select_related("experiment"), pk=pk)
 
@@ -45,7 +52,7 @@ def run_detail(request, pk):
     page = {
         "run": run.pk,
         "finished": run.is_finished,
-        "charts": CHARTS,
+        "charts": run_charts(run.config),
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
             "events": reverse("api_run_events", args=[run.pk]),

@@ -1,0 +1,67 @@
+"""A warm start (e.g. an SFT model folder) in the form and the API: checked like the model field, kept in
+the run's config as model.warm_start, while model.name still picks the tiny profile."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from tests.webapp.forms import experiment_post
+from webapp.accounts.models import ApiToken
+from webapp.experiments.models import Experiment, Run
+
+
+@pytest.fixture
+def model_root(tmp_path, settings):
+    root = tmp_path / "models"
+    (root / "sft-frozenlake").mkdir(parents=True)
+    settings.MODEL_ROOT = root
+    return root
+
+
+def test_form_warm_start_inside_model_root_reaches_the_run_config(alice_client, model_root):
+    response = alice_client.post(reverse("experiment_new"), experiment_post(warm_start="sft-frozenlake"))
+    assert response.status_code == 302
+    config = Run.objects.get().config
+    assert config["model"] == {**config["model"], "name": "tiny", "warm_start": str(model_root / "sft-frozenlake")}
+    assert config["optim"]["actor_lr"] == 5e-4  # the tiny profile still applies
+
+
+@pytest.mark.parametrize("value, message", [("../outside", "MODEL_ROOT"), ("./nothing-here", "no model folder")])
+def test_form_rejects_a_warm_start_outside_or_missing(alice_client, model_root, value, message):
+    response = alice_client.post(reverse("experiment_new"), experiment_post(warm_start=value))
+    assert response.status_code == 200
+    assert message in " ".join(response.context["form"].errors["warm_start"])
+    assert Experiment.objects.count() == 0
+
+
+def test_api_warm_start_goes_through_the_same_checks(client, alice, model_root):
+    _, plain = ApiToken.issue(alice, "tests")
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+    body = {"name": "warm", "preset": "starpo-s", "env": {"name": "frozenlake"}, "steps": 2,
+            "overrides": {"model": {"warm_start": "../../etc"}}}
+
+    def post():
+        return client.post(reverse("api_experiments"), json.dumps(body), content_type="application/json", **headers)
+
+    response = post()
+    assert response.status_code == 400
+    assert "model.warm_start" in response.json()["errors"]["overrides"]
+    body["overrides"]["model"]["warm_start"] = "sft-frozenlake"
+    response = post()
+    assert response.status_code == 201, response.json()
+    assert Run.objects.get().config["model"]["warm_start"] == str(model_root / "sft-frozenlake")
+
+
+@pytest.mark.browser
+def test_the_form_shows_the_warm_start_field_and_its_error(page, tmp_path):
+    page.goto(f"{page.base}{reverse('experiment_new')}")
+    field = page.locator("#field-warm_start")
+    assert field.is_visible()
+    assert "Warm start" in field.inner_text() and "python -m trainer sft" in field.inner_text()
+    page.fill("input[name=name]", "warm")
+    page.fill("input[name=warm_start]", "./not-there")
+    page.click("#create-experiment")
+    page.locator("#field-warm_start .errorlist").wait_for()
+    assert "no model folder './not-there' inside MODEL_ROOT" in field.inner_text()
+    field.screenshot(path=str(tmp_path / "warm_start_field.png"))
