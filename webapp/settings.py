@@ -118,6 +118,28 @@ ALERT_COOLDOWN_SECONDS = env.integer("ALERT_COOLDOWN_SECONDS", 3600)
 # Metric files uploaded as imported runs (/import, /api/imports) are refused above this size.
 IMPORT_MAX_BYTES = env.integer("IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 
+# Upper bounds on the sizes a run's config may ask for, checked for every run an experiment plans
+# (webapp/experiments/specs.py check_limits). Each is overridden by LIMIT_<NAME> in the environment (the
+# last part of the field, upper case: LIMIT_GROUP_SIZE, LIMIT_ROLLOUT_TOKENS, ...; README "Configuration").
+# rollout_tokens bounds what one step generates: env_groups x group_size x max_turns x max_new_tokens (and
+# val_seeds x max_turns x max_new_tokens for validation), i.e. what a worker must hold.
+RUN_LIMITS = env.limits({
+    "rollout.env_groups": 256,
+    "rollout.group_size": 64,
+    "rollout.max_turns": 50,
+    "rollout.max_actions_per_turn": 50,
+    "rollout.max_actions_per_episode": 500,
+    "rollout.max_new_tokens": 8192,
+    "rollout.val_seeds": 4096,
+    "rollout_tokens": 2**24,
+    "optim.mini_batch_size": 16384,
+    "optim.micro_batch_size": 1024,
+    "optim.updates_per_batch": 64,
+    "schedule.samples_per_step": 256,
+    "schedule.keep_checkpoints": 100,
+    "model.lora_rank": 1024,
+})
+
 CHECKPOINT_ROOT = env.path("CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")
 

@@ -7,7 +7,6 @@ automatically by browsers, so token requests need no CSRF token.
 """
 
 import functools
-import json
 import logging
 
 from django.http import Http404, JsonResponse
@@ -15,6 +14,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.accounts.models import ApiToken
+from webapp.core import jsonsafe
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,6 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024):
     if len(request.body) > max_bytes:
         raise ApiError(413, f"request body is {len(request.body)} bytes; the limit is {max_bytes}")
     try:
-        return json.loads(request.body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return jsonsafe.loads(request.body or b"null")
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
         raise ApiError(400, f"request body is not valid JSON: {error}") from None
