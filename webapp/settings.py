@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from webapp import environment as env
 
@@ -32,6 +33,25 @@ SECURE_HSTS_PRELOAD = _HTTPS
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _HTTPS else None
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy on every response (django-csp): scripts only from our own origin (plotly.js and our
+# JS are served from static/, page data travels in json_script blocks, which are not executed). Styles also
+# allow 'unsafe-inline': plotly.js injects its own stylesheet rules into the page at run time, and templates
+# size progress bars and colour swatches with style attributes. Styles cannot run code; the script policy is
+# what stops injected markup from acting. docs/OPERATIONS.md has the reasoning.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:", "blob:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 # Large metric batches are accepted up to this size; api views answer 413 with a message beyond it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024 * 1024
 
@@ -62,6 +82,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
