@@ -81,7 +81,10 @@ def _ingest(request, run: Run):
         raise ApiError(413, str(error)) from None
     except ingest.Invalid as error:
         raise ApiError(400, error.message, error.errors) from None
-    written = ingest.write(run, points)
+    try:
+        written = ingest.write(run, points)
+    except ingest.RunFinished as error:
+        raise ApiError(409, str(error)) from None
     return JsonResponse({"written": written, "run": run_state(run)})
 
 
