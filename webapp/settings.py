@@ -149,6 +149,13 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "EchoLab <echolab@loca
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 # No second email for the same rule on the same run within this many seconds (a flapping rule).
 ALERT_COOLDOWN_SECONDS = env.integer("ALERT_COOLDOWN_SECONDS", 3600)
+# Alert emails that fail are retried NOTIFY_RETRY_FIRST seconds later, the wait doubling up to
+# NOTIFY_RETRY_MAX_DELAY, for NOTIFY_RETRY_FOR seconds in all (an SMTP outage of hours), then marked failed.
+# A sender gone for NOTIFY_SENDING_TIMEOUT seconds mid-send (killed) has its email sent again by the sweeper.
+NOTIFY_RETRY_FIRST = env.integer("NOTIFY_RETRY_FIRST", 60, minimum=1)
+NOTIFY_RETRY_MAX_DELAY = env.integer("NOTIFY_RETRY_MAX_DELAY", 3600, minimum=1)
+NOTIFY_RETRY_FOR = env.integer("NOTIFY_RETRY_FOR", 12 * 3600, minimum=0)
+NOTIFY_SENDING_TIMEOUT = env.integer("NOTIFY_SENDING_TIMEOUT", 300, minimum=1)
 # Metric files uploaded as imported runs (/import, /api/imports) are refused above this size.
 IMPORT_MAX_BYTES = env.integer("IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 
