@@ -198,6 +198,8 @@ def parse_recipients(value) -> list[str]:
         value = [item for item in re.split(r"[,;\s]+", str(value or "")) if item]
     items = value
     for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{item!r} is not an email address")
         try:
             validate_email(item)
         except ValidationError:
@@ -311,7 +313,7 @@ def _typed(value, kind, description):
 
 
 def _check_preset(value):
-    if value not in PRESETS:
+    if not isinstance(value, str) or value not in PRESETS:
         raise ValueError(f"unknown preset {value!r}; choose from {', '.join(PRESETS)}")
     return value
 

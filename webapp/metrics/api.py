@@ -22,11 +22,11 @@ def _run(request, pk) -> Run:
 
 
 def _int_param(request, name: str, default=None, low=None, high=None):
-    text = request.GET.get(name, "").strip()
-    if not text:
+    if name not in request.GET:
         return default
+    text = request.GET[name].strip()
     try:
-        value = int(text)
+        value = int(text)  # "?name=" (present but empty) is a 400 too: the schema says integer
     except ValueError:
         raise ApiError(400, f"{name}: must be an integer, got {text[:40]!r}") from None
     if (low is not None and value < low) or (high is not None and value > high):

@@ -56,6 +56,13 @@ def _is_value(value) -> bool:
     return True
 
 
+def _step(value) -> int | None:
+    """A step as an int, or None. 3.0 is the integer 3, as JSON Schema (and the OpenAPI document) has it."""
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    return value if type(value) is int and 0 <= value <= MAX_STEP else None
+
+
 def _point_errors(where: str, point) -> dict[str, str]:
     if not isinstance(point, dict):
         return {where: "must be an object with step, key and value"}
@@ -65,7 +72,7 @@ def _point_errors(where: str, point) -> dict[str, str]:
     step = point.get("step")
     if "step" not in point:
         errors[f"{where}.step"] = "is required"
-    elif not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
+    elif _step(step) is None:
         errors[f"{where}.step"] = f"must be a non-negative integer (at most {MAX_STEP})"
     key = point.get("key")
     if "key" not in point:
@@ -109,8 +116,8 @@ def _well_formed(point, keys: set[str]) -> tuple[int, str, float | None] | None:
     explains a rejection."""
     if type(point) is not dict or point.keys() != FIELDS:
         return None
-    step, key, value = point["step"], point["key"], point["value"]
-    if type(step) is not int or not 0 <= step <= MAX_STEP or type(key) is not str:
+    step, key, value = _step(point["step"]), point["key"], point["value"]
+    if step is None or type(key) is not str:
         return None
     if key not in keys:
         if len(key) > MAX_KEY_LENGTH or key_problem(key):
