@@ -54,6 +54,21 @@ def _read(path_or_text, max_bytes):
         raise ValueError(f"not CSV or JSON lines: not UTF-8 text (byte {error.start})") from None
 
 
+def key_problem(key) -> str | None:
+    """What is wrong with a metric name, or None: the one rule for files (CSV columns, JSONL keys) and for
+    the web app's live ingest. A name is text a database can store: not blank, no NUL, no lone surrogate
+    (JSON's \\ud800 escapes decode to one)."""
+    if not isinstance(key, str) or not key.strip():
+        return "must not be empty"
+    if "\x00" in key:
+        return "must not contain NUL (\\u0000)"
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode text (it holds a lone surrogate)"
+    return None
+
+
 def _number(text, where):
     try:
         return float(text)  # also reads nan, inf, -inf, Infinity in any case
@@ -66,6 +81,10 @@ def _step(value, where):
         value = _number(value, where)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where}: {value!r} is not a step number")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{where}: {value} is not a whole step number >= 0")
+        return value
     if not math.isfinite(value) or value != int(value) or value < 0:
         raise ValueError(f"{where}: {value!r} is not a whole step number >= 0")
     return int(value)
@@ -73,6 +92,13 @@ def _step(value, where):
 
 def _parse_csv(text):
     reader = csv.reader(io.StringIO(text))
+    try:
+        return _csv_rows(reader)
+    except csv.Error as error:  # e.g. a cell longer than csv.field_size_limit()
+        raise ValueError(f"line {reader.line_num}: {error}") from None
+
+
+def _csv_rows(reader):
     header = next(reader, None)
     if not header or header == [""]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
@@ -84,6 +110,8 @@ def _parse_csv(text):
             raise ValueError(f"line 1, column {i + 1}: empty column name")
         if header.index(name) != i:
             raise ValueError(f"line 1: column {name!r} appears twice")
+        if key_problem(name):
+            raise ValueError(f"line 1, column {i + 1}: the name {name!r} {key_problem(name)}")
     rows = []
     for cells in reader:
         line = reader.line_num
@@ -104,8 +132,13 @@ def _parse_csv(text):
     return rows
 
 
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _parse_jsonl(text):
-    rows = []
+    rows, known = [], set()
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -113,6 +146,10 @@ def _parse_jsonl(text):
             record = json.loads(raw)
         except json.JSONDecodeError as error:
             raise ValueError(f"line {line}: not JSON ({error.msg})") from None
+        except ValueError as error:  # an integer of more than 4,300 digits
+            raise ValueError(f"line {line}: not JSON ({str(error).split(';')[0]})") from None
+        except RecursionError:
+            raise ValueError(f"line {line}: not JSON (nested too deeply)") from None
         if not isinstance(record, dict):
             raise ValueError(f"line {line}: expected a JSON object, got {type(record).__name__}")
         if "step" not in record:
@@ -121,12 +158,19 @@ def _parse_jsonl(text):
         values = {}
         for key, value in record.items():
             where = f"line {line}, column {key!r}"
+            if key not in known:
+                if key_problem(key):
+                    raise ValueError(f"{where}: the name {key_problem(key)}")
+                known.add(key)
             if key == "step" or value is None:
                 continue
             if isinstance(value, str):
                 value = _number(value, where)
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{where}: {value!r} is not a number")
-            values[key] = float(value)
+                raise ValueError(f"{where}: {_short(value)} is not a number")
+            try:
+                values[key] = float(value)
+            except OverflowError:
+                raise ValueError(f"{where}: an integer of {len(str(value))} digits is too large") from None
         rows.append((line, step, values))
     return rows

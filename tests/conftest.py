@@ -1,6 +1,7 @@
 """Shared fixtures: real Celery worker subprocesses against the test database and the test broker."""
 
 import os
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -106,7 +107,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 @pytest.fixture
 def page(live_server, transactional_db, monkeypatch):
     """A Playwright tab in Debian chromium, logged in to the live server as `page.user` (carol);
-    `page.base` is the server's URL. The test fails on any JavaScript error the page raised."""
+    `page.base` is the server's URL. The test fails on any JavaScript error the page raised and on anything
+    the Content-Security-Policy blocked."""
     from django.conf import settings
     from django.test import Client
     from playwright import sync_api
@@ -126,6 +128,27 @@ def page(live_server, transactional_db, monkeypatch):
         tab.user, tab.base = user, live_server.url
         errors = []
         tab.on("pageerror", lambda error: errors.append(str(error)))
+        # Chromium reports what the Content-Security-Policy blocked on the console: a page that needs an
+        # inline script or style the policy refuses fails its test.
+        tab.on("console", lambda message: "Content Security Policy" in message.text
+               and errors.append(message.text))
+        tab.wait_for_function = _as_function_predicate(tab.wait_for_function)
         yield tab
         browser.close()
         assert errors == []
+
+
+FUNCTION_SOURCE = re.compile(r"\s*(async\s+)?(function\b|\([^)]*\)\s*=>|[\w$]+\s*=>)")
+
+
+def _as_function_predicate(wait_for_function):
+    """Playwright runs a predicate given as an expression with eval() inside the page, which the page's
+    script-src 'self' forbids; given as a function it travels over the DevTools protocol, which the policy
+    does not govern. Tests keep writing expressions."""
+
+    def wait(expression, *args, **kwargs):
+        if not FUNCTION_SOURCE.match(expression):
+            expression = f"() => ({expression})"
+        return wait_for_function(expression, *args, **kwargs)
+
+    return wait

@@ -47,6 +47,16 @@ def integer(name: str, default: int, minimum: int = 0) -> int:
     return value
 
 
+def limit_variable(field: str) -> str:
+    """"rollout.group_size" -> "LIMIT_GROUP_SIZE"."""
+    return "LIMIT_" + field.rsplit(".", 1)[-1].upper()
+
+
+def limits(defaults: dict[str, int]) -> dict[str, int]:
+    """{config field: upper bound}, each from LIMIT_<NAME> when set (an integer >= 1)."""
+    return {field: integer(limit_variable(field), default, minimum=1) for field, default in defaults.items()}
+
+
 def path(name: str, default: Path) -> Path:
     return Path(os.environ.get(name) or default).resolve()
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from webapp import environment as env
 
@@ -32,6 +33,25 @@ SECURE_HSTS_PRELOAD = _HTTPS
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _HTTPS else None
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy on every response (django-csp): scripts only from our own origin (plotly.js and our
+# JS are served from static/, page data travels in json_script blocks, which are not executed). Styles also
+# allow 'unsafe-inline': plotly.js injects its own stylesheet rules into the page at run time, and templates
+# size progress bars and colour swatches with style attributes. Styles cannot run code; the script policy is
+# what stops injected markup from acting. docs/OPERATIONS.md has the reasoning.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:", "blob:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 # Large metric batches are accepted up to this size; api views answer 413 with a message beyond it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 16 * 1024 * 1024
 
@@ -50,6 +70,7 @@ INSTALLED_APPS = [
     "webapp.alerts",
     "webapp.imports",
     "webapp.compare",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -61,6 +82,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -89,6 +113,16 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Failed logins are throttled by django-axes, per account and per client address (REMOTE_ADDR) separately:
+# after LOGIN_FAILURE_LIMIT failures either is locked for LOGIN_LOCKOUT_MINUTES, and every failure during a
+# lockout starts the wait again. A successful login clears its account's and address's count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.integer("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env.integer("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+AXES_LOCKOUT_CALLABLE = "webapp.accounts.views.locked_out"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -115,8 +149,37 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "EchoLab <echolab@loca
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 # No second email for the same rule on the same run within this many seconds (a flapping rule).
 ALERT_COOLDOWN_SECONDS = env.integer("ALERT_COOLDOWN_SECONDS", 3600)
+# Alert emails that fail are retried NOTIFY_RETRY_FIRST seconds later, the wait doubling up to
+# NOTIFY_RETRY_MAX_DELAY, for NOTIFY_RETRY_FOR seconds in all (an SMTP outage of hours), then marked failed.
+# A sender gone for NOTIFY_SENDING_TIMEOUT seconds mid-send (killed) has its email sent again by the sweeper.
+NOTIFY_RETRY_FIRST = env.integer("NOTIFY_RETRY_FIRST", 60, minimum=1)
+NOTIFY_RETRY_MAX_DELAY = env.integer("NOTIFY_RETRY_MAX_DELAY", 3600, minimum=1)
+NOTIFY_RETRY_FOR = env.integer("NOTIFY_RETRY_FOR", 12 * 3600, minimum=0)
+NOTIFY_SENDING_TIMEOUT = env.integer("NOTIFY_SENDING_TIMEOUT", 300, minimum=1)
 # Metric files uploaded as imported runs (/import, /api/imports) are refused above this size.
 IMPORT_MAX_BYTES = env.integer("IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
+
+# Upper bounds on the sizes a run's config may ask for, checked for every run an experiment plans
+# (webapp/experiments/specs.py check_limits). Each is overridden by LIMIT_<NAME> in the environment (the
+# last part of the field, upper case: LIMIT_GROUP_SIZE, LIMIT_ROLLOUT_TOKENS, ...; README "Configuration").
+# rollout_tokens bounds what one step generates: env_groups x group_size x max_turns x max_new_tokens (and
+# val_seeds x max_turns x max_new_tokens for validation), i.e. what a worker must hold.
+RUN_LIMITS = env.limits({
+    "rollout.env_groups": 256,
+    "rollout.group_size": 64,
+    "rollout.max_turns": 50,
+    "rollout.max_actions_per_turn": 50,
+    "rollout.max_actions_per_episode": 500,
+    "rollout.max_new_tokens": 8192,
+    "rollout.val_seeds": 4096,
+    "rollout_tokens": 2**24,
+    "optim.mini_batch_size": 16384,
+    "optim.micro_batch_size": 1024,
+    "optim.updates_per_batch": 64,
+    "schedule.samples_per_step": 256,
+    "schedule.keep_checkpoints": 100,
+    "model.lora_rank": 1024,
+})
 
 CHECKPOINT_ROOT = env.path("CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")

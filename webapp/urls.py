@@ -1,7 +1,12 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, register_converter
 
 from webapp.core import views as core_views
+from webapp.core.converters import IdConverter
+
+register_converter(IdConverter, "id")
+# Under /api/, a URL that matches nothing (a non-integer id, say) is a JSON 404 like every API error.
+handler404 = "webapp.core.views.not_found"
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),

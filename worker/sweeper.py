@@ -8,7 +8,9 @@ the sweeper makes the broker agree.
 - A queued run sent more than RUN_RESEND_AFTER seconds ago is sent again when its message may be lost:
   when the gpu queue holds fewer messages than there are queued runs (a broker restart without
   persistence empties it). Runs waiting their turn behind busy GPUs are not re-sent over and over.
-- A notification still pending after RUN_RESEND_AFTER seconds is sent again.
+- A notification whose sender vanished mid-send (`sending` for NOTIFY_SENDING_TIMEOUT) goes back to pending
+  and is sent again, under the same Message-ID. A pending one is sent again when its message may be lost:
+  RUN_RESEND_AFTER seconds after it was created, or after its next_try_at (a retry waits for its backoff).
 
 Every message it sends may be a duplicate; the receiving task's atomic claim makes that harmless.
 """
@@ -71,10 +73,11 @@ def sweep_runs() -> dict:
             for run in overdue:
                 counts["sent"] += run.enqueue()
 
-    lost_notifications = Notification.objects.filter(
-        status=Notification.Status.PENDING, created_at__lt=now - timedelta(seconds=settings.RUN_RESEND_AFTER)
-    ).values_list("pk", flat=True)
-    for notification_id in lost_notifications:
+    released = Notification.release_stuck()
+    for notification_id in released:
+        counts["notifications"] += send_notification_later(notification_id)
+    lost_notifications = Notification.due(settings.RUN_RESEND_AFTER).exclude(pk__in=released)
+    for notification_id in lost_notifications.values_list("pk", flat=True):
         counts["notifications"] += send_notification_later(notification_id)
     if any(counts.values()):
         logger.info("sweeper: %s", counts)

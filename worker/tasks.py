@@ -13,9 +13,6 @@ from worker.celery import app
 
 logger = logging.getLogger(__name__)
 
-NOTIFY_MAX_RETRIES = 3
-NOTIFY_RETRY_DELAY = 30  # seconds before the first retry; doubles each time
-
 
 @app.task(name="worker.tasks.ping")
 def ping(nonce: str, queue: str = "default") -> None:
@@ -42,9 +39,10 @@ def sweep_runs() -> dict:
     return sweep()
 
 
-@app.task(name="worker.tasks.send_notification", bind=True)
+@app.task(name="worker.tasks.send_notification", bind=True, max_retries=None)  # retry_delays() decides
 def send_notification(self, notification_id: int) -> str:
-    """Email one detector event to its recipients: claimed once, retried with backoff, then failed.
+    """Email one detector event to its recipients: claimed once, retried with backoff (Notification.retry_delays,
+    next_try_at; the sweeper re-sends a retry whose message was lost), then failed.
     The message itself (templates, chart) is webapp.alerts.emails'."""
     from webapp.alerts.models import Notification
 
@@ -55,10 +53,9 @@ def send_notification(self, notification_id: int) -> str:
     try:
         notification.deliver()
     except (smtplib.SMTPException, OSError) as error:
-        final = notification.tries > NOTIFY_MAX_RETRIES
-        notification.mark_failed(f"{type(error).__name__}: {error}", final=final)
-        if final:
+        delay = notification.mark_failed(f"{type(error).__name__}: {error}")
+        if delay is None:
             return "failed"
-        raise self.retry(countdown=NOTIFY_RETRY_DELAY * 2 ** (notification.tries - 1), max_retries=None)
+        raise self.retry(countdown=delay)
     notification.mark_sent()
     return "sent"

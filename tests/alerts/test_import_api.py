@@ -87,3 +87,40 @@ def test_raw_body_as_curl_sends_it(client, auth):
     assert response.status_code == 201, response.content
     assert Run.objects.get().label == "imported: metrics.csv"
     assert MetricPoint.objects.count() == 2
+
+
+@pytest.mark.parametrize("fmt, body, message", [
+    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": 1' + b"0" * 400 + b"}\n",
+     "line 2, column 'a': an integer of 401 digits is too large"),
+    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"9" * 5000 + b"}\n", "line 2: not JSON (Exceeds the limit"),
+    ("jsonl", b'{"step": 0, "a\\u0000b": 1}\n', "line 1, column 'a\\x00b': the name must not contain NUL"),
+    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "\\ud800": 1}\n',
+     "line 2, column '\\ud800': the name must be valid Unicode text"),
+    ("jsonl", b'{"step": 0, "": 1}\n', "line 1, column '': the name must not be empty"),
+    ("jsonl", b'{"step": 0, " ": 1}\n', "line 1, column ' ': the name must not be empty"),
+    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+     "line 2: not JSON (nested too deeply)"),
+    ("jsonl", b'{"step": ' + b"9" * 400 + b', "a": 1}\n', "is larger than the largest step"),
+    ("csv", b"step,a\n0,1\n1," + b"7" * 140_000 + b"\n", "line 3: field larger than field limit"),
+])
+def test_hostile_files_are_a_400_naming_the_line_and_nothing_is_saved(client, auth, fmt, body, message):
+    response = client.post(f"{URL}?format={fmt}&name=x", body, content_type="text/plain", **auth)
+    assert response.status_code == 400, response.content
+    assert message in response.json()["error"]
+    assert nothing_saved()
+
+
+def test_import_and_ingest_share_one_key_rule(client, auth, alice):
+    """A name one refuses, the other refuses too."""
+    import json
+
+    from tests.runs.conftest import make_run
+
+    run = make_run(alice, status=Run.Status.RUNNING)
+    for key in ("", "  ", "a\u0000", "\ud800"):
+        line = json.dumps({"step": 0, key: 1}).encode()
+        assert client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth).status_code == 400
+        point = json.dumps([{"step": 0, "key": key, "value": 1}])
+        ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
+        assert ingest.status_code == 400, key
+    assert Run.objects.count() == 1 and MetricPoint.objects.count() == 0

@@ -124,7 +124,7 @@ def test_too_many_runs_for_one_compare_page_are_refused_before_saving(alice_clie
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("model", "../../etc", "outside it"),
+    ("model", "../../etc", "no model folder"),
     ("seeds", "1, x", "&#x27;x&#x27; is not a whole number"),
     ("ablation", "collapse-everything", "Select a valid choice"),
     ("env", "chess", "Select a valid choice"),

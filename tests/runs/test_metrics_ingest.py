@@ -107,7 +107,7 @@ def test_every_bad_point_is_listed(client, run, alice_token):
                     alice_token)
     assert response.json()["errors"] == {
         "points[0].step": "must be a non-negative integer (at most 2147483647)",
-        "points[1].key": "must be a non-empty string of at most 100 characters (no NUL)",
+        "points[1].key": "must be a non-empty string of at most 100 characters (valid Unicode, no NUL)",
         "points[1].value": 'must be a number, null, "NaN", "Infinity" or "-Infinity"',
     }
     assert response.json()["error"].endswith("(and 2 more)")
@@ -155,3 +155,55 @@ def test_session_post_without_csrf_token_is_403(run, alice):
     browser.force_login(alice)
     response = browser.post(URL.format(run.pk), data="[]", content_type="application/json")
     assert response.status_code == 403
+
+
+@pytest.mark.parametrize("raw, field", [
+    ('[{"step": 0, "key": "ok", "value": 1}, {"step": 1, "key": "a\\ud800b", "value": 1}]', "points[1].key"),
+    ('[{"step": 0, "key": "ok", "value": ' + "9" * 5000 + "}]", "points[0].value"),
+    ('[{"step": ' + "9" * 5000 + ', "key": "ok", "value": 1}]', "points[0].step"),
+    ('[{"step": 0, "key": "ok", "value": 1}, {"step": 1, "key": "\\u0000", "value": 1}]', "points[1].key"),
+])
+def test_hostile_points_are_400_naming_the_point_and_nothing_is_written(client, run, alice_token, raw, field):
+    response = post(client, run, None, alice_token, raw=raw)
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == [field]
+    assert stored(run) == []
+
+
+def test_deep_nesting_is_400_and_nothing_is_written(client, run, alice_token):
+    raw = '[{"step": 0, "key": "ok", "value": ' + "[" * 100_000 + "]" * 100_000 + "}]"
+    response = post(client, run, None, alice_token, raw=raw)
+    assert response.status_code == 400 and "nested" in response.json()["error"]
+    assert stored(run) == []
+
+
+@pytest.mark.parametrize("status", ["completed", "failed", "stopped"])
+def test_a_finished_run_refuses_metrics_with_409(client, run, alice_token, status):
+    post(client, run, [{"step": 0, "key": "train/success", "value": 0.25}], alice_token)
+    run.status = status
+    run.save(update_fields=["status"])
+    response = post(client, run, [{"step": 0, "key": "train/success", "value": 1.0}], alice_token)
+    assert response.status_code == 409
+    assert f"is {status}" in response.json()["error"]
+    assert stored(run) == [(0, "train/success", 0.25)]
+    run.refresh_from_db()
+    assert run.latest_metrics == {"train/success": 0.25}
+
+
+def test_a_queued_run_accepts_metrics(client, run, alice_token):
+    run.status = "queued"
+    run.save(update_fields=["status"])
+    assert post(client, run, [{"step": 0, "key": "k", "value": 1.0}], alice_token).status_code == 200
+
+
+def test_the_largest_step_is_stored(client, run, alice_token):
+    """Its rollup bucket ends beyond the integer range (found by Schemathesis: a 500)."""
+    response = post(client, run, [{"step": ingest.MAX_STEP, "key": "k", "value": 1.0}], alice_token)
+    assert response.status_code == 200
+    assert stored(run) == [(ingest.MAX_STEP, "k", 1.0)]
+
+
+def test_a_whole_number_written_as_a_float_is_a_step(client, run, alice_token):
+    """JSON Schema's integer includes 3.0, and the OpenAPI document says integer."""
+    assert post(client, run, [{"step": 3.0, "key": "k", "value": 1.0}], alice_token).status_code == 200
+    assert stored(run) == [(3, "k", 1.0)]

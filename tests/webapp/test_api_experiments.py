@@ -64,6 +64,8 @@ def test_create_from_a_complete_config(client, api):
     ({"overrides": "algorithm: [oops"}, "overrides", "not valid YAML"),
     ({"detector_overrides": {"grad_spike": {"nope": 1}}}, "detector_overrides", "grad_spike.nope"),
     ({"alert_recipients": "x@"}, "alert_recipients", "not a valid email"),
+    ({"alert_recipients": [1.5]}, "alert_recipients", "1.5 is not an email address"),
+    ({"preset": {}}, "preset", "unknown preset"),
     ({"preset": "fast"}, "preset", "unknown preset"),
     ({"name": ""}, "name", "required"),
     ({"colour": "blue"}, "colour", "unknown field"),

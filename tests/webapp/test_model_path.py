@@ -1,9 +1,13 @@
 """The model field: "tiny", a hub id, or a folder that must resolve inside MODEL_ROOT."""
 
+import json
+
 import pytest
 from django.urls import reverse
 
 from tests.webapp.forms import experiment_post
+from trainer.config import TrainConfig
+from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment
 
 
@@ -13,7 +17,22 @@ def model_root(tmp_path, settings):
     (root / "my-model").mkdir(parents=True)
     (tmp_path / "outside").mkdir()
     settings.MODEL_ROOT = root
+    settings.CHECKPOINT_ROOT = tmp_path / "checkpoints"
     return root
+
+
+@pytest.fixture
+def api(alice):
+    _, plain = ApiToken.issue(alice, "tests")
+    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+
+
+def post_experiment(client, api, body):
+    return client.post(reverse("api_experiments"), json.dumps(body), content_type="application/json", **api)
+
+
+def complete_config(model="tiny"):
+    return TrainConfig.preset("grpo", env={"name": "bandit"}, model={"name": model}).to_dict()
 
 
 @pytest.mark.parametrize("value", ["../../etc", "../outside", "/etc", "my-model/../../outside", "~/x"])
@@ -41,4 +60,53 @@ def test_folder_inside_model_root_is_accepted_as_an_absolute_path(alice_client, 
 def test_symlink_escaping_model_root_is_rejected(alice_client, model_root, tmp_path):
     (model_root / "sneaky").symlink_to(tmp_path / "outside")
     response = alice_client.post(reverse("experiment_new"), experiment_post(model="sneaky"))
-    assert "outside it" in " ".join(response.context["form"].errors["model"])
+    assert "no model folder 'sneaky' inside MODEL_ROOT" in " ".join(response.context["form"].errors["model"])
+
+
+@pytest.mark.parametrize("value", ["/etc", "../../etc", "/root/.ssh", "../outside", "{root}/../outside"])
+def test_a_complete_config_goes_through_the_same_resolver(client, api, model_root, value):
+    body = {"name": "escape", "config": complete_config(value.format(root=model_root))}
+    response = post_experiment(client, api, body)
+    assert response.status_code == 400, response.json()
+    assert "no model folder" in response.json()["errors"]["config.model.name"]
+    assert Experiment.objects.count() == 0
+
+
+def test_a_grid_over_model_name_in_config_mode_goes_through_the_resolver(client, api, model_root):
+    body = {"name": "escape", "config": complete_config(), "grid": {"model.name": ["my-model", "/etc"]}}
+    response = post_experiment(client, api, body)
+    assert response.status_code == 400
+    assert response.json()["errors"]["grid"].startswith("model.name = /etc: there is no model folder")
+    assert Experiment.objects.count() == 0
+
+
+def test_a_grid_over_model_name_resolves_local_folders_to_absolute_paths(client, api, model_root):
+    body = {"name": "two", "config": complete_config(), "grid": {"model.name": ["tiny", "my-model"]}}
+    assert post_experiment(client, api, body).status_code == 201
+    names = sorted(Experiment.objects.get().runs.values_list("config__model__name", flat=True))
+    assert names == sorted(["tiny", str(model_root / "my-model")])
+
+
+def test_errors_do_not_tell_whether_a_path_outside_model_root_exists(client, api, model_root, tmp_path):
+    messages = []
+    for value in (str(tmp_path / "outside"), str(tmp_path / "nowhere"), "../outside", "../nowhere"):
+        errors = post_experiment(client, api, {"name": "x", "env": {"name": "bandit"}, "model": value}).json()
+        messages.append(errors["errors"]["model"].replace(value, "VALUE"))
+    assert len(set(messages)) == 1, messages
+
+
+@pytest.mark.parametrize("value", ["./", ".", "{root}", "my-model/.."])
+def test_model_root_itself_is_not_a_model_folder(alice_client, model_root, value):
+    response = alice_client.post(reverse("experiment_new"), experiment_post(model=value.format(root=model_root)))
+    assert "no model folder" in " ".join(response.context["form"].errors["model"])
+    assert Experiment.objects.count() == 0
+
+
+def test_checkpoint_folders_are_never_loadable(client, api, model_root, settings):
+    """An operator who keeps checkpoints inside MODEL_ROOT still cannot have one run load another's."""
+    settings.CHECKPOINT_ROOT = model_root / "checkpoints"
+    (model_root / "checkpoints" / "7" / "step-3").mkdir(parents=True)
+    for value in ("checkpoints/7/step-3", "checkpoints", str(model_root / "checkpoints" / "7")):
+        response = post_experiment(client, api, {"name": "x", "config": complete_config(value)})
+        assert "no model folder" in response.json()["errors"]["config.model.name"], value
+    assert Experiment.objects.count() == 0

@@ -7,14 +7,15 @@ automatically by browsers, so token requests need no CSRF token.
 """
 
 import functools
-import json
 import logging
 
 from django.http import Http404, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.accounts.models import ApiToken
+from webapp.core import jsonsafe
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,9 @@ def api_view(methods=("GET",)):
         @functools.wraps(view)
         def wrapped(request, *args, **kwargs):
             if request.method not in methods:
-                return error_response(405, f"method {request.method} not allowed; use {', '.join(methods)}")
+                response = error_response(405, f"method {request.method[:20]} not allowed; use {', '.join(methods)}")
+                response["Allow"] = ", ".join(methods)
+                return response
             header = request.headers.get("Authorization", "")
             if header.startswith("Bearer "):
                 user = ApiToken.authenticate(header.removeprefix("Bearer ").strip())
@@ -62,6 +65,8 @@ def api_view(methods=("GET",)):
                 return error_response(error.status, error.message, error.errors)
             except Http404 as error:
                 return error_response(404, str(error) or "not found")
+            except MultiPartParserError as error:
+                return error_response(400, f"request body is not valid multipart/form-data: {error}")
         return wrapped
     return decorate
 
@@ -71,6 +76,6 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024):
     if len(request.body) > max_bytes:
         raise ApiError(413, f"request body is {len(request.body)} bytes; the limit is {max_bytes}")
     try:
-        return json.loads(request.body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        return jsonsafe.loads(request.body or b"null")
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
         raise ApiError(400, f"request body is not valid JSON: {error}") from None

@@ -8,5 +8,5 @@ urlpatterns = [
                                                          redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("tokens/", views.tokens, name="tokens"),
-    path("tokens/<int:pk>/revoke/", views.token_revoke, name="token_revoke"),
+    path("tokens/<id:pk>/revoke/", views.token_revoke, name="token_revoke"),
 ]

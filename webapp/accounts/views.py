@@ -1,6 +1,8 @@
+from axes.helpers import get_cool_off
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.forms import ApiTokenForm
@@ -33,3 +35,13 @@ def token_revoke(request, pk):
     token.delete()
     messages.success(request, f"Revoked token '{token.name}'; scripts using it now get 401.")
     return redirect("tokens")
+
+
+def locked_out(request, original_response=None, credentials=None):
+    """django-axes' answer to a locked account or address: when to try again, as a time and a wait. Every
+    failure during a lockout restarts it (AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT), so this one
+    included, the lock ends one cool-off from now."""
+    cool_off = get_cool_off(request)
+    return render(request, "accounts/locked_out.html", {
+        "retry_at": timezone.now() + cool_off, "minutes": round(cool_off.total_seconds() / 60),
+    }, status=429)

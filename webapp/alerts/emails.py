@@ -43,6 +43,7 @@ def build_message(notification) -> EmailMultiAlternatives:
         subject=subject,
         body=render_to_string("emails/event_body.txt", context),
         to=notification.recipients,
+        headers={"Message-ID": notification.message_id},
     )
     message.attach_alternative(render_to_string("emails/event_body.html", context), "text/html")
     # multipart/related around the alternatives: mail clients then show the image inline (cid:)

@@ -47,6 +47,30 @@ class Notification(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="When the current sender claimed it.")
+    next_try_at = models.DateTimeField(null=True, blank=True, help_text="When a failed send is tried again.")
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "next_try_at"])]
+
+    @staticmethod
+    def retry_delays() -> list[int]:
+        """Seconds to wait after each failed try: NOTIFY_RETRY_FIRST, doubling up to NOTIFY_RETRY_MAX_DELAY,
+        for as many tries as fit in NOTIFY_RETRY_FOR (an SMTP outage of hours is waited out)."""
+        delays, delay, total = [], settings.NOTIFY_RETRY_FIRST, 0
+        while total + delay <= settings.NOTIFY_RETRY_FOR:
+            delays.append(delay)
+            total += delay
+            delay = min(delay * 2, settings.NOTIFY_RETRY_MAX_DELAY)
+        return delays
+
+    @property
+    def message_id(self) -> str:
+        """The same on every try, so that a duplicate (a sender killed after SMTP accepted the mail) is
+        recognisable as one by mail clients and by people."""
+        from urllib.parse import urlsplit
+
+        return f"<echolab-notification-{self.pk}@{urlsplit(settings.SITE_URL).hostname or 'localhost'}>"
 
     @classmethod
     def create_for_event(cls, event: DetectorEvent) -> "Notification | None":
@@ -79,15 +103,61 @@ class Notification(models.Model):
     def claim(self) -> bool:
         """pending -> sending for exactly one sender: a task delivered twice sends one email."""
         claimed = Notification.objects.filter(pk=self.pk, status=self.Status.PENDING).update(
-            status=self.Status.SENDING, tries=F("tries") + 1
+            status=self.Status.SENDING, tries=F("tries") + 1, claimed_at=timezone.now(), next_try_at=None,
         )
         self.refresh_from_db()
         return claimed == 1
 
     def mark_sent(self):
-        Notification.objects.filter(pk=self.pk).update(status=self.Status.SENT, sent_at=timezone.now(), error="")
+        Notification.objects.filter(pk=self.pk).update(status=self.Status.SENT, sent_at=timezone.now(), error="",
+                                                       next_try_at=None)
 
-    def mark_failed(self, error: str, final: bool):
-        """Record the error; a non-final failure goes back to pending for the next retry."""
-        status = self.Status.FAILED if final else self.Status.PENDING
-        Notification.objects.filter(pk=self.pk).update(status=status, error=error)
+    def mark_failed(self, error: str) -> int | None:
+        """Record a failed try: back to pending with next_try_at set, and the seconds until then; or, after
+        the last of retry_delays(), failed for good (None)."""
+        delays = self.retry_delays()
+        if self.tries > len(delays):
+            Notification.objects.filter(pk=self.pk).update(status=self.Status.FAILED, error=error,
+                                                           next_try_at=None)
+            return None
+        delay = delays[self.tries - 1]
+        Notification.objects.filter(pk=self.pk).update(
+            status=self.Status.PENDING, error=error, next_try_at=timezone.now() + timedelta(seconds=delay))
+        return delay
+
+    @classmethod
+    def release_stuck(cls) -> list[int]:
+        """Notifications whose sender vanished mid-send (SIGKILL, machine lost): `sending` for longer than
+        NOTIFY_SENDING_TIMEOUT goes back to pending, to be sent again (at least once; the Message-ID stays)."""
+        stale = timezone.now() - timedelta(seconds=settings.NOTIFY_SENDING_TIMEOUT)
+        released, tries = [], 1 + len(cls.retry_delays())
+        for notification in cls.objects.filter(status=cls.Status.SENDING, claimed_at__lt=stale):
+            lost = f"the sender stopped answering after {notification.claimed_at:%Y-%m-%d %H:%M:%S} UTC (killed?)"
+            final = notification.tries >= tries
+            if cls.objects.filter(pk=notification.pk, status=cls.Status.SENDING,
+                                  claimed_at=notification.claimed_at).update(
+                    status=cls.Status.FAILED if final else cls.Status.PENDING,
+                    next_try_at=None if final else timezone.now(),
+                    error=lost if final else f"{lost}; sending again") and not final:
+                released.append(notification.pk)
+        return released
+
+    @classmethod
+    def due(cls, lost_after: int):
+        """Pending notifications whose message may be lost: never retried and older than `lost_after`
+        seconds, or past their next_try_at by that much (a retry's message sits in its worker until then)."""
+        since = timezone.now() - timedelta(seconds=lost_after)
+        return cls.objects.filter(status=cls.Status.PENDING).filter(
+            models.Q(next_try_at__isnull=True, created_at__lt=since) | models.Q(next_try_at__lt=since))
+
+    def delivery_state(self) -> str:
+        """What the run page says about this email."""
+        if self.status == self.Status.SENT:
+            return f"sent {self.sent_at:%Y-%m-%d %H:%M} UTC"
+        if self.status == self.Status.FAILED:
+            return f"failed after {self.tries} tries: {self.error}"
+        if self.status == self.Status.SENDING:
+            return "sending"
+        if self.next_try_at:
+            return f"retrying until it is sent; next try {self.next_try_at:%Y-%m-%d %H:%M} UTC ({self.error})"
+        return "queued"

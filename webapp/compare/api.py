@@ -56,7 +56,10 @@ def compare(request):
     chosen = parse_selection(request)
     keys = parse_keys(request.GET.get("keys", ""))
     max_points = _int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
-    bands = request.GET.get("bands", "0") == "1"
+    bands = request.GET.get("bands", "0")
+    if bands not in ("0", "1"):
+        raise ApiError(400, f"bands: must be 0 or 1, got {bands[:20]!r}", {"bands": "must be 0 or 1"})
+    bands = bands == "1"
     group_by = request.GET.get("group_by", "").strip()
     if group_by and not aggregates.is_field(chosen.runs, group_by):
         message = f"{group_by[:100]!r} is not a config field of these runs (e.g. algorithm.filter_ratio)"

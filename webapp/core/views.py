@@ -1,5 +1,6 @@
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
+from django.views.defaults import page_not_found
 
 from webapp.core import health, openapi
 
@@ -19,3 +20,9 @@ def healthz(request):
 def api_schema(request):
     """The OpenAPI document (webapp/core/openapi.yaml) as JSON; public, like any API description."""
     return JsonResponse(openapi.document())
+
+
+def not_found(request, exception):
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": f"no API endpoint or object at {request.path[:200]}"}, status=404)
+    return page_not_found(request, exception)

@@ -5,6 +5,7 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, json_body
+from webapp.core.jsonsafe import INT64_MAX
 from webapp.experiments import specs
 from webapp.experiments.models import Experiment, Run
 
@@ -54,8 +55,9 @@ def runs(request):
         queryset = queryset.filter(status=status)
     experiment_id = request.GET.get("experiment")
     if experiment_id:
-        if not experiment_id.isdigit():
-            raise ApiError(400, "experiment: must be an experiment id", {"experiment": "not a number"})
+        if not experiment_id.isdigit() or int(experiment_id) > INT64_MAX:
+            raise ApiError(400, "experiment: must be an experiment id",
+                           {"experiment": f"not a whole number from 0 to {INT64_MAX}"})
         queryset = queryset.filter(experiment_id=int(experiment_id))
     return _page(request, queryset, lambda run: run.to_dict())
 

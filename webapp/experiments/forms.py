@@ -145,7 +145,8 @@ class ExperimentForm(forms.Form):
         return data
 
     def _add_trainer_error(self, key: str, message: str):
-        env_name = self.cleaned_data["env"]
+        # From the spec: add_error drops a field from cleaned_data, and a plan may report several problems.
+        env_name = self.spec.env["name"]
         if key.startswith("env.params."):
             field = param_field_name(env_name, key.removeprefix("env.params."))
             if field in self.fields:
@@ -154,7 +155,7 @@ class ExperimentForm(forms.Form):
             key = "env"
         if key in self.fields:
             self.add_error(key, message)
-        elif specs.dotted_get(self.cleaned_data["overrides"], key) is not None:
+        elif specs.dotted_get(self.spec.overrides, key) is not None:
             self.add_error("overrides", f"{key}: {message}")
         else:
             self.add_error(None, f"{key}: {message}")

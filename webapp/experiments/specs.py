@@ -21,6 +21,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
 from trainer.config import PRESETS, TINY_MODEL, ConfigError, TrainConfig, deep_merge, set_dotted
+from webapp import environment
+from webapp.core import jsonsafe
 
 MAX_RUNS = 64
 MAX_SEED = 2**31 - 1
@@ -132,8 +134,8 @@ def _top_level_items(text: str) -> list[str]:
 def _yaml_scalar(text: str, line: int):
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise ValueError(f"line {line}: {text!r} is not a valid value") from None
+    except (yaml.YAMLError, ValueError, RecursionError):  # ValueError: an integer of over 4,300 digits
+        raise ValueError(f"line {line}: {text[:100]!r} is not a valid value") from None
 
 
 def parse_mapping(value, example: str) -> dict:
@@ -151,10 +153,14 @@ def parse_mapping(value, example: str) -> dict:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ValueError(f"not valid YAML{where}: {problem}") from None
+    except (ValueError, RecursionError) as error:  # an integer of over 4,300 digits; nesting too deep
+        raise ValueError(f"not valid YAML: {str(error)[:200] or 'nested too deeply'}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
         raise ValueError(f"expected a mapping like {example}, got {type(loaded).__name__}")
+    if jsonsafe.depth(loaded) > jsonsafe.MAX_DEPTH:
+        raise ValueError(f"nested more than {jsonsafe.MAX_DEPTH} levels deep")
     _check_keys(loaded, "")
     return loaded
 
@@ -197,6 +203,8 @@ def parse_recipients(value) -> list[str]:
         value = [item for item in re.split(r"[,;\s]+", str(value or "")) if item]
     items = value
     for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{item!r} is not an email address")
         try:
             validate_email(item)
         except ValidationError:
@@ -212,9 +220,13 @@ def check_detector_overrides(overrides: dict) -> dict:
 
 
 def resolve_model(value: str) -> str:
-    """"tiny", a Hugging Face hub id, or a folder inside MODEL_ROOT (returned as an absolute path)."""
-    value = (value or "").strip()
-    if not value:
+    """The one resolver for every way a model name enters (form, API, grids, YAML import, re-run,
+    ablations, and the worker before it loads): "tiny", a Hugging Face hub id, or a folder strictly
+    inside MODEL_ROOT after resolving symlinks (returned as an absolute path), never inside
+    CHECKPOINT_ROOT (other runs' checkpoints). Every refused local path gets the same message, so an
+    error never tells whether a path outside MODEL_ROOT exists."""
+    value = (value or "").strip() if isinstance(value, str) else value
+    if not isinstance(value, str) or not value:
         raise ValueError(f"enter '{TINY_MODEL}', a hub id like Qwen/Qwen2.5-0.5B-Instruct, "
                          "or a folder in MODEL_ROOT")
     if value == TINY_MODEL:
@@ -222,19 +234,26 @@ def resolve_model(value: str) -> str:
     root = Path(settings.MODEL_ROOT).resolve()
     candidate = Path(value)
     local = (candidate.is_absolute() or value.startswith((".", "~")) or ".." in candidate.parts
-             or (root / candidate).is_dir())
-    if local:
-        path = (root / candidate).resolve()
-        if not path.is_relative_to(root):
-            raise ValueError(f"local models must be folders inside MODEL_ROOT ({root}); "
-                             f"{value!r} is outside it")
-        if not path.is_dir():
-            raise ValueError(f"there is no model folder {value!r} inside MODEL_ROOT ({root})")
-        return str(path)
-    if HUB_ID.fullmatch(value):
-        return value
-    raise ValueError(f"{value!r} is neither '{TINY_MODEL}', a hub id like org/name, "
-                     "nor a folder in MODEL_ROOT")
+             or "\\" in value or (root / candidate).is_dir())
+    if not local:
+        if HUB_ID.fullmatch(value):
+            return value
+        raise ValueError(f"{value[:100]!r} is neither '{TINY_MODEL}', a hub id like org/name, "
+                         "nor a folder in MODEL_ROOT")
+    path = (root / candidate).resolve()
+    checkpoints = Path(settings.CHECKPOINT_ROOT).resolve()
+    if (path == root or not path.is_relative_to(root) or path.is_relative_to(checkpoints)
+            or not path.is_dir()):
+        raise ValueError(f"there is no model folder {value[:100]!r} inside MODEL_ROOT "
+                         "(local models are folders inside MODEL_ROOT)")
+    return str(path)
+
+
+def _resolve_model_field(value: str) -> str:
+    try:
+        return resolve_model(value)
+    except ValueError as error:
+        raise ConfigError({"model.name": str(error)}) from None
 
 
 def spec_from_json(body) -> ExperimentSpec:
@@ -299,7 +318,7 @@ def _typed(value, kind, description):
 
 
 def _check_preset(value):
-    if value not in PRESETS:
+    if not isinstance(value, str) or value not in PRESETS:
         raise ValueError(f"unknown preset {value!r}; choose from {', '.join(PRESETS)}")
     return value
 
@@ -347,8 +366,6 @@ def resolve(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
     for key, value in assignments.items():
         if key == GRID_PRESET_KEY:
             preset = value
-        elif key == "model.name":
-            set_dotted(user, key, resolve_model(str(value)))
         else:
             set_dotted(user, key, value)
     return TrainConfig.preset(preset, **user)
@@ -356,6 +373,7 @@ def resolve(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
 
 def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     """Every run of the experiment, each config validated; SpecError lists every problem found."""
+    check_int64(spec)
     combos = combinations(spec.grid) if spec.grid else [{}]
     total = len(combos) * len(spec.seeds)
     if total > MAX_RUNS:
@@ -368,8 +386,11 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
         for seed in spec.seeds:
             try:
                 config = resolve(spec, {**combination, "seed": seed})
-            except ValueError as error:  # ConfigError, or resolve_model's ValueError for a grid value
-                problems = error.errors if isinstance(error, ConfigError) else {"model.name": str(error)}
+                # Every mode (preset, complete config, grid) meets the same resolver.
+                config.model.name = _resolve_model_field(config.model.name)
+                check_limits(config)
+            except ValueError as error:  # ConfigError from the trainer, the resolver or the limits
+                problems = error.errors
                 for key, message in problems.items():
                     if key in combination:
                         errors.setdefault("grid", f"{key} = {format_value(combination[key])}: {message}")
@@ -386,6 +407,43 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     if errors:
         raise SpecError(errors)
     return runs
+
+
+def check_limits(config: TrainConfig) -> None:
+    """ConfigError naming each size above this server's limit (settings.RUN_LIMITS, LIMIT_<NAME>)."""
+    limits = settings.RUN_LIMITS
+    errors = {}
+
+    def over(field: str, value: int, what: str = ""):
+        if field in limits and value > limits[field] and field not in errors:
+            errors[field] = (f"{what}{value} is above this server's limit of {limits[field]} "
+                             f"(the operator sets it with {environment.limit_variable(field)})")
+
+    for field in limits:
+        if "." in field:
+            over(field, dotted_get(config.to_dict(), field))
+    r = config.rollout
+    over("rollout_tokens", r.env_groups * r.group_size * r.max_turns * r.max_new_tokens,
+         "env_groups x group_size x max_turns x max_new_tokens = ")
+    over("rollout_tokens", r.val_seeds * r.max_turns * r.max_new_tokens, "val_seeds x max_turns x max_new_tokens = ")
+    if "rollout_tokens" in errors:  # named by the input a user sets
+        errors.setdefault("rollout.max_new_tokens", errors.pop("rollout_tokens"))
+        errors.pop("rollout_tokens", None)
+    if errors:
+        raise ConfigError(errors)
+
+
+def check_int64(spec: ExperimentSpec) -> None:
+    """SpecError naming the first integer beyond 64 bits in anything the experiment would store."""
+    errors = {}
+    inputs = {"grid": spec.grid, "overrides": spec.overrides, "config": spec.config, "env": spec.env,
+              "detector_overrides": spec.detector_overrides}
+    for name, value in inputs.items():
+        where = jsonsafe.beyond_int64(value)
+        if where:
+            errors[name] = f"{where}: integers must fit in 64 bits (at most {jsonsafe.INT64_MAX})"
+    if errors:
+        raise SpecError(errors)
 
 
 def input_name(spec: ExperimentSpec, config_key: str) -> str:

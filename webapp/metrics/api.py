@@ -22,11 +22,11 @@ def _run(request, pk) -> Run:
 
 
 def _int_param(request, name: str, default=None, low=None, high=None):
-    text = request.GET.get(name, "").strip()
-    if not text:
+    if name not in request.GET:
         return default
+    text = request.GET[name].strip()
     try:
-        value = int(text)
+        value = int(text)  # "?name=" (present but empty) is a 400 too: the schema says integer
     except ValueError:
         raise ApiError(400, f"{name}: must be an integer, got {text[:40]!r}") from None
     if (low is not None and value < low) or (high is not None and value > high):
@@ -81,7 +81,10 @@ def _ingest(request, run: Run):
         raise ApiError(413, str(error)) from None
     except ingest.Invalid as error:
         raise ApiError(400, error.message, error.errors) from None
-    written = ingest.write(run, points)
+    try:
+        written = ingest.write(run, points)
+    except ingest.RunFinished as error:
+        raise ApiError(409, str(error)) from None
     return JsonResponse({"written": written, "run": run_state(run)})
 
 

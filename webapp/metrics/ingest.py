@@ -9,6 +9,7 @@ import math
 
 from django.db import transaction
 
+from diagnostics.series import key_problem
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -23,6 +24,10 @@ MAX_REPORTED_ERRORS = 20
 
 class TooLarge(Exception):
     pass
+
+
+class RunFinished(Exception):
+    """The run has finished: its metrics are final, and its detector events were computed from them."""
 
 
 class Invalid(Exception):
@@ -51,6 +56,13 @@ def _is_value(value) -> bool:
     return True
 
 
+def _step(value) -> int | None:
+    """A step as an int, or None. 3.0 is the integer 3, as JSON Schema (and the OpenAPI document) has it."""
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    return value if type(value) is int and 0 <= value <= MAX_STEP else None
+
+
 def _point_errors(where: str, point) -> dict[str, str]:
     if not isinstance(point, dict):
         return {where: "must be an object with step, key and value"}
@@ -60,13 +72,14 @@ def _point_errors(where: str, point) -> dict[str, str]:
     step = point.get("step")
     if "step" not in point:
         errors[f"{where}.step"] = "is required"
-    elif not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP:
+    elif _step(step) is None:
         errors[f"{where}.step"] = f"must be a non-negative integer (at most {MAX_STEP})"
     key = point.get("key")
     if "key" not in point:
         errors[f"{where}.key"] = "is required"
-    elif not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_LENGTH or "\x00" in key:
-        errors[f"{where}.key"] = f"must be a non-empty string of at most {MAX_KEY_LENGTH} characters (no NUL)"
+    elif not isinstance(key, str) or key_problem(key) or len(key) > MAX_KEY_LENGTH:
+        errors[f"{where}.key"] = (f"must be a non-empty string of at most {MAX_KEY_LENGTH} characters "
+                                  "(valid Unicode, no NUL)")
     value = point.get("value")
     if "value" not in point:
         errors[f"{where}.value"] = "is required (null is allowed)"
@@ -87,9 +100,9 @@ def parse(body) -> list[tuple[int, str, float | None]]:
         raise Invalid({"points": "must be a list"})
     if len(points) > MAX_POINTS:
         raise TooLarge(f"{len(points)} points in one batch; the limit is {MAX_POINTS}: send smaller batches")
-    unique = {}
+    unique, keys = {}, set()
     for point in points:
-        parsed = _well_formed(point)
+        parsed = _well_formed(point, keys)
         if parsed is None:
             raise Invalid(_batch_errors(points, prefix))
         step, key, value = parsed
@@ -97,15 +110,19 @@ def parse(body) -> list[tuple[int, str, float | None]]:
     return [(step, key, value) for (step, key), value in unique.items()]
 
 
-def _well_formed(point) -> tuple[int, str, float | None] | None:
+def _well_formed(point, keys: set[str]) -> tuple[int, str, float | None] | None:
     """(step, key, value) of a valid point, else None. The common case of a 1,000-point batch, so plain
-    type checks here; _point_errors explains a rejection."""
+    type checks here, and each distinct key checked once (`keys` holds the good ones); _point_errors
+    explains a rejection."""
     if type(point) is not dict or point.keys() != FIELDS:
         return None
-    step, key, value = point["step"], point["key"], point["value"]
-    if type(step) is not int or not 0 <= step <= MAX_STEP or type(key) is not str \
-            or not 0 < len(key) <= MAX_KEY_LENGTH or "\x00" in key or not key.strip():
+    step, key, value = _step(point["step"]), point["key"], point["value"]
+    if step is None or type(key) is not str:
         return None
+    if key not in keys:
+        if len(key) > MAX_KEY_LENGTH or key_problem(key):
+            return None
+        keys.add(key)
     if type(value) is float or value is None:
         return step, key, value
     if isinstance(value, str):
@@ -123,12 +140,16 @@ def _batch_errors(points: list, prefix: str) -> dict[str, str]:
 
 
 def write(run: Run, points: list[tuple[int, str, float | None]]) -> int:
-    """Upsert the points and refresh run.latest_metrics (the value at each key's highest step)."""
+    """Upsert the points and refresh run.latest_metrics (the value at each key's highest step).
+    RunFinished when the run is completed, failed or stopped (imported runs are created completed)."""
     keys = sorted({key for _, key, _ in points})
     with transaction.atomic():
         # The run's row lock first: batches for one run take turns, so they neither overwrite each other's
-        # latest_metrics nor deadlock on each other's points.
-        locked = Run.objects.select_for_update().only("latest_metrics").get(pk=run.pk)
+        # latest_metrics nor deadlock on each other's points; and a run finishing meanwhile is seen here.
+        locked = Run.objects.select_for_update().only("latest_metrics", "status").get(pk=run.pk)
+        if locked.status in Run.FINISHED:
+            raise RunFinished(f"run {run.pk} is {locked.status}: a finished run's metrics are final "
+                              "(its detector events were computed from them); start a new run")
         MetricPoint.upsert(run.pk, points)
         latest = dict(locked.latest_metrics)
         for key, value in MetricPoint.latest_values(run.pk, keys).items():

@@ -140,7 +140,8 @@ ON CONFLICT (run_id, key, bucket) DO UPDATE SET
 _REFRESH_BUCKETS = _UPSERT.format(select=_SUMMARY + f"""
 FROM unnest(%(keys)s::text[], %(buckets)s::int[]) AS t(key, bucket)
 JOIN metrics_metricpoint p ON p.run_id = %(run)s AND p.key = t.key
-     AND p.step >= t.bucket * {ROLLUP_WIDTH} AND p.step < (t.bucket + 1) * {ROLLUP_WIDTH}""")
+     AND p.step >= t.bucket * {ROLLUP_WIDTH} AND p.step < (t.bucket + 1)::bigint * {ROLLUP_WIDTH}""")
+# (bigint: the bucket after the last step, 2**31 - 1, ends beyond the integer range)
 _REFRESH_RUN = _UPSERT.format(select=_SUMMARY + "FROM metrics_metricpoint p WHERE p.run_id = %(run)s")
 
 

@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+from webapp.alerts.models import Notification
 from webapp.experiments.models import Run
 from webapp.metrics.ingest import MAX_STEP
 from webapp.metrics.models import Sample
@@ -65,6 +66,7 @@ def run_detail(request, pk):
         "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
         "rerun_url": _rerun_url(run),
         "page": page,  # read by static/js/run.js through json_script
+        "notifications": Notification.objects.filter(event__run=run).select_related("event").order_by("id"),
     })
 
 

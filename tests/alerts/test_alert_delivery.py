@@ -1,0 +1,141 @@
+"""No lost alert: a sender killed mid-send has its email sent again (same Message-ID); failed sends are
+retried over hours with exponential backoff, at a next_try_at the sweeper respects; the run page shows
+each alert email's delivery state."""
+
+import asyncio
+import re
+from datetime import timedelta
+
+import pytest
+from aiosmtpd.controller import Controller
+from django.utils import timezone
+
+from tests.alerts.conftest import Inbox
+from tests.helpers import free_port, wait_for
+from webapp.alerts.models import Notification
+from worker.sweeper import sweep_runs
+from worker.tasks import send_notification
+
+SITE = "https://echolab.example.com"
+
+
+class HangingInbox(Inbox):
+    """Receives the whole message, then never answers: the sender is stuck mid-send."""
+
+    async def handle_DATA(self, server, session, envelope):
+        self.envelopes.append(envelope)
+        await asyncio.sleep(3600)
+        return "250 OK"
+
+
+@pytest.fixture
+def hanging_smtp_server():
+    inbox = HangingInbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    inbox.port = controller.port
+    yield inbox
+    controller.stop(no_assert=True)
+
+
+def age(notification, **fields_seconds_ago):
+    Notification.objects.filter(pk=notification.pk).update(
+        **{name: timezone.now() - timedelta(seconds=seconds) for name, seconds in fields_seconds_ago.items()})
+
+
+@pytest.mark.slow
+def test_a_sender_killed_mid_send_is_retried_with_the_same_message_id(
+        make_event, hanging_smtp_server, smtp_server, start_worker, purge_broker, settings):
+    settings.SITE_URL = SITE
+    stuck = start_worker("default", name="stuck", EMAIL_URL=f"smtp://127.0.0.1:{hanging_smtp_server.port}",
+                         SITE_URL=SITE)
+    notification = Notification.create_for_event(make_event())
+    send_notification.delay(notification.pk)
+    wait_for(lambda: hanging_smtp_server.envelopes, timeout=90, message="the message to reach SMTP")
+    stuck.kill()
+    notification.refresh_from_db()
+    assert notification.status == "sending"
+
+    sweep_runs()  # not yet: the sender may only be slow
+    assert Notification.objects.get(pk=notification.pk).status == "sending"
+    age(notification, claimed_at=settings.NOTIFY_SENDING_TIMEOUT + 1)
+    assert sweep_runs()["notifications"] == 1
+    notification.refresh_from_db()
+    assert notification.status == "pending" and "sender stopped answering" in notification.error
+
+    start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}", SITE_URL=SITE)
+    wait_for(lambda: Notification.objects.get(pk=notification.pk).status == "sent", timeout=90,
+             message="the email to be sent again")
+    [first] = hanging_smtp_server.messages
+    [second] = smtp_server.messages
+    assert first["Message-ID"] == second["Message-ID"] == notification.message_id
+    assert notification.message_id == f"<echolab-notification-{notification.pk}@echolab.example.com>"
+    assert Notification.objects.get(pk=notification.pk).tries == 2
+
+
+def test_retries_span_hours_with_exponential_backoff(settings):
+    settings.NOTIFY_RETRY_FIRST, settings.NOTIFY_RETRY_MAX_DELAY = 60, 3600
+    settings.NOTIFY_RETRY_FOR = 12 * 3600
+    delays = Notification.retry_delays()
+    assert delays[:7] == [60, 120, 240, 480, 960, 1920, 3600]
+    assert set(delays[6:]) == {3600}
+    assert 11 * 3600 < sum(delays) <= 12 * 3600
+
+
+def test_a_failed_try_sets_next_try_at_and_the_sweeper_waits_for_it(make_event, purge_broker, settings,
+                                                                    use_smtp):
+    settings.RUN_RESEND_AFTER = 120
+    use_smtp(free_port())  # nothing listens: connection refused
+    notification = Notification.create_for_event(make_event())
+    notification.claim()
+    notification.mark_failed("ConnectionRefusedError: [Errno 111] Connection refused")
+    notification.refresh_from_db()
+    assert notification.status == "pending"
+    first = Notification.retry_delays()[0]
+    assert abs((notification.next_try_at - timezone.now()).total_seconds() - first) < 5
+
+    age(notification, created_at=3 * 3600)  # old, but its next try is still ahead
+    assert sweep_runs()["notifications"] == 0
+    age(notification, next_try_at=60)  # due, and its own retry message may still be on its way
+    assert sweep_runs()["notifications"] == 0
+    age(notification, next_try_at=121)  # overdue: its retry message is lost
+    assert sweep_runs()["notifications"] == 1
+
+
+def test_the_second_failure_waits_twice_as_long(make_event, settings):
+    notification = Notification.create_for_event(make_event())
+    waits = []
+    for _ in range(3):
+        notification.claim()
+        waits.append(notification.mark_failed("SMTPServerDisconnected: gone"))
+    assert waits == Notification.retry_delays()[:3] == [60, 120, 240]
+
+
+def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, make_event):
+    sent = Notification.create_for_event(make_event(rule="collapse"))
+    sent.claim()
+    sent.mark_sent()
+    run = sent.event.run
+    retrying = Notification.objects.create(event=make_event(rule="grad_spike", step=70, run=run),
+                                           recipients=["x@example.com"])
+    retrying.claim()
+    retrying.mark_failed("SMTPServerDisconnected: Connection unexpectedly closed")
+    failed = Notification.objects.create(event=make_event(rule="entropy_drop", step=80, run=run),
+                                         recipients=["y@example.com"], status="failed", tries=18,
+                                         error="SMTPRecipientsRefused: y@example.com")
+
+    html = alice_client.get(run.get_absolute_url()).content.decode()
+    section = html[html.index('id="alert-delivery"'):]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[:section.index("</section>")]))
+    sent.refresh_from_db()
+    retrying.refresh_from_db()
+    assert f"collapse collapse alice@example.com sent {sent.sent_at:%Y-%m-%d %H:%M} UTC" in text
+    assert (f"grad_spike x@example.com retrying until it is sent; next try {retrying.next_try_at:%Y-%m-%d %H:%M}"
+            " UTC (SMTPServerDisconnected: Connection unexpectedly closed)") in text
+    assert "entropy_drop y@example.com failed after 18 tries: SMTPRecipientsRefused: y@example.com" in text
+    assert failed.pk
+
+
+def test_a_run_without_alert_emails_shows_no_delivery_section(alice_client, make_event):
+    run = make_event().run
+    assert 'id="alert-delivery"' not in alice_client.get(run.get_absolute_url()).content.decode()

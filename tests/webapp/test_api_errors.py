@@ -1,0 +1,82 @@
+"""API answers as its OpenAPI document says, for the holes Schemathesis found: JSON 404s for any URL under
+/api/, ids beyond 64 bits, 405 with Allow, bounds, and unknown metric keys."""
+
+import json
+
+import pytest
+
+from tests.runs.conftest import make_run
+from webapp.accounts.models import ApiToken
+from webapp.core import openapi
+
+
+@pytest.fixture
+def auth(alice):
+    return {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(alice, 'tests')[1]}"}
+
+
+@pytest.mark.parametrize("url", ["/api/runs/abc", "/api/runs/2.5/stop", "/api/experiments/-1", "/api/nothing",
+                                 "/api/runs/99999999999999999999/metrics", "/api/runs/9223372036854775808"])
+def test_a_url_under_api_that_matches_nothing_is_a_json_404(client, auth, url):
+    response = client.get(url, **auth)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json" and "error" in response.json()
+
+
+def test_the_largest_id_is_a_plain_404(client, auth):
+    response = client.get("/api/runs/9223372036854775807", **auth)
+    assert response.status_code == 404 and response.json()["error"]
+
+
+def test_pages_keep_their_html_404(alice_client):
+    response = alice_client.get("/runs/99999999999999999999/")
+    assert response.status_code == 404 and response["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "1" + "0" * 30])
+def test_an_experiment_filter_beyond_64_bits_is_a_400(client, auth, value):
+    response = client.get(f"/api/runs?experiment={value}", **auth)
+    assert response.status_code == 400
+    assert "experiment" in response.json()["errors"]
+
+
+@pytest.mark.parametrize("method, url, allowed", [
+    ("put", "/api/experiments", "GET, POST"), ("delete", "/api/runs/1", "GET"), ("get", "/api/runs/1/stop", "POST"),
+    ("patch", "/api/imports", "POST"),
+])
+def test_405_says_which_methods_are_allowed(client, auth, method, url, allowed):
+    response = getattr(client, method)(url, **auth)
+    assert response.status_code == 405 and response["Allow"] == allowed
+
+
+def test_unknown_metric_keys_come_back_as_empty_series_as_documented(client, auth, alice):
+    run = make_run(alice)
+    body = client.get(f"/api/runs/{run.pk}/metrics?keys=nope", **auth).json()
+    assert body["series"] == {"nope": {"step": [], "value": [], "downsampled": False}}
+    parameter = next(p for p in openapi.document()["paths"]["/api/runs/{pk}/metrics"]["get"]["parameters"]
+                     if p.get("name") == "keys")
+    assert "empty series" in parameter["description"]
+
+
+@pytest.mark.parametrize("query", ["max_points=", "after=", "after=2147483648", "max_points=x"])
+def test_integer_parameters_present_but_not_integers_in_range_are_a_400(client, auth, alice, query):
+    run = make_run(alice)
+    assert client.get(f"/api/runs/{run.pk}/metrics?{query}", **auth).status_code == 400
+
+
+def test_the_schema_states_the_bounds_the_server_enforces():
+    paths = openapi.document()["paths"]
+    parameters = {p.get("name"): p for p in paths["/api/runs/{pk}/metrics"]["get"]["parameters"]}
+    assert parameters["after"]["schema"]["maximum"] == 2**31 - 1
+    samples = {p.get("name"): p for p in paths["/api/runs/{pk}/samples"]["get"]["parameters"]}
+    assert samples["step"]["schema"]["maximum"] == 2**31 - 1
+    point = openapi.document()["components"]["schemas"]["MetricPoint"]
+    assert point["properties"]["step"]["maximum"] == 2**31 - 1 and point["additionalProperties"] is False
+    assert openapi.document()["components"]["schemas"]["Id"]["maximum"] == 2**63 - 1
+    assert "last value" in openapi.document()["components"]["schemas"]["Series"]["properties"]["value"]["description"]
+
+
+def test_a_broken_multipart_body_is_a_json_400(client, auth):
+    response = client.post("/api/imports", b"--x\r\n", content_type="multipart/form-data", **auth)
+    assert response.status_code == 400 and "multipart" in response.json()["error"]
+    assert json.loads(response.content)

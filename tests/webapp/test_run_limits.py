@@ -1,0 +1,116 @@
+"""Every size a run's config sets has an upper bound an operator can change (settings.RUN_LIMITS, from
+LIMIT_<NAME>); more is a 400 naming the field and the limit, and integers beyond 64 bits are never stored."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from tests.webapp.forms import experiment_post
+from trainer.config import TrainConfig
+from webapp import environment
+from webapp.accounts.models import ApiToken
+from webapp.experiments.models import Experiment, Run
+
+
+@pytest.fixture
+def api(alice):
+    _, plain = ApiToken.issue(alice, "tests")
+    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+
+
+def post(client, api, body):
+    if not isinstance(body, (str, bytes)):
+        body = json.dumps(body)
+    return client.post(reverse("api_experiments"), body, content_type="application/json", **api)
+
+
+def preset_body(**overrides):
+    return {"name": "big", "env": {"name": "bandit"}, "model": "tiny", "overrides": overrides}
+
+
+@pytest.mark.parametrize("overrides, field, limit", [
+    ({"rollout": {"group_size": 10**9}}, "rollout.group_size", 64),
+    ({"rollout": {"env_groups": 10**9}}, "rollout.env_groups", 256),
+    ({"rollout": {"max_new_tokens": 10**9}}, "rollout.max_new_tokens", 8192),
+    ({"rollout": {"val_seeds": 10**9}}, "rollout.val_seeds", 4096),
+    ({"schedule": {"samples_per_step": 10**9}}, "schedule.samples_per_step", 256),
+    ({"rollout": {"max_turns": 10**6}}, "rollout.max_turns", 50),
+])
+def test_sizes_above_the_limit_are_refused_naming_field_and_limit(client, api, overrides, field, limit):
+    response = post(client, api, preset_body(**overrides))
+    assert response.status_code == 400
+    message = response.json()["errors"][field]
+    assert f"limit of {limit}" in message and environment.limit_variable(field) in message
+    assert not Experiment.objects.exists() and not Run.objects.exists()
+
+
+def test_the_product_of_groups_group_size_turns_and_tokens_is_bounded(client, api):
+    body = preset_body(rollout={"env_groups": 256, "group_size": 64, "max_turns": 50, "max_new_tokens": 8192})
+    response = post(client, api, body)
+    assert response.status_code == 400
+    message = response.json()["errors"]["rollout.max_new_tokens"]
+    assert "env_groups x group_size x max_turns x max_new_tokens" in message and "LIMIT_ROLLOUT_TOKENS" in message
+
+
+def test_a_complete_config_is_bounded_too(client, api):
+    config = TrainConfig.preset("grpo", env={"name": "bandit"}).to_dict()
+    config["rollout"]["group_size"] = 10**9
+    response = post(client, api, {"name": "big", "config": config})
+    assert response.status_code == 400
+    assert "limit of 64" in response.json()["errors"]["config.rollout.group_size"]
+
+
+def test_operators_set_limits_in_settings(client, api, settings):
+    settings.RUN_LIMITS = {**settings.RUN_LIMITS, "rollout.group_size": 4}
+    assert post(client, api, preset_body(rollout={"group_size": 4})).status_code == 201
+    response = post(client, api, preset_body(rollout={"group_size": 5}))
+    assert "limit of 4" in response.json()["errors"]["rollout.group_size"]
+
+
+def test_limits_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LIMIT_GROUP_SIZE", "1024")
+    assert environment.limits({"rollout.group_size": 64})["rollout.group_size"] == 1024
+    monkeypatch.setenv("LIMIT_GROUP_SIZE", "0")
+    with pytest.raises(environment.EnvironmentConfigError, match="LIMIT_GROUP_SIZE: must be >= 1"):
+        environment.limits({"rollout.group_size": 64})
+
+
+@pytest.mark.parametrize("body, field", [
+    (preset_body(rollout={"group_size": 2**70}), "overrides"),
+    ({"name": "x", "env": {"name": "bandit", "params": {"arms": 2**70}}}, "env"),
+    (preset_body(algorithm={"kl_coef": 2**64}), "overrides"),
+    ({"name": "x", "env": {"name": "bandit"}, "grid": {"schedule.val_every": [1, 2**63]}}, "grid"),
+    ({"name": "x", "env": {"name": "bandit"}, "detector_overrides": {"grad_spike": {"tolerance": 2**80}}},
+     "detector_overrides"),
+])
+def test_integers_beyond_64_bits_are_refused_and_never_stored(client, api, body, field):
+    response = post(client, api, body)
+    assert response.status_code == 400, response.content
+    assert "64 bits" in response.json()["errors"][field]
+    assert not Experiment.objects.exists()
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "x", "env": {"name": "bandit"}, "seeds": [' + "9" * 5000 + "]}",
+    '{"name": "x", "env": {"name": "bandit"}, "overrides": {"rollout": {"group_size": ' + "9" * 5000 + "}}}",
+    '{"name": "x", "overrides": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    '{"name": "x", "overrides": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}",
+])
+def test_huge_literals_and_deep_nesting_are_a_400(client, api, text):
+    response = post(client, api, text)
+    assert response.status_code == 400
+    assert response.json()["error"]
+    assert not Experiment.objects.exists()
+
+
+@pytest.mark.parametrize("overrides", [
+    "rollout:\n  group_size: 1000000000",
+    "rollout:\n  group_size: " + "9" * 5000,
+    "a: " + "[" * 5000 + "]" * 5000,
+])
+def test_the_form_names_the_overrides_field(alice_client, overrides):
+    response = alice_client.post(reverse("experiment_new"), experiment_post(overrides=overrides))
+    assert response.status_code == 200
+    assert response.context["form"].errors["overrides"]
+    assert not Experiment.objects.exists()

@@ -1,0 +1,44 @@
+"""The worker puts a run's model name through the web's resolver again before it loads anything, and loads
+a hub id from the hub, never from a same-named folder in its working directory."""
+
+import pytest
+
+from tests.worker.conftest import tiny_config
+from webapp.experiments.models import Run
+from worker.training import train_run
+
+
+@pytest.fixture
+def worker_settings(settings, tmp_path, tiny_model_dir, checkpoint_root, monkeypatch):
+    from pathlib import Path
+
+    settings.MODEL_ROOT = Path(tiny_model_dir).parent
+    monkeypatch.setenv("ECHOLAB_THREADS", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network here: a hub id cannot load, and says so
+
+
+@pytest.mark.parametrize("name", ["/etc", "../../etc", "{checkpoints}"])
+def test_a_config_written_around_the_resolver_fails_before_loading(make_run, worker_settings, tiny_model_dir,
+                                                                  checkpoint_root, name):
+    (checkpoint_root / "1").mkdir(parents=True)
+    config = tiny_config(tiny_model_dir, steps=1)
+    config["model"]["name"] = name.format(checkpoints=checkpoint_root / "1")
+    run = make_run(config)
+    train_run(run.pk)
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "failed"
+    assert run.error.startswith("invalid config: model.name: there is no model folder")
+
+
+def test_a_hub_id_is_not_loaded_from_the_working_directory(make_run, worker_settings, tiny_model_dir,
+                                                           tmp_path, monkeypatch):
+    (tmp_path / "cwd" / "someorg").mkdir(parents=True)
+    (tmp_path / "cwd" / "someorg" / "model").symlink_to(tiny_model_dir)
+    monkeypatch.chdir(tmp_path / "cwd")
+    config = tiny_config(tiny_model_dir, steps=1)
+    config["model"]["name"] = "someorg/model"
+    run = make_run(config)
+    train_run(run.pk)
+    run = Run.objects.get(pk=run.pk)
+    assert run.status == "failed", "trained the folder in the working directory"
+    assert "someorg/model" in run.error

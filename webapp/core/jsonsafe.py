@@ -1,0 +1,69 @@
+"""JSON from users, parsed so that no input can become a 500: integer literals too long to convert, nesting
+deeper than the parser's stack, and numbers beyond 64 bits are named by the validators that meet them.
+
+`loads` keeps an integer literal of more than MAX_INT_DIGITS digits as an `OversizedInteger`: a value of
+no JSON type, which every type check refuses by name (a point's value, a config field), instead of the
+interpreter's conversion error, which names no field.
+"""
+
+import json
+
+INT64_MAX = 2**63 - 1
+MAX_INT_DIGITS = 400  # beyond any float; far below Python's 4,300-digit conversion limit
+MAX_DEPTH = 64  # nested objects and lists; code that walks a value recursively stays far from the stack limit
+
+
+class OversizedInteger:
+    """An integer literal with too many digits to be a number here."""
+
+    def __init__(self, literal: str):
+        self.digits = len(literal.lstrip("-"))
+
+    def __repr__(self):
+        return f"<an integer of {self.digits} digits>"
+
+
+def _parse_int(literal: str):
+    return OversizedInteger(literal) if len(literal.lstrip("-")) > MAX_INT_DIGITS else int(literal)
+
+
+def loads(text):
+    """json.loads, or ValueError with one line; nesting deeper than MAX_DEPTH is a ValueError too."""
+    try:
+        value = json.loads(text, parse_int=_parse_int)
+    except RecursionError:
+        value = None
+    else:
+        if depth(value) <= MAX_DEPTH:
+            return value
+    raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+
+
+def depth(value) -> int:
+    """How many objects and lists deep `value` is (0 for a scalar), without recursion; counting stops past
+    MAX_DEPTH, so a self-referencing YAML alias ends too."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def beyond_int64(value, where: str = "") -> str | None:
+    """The dotted path of the first integer in `value` (nested dicts and lists) that does not fit in 64
+    bits (or an OversizedInteger), else None."""
+    stack = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, OversizedInteger) or (
+                isinstance(item, int) and not isinstance(item, bool) and not -INT64_MAX - 1 <= item <= INT64_MAX):
+            return path or "value"
+        if isinstance(item, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), inner) for key, inner in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
+    return None
