@@ -38,7 +38,7 @@ def test_collapse_is_stored_once_and_announced_once(collapsing_run, purge_broker
     assert notification.recipients == ["a@example.com", "b@example.com"]
 
     # A resumed attempt recomputes steps 7-8 after replaying the stored steps 0-6.
-    MetricPoint.upsert(collapsing_run.pk, [(step, "train/success", SUCCESS[step]) for step in range(len(SUCCESS))])
+    MetricPoint.upsert(collapsing_run.pk, [(step, "train/success", x) for step, x in enumerate(SUCCESS)])
     resumed = EchoTrapHook(collapsing_run)
     feed(resumed, collapsing_run, range(7, 9))
     assert DetectorEvent.objects.filter(run=collapsing_run).count() == 1

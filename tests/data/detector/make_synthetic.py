@@ -173,7 +173,7 @@ SCENARIOS = [
     Scenario("frozenlake-noisy-healthy", "FrozenLake PPO with filtering: noisy plateau ~0.4, no collapse",
              peak=0.4, rise_at=35, rise_width=12, echo_at=170, echo_width=30, min_diversity=0.6),
     # The false alarms of issue 16, as a user met them.
-    Scenario("frozenlake-never-learns", "never learns: success noisy around 0.07 (P=4 x N=8), no peak to lose",
+    Scenario("frozenlake-never-learns", "never learns: success noisy around 0.07 (P=4 x N=8), no real peak",
              start=0.07, peak=0.07, steps=120, min_diversity=0.9, groups=4, group_size=8),
     Scenario("bandit-converging", "Bandit StarPO-S: success climbs 0.35 -> 0.9 over 150 steps, groups agree "
              "as it does; one gradient spike at 80 that recovers",
