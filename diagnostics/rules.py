@@ -142,6 +142,8 @@ class SuccessTrend:
             return None
         if self.rise() < peak_sigmas:
             return True
+        if fall_sigmas == 0:
+            return False
         drop = self.drop()
         return not ((drop is not None and drop >= fall_sigmas) or self.value < self.peak / 2)
 
@@ -169,16 +171,16 @@ class Rule(ABC):
 class GuardedParams(RuleParams):
     success_sigmas: float = param(3.5, "hold the alert until success falls: its last 5 values this many "
                                        "standard errors below the 10 before them (or below half its peak); "
-                                       "0 = never hold", min=0.0)
-    peak_sigmas: float = param(3.0, "... or while that peak is less than this many noise SDs above the "
-                                    "run's start (it never learned: nothing to lose)", min=0.0)
+                                       "0 = do not wait for a fall", min=0.0)
+    peak_sigmas: float = param(3.0, "hold it while success never rose this many noise SDs above the run's "
+                                    "start (it never learned: nothing to lose); 0 = judge those runs too",
+                               min=0.0)
 
 
 def success_holds(found, trend, params):
     """`found`, held back while success is rising or flat (see SuccessTrend.holding). The breach still
     counts towards `pending`: a signal that has been down for a while fires as soon as success falls."""
-    if (found and found.breached and params.success_sigmas > 0
-            and trend.holding(params.peak_sigmas, params.success_sigmas)):
+    if found and found.breached and trend.holding(params.peak_sigmas, params.success_sigmas):
         return found._replace(held=True)
     return found
 
@@ -308,6 +310,10 @@ class Collapse(DropFromPeak):
 
 @dataclass
 class ZeroStdParams(GuardedParams):
+    success_sigmas: float = param(0.0, "hold the alert until success falls (see reward_std_drop); 0, the "
+                                       "default, = do not wait: most groups agreeing is more than learning "
+                                       "explains, and waiting cost 3 of 15 synthetic collapses their lead",
+                                  min=0.0)
     threshold: float = param(0.5, "breach only when the smoothed fraction is at least this", min=0.0, max=1.0)
     min_rise: float = param(0.25, "... and at least this much above its lowest smoothed value", min=0.0,
                             max=1.0)
@@ -499,5 +505,66 @@ class GradUnstable(GradSpike):
     Params = GradUnstableParams
 
 
+# --- template collapse (RAGEN-2): reasoning no longer depends on the input ---------------------------
+
+@dataclass
+class TemplateParams(GuardedParams):
+    pending: int = param(2, "consecutive breached measurements (one every diagnostics.collapse_every steps) "
+                            "before the alert fires", min=1)
+    fraction: float = param(0.5, "breach when the smoothed MI estimate is below this fraction of its peak",
+                            min=0.0, max=1.0)
+    min_peak: float = param(0.05, "ignore the rule until the MI peak reaches this (nats)", min=0.0)
+    min_steps: int = param(3, "measurements seen before judging", min=1)
+    max_above_chance: float = param(0.1, "... and retrieval accuracy is at most this above its chance line "
+                                         "(when logged)", min=0.0, max=1.0)
+    entropy_fraction: float = param(0.5, "... and smoothed entropy is still at least this fraction of its "
+                                         "peak (when logged): diverse replies that ignore the input, not "
+                                         "an entropy collapse", min=0.0, max=1.0)
+
+
+class TemplateCollapse(Rule):
+    """Reasoning stops depending on the input: the MI estimate falls from its peak and prompts can no
+    longer be told apart from the reasoning, while entropy stays up (RAGEN-2's template collapse).
+
+    Reads `collapse/mi_estimate` (required: without it, e.g. an imported TRL run, the rule has no data
+    and never fires), `collapse/retrieval_above_chance` and `actor/entropy` when logged.
+    """
+    name = "template_collapse"
+    title = "Template collapse"
+    metric = "collapse/mi_estimate"
+    Params = TemplateParams
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.entropy = Ema(params.smoothing)
+        self.entropy_peak = -math.inf
+        self.peak = -math.inf
+        self.seen = 0
+
+    def check(self, metrics, trend):
+        entropy = finite(metrics.get("actor/entropy"))
+        if entropy is not None:
+            self.entropy_peak = max(self.entropy_peak, self.entropy.update(entropy))
+        mi = finite(metrics.get(self.metric))
+        if mi is None:
+            return None
+        smoothed = self.ema.update(mi)
+        self.peak = max(self.peak, smoothed)
+        self.seen += 1
+        p = self.params
+        if self.seen < p.min_steps or self.peak < p.min_peak:
+            return None
+        above = finite(metrics.get("collapse/retrieval_above_chance"))
+        entropy = self.entropy.value
+        entropy_up = entropy is None or entropy >= p.entropy_fraction * self.entropy_peak
+        breached = (smoothed < p.fraction * self.peak and (above is None or above <= p.max_above_chance)
+                    and entropy_up)
+        signals = {"metric": self.metric, "value": smoothed, "peak": self.peak,
+                   "retrieval_above_chance": above, "entropy": entropy}
+        summary = (f"MI estimate {smoothed:.3g} nats is {smoothed / self.peak:.0%} of its peak "
+                   f"{self.peak:.3g}" + ("" if above is None else f", retrieval {above:+.0%} above chance"))
+        return success_holds(Check(breached, signals, summary), trend, p)
+
+
 RULES = {rule.name: rule for rule in (RewardStdDrop, ZeroStdGroups, EntropyErratic, EntropyRise,
-                                       ThinkingDecay, GradSpike, GradUnstable, Collapse)}
+                                       ThinkingDecay, GradSpike, GradUnstable, TemplateCollapse, Collapse)}

@@ -42,7 +42,6 @@ def test_rising_success_with_falling_reward_std_gives_no_warning(seed):
     for step in range(120):
         p = 0.3 + 0.6 * min(step / 80, 1.0)
         rows.append({SUCCESS: sampled(p, 32, rng), STD: 0.45 * (1 - min(step / 60, 0.9)),
-                     "train/frac_zero_std_groups": min(step / 80, 0.75),
                      "response/think_tokens_mean": 60 * (1 - min(step / 50, 0.9)),
                      "actor/entropy": 1.8 * (1 - min(step / 40, 0.8)) + rng.gauss(0, 0.05)})
     assert alarms(replay(rows)) == []
@@ -103,3 +102,24 @@ def test_the_success_trend_uses_mean_reward_when_success_is_not_logged():
     trend.update({"train/reward_mean": 0.5, SUCCESS: 0.9})  # a success key appearing later is not mixed in
     assert trend.metric == "train/reward_mean"
     assert trend.value == pytest.approx(0.3 * 0.3 + 0.7 * 0.5)
+
+
+def template_run(mi, above, entropy):
+    return [{"collapse/mi_estimate": m, "collapse/retrieval_above_chance": a, "actor/entropy": e}
+            for m, a, e in zip(mi, above, entropy)]
+
+
+def test_template_collapse_fires_when_mi_and_retrieval_fall_while_entropy_stays_up():
+    mi = [0.6, 0.7, 0.7, 0.7, 0.6, 0.3, 0.1, 0.05, 0.05, 0.05, 0.05]
+    above = [0.5, 0.6, 0.6, 0.6, 0.5, 0.2, 0.05, 0.0, 0.0, 0.0, 0.0]
+    events = replay(template_run(mi, above, [1.5] * 11))
+    assert [(e["rule"], e["level"]) for e in events] == [("template_collapse", "warning")]
+    # Entropy collapsing with it is the ordinary Echo Trap (other rules), not a template.
+    assert replay(template_run(mi, above, [1.5] * 5 + [0.3] * 6)) == []
+    # Retrieval still well above chance: the prompts are still told apart.
+    assert replay(template_run(mi, [0.6] * 11, [1.5] * 11)) == []
+
+
+def test_template_collapse_has_no_data_without_the_keys():
+    rows = [{"actor/entropy": 1.5, SUCCESS: 0.5} for _ in range(30)]  # e.g. an imported TRL run
+    assert [e for e in replay(rows) if e["rule"] == "template_collapse"] == []
