@@ -122,8 +122,13 @@ class SuccessTrend:
         return statistics.fmean(self.start)
 
     def rise(self):
-        """The peak above the start, in noise SDs (inf when the series has no noise at all)."""
+        """The peak above the start, in noise SDs of the time it was reached (inf without noise)."""
         return self.best_rise
+
+    def rise_now(self):
+        """The peak above the start in today's noise SDs: lower when the series got noisier since (a
+        policy that turns all-or-nothing per prompt makes a success rate over a few groups jump)."""
+        return _in_sds(self.peak - self.baseline, self.noise)
 
     def drop(self):
         """How far the last RECENT values sit below the BEFORE values ahead of them, in standard errors;
@@ -297,7 +302,8 @@ class Collapse(DropFromPeak):
             return found
         if not trend.known:
             return None
-        rise = trend.rise()
+        # Real then and real in the light of the noise seen since: a collapse event is never a guess.
+        rise = min(trend.rise(), trend.rise_now())
         found.signals.update(start=trend.baseline, noise=trend.noise, rise_sigmas=rise)
         if rise < self.params.peak_sigmas:
             summary = (f"{found.summary}, but that peak is only {rise:.1f} noise SDs above the start "
