@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/real_runs.py NAME=RUN_DIR [NAME=RUN_DIR ...] [--note NAME=TEXT ...]
 
-Each RUN_DIR/metrics.jsonl is trimmed to the keys the detector reads (diagnostics.aliases.KEYS) and
+Each RUN_DIR/metrics.jsonl is trimmed to the keys the detector reads (diagnostics.aliases.KEYS and the
+template-collapse keys) and
 written as real/NAME.jsonl; its label goes into real/labels.json (entries for other files are kept).
 The label comes from the success curve, smoothed with a centred 5-step moving average because one
 step's train/success is a noisy estimate (32-128 episodes):
@@ -26,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 from diagnostics.aliases import KEYS  # noqa: E402
 
 REAL = ROOT / "tests/data/detector/real"
-KEEP = set(KEYS)
+# The detector's keys, and the template-collapse measurements its template_collapse rule reads.
+KEEP = set(KEYS) | {"collapse/mi_estimate", "collapse/retrieval_above_chance"}
 
 
 def smooth(xs, k=5):

@@ -28,14 +28,31 @@ class LabelledRun:
     half_peak_step: int | None
 
 
+ALARMS = ("warning", "collapse")  # info markers and resolutions are not alarms
+
+
 @dataclass
 class RunResult:
     run: LabelledRun
     events: list
 
+    def alarms(self, rule=None):
+        """Warning and collapse events, of one rule or of all."""
+        return [e for e in self.events if e["level"] in ALARMS and rule in (None, e["rule"])]
+
+    def first_alarm_of(self, rule=None):
+        return next((e["step"] for e in self.alarms(rule)), None)
+
+    def lead_of(self, rule=None):
+        """Steps from the first alarm to the half-peak point; None when there was no alarm."""
+        first = self.first_alarm_of(rule)
+        if not self.run.collapse or first is None:
+            return None
+        return self.run.half_peak_step - first
+
     @property
     def first_alarm(self):
-        return next((e["step"] for e in self.events if e["level"] in ("warning", "collapse")), None)
+        return self.first_alarm_of()
 
     @property
     def collapse_events(self):
@@ -43,10 +60,11 @@ class RunResult:
 
     @property
     def lead(self):
-        """Steps from the first alarm to the half-peak point; None when there was no alarm."""
-        if not self.run.collapse or self.first_alarm is None:
-            return None
-        return self.run.half_peak_step - self.first_alarm
+        return self.lead_of()
+
+    @property
+    def source(self):
+        return "real" if self.run.name.startswith("real/") else "synthetic"
 
 
 def load_labels(folder):
@@ -70,21 +88,30 @@ def load_labelled_set(folder):
 def score(runs, overrides=None):
     """Run a fresh detector over every run; returns the per-run results and the summary numbers."""
     results = [RunResult(run, Detector.replay(run.series, overrides)[1]) for run in runs]
+    return {"results": results, **summarize(results)}
+
+
+def summarize(results, rule=None):
+    """The quality numbers over `results`, counting the alarms of `rule` only, or of every rule (None).
+
+    caught_in_time: collapsing runs with an alarm strictly before the half-peak step; their leads give
+    median_lead and min_lead. healthy_with_warning: healthy runs with any alarm; healthy_with_collapse_event:
+    healthy runs with a collapse event (a false collapse).
+    """
     collapsing = [r for r in results if r.run.collapse]
     healthy = [r for r in results if not r.run.collapse]
-    caught = [r for r in collapsing if r.lead is not None and r.lead > 0]
-    false_alarms = [r for r in healthy if r.first_alarm is not None]
-    leads = [r.lead for r in caught]
+    leads = [lead for r in collapsing if (lead := r.lead_of(rule)) is not None and lead > 0]
+    false_alarms = [r for r in healthy if r.alarms(rule)]
+    collapse_events = [r for r in results if any(e["level"] == "collapse" for e in r.alarms(rule))]
     return {
-        "results": results,
         "collapsing_runs": len(collapsing),
         "healthy_runs": len(healthy),
-        "caught_in_time": len(caught),
-        "recall": len(caught) / len(collapsing) if collapsing else None,
-        "precision": len(caught) / (len(caught) + len(false_alarms)) if caught or false_alarms else None,
+        "caught_in_time": len(leads),
+        "recall": len(leads) / len(collapsing) if collapsing else None,
+        "precision": len(leads) / (len(leads) + len(false_alarms)) if leads or false_alarms else None,
         "healthy_with_warning": len(false_alarms),
-        "healthy_with_collapse_event": sum(1 for r in healthy if r.collapse_events),
-        "collapse_event_recall": (sum(1 for r in collapsing if r.collapse_events) / len(collapsing)
+        "healthy_with_collapse_event": sum(1 for r in collapse_events if not r.run.collapse),
+        "collapse_event_recall": (sum(1 for r in collapse_events if r.run.collapse) / len(collapsing)
                                   if collapsing else None),
         "median_lead": statistics.median(leads) if leads else None,
         "min_lead": min(leads) if leads else None,

@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from .aliases import canonical
-from .rules import RULES
+from .rules import RULES, SuccessTrend
 
 
 class Alert:
@@ -25,8 +25,8 @@ class Alert:
         self.streak = 0  # consecutive evaluations whose verdict differs from the current state
         self.streak_start = None
 
-    def update(self, step, metrics):
-        check = self.rule.check(metrics)
+    def update(self, step, metrics, trend):
+        check = self.rule.check(metrics, trend)
         if check is None:
             return None
         if check.breached == self.firing:
@@ -36,7 +36,7 @@ class Alert:
             self.streak_start = step
         self.streak += 1
         needed = self.rule.params.recovery if self.firing else self.rule.params.pending
-        if self.streak < needed:
+        if self.streak < needed or check.held:
             return None
         self.firing, self.streak = check.breached, 0
         title = self.rule.title if self.firing else f"Resolved: {self.rule.title.lower()}"
@@ -53,6 +53,7 @@ class Detector:
     def __init__(self, overrides=None):
         self.params = build_params(overrides or {})
         self.alerts = [Alert(RULES[name](params)) for name, params in self.params.items() if params.enabled]
+        self.trend = SuccessTrend()
         self.last_step = None
 
     @classmethod
@@ -70,7 +71,8 @@ class Detector:
             raise ValueError(f"step {step} is not after the previous step {self.last_step}")
         self.last_step = step
         values = canonical(metrics)
-        return [event for alert in self.alerts if (event := alert.update(step, values))]
+        self.trend.update(values)
+        return [event for alert in self.alerts if (event := alert.update(step, values, self.trend))]
 
 
 def build_params(overrides):

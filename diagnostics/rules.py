@@ -4,6 +4,10 @@ A rule knows nothing about pending periods, firing or resolving: `detector.Alert
 rule alike. A rule returns None when it cannot judge this step (its metric is missing, or it has not
 seen enough of the run yet): no data is not a breach.
 
+Every rule also sees the run's `SuccessTrend` (one per detector): whether success has a real peak, and
+whether it is falling from it. Groups that agree, short thinking and a falling reward std are also what
+learning looks like, so those warnings hold their fire while success is rising or on a plateau.
+
 Every rule keeps O(1) state per step (an EMA, a peak, a fixed-size window), so a run of any length
 costs the same per step.
 
@@ -38,6 +42,7 @@ class Check(NamedTuple):
     breached: bool
     signals: dict  # the numbers the judgement used, for the event and the chart marker
     summary: str  # one line a person can read, true whether breached or not
+    held: bool = False  # breached, but not to be announced yet (success is holding): the streak counts
 
 
 class Ema:
@@ -48,6 +53,108 @@ class Ema:
     def update(self, x):
         self.value = x if self.value is None else self.smoothing * self.value + (1 - self.smoothing) * x
         return self.value
+
+
+# Success first; a run without it is judged on validation success, then on mean reward.
+SUCCESS_KEYS = ("train/success", "val/success", "train/reward_mean")
+
+
+class SuccessTrend:
+    """The run's success, tracked once for all rules: where it started, its smoothed peak, its noise, and
+    whether it is falling now.
+
+    - noise: the standard deviation of one step's value around the trend, from step-to-step changes
+      (mean |change| * sqrt(pi) / 2, exact for normal noise, over the last `NOISE_WINDOW` changes): a
+      trend barely moves it. (A median would be more robust to jumps, but success rates of a few dozen
+      episodes move in steps of 1/32 and its median then under-reads the noise.)
+    - A peak is *real* when the smoothed value once stood `k` noise SDs (the noise of that time) above
+      the mean of the first `START_STEPS` values: a run that never learned (success noisy around
+      0.05-0.1) has no peak.
+    - *Falling*: the mean of the last `RECENT` values is below the mean of the `BEFORE` values ahead of
+      them by `k` standard errors (a two-window z-test: a plateau's noise rarely passes it, unlike
+      "below the running peak", which a noisy plateau is half of the time), or the smoothed value is
+      already below half its peak.
+    The metric is the first of SUCCESS_KEYS the run logs, chosen at the first step that has one and then
+    kept, so the peak is never compared across scales.
+    """
+    SMOOTHING = 0.3  # light: the half-peak test must not lag a sudden fall
+    START_STEPS = 5
+    NOISE_WINDOW = 30
+    RECENT, BEFORE = 5, 10
+
+    def __init__(self):
+        self.metric = ""
+        self.ema = Ema(self.SMOOTHING)
+        self.value = None  # smoothed
+        self.peak = -math.inf
+        self.start = []
+        self.window = deque(maxlen=self.BEFORE + self.RECENT)
+        self.changes = deque(maxlen=self.NOISE_WINDOW)
+        self.best_rise = 0.0  # the highest smoothed value above the start so far, in noise SDs
+
+    def update(self, metrics):
+        if not self.metric:
+            self.metric = next((k for k in SUCCESS_KEYS if finite(metrics.get(k)) is not None), "")
+        x = finite(metrics.get(self.metric)) if self.metric else None
+        if x is None:
+            return
+        if self.window:
+            self.changes.append(abs(x - self.window[-1]))
+        self.window.append(x)
+        if len(self.start) < self.START_STEPS:
+            self.start.append(x)
+        self.value = self.ema.update(x)
+        self.peak = max(self.peak, self.value)
+        if self.known:
+            self.best_rise = max(self.best_rise, _in_sds(self.value - self.baseline, self.noise))
+
+    @property
+    def known(self):
+        """Enough steps to judge the start level and the noise."""
+        return len(self.start) == self.START_STEPS
+
+    @property
+    def noise(self):
+        return statistics.fmean(self.changes) * math.sqrt(math.pi) / 2 if self.changes else 0.0
+
+    @property
+    def baseline(self):
+        return statistics.fmean(self.start)
+
+    def rise(self):
+        """The peak above the start, in noise SDs of the time it was reached (inf without noise)."""
+        return self.best_rise
+
+    def rise_now(self):
+        """The peak above the start in today's noise SDs: lower when the series got noisier since (a
+        policy that turns all-or-nothing per prompt makes a success rate over a few groups jump)."""
+        return _in_sds(self.peak - self.baseline, self.noise)
+
+    def drop(self):
+        """How far the last RECENT values sit below the BEFORE values ahead of them, in standard errors;
+        None until the window is full."""
+        if len(self.window) < self.window.maxlen:
+            return None
+        values = list(self.window)
+        before, recent = statistics.fmean(values[:self.BEFORE]), statistics.fmean(values[self.BEFORE:])
+        return _in_sds(before - recent, self.noise * math.sqrt(1 / self.BEFORE + 1 / self.RECENT))
+
+    def holding(self, peak_sigmas, fall_sigmas):
+        """False only when success is falling from a real peak (`peak_sigmas` above the start; falling by
+        `fall_sigmas` standard errors, or below half the peak). True while it rises, holds a plateau, or
+        never learned (nothing to lose); None when too early to tell (rules then judge without it)."""
+        if not self.known:
+            return None
+        if self.rise() < peak_sigmas:
+            return True
+        if fall_sigmas == 0:
+            return False
+        drop = self.drop()
+        return not ((drop is not None and drop >= fall_sigmas) or self.value < self.peak / 2)
+
+
+def _in_sds(difference, sd):
+    return difference / sd if sd > 0 else (math.inf if difference > 0 else 0.0)
 
 
 class Rule(ABC):
@@ -61,8 +168,26 @@ class Rule(ABC):
         self.ema = Ema(params.smoothing)
 
     @abstractmethod
-    def check(self, metrics):
-        """A Check, or None when the step has no value for this rule."""
+    def check(self, metrics, trend):
+        """A Check, or None when the step has no value for this rule. `trend`: the run's SuccessTrend."""
+
+
+@dataclass
+class GuardedParams(RuleParams):
+    success_sigmas: float = param(3.5, "hold the alert until success falls: its last 5 values this many "
+                                       "standard errors below the 10 before them (or below half its peak); "
+                                       "0 = do not wait for a fall", min=0.0)
+    peak_sigmas: float = param(3.0, "hold it while success never rose this many noise SDs above the run's "
+                                    "start (it never learned: nothing to lose); 0 = judge those runs too",
+                               min=0.0)
+
+
+def success_holds(found, trend, params):
+    """`found`, held back while success is rising or flat (see SuccessTrend.holding). The breach still
+    counts towards `pending`: a signal that has been down for a while fires as soon as success falls."""
+    if found and found.breached and trend.holding(params.peak_sigmas, params.success_sigmas):
+        return found._replace(held=True)
+    return found
 
 
 # --- falling below a fraction of the peak: reward std, thinking length, success ---------------------
@@ -85,11 +210,11 @@ class DropFromPeak(Rule):
         self.peak = -math.inf
         self.seen = 0
 
-    def value(self, metrics):
+    def value(self, metrics, trend):
         return finite(metrics.get(self.metric))
 
-    def check(self, metrics):
-        x = self.value(metrics)
+    def check(self, metrics, trend):
+        x = self.value(metrics, trend)
         if x is None:
             return None
         smoothed = self.ema.update(x)
@@ -105,27 +230,31 @@ class DropFromPeak(Rule):
 
 
 @dataclass
-class RewardStdParams(DropParams):
+class RewardStdParams(DropParams, GuardedParams):
     solved_success: float = param(0.8, "no breach while train/success is at least this: a solved task "
                                        "also has equal rewards in a group", min=0.0, max=1.0)
 
 
 class RewardStdDrop(DropFromPeak):
-    """In-group reward std falls early, before the reward does: the paper's earliest warning."""
+    """In-group reward std falls early, before the reward does: the paper's earliest warning.
+
+    Learning also shrinks it (a solved task's groups agree, a confident policy's do too), so the alert
+    is held while success rises or holds a plateau and fires once success falls from a real peak.
+    """
     name = "reward_std_drop"
     title = "In-group reward std dropped"
     metric = "train/reward_std_in_group"
     Params = RewardStdParams
 
-    def check(self, metrics):
-        found = super().check(metrics)
+    def check(self, metrics, trend):
+        found = super().check(metrics, trend)
         if found and found.breached and metrics.get("train/success", 0.0) >= self.params.solved_success:
             return found._replace(breached=False)
-        return found
+        return success_holds(found, trend, self.params)
 
 
 @dataclass
-class ThinkingParams(DropParams):
+class ThinkingParams(DropParams, GuardedParams):
     fraction: float = param(0.4, "breach when the smoothed value is below this fraction of its peak; "
                                  "healthy runs shrink slowly too, so this sits lower", min=0.0, max=1.0)
 
@@ -137,9 +266,8 @@ class ThinkingDecay(DropFromPeak):
     metric = "response/think_tokens_mean"
     Params = ThinkingParams
 
-
-# Success first; a run without it is judged on validation success, then on mean reward.
-SUCCESS_KEYS = ("train/success", "val/success", "train/reward_mean")
+    def check(self, metrics, trend):
+        return success_holds(super().check(metrics, trend), trend, self.params)
 
 
 @dataclass
@@ -147,30 +275,51 @@ class CollapseParams(DropParams):
     fraction: float = param(0.6, "collapse when smoothed success is below this fraction of its peak "
                                  "(0.6 = fallen by 40%)", min=0.0, max=1.0)
     min_peak: float = param(0.1, "a peak below this is noise, not learning worth losing", min=0.0)
+    peak_sigmas: float = param(3.0, "... and so is a peak less than this many noise SDs above the mean of "
+                                    "the run's first 5 values (a run that never learned has no peak); "
+                                    "0 = any peak", min=0.0)
     pending: int = param(5, "evaluations success must stay down before calling it a collapse", min=1)
 
 
 class Collapse(DropFromPeak):
-    """The outcome that confirms the Echo Trap: success fell from its peak and stayed down.
+    """The outcome that confirms the Echo Trap: success fell from a real peak and stayed down.
 
-    The metric is the first of SUCCESS_KEYS the run logs, chosen at the first step that has one and
-    then kept, so the peak is never compared across scales.
+    The metric is the SuccessTrend's: the first of SUCCESS_KEYS the run logs. The peak is real when it
+    stands `peak_sigmas` noise SDs above the run's start (see SuccessTrend).
     """
     name = "collapse"
     level = "collapse"
     title = "Success collapsed"
     Params = CollapseParams
 
-    def value(self, metrics):
-        if not self.metric:
-            self.metric = next((k for k in SUCCESS_KEYS if finite(metrics.get(k)) is not None), "")
+    def value(self, metrics, trend):
+        self.metric = trend.metric
         return finite(metrics.get(self.metric)) if self.metric else None
+
+    def check(self, metrics, trend):
+        found = super().check(metrics, trend)
+        if found is None or self.params.peak_sigmas == 0:
+            return found
+        if not trend.known:
+            return None
+        # Real then and real in the light of the noise seen since: a collapse event is never a guess.
+        rise = min(trend.rise(), trend.rise_now())
+        found.signals.update(start=trend.baseline, noise=trend.noise, rise_sigmas=rise)
+        if rise < self.params.peak_sigmas:
+            summary = (f"{found.summary}, but that peak is only {rise:.1f} noise SDs above the start "
+                       f"{trend.baseline:.4g}: not a real peak")
+            return found._replace(breached=False, summary=summary)
+        return found
 
 
 # --- rising above a floor: zero-std groups --------------------------------------------------------
 
 @dataclass
-class ZeroStdParams(RuleParams):
+class ZeroStdParams(GuardedParams):
+    success_sigmas: float = param(0.0, "hold the alert until success falls (see reward_std_drop); 0, the "
+                                       "default, = do not wait: most groups agreeing is more than learning "
+                                       "explains, and waiting cost 3 of 15 synthetic collapses their lead",
+                                  min=0.0)
     threshold: float = param(0.5, "breach only when the smoothed fraction is at least this", min=0.0, max=1.0)
     min_rise: float = param(0.25, "... and at least this much above its lowest smoothed value", min=0.0,
                             max=1.0)
@@ -192,7 +341,7 @@ class ZeroStdGroups(Rule):
         super().__init__(params)
         self.floor = math.inf
 
-    def check(self, metrics):
+    def check(self, metrics, trend):
         x = finite(metrics.get(self.metric))
         if x is None:
             return None
@@ -203,7 +352,7 @@ class ZeroStdGroups(Rule):
         breached = smoothed >= p.threshold and smoothed - self.floor >= p.min_rise and not solved
         signals = {"metric": self.metric, "value": smoothed, "floor": self.floor}
         summary = f"{smoothed:.0%} of groups have zero reward std (lowest so far {self.floor:.0%})"
-        return Check(breached, signals, summary)
+        return success_holds(Check(breached, signals, summary), trend, p)
 
 
 # --- entropy: erratic changes, or a rise after the decline ----------------------------------------
@@ -229,7 +378,7 @@ class EntropyErratic(Rule):
         self.previous = None
         self.changes = deque(maxlen=params.window)
 
-    def check(self, metrics):
+    def check(self, metrics, trend):
         x = finite(metrics.get(self.metric))
         if x is None:
             return None
@@ -252,7 +401,7 @@ class EntropyErratic(Rule):
 
 
 @dataclass
-class EntropyRiseParams(RuleParams):
+class EntropyRiseParams(GuardedParams):
     rise: float = param(0.25, "breach when smoothed entropy is this fraction above its lowest since the "
                               "peak", min=0.0)
     min_decline: float = param(0.1, "... and it had first declined by this fraction of the peak", min=0.0,
@@ -271,7 +420,7 @@ class EntropyRise(Rule):
         self.peak = -math.inf
         self.trough = math.inf
 
-    def check(self, metrics):
+    def check(self, metrics, trend):
         x = finite(metrics.get(self.metric))
         if x is None:
             return None
@@ -287,7 +436,7 @@ class EntropyRise(Rule):
         signals = {"metric": self.metric, "value": smoothed, "peak": self.peak, "trough": self.trough}
         summary = (f"entropy {smoothed:.4g} is {rise:+.0%} from its low {self.trough:.4g} "
                    f"(which was {declined:.0%} below the peak {self.peak:.4g})")
-        return Check(declined >= p.min_decline and rise >= p.rise, signals, summary)
+        return success_holds(Check(declined >= p.min_decline and rise >= p.rise, signals, summary), trend, p)
 
 
 # --- gradient-norm spikes -----------------------------------------------------------------------------
@@ -304,11 +453,14 @@ class GradSpikeParams(RuleParams):
 
 
 class GradSpike(Rule):
-    """Gradient-norm spikes (orders of magnitude) mark an irreversible collapse. NaN/inf is a spike.
+    """A gradient-norm spike (NaN/inf is one): worth a marker on the chart, not an alarm by itself.
 
-    The median, unlike Lightning's running mean, is not dragged up by the spike it should flag.
+    Healthy runs have isolated spikes that recover within a step or two; `grad_unstable` warns when
+    the norm stays up. The median, unlike Lightning's running mean, is not dragged up by the spike it
+    should flag.
     """
     name = "grad_spike"
+    level = "info"
     title = "Gradient norm spiked"
     metric = "actor/grad_norm"
     Params = GradSpikeParams
@@ -318,7 +470,7 @@ class GradSpike(Rule):
         self.recent = deque()
         self.ordered = []  # the same values, sorted, for the median
 
-    def check(self, metrics):
+    def check(self, metrics, trend):
         x = metrics.get(self.metric)
         if x is None:
             return None
@@ -345,5 +497,80 @@ class GradSpike(Rule):
             del self.ordered[bisect.bisect_left(self.ordered, self.recent.popleft())]
 
 
+@dataclass
+class GradUnstableParams(GradSpikeParams):
+    pending: int = param(3, "consecutive spiking evaluations before the alert fires: an isolated spike "
+                            "that recovers is only grad_spike's info marker", min=1)
+
+
+class GradUnstable(GradSpike):
+    """The gradient norm stays far above its running median (or non-finite) step after step."""
+    name = "grad_unstable"
+    level = "warning"
+    title = "Gradient norm stayed high"
+    Params = GradUnstableParams
+
+
+# --- template collapse (RAGEN-2): reasoning no longer depends on the input ---------------------------
+
+@dataclass
+class TemplateParams(GuardedParams):
+    pending: int = param(2, "consecutive breached measurements (one every diagnostics.collapse_every steps) "
+                            "before the alert fires", min=1)
+    fraction: float = param(0.5, "breach when the smoothed MI estimate is below this fraction of its peak",
+                            min=0.0, max=1.0)
+    min_peak: float = param(0.05, "ignore the rule until the MI peak reaches this (nats)", min=0.0)
+    min_steps: int = param(3, "measurements seen before judging", min=1)
+    max_above_chance: float = param(0.1, "... and retrieval accuracy is at most this above its chance line "
+                                         "(when logged)", min=0.0, max=1.0)
+    entropy_fraction: float = param(0.5, "... and smoothed entropy is still at least this fraction of its "
+                                         "peak (when logged): diverse replies that ignore the input, not "
+                                         "an entropy collapse", min=0.0, max=1.0)
+
+
+class TemplateCollapse(Rule):
+    """Reasoning stops depending on the input: the MI estimate falls from its peak and prompts can no
+    longer be told apart from the reasoning, while entropy stays up (RAGEN-2's template collapse).
+
+    Reads `collapse/mi_estimate` (required: without it, e.g. an imported TRL run, the rule has no data
+    and never fires), `collapse/retrieval_above_chance` and `actor/entropy` when logged.
+    """
+    name = "template_collapse"
+    title = "Template collapse"
+    metric = "collapse/mi_estimate"
+    Params = TemplateParams
+
+    def __init__(self, params):
+        super().__init__(params)
+        self.entropy = Ema(params.smoothing)
+        self.entropy_peak = -math.inf
+        self.peak = -math.inf
+        self.seen = 0
+
+    def check(self, metrics, trend):
+        entropy = finite(metrics.get("actor/entropy"))
+        if entropy is not None:
+            self.entropy_peak = max(self.entropy_peak, self.entropy.update(entropy))
+        mi = finite(metrics.get(self.metric))
+        if mi is None:
+            return None
+        smoothed = self.ema.update(mi)
+        self.peak = max(self.peak, smoothed)
+        self.seen += 1
+        p = self.params
+        if self.seen < p.min_steps or self.peak < p.min_peak:
+            return None
+        above = finite(metrics.get("collapse/retrieval_above_chance"))
+        entropy = self.entropy.value
+        entropy_up = entropy is None or entropy >= p.entropy_fraction * self.entropy_peak
+        breached = (smoothed < p.fraction * self.peak and (above is None or above <= p.max_above_chance)
+                    and entropy_up)
+        signals = {"metric": self.metric, "value": smoothed, "peak": self.peak,
+                   "retrieval_above_chance": above, "entropy": entropy}
+        summary = (f"MI estimate {smoothed:.3g} nats is {smoothed / self.peak:.0%} of its peak "
+                   f"{self.peak:.3g}" + ("" if above is None else f", retrieval {above:+.0%} above chance"))
+        return success_holds(Check(breached, signals, summary), trend, p)
+
+
 RULES = {rule.name: rule for rule in (RewardStdDrop, ZeroStdGroups, EntropyErratic, EntropyRise,
-                                       ThinkingDecay, GradSpike, Collapse)}
+                                       ThinkingDecay, GradSpike, GradUnstable, TemplateCollapse, Collapse)}

@@ -108,6 +108,12 @@ class ScheduleConfig:
 
 
 @dataclass
+class DiagnosticsConfig:
+    collapse_every: int = 5           # template-collapse MI estimate at step 1 and every N steps; 0 = off
+    collapse_samples: int = 64        # (prompt, reasoning) pairs cross-scored per measurement
+
+
+@dataclass
 class TrainConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -115,6 +121,7 @@ class TrainConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     seed: int = 0
     deterministic: bool = False
 
@@ -199,6 +206,8 @@ class TrainConfig:
         need(0 < r.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
         need(r.format_penalty <= 0, "rollout.format_penalty", "must be <= 0")
         need(r.val_seeds >= 0, "rollout.val_seeds", "must be >= 0")
+        need(self.diagnostics.collapse_every >= 0, "diagnostics.collapse_every", "must be >= 0 (0 = off)")
+        need(self.diagnostics.collapse_samples >= 2, "diagnostics.collapse_samples", "must be >= 2")
         need(r.val_seeds > 0 or s.val_every == 0, "rollout.val_seeds",
              "must be >= 1 when schedule.val_every > 0 (0 turns validation off)")
         need(all(isinstance(n, str) for n in r.val_envs) and len(set(r.val_envs)) == len(r.val_envs),

@@ -11,6 +11,7 @@ import torch
 
 from trainer import advantages as A
 from trainer import checkpoint, losses, prefix
+from trainer.collapse import CollapseProbe
 from trainer.config import TrainConfig
 from trainer.filter import keep_groups, zero_groups
 from trainer.models import Policy, load_policy
@@ -106,6 +107,16 @@ def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str,
     }
 
 
+def entropy_adv_cov(advs: list[torch.Tensor], logps: list[torch.Tensor], masks: list[torch.Tensor]) -> float:
+    """Mean over response tokens of (A_t - mean A)(log pi_t - mean log pi): the covariance that drives the
+    policy's entropy change (veRL's Clip-Cov / KL-Cov act on it); positive lowers entropy."""
+    adv = torch.cat([a[m.bool()] for a, m in zip(advs, masks)]).float()
+    logp = torch.cat([lp[m.bool()] for lp, m in zip(logps, masks)]).float()
+    if adv.numel() == 0:
+        return 0.0
+    return ((adv - adv.mean()) * (logp - logp.mean())).mean().item()
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, init_dir: str | None = None):
         self.cfg = cfg
@@ -114,6 +125,7 @@ class Trainer:
         self.policy: Policy = load_policy(cfg.model, with_critic=self.ppo, with_reference=a.kl_coef > 0,
                                           init_dir=init_dir)
         self.chat = ChatFormat(self.policy.tokenizer, cfg.rollout.thinking)
+        self.collapse = CollapseProbe(cfg.diagnostics.collapse_samples, cfg.seed)
         tok = self.policy.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         o = cfg.optim
@@ -142,6 +154,15 @@ class Trainer:
         own = self.validate()
         return {"val/success": own, **{f"val/{name}/success": own if name == self.cfg.env.name
                                        else self.validate(name) for name in self.cfg.rollout.val_envs}}
+
+    def measure_collapse(self, step: int, trajs: list[Trajectory]) -> dict[str, float]:
+        """Template-collapse metrics (trainer/collapse.py) of a rollout batch, timed as time/collapse_s."""
+        t0, p = time.time(), self.policy
+        p.model.eval()
+        with p.autocast():
+            found = self.collapse.measure(step, trajs, self.chat, p.model, self.pad_id,
+                                          self.cfg.optim.micro_batch_size)
+        return {**found, "time/collapse_s": time.time() - t0}
 
     def validate(self, env_name: str | None = None) -> float:
         r = self.cfg.rollout
@@ -258,6 +279,7 @@ class Trainer:
                     stats["critic_grad_norm"].append(cnorm)
                     critic_skipped += cskip
         n_mini = len(stats["grad_norm"])
+        metrics["actor/entropy_adv_cov"] = entropy_adv_cov(advs, old_logp, [b[2] for b in batches])
         metrics.update({f"actor/{k}": v / max(seen_tokens, 1.0) for k, v in token_sums.items()})
         metrics.update({
             "actor/pg_loss": sum(stats["pg_loss"]) / max(n_mini, 1),
@@ -286,7 +308,7 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         if trainer.critic_opt is not None and state["optim"]["critic"] is not None:
             trainer.critic_opt.load_state_dict(state["optim"]["critic"])
         checkpoint.restore_rng(state["rng"])
-    s, r, a = cfg.schedule, cfg.rollout, cfg.algorithm
+    s, r, a, d = cfg.schedule, cfg.rollout, cfg.algorithm, cfg.diagnostics
     config_yaml = cfg.to_yaml()
     last_saved = start if found else -1
     empty_steps = 0  # consecutive steps the filter left empty (counted from this process's start)
@@ -312,6 +334,8 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         t1 = time.time()
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(r.env_groups, r.group_size)
         metrics = rollout_metrics(trajs, rewards)
+        if d.collapse_every and step % d.collapse_every == 0:
+            metrics.update(trainer.measure_collapse(step, trajs))
         kept = keep_groups(rewards, a.filter, a.filter_value, a.filter_include_zero, a.filter_top_p_mode)
         empty_steps = 0 if kept else empty_steps + 1
         metrics.update({"train/filter_kept_ratio": len(kept) / r.env_groups,

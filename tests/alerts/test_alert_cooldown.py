@@ -56,6 +56,12 @@ def test_warnings_only_when_the_experiment_asks_and_never_resolved(make_event):
     assert Notification.create_for_event(resolved) is None
 
 
+def test_info_events_are_never_emailed(make_event):
+    spike = make_event(level="info", rule="grad_spike", alert_on_warnings=True)
+    assert Notification.create_for_event(spike) is None
+    assert spike.get_level_display() == "Info"
+
+
 def test_nobody_to_tell_means_no_notification(db):
     owner = get_user_model().objects.create_user("noemail", "", "pw-noemail-123")
     experiment = Experiment.objects.create(owner=owner, name="quiet", config={})

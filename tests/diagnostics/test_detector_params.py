@@ -43,7 +43,7 @@ def test_rule_params_lists_every_rule_and_parameter_with_defaults_and_help():
     described = rule_params()
     assert set(described) == set(RULES)
     for name, rule in described.items():
-        assert rule["level"] in ("warning", "collapse") and rule["help"]
+        assert rule["level"] in ("info", "warning", "collapse") and rule["help"]
         defaults = Detector().params[name]
         for p in rule["params"]:
             assert p["help"], f"{name}.{p['name']} has no help"

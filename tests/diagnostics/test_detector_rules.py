@@ -124,30 +124,43 @@ GRAD = "actor/grad_norm"
 
 
 @pytest.mark.parametrize("spike", [50.0, math.nan, math.inf])
-def test_grad_spike_fires_on_spike_nan_and_inf(spike):
+def test_grad_spike_marks_a_spike_nan_and_inf_at_info_level(spike):
     det = only("grad_spike", tolerance=4.0, min_steps=5, recovery=3)
     events = feed(det, GRAD, [1.0, 1.2, 0.9, 1.1, 1.0, 1.05, spike, 1.0, 1.1, 0.9])
-    assert levels(events) == [(6, "warning"), (9, "resolved")]
+    assert levels(events) == [(6, "info"), (9, "resolved")]
 
 
 def test_grad_spike_tolerance_is_relative_to_the_running_median():
     values = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05, 4.5]  # 4.5x the median of ~1.0
     assert feed(only("grad_spike", tolerance=4.0), GRAD, values) == []
-    assert levels(feed(only("grad_spike", tolerance=3.0), GRAD, values)) == [(6, "warning")]
+    assert levels(feed(only("grad_spike", tolerance=3.0), GRAD, values)) == [(6, "info")]
 
 
 def test_grad_spike_median_window_is_bounded():
     # After the level settles at 10x, the bounded median follows it and the rule goes quiet again.
     det = only("grad_spike", tolerance=4.0, window=5, recovery=2)
     events = feed(det, GRAD, [1.0] * 10 + [10.0] * 10)
-    assert levels(events) == [(10, "warning"), (14, "resolved")]  # median turns at 13, +2 clear
+    assert levels(events) == [(10, "info"), (14, "resolved")]  # median turns at 13, +2 clear
+
+
+def test_an_isolated_grad_spike_that_recovers_is_info_and_never_a_warning():
+    values = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05] * 3 + [60.0] + [1.0, 1.1, 0.9] * 5
+    events = feed(Detector(), GRAD, values)
+    assert [(e["step"], e["level"], e["rule"]) for e in events if e["level"] != "resolved"] == [
+        (18, "info", "grad_spike")]
+
+
+def test_grad_unstable_warns_when_the_norm_stays_up():
+    values = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05] * 3 + [60.0, 80.0, math.nan, 70.0]
+    events = feed(only("grad_unstable"), GRAD, values)
+    assert [(e["step"], e["level"], e["rule"]) for e in events] == [(20, "warning", "grad_unstable")]
 
 
 def test_collapse_fires_after_staying_down_for_k_steps_at_collapse_level():
     det = only("collapse", pending=5, fraction=0.6, min_steps=3, **RAW)
-    values = [0.1, 0.3, 0.5, 0.6, 0.6, 0.6] + [0.2] * 10
+    values = [0.1] * 5 + [0.3, 0.5, 0.6, 0.6, 0.6] + [0.2] * 10
     events = feed(det, "train/success", values)
-    assert levels(events) == [(10, "collapse")]
+    assert levels(events) == [(14, "collapse")]
     assert events[0]["signals"]["metric"] == "train/success"
 
 
@@ -159,16 +172,22 @@ def test_collapse_ignores_noise_before_a_meaningful_peak():
 
 def test_collapse_ignores_an_early_peak_before_min_steps():
     det = only("collapse", pending=2, min_steps=5, **RAW)
-    assert feed(det, "train/success", [0.9, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]) != []
+    assert feed(det, "train/success", [0.1] * 5 + [0.9, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]) != []
+    det = only("collapse", pending=2, min_steps=8, **RAW)
+    assert feed(det, "train/success", [0.1] * 5 + [0.9, 0.2]) == []
+
+
+def test_collapse_needs_a_peak_above_the_start_not_a_high_start():
+    # Success that starts high and drifts down never rose above its own start: no peak was reached.
     det = only("collapse", pending=2, min_steps=5, **RAW)
-    assert feed(det, "train/success", [0.2, 0.9, 0.2, 0.2]) == []
+    assert feed(det, "train/success", [0.9, 0.85, 0.9, 0.88, 0.9] + [0.2] * 10) == []
 
 
 @pytest.mark.parametrize("key", ["val/success", "train/reward_mean", "critic/score/mean"])
 def test_collapse_falls_back_when_success_is_not_logged(key):
     det = only("collapse", pending=2, min_steps=3, **RAW)
-    events = feed(det, key, [0.2, 0.5, 0.8, 0.8, 0.3, 0.3, 0.3])
-    assert levels(events) == [(5, "collapse")]
+    events = feed(det, key, [0.2] * 5 + [0.5, 0.8, 0.8, 0.3, 0.3, 0.3])
+    assert levels(events) == [(9, "collapse")]
     assert events[0]["signals"]["metric"] in ("val/success", "train/reward_mean")
 
 

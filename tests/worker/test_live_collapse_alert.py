@@ -14,9 +14,11 @@ from webapp.metrics.models import MetricPoint
 pytestmark = pytest.mark.slow
 
 # A learning rate far above the tiny model's stable range breaks its replies after one update, so
-# success drops to 0 at step 1. The collapse rule is made quick to judge (few steps), not lenient.
+# success drops to 0 at step 1. The collapse rule is made quick to judge (few steps), not lenient; the
+# peak is the untrained model's own success, so any peak counts (peak_sigmas 0).
 COLLAPSING = {"optim": {"actor_lr": 0.05}}
-QUICK_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 2, "smoothing": 0.0, "min_peak": 0.05}}
+QUICK_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 2, "smoothing": 0.0, "min_peak": 0.05,
+                               "peak_sigmas": 0.0}}
 
 
 def test_a_collapsing_run_stores_the_event_and_emails_it_once(make_run, start_gpu_worker, start_worker,

@@ -10,9 +10,10 @@ from webapp.metrics.models import MetricPoint
 from worker.detection import EchoTrapHook
 from worker.tasks import send_notification
 
-# Success that peaks and falls at step 2; one evaluation is enough for these tests.
+# Success flat for the 5 steps that set the run's start, a peak, and a fall at step 7; one evaluation is
+# enough for these tests.
 SUDDEN_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 1, "smoothing": 0.0}}
-SUCCESS = [0.9, 0.9, 0.1, 0.1]
+SUCCESS = [0.1] * 5 + [0.9, 0.9, 0.1, 0.1]
 
 
 @pytest.fixture
@@ -29,17 +30,17 @@ def feed(hook, run, steps):
 
 def test_collapse_is_stored_once_and_announced_once(collapsing_run, purge_broker):
     hook = EchoTrapHook(collapsing_run)
-    feed(hook, collapsing_run, range(4))
+    feed(hook, collapsing_run, range(len(SUCCESS)))
     event = DetectorEvent.objects.get(run=collapsing_run)
-    assert (event.step, event.level, event.rule) == (2, "collapse", "collapse")
+    assert (event.step, event.level, event.rule) == (7, "collapse", "collapse")
     assert "Success collapsed" in event.message
     notification = Notification.objects.get(event=event)
     assert notification.recipients == ["a@example.com", "b@example.com"]
 
-    # A resumed attempt recomputes steps 2-3 after replaying the stored steps 0-1.
-    MetricPoint.upsert(collapsing_run.pk, [(step, "train/success", SUCCESS[step]) for step in range(4)])
+    # A resumed attempt recomputes steps 7-8 after replaying the stored steps 0-6.
+    MetricPoint.upsert(collapsing_run.pk, [(step, "train/success", x) for step, x in enumerate(SUCCESS)])
     resumed = EchoTrapHook(collapsing_run)
-    feed(resumed, collapsing_run, range(2, 4))
+    feed(resumed, collapsing_run, range(7, 9))
     assert DetectorEvent.objects.filter(run=collapsing_run).count() == 1
     assert Notification.objects.count() == 1
 
@@ -57,6 +58,16 @@ def test_warnings_are_announced_only_when_asked(make_run, purge_broker):
         assert Notification.objects.filter(event=event).exists() == asked
 
 
+def test_an_isolated_gradient_spike_is_stored_as_info_and_never_emailed(make_run, purge_broker):
+    run = make_run({}, alert_on_warnings=True)
+    hook = EchoTrapHook(run)
+    for step, norm in enumerate([1.0, 1.1, 0.9, 1.0, 1.05, 1.0, 40.0, 1.0, 0.95, 1.1]):
+        hook.on_step(run, step, {"actor/grad_norm": norm})
+    event = DetectorEvent.objects.get(run=run)
+    assert (event.step, event.level, event.rule) == (6, "info", "grad_spike")
+    assert not Notification.objects.exists()
+
+
 def test_bad_overrides_are_refused_naming_the_rule_parameter(make_run):
     run = make_run({}, detector_overrides={"collapse": {"pending": 0}})
     with pytest.raises(ValueError, match="collapse.pending"):
@@ -67,7 +78,7 @@ def test_notification_email_sent_by_a_worker_process(collapsing_run, smtp_server
     inbox = smtp_server()
     start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{inbox.port}",
                  SITE_URL="https://echolab.example.com")
-    feed(EchoTrapHook(collapsing_run), collapsing_run, range(4))  # sends the task through Redis
+    feed(EchoTrapHook(collapsing_run), collapsing_run, range(len(SUCCESS)))  # sends the task through Redis
 
     notification = wait_for(lambda: Notification.objects.filter(status="sent").first(), timeout=60,
                             message="the notification to be sent")
@@ -85,7 +96,7 @@ def test_notification_email_sent_by_a_worker_process(collapsing_run, smtp_server
 
 def test_smtp_errors_are_retried_then_recorded(collapsing_run, smtp_server, purge_broker):
     inbox = smtp_server(reply="451 4.3.0 mailbox busy, try later")
-    feed(EchoTrapHook(collapsing_run), collapsing_run, range(4))
+    feed(EchoTrapHook(collapsing_run), collapsing_run, range(len(SUCCESS)))
     notification = Notification.objects.get()
 
     send_notification.apply(args=[notification.pk])  # eager: the retries run at once, no countdown

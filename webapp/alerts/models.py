@@ -12,6 +12,7 @@ from django.utils import timezone
 
 class DetectorEvent(models.Model):
     class Level(models.TextChoices):
+        INFO = "info"  # a marker on the chart (an isolated gradient spike), never emailed
         WARNING = "warning"
         COLLAPSE = "collapse"
         RESOLVED = "resolved"
@@ -75,7 +76,7 @@ class Notification(models.Model):
     @classmethod
     def create_for_event(cls, event: DetectorEvent) -> "Notification | None":
         """The notification a new event deserves, or None: a level the experiment is not alerted on
-        (resolved never; warnings only with alert_on_warnings), nobody to tell, or the same rule
+        (info and resolved never; warnings only with alert_on_warnings), nobody to tell, or the same rule
         already notified on this run within ALERT_COOLDOWN_SECONDS (a flapping rule must not flood)."""
         experiment = event.run.experiment
         alerted = {DetectorEvent.Level.COLLAPSE}

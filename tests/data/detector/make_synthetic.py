@@ -61,6 +61,8 @@ class Scenario:
     nan_spike: bool = False  # the first spike is a NaN, as a blown-up step logs it
     style: str = "ours"
     fmt: str = "csv"
+    groups: int = GROUPS  # P x N rollouts per step; fewer make a noisier success estimate
+    group_size: int = GROUP_SIZE
 
     def success(self, t):
         p = self.start + (self.peak - self.start) * sigmoid(t, self.rise_at, self.rise_width)
@@ -85,13 +87,14 @@ def simulate(scenario, seed):
     rows = []
     entropy, think = 1.3 * rng.uniform(0.9, 1.1), 140 * rng.uniform(0.9, 1.1)
     grad_base = 0.6 * rng.uniform(0.8, 1.2)
-    difficulty = rng.normal(0, 0.08, GROUPS)  # initial states differ in how hard they are
+    groups, group_size = scenario.groups, scenario.group_size
+    difficulty = rng.normal(0, 0.08, groups)  # initial states differ in how hard they are
     for t in range(scenario.steps):
         p, diversity = scenario.success(t), scenario.diversity(t)
-        group_p = np.clip(p + difficulty + rng.normal(0, 0.05, GROUPS), 0, 1)
-        echoing = rng.random(GROUPS) > diversity
-        outcomes = rng.random((GROUPS, GROUP_SIZE)) < group_p[:, None]
-        invalid = rng.random((GROUPS, GROUP_SIZE)) < 0.05
+        group_p = np.clip(p + difficulty + rng.normal(0, 0.05, groups), 0, 1)
+        echoing = rng.random(groups) > diversity
+        outcomes = rng.random((groups, group_size)) < group_p[:, None]
+        invalid = rng.random((groups, group_size)) < 0.05
         outcomes[echoing] = outcomes[echoing][:, :1]  # one template per echoing group
         invalid[echoing] = invalid[echoing][:, :1]
         rewards = outcomes - 0.1 * invalid
@@ -169,6 +172,13 @@ SCENARIOS = [
              start=0.3, peak=0.97, rise_at=40, rise_width=12, echo_at=120, min_diversity=0.6),
     Scenario("frozenlake-noisy-healthy", "FrozenLake PPO with filtering: noisy plateau ~0.4, no collapse",
              peak=0.4, rise_at=35, rise_width=12, echo_at=170, echo_width=30, min_diversity=0.6),
+    # The false alarms of issue 16, as a user met them.
+    Scenario("frozenlake-never-learns", "never learns: success noisy around 0.07 (P=4 x N=8), no real peak",
+             start=0.07, peak=0.07, steps=120, min_diversity=0.9, groups=4, group_size=8),
+    Scenario("bandit-converging", "Bandit StarPO-S: success climbs 0.35 -> 0.9 over 150 steps, groups agree "
+             "as it does; one gradient spike at 80 that recovers",
+             start=0.35, peak=0.9, rise_at=70, rise_width=25, echo_at=500, min_diversity=0.9, spikes=[80],
+             groups=4, group_size=8, fmt="jsonl"),
 ]
 SEEDS = {"healthy": (0, 1), "collapse": (0, 1, 2)}
 

@@ -1,0 +1,125 @@
+"""The false alarms of issue 16, on hand-made series: a run that never learned is not "collapsed", and a
+run whose success rises or holds does not warn on groups agreeing, thinking shrinking or entropy alone."""
+
+import math
+import random
+
+import pytest
+
+from diagnostics import Detector
+from diagnostics.rules import SuccessTrend
+
+SUCCESS, STD = "train/success", "train/reward_std_in_group"
+
+
+def sampled(p, episodes, rng):
+    """One step's success rate: `episodes` rollouts that each succeed with probability p."""
+    return sum(rng.random() < p for _ in range(episodes)) / episodes
+
+
+def alarms(events):
+    return [(e["step"], e["level"], e["rule"]) for e in events if e["level"] in ("warning", "collapse")]
+
+
+def replay(rows):
+    return Detector.replay(list(enumerate(rows)))[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_run_that_never_learned_is_never_collapsed(seed):
+    # Success noisy around 0.07 (32 episodes a step): its running peak passes 0.1 and the value later sits
+    # below 60% of it for 5 steps, which a peak-ratio rule calls a collapse. The peak is not real.
+    rng = random.Random(seed)
+    rows = [{SUCCESS: sampled(0.07, 32, rng)} for _ in range(150)]
+    assert [e for e in alarms(replay(rows)) if e[1] == "collapse"] == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rising_success_with_falling_reward_std_gives_no_warning(seed):
+    # Learning: success climbs 0.3 -> 0.9, the groups agree more and more, the policy grows confident.
+    rng = random.Random(seed)
+    rows = []
+    for step in range(120):
+        p = 0.3 + 0.6 * min(step / 80, 1.0)
+        rows.append({SUCCESS: sampled(p, 32, rng), STD: 0.45 * (1 - min(step / 60, 0.9)),
+                     "response/think_tokens_mean": 60 * (1 - min(step / 50, 0.9)),
+                     "actor/entropy": 1.8 * (1 - min(step / 40, 0.8)) + rng.gauss(0, 0.05)})
+    assert alarms(replay(rows)) == []
+
+
+def test_a_held_warning_fires_once_success_falls_from_a_real_peak_before_it_halves():
+    # Reward std falls while success holds a plateau (held); then success falls: the warning comes as soon
+    # as the fall is clear, before success halves, and before the collapse event.
+    rng = random.Random(2)
+    rows = []
+    for step in range(100):
+        p = 0.2 if step < 10 else 0.7 if step < 60 else max(0.7 - 0.05 * (step - 59), 0.05)
+        rows.append({SUCCESS: sampled(p, 64, rng), STD: 0.45 if step < 30 else 0.05})
+    found = alarms(replay(rows))
+    std = [e for e in found if e[2] == "reward_std_drop"]
+    collapse = [e for e in found if e[2] == "collapse"]
+    half = next(step for step in range(60, 100) if 0.7 - 0.05 * (step - 59) < 0.35)
+    assert std and 60 <= std[0][0] < half
+    assert collapse and collapse[0][0] > std[0][0]
+
+
+def test_success_trend_noise_is_the_sd_of_one_step_around_the_trend():
+    trend = SuccessTrend()
+    for step in range(40):
+        trend.update({SUCCESS: 0.4 + 0.2 * (step % 2)})
+    assert trend.noise == pytest.approx(0.2 * math.sqrt(math.pi) / 2)  # mean |change| 0.2
+    assert trend.baseline == pytest.approx(0.48)
+    # Normal noise of SD 0.05 around a rising line, over many runs: the estimate is unbiased within 5%.
+    rng, estimates = random.Random(4), []
+    for _ in range(200):
+        trend = SuccessTrend()
+        for step in range(31):
+            trend.update({SUCCESS: 0.2 + 0.005 * step + rng.gauss(0, 0.05)})
+        estimates.append(trend.noise)
+    assert sum(estimates) / len(estimates) == pytest.approx(0.05, rel=0.05)
+
+
+def test_success_trend_holding_needs_a_real_peak_and_a_fall():
+    trend = SuccessTrend()
+    assert trend.holding(3, 1.5) is None  # too early to tell
+    rng = random.Random(3)
+    for _ in range(20):
+        trend.update({SUCCESS: sampled(0.1, 32, rng)})
+    for _ in range(10):
+        trend.update({SUCCESS: 0.0})
+    assert trend.holding(3, 1.5) is True  # fell, but from a peak that was noise
+    for _ in range(20):
+        trend.update({SUCCESS: sampled(0.8, 32, rng)})
+    assert trend.holding(3, 1.5) is True  # a real peak, still there
+    for _ in range(5):
+        trend.update({SUCCESS: 0.2})
+    assert trend.holding(3, 1.5) is False
+
+
+def test_the_success_trend_uses_mean_reward_when_success_is_not_logged():
+    trend = SuccessTrend()
+    trend.update({"train/reward_mean": 0.3, "actor/entropy": 1.0})
+    trend.update({"train/reward_mean": 0.5, SUCCESS: 0.9})  # a success key appearing later is not mixed in
+    assert trend.metric == "train/reward_mean"
+    assert trend.value == pytest.approx(0.3 * 0.3 + 0.7 * 0.5)
+
+
+def template_run(mi, above, entropy):
+    return [{"collapse/mi_estimate": m, "collapse/retrieval_above_chance": a, "actor/entropy": e}
+            for m, a, e in zip(mi, above, entropy)]
+
+
+def test_template_collapse_fires_when_mi_and_retrieval_fall_while_entropy_stays_up():
+    mi = [0.6, 0.7, 0.7, 0.7, 0.6, 0.3, 0.1, 0.05, 0.05, 0.05, 0.05]
+    above = [0.5, 0.6, 0.6, 0.6, 0.5, 0.2, 0.05, 0.0, 0.0, 0.0, 0.0]
+    events = replay(template_run(mi, above, [1.5] * 11))
+    assert [(e["rule"], e["level"]) for e in events] == [("template_collapse", "warning")]
+    # Entropy collapsing with it is the ordinary Echo Trap (other rules), not a template.
+    assert replay(template_run(mi, above, [1.5] * 5 + [0.3] * 6)) == []
+    # Retrieval still well above chance: the prompts are still told apart.
+    assert replay(template_run(mi, [0.6] * 11, [1.5] * 11)) == []
+
+
+def test_template_collapse_has_no_data_without_the_keys():
+    rows = [{"actor/entropy": 1.5, SUCCESS: 0.5} for _ in range(30)]  # e.g. an imported TRL run
+    assert [e for e in replay(rows) if e["rule"] == "template_collapse"] == []
