@@ -4,6 +4,7 @@ charted and diagnosed like a live one. Parsing is diagnostics.load_series (its e
 and column); the run, points and events are written in one transaction or not at all."""
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePath
 
 from django.conf import settings
@@ -19,7 +20,6 @@ from webapp.metrics.models import MetricPoint
 from worker.sink import jsonb_safe
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-BATCH = 5000  # points per upsert: a 50 MB file holds millions
 
 
 def format_of(filename: str) -> str | None:
@@ -43,27 +43,25 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
 
 
 def create_run(owner, name: str, filename: str, series) -> Run:
-    """An imported experiment with one completed run holding `series` and its detector events."""
+    """An imported experiment with one completed run holding `series` and its detector events. The points go
+    in with one COPY (MetricPoint.insert_new) while another thread replays the detector over the series: the
+    database works on the points as Python works on the rules."""
     latest = {}
     for _, values in series:
         latest.update(values)
     now = timezone.now()
-    with transaction.atomic():
+    with ThreadPoolExecutor(1) as pool, transaction.atomic():
         experiment = Experiment.objects.create(owner=owner, name=name, config={}, imported=True)
+        replay = pool.submit(Detector.replay, series, experiment.detector_overrides)
         run = Run.objects.create(
             experiment=experiment, label=f"imported: {filename}"[:300], config={},
             status=Run.Status.COMPLETED, step=series[-1][0], total_steps=series[-1][0],
             latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()},
             started_at=now, finished_at=now,
         )
-        batch = []
-        for step, values in series:
-            batch.extend((step, key, value) for key, value in values.items())
-            if len(batch) >= BATCH:
-                MetricPoint.upsert(run.pk, batch)
-                batch = []
-        MetricPoint.upsert(run.pk, batch)
-        _, found = Detector.replay(series, experiment.detector_overrides)
+        MetricPoint.insert_new(run.pk, ((step, key, value) for step, values in series
+                                        for key, value in values.items()))
+        _, found = replay.result()
         DetectorEvent.objects.bulk_create([
             DetectorEvent(run=run, step=event["step"], level=event["level"], rule=event["rule"],
                           message=event["message"], signals=jsonb_safe(event.get("signals", {})))

@@ -24,6 +24,8 @@ def import_run(request):
             summary = form.summary(run)
             messages.success(request, f"Imported {summary['points']} metric points over {summary['steps']} "
                                       f"steps; the detector found {summary['events']} events.")
+            if request.headers.get("X-Requested-With") == "XMLHttpRequest":  # static/js/import.js
+                return JsonResponse({"url": run.get_absolute_url()}, status=201)
             return redirect(run)
         return render(request, "imports/new.html", {"form": form}, status=400)
     return render(request, "imports/new.html", {"form": ImportForm()})

@@ -1,0 +1,44 @@
+"""/import in chromium: a large upload shows its progress, then the run page; a bad file shows the form's
+error. (Under the page's Content-Security-Policy, like every browser test.)"""
+
+import pytest
+
+from webapp.experiments.models import Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def csv_file(tmp_path, steps):
+    path = tmp_path / "big-run.csv"
+    path.write_text("step,train/success,actor/grad_norm\n" +
+                    "".join(f"{step},{(step % 100) / 100:.6f},{1 + step % 7:.6f}\n" for step in range(steps)))
+    return path
+
+
+def test_a_large_upload_shows_its_progress_then_the_run(page, tmp_path):
+    path = csv_file(tmp_path, 40_000)  # ~1 MB
+    page.goto(f"{page.base}/import")
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0, "downloadThroughput": -1,
+                                                   "uploadThroughput": 200_000})  # bytes/s: ~5 s to send
+    page.set_input_files("#import-form input[type=file]", str(path))
+    page.click("#import-form button[type=submit]")
+    page.get_by_text("Uploading:").wait_for()
+    assert page.locator("#import-progress").is_visible()
+    total = f"of {path.stat().st_size / 1048576:.1f} MB"
+    assert total in page.locator("#import-progress-text").inner_text()
+    page.wait_for_url("**/runs/*/", timeout=60_000)
+    run = Run.objects.get()
+    assert page.url.endswith(run.get_absolute_url())
+    assert page.get_by_text("Imported 80000 metric points over 40000 steps").is_visible()
+
+
+def test_a_bad_file_shows_the_forms_error(page, tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("step,a\n0,1\n1,oops\n")
+    page.goto(f"{page.base}/import")
+    page.set_input_files("#import-form input[type=file]", str(path))
+    page.click("#import-form button[type=submit]")
+    page.get_by_text("line 3, column 'a': 'oops' is not a number").wait_for()
+    assert not Run.objects.exists()
