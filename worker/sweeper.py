@@ -9,6 +9,8 @@ the sweeper makes the broker agree.
   when the gpu queue holds fewer messages than there are queued runs (a broker restart without
   persistence empties it). Runs waiting their turn behind busy GPUs are not re-sent over and over.
 - A notification still pending after RUN_RESEND_AFTER seconds is sent again.
+- A run logged through the MLflow endpoint (webapp/tracking) has no worker to requeue: after
+  MLFLOW_LOST_AFTER seconds without a call from its client it is marked lost (failed).
 
 Every message it sends may be a duplicate; the receiving task's atomic claim makes that harmless.
 """
@@ -21,6 +23,7 @@ from django.utils import timezone
 
 from webapp.alerts.models import Notification
 from webapp.experiments.models import Run
+from webapp.tracking.models import ExternalRun
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +48,14 @@ def sweep_runs() -> dict:
     from worker.detection import send_notification_later
 
     now = timezone.now()
-    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0}
+    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0, "lost": 0}
 
-    stale = Run.objects.filter(status=Run.Status.RUNNING,
+    silent = ExternalRun.objects.select_related("run").filter(
+        run__status=Run.Status.RUNNING, run__heartbeat_at__lt=now - timedelta(seconds=settings.MLFLOW_LOST_AFTER))
+    for external in silent:
+        counts["lost"] += external.mark_lost(settings.MLFLOW_LOST_AFTER)
+
+    stale = Run.objects.filter(status=Run.Status.RUNNING, mlflow__isnull=True,
                                heartbeat_at__lt=now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT))
     for run in stale:
         since = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
