@@ -18,9 +18,14 @@ def point_mlflow_at(monkeypatch, url: str, token: str) -> None:
 
 @pytest.fixture
 def mlflow_alice(live_server, alice, monkeypatch, purge_broker):
-    """The mlflow module, logging as alice; runs left open are ended."""
+    """The mlflow module, logging as alice, with no experiment chosen; runs left open are ended."""
     import mlflow
+    from mlflow.tracking import fluent
 
+    # set_experiment's choice (a module global and MLFLOW_EXPERIMENT_ID) would outlive the test.
+    monkeypatch.setattr(fluent, "_active_experiment_id", None)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_ID", "")
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID")
     point_mlflow_at(monkeypatch, live_server.url, ApiToken.issue(alice, "mlflow")[1])
     yield mlflow
     while mlflow.active_run():
