@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/real_runs.py NAME=RUN_DIR [NAME=RUN_DIR ...] [--note NAME=TEXT ...]
 
-Each RUN_DIR/metrics.jsonl is trimmed to the keys the detector reads (diagnostics.aliases.KEYS) and
+Each RUN_DIR/metrics.jsonl is trimmed to our keys the detector and charts read (diagnostics.aliases.KEYS) and
 written as real/NAME.jsonl; its label goes into real/labels.json (entries for other files are kept).
 The label comes from the success curve, smoothed with a centred 5-step moving average because one
 step's train/success is a noisy estimate (32-128 episodes):
