@@ -141,15 +141,16 @@ class ExternalRun(models.Model):
             )
             return cls.objects.create(run=run, user_id=user_id[:255], tags={**tags, RUN_NAME_TAG: name})
 
-    # Writing. Each method takes the run's row lock first (as ingest.write does), so concurrent calls for
-    # one run take turns.
+    # Writing. Each method takes the run's row lock before its first write (as ingest.write does), so
+    # concurrent calls for one run take turns.
 
     def log(self, metrics: list[tuple[str, float, int]], params: dict[str, str], tags: dict[str, str]) -> None:
         """Metrics as (key, value, step), renamed to ours; params become the config (a param keeps its
         first value, as in MLflow); tags are kept. All or nothing."""
         points = self._points(metrics)
         with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=self.run_id)
+            if params or tags:
+                run = Run.objects.select_for_update().only("config").get(pk=self.run_id)
             if params:
                 changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
                 if changed:
@@ -159,15 +160,19 @@ class ExternalRun(models.Model):
                 run.config = {**run.config, **params}
                 Run.objects.filter(pk=run.pk).update(config=run.config)
             if tags:
-                self.tags = {**self.tags, **tags}
-                ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
+                self._add_tags(tags)
                 if RUN_NAME_TAG in tags:
                     Run.objects.filter(pk=run.pk).update(label=tags[RUN_NAME_TAG][:300])
             if points:
-                ingest.write(run, points)
+                ingest.write(self.run, points)  # which locks the run's row first
             self._heard_from(max((step for step, _, _ in points), default=None))
         if points:
             transaction.on_commit(lambda: send_detection(self.run_id))
+
+    def _add_tags(self, tags: dict[str, str]) -> None:
+        """Under the run's row lock: the tags as stored now, not as this request read them."""
+        self.tags = {**ExternalRun.objects.values_list("tags", flat=True).get(pk=self.pk), **tags}
+        ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
 
     @staticmethod
     def _points(metrics) -> list[tuple[int, str, float]]:
@@ -203,8 +208,7 @@ class ExternalRun(models.Model):
             fields = {}
             if name:
                 fields["label"] = name[:300]
-                self.tags = {**self.tags, RUN_NAME_TAG: name}
-                ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
+                self._add_tags({RUN_NAME_TAG: name})
             if status:
                 ours = protocol.RUN_STATUSES[status]
                 finished = ours in Run.FINISHED

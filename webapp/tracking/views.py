@@ -182,7 +182,9 @@ def set_tag(request, fields):
 @mlflow_view("POST")
 def log_batch(request, fields):
     run = ExternalRun.get_for(request.user, fields.string("run_id"))
-    metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
+    metrics = protocol.well_formed_metrics(fields.data.get("metrics", []))
+    if metrics is None:
+        metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
     params, tags = {}, {}
     for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
         key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH)
