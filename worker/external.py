@@ -30,7 +30,7 @@ def detect(run_id: int) -> int:
             return 0
         through = external.judged_through()
         start = -1 if external.detected_through is None else external.detected_through
-        if through is None or through <= start:
+        if through <= start:
             return 0
         hook = _hooks.get(run_id)
         if hook is None or hook.last_step != external.detected_through:

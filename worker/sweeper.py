@@ -10,7 +10,8 @@ the sweeper makes the broker agree.
   persistence empties it). Runs waiting their turn behind busy GPUs are not re-sent over and over.
 - A notification still pending after RUN_RESEND_AFTER seconds is sent again.
 - A run logged through the MLflow endpoint (webapp/tracking) has no worker to requeue: after
-  MLFLOW_LOST_AFTER seconds without a call from its client it is marked lost (failed).
+  MLFLOW_LOST_AFTER seconds without a call from its client it is marked lost (failed). One with steps
+  the detector has not judged (its message was lost) is sent to the detector again.
 
 Every message it sends may be a duplicate; the receiving task's atomic claim makes that harmless.
 """
@@ -45,15 +46,19 @@ def gpu_queue_depth() -> int | None:
 
 
 def sweep_runs() -> dict:
+    from webapp.tracking.models import send_detection
     from worker.detection import send_notification_later
 
     now = timezone.now()
-    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0, "lost": 0}
+    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0, "lost": 0,
+              "detections": 0}
 
     silent = ExternalRun.objects.select_related("run").filter(
         run__status=Run.Status.RUNNING, run__heartbeat_at__lt=now - timedelta(seconds=settings.MLFLOW_LOST_AFTER))
     for external in silent:
         counts["lost"] += external.mark_lost(settings.MLFLOW_LOST_AFTER)
+    for run_id in ExternalRun.behind().values_list("pk", flat=True):
+        counts["detections"] += send_detection(run_id)
 
     stale = Run.objects.filter(status=Run.Status.RUNNING, mlflow__isnull=True,
                                heartbeat_at__lt=now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT))

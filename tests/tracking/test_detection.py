@@ -62,3 +62,17 @@ def test_another_process_rebuilds_the_detector_from_the_stored_steps(run):
     assert external.detect(run.pk) == 2 and judged(run) == 2
     # The replayed detector had seen steps 0-1 (a floor of 0), so the rise at step 2 fires, once.
     assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", flat=True)) == [2]
+
+
+def test_the_sweeper_resends_detection_for_a_run_whose_message_was_lost(run):
+    from worker.sweeper import sweep_runs
+
+    log(run, "reward", 0.5, 0)
+    log(run, "reward", 0.6, 1)  # step 0 is complete; its message never left (no commit in this test)
+    assert sweep_runs()["detections"] == 1
+    external.detect(run.pk)
+    assert sweep_runs()["detections"] == 0  # judged through step 0; step 1 may still get keys
+    ExternalRun.objects.get(pk=run.pk).update("FINISHED", None, "")
+    assert sweep_runs()["detections"] == 1
+    external.detect(run.pk)
+    assert sweep_runs()["detections"] == 0 and judged(run) == 1

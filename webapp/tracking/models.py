@@ -19,8 +19,8 @@ from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
-from django.db.models import F, Max
-from django.db.models.functions import Greatest
+from django.db.models import F, Max, Q
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from diagnostics.aliases import canonical
@@ -237,13 +237,18 @@ class ExternalRun(models.Model):
             transaction.on_commit(lambda: send_detection(self.run_id))
         return lost == 1
 
-    def judged_through(self) -> int | None:
+    def judged_through(self) -> int:
         """The last step the detector may judge now: every step of a finished run, and every step but the
         newest of a running one (more of its keys may still come)."""
         run = Run.objects.only("status", "step").get(pk=self.run_id)
-        if not MetricPoint.objects.filter(run_id=self.run_id).exists():
-            return None
         return run.step if run.status in Run.FINISHED else run.step - 1
+
+    @classmethod
+    def behind(cls) -> "ExternalRunQuerySet":
+        """Runs with steps the detector may judge but has not: their message was lost (broker down)."""
+        judged = Coalesce(F("detected_through"), -1)
+        return cls.objects.filter(Q(run__status=Run.Status.RUNNING, run__step__gt=judged + 1)
+                                  | Q(run__status__in=Run.FINISHED, run__step__gt=judged))
 
     # Reading.
 
@@ -277,7 +282,8 @@ def from_millis(value: int | None) -> datetime | None:
 
 
 def send_detection(run_id: int) -> bool:
-    """Ask a worker to judge the run's complete steps. With the broker down the sweeper asks again."""
+    """Ask a worker to judge the run's complete steps. With the broker down the sweeper asks again
+    (ExternalRun.behind)."""
     from worker.celery import app
 
     try:
