@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.tracking import PG, wait_http  # noqa: E402
+from bench.tracking import PG, wait_http
 
 OURS_DB, MLFLOW_DB = "echolab_bench_mlflow_client", "mlflow_bench_mlflow_client"
 OURS_PORT, MLFLOW_PORT = 8775, 8776
@@ -48,13 +48,14 @@ def our_env() -> dict:
 
 def start_servers(mlflow_bin: str, logs: Path) -> list:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=our_env(), check=True)
-    ours = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "-w", "1",
-                             "-b", f"127.0.0.1:{OURS_PORT}", "--timeout", "600"], cwd=ROOT, env=our_env(),
-                            stdout=open(logs / "ours.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    gunicorn = [str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "-w", "1",
+                "-b", f"127.0.0.1:{OURS_PORT}", "--timeout", "600"]
+    ours = subprocess.Popen(gunicorn, cwd=ROOT, env=our_env(), stdout=open(logs / "ours.log", "w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
     mlflow = subprocess.Popen(
-        [mlflow_bin, "server", "--backend-store-uri", f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
-         "--default-artifact-root", str(logs / "artifacts"), "--host", "127.0.0.1", "--port", str(MLFLOW_PORT),
-         "--workers", "1"],
+        [mlflow_bin, "server", "--workers", "1", "--host", "127.0.0.1", "--port", str(MLFLOW_PORT),
+         "--backend-store-uri", f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
+         "--default-artifact-root", str(logs / "artifacts")],
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         stdout=open(logs / "mlflow.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
     servers = [ours, mlflow]
@@ -118,7 +119,8 @@ def purge_detection_messages():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mlflow", required=True, help="the mlflow executable of a separate virtualenv")
     parser.add_argument("--points", type=int, default=100_000, help="timed points per server")
     parser.add_argument("--chunk", type=int, default=10_000, help="points per turn")

@@ -54,6 +54,7 @@ def detect(run_id: int) -> int:
 def _steps(run_id: int, after: int, through: int) -> list[tuple[int, dict]]:
     steps = defaultdict(dict)
     rows = MetricPoint.objects.filter(run_id=run_id, step__gt=after, step__lte=through)
-    for step, key, value in rows.values_list("step", "key", "value").order_by("step").iterator(chunk_size=20000):
+    rows = rows.values_list("step", "key", "value").order_by("step")
+    for step, key, value in rows.iterator(chunk_size=20000):
         steps[step][key] = float("nan") if value is None else value
     return sorted(steps.items())

@@ -54,7 +54,8 @@ def sweep_runs() -> dict:
               "detections": 0}
 
     silent = ExternalRun.objects.select_related("run").filter(
-        run__status=Run.Status.RUNNING, run__heartbeat_at__lt=now - timedelta(seconds=settings.MLFLOW_LOST_AFTER))
+        run__status=Run.Status.RUNNING,
+        run__heartbeat_at__lt=now - timedelta(seconds=settings.MLFLOW_LOST_AFTER))
     for external in silent:
         counts["lost"] += external.mark_lost(settings.MLFLOW_LOST_AFTER)
     for run_id in ExternalRun.behind().values_list("pk", flat=True):

@@ -39,7 +39,8 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
         mlflow.log_metric("reward", 0.25, step=1)  # TRL's name
         mlflow.log_metrics({"reward": 0.5, "entropy": 1.5, "my/custom": 7}, step=2)
         mlflow.MlflowClient().log_batch(active.info.run_id, metrics=[
-            mlflow.entities.Metric("reward_std", 0.1, 0, 3), mlflow.entities.Metric("train/success", 1.0, 0, 3)])
+            mlflow.entities.Metric("reward_std", 0.1, 0, 3),
+            mlflow.entities.Metric("train/success", 1.0, 0, 3)])
         mlflow.set_tag("stage", "warmup")
         mlflow.set_tags({"stage": "main", "host": "node7"})
     run = echolab_run(active.info.run_id)
@@ -60,7 +61,8 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
     assert got.info.experiment_id == experiment.experiment_id
     assert got.data.params == {"learning_rate": "1e-06", "num_generations": "8", "beta": "0.0"}
     assert got.data.metrics["train/reward_mean"] == 0.5 and got.data.metrics["actor/entropy"] == 1.5
-    assert got.data.tags["stage"] == "main" and got.data.tags["team"] == "rl" and got.data.tags["host"] == "node7"
+    assert {key: got.data.tags[key] for key in ("stage", "team", "host")} == {
+        "stage": "main", "team": "rl", "host": "node7"}
     history = mlflow.MlflowClient().get_metric_history(active.info.run_id, "reward")  # asked by TRL's name
     assert [(metric.step, metric.value) for metric in history] == [(1, 0.25), (2, 0.5)]
 
@@ -89,11 +91,12 @@ def test_a_run_with_no_experiment_goes_to_the_users_default_experiment(mlflow_al
     mlflow = mlflow_alice
     with mlflow.start_run() as run:
         mlflow.log_metric("loss", 1.0, step=0)
-    assert run.info.experiment_id == str(ExternalExperiment.objects.get(owner=alice, name="Default").experiment_id)
+    default = ExternalExperiment.objects.get(owner=alice, name="Default")
+    assert run.info.experiment_id == default.mlflow_id
     assert mlflow.get_experiment("0").name == "Default"
 
 
-def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, alice, bob, live_server, monkeypatch):
+def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
     mlflow = mlflow_alice
     bob_experiment = ExternalExperiment.create(bob, "shared name")
     alice_experiment = mlflow.set_experiment("shared name")  # the same name is another experiment
@@ -118,7 +121,8 @@ def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, alice, 
     assert error_of(excinfo) == ("RESOURCE_DOES_NOT_EXIST", 404)
     with pytest.raises(mlflow.MlflowException) as excinfo:
         client.search_runs([alice_experiment.experiment_id], filter_string="metrics.reward > 0.5")
-    assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400) and "metrics.reward > 0.5" in excinfo.value.message
+    assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
+    assert "metrics.reward > 0.5" in excinfo.value.message
 
 
 def test_non_finite_values_and_steps_going_backwards_are_stored_as_sent(mlflow_alice):
@@ -153,8 +157,8 @@ def test_a_duplicated_run_name_makes_a_second_run(mlflow_alice):
     second = mlflow.start_run(run_name="seed 1")
     mlflow.end_run()
     assert first.info.run_id != second.info.run_id
-    assert [run.label for run in Run.objects.filter(mlflow__run_uuid__in=[first.info.run_id, second.info.run_id])] \
-        == ["seed 1", "seed 1"]
+    runs = Run.objects.filter(mlflow__run_uuid__in=[first.info.run_id, second.info.run_id])
+    assert [run.label for run in runs] == ["seed 1", "seed 1"]
 
 
 def test_a_changed_param_rejects_the_whole_batch(mlflow_alice):
@@ -175,9 +179,8 @@ def test_a_changed_param_rejects_the_whole_batch(mlflow_alice):
                                            (2**31, "metrics[0].step: must be between 0")])
 def test_a_step_out_of_range_is_refused_naming_it(mlflow_alice, step, problem):
     mlflow = mlflow_alice
-    with mlflow.start_run() as run:
-        with pytest.raises(mlflow.MlflowException) as excinfo:
-            mlflow.log_metric("reward", 1.0, step=step)
+    with mlflow.start_run() as run, pytest.raises(mlflow.MlflowException) as excinfo:
+        mlflow.log_metric("reward", 1.0, step=step)
     assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400) and problem in excinfo.value.message
     assert points(run.info.run_id) == {}
 
@@ -199,7 +202,8 @@ def test_another_users_run_does_not_exist_for_the_caller(mlflow_alice, bob):
     mlflow = mlflow_alice
     bobs = ExternalRun.start(ExternalExperiment.create(bob, "bob's"), "bob's run", {}, "bob", timezone.now())
     client = mlflow.MlflowClient()
-    for call in (lambda: client.get_run(bobs.run_uuid), lambda: client.log_metric(bobs.run_uuid, "reward", 1.0),
+    for call in (lambda: client.get_run(bobs.run_uuid),
+                 lambda: client.log_metric(bobs.run_uuid, "reward", 1.0),
                  lambda: client.set_terminated(bobs.run_uuid, "KILLED"),
                  lambda: client.get_experiment(str(bobs.run.experiment_id))):
         with pytest.raises(mlflow.MlflowException) as excinfo:
@@ -232,7 +236,8 @@ def test_a_silent_run_is_lost_and_comes_back_when_it_logs_again(mlflow_alice, se
     run = mlflow.start_run()
     mlflow.log_metric("reward", 0.5, step=1)
     assert sweep_runs()["lost"] == 0  # it spoke just now
-    Run.objects.filter(mlflow__run_uuid=run.info.run_id).update(heartbeat_at=timezone.now() - timedelta(minutes=2))
+    silent_since = timezone.now() - timedelta(minutes=2)
+    Run.objects.filter(mlflow__run_uuid=run.info.run_id).update(heartbeat_at=silent_since)
     assert sweep_runs()["lost"] == 1
     lost = echolab_run(run.info.run_id)
     assert lost.status == Run.Status.FAILED and lost.error.startswith("lost: nothing arrived")

@@ -33,7 +33,7 @@ def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
     start_worker("default", name="detector", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}")
     experiment = ExternalExperiment.create(alice, "trl grpo").experiment
     Experiment.objects.filter(pk=experiment.pk).update(detector_overrides=OVERRIDES, alert_on_warnings=True)
-    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "trl grpo")  # how TRL (transformers' MLflowCallback) picks it
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "trl grpo")  # how transformers' MLflowCallback picks it
 
     class WatchEchoLab(TrainerCallback):
         """After each log call (MLflowCallback's runs first, and sends in the background: mlflow's async
@@ -69,15 +69,15 @@ def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
     assert [step for step, _, _ in watch.seen] == list(range(1, STEPS + 1))
     for step, status, keys in watch.seen:
         assert status == Run.Status.RUNNING
-        assert {"train/reward_mean", "train/reward_std_in_group", "train/frac_zero_std_groups", "actor/entropy",
-                "actor/grad_norm", "response/tokens_mean"} <= keys, (step, keys)
+        assert {"train/reward_mean", "train/reward_std_in_group", "train/frac_zero_std_groups",
+                "actor/entropy", "actor/grad_norm", "response/tokens_mean"} <= keys, (step, keys)
     run = Run.objects.get(experiment=experiment)
     assert run.status == Run.Status.COMPLETED and run.label == "grpo tiny" and run.step >= STEPS
     assert run.config["num_generations"] == "4" and run.config["max_completion_length"] == "8"
 
     # The detector read TRL's frac_reward_zero_std as ours, and the alert went out by email.
-    event = wait_for(lambda: DetectorEvent.objects.filter(run=run, rule="zero_std_groups").first(), timeout=60,
-                     message="the worker to judge the run")
+    event = wait_for(lambda: DetectorEvent.objects.filter(run=run, rule="zero_std_groups").first(),
+                     timeout=60, message="the worker to judge the run")
     assert event.step == 1 and event.signals["metric"] == "train/frac_zero_std_groups"
     wait_for(lambda: Notification.objects.filter(event=event, status=Notification.Status.SENT).exists(),
              timeout=60, message="the alert email")

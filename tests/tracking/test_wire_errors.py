@@ -35,7 +35,8 @@ def metric(**fields):
 
 
 @pytest.mark.parametrize("bad, message", [
-    (metric(value="high"), """metrics[1].value: must be a number or "NaN", "Infinity", "-Infinity", got 'high'"""),
+    (metric(value="high"),
+     """metrics[1].value: must be a number or "NaN", "Infinity", "-Infinity", got 'high'"""),
     (metric(key=None), "metrics[1].key: is required"),
     (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
     (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),
@@ -65,8 +66,9 @@ def test_protocol_errors_have_mlflows_shape(api, run):
     unknown = api("/api/2.0/mlflow/model-versions/create", {})
     assert (unknown.status_code, unknown.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
     bad_status = api("/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "DONE"})
-    assert bad_status.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message":
-                                 "status: must be one of RUNNING, SCHEDULED, FINISHED, FAILED, KILLED, got 'DONE'"}
+    assert bad_status.json() == {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": "status: must be one of RUNNING, SCHEDULED, FINISHED, FAILED, KILLED, got 'DONE'"}
 
 
 def test_the_ajax_api_spelling_answers_too(api, run):

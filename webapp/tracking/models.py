@@ -14,8 +14,7 @@ time) or the run ends. That happens in a worker (worker/external.py), sent after
 import logging
 import uuid
 from collections import defaultdict
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -52,7 +51,8 @@ class ExternalExperiment(models.Model):
     objects = ExternalExperimentQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="mlflow_experiment_name_unique")]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"],
+                                               name="mlflow_experiment_name_unique")]
         ordering = ["experiment_id"]
 
     def __str__(self):
@@ -86,7 +86,8 @@ class ExternalExperiment(models.Model):
                 except MlflowError:  # made meanwhile by a concurrent request
                     return cls.objects.for_user(owner).get(name=DEFAULT_EXPERIMENT_NAME)
             return found
-        found = experiment_id.isdigit() and cls.objects.for_user(owner).filter(experiment_id=experiment_id).first()
+        found = experiment_id.isdigit() and (cls.objects.for_user(owner).select_related("experiment")
+                                             .filter(experiment_id=experiment_id).first())
         if not found:
             raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment with id {experiment_id!r}")
         return found
@@ -110,7 +111,8 @@ class ExternalRunQuerySet(models.QuerySet):
 class ExternalRun(models.Model):
     run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="mlflow")
     run_uuid = models.CharField(max_length=32, unique=True, default=new_run_uuid)
-    user_id = models.CharField(max_length=255, blank=True, help_text="MLflow's user_id, as the client sent it.")
+    user_id = models.CharField(max_length=255, blank=True,
+                               help_text="MLflow's user_id, as the client sent it.")
     tags = models.JSONField(default=dict, blank=True)
     # The highest step the detector has judged (worker/external.py); None before the first.
     detected_through = models.IntegerField(null=True, blank=True)
@@ -123,7 +125,8 @@ class ExternalRun(models.Model):
 
     @classmethod
     def get_for(cls, owner, run_id: str) -> "ExternalRun":
-        found = cls.objects.for_user(owner).select_related("run__experiment__mlflow").filter(run_uuid=run_id).first()
+        found = (cls.objects.for_user(owner).select_related("run__experiment__mlflow")
+                 .filter(run_uuid=run_id).first())
         if found is None:
             raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no run with id {run_id!r}")
         return found
@@ -144,7 +147,8 @@ class ExternalRun(models.Model):
     # Writing. Each method takes the run's row lock before its first write (as ingest.write does), so
     # concurrent calls for one run take turns.
 
-    def log(self, metrics: list[tuple[str, float, int]], params: dict[str, str], tags: dict[str, str]) -> None:
+    def log(self, metrics: list[tuple[str, float, int]], params: dict[str, str],
+            tags: dict[str, str]) -> None:
         """Metrics as (key, value, step), renamed to ours; params become the config (a param keeps its
         first value, as in MLflow); tags are kept. All or nothing."""
         points = self._points(metrics)
@@ -181,12 +185,14 @@ class ExternalRun(models.Model):
         steps = defaultdict(dict)
         for index, (key, value, step) in enumerate(metrics):
             if not 0 <= step <= ingest.MAX_STEP:
-                raise invalid(f"metrics[{index}].step", f"must be between 0 and {ingest.MAX_STEP}, got {step}")
+                raise invalid(f"metrics[{index}].step",
+                              f"must be between 0 and {ingest.MAX_STEP}, got {step}")
             if len(key) > ingest.MAX_KEY_LENGTH:
                 raise invalid(f"metrics[{index}].key", f"is {len(key)} characters; EchoLab keeps metric "
                                                        f"keys of at most {ingest.MAX_KEY_LENGTH}")
             steps[step][key] = value
-        return [(step, key, value) for step, values in steps.items() for key, value in canonical(values).items()]
+        return [(step, key, value) for step, values in steps.items()
+                for key, value in canonical(values).items()]
 
     def _heard_from(self, step: int | None) -> None:
         """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
@@ -212,8 +218,8 @@ class ExternalRun(models.Model):
             if status:
                 ours = protocol.RUN_STATUSES[status]
                 finished = ours in Run.FINISHED
-                fields.update(status=ours, error="" if ours != Run.Status.FAILED else "failed (the client says)",
-                              finished_at=(end_time or timezone.now()) if finished else None)
+                fields.update(status=ours, finished_at=(end_time or timezone.now()) if finished else None,
+                              error="failed (the client says)" if ours == Run.Status.FAILED else "")
                 if self.lost_at is not None:
                     ExternalRun.objects.filter(pk=self.pk).update(lost_at=None)
                     self.lost_at = None
@@ -263,7 +269,8 @@ class ExternalRun(models.Model):
                     "step": last_steps.get(key, 0)} for key in keys]
         info = {"run_id": self.run_uuid, "run_uuid": self.run_uuid, "run_name": run.label,
                 "experiment_id": str(run.experiment_id), "user_id": self.user_id,
-                "status": protocol.MLFLOW_STATUS_OF[run.status], "start_time": protocol.millis(run.started_at),
+                "status": protocol.MLFLOW_STATUS_OF[run.status],
+                "start_time": protocol.millis(run.started_at),
                 "artifact_uri": f"mlflow-artifacts:/{run.experiment_id}/{self.run_uuid}/artifacts",
                 "lifecycle_stage": "active"}
         if run.finished_at:
@@ -276,7 +283,7 @@ def from_millis(value: int | None) -> datetime | None:
     if value is None:
         return None
     try:
-        return datetime.fromtimestamp(value / 1000, tz=dt_timezone.utc)
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
         raise invalid("time", f"{value} is not a time in milliseconds since 1970") from None
 

@@ -61,7 +61,8 @@ class Fields:
     def _name(self, name: str) -> str:
         return f"{self.where}{name}"
 
-    def string(self, name: str, required: bool = True, max_length: int | None = None, default: str = "") -> str:
+    def string(self, name: str, required: bool = True, max_length: int | None = None,
+               default: str = "") -> str:
         value = self.data.get(name)
         if value is None or value == "":
             if required:
@@ -186,7 +187,8 @@ def pairs(mapping: dict) -> list[dict]:
 
 
 # search filters: `<entity>.<name> = '<value>'` clauses joined by AND, the ones training scripts use.
-_CLAUSE = re.compile(r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*(?P<quote>['"])(?P<value>.*?)(?P=quote)\s*""")
+_CLAUSE = re.compile(r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*
+                         (?P<quote>['"])(?P<value>.*?)(?P=quote)\s*""", re.VERBOSE)
 
 
 def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tuple[str, str, str]]:

@@ -30,7 +30,8 @@ def mlflow_view(method: str):
         def wrapped(request, **kwargs):
             try:
                 if request.method != method:
-                    raise MlflowError("ENDPOINT_NOT_FOUND", f"{request.path} takes {method}, not {request.method}")
+                    raise MlflowError("ENDPOINT_NOT_FOUND",
+                                      f"{request.path} takes {method}, not {request.method}")
                 request.user = _user(request)
                 return JsonResponse(view(request, _fields(request), **kwargs))
             except MlflowError as error:
@@ -42,8 +43,8 @@ def mlflow_view(method: str):
 def _user(request):
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
-        raise MlflowError("UNAUTHENTICATED", "authentication required: set MLFLOW_TRACKING_TOKEN to an EchoLab "
-                                             "API token (sent as 'Authorization: Bearer <token>')")
+        raise MlflowError("UNAUTHENTICATED", "authentication required: set MLFLOW_TRACKING_TOKEN to an "
+                                             "EchoLab API token (sent as 'Authorization: Bearer <token>')")
     user = ApiToken.authenticate(header.removeprefix("Bearer ").strip())
     if user is None:
         raise MlflowError("UNAUTHENTICATED", "invalid API token: it was revoked or never issued")
@@ -71,7 +72,8 @@ def unsupported(request, path: str):
         message = ("EchoLab keeps no artifacts: log metrics, params and tags here and keep files where the "
                    "training ran (for TRL, leave HF_MLFLOW_LOG_ARTIFACTS unset)")
     else:
-        message = f"{request.method} /{path} is not supported by EchoLab's MLflow endpoint; it supports {SUPPORTED}"
+        message = (f"{request.method} /{path} is not supported by EchoLab's MLflow endpoint; "
+                   f"it supports {SUPPORTED}")
     return JsonResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status=404)
 
 
@@ -89,13 +91,15 @@ def create_experiment(request, fields):
 
 @mlflow_view("GET")
 def get_experiment(request, fields):
-    return {"experiment": ExternalExperiment.get_for(request.user, fields.string("experiment_id")).to_mlflow()}
+    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
+    return {"experiment": experiment.to_mlflow()}
 
 
 @mlflow_view("GET")
 def get_experiment_by_name(request, fields):
     name = fields.string("experiment_name")
-    found = ExternalExperiment.objects.for_user(request.user).select_related("experiment").filter(name=name).first()
+    found = (ExternalExperiment.objects.for_user(request.user).select_related("experiment")
+             .filter(name=name).first())
     if found is None:
         raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment named {name!r}")
     return {"experiment": found.to_mlflow()}
