@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "webapp.imports",
     "webapp.compare",
     "axes",
+    "webapp.tracking",
 ]
 
 MIDDLEWARE = [
@@ -208,6 +209,9 @@ CELERY_BEAT_SCHEDULE = {
 RUN_HEARTBEAT_TIMEOUT = env.integer("RUN_HEARTBEAT_TIMEOUT", 300, minimum=1)
 RUN_RESEND_AFTER = env.integer("RUN_RESEND_AFTER", 600, minimum=1)
 RUN_MAX_ATTEMPTS = env.integer("RUN_MAX_ATTEMPTS", 3, minimum=1)
+# A run logged through the MLflow endpoint (webapp/tracking) from which nothing arrived for this long is
+# marked lost (failed) by the sweeper; logging to it again makes it running again.
+MLFLOW_LOST_AFTER = env.integer("MLFLOW_LOST_AFTER", 900, minimum=1)
 
 LOGGING = {
     "version": 1,

@@ -11,6 +11,9 @@ the sweeper makes the broker agree.
 - A notification whose sender vanished mid-send (`sending` for NOTIFY_SENDING_TIMEOUT) goes back to pending
   and is sent again, under the same Message-ID. A pending one is sent again when its message may be lost:
   RUN_RESEND_AFTER seconds after it was created, or after its next_try_at (a retry waits for its backoff).
+- A run logged through the MLflow endpoint (webapp/tracking) has no worker to requeue: after
+  MLFLOW_LOST_AFTER seconds without a call from its client it is marked lost (failed). One with steps
+  the detector has not judged (its message was lost) is sent to the detector again.
 
 Every message it sends may be a duplicate; the receiving task's atomic claim makes that harmless.
 """
@@ -23,6 +26,7 @@ from django.utils import timezone
 
 from webapp.alerts.models import Notification
 from webapp.experiments.models import Run
+from webapp.tracking.models import ExternalRun
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +48,22 @@ def gpu_queue_depth() -> int | None:
 
 
 def sweep_runs() -> dict:
+    from webapp.tracking.models import send_detection
     from worker.detection import send_notification_later
 
     now = timezone.now()
-    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0}
+    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0, "lost": 0,
+              "detections": 0}
 
-    stale = Run.objects.filter(status=Run.Status.RUNNING,
+    silent = ExternalRun.objects.select_related("run").filter(
+        run__status=Run.Status.RUNNING,
+        run__heartbeat_at__lt=now - timedelta(seconds=settings.MLFLOW_LOST_AFTER))
+    for external in silent:
+        counts["lost"] += external.mark_lost(settings.MLFLOW_LOST_AFTER)
+    for run_id in ExternalRun.behind().values_list("pk", flat=True):
+        counts["detections"] += send_detection(run_id)
+
+    stale = Run.objects.filter(status=Run.Status.RUNNING, mlflow__isnull=True,
                                heartbeat_at__lt=now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT))
     for run in stale:
         since = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")

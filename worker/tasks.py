@@ -31,6 +31,14 @@ def train_run(run_id: int) -> str:
     return outcome
 
 
+@app.task(name="worker.tasks.detect_external_run")
+def detect_external_run(run_id: int) -> int:
+    """Run the Echo Trap detector over the new steps of a run logged through the MLflow endpoint."""
+    from worker.external import detect
+
+    return detect(run_id)
+
+
 @app.task(name="worker.tasks.sweep_runs")
 def sweep_runs() -> dict:
     """Re-send lost runs and notifications, requeue runs whose worker died; see worker/sweeper.py."""

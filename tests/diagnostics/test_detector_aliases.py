@@ -17,6 +17,14 @@ from diagnostics import Detector, aliases
     ("completions/mean_length", "response/tokens_mean"),
     ("response_length/mean", "response/tokens_mean"),
     ("success", "train/success"),
+    ("clip_ratio/high_mean", "actor/clip_frac_high"),
+    ("clip_ratio/region_mean", "actor/clip_frac"),
+    ("kl", "actor/kl_ref"),
+    ("actor/pg_clipfrac", "actor/clip_frac"),
+    ("actor/ppo_kl", "actor/approx_kl"),
+    ("actor/kl_loss", "actor/kl_ref"),
+    ("actor/entropy", "actor/entropy"),
+    ("actor/grad_norm", "actor/grad_norm"),
 ])
 def test_known_keys_map_to_ours(foreign, ours):
     assert aliases.canonical({foreign: 1}) == {ours: 1.0}
@@ -29,6 +37,11 @@ def test_every_alias_points_at_one_of_our_keys():
 def test_our_key_wins_over_an_alias_in_either_order():
     assert aliases.canonical({"grad_norm": 1.0, "actor/grad_norm": 2.0}) == {"actor/grad_norm": 2.0}
     assert aliases.canonical({"actor/grad_norm": 2.0, "grad_norm": 1.0}) == {"actor/grad_norm": 2.0}
+
+
+def test_keys_without_an_equivalent_keep_their_names():
+    assert aliases.canonical({"completions/clipped_ratio": 0.5, "clip_ratio/low_mean": 0.1}) == {
+        "completions/clipped_ratio": 0.5, "clip_ratio/low_mean": 0.1}
 
 
 def test_none_is_dropped_and_a_string_is_an_error():

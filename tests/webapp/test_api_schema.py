@@ -20,9 +20,14 @@ def test_schema_is_openapi_json_and_public(client, db):
     assert response.json()["openapi"].startswith("3.1")
 
 
+# MLflow's REST API (webapp/tracking) is MLflow's to describe; docs/MLFLOW.md lists what EchoLab serves of it.
+MLFLOW_PREFIX = "/api/2.0/mlflow/"
+
+
 def test_every_api_url_is_in_the_schema_and_nothing_else(client, db):
     documented = set(client.get("/api/schema").json()["paths"])
-    routed = set(api_routes())
+    routed = {route for route in api_routes() if not route.startswith(MLFLOW_PREFIX)}
+    assert any(route.startswith(MLFLOW_PREFIX) for route in api_routes())
     assert {"/api/experiments", "/api/runs/{pk}/metrics", "/api/runs/{pk}/stop"} <= routed
     assert routed - documented == set(), "routed but not documented"
     assert documented - routed == set(), "documented but not routed"

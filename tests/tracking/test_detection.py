@@ -1,0 +1,79 @@
+"""The detector over a run logged through the MLflow endpoint (worker/external.py, called in-process): a
+step is judged once it is complete, every step exactly once, the same events whichever process judges."""
+
+import pytest
+from django.utils import timezone
+
+from webapp.alerts.models import DetectorEvent
+from webapp.experiments.models import Experiment
+from webapp.tracking.models import ExternalExperiment, ExternalRun
+from worker import external
+
+OVERRIDES = {"zero_std_groups": {"threshold": 0.5, "min_rise": 0.0, "pending": 1, "smoothing": 0.0}}
+
+
+@pytest.fixture
+def run(alice, purge_broker):
+    experiment = ExternalExperiment.create(alice, "hand-written loop")
+    Experiment.objects.filter(pk=experiment.experiment_id).update(detector_overrides=OVERRIDES)
+    external._hooks.clear()
+    return ExternalRun.start(experiment, "loop", {}, "alice", timezone.now())
+
+
+def log(run, key, value, step):
+    ExternalRun.objects.get(pk=run.pk).log([(key, value, step)], {}, {})
+
+
+def judged(run):
+    return ExternalRun.objects.get(pk=run.pk).detected_through
+
+
+def test_a_step_logged_key_by_key_is_judged_once_the_next_step_begins(run):
+    log(run, "reward", 0.0, 0)
+    log(run, "frac_reward_zero_std", 0.0, 0)
+    assert external.detect(run.pk) == 0 and judged(run) is None  # step 0 may still get keys
+    log(run, "reward", 1.0, 1)
+    assert external.detect(run.pk) == 1 and judged(run) == 0
+    log(run, "frac_reward_zero_std", 1.0, 1)  # step 1's second key: the rule only fires on it
+    log(run, "reward", 1.0, 2)
+    assert external.detect(run.pk) == 1 and judged(run) == 1
+    events = DetectorEvent.objects.filter(run_id=run.pk).values_list("step", "rule")
+    assert list(events) == [(1, "zero_std_groups")]
+    assert external.detect(run.pk) == 0  # nothing new: nothing judged twice
+
+
+def test_the_last_step_is_judged_when_the_run_ends(run):
+    log(run, "frac_reward_zero_std", 1.0, 0)
+    assert external.detect(run.pk) == 0
+    ExternalRun.objects.get(pk=run.pk).update("FINISHED", None, "")
+    assert external.detect(run.pk) == 1 and judged(run) == 0
+    assert DetectorEvent.objects.filter(run_id=run.pk, step=0, rule="zero_std_groups").exists()
+
+
+def test_another_process_rebuilds_the_detector_from_the_stored_steps(run):
+    # Fires only on a rise of 0.5 over the lowest value seen: a detector that forgot steps 0-1 would not.
+    Experiment.objects.filter(runs=run.pk).update(
+        detector_overrides={"zero_std_groups": {**OVERRIDES["zero_std_groups"], "min_rise": 0.5}})
+    log(run, "frac_reward_zero_std", 0.0, 0)
+    log(run, "frac_reward_zero_std", 0.0, 1)
+    external.detect(run.pk)
+    external._hooks.clear()  # as in a second worker process, or after a restart
+    log(run, "frac_reward_zero_std", 1.0, 2)
+    log(run, "frac_reward_zero_std", 1.0, 3)
+    assert external.detect(run.pk) == 2 and judged(run) == 2
+    # The replayed detector had seen steps 0-1 (a floor of 0), so the rise at step 2 fires, once.
+    assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", flat=True)) == [2]
+
+
+def test_the_sweeper_resends_detection_for_a_run_whose_message_was_lost(run):
+    from worker.sweeper import sweep_runs
+
+    log(run, "reward", 0.5, 0)
+    log(run, "reward", 0.6, 1)  # step 0 is complete; its message never left (no commit in this test)
+    assert sweep_runs()["detections"] == 1
+    external.detect(run.pk)
+    assert sweep_runs()["detections"] == 0  # judged through step 0; step 1 may still get keys
+    ExternalRun.objects.get(pk=run.pk).update("FINISHED", None, "")
+    assert sweep_runs()["detections"] == 1
+    external.detect(run.pk)
+    assert sweep_runs()["detections"] == 0 and judged(run) == 1

@@ -1,0 +1,268 @@
+"""The real `mlflow` client, unchanged, against EchoLab's MLflow endpoint on a live server."""
+
+import math
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.tracking.conftest import point_mlflow_at
+from webapp.accounts.models import ApiToken
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.models import MetricPoint
+from webapp.tracking.models import ExternalExperiment, ExternalRun
+
+
+def points(run_id: str) -> dict[tuple[int, str], float]:
+    run = ExternalRun.objects.get(run_uuid=run_id)
+    return {(step, key): value for step, key, value in
+            MetricPoint.objects.filter(run_id=run.pk).values_list("step", "key", "value")}
+
+
+def echolab_run(run_id: str) -> Run:
+    return ExternalRun.objects.select_related("run__experiment").get(run_uuid=run_id).run
+
+
+def error_of(excinfo) -> tuple[str, int]:
+    return excinfo.value.error_code, excinfo.value.get_http_status_code()
+
+
+def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice, alice, client):
+    mlflow = mlflow_alice
+    experiment = mlflow.set_experiment("sokoban grpo")
+    assert mlflow.set_experiment("sokoban grpo").experiment_id == experiment.experiment_id  # get-by-name
+    with mlflow.start_run(run_name="lr 1e-6", tags={"team": "rl"}) as active:
+        assert echolab_run(active.info.run_id).status == Run.Status.RUNNING
+        mlflow.log_param("learning_rate", 1e-6)
+        mlflow.log_params({"num_generations": 8, "beta": "0.0"})
+        mlflow.log_metric("reward", 0.25, step=1)  # TRL's name
+        mlflow.log_metrics({"reward": 0.5, "entropy": 1.5, "my/custom": 7}, step=2)
+        mlflow.MlflowClient().log_batch(active.info.run_id, metrics=[
+            mlflow.entities.Metric("reward_std", 0.1, 0, 3),
+            mlflow.entities.Metric("train/success", 1.0, 0, 3)])
+        mlflow.set_tag("stage", "warmup")
+        mlflow.set_tags({"stage": "main", "host": "node7"})
+    run = echolab_run(active.info.run_id)
+
+    # An imported experiment of alice's with one completed run, its params as its config.
+    assert run.experiment.owner == alice and run.experiment.imported and run.experiment.name == "sokoban grpo"
+    assert run.status == Run.Status.COMPLETED and run.finished_at is not None and run.label == "lr 1e-6"
+    assert run.config == {"learning_rate": "1e-06", "num_generations": "8", "beta": "0.0"}
+    assert run.step == 3
+    # Metric keys under our names, so the charts and the detector find them.
+    assert points(active.info.run_id) == {
+        (1, "train/reward_mean"): 0.25, (2, "train/reward_mean"): 0.5, (2, "actor/entropy"): 1.5,
+        (2, "my/custom"): 7.0, (3, "train/reward_std_in_group"): 0.1, (3, "train/success"): 1.0}
+
+    # The client reads back what it wrote.
+    got = mlflow.get_run(active.info.run_id)
+    assert got.info.status == "FINISHED" and got.info.run_name == "lr 1e-6"
+    assert got.info.experiment_id == experiment.experiment_id
+    assert got.data.params == {"learning_rate": "1e-06", "num_generations": "8", "beta": "0.0"}
+    assert got.data.metrics["train/reward_mean"] == 0.5 and got.data.metrics["actor/entropy"] == 1.5
+    assert {key: got.data.tags[key] for key in ("stage", "team", "host")} == {
+        "stage": "main", "team": "rl", "host": "node7"}
+    history = mlflow.MlflowClient().get_metric_history(active.info.run_id, "reward")  # asked by TRL's name
+    assert [(metric.step, metric.value) for metric in history] == [(1, 0.25), (2, 0.5)]
+
+    # The run page shows it with its config, and it exports like any run.
+    client.force_login(alice)
+    page = client.get(run.get_absolute_url())
+    assert page.status_code == 200 and b"num_generations" in page.content and b"lr 1e-6" in page.content
+    exported = client.get(reverse("api_run_export", args=[run.pk]) + "?format=jsonl")
+    assert b'"train/reward_mean": 0.5' in b"".join(exported.streaming_content)
+
+
+def test_run_statuses_come_from_the_client(mlflow_alice):
+    mlflow = mlflow_alice
+    mlflow.set_experiment("statuses")
+    statuses = {}
+    for status in ("FINISHED", "FAILED", "KILLED"):
+        run = mlflow.start_run()
+        mlflow.end_run(status)
+        statuses[status] = echolab_run(run.info.run_id).status
+        assert mlflow.get_run(run.info.run_id).info.status == status
+    assert statuses == {"FINISHED": Run.Status.COMPLETED, "FAILED": Run.Status.FAILED,
+                        "KILLED": Run.Status.STOPPED}
+
+
+def test_a_run_with_no_experiment_goes_to_the_users_default_experiment(mlflow_alice, alice):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metric("loss", 1.0, step=0)
+    default = ExternalExperiment.objects.get(owner=alice, name="Default")
+    assert run.info.experiment_id == default.mlflow_id
+    assert mlflow.get_experiment("0").name == "Default"
+
+
+def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
+    mlflow = mlflow_alice
+    bob_experiment = ExternalExperiment.create(bob, "shared name")
+    alice_experiment = mlflow.set_experiment("shared name")  # the same name is another experiment
+    assert alice_experiment.experiment_id != bob_experiment.mlflow_id
+    for name in ("a", "b"):
+        with mlflow.start_run(run_name=name):
+            mlflow.log_param("name", name)
+    client = mlflow.MlflowClient()
+    assert [e.name for e in client.search_experiments()] == ["shared name"]
+    assert [e.experiment_id for e in client.search_experiments(filter_string="name = 'shared name'")] == [
+        alice_experiment.experiment_id]
+    runs = client.search_runs([alice_experiment.experiment_id])
+    assert sorted(run.info.run_name for run in runs) == ["a", "b"]
+    found = client.search_runs([alice_experiment.experiment_id], filter_string="params.name = 'b'")
+    assert [run.info.run_name for run in found] == ["b"]
+    found = client.search_runs([alice_experiment.experiment_id], filter_string="tags.mlflow.runName = 'a'")
+    assert [run.info.run_name for run in found] == ["a"]
+    assert len(mlflow.search_runs(experiment_ids=[alice_experiment.experiment_id])) == 2  # the pandas path
+
+    with pytest.raises(mlflow.MlflowException) as excinfo:
+        client.search_runs([bob_experiment.mlflow_id])
+    assert error_of(excinfo) == ("RESOURCE_DOES_NOT_EXIST", 404)
+    with pytest.raises(mlflow.MlflowException) as excinfo:
+        client.search_runs([alice_experiment.experiment_id], filter_string="metrics.reward > 0.5")
+    assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
+    assert "metrics.reward > 0.5" in excinfo.value.message
+
+
+def test_non_finite_values_and_steps_going_backwards_are_stored_as_sent(mlflow_alice):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metrics({"reward": math.nan, "grad_norm": math.inf, "entropy": -math.inf}, step=5)
+        mlflow.log_metric("reward", 0.5, step=2)  # backwards: a point of its own at step 2
+        mlflow.log_metric("reward", 0.75, step=2)  # the same step again: the last value wins
+    stored = points(run.info.run_id)
+    assert math.isnan(stored[(5, "train/reward_mean")])
+    assert stored[(5, "actor/grad_norm")] == math.inf and stored[(5, "actor/entropy")] == -math.inf
+    assert stored[(2, "train/reward_mean")] == 0.75 and len(stored) == 4
+    assert echolab_run(run.info.run_id).step == 5
+    assert math.isnan(mlflow.get_run(run.info.run_id).data.metrics["train/reward_mean"])  # step 5's value
+
+
+def test_ten_thousand_params_are_all_kept(mlflow_alice):
+    mlflow = mlflow_alice
+    params = {f"layer.{index}.lr": index / 7 for index in range(10_000)}
+    with mlflow.start_run() as run:
+        mlflow.log_params(params)  # the client sends 100 per log-batch
+    config = echolab_run(run.info.run_id).config
+    assert len(config) == 10_000 and config["layer.9999.lr"] == str(9999 / 7)
+    assert len(mlflow.get_run(run.info.run_id).data.params) == 10_000
+
+
+def test_a_duplicated_run_name_makes_a_second_run(mlflow_alice):
+    mlflow = mlflow_alice
+    mlflow.set_experiment("dupes")
+    first = mlflow.start_run(run_name="seed 1")
+    mlflow.end_run()
+    second = mlflow.start_run(run_name="seed 1")
+    mlflow.end_run()
+    assert first.info.run_id != second.info.run_id
+    runs = Run.objects.filter(mlflow__run_uuid__in=[first.info.run_id, second.info.run_id])
+    assert [run.label for run in runs] == ["seed 1", "seed 1"]
+
+
+def test_a_changed_param_rejects_the_whole_batch(mlflow_alice):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_param("lr", "0.1")
+        client = mlflow.MlflowClient()
+        with pytest.raises(mlflow.MlflowException) as excinfo:
+            client.log_batch(run.info.run_id, metrics=[mlflow.entities.Metric("reward", 1.0, 0, 1)],
+                             params=[mlflow.entities.Param("lr", "0.2")])
+        assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
+        assert "'lr'" in excinfo.value.message and "0.1" in excinfo.value.message
+        assert points(run.info.run_id) == {}  # the batch's metric is not written either
+        mlflow.log_param("lr", "0.1")  # the same value again is fine, as in MLflow
+
+
+@pytest.mark.parametrize("step, problem", [(-1, "metrics[0].step: must be between 0"),
+                                           (2**31, "metrics[0].step: must be between 0")])
+def test_a_step_out_of_range_is_refused_naming_it(mlflow_alice, step, problem):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run, pytest.raises(mlflow.MlflowException) as excinfo:
+        mlflow.log_metric("reward", 1.0, step=step)
+    assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400) and problem in excinfo.value.message
+    assert points(run.info.run_id) == {}
+
+
+def test_a_revoked_token_is_refused(mlflow_alice, alice, live_server, monkeypatch):
+    mlflow = mlflow_alice
+    token, plain = ApiToken.issue(alice, "to revoke")
+    point_mlflow_at(monkeypatch, live_server.url, plain)
+    run = mlflow.start_run()
+    token.delete()
+    with pytest.raises(mlflow.MlflowException) as excinfo:
+        mlflow.log_metric("reward", 1.0, step=1)
+    assert error_of(excinfo) == ("UNAUTHENTICATED", 401) and "revoked" in excinfo.value.message
+    assert points(run.info.run_id) == {}
+    point_mlflow_at(monkeypatch, live_server.url, ApiToken.issue(alice, "new")[1])
+
+
+def test_another_users_run_does_not_exist_for_the_caller(mlflow_alice, bob):
+    mlflow = mlflow_alice
+    bobs = ExternalRun.start(ExternalExperiment.create(bob, "bob's"), "bob's run", {}, "bob", timezone.now())
+    client = mlflow.MlflowClient()
+    for call in (lambda: client.get_run(bobs.run_uuid),
+                 lambda: client.log_metric(bobs.run_uuid, "reward", 1.0),
+                 lambda: client.set_terminated(bobs.run_uuid, "KILLED"),
+                 lambda: client.get_experiment(str(bobs.run.experiment_id))):
+        with pytest.raises(mlflow.MlflowException) as excinfo:
+            call()
+        assert error_of(excinfo) == ("RESOURCE_DOES_NOT_EXIST", 404)
+    bobs.run.refresh_from_db()
+    assert bobs.run.status == Run.Status.RUNNING and not MetricPoint.objects.filter(run_id=bobs.pk).exists()
+
+
+def test_unsupported_calls_and_artifacts_are_refused_clearly(mlflow_alice, tmp_path):
+    mlflow = mlflow_alice
+    client = mlflow.MlflowClient()
+    with mlflow.start_run() as run:
+        with pytest.raises(mlflow.MlflowException) as excinfo:
+            client.delete_run(run.info.run_id)
+        assert error_of(excinfo) == ("ENDPOINT_NOT_FOUND", 404)
+        assert "runs/delete" in excinfo.value.message and "runs/log-batch" in excinfo.value.message
+        artifact = tmp_path / "notes.txt"
+        artifact.write_text("hello")
+        with pytest.raises(Exception, match="EchoLab keeps no artifacts"):
+            mlflow.log_artifact(str(artifact))
+    assert echolab_run(run.info.run_id).status == Run.Status.COMPLETED
+
+
+def test_a_silent_run_is_lost_and_comes_back_when_it_logs_again(mlflow_alice, settings):
+    from worker.sweeper import sweep_runs
+
+    mlflow = mlflow_alice
+    settings.MLFLOW_LOST_AFTER = 60
+    run = mlflow.start_run()
+    mlflow.log_metric("reward", 0.5, step=1)
+    assert sweep_runs()["lost"] == 0  # it spoke just now
+    silent_since = timezone.now() - timedelta(minutes=2)
+    Run.objects.filter(mlflow__run_uuid=run.info.run_id).update(heartbeat_at=silent_since)
+    assert sweep_runs()["lost"] == 1
+    lost = echolab_run(run.info.run_id)
+    assert lost.status == Run.Status.FAILED and lost.error.startswith("lost: nothing arrived")
+    assert mlflow.get_run(run.info.run_id).info.status == "FAILED"
+    mlflow.log_metric("reward", 0.6, step=2)
+    back = echolab_run(run.info.run_id)
+    assert back.status == Run.Status.RUNNING and back.error == "" and back.finished_at is None
+    mlflow.end_run()
+    assert echolab_run(run.info.run_id).status == Run.Status.COMPLETED
+
+
+def test_an_external_run_compares_with_a_native_run(mlflow_alice, alice, client):
+    mlflow = mlflow_alice
+    with mlflow.start_run(run_name="trl") as run:
+        for step in range(3):
+            mlflow.log_metrics({"reward": step / 2, "reward_std": 0.3}, step=step)
+    native_experiment = Experiment.objects.create(owner=alice, name="native", config={})
+    native = Run.objects.create(experiment=native_experiment, label="seed=1", config={},
+                                status=Run.Status.COMPLETED)
+    MetricPoint.upsert(native.pk, [(step, "train/reward_mean", 0.1) for step in range(3)])
+    external = echolab_run(run.info.run_id)
+    client.force_login(alice)
+    answer = client.get(reverse("api_compare") + f"?runs={native.pk},{external.pk}&keys=train/reward_mean")
+    assert answer.status_code == 200, answer.content
+    data = answer.json()
+    assert [run["label"] for run in data["runs"]] == ["seed=1", "trl"] and data["not_found"] == []
+    assert data["series"][str(external.pk)]["train/reward_mean"]["value"] == [0.0, 0.5, 1.0]
+    assert data["series"][str(native.pk)]["train/reward_mean"]["value"] == [0.1, 0.1, 0.1]

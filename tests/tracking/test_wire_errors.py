@@ -1,0 +1,76 @@
+"""What the mlflow client cannot send but another client can: malformed bodies and fields get MLflow's
+error shape naming the field, and nothing is written."""
+
+import json
+
+import pytest
+from django.utils import timezone
+
+from webapp.accounts.models import ApiToken
+from webapp.metrics.models import MetricPoint
+from webapp.tracking.models import ExternalExperiment, ExternalRun
+
+
+@pytest.fixture
+def api(client, alice):
+    token = ApiToken.issue(alice, "raw")[1]
+
+    def call(path, body=None, method="post", **headers):
+        headers.setdefault("HTTP_AUTHORIZATION", f"Bearer {token}")
+        if method == "get":
+            return client.get(path, body or {}, **headers)
+        data = body if isinstance(body, str) else json.dumps(body or {})
+        return client.post(path, data, content_type="application/json", **headers)
+
+    return call
+
+
+@pytest.fixture
+def run(alice):
+    return ExternalRun.start(ExternalExperiment.create(alice, "raw"), "raw", {}, "alice", timezone.now())
+
+
+def metric(**fields):
+    return {"key": "reward", "value": 1.0, "timestamp": 1_700_000_000_000, "step": 1, **fields}
+
+
+@pytest.mark.parametrize("bad, message", [
+    (metric(value="high"),
+     """metrics[1].value: must be a number or "NaN", "Infinity", "-Infinity", got 'high'"""),
+    (metric(key=None), "metrics[1].key: is required"),
+    (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
+    (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),
+    (metric(timestamp=-5), "metrics[1].timestamp: must be at least 0, got -5"),
+    ("reward", "metrics[1]: must be an object"),
+])
+def test_a_bad_metric_in_a_batch_is_named_and_nothing_is_written(api, run, bad, message):
+    answer = api("/api/2.0/mlflow/runs/log-batch", {"run_id": run.run_uuid, "metrics": [metric(), bad]})
+    assert answer.status_code == 400
+    assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+
+
+def test_more_than_a_thousand_metrics_is_refused(api, run):
+    answer = api("/api/2.0/mlflow/runs/log-batch",
+                 {"run_id": run.run_uuid, "metrics": [metric(step=step) for step in range(1001)]})
+    assert answer.json()["message"] == "metrics: 1001 entries in one request; the limit is 1000"
+
+
+def test_protocol_errors_have_mlflows_shape(api, run):
+    no_token = api("/api/2.0/mlflow/runs/get", {"run_id": run.run_uuid}, method="get", HTTP_AUTHORIZATION="")
+    assert (no_token.status_code, no_token.json()["error_code"]) == (401, "UNAUTHENTICATED")
+    not_json = api("/api/2.0/mlflow/runs/log-batch", "{oops")
+    assert (not_json.status_code, not_json.json()["error_code"]) == (400, "BAD_REQUEST")
+    wrong_method = api("/api/2.0/mlflow/runs/log-batch", method="get")
+    assert (wrong_method.status_code, wrong_method.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
+    unknown = api("/api/2.0/mlflow/model-versions/create", {})
+    assert (unknown.status_code, unknown.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
+    bad_status = api("/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "DONE"})
+    assert bad_status.json() == {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": "status: must be one of RUNNING, SCHEDULED, FINISHED, FAILED, KILLED, got 'DONE'"}
+
+
+def test_the_ajax_api_spelling_answers_too(api, run):
+    answer = api("/ajax-api/2.0/mlflow/runs/get", {"run_id": run.run_uuid}, method="get")
+    assert answer.status_code == 200 and answer.json()["run"]["info"]["run_name"] == "raw"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TrackingConfig(AppConfig):
+    name = "webapp.tracking"
+    label = "tracking"

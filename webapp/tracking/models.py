@@ -1,0 +1,304 @@
+"""Runs trained elsewhere and logged with the `mlflow` client. An MLflow experiment of a user is an EchoLab
+experiment (imported, like an uploaded metrics file, with no trainer config) and each MLflow run is an
+EchoLab run of it, so run pages, charts, the detector, alerts, compare and export treat them as any other.
+
+What MLflow has and a native run has not lives here: the experiment's MLflow name (unique per user), the
+run's MLflow id and tags, and how far the detector has judged it. Params are the run's config. Metric keys
+are renamed to ours on the way in (diagnostics.aliases), so `reward` from TRL is charted and judged as
+`train/reward_mean`.
+
+The detector judges a step once it is complete: when a later step arrives (a script may log one key at a
+time) or the run ends. That happens in a worker (worker/external.py), sent after each write commits.
+"""
+
+import logging
+import uuid
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.db.models import F, Max, Q
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from diagnostics.aliases import canonical
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics import ingest
+from webapp.metrics.models import MetricPoint
+from webapp.tracking import protocol
+from webapp.tracking.protocol import MlflowError, invalid
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT_ID = "0"  # the client's experiment when the script sets none
+DEFAULT_EXPERIMENT_NAME = "Default"
+RUN_NAME_TAG = "mlflow.runName"
+
+
+class ExternalExperimentQuerySet(models.QuerySet):
+    def for_user(self, user):
+        return self.filter(owner=user)
+
+
+class ExternalExperiment(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                              related_name="mlflow_experiments")
+    name = models.CharField(max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH)
+    experiment = models.OneToOneField(Experiment, on_delete=models.CASCADE, related_name="mlflow")
+    tags = models.JSONField(default=dict, blank=True)
+
+    objects = ExternalExperimentQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "name"],
+                                               name="mlflow_experiment_name_unique")]
+        ordering = ["experiment_id"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def mlflow_id(self) -> str:
+        return str(self.experiment_id)
+
+    @classmethod
+    def create(cls, owner, name: str, tags: dict | None = None) -> "ExternalExperiment":
+        """RESOURCE_ALREADY_EXISTS when the user has an MLflow experiment of that name."""
+        try:
+            with transaction.atomic():
+                experiment = Experiment.objects.create(
+                    owner=owner, name=name, config={}, imported=True,
+                    description="Trained elsewhere; logged through EchoLab's MLflow endpoint.")
+                return cls.objects.create(owner=owner, name=name, experiment=experiment, tags=tags or {})
+        except IntegrityError:
+            raise MlflowError("RESOURCE_ALREADY_EXISTS", f"experiment {name!r} already exists") from None
+
+    @classmethod
+    def get_for(cls, owner, experiment_id: str) -> "ExternalExperiment":
+        """The user's experiment with that MLflow id; "0" is their "Default" one, made on first use.
+        Another user's experiment does not exist, as far as this user can tell."""
+        if experiment_id == DEFAULT_EXPERIMENT_ID:
+            found = cls.objects.for_user(owner).filter(name=DEFAULT_EXPERIMENT_NAME).first()
+            if found is None:
+                try:
+                    return cls.create(owner, DEFAULT_EXPERIMENT_NAME)
+                except MlflowError:  # made meanwhile by a concurrent request
+                    return cls.objects.for_user(owner).get(name=DEFAULT_EXPERIMENT_NAME)
+            return found
+        found = experiment_id.isdigit() and (cls.objects.for_user(owner).select_related("experiment")
+                                             .filter(experiment_id=experiment_id).first())
+        if not found:
+            raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment with id {experiment_id!r}")
+        return found
+
+    def to_mlflow(self) -> dict:
+        created = protocol.millis(self.experiment.created_at)
+        return {"experiment_id": self.mlflow_id, "name": self.name, "artifact_location": "",
+                "lifecycle_stage": "active", "creation_time": created, "last_update_time": created,
+                "tags": protocol.pairs(self.tags)}
+
+
+def new_run_uuid() -> str:
+    return uuid.uuid4().hex
+
+
+class ExternalRunQuerySet(models.QuerySet):
+    def for_user(self, user):
+        return self.filter(run__experiment__owner=user)
+
+
+class ExternalRun(models.Model):
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="mlflow")
+    run_uuid = models.CharField(max_length=32, unique=True, default=new_run_uuid)
+    user_id = models.CharField(max_length=255, blank=True,
+                               help_text="MLflow's user_id, as the client sent it.")
+    tags = models.JSONField(default=dict, blank=True)
+    # The highest step the detector has judged (worker/external.py); None before the first.
+    detected_through = models.IntegerField(null=True, blank=True)
+    lost_at = models.DateTimeField(null=True, blank=True, help_text="When the sweeper found it silent.")
+
+    objects = ExternalRunQuerySet.as_manager()
+
+    def __str__(self):
+        return self.run_uuid
+
+    @classmethod
+    def get_for(cls, owner, run_id: str) -> "ExternalRun":
+        found = (cls.objects.for_user(owner).select_related("run__experiment__mlflow")
+                 .filter(run_uuid=run_id).first())
+        if found is None:
+            raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no run with id {run_id!r}")
+        return found
+
+    @classmethod
+    def start(cls, experiment: ExternalExperiment, name: str, tags: dict, user_id: str,
+              start_time: datetime) -> "ExternalRun":
+        """A running EchoLab run in `experiment`. A name used before is used again: MLflow allows it,
+        and the runs stay apart by id (the run pages show both)."""
+        name = name or tags.get(RUN_NAME_TAG) or f"mlflow run {uuid.uuid4().hex[:8]}"
+        with transaction.atomic():
+            run = Run.objects.create(
+                experiment=experiment.experiment, label=name[:300], config={}, status=Run.Status.RUNNING,
+                attempt=1, started_at=start_time, heartbeat_at=timezone.now(), host="mlflow client",
+            )
+            return cls.objects.create(run=run, user_id=user_id[:255], tags={**tags, RUN_NAME_TAG: name})
+
+    # Writing. Each method takes the run's row lock before its first write (as ingest.write does), so
+    # concurrent calls for one run take turns.
+
+    def log(self, metrics: list[tuple[str, float, int]], params: dict[str, str],
+            tags: dict[str, str]) -> None:
+        """Metrics as (key, value, step), renamed to ours; params become the config (a param keeps its
+        first value, as in MLflow); tags are kept. All or nothing."""
+        points = self._points(metrics)
+        with transaction.atomic():
+            if params or tags:
+                run = Run.objects.select_for_update().only("config").get(pk=self.run_id)
+            if params:
+                changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
+                if changed:
+                    key = next(iter(changed))
+                    raise invalid(f"params[{key!r}]", f"is already {run.config[key]!r}; MLflow params cannot "
+                                                      f"change (got {changed[key]!r})")
+                run.config = {**run.config, **params}
+                Run.objects.filter(pk=run.pk).update(config=run.config)
+            if tags:
+                self._add_tags(tags)
+                if RUN_NAME_TAG in tags:
+                    Run.objects.filter(pk=run.pk).update(label=tags[RUN_NAME_TAG][:300])
+            if points:
+                ingest.write(self.run, points)  # which locks the run's row first
+            self._heard_from(max((step for step, _, _ in points), default=None))
+        if points:
+            transaction.on_commit(lambda: send_detection(self.run_id))
+
+    def _add_tags(self, tags: dict[str, str]) -> None:
+        """Under the run's row lock: the tags as stored now, not as this request read them."""
+        self.tags = {**ExternalRun.objects.values_list("tags", flat=True).get(pk=self.pk), **tags}
+        ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
+
+    @staticmethod
+    def _points(metrics) -> list[tuple[int, str, float]]:
+        """(step, our key, value): the last of a repeated (step, key) wins, as in ingest, and where a step
+        has both our key and a foreign alias of it, ours wins (diagnostics.aliases.canonical)."""
+        steps = defaultdict(dict)
+        for index, (key, value, step) in enumerate(metrics):
+            if not 0 <= step <= ingest.MAX_STEP:
+                raise invalid(f"metrics[{index}].step",
+                              f"must be between 0 and {ingest.MAX_STEP}, got {step}")
+            if len(key) > ingest.MAX_KEY_LENGTH:
+                raise invalid(f"metrics[{index}].key", f"is {len(key)} characters; EchoLab keeps metric "
+                                                       f"keys of at most {ingest.MAX_KEY_LENGTH}")
+            steps[step][key] = value
+        return [(step, key, value) for step, values in steps.items()
+                for key, value in canonical(values).items()]
+
+    def _heard_from(self, step: int | None) -> None:
+        """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
+        now = timezone.now()
+        fields = {"heartbeat_at": now}
+        if step is not None:
+            fields["step"] = Greatest(F("step"), step)
+        Run.objects.filter(pk=self.run_id).update(**fields)
+        if self.lost_at is not None:
+            Run.objects.filter(pk=self.run_id, status=Run.Status.FAILED).update(
+                status=Run.Status.RUNNING, error="", finished_at=None)
+            ExternalRun.objects.filter(pk=self.pk).update(lost_at=None)
+            self.lost_at = None
+
+    def update(self, status: str | None, end_time: datetime | None, name: str) -> None:
+        """runs/update: the client's status (end_run sends FINISHED, FAILED or KILLED) and name."""
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=self.run_id)
+            fields = {}
+            if name:
+                fields["label"] = name[:300]
+                self._add_tags({RUN_NAME_TAG: name})
+            if status:
+                ours = protocol.RUN_STATUSES[status]
+                finished = ours in Run.FINISHED
+                fields.update(status=ours, finished_at=(end_time or timezone.now()) if finished else None,
+                              error="failed (the client says)" if ours == Run.Status.FAILED else "")
+                if self.lost_at is not None:
+                    ExternalRun.objects.filter(pk=self.pk).update(lost_at=None)
+                    self.lost_at = None
+            Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now(), **fields)
+        if status:
+            # The last step is complete now: judge it.
+            transaction.on_commit(lambda: send_detection(self.run_id))
+
+    def mark_lost(self, silent_for: int) -> bool:
+        """running -> failed ("lost") when nothing arrived for `silent_for` seconds. Data arriving later
+        makes it running again."""
+        now = timezone.now()
+        since = self.run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        lost = Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING,
+                                  heartbeat_at__lt=now - timedelta(seconds=silent_for)).update(
+            status=Run.Status.FAILED, finished_at=now,
+            error=f"lost: nothing arrived from the MLflow client since {since} "
+                  f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it")
+        if lost:
+            ExternalRun.objects.filter(pk=self.pk).update(lost_at=now)
+            transaction.on_commit(lambda: send_detection(self.run_id))
+        return lost == 1
+
+    def judged_through(self) -> int:
+        """The last step the detector may judge now: every step of a finished run, and every step but the
+        newest of a running one (more of its keys may still come)."""
+        run = Run.objects.only("status", "step").get(pk=self.run_id)
+        return run.step if run.status in Run.FINISHED else run.step - 1
+
+    @classmethod
+    def behind(cls) -> "ExternalRunQuerySet":
+        """Runs with steps the detector may judge but has not: their message was lost (broker down)."""
+        judged = Coalesce(F("detected_through"), -1)
+        return cls.objects.filter(Q(run__status=Run.Status.RUNNING, run__step__gt=judged + 1)
+                                  | Q(run__status__in=Run.FINISHED, run__step__gt=judged))
+
+    # Reading.
+
+    def to_mlflow(self) -> dict:
+        run = self.run
+        keys = sorted(run.latest_metrics)
+        values = MetricPoint.latest_values(run.pk, keys) if keys else {}
+        heard = protocol.millis(run.heartbeat_at)
+        last_steps = dict(MetricPoint.objects.filter(run_id=run.pk).values("key").annotate(last=Max("step"))
+                          .values_list("key", "last"))
+        metrics = [{"key": key, "value": protocol.double(values.get(key)), "timestamp": heard,
+                    "step": last_steps.get(key, 0)} for key in keys]
+        info = {"run_id": self.run_uuid, "run_uuid": self.run_uuid, "run_name": run.label,
+                "experiment_id": str(run.experiment_id), "user_id": self.user_id,
+                "status": protocol.MLFLOW_STATUS_OF[run.status],
+                "start_time": protocol.millis(run.started_at),
+                "artifact_uri": f"mlflow-artifacts:/{run.experiment_id}/{self.run_uuid}/artifacts",
+                "lifecycle_stage": "active"}
+        if run.finished_at:
+            info["end_time"] = protocol.millis(run.finished_at)
+        return {"info": info, "data": {"metrics": metrics, "params": protocol.pairs(run.config),
+                                       "tags": protocol.pairs(self.tags)}, "inputs": {}}
+
+
+def from_millis(value: int | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise invalid("time", f"{value} is not a time in milliseconds since 1970") from None
+
+
+def send_detection(run_id: int) -> bool:
+    """Ask a worker to judge the run's complete steps. With the broker down the sweeper asks again
+    (ExternalRun.behind)."""
+    from worker.celery import app
+
+    try:
+        app.send_task("worker.tasks.detect_external_run", args=[run_id], queue="default",
+                      retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
+                                                "interval_max": 1})
+    except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
+        logger.warning("run %s: detection not sent, broker unreachable (%s)", run_id, error)
+        return False
+    return True
+

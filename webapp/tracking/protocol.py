@@ -1,0 +1,222 @@
+"""The MLflow REST API's wire format, as the `mlflow` client (mlflow/store/tracking/rest_store.py) speaks
+it: errors as {"error_code", "message"} with MLflow's HTTP status for the code, request fields read and
+checked one by one (every problem names its field), and experiments and runs written as MLflow's JSON.
+
+Limits are MLflow's own (mlflow/utils/validation.py), so a script that works against an MLflow server
+is not refused here for sizes MLflow allows; metric keys are EchoLab's (see ingest.MAX_KEY_LENGTH).
+"""
+
+import math
+import re
+
+# MLflow's limits.
+MAX_ENTITY_KEY_LENGTH = 250
+MAX_PARAM_VALUE_LENGTH = 6000
+MAX_TAG_VALUE_LENGTH = 8000
+MAX_EXPERIMENT_NAME_LENGTH = 200  # EchoLab's Experiment.name; MLflow allows 500
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_TAGS_PER_BATCH = 100
+MAX_RESULTS = 50_000
+
+# error_code -> HTTP status, as MLflow's server answers (mlflow/exceptions.py).
+STATUS_OF = {
+    "INVALID_PARAMETER_VALUE": 400,
+    "BAD_REQUEST": 400,
+    "RESOURCE_ALREADY_EXISTS": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_DOES_NOT_EXIST": 404,
+    "ENDPOINT_NOT_FOUND": 404,
+}
+
+# MLflow run status <-> EchoLab run status. SCHEDULED is running to us: an external run is never queued
+# (a queued run is one the sweeper sends to the GPU workers).
+RUN_STATUSES = {"RUNNING": "running", "SCHEDULED": "running", "FINISHED": "completed", "FAILED": "failed",
+                "KILLED": "stopped"}
+MLFLOW_STATUS_OF = {"running": "RUNNING", "queued": "SCHEDULED", "completed": "FINISHED", "failed": "FAILED",
+                    "stopped": "KILLED"}
+
+
+class MlflowError(Exception):
+    def __init__(self, error_code: str, message: str):
+        super().__init__(message)
+        self.error_code, self.message = error_code, message
+        self.status = STATUS_OF[error_code]
+
+    def as_json(self) -> dict:
+        return {"error_code": self.error_code, "message": self.message}
+
+
+def invalid(field: str, problem: str) -> MlflowError:
+    return MlflowError("INVALID_PARAMETER_VALUE", f"{field}: {problem}")
+
+
+class Fields:
+    """The request's fields (the JSON body of a POST, the query string of a GET), each taken with its
+    type checked; a missing or wrong field raises INVALID_PARAMETER_VALUE naming it."""
+
+    def __init__(self, data: dict, where: str = ""):
+        self.data, self.where = data, where
+
+    def _name(self, name: str) -> str:
+        return f"{self.where}{name}"
+
+    def string(self, name: str, required: bool = True, max_length: int | None = None,
+               default: str = "") -> str:
+        value = self.data.get(name)
+        if value is None or value == "":
+            if required:
+                raise invalid(self._name(name), "is required")
+            return default
+        if not isinstance(value, str):
+            raise invalid(self._name(name), f"must be a string, got {type(value).__name__}")
+        if max_length is not None and len(value) > max_length:
+            raise invalid(self._name(name), f"is {len(value)} characters; the limit is {max_length}")
+        if "\x00" in value:
+            raise invalid(self._name(name), "must not contain NUL characters")
+        return value
+
+    def integer(self, name: str, default: int | None = None, low: int | None = None,
+                high: int | None = None) -> int | None:
+        """protobuf's JSON writes int64 as a string or a number; both are taken."""
+        value = self.data.get(name)
+        if value is None or value == "":
+            return default
+        if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise invalid(self._name(name), f"must be an integer, got {str(value)[:40]!r}")
+        if high is None and low is not None and value < low:
+            raise invalid(self._name(name), f"must be at least {low}, got {value}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise invalid(self._name(name), f"must be between {low} and {high}, got {value}")
+        return value
+
+    def number(self, name: str) -> float:
+        """A double: a JSON number, or "NaN" / "Infinity" / "-Infinity" as protobuf's JSON writes them."""
+        value = self.data.get(name)
+        if value is None:
+            raise invalid(self._name(name), "is required")
+        if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+            return float(value.replace("Infinity", "inf"))
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise invalid(self._name(name), f'must be a number or "NaN", "Infinity", "-Infinity", '
+                                            f"got {str(value)[:40]!r}")
+        try:
+            return float(value)
+        except OverflowError:
+            raise invalid(self._name(name), "is beyond the range of a double") from None
+
+    def items(self, name: str, limit: int) -> list["Fields"]:
+        """A list of objects (metrics, params, tags), each as Fields naming its index."""
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise invalid(self._name(name), "must be a list")
+        if len(value) > limit:
+            raise invalid(self._name(name), f"{len(value)} entries in one request; the limit is {limit}")
+        for index, entry in enumerate(value):
+            if not isinstance(entry, dict):
+                raise invalid(f"{self._name(name)}[{index}]", "must be an object")
+        return [Fields(entry, f"{self._name(name)}[{index}].") for index, entry in enumerate(value)]
+
+    def strings(self, name: str) -> list[str]:
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value]
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise invalid(self._name(name), "must be a list of strings")
+        return value
+
+
+_DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
+    """(key, value, step) of every metric of a log-batch when all are well formed, else None (then
+    Fields says which and why). The common case of 1,000 metrics a call, so plain type checks here."""
+    if type(value) is not list or len(value) > MAX_METRICS_PER_BATCH:
+        return None
+    metrics = []
+    for metric in value:
+        if type(metric) is not dict:
+            return None
+        key, number, step, timestamp = (metric.get("key"), metric.get("value"), metric.get("step", 0),
+                                        metric.get("timestamp"))
+        if type(key) is not str or not 0 < len(key) <= MAX_ENTITY_KEY_LENGTH or "\x00" in key:
+            return None
+        if type(number) is str:
+            number = _DOUBLES.get(number)
+        if type(number) is not float and (type(number) is not int or abs(number) > 2**53):
+            return None
+        if type(step) is not int or type(timestamp) is not int or timestamp < 0:
+            return None
+        metrics.append((key, float(number), step))
+    return metrics
+
+
+def key_value(entry: Fields, max_value: int) -> tuple[str, str]:
+    """A param or tag: {"key", "value"}; MLflow allows an empty value."""
+    key = entry.string("key", max_length=MAX_ENTITY_KEY_LENGTH)
+    return key, entry.string("value", required=False, max_length=max_value)
+
+
+def run_id_of(fields: Fields) -> str:
+    """run_id, or the older run_uuid the client still sends beside it."""
+    return fields.string("run_id", required=False) or fields.string("run_uuid")
+
+
+def millis(moment) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
+def double(value: float | None):
+    """A double as protobuf's JSON writes it: NaN and the infinities as strings."""
+    if value is None or math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def pairs(mapping: dict) -> list[dict]:
+    return [{"key": key, "value": value} for key, value in mapping.items()]
+
+
+# search filters: `<entity>.<name> = '<value>'` clauses joined by AND, the ones training scripts use.
+_CLAUSE = re.compile(r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*
+                         (?P<quote>['"])(?P<value>.*?)(?P=quote)\s*""", re.VERBOSE)
+
+
+def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tuple[str, str, str]]:
+    """[(name, op, value)] from "a = 'x' AND b != 'y'"; names are normalised ("attributes.status" ->
+    "status", backquotes dropped). Anything else is refused, naming what is supported."""
+    if not text.strip():
+        return []
+    clauses = []
+    for part in re.split(r"\s+(?i:and)\s+", text.strip()):
+        match = _CLAUSE.fullmatch(part)
+        name = match and match["field"].replace("`", "").replace('"', "")
+        for prefix in ("attributes.", "attribute.", "attr.", "run."):
+            if name and name.startswith(prefix):
+                name = name.removeprefix(prefix)
+        if not match or not (name in allowed or name.split(".", 1)[0] + "." in allowed):
+            raise invalid(field, f"{part.strip()!r} is not supported; EchoLab's MLflow endpoint supports "
+                                 f"<name> = '<value>' or != joined by AND, for {', '.join(sorted(allowed))}")
+        clauses.append((name, match["op"], match["value"]))
+    return clauses
+
+
+def page(items, fields: Fields, default_size: int) -> tuple[list, str | None]:
+    """One page of `items` (max_results from page_token, an offset) and the next page's token."""
+    size = fields.integer("max_results", default_size, low=1, high=MAX_RESULTS)
+    token = fields.string("page_token", required=False)
+    if token and not token.isdigit():
+        raise invalid("page_token", f"{token[:40]!r} is not a token this server gave")
+    start = int(token or 0)
+    end = start + size
+    total = len(items) if isinstance(items, list) else items.count()
+    return list(items[start:end]), (str(end) if end < total else None)

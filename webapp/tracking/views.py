@@ -1,0 +1,254 @@
+"""The MLflow tracking REST API (the part training scripts use), over ExternalExperiment and ExternalRun.
+Authentication is an EchoLab API token, which the client sends as `Authorization: Bearer` when
+MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how each call is stored."""
+
+import functools
+
+from django.http import JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from diagnostics.aliases import ALIASES
+from webapp.accounts.api_auth import ApiError, json_body
+from webapp.accounts.models import ApiToken
+from webapp.metrics.models import MetricPoint
+from webapp.tracking import protocol
+from webapp.tracking.models import ExternalExperiment, ExternalRun, from_millis
+from webapp.tracking.protocol import Fields, MlflowError, invalid
+
+SUPPORTED = ("experiments/create, experiments/get, experiments/get-by-name, experiments/search, "
+             "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
+             "runs/log-parameter, runs/log-batch, runs/set-tag, runs/search, metrics/get-history")
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+def mlflow_view(method: str):
+    """Token authentication, the request's fields, and every refusal in MLflow's error shape."""
+    def decorate(view):
+        @csrf_exempt
+        @functools.wraps(view)
+        def wrapped(request, **kwargs):
+            try:
+                if request.method != method:
+                    raise MlflowError("ENDPOINT_NOT_FOUND",
+                                      f"{request.path} takes {method}, not {request.method}")
+                request.user = _user(request)
+                return JsonResponse(view(request, _fields(request), **kwargs))
+            except MlflowError as error:
+                return JsonResponse(error.as_json(), status=error.status)
+        return wrapped
+    return decorate
+
+
+def _user(request):
+    header = request.headers.get("Authorization", "")
+    if not header.startswith("Bearer "):
+        raise MlflowError("UNAUTHENTICATED", "authentication required: set MLFLOW_TRACKING_TOKEN to an "
+                                             "EchoLab API token (sent as 'Authorization: Bearer <token>')")
+    user = ApiToken.authenticate(header.removeprefix("Bearer ").strip())
+    if user is None:
+        raise MlflowError("UNAUTHENTICATED", "invalid API token: it was revoked or never issued")
+    return user
+
+
+def _fields(request) -> Fields:
+    if request.method == "GET":
+        return Fields({key: values if len(values) > 1 else values[0] for key, values in request.GET.lists()})
+    try:
+        body = json_body(request, max_bytes=MAX_BODY_BYTES)
+    except ApiError as error:
+        raise MlflowError("BAD_REQUEST", error.message) from None
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise MlflowError("BAD_REQUEST", "request body must be a JSON object")
+    return Fields(body)
+
+
+@csrf_exempt
+def unsupported(request, path: str):
+    """Everything else under the MLflow prefixes: MLflow's answer for an unknown endpoint."""
+    if path.startswith("mlflow-artifacts") or "artifacts" in path.split("/")[:2]:
+        message = ("EchoLab keeps no artifacts: log metrics, params and tags here and keep files where the "
+                   "training ran (for TRL, leave HF_MLFLOW_LOG_ARTIFACTS unset)")
+    else:
+        message = (f"{request.method} /{path} is not supported by EchoLab's MLflow endpoint; "
+                   f"it supports {SUPPORTED}")
+    return JsonResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status=404)
+
+
+# Experiments.
+
+@mlflow_view("POST")
+def create_experiment(request, fields):
+    name = fields.string("name", max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH).strip()
+    if not name:
+        raise invalid("name", "must not be blank")
+    tags = dict(protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH)
+                for tag in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH))
+    return {"experiment_id": ExternalExperiment.create(request.user, name, tags).mlflow_id}
+
+
+@mlflow_view("GET")
+def get_experiment(request, fields):
+    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
+    return {"experiment": experiment.to_mlflow()}
+
+
+@mlflow_view("GET")
+def get_experiment_by_name(request, fields):
+    name = fields.string("experiment_name")
+    found = (ExternalExperiment.objects.for_user(request.user).select_related("experiment")
+             .filter(name=name).first())
+    if found is None:
+        raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment named {name!r}")
+    return {"experiment": found.to_mlflow()}
+
+
+@mlflow_view("POST")
+def search_experiments(request, fields):
+    view_type = fields.string("view_type", required=False, default="ACTIVE_ONLY")
+    if view_type not in ("ACTIVE_ONLY", "ALL", "DELETED_ONLY"):
+        raise invalid("view_type", f"must be ACTIVE_ONLY, DELETED_ONLY or ALL, got {view_type!r}")
+    _no_order_by(fields)
+    found = ExternalExperiment.objects.for_user(request.user).select_related("experiment")
+    for name, op, value in protocol.parse_filter(fields.string("filter", required=False), {"name"}):
+        found = found.filter(name=value) if op == "=" else found.exclude(name=value)
+    if view_type == "DELETED_ONLY":  # nothing here is ever deleted
+        found = found.none()
+    experiments, token = protocol.page(found.order_by("-experiment_id"), fields, 1000)
+    return {"experiments": [experiment.to_mlflow() for experiment in experiments],
+            **({"next_page_token": token} if token else {})}
+
+
+@mlflow_view("POST")
+def set_experiment_tag(request, fields):
+    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
+    key, value = protocol.key_value(fields, protocol.MAX_TAG_VALUE_LENGTH)
+    experiment.tags = {**experiment.tags, key: value}
+    experiment.save(update_fields=["tags"])
+    return {}
+
+
+# Runs.
+
+@mlflow_view("POST")
+def create_run(request, fields):
+    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id", required=False,
+                                                                        default="0"))
+    tags = dict(protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH) for tag in fields.items("tags", 1000))
+    start = from_millis(fields.integer("start_time", low=0))
+    run = ExternalRun.start(experiment, fields.string("run_name", required=False, max_length=300), tags,
+                            fields.string("user_id", required=False), start or timezone.now())
+    return {"run": run.to_mlflow()}
+
+
+@mlflow_view("GET")
+def get_run(request, fields):
+    return {"run": ExternalRun.get_for(request.user, protocol.run_id_of(fields)).to_mlflow()}
+
+
+@mlflow_view("POST")
+def update_run(request, fields):
+    run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
+    status = fields.string("status", required=False)
+    if status and status not in protocol.RUN_STATUSES:
+        raise invalid("status", f"must be one of {', '.join(protocol.RUN_STATUSES)}, got {status!r}")
+    run.update(status, from_millis(fields.integer("end_time", low=0)),
+               fields.string("run_name", required=False, max_length=300))
+    run.run.refresh_from_db()
+    return {"run_info": run.to_mlflow()["info"]}
+
+
+@mlflow_view("POST")
+def log_metric(request, fields):
+    run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
+    run.log([_metric(fields)], {}, {})
+    return {}
+
+
+@mlflow_view("POST")
+def log_parameter(request, fields):
+    run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
+    key, value = protocol.key_value(fields, protocol.MAX_PARAM_VALUE_LENGTH)
+    run.log([], {key: value}, {})
+    return {}
+
+
+@mlflow_view("POST")
+def set_tag(request, fields):
+    run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
+    key, value = protocol.key_value(fields, protocol.MAX_TAG_VALUE_LENGTH)
+    run.log([], {}, {key: value})
+    return {}
+
+
+@mlflow_view("POST")
+def log_batch(request, fields):
+    run = ExternalRun.get_for(request.user, fields.string("run_id"))
+    metrics = protocol.well_formed_metrics(fields.data.get("metrics", []))
+    if metrics is None:
+        metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
+    params, tags = {}, {}
+    for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
+        key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH)
+        if params.get(key, value) != value:
+            raise invalid(f"{entry.where}value", f"param {key!r} is given twice with different values")
+        params[key] = value
+    for entry in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH):
+        key, value = protocol.key_value(entry, protocol.MAX_TAG_VALUE_LENGTH)
+        tags[key] = value
+    run.log(metrics, params, tags)
+    return {}
+
+
+def _metric(fields: Fields) -> tuple[str, float, int]:
+    key = fields.string("key", max_length=protocol.MAX_ENTITY_KEY_LENGTH)
+    value = fields.number("value")
+    fields.integer("timestamp", low=0)  # checked; EchoLab orders points by step, not by time
+    return key, value, fields.integer("step", default=0, low=-2**63, high=2**63 - 1)
+
+
+@mlflow_view("POST")
+def search_runs(request, fields):
+    experiments = [ExternalExperiment.get_for(request.user, experiment_id)
+                   for experiment_id in fields.strings("experiment_ids")]
+    if not experiments:
+        raise invalid("experiment_ids", "name at least one experiment")
+    _no_order_by(fields)
+    clauses = protocol.parse_filter(fields.string("filter", required=False),
+                                    {"run_name", "status", "run_id", "params.", "tags."})
+    found = (ExternalRun.objects.for_user(request.user).select_related("run__experiment")
+             .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments])
+             .order_by("-run__started_at", "-run_id"))
+    runs = [run for run in found if all(_matches(run, *clause) for clause in clauses)]
+    page, token = protocol.page(runs, fields, 1000)
+    return {"runs": [run.to_mlflow() for run in page], **({"next_page_token": token} if token else {})}
+
+
+def _matches(run: ExternalRun, name: str, op: str, value: str) -> bool:
+    if name.startswith("params."):
+        actual = run.run.config.get(name.removeprefix("params."))
+    elif name.startswith("tags."):
+        actual = run.tags.get(name.removeprefix("tags.").replace("`", ""))
+    else:
+        actual = {"run_name": run.run.label, "status": protocol.MLFLOW_STATUS_OF[run.run.status],
+                  "run_id": run.run_uuid}[name]
+    return (actual == value) == (op == "=")
+
+
+def _no_order_by(fields: Fields) -> None:
+    if fields.strings("order_by"):
+        raise invalid("order_by", "is not supported by EchoLab's MLflow endpoint; results come newest first")
+
+
+@mlflow_view("GET")
+def get_metric_history(request, fields):
+    run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
+    key = fields.string("metric_key")
+    points = (MetricPoint.objects.filter(run_id=run.pk, key=ALIASES.get(key, key)).order_by("step")
+              .values_list("step", "value"))
+    page, token = protocol.page(points, fields, 25_000)
+    heard = protocol.millis(run.run.heartbeat_at)
+    return {"metrics": [{"key": key, "value": protocol.double(value), "timestamp": heard, "step": step}
+                        for step, value in page], **({"next_page_token": token} if token else {})}

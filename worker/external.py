@@ -1,0 +1,60 @@
+"""The Echo Trap detector for runs logged through the MLflow endpoint (webapp/tracking): each write asks
+for detect_external_run, which feeds the run's newly complete steps to worker.detection.EchoTrapHook,
+so events, emails and cooldowns are the same as for a native run.
+
+The hook is kept per worker process while it is current (its last step is the run's detected_through);
+otherwise it is rebuilt by replaying the stored steps, which gives the same detector. The run's
+ExternalRun row is locked meanwhile, so two workers never judge the same steps.
+"""
+
+import logging
+from collections import defaultdict
+
+from django.db import transaction
+
+from webapp.metrics.models import MetricPoint
+from webapp.tracking.models import ExternalRun
+from worker.detection import EchoTrapHook
+
+logger = logging.getLogger(__name__)
+
+_hooks: dict[int, EchoTrapHook] = {}
+
+
+def detect(run_id: int) -> int:
+    """Judge the run's complete steps not judged yet; returns how many were judged."""
+    with transaction.atomic():
+        external = (ExternalRun.objects.select_for_update().select_related("run__experiment")
+                    .filter(pk=run_id).first())
+        if external is None:
+            return 0
+        through = external.judged_through()
+        start = -1 if external.detected_through is None else external.detected_through
+        if through <= start:
+            return 0
+        hook = _hooks.get(run_id)
+        if hook is None or hook.last_step != external.detected_through:
+            try:
+                hook = EchoTrapHook(external.run)
+            except ValueError as error:  # overrides the detector refuses
+                logger.warning("run %s: detector overrides rejected (%s); not judged", run_id, error)
+                return 0
+        steps = _steps(run_id, after=start, through=through)
+        for step, metrics in steps:
+            hook.on_step(external.run, step, metrics)
+        ExternalRun.objects.filter(pk=run_id).update(detected_through=through)
+        hook.last_step = through  # a step with no points (skipped by the script) is judged too: as absent
+        if external.run.is_finished:
+            _hooks.pop(run_id, None)
+        else:
+            _hooks[run_id] = hook
+    return len(steps)
+
+
+def _steps(run_id: int, after: int, through: int) -> list[tuple[int, dict]]:
+    steps = defaultdict(dict)
+    rows = MetricPoint.objects.filter(run_id=run_id, step__gt=after, step__lte=through)
+    rows = rows.values_list("step", "key", "value").order_by("step")
+    for step, key, value in rows.iterator(chunk_size=20000):
+        steps[step][key] = float("nan") if value is None else value
+    return sorted(steps.items())
