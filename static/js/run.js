@@ -3,8 +3,9 @@
 // The first request gets every series downsampled to <= MAX_POINTS buckets (line = last point of a
 // bucket, band = its min..max, so spikes stay visible). While the run is live, every POLL_MS the page
 // asks only for points after the last step it has (`after=`), appends them, and redraws with
-// Plotly.react under a fixed `uirevision`, which keeps the user's zoom and pan. Polling stops when the
-// API says the run has finished.
+// Plotly.react under a fixed `uirevision`, which keeps the user's zoom and pan. Plotly.react skips a
+// trace whose arrays are the same objects it drew last time, so every redraw hands it copies and a
+// new `datarevision`. Polling stops when the API says the run has finished.
 (function () {
   "use strict";
 
@@ -15,6 +16,8 @@
   const BAND_COLORS = ["rgba(31,119,180,0.2)", "rgba(255,127,14,0.2)"];
   const EVENT_COLORS = { warning: "#e69f00", collapse: "#d62728", resolved: "#2ca02c" };
   const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });
+  // A series this short draws a marker on every point: a single point has no line to draw.
+  const MARKERS_BELOW = 30;
 
   const state = {
     series: {},      // key -> {step, value, min, max, downsampled}
@@ -22,6 +25,7 @@
     events: [],
     smoothing: 0,
     finished: page.finished,
+    revision: 0,     // bumped whenever held data changes: the charts' datarevision
   };
 
   function escapeHtml(text) {
@@ -50,6 +54,7 @@
     held.downsampled = held.downsampled || incoming.downsampled;
     incoming.step.forEach(function (step, i) {
       if (step <= last) return;
+      state.revision += 1;
       const value = incoming.value[i];
       held.step.push(step);
       held.value.push(value);
@@ -63,20 +68,24 @@
     const s = state.series[key];
     if (!s || !s.step.length) return [];
     const color = LINE_COLORS[index % LINE_COLORS.length];
+    const steps = s.step.slice();
+    const mode = steps.length < MARKERS_BELOW ? "lines+markers" : "lines";
     const traces = [];
     if (s.downsampled) {
-      traces.push({ x: s.step, y: s.max, mode: "lines", line: { width: 0, color: color }, hoverinfo: "skip",
+      traces.push({ x: steps, y: s.max.slice(), mode: "lines", line: { width: 0, color: color }, hoverinfo: "skip",
                     showlegend: false, legendgroup: key, connectgaps: false });
-      traces.push({ x: s.step, y: s.min, mode: "lines", line: { width: 0, color: color }, fill: "tonexty",
+      traces.push({ x: steps, y: s.min.slice(), mode: "lines", line: { width: 0, color: color }, fill: "tonexty",
                     fillcolor: BAND_COLORS[index % BAND_COLORS.length], hoverinfo: "skip", showlegend: false,
                     legendgroup: key, connectgaps: false });
     }
     const smoothed = state.smoothing > 0;
-    traces.push({ x: s.step, y: s.value, mode: "lines", name: key, legendgroup: key, line: { color: color, width: 1.5 },
+    traces.push({ x: steps, y: s.value.slice(), mode: mode, name: key, legendgroup: key,
+                  line: { color: color, width: 1.5 }, marker: { color: color, size: 5 },
                   opacity: smoothed ? 0.3 : 1, showlegend: !smoothed, connectgaps: false });
     if (smoothed) {
-      traces.push({ x: s.step, y: window.EchoSmoothing.ema(s.value, state.smoothing), mode: "lines",
-                    name: key + " (smoothed)", legendgroup: key, line: { color: color, width: 2 }, connectgaps: false });
+      traces.push({ x: steps, y: window.EchoSmoothing.ema(s.value, state.smoothing), mode: mode,
+                    name: key + " (smoothed)", legendgroup: key, line: { color: color, width: 2 },
+                    marker: { color: color, size: 5 }, connectgaps: false });
     }
     return traces;
   }
@@ -112,6 +121,7 @@
       const layout = {
         title: { text: chart.title, font: { size: 14 } },
         uirevision: "run-" + page.run,  // keeps zoom and pan across redraws
+        datarevision: state.revision,
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
         xaxis: { title: { text: "step" } },
@@ -149,7 +159,9 @@
   async function refresh() {
     const body = await getJson(metricsUrl());
     Object.entries(body.series).forEach(function (pair) { merge(pair[0], pair[1]); });
-    state.events = (await getJson(page.urls.events)).events;
+    const events = (await getJson(page.urls.events)).events;
+    if (JSON.stringify(events) !== JSON.stringify(state.events)) state.revision += 1;
+    state.events = events;
     showRun(body.run);
     render();
     return body.run;

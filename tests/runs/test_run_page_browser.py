@@ -5,18 +5,52 @@ import time
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.drawn_charts import drawn, last_tick, post_points
+from tests.helpers import REPO_ROOT, wait_for
 from tests.runs.conftest import insert_series, make_run
+from webapp.accounts.models import ApiToken
+from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "runs"
 
 
 def trace_steps(page, chart, trace=-1):
     return page.evaluate(f"(() => {{ const d = document.getElementById('chart-{chart}').data;"
                          f" const t = d[d.length + ({trace}) ] ; return t ? Array.from(t.x) : []; }})()")
+
+
+def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_markers(page):
+    run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
+    token = ApiToken.issue(page.user, "trainer")[1]
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_selector("#poll-state:has-text('live')")
+    assert drawn(page, "success")["lines"] == []
+    assert "no data yet" in drawn(page, "success")["texts"]
+
+    # First poll with points: four vertices drawn, the x axis reaches step 3.
+    # No three consecutive points in line: Plotly drops the middle vertex of a straight run.
+    zigzag = {s: (s * s % 7) / 7 for s in range(9)}
+    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(4)])
+    wait_for(lambda: drawn(page, "success")["lines"] == [4], timeout=15, message="4 drawn vertices")
+    assert 2 <= last_tick(page, "success") <= 3
+    assert "no data yet" not in drawn(page, "success")["texts"]
+
+    # Next poll: the same line gains vertices and the axis extends; nothing reloaded the page.
+    page.evaluate("window.notReloaded = true")
+    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(4, 9)])
+    wait_for(lambda: drawn(page, "success")["lines"] == [9], timeout=15, message="9 drawn vertices")
+    assert last_tick(page, "success") >= 6
+    assert page.evaluate("window.notReloaded") is True
+
+    # A detector event appears on every chart as a marker and a vertical line, without a reload.
+    assert drawn(page, "success")["markers"] == [9]  # a short series marks its points
+    DetectorEvent.objects.create(run=run, step=7, level="warning", rule="reward_std_drop", message="std fell")
+    wait_for(lambda: drawn(page, "success")["markers"] == [9, 1], timeout=15, message="a live event marker")
+    assert drawn(page, "success")["shapes"] >= 1
+    page.screenshot(path=str(ARTIFACTS / "run-live.png"), full_page=True)
 
 
 def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):
