@@ -24,14 +24,15 @@ from webapp.experiments import specs
 from webapp.metrics.downsample import bucket_index, finite_or_none
 from webapp.metrics.models import MetricPoint
 
-NON_FINITE = [math.nan, math.inf, -math.inf]
 SUCCESS, VAL_SUCCESS = "train/success", "val/success"
 # Group-by fields that are not in Run.config.
 PRESET_FIELD, EXPERIMENT_FIELD = "preset", "experiment"
 
 
 def finite_points(**filters):
-    return MetricPoint.objects.filter(value__isnull=False, **filters).exclude(value__in=NON_FINITE)
+    """Points with a finite value. Bounds, not `NOT IN (NaN, inf, -inf)`: SQLite binds NaN as NULL, which
+    makes that test unknown for every row; Postgres orders NaN above infinity, so `< inf` leaves it out."""
+    return MetricPoint.objects.filter(value__isnull=False, value__gt=-math.inf, value__lt=math.inf, **filters)
 
 
 # ---- config diff ----------------------------------------------------------------------------------
