@@ -32,6 +32,16 @@
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
+  // Seconds as the server's `duration` filter writes them: "1h 05m", "3m 20s", "45s".
+  function duration(seconds) {
+    const total = Math.max(0, Math.round(seconds));
+    const hours = Math.floor(total / 3600), minutes = Math.floor((total % 3600) / 60), secs = total % 60;
+    const two = function (n) { return String(n).padStart(2, "0"); };
+    if (hours) return hours + "h " + two(minutes) + "m";
+    if (minutes) return minutes + "m " + two(secs) + "s";
+    return secs + "s";
+  }
+
   async function getJson(url) {
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
     const body = await response.json().catch(function () { return {}; });
@@ -146,7 +156,7 @@
     const percent = run.total_steps ? Math.round((100 * run.step) / run.total_steps) : 0;
     document.getElementById("run-progress-text").textContent = "step " + run.step + " / " + run.total_steps + " (" + percent + "%)";
     document.getElementById("run-eta").textContent =
-      run.eta_seconds !== null && !run.finished ? "ETA " + Math.round(run.eta_seconds) + " s" : "";
+      run.eta_seconds !== null && !run.finished ? "ETA " + duration(run.eta_seconds) : "";
     document.getElementById("run-host").textContent = run.host || "not started";
     document.getElementById("run-device").textContent = run.device || "-";
     document.getElementById("run-attempt").textContent = run.attempt;

@@ -180,6 +180,14 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
 
+    @property
+    def earlier_attempts(self) -> list[dict]:
+        """The attempt log less the attempt the page already shows: a finished run's last entry is the
+        end of its current attempt (its status says how that ended)."""
+        if self.is_finished:
+            return [entry for entry in self.attempt_log if entry.get("attempt") != self.attempt]
+        return self.attempt_log
+
     def enqueue(self) -> bool:
         """Send "train run N" to the gpu queue. With the broker down the run simply stays queued and
         the sweeper sends it later, so a failure here is logged, not raised."""
