@@ -5,6 +5,7 @@ from webapp.core import views as core_views
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
+    path("favicon.ico", core_views.favicon),
     path("api/schema", core_views.api_schema, name="api_schema"),
     path("admin/", admin.site.urls),
     path("", include("webapp.accounts.urls")),

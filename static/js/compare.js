@@ -155,7 +155,7 @@
       };
       const markers = empty ? [] : all.flatMap(eventTraces);
       const div = document.getElementById("chart-" + chart.id);
-      return Plotly.react(div, data.concat(markers), layout, { responsive: true, displaylogo: false });
+      return Plotly.react(div, data.concat(markers), layout, window.EchoChartConfig);
     });
     // Read by tests and bench/compare.py: every chart has been drawn with the current data.
     return Promise.all(drawn).then(function () { document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1); });

@@ -142,7 +142,7 @@
         annotations: empty ? [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
       };
       Plotly.react("chart-" + chart.id, traces.concat(empty ? [] : events.markers), layout,
-                   { responsive: true, displaylogo: false });
+                   window.EchoChartConfig);
     });
   }
 

@@ -96,3 +96,15 @@ def test_smoothing_is_a_debiased_ema_that_keeps_gaps(page):
     smoothed = page.evaluate("document.getElementById('chart-success').data.map(t => [t.name, Array.from(t.y)])")
     assert smoothed == [["train/success", [1, None, 3]],
                         ["train/success (smoothed)", [1, None, pytest.approx(7 / 3)]]]
+
+
+def test_a_single_point_is_drawn_and_the_toolbar_has_no_share_button(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED)
+    MetricPoint.upsert(run.pk, [(5, "actor/entropy", 1.5)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
+    assert drawn(page, "entropy")["markers"] == [1]
+    page.hover("#chart-entropy")
+    titles = page.eval_on_selector_all("#chart-entropy .modebar-btn", "buttons => buttons.map(b => b.dataset.title)")
+    assert "Download plot as a PNG" in titles
+    assert not [title for title in titles if "Share" in title]

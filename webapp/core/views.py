@@ -1,4 +1,6 @@
 from django.http import JsonResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 
 from webapp.core import health, openapi
@@ -19,3 +21,8 @@ def healthz(request):
 def api_schema(request):
     """The OpenAPI document (webapp/core/openapi.yaml) as JSON; public, like any API description."""
     return JsonResponse(openapi.document())
+
+
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page's <link rel="icon">: point them at the real one."""
+    return redirect(static("favicon.svg"), permanent=True)
