@@ -26,6 +26,7 @@
     smoothing: 0,
     finished: page.finished,
     revision: 0,     // bumped whenever held data changes: the charts' datarevision
+    cursor: page.cursor,  // a step marked on every chart (?step=, or a click in the events list)
   };
 
   function escapeHtml(text) {
@@ -113,6 +114,10 @@
       return { type: "line", xref: "x", yref: "paper", x0: event.step, x1: event.step, y0: 0, y1: 1,
                line: { color: EVENT_COLORS[event.level] || "#888", width: 1, dash: event.level === "collapse" ? "solid" : "dot" } };
     });
+    if (state.cursor !== null) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: state.cursor, x1: state.cursor, y0: 0, y1: 1,
+                    line: { color: "#374151", width: 1.5, dash: "dash" } });
+    }
     const markers = state.events.length ? [{
       x: state.events.map(function (e) { return e.step; }),
       y: state.events.map(function () { return 0.97; }),
@@ -139,11 +144,69 @@
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
         legend: { orientation: "h", y: -0.25 },
-        annotations: empty ? [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+        annotations: (empty ? [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [])
+          .concat(state.cursor !== null && !empty ? [{ text: "step " + state.cursor, x: state.cursor, xref: "x", y: 1,
+                                                      yref: "paper", yanchor: "bottom", showarrow: false,
+                                                      font: { size: 11, color: "#374151" } }] : []),
       };
       Plotly.react("chart-" + chart.id, traces.concat(empty ? [] : events.markers), layout,
                    window.EchoChartConfig);
     });
+  }
+
+  // The events list: one row per detector event; a click on its step moves the cursor there.
+  function showEvents() {
+    const table = document.getElementById("event-list");
+    const drawnKey = JSON.stringify([state.events, state.cursor]);
+    if (table.dataset.drawn === drawnKey) return;  // unchanged: keep the rows (and keyboard focus)
+    table.dataset.drawn = drawnKey;
+    table.hidden = !state.events.length;
+    document.getElementById("events-empty").hidden = state.events.length > 0;
+    table.tBodies[0].replaceChildren.apply(table.tBodies[0], state.events.map(function (event) {
+      const row = document.createElement("tr");
+      row.classList.toggle("at-cursor", event.step === state.cursor);
+      const cells = [new Date(event.created_at).toLocaleString(), null, event.level, event.rule, event.message,
+                     Object.entries(event.signals || {}).map(function (pair) {
+                       return pair[0] + "=" + (typeof pair[1] === "number" ? Number(pair[1].toPrecision(4)) : JSON.stringify(pair[1]));
+                     }).join(", ")];
+      cells.forEach(function (text, i) {
+        const cell = document.createElement("td");
+        if (i === 1) {
+          const button = document.createElement("button");
+          button.type = "button";
+          button.className = "link-button";
+          button.textContent = String(event.step);
+          button.setAttribute("aria-label", "Show step " + event.step + " on every chart");
+          button.addEventListener("click", function () { setCursor(event.step); });
+          cell.append(button);
+        } else if (i === 2) {
+          const badge = document.createElement("span");
+          badge.className = "badge badge-" + (event.level === "collapse" ? "collapse" : event.level);
+          badge.textContent = text;
+          cell.append(badge);
+        } else {
+          cell.textContent = text;
+          if (i === 5) cell.className = "values";
+        }
+        row.append(cell);
+      });
+      return row;
+    }));
+  }
+
+  // Move the cursor to a step (null clears it): every chart, the URL (?step=), the trajectories link.
+  function setCursor(step) {
+    state.cursor = step;
+    const url = new URL(window.location.href);
+    if (step === null) url.searchParams.delete("step"); else url.searchParams.set("step", String(step));
+    window.history.replaceState(null, "", url);
+    const link = new URL(page.urls.trajectories, window.location.origin);
+    if (step !== null) link.searchParams.set("step", String(step));
+    document.getElementById("trajectories-link").href = link.pathname + link.search;
+    document.getElementById("cursor-state").hidden = step === null;
+    document.getElementById("cursor-step").textContent = step === null ? "" : String(step);
+    render();
+    showEvents();
   }
 
   function showRun(run) {
@@ -174,6 +237,7 @@
     state.events = events;
     showRun(body.run);
     render();
+    showEvents();
     return body.run;
   }
 
@@ -202,6 +266,7 @@
       output.textContent = slider.value;
       render();
     });
+    document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
     document.getElementById("copy-config").addEventListener("click", function (event) {
       const text = document.getElementById("config-yaml").textContent;
       const button = event.currentTarget;

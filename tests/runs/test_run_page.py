@@ -29,7 +29,8 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
     assert "/static/vendor/plotly/plotly.min.js" in html and "/static/js/run.js" in html
     data = page_data(response)
     assert data["finished"] is False
-    assert data["urls"] == {"metrics": f"/api/runs/{run.pk}/metrics", "events": f"/api/runs/{run.pk}/events"}
+    assert data["urls"] == {"metrics": f"/api/runs/{run.pk}/metrics", "events": f"/api/runs/{run.pk}/events",
+                            "trajectories": f"/runs/{run.pk}/trajectories"}
     keys = [key for chart in data["charts"] for key in chart["keys"]]
     assert {"train/success", "val/success", "actor/grad_norm", "train/reward_std_in_group", "actor/kl_ref"} <= set(keys)
     assert {chart["id"] for chart in data["charts"] if chart.get("log")} == {"grad_norm", "reward_std"}

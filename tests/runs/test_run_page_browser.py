@@ -108,3 +108,38 @@ def test_a_single_point_is_drawn_and_the_toolbar_has_no_share_button(page):
     titles = page.eval_on_selector_all("#chart-entropy .modebar-btn", "buttons => buttons.map(b => b.dataset.title)")
     assert "Download plot as a PNG" in titles
     assert not [title for title in titles if "Share" in title]
+
+
+def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=50, total_steps=50)
+    MetricPoint.upsert(run.pk, [(s, key, (s * s % 7) / 7) for s in range(50) for key in ("train/success", "actor/entropy")])
+    DetectorEvent.objects.create(run=run, step=12, level="warning", rule="reward_std_drop", message="std fell",
+                                 signals={"reward_std": 0.0123456})
+    DetectorEvent.objects.create(run=run, step=30, level="collapse", rule="entropy_drop", message="entropy fell")
+    page.goto(f"{page.base}/runs/{run.pk}/?step=12")
+    page.wait_for_selector("#event-list tbody tr")
+    for chart in ("success", "entropy"):
+        wait_for(lambda: "step 12" in drawn(page, chart)["texts"], timeout=10, message=f"cursor on {chart}")
+        assert drawn(page, chart)["shapes"] == 3  # two events and the cursor
+    assert "no data yet" in drawn(page, "kl")["texts"] and "step 12" not in drawn(page, "kl")["texts"]
+    assert page.locator("#cursor-state").inner_text().startswith("Cursor at step 12")
+    assert page.locator("#trajectories-link").get_attribute("href") == f"/runs/{run.pk}/trajectories?step=12"
+    rows = page.locator("#event-list tbody tr")
+    assert rows.count() == 2
+    assert rows.nth(0).inner_text().split("\t")[1:] == ["12", "warning", "reward_std_drop", "std fell",
+                                                         "reward_std=0.01235"]
+    assert "at-cursor" in rows.nth(0).get_attribute("class")
+
+    page.get_by_role("button", name="Show step 30 on every chart").click()
+    for chart in ("success", "entropy"):
+        wait_for(lambda: "step 30" in drawn(page, chart)["texts"], timeout=10, message=f"cursor moved on {chart}")
+        assert "step 12" not in drawn(page, chart)["texts"]
+    assert page.url.endswith(f"/runs/{run.pk}/?step=30")
+    assert page.locator("#trajectories-link").get_attribute("href") == f"/runs/{run.pk}/trajectories?step=30"
+    page.screenshot(path=str(ARTIFACTS / "run-events-cursor.png"), full_page=True)
+    page.click("#cursor-clear")
+    wait_for(lambda: drawn(page, "success")["shapes"] == 2, timeout=10, message="cursor cleared")
+    assert "step=" not in page.url
+
+    page.goto(f"{page.base}/runs/{run.pk}/?step=twelve")
+    assert "step: expected a whole number" in page.locator("#step-error").inner_text()

@@ -39,16 +39,29 @@ def _rerun_url(run: Run) -> str:
         return f"/experiments/{run.experiment_id}/rerun"
 
 
+def _step_param(request) -> tuple[int | None, str]:
+    """?step=N as (N, "") or (None, a message naming the problem); absent is (None, "")."""
+    text = request.GET.get("step", "").strip()
+    if not text:
+        return None, ""
+    if not text.isdigit() or int(text) > MAX_STEP:
+        return None, f"step: expected a whole number from 0 to {MAX_STEP}, got {text[:20]!r}; showing the whole run"
+    return int(text), ""
+
+
 @login_required
 def run_detail(request, pk):
     run = _owned_run(request, pk)
+    cursor, step_error = _step_param(request)
     page = {
         "run": run.pk,
         "finished": run.is_finished,
         "charts": CHARTS,
+        "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
             "events": reverse("api_run_events", args=[run.pk]),
+            "trajectories": reverse("run_trajectories", args=[run.pk]),
         },
     }
     return render(request, "runs/detail.html", {
@@ -57,6 +70,7 @@ def run_detail(request, pk):
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
         "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
         "rerun_url": _rerun_url(run),
+        "step_error": step_error,
         "page": page,  # read by static/js/run.js through json_script
     })
 
@@ -106,17 +120,25 @@ def trajectory(index: int, data) -> dict:
     }
 
 
+def nearest_sampled(steps: list[int], asked: int) -> int | None:
+    """The sampled step a link to `asked` means: the last one at or before it, else the first after."""
+    before = [step for step in steps if step <= asked]
+    return before[-1] if before else (steps[0] if steps else None)
+
+
 @login_required
 def run_trajectories(request, pk):
     run = _owned_run(request, pk)
     steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
-    text = request.GET.get("step", "")
-    step = int(text) if text.isdigit() and int(text) <= MAX_STEP else (steps[-1] if steps else None)
+    asked, step_error = _step_param(request)
+    step = nearest_sampled(steps, asked) if asked is not None else (steps[-1] if steps else None)
     samples = Sample.objects.filter(run=run, step=step).order_by("index") if step is not None else []
     return render(request, "runs/trajectories.html", {
         "run": run,
         "steps": steps,
         "step": step,
         "step_position": steps.index(step) if step in steps else 0,
+        "asked_step": asked,
+        "step_error": step_error,
         "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
     })
