@@ -60,14 +60,20 @@ class DiffRow:
 
 
 def config_diff(runs) -> list[DiffRow]:
-    flat = [flatten(run.config or {}) for run in runs]
-    keys = sorted({key for config in flat for key in config})
+    """A row per config field of the runs trained here. An imported run has no config (only metrics):
+    its cells are empty and take no part in whether a field differs, else every field would."""
+    flat = [flatten(run.config) if has_config(run) else None for run in runs]
+    keys = sorted({key for config in flat if config is not None for key in config})
     rows = []
     for key in keys:
-        raw = [config.get(key, _MISSING) for config in flat]
-        shown = ["" if value is _MISSING else specs.format_value(value) for value in raw]
+        raw = [config.get(key, _MISSING) for config in flat if config is not None]
+        shown = ["" if config is None or key not in config else specs.format_value(config[key]) for config in flat]
         rows.append(DiffRow(key, shown, len({repr(value) for value in raw}) > 1))
     return rows
+
+
+def has_config(run) -> bool:
+    return bool(run.config) and not run.experiment.imported
 
 
 # ---- grouping ----------------------------------------------------------------------------------
