@@ -144,7 +144,7 @@
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
         legend: { orientation: "h", y: -0.25 },
-        annotations: (empty ? [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [])
+        annotations: (empty ? [{ text: state.finished ? "not logged by this run" : "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [])
           .concat(state.cursor !== null && !empty ? [{ text: "step " + state.cursor, x: state.cursor, xref: "x", y: 1,
                                                       yref: "paper", yanchor: "bottom", showarrow: false,
                                                       font: { size: 11, color: "#374151" } }] : []),
@@ -202,7 +202,8 @@
     window.history.replaceState(null, "", url);
     const link = new URL(page.urls.trajectories, window.location.origin);
     if (step !== null) link.searchParams.set("step", String(step));
-    document.getElementById("trajectories-link").href = link.pathname + link.search;
+    const trajectories = document.getElementById("trajectories-link");
+    if (trajectories) trajectories.href = link.pathname + link.search;
     document.getElementById("cursor-state").hidden = step === null;
     document.getElementById("cursor-step").textContent = step === null ? "" : String(step);
     render();
@@ -220,9 +221,11 @@
     document.getElementById("run-progress-text").textContent = "step " + run.step + " / " + run.total_steps + " (" + percent + "%)";
     document.getElementById("run-eta").textContent =
       run.eta_seconds !== null && !run.finished ? "ETA " + duration(run.eta_seconds) : "";
-    document.getElementById("run-host").textContent = run.host || "not started";
-    document.getElementById("run-device").textContent = run.device || "-";
-    document.getElementById("run-attempt").textContent = run.attempt;
+    if (document.getElementById("run-host")) {  // an imported run has no worker facts
+      document.getElementById("run-host").textContent = run.host || "not started";
+      document.getElementById("run-device").textContent = run.device || "-";
+      document.getElementById("run-attempt").textContent = run.attempt;
+    }
     if (run.finished) {
       const stopForm = document.getElementById("stop-form");
       if (stopForm) stopForm.hidden = true;
@@ -267,7 +270,8 @@
       render();
     });
     document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
-    document.getElementById("copy-config").addEventListener("click", function (event) {
+    const copy = document.getElementById("copy-config");  // an imported run has no config
+    if (copy) copy.addEventListener("click", function (event) {
       const text = document.getElementById("config-yaml").textContent;
       const button = event.currentTarget;
       const done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy as YAML"; }, 1500); };

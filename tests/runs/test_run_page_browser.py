@@ -121,7 +121,7 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
     for chart in ("success", "entropy"):
         wait_for(lambda: "step 12" in drawn(page, chart)["texts"], timeout=10, message=f"cursor on {chart}")
         assert drawn(page, chart)["shapes"] == 3  # two events and the cursor
-    assert "no data yet" in drawn(page, "kl")["texts"] and "step 12" not in drawn(page, "kl")["texts"]
+    assert "not logged by this run" in drawn(page, "kl")["texts"] and "step 12" not in drawn(page, "kl")["texts"]
     assert page.locator("#cursor-state").inner_text().startswith("Cursor at step 12")
     assert page.locator("#trajectories-link").get_attribute("href") == f"/runs/{run.pk}/trajectories?step=12"
     rows = page.locator("#event-list tbody tr")
@@ -143,3 +143,26 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
 
     page.goto(f"{page.base}/runs/{run.pk}/?step=twelve")
     assert "step: expected a whole number" in page.locator("#step-error").inner_text()
+
+
+def test_an_imported_run_charts_its_own_columns_and_offers_no_training_controls(page):
+    from webapp.experiments.models import Experiment
+
+    experiment = Experiment.objects.create(owner=page.user, name="imported: sokoban.csv", config={}, imported=True)
+    run = Run.objects.create(experiment=experiment, label="imported: sokoban.csv", config={},
+                             status=Run.Status.COMPLETED, step=19, total_steps=19,
+                             latest_metrics={"train/success": 0.5, "val-env/SimpleSokoban/success": 0.25})
+    MetricPoint.upsert(run.pk, [(s, key, (s * s % 7) / 7) for s in range(20)
+                                for key in ("train/success", "val-env/SimpleSokoban/success")])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_selector(".gtitle:has-text('val-env/SimpleSokoban/success')")
+    custom = page.locator(".chart-plot", has=page.locator(".gtitle", has_text="val-env/SimpleSokoban/success"))
+    chart = custom.get_attribute("id").removeprefix("chart-")
+    wait_for(lambda: drawn(page, chart)["lines"] == [20], timeout=10, message="the imported column drawn")
+    assert "not logged by this run" in drawn(page, "entropy")["texts"]
+    actions = page.locator(".run-actions").inner_text()
+    assert "Re-run" not in actions and "Trajectories" not in actions and "Export CSV" in actions
+    facts = page.locator(".run-facts").inner_text()
+    assert "imported from a file" in facts and "not started" not in facts
+    assert page.locator("#config-yaml").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "run-imported.png"), full_page=True)

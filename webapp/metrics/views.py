@@ -9,6 +9,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from webapp.experiments.models import Run
+from webapp.metrics.api import MAX_KEYS
 from webapp.metrics.ingest import MAX_STEP
 from webapp.metrics.models import Sample
 
@@ -26,6 +27,14 @@ CHARTS = [
     {"id": "clip", "title": "Clip fraction", "keys": ["actor/clip_frac", "actor/clip_frac_high"]},
     {"id": "kl", "title": "KL", "keys": ["actor/approx_kl", "actor/kl_ref"]},
 ]
+
+
+def run_charts(run: Run) -> list[dict]:
+    """The standard charts, then one per other key the run logged (custom keys, other trainers' columns),
+    as many as one metrics request may ask for."""
+    charted = [key for chart in CHARTS for key in chart["keys"]]
+    others = sorted(set(run.latest_metrics) - set(charted))[:MAX_KEYS - len(charted)]
+    return CHARTS + [{"id": f"logged-{index}", "title": key, "keys": [key]} for index, key in enumerate(others)]
 
 
 def _owned_run(request, pk) -> Run:
@@ -56,7 +65,7 @@ def run_detail(request, pk):
     page = {
         "run": run.pk,
         "finished": run.is_finished,
-        "charts": CHARTS,
+        "charts": run_charts(run),
         "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
