@@ -166,3 +166,27 @@ def test_an_imported_run_charts_its_own_columns_and_offers_no_training_controls(
     assert "imported from a file" in facts and "not started" not in facts
     assert page.locator("#config-yaml").count() == 0
     page.screenshot(path=str(ARTIFACTS / "run-imported.png"), full_page=True)
+
+
+def test_stop_asks_first_then_confirms(page):
+    run = make_run(page.user, status=Run.Status.RUNNING, step=3, total_steps=40)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    questions = []
+
+    def answer(dialog, accept):
+        questions.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", lambda dialog: answer(dialog, False))
+    page.click("#stop-form button")
+    assert questions and questions[0].startswith("Stop seed=1?")
+    page.wait_for_timeout(500)
+    run.refresh_from_db()
+    assert not run.stop_requested  # dismissed: nothing sent
+
+    page.once("dialog", lambda dialog: answer(dialog, True))
+    with page.expect_navigation():
+        page.click("#stop-form button")
+    assert "Stop requested: the run checkpoints at its next step boundary" in page.locator(".messages").inner_text()
+    run.refresh_from_db()
+    assert run.stop_requested

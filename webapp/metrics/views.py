@@ -3,6 +3,7 @@
 import json
 
 import yaml
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
@@ -89,6 +90,12 @@ def run_detail(request, pk):
 def run_stop(request, pk):
     run = _owned_run(request, pk)
     run.request_stop()
+    if run.status == Run.Status.STOPPED:
+        messages.success(request, "Stopped: the run was still queued and will not start.")
+    elif run.stop_requested and not run.is_finished:
+        messages.success(request, "Stop requested: the run checkpoints at its next step boundary, then stops.")
+    else:
+        messages.info(request, f"The run had already ended ({run.get_status_display().lower()}).")
     return redirect(run)
 
 
