@@ -14,13 +14,14 @@ DRAWN = """(id) => {
       (trace) => trace.querySelectorAll('.points path.point').length),
     shapes: chart.querySelectorAll('.shapelayer path').length,
     xticks: Array.from(chart.querySelectorAll('.xaxislayer-above .xtick text')).map((t) => t.textContent),
+    yticks: Array.from(chart.querySelectorAll('.yaxislayer-above .ytick text')).map((t) => t.textContent),
     texts: Array.from(chart.querySelectorAll('.annotation-text, .gtitle')).map((t) => t.textContent),
   };
 }"""
 
 
 def drawn(page, chart: str) -> dict:
-    """{lines: [vertices per trace], markers: [markers per trace], shapes, xticks: [labels], texts} of chart `chart-<chart>`."""
+    """{lines: [vertices per trace], markers: [markers per trace], shapes, xticks/yticks: [labels], texts} of chart `chart-<chart>`."""
     return page.evaluate(DRAWN, f"chart-{chart}")
 
 

@@ -19,6 +19,25 @@
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;
 
+  // The user's panel choices, kept in this browser for every run: folded sections, each chart's y scale.
+  const PREFS_KEY = "echolab.run-panels";
+  const prefs = (function () {
+    try { return JSON.parse(window.localStorage.getItem(PREFS_KEY)) || {}; } catch (error) { return {}; }
+  })();
+  prefs.scale = prefs.scale || {};    // chart (its keys) -> "log" | "linear"
+  prefs.folded = prefs.folded || {};  // section id -> true when folded
+
+  function savePrefs() {
+    try { window.localStorage.setItem(PREFS_KEY, JSON.stringify(prefs)); } catch (error) { /* private mode */ }
+  }
+
+  function chartPref(chart) { return chart.keys.join(","); }  // the same chart on every run page
+
+  function isLog(chart) {
+    const chosen = prefs.scale[chartPref(chart)];
+    return chosen ? chosen === "log" : Boolean(chart.log);
+  }
+
   const state = {
     series: {},      // key -> {step, value, min, max, downsampled}
     lastStep: null,  // highest step received over all keys: the next poll's `after`
@@ -140,7 +159,7 @@
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
         xaxis: { title: { text: "step" } },
-        yaxis: { type: chart.log ? "log" : "linear" },
+        yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
         legend: { orientation: "h", y: -0.25 },
@@ -261,6 +280,38 @@
     if (!state.finished) window.setTimeout(poll, POLL_MS);
   }
 
+  // A linear/log switch above each chart, and sections that fold; both remembered (prefs).
+  function setupPanels() {
+    page.charts.forEach(function (chart) {
+      const plot = document.getElementById("chart-" + chart.id);
+      const tools = document.createElement("div");
+      tools.className = "chart-tools";
+      const label = document.createElement("label");
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.className = "log-scale";
+      box.checked = isLog(chart);
+      box.setAttribute("aria-label", "Log scale for " + chart.title);
+      box.addEventListener("change", function () {
+        prefs.scale[chartPref(chart)] = box.checked ? "log" : "linear";
+        savePrefs();
+        render();
+      });
+      label.append(box, " log scale");
+      tools.append(label);
+      plot.parentNode.insertBefore(tools, plot);
+    });
+    document.querySelectorAll("details.chart-section").forEach(function (section) {
+      section.open = !prefs.folded[section.dataset.section];
+      section.addEventListener("toggle", function () {
+        prefs.folded[section.dataset.section] = !section.open;
+        savePrefs();
+        // A chart drawn while folded has no width: fit it now that it shows.
+        if (section.open) section.querySelectorAll(".chart-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
+      });
+    });
+  }
+
   function setupControls() {
     const slider = document.getElementById("smoothing");
     const output = document.getElementById("smoothing-value");
@@ -288,6 +339,7 @@
     });
   }
 
+  setupPanels();
   setupControls();
   poll();
 })();

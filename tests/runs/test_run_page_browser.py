@@ -190,3 +190,31 @@ def test_stop_asks_first_then_confirms(page):
     assert "Stop requested: the run checkpoints at its next step boundary" in page.locator(".messages").inner_text()
     run.refresh_from_db()
     assert run.stop_requested
+
+
+def test_each_chart_switches_to_log_scale_and_the_page_remembers_panels(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=30, total_steps=30,
+                   latest_metrics={"custom/loss": 1.0})
+    MetricPoint.upsert(run.pk, [(s, "actor/entropy", 1 + (s * 37) % 1000) for s in range(30)] +
+                       [(s, "custom/loss", 1.0 / (s + 1)) for s in range(30)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
+    assert "500" in drawn(page, "entropy")["yticks"]  # linear: 0, 500, 1000
+    page.get_by_label("Log scale for Entropy").check()
+    wait_for(lambda: "100" in drawn(page, "entropy")["yticks"] and "500" not in drawn(page, "entropy")["yticks"],
+             timeout=10, message="log ticks")
+    assert page.get_by_label("Log scale for Gradient norm").is_checked()  # its own default, untouched
+    page.locator("#section-logged > summary").click()
+    assert not page.locator("#chart-logged-0").is_visible()
+
+    page.reload()
+    page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
+    assert page.get_by_label("Log scale for Entropy").is_checked()
+    assert "100" in drawn(page, "entropy")["yticks"] and "500" not in drawn(page, "entropy")["yticks"]
+    assert not page.locator("#chart-logged-0").is_visible()
+    page.locator("#section-logged > summary").click()
+    # Plotly merges nearly collinear vertices of the flat tail: at least a line across the whole chart.
+    wait_for(lambda: drawn(page, "logged-0")["lines"][:1] >= [10], timeout=10, message="the unfolded custom chart")
+    assert max(float(t) for t in drawn(page, "logged-0")["xticks"]) >= 25
+    assert page.locator("#chart-logged-0 .gtitle").text_content() == "custom/loss"
+    page.screenshot(path=str(ARTIFACTS / "run-panels.png"), full_page=True)

@@ -30,12 +30,17 @@ CHARTS = [
 ]
 
 
-def run_charts(run: Run) -> list[dict]:
-    """The standard charts, then one per other key the run logged (custom keys, other trainers' columns),
-    as many as one metrics request may ask for."""
+def chart_sections(run: Run) -> list[dict]:
+    """The standard charts, then one chart per other key the run logged (custom keys, other trainers'
+    columns), as many as one metrics request may ask for; each group a section the page can fold."""
     charted = [key for chart in CHARTS for key in chart["keys"]]
     others = sorted(set(run.latest_metrics) - set(charted))[:MAX_KEYS - len(charted)]
-    return CHARTS + [{"id": f"logged-{index}", "title": key, "keys": [key]} for index, key in enumerate(others)]
+    sections = [{"id": "training", "title": "Training", "charts": CHARTS}]
+    if others:
+        sections.append({"id": "logged", "title": f"Other logged keys ({len(others)})",
+                         "charts": [{"id": f"logged-{index}", "title": key, "keys": [key]}
+                                    for index, key in enumerate(others)]})
+    return sections
 
 
 def _owned_run(request, pk) -> Run:
@@ -63,10 +68,11 @@ def _step_param(request) -> tuple[int | None, str]:
 def run_detail(request, pk):
     run = _owned_run(request, pk)
     cursor, step_error = _step_param(request)
+    sections = chart_sections(run)
     page = {
         "run": run.pk,
         "finished": run.is_finished,
-        "charts": run_charts(run),
+        "charts": [chart for section in sections for chart in section["charts"]],
         "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
@@ -81,6 +87,7 @@ def run_detail(request, pk):
         "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
         "rerun_url": _rerun_url(run),
         "step_error": step_error,
+        "sections": sections,
         "page": page,  # read by static/js/run.js through json_script
     })
 
