@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+import envs
 from webapp.experiments.models import Run
 from webapp.metrics.api import MAX_KEYS
 from webapp.metrics.ingest import MAX_STEP
@@ -120,6 +121,7 @@ def trajectory(index: int, data) -> dict:
     """A sample as the template shows it, whatever shape the trainer (or a bug) gave it."""
     sample = _mapping(data)
     turns = sample.get("turns") if isinstance(sample.get("turns"), list) else []
+    valid = [_mapping(turn).get("valid") for turn in turns]
     return {
         "index": index,
         "group": sample.get("group"),
@@ -128,6 +130,7 @@ def trajectory(index: int, data) -> dict:
         "success": sample.get("success"),
         "text": _text(sample.get("text")),
         "raw": "" if isinstance(data, dict) else _text(data),
+        "format_valid": all(value is not False for value in valid) if turns else None,
         "turns": [
             {
                 "state": _text(turn.get("state")),
@@ -149,6 +152,16 @@ def nearest_sampled(steps: list[int], asked: int) -> int | None:
     return before[-1] if before else (steps[0] if steps else None)
 
 
+def board_legend(config: dict) -> dict[str, str]:
+    """Symbol -> meaning of the run's environment board, as the environment itself describes it to the
+    model; empty for a run whose config names no environment that builds (an imported run)."""
+    env = _mapping(_mapping(config).get("env"))
+    try:
+        return dict(envs.make(env.get("name", ""), **_mapping(env.get("params"))).symbols)
+    except Exception:  # an unknown name or stale params: the page still shows the samples
+        return {}
+
+
 @login_required
 def run_trajectories(request, pk):
     run = _owned_run(request, pk)
@@ -162,6 +175,7 @@ def run_trajectories(request, pk):
         "step": step,
         "step_position": steps.index(step) if step in steps else 0,
         "asked_step": asked,
+        "legend": board_legend(run.config),
         "step_error": step_error,
         "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
     })
