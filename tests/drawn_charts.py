@@ -9,7 +9,8 @@ DRAWN = """(id) => {
   const vertices = (d) => d ? (d.match(/[ML]/g) || []).length : 0;
   return {
     lines: Array.from(chart.querySelectorAll('.scatterlayer .trace')).map(
-      (trace) => Array.from(trace.querySelectorAll('path.js-line')).reduce((n, p) => n + vertices(p.getAttribute('d')), 0)),
+      (trace) => Array.from(trace.querySelectorAll('path.js-line'))
+        .reduce((n, p) => n + vertices(p.getAttribute('d')), 0)),
     markers: Array.from(chart.querySelectorAll('.scatterlayer .trace')).map(
       (trace) => trace.querySelectorAll('.points path.point').length),
     shapes: chart.querySelectorAll('.shapelayer path').length,
@@ -21,12 +22,13 @@ DRAWN = """(id) => {
 
 
 def drawn(page, chart: str) -> dict:
-    """{lines: [vertices per trace], markers: [markers per trace], shapes, xticks/yticks: [labels], texts} of chart `chart-<chart>`."""
+    """What chart `chart-<chart>` draws: {lines: [vertices per trace], markers: [markers per trace],
+    shapes, xticks and yticks: [labels], texts: [title and annotations]}."""
     return page.evaluate(DRAWN, f"chart-{chart}")
 
 
 def last_tick(page, chart: str) -> float:
-    """The x axis' largest tick label as a number (Plotly writes minus as U+2212 and thousands with commas)."""
+    """The x axis' largest tick label as a number (Plotly writes minus as U+2212, thousands with commas)."""
     ticks = [float(t.replace("\u2212", "-").replace(",", "")) for t in drawn(page, chart)["xticks"] if t]
     return max(ticks) if ticks else float("nan")
 

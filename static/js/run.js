@@ -28,7 +28,9 @@
   prefs.folded = prefs.folded || {};  // section id -> true when folded
 
   function savePrefs() {
-    try { window.localStorage.setItem(PREFS_KEY, JSON.stringify(prefs)); } catch (error) { /* private mode */ }
+    try {
+      window.localStorage.setItem(PREFS_KEY, JSON.stringify(prefs));
+    } catch (error) { /* storage off (private mode): choices last until the page closes */ }
   }
 
   function chartPref(chart) { return chart.keys.join(","); }  // the same chart on every run page
@@ -120,12 +122,19 @@
     return traces;
   }
 
+  // The values a detector rule saw, as "name=value, ...", numbers to 4 significant digits.
+  function signalText(event) {
+    return Object.entries(event.signals || {}).map(function (pair) {
+      const value = pair[1];
+      const text = typeof value === "number" ? String(Number(value.toPrecision(4))) : JSON.stringify(value);
+      return pair[0] + "=" + text;
+    }).join(", ");
+  }
+
   function eventHover(event) {
-    const signals = Object.entries(event.signals || {}).map(function (pair) {
-      return pair[0] + "=" + (typeof pair[1] === "number" ? Number(pair[1].toPrecision(4)) : JSON.stringify(pair[1]));
-    });
+    const signals = signalText(event);
     return "<b>" + escapeHtml(event.level + ": " + event.rule) + "</b> at step " + event.step + "<br>" +
-      escapeHtml(event.message) + (signals.length ? "<br>" + escapeHtml(signals.join(", ")) : "");
+      escapeHtml(event.message) + (signals ? "<br>" + escapeHtml(signals) : "");
   }
 
   function eventLayer() {
@@ -147,6 +156,16 @@
     return { shapes: shapes, markers: markers };
   }
 
+  function emptyNote() {
+    return { text: state.finished ? "not logged by this run" : "no data yet", xref: "paper", yref: "paper",
+             x: 0.5, y: 0.5, showarrow: false };
+  }
+
+  function cursorLabel() {
+    return { text: "step " + state.cursor, x: state.cursor, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+             showarrow: false, font: { size: 11, color: "#374151" } };
+  }
+
   function render() {
     const events = eventLayer();
     page.charts.forEach(function (chart) {
@@ -163,10 +182,7 @@
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
         legend: { orientation: "h", y: -0.25 },
-        annotations: (empty ? [{ text: state.finished ? "not logged by this run" : "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [])
-          .concat(state.cursor !== null && !empty ? [{ text: "step " + state.cursor, x: state.cursor, xref: "x", y: 1,
-                                                      yref: "paper", yanchor: "bottom", showarrow: false,
-                                                      font: { size: 11, color: "#374151" } }] : []),
+        annotations: empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()],
       };
       Plotly.react("chart-" + chart.id, traces.concat(empty ? [] : events.markers), layout,
                    window.EchoChartConfig);
@@ -185,9 +201,7 @@
       const row = document.createElement("tr");
       row.classList.toggle("at-cursor", event.step === state.cursor);
       const cells = [new Date(event.created_at).toLocaleString(), null, event.level, event.rule, event.message,
-                     Object.entries(event.signals || {}).map(function (pair) {
-                       return pair[0] + "=" + (typeof pair[1] === "number" ? Number(pair[1].toPrecision(4)) : JSON.stringify(pair[1]));
-                     }).join(", ")];
+                     signalText(event)];
       cells.forEach(function (text, i) {
         const cell = document.createElement("td");
         if (i === 1) {
@@ -240,6 +254,8 @@
     document.getElementById("run-progress-text").textContent = "step " + run.step + " / " + run.total_steps + " (" + percent + "%)";
     document.getElementById("run-eta").textContent =
       run.eta_seconds !== null && !run.finished ? "ETA " + duration(run.eta_seconds) : "";
+    const queue = document.getElementById("run-queue");  // the place in the queue, as of page load
+    if (queue && run.status !== "queued") queue.hidden = true;
     if (document.getElementById("run-host")) {  // an imported run has no worker facts
       document.getElementById("run-host").textContent = run.host || "not started";
       document.getElementById("run-device").textContent = run.device || "-";
@@ -307,7 +323,8 @@
         prefs.folded[section.dataset.section] = !section.open;
         savePrefs();
         // A chart drawn while folded has no width: fit it now that it shows.
-        if (section.open) section.querySelectorAll(".chart-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
+        if (!section.open) return;
+        section.querySelectorAll(".chart-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
       });
     });
   }

@@ -148,11 +148,12 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
     page.select_option("#group-by", "optim.actor_lr")
-    page.wait_for_function("document.getElementById('chart-success').querySelectorAll('.fills path').length >= 2")
+    page.wait_for_function("document.querySelectorAll('#chart-success .fills path').length >= 2")
 
-    line_colours = page.evaluate("""Array.from(document.querySelectorAll('#chart-success .scatterlayer .trace path.js-line'))
+    line_colours = page.evaluate("""Array.from(document.querySelectorAll('#chart-success path.js-line'))
         .map(p => getComputedStyle(p).stroke).filter(c => c !== 'rgba(0, 0, 0, 0)')""")
-    swatch = "(run) => getComputedStyle(document.querySelector(`#summary-table .swatch[data-run='${run}']`)).backgroundColor"
+    swatch = ("(run) => getComputedStyle(document.querySelector(`#summary-table .swatch[data-run='${run}']`))"
+              ".backgroundColor")
     swatches = [page.evaluate(swatch, run.pk) for run in runs]
     assert swatches[0] == swatches[1] and swatches[2] == swatches[3] and swatches[0] != swatches[2]
     assert set(swatches) <= set(line_colours)

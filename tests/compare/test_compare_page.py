@@ -71,7 +71,8 @@ def test_config_diff_leaves_imported_runs_out_of_the_comparison(alice_client, al
     trained = make_experiment(alice, "trained")
     imported = make_experiment(alice, "imported", imported=True)
     runs = [make_run(trained, "seed=1", config={"seed": 1}), make_run(trained, "seed=2", config={"seed": 2}),
-            Run.objects.create(experiment=imported, label="imported: a.csv", config={}, status=Run.Status.COMPLETED)]
+            Run.objects.create(experiment=imported, label="imported: a.csv", config={},
+                               status=Run.Status.COMPLETED)]
     html = alice_client.get("/compare", {"runs": ",".join(str(run.pk) for run in runs)}).content.decode()
     diff = html.split('id="config-diff"')[1].split("</table>")[0]
     differing = {part.split("</code>")[0] for part in diff.split('<tr class="differs"><th><code>')[1:]}

@@ -19,8 +19,9 @@ from webapp.metrics.models import MetricPoint
 user = get_user_model().objects.create_user("dora", "dora@example.com", "pw-dora-123")
 experiment = Experiment.objects.create(owner=user, name="sqlite", config={})
 run = Run.objects.create(experiment=experiment, label="seed=1", config={}, status=Run.Status.COMPLETED)
-MetricPoint.upsert(run.pk, [(0, "train/success", 0.25), (1, "train/success", 0.75), (2, "train/success", math.nan),
-                            (3, "train/success", math.inf), (0, "val/success", 0.5), (2, "val/success", math.nan)])
+MetricPoint.upsert(run.pk, [(0, "train/success", 0.25), (1, "train/success", 0.75),
+                            (2, "train/success", math.nan), (3, "train/success", math.inf),
+                            (0, "val/success", 0.5), (2, "val/success", math.nan)])
 row = aggregates.summaries([run])[run.pk]
 print("SUMMARY " + json.dumps({key: row[key] for key in ("final_success", "best_success", "val_success")}))
 """
@@ -28,7 +29,8 @@ print("SUMMARY " + json.dumps({key: row[key] for key in ("final_success", "best_
 
 @pytest.mark.slow
 def test_summary_success_columns_skip_nan_and_inf_on_sqlite(tmp_path):
-    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'echolab.sqlite3'}", ECHOLAB_VAR=str(tmp_path))
     for command in (["migrate", "-v", "0"], ["shell", "-c", SCRIPT]):
         done = subprocess.run([sys.executable, "manage.py", *command], cwd=REPO_ROOT, env=env,

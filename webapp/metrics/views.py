@@ -89,6 +89,7 @@ def run_detail(request, pk):
         "rerun_url": _rerun_url(run),
         "step_error": step_error,
         "sections": sections,
+        "queue": run.queue_place(),
         "page": page,  # read by static/js/run.js through json_script
     })
 
