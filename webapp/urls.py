@@ -10,6 +10,7 @@ handler404 = "webapp.core.views.not_found"
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),
+    path("favicon.ico", core_views.favicon),
     path("api/schema", core_views.api_schema, name="api_schema"),
     path("admin/", admin.site.urls),
     path("", include("webapp.accounts.urls")),

@@ -9,10 +9,13 @@
   const KEYS = Array.from(new Set(page.charts.flatMap(function (chart) { return chart.keys; })));
   const DASHES = ["solid", "dot", "dash"];
   const LEVEL_SYMBOLS = { warning: "circle-open", collapse: "x", resolved: "triangle-up-open" };
+  const POLL_MS = 2000;
+  // A series this short draws a marker on every point: a single point has no line to draw.
+  const MARKERS_BELOW = 30;
   const colorOf = {};
   page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
 
-  const state = { data: null, smoothing: 0, groupBy: page.group_by, bands: false, hidden: new Set() };
+  const state = { data: null, smoothing: 0, groupBy: page.group_by, bands: false, hidden: new Set(), nextPoll: null, loads: 0 };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -33,19 +36,29 @@
     return url;
   }
 
-  async function load() {
+  // While any run shown is queued or running, the page reloads its data every POLL_MS (the server
+  // downsamples again, so a long run stays as cheap as a short one) and redraws with Plotly.react.
+  async function load(options) {
     const status = document.getElementById("load-state");
-    status.textContent = "loading…";
+    const polled = options && options.polled;
+    if (!polled) status.textContent = "loading…";
+    window.clearTimeout(state.nextPoll);
+    const ticket = ++state.loads;  // a newer load (the user changed grouping) supersedes this one
     try {
       const response = await fetch(dataUrl(), { credentials: "same-origin", headers: { Accept: "application/json" } });
       const body = await response.json().catch(function () { return {}; });
+      if (ticket !== state.loads) return;
       if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
       state.data = body;
-      state.hidden.clear();
-      status.textContent = "";
+      if (!polled) state.hidden.clear();
+      const live = body.runs.some(function (run) { return !run.finished; });
+      status.textContent = live ? "live, updating every " + POLL_MS / 1000 + " s" : "";
       render();
+      if (live) state.nextPoll = window.setTimeout(function () { load({ polled: true }); }, POLL_MS);
     } catch (error) {
-      status.textContent = "could not load the chart data (" + error.message + ")";
+      if (ticket !== state.loads) return;
+      status.textContent = "could not load the chart data (" + error.message + ")" + (polled ? "; retrying" : "");
+      if (polled) state.nextPoll = window.setTimeout(function () { load({ polled: true }); }, POLL_MS);
     }
   }
 
@@ -84,7 +97,8 @@
                    fillcolor: rgba(entry.color, entry.group ? 0.18 : 0.12), hoverinfo: "skip", showlegend: false,
                    legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
       }
-      out.push({ x: s.step, y: smooth(line), mode: "lines", name: entry.name, legendgroup: entry.id,
+      out.push({ x: s.step, y: smooth(line), mode: s.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
+                 marker: { color: entry.color, size: 5 }, name: entry.name, legendgroup: entry.id,
                  showlegend: !legendShown, visible: visible, connectgaps: false, meta: entry.id,
                  line: { color: entry.color, width: entry.group ? 2.2 : 1.6, dash: DASHES[k % DASHES.length] },
                  hovertemplate: escapeHtml(entry.name) + "<br>" + escapeHtml(key) + " %{y:.4g} at step %{x}<extra></extra>" });
@@ -121,6 +135,7 @@
   function render() {
     const all = entries();
     drawLegend(all);
+    colourSwatches(all);
     const drawn = page.charts.map(function (chart) {
       const data = all.flatMap(function (entry) { return traces(chart, entry); });
       const empty = !data.length;
@@ -140,7 +155,7 @@
       };
       const markers = empty ? [] : all.flatMap(eventTraces);
       const div = document.getElementById("chart-" + chart.id);
-      return Plotly.react(div, data.concat(markers), layout, { responsive: true, displaylogo: false });
+      return Plotly.react(div, data.concat(markers), layout, window.EchoChartConfig);
     });
     // Read by tests and bench/compare.py: every chart has been drawn with the current data.
     return Promise.all(drawn).then(function () { document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1); });
@@ -176,6 +191,15 @@
       const shown = !state.hidden.has(button.dataset.entry);
       button.classList.toggle("off", !shown);
       button.setAttribute("aria-pressed", String(shown));
+    });
+  }
+
+  // The tables' swatches take the colour of the line that draws their run: its own, or its group's.
+  function colourSwatches(all) {
+    const colour = {};
+    all.forEach(function (entry) { entry.runs.forEach(function (id) { colour[id] = entry.color; }); });
+    document.querySelectorAll(".swatch[data-run]").forEach(function (swatch) {
+      swatch.style.background = colour[swatch.dataset.run] || colorOf[swatch.dataset.run];
     });
   }
 

@@ -3,8 +3,9 @@
 // The first request gets every series downsampled to <= MAX_POINTS buckets (line = last point of a
 // bucket, band = its min..max, so spikes stay visible). While the run is live, every POLL_MS the page
 // asks only for points after the last step it has (`after=`), appends them, and redraws with
-// Plotly.react under a fixed `uirevision`, which keeps the user's zoom and pan. Polling stops when the
-// API says the run has finished.
+// Plotly.react under a fixed `uirevision`, which keeps the user's zoom and pan. Plotly.react skips a
+// trace whose arrays are the same objects it drew last time, so every redraw hands it copies and a
+// new `datarevision`. Polling stops when the API says the run has finished.
 (function () {
   "use strict";
 
@@ -15,6 +16,29 @@
   const BAND_COLORS = ["rgba(31,119,180,0.2)", "rgba(255,127,14,0.2)"];
   const EVENT_COLORS = { warning: "#e69f00", collapse: "#d62728", resolved: "#2ca02c" };
   const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });
+  // A series this short draws a marker on every point: a single point has no line to draw.
+  const MARKERS_BELOW = 30;
+
+  // The user's panel choices, kept in this browser for every run: folded sections, each chart's y scale.
+  const PREFS_KEY = "echolab.run-panels";
+  const prefs = (function () {
+    try { return JSON.parse(window.localStorage.getItem(PREFS_KEY)) || {}; } catch (error) { return {}; }
+  })();
+  prefs.scale = prefs.scale || {};    // chart (its keys) -> "log" | "linear"
+  prefs.folded = prefs.folded || {};  // section id -> true when folded
+
+  function savePrefs() {
+    try {
+      window.localStorage.setItem(PREFS_KEY, JSON.stringify(prefs));
+    } catch (error) { /* storage off (private mode): choices last until the page closes */ }
+  }
+
+  function chartPref(chart) { return chart.keys.join(","); }  // the same chart on every run page
+
+  function isLog(chart) {
+    const chosen = prefs.scale[chartPref(chart)];
+    return chosen ? chosen === "log" : Boolean(chart.log);
+  }
 
   const state = {
     series: {},      // key -> {step, value, min, max, downsampled}
@@ -22,10 +46,22 @@
     events: [],
     smoothing: 0,
     finished: page.finished,
+    revision: 0,     // bumped whenever held data changes: the charts' datarevision
+    cursor: page.cursor,  // a step marked on every chart (?step=, or a click in the events list)
   };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  // Seconds as the server's `duration` filter writes them: "1h 05m", "3m 20s", "45s".
+  function duration(seconds) {
+    const total = Math.max(0, Math.round(seconds));
+    const hours = Math.floor(total / 3600), minutes = Math.floor((total % 3600) / 60), secs = total % 60;
+    const two = function (n) { return String(n).padStart(2, "0"); };
+    if (hours) return hours + "h " + two(minutes) + "m";
+    if (minutes) return minutes + "m " + two(secs) + "s";
+    return secs + "s";
   }
 
   async function getJson(url) {
@@ -50,6 +86,7 @@
     held.downsampled = held.downsampled || incoming.downsampled;
     incoming.step.forEach(function (step, i) {
       if (step <= last) return;
+      state.revision += 1;
       const value = incoming.value[i];
       held.step.push(step);
       held.value.push(value);
@@ -63,30 +100,41 @@
     const s = state.series[key];
     if (!s || !s.step.length) return [];
     const color = LINE_COLORS[index % LINE_COLORS.length];
+    const steps = s.step.slice();
+    const mode = steps.length < MARKERS_BELOW ? "lines+markers" : "lines";
     const traces = [];
     if (s.downsampled) {
-      traces.push({ x: s.step, y: s.max, mode: "lines", line: { width: 0, color: color }, hoverinfo: "skip",
+      traces.push({ x: steps, y: s.max.slice(), mode: "lines", line: { width: 0, color: color }, hoverinfo: "skip",
                     showlegend: false, legendgroup: key, connectgaps: false });
-      traces.push({ x: s.step, y: s.min, mode: "lines", line: { width: 0, color: color }, fill: "tonexty",
+      traces.push({ x: steps, y: s.min.slice(), mode: "lines", line: { width: 0, color: color }, fill: "tonexty",
                     fillcolor: BAND_COLORS[index % BAND_COLORS.length], hoverinfo: "skip", showlegend: false,
                     legendgroup: key, connectgaps: false });
     }
     const smoothed = state.smoothing > 0;
-    traces.push({ x: s.step, y: s.value, mode: "lines", name: key, legendgroup: key, line: { color: color, width: 1.5 },
+    traces.push({ x: steps, y: s.value.slice(), mode: mode, name: key, legendgroup: key,
+                  line: { color: color, width: 1.5 }, marker: { color: color, size: 5 },
                   opacity: smoothed ? 0.3 : 1, showlegend: !smoothed, connectgaps: false });
     if (smoothed) {
-      traces.push({ x: s.step, y: window.EchoSmoothing.ema(s.value, state.smoothing), mode: "lines",
-                    name: key + " (smoothed)", legendgroup: key, line: { color: color, width: 2 }, connectgaps: false });
+      traces.push({ x: steps, y: window.EchoSmoothing.ema(s.value, state.smoothing), mode: mode,
+                    name: key + " (smoothed)", legendgroup: key, line: { color: color, width: 2 },
+                    marker: { color: color, size: 5 }, connectgaps: false });
     }
     return traces;
   }
 
+  // The values a detector rule saw, as "name=value, ...", numbers to 4 significant digits.
+  function signalText(event) {
+    return Object.entries(event.signals || {}).map(function (pair) {
+      const value = pair[1];
+      const text = typeof value === "number" ? String(Number(value.toPrecision(4))) : JSON.stringify(value);
+      return pair[0] + "=" + text;
+    }).join(", ");
+  }
+
   function eventHover(event) {
-    const signals = Object.entries(event.signals || {}).map(function (pair) {
-      return pair[0] + "=" + (typeof pair[1] === "number" ? Number(pair[1].toPrecision(4)) : JSON.stringify(pair[1]));
-    });
+    const signals = signalText(event);
     return "<b>" + escapeHtml(event.level + ": " + event.rule) + "</b> at step " + event.step + "<br>" +
-      escapeHtml(event.message) + (signals.length ? "<br>" + escapeHtml(signals.join(", ")) : "");
+      escapeHtml(event.message) + (signals ? "<br>" + escapeHtml(signals) : "");
   }
 
   function eventLayer() {
@@ -94,6 +142,10 @@
       return { type: "line", xref: "x", yref: "paper", x0: event.step, x1: event.step, y0: 0, y1: 1,
                line: { color: EVENT_COLORS[event.level] || "#888", width: 1, dash: event.level === "collapse" ? "solid" : "dot" } };
     });
+    if (state.cursor !== null) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: state.cursor, x1: state.cursor, y0: 0, y1: 1,
+                    line: { color: "#374151", width: 1.5, dash: "dash" } });
+    }
     const markers = state.events.length ? [{
       x: state.events.map(function (e) { return e.step; }),
       y: state.events.map(function () { return 0.97; }),
@@ -104,6 +156,16 @@
     return { shapes: shapes, markers: markers };
   }
 
+  function emptyNote() {
+    return { text: state.finished ? "not logged by this run" : "no data yet", xref: "paper", yref: "paper",
+             x: 0.5, y: 0.5, showarrow: false };
+  }
+
+  function cursorLabel() {
+    return { text: "step " + state.cursor, x: state.cursor, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+             showarrow: false, font: { size: 11, color: "#374151" } };
+  }
+
   function render() {
     const events = eventLayer();
     page.charts.forEach(function (chart) {
@@ -112,18 +174,73 @@
       const layout = {
         title: { text: chart.title, font: { size: 14 } },
         uirevision: "run-" + page.run,  // keeps zoom and pan across redraws
+        datarevision: state.revision,
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
         xaxis: { title: { text: "step" } },
-        yaxis: { type: chart.log ? "log" : "linear" },
+        yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
         legend: { orientation: "h", y: -0.25 },
-        annotations: empty ? [{ text: "no data yet", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+        annotations: empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()],
       };
       Plotly.react("chart-" + chart.id, traces.concat(empty ? [] : events.markers), layout,
-                   { responsive: true, displaylogo: false });
+                   window.EchoChartConfig);
     });
+  }
+
+  // The events list: one row per detector event; a click on its step moves the cursor there.
+  function showEvents() {
+    const table = document.getElementById("event-list");
+    const drawnKey = JSON.stringify([state.events, state.cursor]);
+    if (table.dataset.drawn === drawnKey) return;  // unchanged: keep the rows (and keyboard focus)
+    table.dataset.drawn = drawnKey;
+    table.hidden = !state.events.length;
+    document.getElementById("events-empty").hidden = state.events.length > 0;
+    table.tBodies[0].replaceChildren.apply(table.tBodies[0], state.events.map(function (event) {
+      const row = document.createElement("tr");
+      row.classList.toggle("at-cursor", event.step === state.cursor);
+      const cells = [new Date(event.created_at).toLocaleString(), null, event.level, event.rule, event.message,
+                     signalText(event)];
+      cells.forEach(function (text, i) {
+        const cell = document.createElement("td");
+        if (i === 1) {
+          const button = document.createElement("button");
+          button.type = "button";
+          button.className = "link-button";
+          button.textContent = String(event.step);
+          button.setAttribute("aria-label", "Show step " + event.step + " on every chart");
+          button.addEventListener("click", function () { setCursor(event.step); });
+          cell.append(button);
+        } else if (i === 2) {
+          const badge = document.createElement("span");
+          badge.className = "badge badge-" + (event.level === "collapse" ? "collapse" : event.level);
+          badge.textContent = text;
+          cell.append(badge);
+        } else {
+          cell.textContent = text;
+          if (i === 5) cell.className = "values";
+        }
+        row.append(cell);
+      });
+      return row;
+    }));
+  }
+
+  // Move the cursor to a step (null clears it): every chart, the URL (?step=), the trajectories link.
+  function setCursor(step) {
+    state.cursor = step;
+    const url = new URL(window.location.href);
+    if (step === null) url.searchParams.delete("step"); else url.searchParams.set("step", String(step));
+    window.history.replaceState(null, "", url);
+    const link = new URL(page.urls.trajectories, window.location.origin);
+    if (step !== null) link.searchParams.set("step", String(step));
+    const trajectories = document.getElementById("trajectories-link");
+    if (trajectories) trajectories.href = link.pathname + link.search;
+    document.getElementById("cursor-state").hidden = step === null;
+    document.getElementById("cursor-step").textContent = step === null ? "" : String(step);
+    render();
+    showEvents();
   }
 
   function showRun(run) {
@@ -136,10 +253,14 @@
     const percent = run.total_steps ? Math.round((100 * run.step) / run.total_steps) : 0;
     document.getElementById("run-progress-text").textContent = "step " + run.step + " / " + run.total_steps + " (" + percent + "%)";
     document.getElementById("run-eta").textContent =
-      run.eta_seconds !== null && !run.finished ? "ETA " + Math.round(run.eta_seconds) + " s" : "";
-    document.getElementById("run-host").textContent = run.host || "not started";
-    document.getElementById("run-device").textContent = run.device || "-";
-    document.getElementById("run-attempt").textContent = run.attempt;
+      run.eta_seconds !== null && !run.finished ? "ETA " + duration(run.eta_seconds) : "";
+    const queue = document.getElementById("run-queue");  // the place in the queue, as of page load
+    if (queue && run.status !== "queued") queue.hidden = true;
+    if (document.getElementById("run-host")) {  // an imported run has no worker facts
+      document.getElementById("run-host").textContent = run.host || "not started";
+      document.getElementById("run-device").textContent = run.device || "-";
+      document.getElementById("run-attempt").textContent = run.attempt;
+    }
     if (run.finished) {
       const stopForm = document.getElementById("stop-form");
       if (stopForm) stopForm.hidden = true;
@@ -149,9 +270,12 @@
   async function refresh() {
     const body = await getJson(metricsUrl());
     Object.entries(body.series).forEach(function (pair) { merge(pair[0], pair[1]); });
-    state.events = (await getJson(page.urls.events)).events;
+    const events = (await getJson(page.urls.events)).events;
+    if (JSON.stringify(events) !== JSON.stringify(state.events)) state.revision += 1;
+    state.events = events;
     showRun(body.run);
     render();
+    showEvents();
     return body.run;
   }
 
@@ -172,6 +296,39 @@
     if (!state.finished) window.setTimeout(poll, POLL_MS);
   }
 
+  // A linear/log switch above each chart, and sections that fold; both remembered (prefs).
+  function setupPanels() {
+    page.charts.forEach(function (chart) {
+      const plot = document.getElementById("chart-" + chart.id);
+      const tools = document.createElement("div");
+      tools.className = "chart-tools";
+      const label = document.createElement("label");
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.className = "log-scale";
+      box.checked = isLog(chart);
+      box.setAttribute("aria-label", "Log scale for " + chart.title);
+      box.addEventListener("change", function () {
+        prefs.scale[chartPref(chart)] = box.checked ? "log" : "linear";
+        savePrefs();
+        render();
+      });
+      label.append(box, " log scale");
+      tools.append(label);
+      plot.parentNode.insertBefore(tools, plot);
+    });
+    document.querySelectorAll("details.chart-section").forEach(function (section) {
+      section.open = !prefs.folded[section.dataset.section];
+      section.addEventListener("toggle", function () {
+        prefs.folded[section.dataset.section] = !section.open;
+        savePrefs();
+        // A chart drawn while folded has no width: fit it now that it shows.
+        if (!section.open) return;
+        section.querySelectorAll(".chart-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
+      });
+    });
+  }
+
   function setupControls() {
     const slider = document.getElementById("smoothing");
     const output = document.getElementById("smoothing-value");
@@ -180,7 +337,9 @@
       output.textContent = slider.value;
       render();
     });
-    document.getElementById("copy-config").addEventListener("click", function (event) {
+    document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
+    const copy = document.getElementById("copy-config");  // an imported run has no config
+    if (copy) copy.addEventListener("click", function (event) {
       const text = document.getElementById("config-yaml").textContent;
       const button = event.currentTarget;
       const done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy as YAML"; }, 1500); };
@@ -197,6 +356,7 @@
     });
   }
 
+  setupPanels();
   setupControls();
   poll();
 })();

@@ -1,8 +1,36 @@
-// Step slider for the trajectory viewer: moving it picks a step that has samples and reloads the page.
+// Trajectory viewer: the step slider picks a step that has samples and reloads the page; the filters
+// show only the samples of an outcome, a minimum total reward, or a format validity.
 (function () {
   "use strict";
+
+  function setupFilters() {
+    const form = document.getElementById("trajectory-filters");
+    if (!form) return;
+    const outcome = document.getElementById("filter-outcome");
+    const reward = document.getElementById("filter-reward");
+    const format = document.getElementById("filter-format");
+    const samples = Array.from(document.querySelectorAll("section.trajectory"));
+    function apply() {
+      const least = reward.value === "" ? null : Number(reward.value);
+      let shown = 0;
+      samples.forEach(function (sample) {
+        const value = sample.dataset.reward === "" ? null : Number(sample.dataset.reward);
+        const keep = (!outcome.value || sample.dataset.success === outcome.value) &&
+          (!format.value || sample.dataset.format === format.value) &&
+          (least === null || (value !== null && value >= least));
+        sample.hidden = !keep;
+        shown += keep ? 1 : 0;
+      });
+      document.getElementById("filter-count").textContent = shown + " of " + samples.length + " shown";
+    }
+    form.addEventListener("input", apply);
+    form.addEventListener("change", apply);
+    form.addEventListener("submit", function (event) { event.preventDefault(); });
+  }
+
   const slider = document.getElementById("step-slider");
   const select = document.getElementById("step-select");
+  setupFilters();
   if (!slider || !select) return;
   const steps = JSON.parse(document.getElementById("sample-steps").textContent);
 

@@ -6,7 +6,10 @@ hides a run everywhere, the diff table shows only differing fields, the summary 
 import pytest
 
 from tests.compare.conftest import event, make_experiment, make_run, points
-from tests.helpers import REPO_ROOT
+from tests.drawn_charts import drawn, last_tick, post_points
+from tests.helpers import REPO_ROOT, wait_for
+from webapp.accounts.models import ApiToken
+from webapp.experiments.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "compare"
@@ -101,3 +104,57 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
                            ".filter(t => String(t.meta).startsWith('group-')).map(t => t.name)")
     assert groups[0].endswith("lr sweep (2 runs)") and groups[-1].endswith("grpo try (1 run)")
     page.screenshot(path=str(ARTIFACTS / "compare-grouped.png"), full_page=True)
+
+
+def test_charts_of_live_runs_move_with_each_poll(page):
+    experiment = make_experiment(page.user, "live pair")
+    runs = [make_run(experiment, f"seed={seed}", config={"seed": seed}, status=Run.Status.RUNNING, step=0,
+                     total_steps=40) for seed in (1, 2)]
+    token = ApiToken.issue(page.user, "trainer")[1]
+    zigzag = {s: (s * s % 7) / 7 for s in range(12)}  # no three points in line: each one is a vertex
+
+    def send(run, steps, offset=0.0):
+        post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s] + offset) for s in steps])
+
+    send(runs[0], range(3))
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_selector("#load-state:has-text('live')")
+    wait_for(lambda: drawn(page, "success")["lines"] == [3], timeout=15, message="the first run's 3 vertices")
+
+    # Two more polls: the first run's line gains vertices, the second run's line appears, the axis extends.
+    send(runs[0], range(3, 6))
+    send(runs[1], range(5), offset=0.1)
+    wait_for(lambda: drawn(page, "success")["lines"] == [6, 5], timeout=15, message="both runs drawn")
+    send(runs[0], range(6, 12))
+    wait_for(lambda: drawn(page, "success")["lines"] == [12, 5], timeout=15, message="12 vertices")
+    assert last_tick(page, "success") >= 10
+
+    # A detector event shows up as a marker without a reload; the polls stop once both runs have ended.
+    page.evaluate("window.notReloaded = true")
+    event(runs[1], 4, "collapse")
+    wait_for(lambda: drawn(page, "success")["markers"][-1:] == [1], timeout=15, message="a live event marker")
+    Run.objects.filter(pk__in=[run.pk for run in runs]).update(status=Run.Status.COMPLETED)
+    page.wait_for_function("!document.getElementById('load-state').textContent.includes('live')")
+    assert page.evaluate("window.notReloaded") is True
+    page.screenshot(path=str(ARTIFACTS / "compare-live.png"), full_page=True)
+
+
+def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
+    experiment = make_experiment(page.user, "lr pair")
+    runs = [make_run(experiment, f"lr={lr} seed={seed}", config={"optim.actor_lr": lr, "seed": seed}, step=50)
+            for lr in (0.001, 0.0001) for seed in (1, 2)]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {s: (s * s % 7) / 7 + i / 10 for s in range(50)})
+    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    page.select_option("#group-by", "optim.actor_lr")
+    page.wait_for_function("document.querySelectorAll('#chart-success .fills path').length >= 2")
+
+    line_colours = page.evaluate("""Array.from(document.querySelectorAll('#chart-success path.js-line'))
+        .map(p => getComputedStyle(p).stroke).filter(c => c !== 'rgba(0, 0, 0, 0)')""")
+    swatch = ("(run) => getComputedStyle(document.querySelector(`#summary-table .swatch[data-run='${run}']`))"
+              ".backgroundColor")
+    swatches = [page.evaluate(swatch, run.pk) for run in runs]
+    assert swatches[0] == swatches[1] and swatches[2] == swatches[3] and swatches[0] != swatches[2]
+    assert set(swatches) <= set(line_colours)
+    page.screenshot(path=str(ARTIFACTS / "compare-grouped-colours.png"), full_page=True)

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from tests.compare.conftest import event, make_experiment, make_run, points
+from webapp.compare.aggregates import flatten
 from webapp.compare.selection import MAX_RUNS
 from webapp.experiments.models import Run
 
@@ -64,6 +65,20 @@ def test_config_diff_marks_only_the_differing_fields(alice_client, three):
     assert "env.name" not in differing and "rollout.group_size" not in differing
     assert '<tr class="same"><th><code>env.name</code>' in diff
     assert 'id="diff-only" checked' in html and 'class="data config-diff only-diff"' in html
+
+
+def test_config_diff_leaves_imported_runs_out_of_the_comparison(alice_client, alice):
+    trained = make_experiment(alice, "trained")
+    imported = make_experiment(alice, "imported", imported=True)
+    runs = [make_run(trained, "seed=1", config={"seed": 1}), make_run(trained, "seed=2", config={"seed": 2}),
+            Run.objects.create(experiment=imported, label="imported: a.csv", config={},
+                               status=Run.Status.COMPLETED)]
+    html = alice_client.get("/compare", {"runs": ",".join(str(run.pk) for run in runs)}).content.decode()
+    diff = html.split('id="config-diff"')[1].split("</table>")[0]
+    differing = {part.split("</code>")[0] for part in diff.split('<tr class="differs"><th><code>')[1:]}
+    assert differing == {"seed"}
+    fields = len(flatten(runs[0].config))
+    assert f"(1 of {fields} fields differ; #{runs[2].pk} imported, with no config to compare)" in html
 
 
 def test_group_by_offers_the_differing_fields_but_not_seed(alice_client, three):

@@ -22,17 +22,52 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="run-status">Running<' in html
-    assert "step 10 / 100 (10%)" in html and "ETA 42 s" in html
+    assert "step 10 / 100 (10%)" in html and "ETA 42s" in html
     assert "gpu-box-3" in html and "cuda:1" in html
     assert "model:\n  name: tiny\nrollout:\n  group_size: 4\n" in html
     assert f'action="/runs/{run.pk}/stop"' in html
     assert "/static/vendor/plotly/plotly.min.js" in html and "/static/js/run.js" in html
     data = page_data(response)
     assert data["finished"] is False
-    assert data["urls"] == {"metrics": f"/api/runs/{run.pk}/metrics", "events": f"/api/runs/{run.pk}/events"}
+    assert data["urls"] == {"metrics": f"/api/runs/{run.pk}/metrics", "events": f"/api/runs/{run.pk}/events",
+                            "trajectories": f"/runs/{run.pk}/trajectories"}
     keys = [key for chart in data["charts"] for key in chart["keys"]]
     assert {"train/success", "val/success", "actor/grad_norm", "train/reward_std_in_group", "actor/kl_ref"} <= set(keys)
     assert {chart["id"] for chart in data["charts"] if chart.get("log")} == {"grad_norm", "reward_std"}
+
+
+def test_eta_reads_as_on_every_other_page(alice_client, run):
+    Run.objects.filter(pk=run.pk).update(eta_seconds=1459)
+    assert "ETA 24m 19s" in alice_client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_earlier_attempts_list_only_attempts_before_the_current_one(alice_client, run):
+    run.claim("box-a", 11, "cpu")
+    run.finish(Run.Status.COMPLETED)
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Earlier attempts" not in html  # the only attempt is the one the page shows
+
+    second = make_run(run.experiment.owner, status=Run.Status.QUEUED)
+    second.claim("box-a", 12, "cpu")
+    second.requeue("worker shut down")
+    second.claim("box-b", 13, "cpu")
+    html = alice_client.get(f"/runs/{second.pk}/").content.decode()
+    assert "Earlier attempts (1)" in html and "attempt 1 on box-a" in html and "worker shut down" in html
+
+
+def test_a_queued_run_shows_its_place_in_the_queue(alice_client, alice, bob, run):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    first = make_run(bob, status=Run.Status.QUEUED, enqueued_at=now - timedelta(minutes=2))
+    mine = make_run(alice, status=Run.Status.QUEUED, enqueued_at=now - timedelta(minutes=1))
+    make_run(alice, status=Run.Status.QUEUED, enqueued_at=now)  # sent after: not ahead
+    html = alice_client.get(f"/runs/{mine.pk}/").content.decode()
+    assert "waiting for a worker: 1 run ahead in the queue, 1 training now" in html  # `run` is running
+    assert first.label not in html.split('id="run-queue"')[1].split("</span>")[0]  # a count, no details
+    assert 'id="run-queue"' not in alice_client.get(f"/runs/{run.pk}/").content.decode()
 
 
 def test_plotly_is_served_from_the_project(alice_client, run):

@@ -60,3 +60,14 @@ def test_slider_covers_the_steps_with_samples_and_defaults_to_the_latest(alice_c
 
 def test_no_samples_yet(alice_client, run):
     assert "No samples recorded yet" in alice_client.get(f"/runs/{run.pk}/trajectories").content.decode()
+
+
+def test_a_step_without_samples_opens_the_nearest_sampled_step_before_it(alice_client, run):
+    for step in (10, 20):
+        Sample.objects.create(run=run, step=step, index=0, data={"text": f"sampled at {step}"})
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?step=17").content.decode()
+    assert "sampled at 10" in html and "showing the nearest sampled step, 10" in html
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?step=3").content.decode()
+    assert "sampled at 10" in html
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?step=-4").content.decode()
+    assert "step: expected a whole number" in html and "sampled at 20" in html

@@ -1,5 +1,7 @@
 """Experiment list and page: scoped to the owner, escaped, badges, progress, sparklines, stop-all."""
 
+import re
+
 from django.urls import reverse
 
 from webapp.alerts.models import DetectorEvent
@@ -72,6 +74,15 @@ def test_detail_links_each_run_to_its_page(alice_client, alice, make_experiment)
     for run in experiment.runs.all():
         assert f'href="{reverse("run_detail", args=[run.pk])}"' in html
         assert run.label in html
+
+
+def test_detail_shows_each_runs_latest_success_and_reward(alice_client, alice, make_experiment):
+    experiment = make_experiment(alice, seeds=[1])
+    run = experiment.runs.get()
+    Run.objects.filter(pk=run.pk).update(latest_metrics={"train/success": 0.5, "train/reward_mean": 0.375})
+    html = alice_client.get(experiment.get_absolute_url()).content.decode()
+    cells = re.findall(r"<td>(.*?)</td>", html.split("<tbody>")[1], re.S)
+    assert cells[4].strip().endswith("0.5") and cells[5].strip() == "0.375"  # Success, Reward columns
 
 
 def test_stop_all_stops_unfinished_runs(alice_client, alice, make_experiment):

@@ -24,14 +24,15 @@ from webapp.experiments import specs
 from webapp.metrics.downsample import bucket_index, finite_or_none
 from webapp.metrics.models import MetricPoint
 
-NON_FINITE = [math.nan, math.inf, -math.inf]
 SUCCESS, VAL_SUCCESS = "train/success", "val/success"
 # Group-by fields that are not in Run.config.
 PRESET_FIELD, EXPERIMENT_FIELD = "preset", "experiment"
 
 
 def finite_points(**filters):
-    return MetricPoint.objects.filter(value__isnull=False, **filters).exclude(value__in=NON_FINITE)
+    """Points with a finite value. Bounds, not `NOT IN (NaN, inf, -inf)`: SQLite binds NaN as NULL, which
+    makes that test unknown for every row; Postgres orders NaN above infinity, so `< inf` leaves it out."""
+    return MetricPoint.objects.filter(value__isnull=False, value__gt=-math.inf, value__lt=math.inf, **filters)
 
 
 # ---- config diff ----------------------------------------------------------------------------------
@@ -59,14 +60,20 @@ class DiffRow:
 
 
 def config_diff(runs) -> list[DiffRow]:
-    flat = [flatten(run.config or {}) for run in runs]
-    keys = sorted({key for config in flat for key in config})
+    """A row per config field of the runs trained here. An imported run has no config (only metrics):
+    its cells are empty and take no part in whether a field differs, else every field would."""
+    flat = [flatten(run.config) if has_config(run) else None for run in runs]
+    keys = sorted({key for config in flat if config is not None for key in config})
     rows = []
     for key in keys:
-        raw = [config.get(key, _MISSING) for config in flat]
-        shown = ["" if value is _MISSING else specs.format_value(value) for value in raw]
+        raw = [config.get(key, _MISSING) for config in flat if config is not None]
+        shown = ["" if config is None or key not in config else specs.format_value(config[key]) for config in flat]
         rows.append(DiffRow(key, shown, len({repr(value) for value in raw}) > 1))
     return rows
+
+
+def has_config(run) -> bool:
+    return bool(run.config) and not run.experiment.imported
 
 
 # ---- grouping ----------------------------------------------------------------------------------

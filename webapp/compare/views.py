@@ -50,6 +50,7 @@ def compare(request):
         "rows": [{"run": run, "color": colors[run.pk], **summaries[run.pk]} for run in runs],
         "diff": diff,
         "differing": sum(row.differs for row in diff),
+        "without_config": [run for run in runs if not aggregates.has_config(run)],
         "ablations": [{"ablation": ablations.ABLATIONS[key],
                        "rows": ablations.paper_rows(ablations.ABLATIONS[key], runs, summaries,
                                                     aggregates.group_value)}

@@ -1,4 +1,6 @@
 from django.http import JsonResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.defaults import page_not_found
 
@@ -26,3 +28,6 @@ def not_found(request, exception):
     if request.path.startswith("/api/"):
         return JsonResponse({"error": f"no API endpoint or object at {request.path[:200]}"}, status=404)
     return page_not_found(request, exception)
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page's <link rel="icon">: point them at the real one."""
+    return redirect(static("favicon.svg"), permanent=True)

@@ -3,13 +3,16 @@
 import json
 
 import yaml
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+import envs
 from webapp.alerts.models import Notification
 from webapp.experiments.models import Run
+from webapp.metrics.api import MAX_KEYS
 from webapp.metrics.ingest import MAX_STEP
 from webapp.metrics.models import Sample
 
@@ -29,11 +32,25 @@ CHARTS = [
 ]
 
 
-def run_charts(config: dict) -> list[dict]:
+def standard_charts(config: dict) -> list[dict]:
     """CHARTS, then one validation-success chart per environment in the run's rollout.val_envs."""
     val_envs = _mapping(_mapping(config).get("rollout")).get("val_envs") or []
     return CHARTS + [{"id": f"val_{name}", "title": f"Validation success on {name}",
                       "keys": [f"val/{name}/success"]} for name in val_envs if isinstance(name, str)]
+
+
+def chart_sections(run: Run) -> list[dict]:
+    """The standard charts, then one chart per other key the run logged (custom keys, other trainers'
+    columns), as many as one metrics request may ask for; each group a section the page can fold."""
+    standard = standard_charts(run.config)
+    charted = [key for chart in standard for key in chart["keys"]]
+    others = sorted(set(run.latest_metrics) - set(charted))[:MAX_KEYS - len(charted)]
+    sections = [{"id": "training", "title": "Training", "charts": standard}]
+    if others:
+        sections.append({"id": "logged", "title": f"Other logged keys ({len(others)})",
+                         "charts": [{"id": f"logged-{index}", "title": key, "keys": [key]}
+                                    for index, key in enumerate(others)]})
+    return sections
 
 
 def _owned_run(request, pk) -> Run:
@@ -47,16 +64,30 @@ def _rerun_url(run: Run) -> str:
         return f"/experiments/{run.experiment_id}/rerun"
 
 
+def _step_param(request) -> tuple[int | None, str]:
+    """?step=N as (N, "") or (None, a message naming the problem); absent is (None, "")."""
+    text = request.GET.get("step", "").strip()
+    if not text:
+        return None, ""
+    if not text.isdigit() or int(text) > MAX_STEP:
+        return None, f"step: expected a whole number from 0 to {MAX_STEP}, got {text[:20]!r}; showing the whole run"
+    return int(text), ""
+
+
 @login_required
 def run_detail(request, pk):
     run = _owned_run(request, pk)
+    cursor, step_error = _step_param(request)
+    sections = chart_sections(run)
     page = {
         "run": run.pk,
         "finished": run.is_finished,
-        "charts": run_charts(run.config),
+        "charts": [chart for section in sections for chart in section["charts"]],
+        "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
             "events": reverse("api_run_events", args=[run.pk]),
+            "trajectories": reverse("run_trajectories", args=[run.pk]),
         },
     }
     return render(request, "runs/detail.html", {
@@ -65,6 +96,9 @@ def run_detail(request, pk):
         "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
         "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
         "rerun_url": _rerun_url(run),
+        "step_error": step_error,
+        "sections": sections,
+        "queue": run.queue_place(),
         "page": page,  # read by static/js/run.js through json_script
         "notifications": Notification.objects.filter(event__run=run).select_related("event").order_by("id"),
     })
@@ -75,6 +109,12 @@ def run_detail(request, pk):
 def run_stop(request, pk):
     run = _owned_run(request, pk)
     run.request_stop()
+    if run.status == Run.Status.STOPPED:
+        messages.success(request, "Stopped: the run was still queued and will not start.")
+    elif run.stop_requested and not run.is_finished:
+        messages.success(request, "Stop requested: the run checkpoints at its next step boundary, then stops.")
+    else:
+        messages.info(request, f"The run had already ended ({run.get_status_display().lower()}).")
     return redirect(run)
 
 
@@ -92,6 +132,7 @@ def trajectory(index: int, data) -> dict:
     """A sample as the template shows it, whatever shape the trainer (or a bug) gave it."""
     sample = _mapping(data)
     turns = sample.get("turns") if isinstance(sample.get("turns"), list) else []
+    valid = [_mapping(turn).get("valid") for turn in turns]
     return {
         "index": index,
         "group": sample.get("group"),
@@ -100,6 +141,7 @@ def trajectory(index: int, data) -> dict:
         "success": sample.get("success"),
         "text": _text(sample.get("text")),
         "raw": "" if isinstance(data, dict) else _text(data),
+        "format_valid": all(value is not False for value in valid) if turns else None,
         "turns": [
             {
                 "state": _text(turn.get("state")),
@@ -115,17 +157,36 @@ def trajectory(index: int, data) -> dict:
     }
 
 
+def nearest_sampled(steps: list[int], asked: int) -> int | None:
+    """The sampled step a link to `asked` means: the last one at or before it, else the first after."""
+    before = [step for step in steps if step <= asked]
+    return before[-1] if before else (steps[0] if steps else None)
+
+
+def board_legend(config: dict) -> dict[str, str]:
+    """Symbol -> meaning of the run's environment board, as the environment itself describes it to the
+    model; empty for a run whose config names no environment that builds (an imported run)."""
+    env = _mapping(_mapping(config).get("env"))
+    try:
+        return dict(envs.make(env.get("name", ""), **_mapping(env.get("params"))).symbols)
+    except Exception:  # an unknown name or stale params: the page still shows the samples
+        return {}
+
+
 @login_required
 def run_trajectories(request, pk):
     run = _owned_run(request, pk)
     steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
-    text = request.GET.get("step", "")
-    step = int(text) if text.isdigit() and int(text) <= MAX_STEP else (steps[-1] if steps else None)
+    asked, step_error = _step_param(request)
+    step = nearest_sampled(steps, asked) if asked is not None else (steps[-1] if steps else None)
     samples = Sample.objects.filter(run=run, step=step).order_by("index") if step is not None else []
     return render(request, "runs/trajectories.html", {
         "run": run,
         "steps": steps,
         "step": step,
         "step_position": steps.index(step) if step in steps else 0,
+        "asked_step": asked,
+        "legend": board_legend(run.config),
+        "step_error": step_error,
         "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
     })

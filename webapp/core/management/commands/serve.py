@@ -1,7 +1,11 @@
 """`./echolab run`: migrate, make sure a login exists, then run the web server, a worker per queue
-and celery beat in the foreground until Ctrl-C, which stops them all."""
+and celery beat in the foreground until Ctrl-C, which stops them all. On a first start the web server
+answers at once while the tiny local model builds in a child process (its progress in the console and on
+every page, webapp/core/first_start.py); the demo experiment is created, and so starts, when it is ready.
+When everything is up, the URL and the login are printed again, below the processes' start-up noise."""
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -13,11 +17,26 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import connection
+
+from webapp.core import first_start
 
 # Seconds each process gets to stop after SIGTERM; the gpu worker long enough for a training step to end
 # and checkpoint (worker/training.py shutdown_request).
 STOP_GRACE_SECONDS = {"worker-gpu": 60}
 DEFAULT_STOP_GRACE_SECONDS = 20
+# The line each process prints once it serves: the start-up is over when all have, and the model is built.
+READY_LINES = {"web": re.compile(r"Listening at: "), "worker-gpu": re.compile(r"gpu@\S+ ready\."),
+               "worker": re.compile(r"default@\S+ ready\.")}
+BUILD_PROGRESS = re.compile(r"warm-start (\d+)/(\d+)")
+BUILD_STEPS = 150  # trainer.tiny_model.build's default
+BUILD_NOTICE_SECONDS = 30  # how often the console hears that the build goes on
+BUILD_SCRIPT = "import sys; from trainer import tiny_model; tiny_model.build(sys.argv[1])"
+
+
+def public_host(host: str) -> str:
+    """The host a browser on this machine uses for a bind address."""
+    return "localhost" if host in ("", "0.0.0.0", "::") else host
 
 
 class Command(BaseCommand):
@@ -30,38 +49,94 @@ class Command(BaseCommand):
 
     def handle(self, host, port, no_demo=False, **options):
         call_command("migrate", interactive=False, verbosity=0)
-        self.ensure_login()
-        if not no_demo:
-            call_command("seed_demo")
-        self.ensure_tiny_model()
+        self.password = self.ensure_login()
+        self.url = f"http://{public_host(host)}:{port}/"
+        # Links in alert emails name this server, on whatever port it was started (unless SITE_URL says).
+        os.environ.setdefault("SITE_URL", self.url.rstrip("/"))
+        self.waiting = set(READY_LINES) | {"model"}
+        self.waiting_lock = threading.Lock()
+        self.build = None
         processes = self.start_processes(host, port)
-        self.stdout.write(f"EchoLab is running at http://{host}:{port}/ (Ctrl-C stops everything)")
+        self.stdout.write(f"EchoLab is starting at {self.url} (Ctrl-C stops everything)")
+        threading.Thread(target=self.prepare_model, args=(not no_demo,), daemon=True).start()
         self.supervise(processes)
 
-    def ensure_tiny_model(self):
-        """Build the embedded tiny model now, once, in view, rather than inside the first run."""
+    def prepare_model(self, demo: bool):
+        """Build the tiny model if it is missing, then create the demo experiment (whose runs need it)."""
         from trainer import tiny_model
 
         path = tiny_model.default_dir()
-        if not os.path.exists(os.path.join(path, "config.json")):
-            self.stdout.write(f"Building the tiny local model in {path} (first start only, 1-2 minutes)...")
-            tiny_model.ensure(path)
+        try:
+            if not os.path.exists(os.path.join(path, "config.json")) and not self.build_model(path):
+                return
+            if demo:
+                call_command("seed_demo", stdout=self.stdout)
+        finally:
+            connection.close()  # this thread's
+        self.now_up("model")
+
+    def build_model(self, path: str) -> bool:
+        self.stdout.write(f"Building the tiny local model in {path} (first start only; the web server "
+                          "answers meanwhile and shows the progress)...")
+        first_start.write(state="building", step=0, steps=BUILD_STEPS)
+        self.build = subprocess.Popen([sys.executable, "-c", BUILD_SCRIPT, path], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, start_new_session=True, text=True, bufsize=1)
+        started, last = time.monotonic(), ["", ""]
+        done = threading.Event()
+
+        def notices():
+            while not done.wait(BUILD_NOTICE_SECONDS):
+                self.stdout.write(f"     model | still building ({last[0] or 'starting'}, "
+                                  f"{round(time.monotonic() - started)} s so far)")
+
+        threading.Thread(target=notices, daemon=True).start()
+        for line in self.build.stdout:
+            sys.stdout.write(f"     model | {line}")
+            last[1] = line.strip() or last[1]
+            progress = BUILD_PROGRESS.search(line)
+            if progress:
+                last[0] = f"step {progress[1]} of {progress[2]}"
+                first_start.write(state="building", step=int(progress[1]), steps=int(progress[2]))
+        code = self.build.wait()
+        done.set()
+        if code != 0:
+            error = f"exit code {code}: {last[1]}"
+            first_start.write(state="failed", error=error)
+            self.stderr.write(f"echolab: building the tiny model failed ({error}); the demo waits for the next start")
+            return False
+        first_start.clear()
+        self.stdout.write(f"Tiny model ready after {round(time.monotonic() - started)} s.")
+        return True
+
+    def now_up(self, part: str):
+        with self.waiting_lock:
+            if part not in self.waiting:
+                return
+            self.waiting.discard(part)
+            if self.waiting:
+                return
+        login = (f"log in as 'admin' with password '{self.password}'" if self.password
+                 else "log in with your account")
+        self.stdout.write(self.style.SUCCESS(f"EchoLab is ready at {self.url}: {login}"))
 
     def ensure_login(self):
         User = get_user_model()
         if User.objects.filter(is_superuser=True).exists():
-            return
+            return None
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", "admin@localhost", password)
         self.stdout.write(self.style.SUCCESS(f"Created login: user 'admin', password '{password}'"))
-        self.stdout.write("(shown once; change it in the admin, or `python manage.py changepassword admin`)")
+        self.stdout.write("(shown once more when everything is up; change it in the admin, or "
+                          "`python manage.py changepassword admin`)")
+        return password
 
     def start_processes(self, host, port):
         python = sys.executable
         celery = [python, "-m", "celery", "-A", "worker.celery"]
         commands = {
             "web": [python, "-m", "gunicorn", "webapp.wsgi", "--bind", f"{host}:{port}",
-                    "--workers", "2", "--threads", "4", "--access-logfile", "-"],
+                    "--workers", "2", "--threads", "4", "--access-logfile", "-",
+                    "--logger-class", "webapp.core.access_log.QuietPollsLogger"],
             "worker-gpu": celery + ["worker", "-Q", "gpu", "--concurrency", "1", "--prefetch-multiplier", "1",
                                     "--max-tasks-per-child", "1", "-n", "gpu@%h", "--loglevel", "INFO"],
             "worker": celery + ["worker", "-Q", "default", "--concurrency", "2", "-n", "default@%h",
@@ -79,9 +154,13 @@ class Command(BaseCommand):
         return processes
 
     def relay_output(self, name, process):
+        ready = READY_LINES.get(name)
         for line in process.stdout:
             sys.stdout.write(f"{name:>10} | {line}")
             sys.stdout.flush()
+            if ready and ready.search(line):
+                self.now_up(name)
+                ready = None
 
     def supervise(self, processes):
         stopping = threading.Event()
@@ -97,6 +176,8 @@ class Command(BaseCommand):
 
     def stop(self, processes):
         self.stdout.write("Stopping...")
+        if self.build is not None and self.build.poll() is None:
+            os.killpg(self.build.pid, signal.SIGTERM)  # a half-built model is discarded: the next start builds
         for process in processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)

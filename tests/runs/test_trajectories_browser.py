@@ -1,0 +1,47 @@
+"""The trajectory viewer in a real browser: a legend of the board's symbols, filters, readable labels."""
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+from tests.runs.conftest import make_run
+from webapp.experiments.models import Run
+from webapp.metrics.models import Sample
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "runs"
+
+
+def turn(valid=True, think="the goal is down and right"):
+    return {"state": "P___\n_O__\n____\n___G", "think": think, "answer": "Down", "actions": ["Down"],
+            "reward": 0, "valid": valid}
+
+
+def test_legend_filters_and_labels_that_stand_apart(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED,
+                   config={"env": {"name": "frozenlake", "params": {"size": 4}}})
+    for index, (success, reward, valid) in enumerate([(True, 1.0, True), (False, 0.0, False), (False, 0.5, True)]):
+        Sample.objects.create(run=run, step=4, index=index,
+                              data={"reward": reward, "success": success, "turns": [turn(), turn(valid)]})
+    page.goto(f"{page.base}/runs/{run.pk}/trajectories")
+    legend = page.locator("#board-legend").inner_text()
+    assert "P\nplayer" in legend and "O\nhole" in legend and "G\ngoal" in legend
+
+    def shown():
+        return [int(text.split()[1]) for text in page.locator("section.trajectory:visible h2").all_inner_texts()]
+
+    assert shown() == [0, 1, 2]
+    page.select_option("#filter-outcome", "failure")
+    assert shown() == [1, 2] and page.locator("#filter-count").inner_text() == "2 of 3 shown"
+    page.fill("#filter-reward", "0.5")
+    assert shown() == [2]
+    page.fill("#filter-reward", "")
+    page.select_option("#filter-format", "invalid")
+    assert shown() == [1]
+    page.select_option("#filter-outcome", "")
+    page.select_option("#filter-format", "")
+    assert shown() == [0, 1, 2]
+
+    label = page.locator(".think .label").first.bounding_box()
+    text = page.locator(".think .think-text").first.bounding_box()
+    assert text["x"] >= label["x"] + label["width"] + 4  # "thinking" does not run into the text
+    page.screenshot(path=str(ARTIFACTS / "trajectories.png"), full_page=True)

@@ -1,0 +1,21 @@
+"""The experiment list in a real browser: every cell of a row spans the row, so the table's lines meet."""
+
+import pytest
+
+from webapp.experiments.models import Run
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_runs_badges_sit_inside_a_cell_as_tall_as_its_row(page, make_experiment):
+    experiment = make_experiment(page.user, seeds=[1, 2, 3])
+    first, second, _ = experiment.runs.order_by("id")
+    Run.objects.filter(pk=first.pk).update(status="running")
+    Run.objects.filter(pk=second.pk).update(status="failed")
+    page.goto(f"{page.base}/")
+    row = page.locator("table.experiments tbody tr").first
+    assert row.locator(".badge").all_text_contents() == ["1 running", "1 queued", "1 failed"]
+    row_box = row.bounding_box()
+    for cell in row.locator("td").all():
+        box = cell.bounding_box()
+        assert (box["y"], box["height"]) == pytest.approx((row_box["y"], row_box["height"]), abs=1)
