@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "webapp.alerts",
     "webapp.imports",
     "webapp.compare",
+    "webapp.runs",
 ]
 
 MIDDLEWARE = [

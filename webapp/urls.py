@@ -12,4 +12,5 @@ urlpatterns = [
     path("", include("webapp.metrics.urls")),
     path("", include("webapp.imports.urls")),
     path("", include("webapp.compare.urls")),
+    path("", include("webapp.runs.urls")),
 ]
