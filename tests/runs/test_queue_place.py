@@ -63,5 +63,5 @@ def test_runs_table_shows_the_place_of_queued_runs(client, alice, bob):
     first, mine_ahead, target, unsent = queued_runs(alice, bob)
     client.force_login(alice)
     html = " ".join(client.get("/runs/").content.decode().split())
-    assert "number 3 in the queue, waits for a free worker" in html
+    assert "number 3 in the queue; waits for a free worker" in html
     assert "number 4 in the queue" in html

@@ -33,14 +33,14 @@ COLUMNS = [
     Column("filter_ratio", "Filter ratio", F("config__algorithm__filter_ratio"), numeric=True, shown=False),
     Column("actor_lr", "Actor LR", F("config__optim__actor_lr"), numeric=True, shown=False),
     Column("step", "Step", F("step"), numeric=True, shown=False),
-    Column("final_val", "Final val success", F("final_val_success"), numeric=True),
-    Column("best_val", "Best val success", F("best_val_success"), numeric=True),
-    Column("final_train", "Final train success", F("final_train_success"), numeric=True),
-    Column("collapse", "Collapse step", F("collapse_step"), numeric=True),
+    Column("final_val", "Val success (final)", F("final_val_success"), numeric=True),
+    Column("best_val", "Val success (best)", F("best_val_success"), numeric=True),
+    Column("final_train", "Train success (final)", F("final_train_success"), numeric=True),
+    Column("collapse", "Collapse at step", F("collapse_step"), numeric=True),
     Column("duration", "Duration", F("duration"), numeric=True),
     Column("tags", "Tags"),
     Column("notes", "Notes", shown=False),
-    Column("created", "Created", F("created_at"), numeric=True),
+    Column("created", "Created", F("created_at"), numeric=True, shown=False),
 ]
 BY_KEY = {column.key: column for column in COLUMNS}
 SORTS = [prefix + column.key for column in COLUMNS if column.order is not None for prefix in ("", "-")]
