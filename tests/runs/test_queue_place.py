@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from tests.runs.table_helpers import table_run
+from tests.webapp.forms import experiment_post
 from webapp.experiments.models import Run
 from webapp.runs import queue
 
@@ -43,7 +44,8 @@ def test_run_page_header_says_where_the_run_stands(client, alice, bob):
     client.force_login(alice)
     html = " ".join(client.get(target.get_absolute_url()).content.decode().split())
     assert "Number 3 in the queue</strong>; it waits for a free worker." in html
-    assert "Ahead of it: 2 queued runs (1 of yours: " in html and "/ alices-first</a>; 1 of other users)." in html
+    assert "Ahead of it: 2 queued runs (1 of yours: " in html
+    assert "/ alices-first</a>; 1 of other users)." in html
     assert "bobs-first" not in html
     assert "0 runs training now." in html
 
@@ -65,3 +67,11 @@ def test_runs_table_shows_the_place_of_queued_runs(client, alice, bob):
     html = " ".join(client.get("/runs/").content.decode().split())
     assert "number 3 in the queue; waits for a free worker" in html
     assert "number 4 in the queue" in html
+
+
+def test_new_experiment_message_promises_a_gpu_only_where_one_was_seen(alice_client, alice, bob):
+    response = alice_client.post("/experiments/new/", experiment_post(), follow=True)
+    assert "Created 1 run(s); each waits for a free worker." in response.content.decode()
+    table_run(bob, status=Run.Status.RUNNING, device="cuda:0 NVIDIA H200", heartbeat_at=timezone.now())
+    response = alice_client.post("/experiments/new/", experiment_post(), follow=True)
+    assert "Created 1 run(s); each waits for a GPU." in response.content.decode()

@@ -82,9 +82,10 @@ def test_archived_runs_leave_the_list_and_come_back_when_restored(alice):
     assert kept.archived_at is None
 
 
-@pytest.mark.parametrize("query, field", [({"sort": "config"}, "sort"), ({"status": "done"}, "status"),
-                                          ({"tag": "Bad Tag"}, "tag"), ({"page": "0"}, "page"),
-                                          ({"page_size": "201"}, "page_size"), ({"archived": "yes"}, "archived")])
+@pytest.mark.parametrize("query, field", [
+    ({"sort": "config"}, "sort"), ({"status": "done"}, "status"), ({"tag": "Bad Tag"}, "tag"),
+    ({"page": "0"}, "page"), ({"page_size": "201"}, "page_size"), ({"archived": "yes"}, "archived"),
+])
 def test_bad_query_values_are_errors_naming_the_field(query, field):
     form = RunTableForm(query)
     assert not form.is_valid()
@@ -93,7 +94,8 @@ def test_bad_query_values_are_errors_naming_the_field(query, field):
 
 def test_tags_are_parsed_checked_and_deduplicated(alice):
     run = table_run(alice)
-    form = RunEditForm({"name": "  best seed ", "tags": "Baseline, sweep-3 baseline", "notes": "x"}, instance=run)
+    form = RunEditForm({"name": "  best seed ", "tags": "Baseline, sweep-3 baseline", "notes": "x"},
+                       instance=run)
     assert form.is_valid(), form.errors
     form.save()
     run.refresh_from_db()
@@ -121,14 +123,16 @@ def test_bad_query_is_a_400_that_names_the_field(alice_client, alice):
     table_run(alice)
     response = alice_client.get("/runs/", {"sort": "nope"})
     assert response.status_code == 400
-    assert "sort: Select a valid choice. nope is not one of the available choices." in response.content.decode()
+    html = response.content.decode()
+    assert "sort: Select a valid choice. nope is not one of the available choices." in html
 
 
 def test_other_users_run_is_404_for_every_action(client, alice, bob):
     run = table_run(alice, label="alices")
     client.force_login(bob)
     assert client.get(f"/runs/{run.pk}/edit").status_code == 404
-    assert client.post(f"/runs/{run.pk}/edit", {"name": "mine now", "tags": "", "notes": ""}).status_code == 404
+    edit = {"name": "mine now", "tags": "", "notes": ""}
+    assert client.post(f"/runs/{run.pk}/edit", edit).status_code == 404
     assert client.post(f"/runs/{run.pk}/archive").status_code == 404
     assert client.get(f"/runs/export.csv?runs={run.pk}").status_code == 404
     run.refresh_from_db()

@@ -25,9 +25,10 @@ def test_lists_the_callers_runs_with_summary_and_queue_place(client, alice, bob,
     body = response.json()
     assert body["count"] == 2 and body["page"] == 1 and body["page_size"] == 50
     first, second = body["results"]
-    assert (first["id"], first["tags"], first["env"], first["algorithm"]) == (done.pk, ["keep"], "bandit", "ppo")
-    assert first["summary"] == {"final_val_success": 0.25, "best_val_success": 0.5, "final_train_success": None,
-                                "collapse_step": None, "duration_seconds": None}
+    assert (first["id"], first["tags"], first["env"], first["algorithm"]) == (done.pk, ["keep"], "bandit",
+                                                                              "ppo")
+    assert first["summary"] == {"final_val_success": 0.25, "best_val_success": 0.5,
+                                "final_train_success": None, "collapse_step": None, "duration_seconds": None}
     assert first["queue_position"] is None
     assert (second["id"], second["queue_position"]) == (waiting.pk, 2)  # bob's queued run was sent first
 
@@ -42,7 +43,8 @@ def test_archived_runs_only_with_archived_true(alice_client, alice):
 
 @pytest.mark.parametrize("query, field", [
     ({"sort": "nope"}, "sort"), ({"page_size": "0"}, "page_size"), ({"page": "x"}, "page"),
-    ({"tag": " spaced"}, "tag"), ({"q": "x" * 201}, "q"), ({"env": ""}, "env"), ({"status": "queued\x00"}, "status"),
+    ({"tag": " spaced"}, "tag"), ({"q": "x" * 201}, "q"), ({"env": ""}, "env"),
+    ({"status": "queued\x00"}, "status"),
     ({"experiment": "0"}, "experiment"),
 ])
 def test_bad_parameters_are_400_naming_the_parameter(alice_client, query, field):

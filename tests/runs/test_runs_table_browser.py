@@ -68,7 +68,8 @@ def test_the_table_scrolls_inside_itself_on_a_phone(page):
     table_run(page.user, label="phone-run", tags=["a-long-tag-name"])
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{page.base}/runs/")
-    right, box_width, content_width = page.evaluate("""(() => { const box = document.querySelector('.table-scroll');
+    right, box_width, content_width = page.evaluate("""(() => {
+        const box = document.querySelector('.table-scroll');
         return [box.getBoundingClientRect().right, box.clientWidth, box.scrollWidth]; })()""")
     assert right <= 390  # the table's box fits the screen
     assert content_width > box_width  # and the table scrolls inside it

@@ -25,7 +25,8 @@ class RunTableForm(forms.Form):
     algorithm = forms.CharField(required=False, max_length=40, strip=False)
     tag = forms.CharField(required=False, max_length=40, strip=False)
     experiment = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
-    archived = forms.ChoiceField(required=False, choices=[("false", "Active runs"), ("true", "Archived runs")])
+    archived = forms.ChoiceField(required=False,
+                                 choices=[("false", "Active runs"), ("true", "Archived runs")])
     sort = forms.ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
     page = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
     page_size = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)

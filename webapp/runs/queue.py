@@ -38,6 +38,10 @@ def gpus_seen() -> bool:
     return Run.objects.filter(device__startswith="cuda", heartbeat_at__gte=since).exists()
 
 
+def waits_for() -> str:
+    return "a GPU" if gpus_seen() else "a free worker"
+
+
 @dataclass
 class QueuePlace:
     position: int
@@ -45,15 +49,11 @@ class QueuePlace:
     mine_ahead: list = field(default_factory=list)  # the viewer's own runs among them (first MAX_LISTED)
     mine_ahead_count: int = 0
     running: int = 0                 # runs training now, anyone's
-    gpus: bool = False
+    waits_for: str = "a free worker"
 
     @property
     def others_ahead(self) -> int:
         return self.ahead - self.mine_ahead_count
-
-    @property
-    def waits_for(self) -> str:
-        return "a GPU" if self.gpus else "a free worker"
 
 
 def place(run: Run, viewer) -> QueuePlace | None:
@@ -67,4 +67,4 @@ def place(run: Run, viewer) -> QueuePlace | None:
     mine = queued_in_order().filter(pk__in=ahead).for_user(viewer).select_related("experiment")
     return QueuePlace(position=position, ahead=len(ahead), mine_ahead=list(mine[:MAX_LISTED]),
                       mine_ahead_count=mine.count(),
-                      running=Run.objects.filter(status=Run.Status.RUNNING).count(), gpus=gpus_seen())
+                      running=Run.objects.filter(status=Run.Status.RUNNING).count(), waits_for=waits_for())

@@ -57,7 +57,8 @@ def with_summary(runs):
         best_val_success=best_finite(VAL_SUCCESS),
         final_train_success=last_finite(SUCCESS),
         collapse_step=Subquery(first_collapse),
-        duration=ExpressionWrapper(Coalesce("finished_at", Now()) - F("started_at"), output_field=DurationField()),
+        duration=ExpressionWrapper(Coalesce("finished_at", Now()) - F("started_at"),
+                                   output_field=DurationField()),
     )
 
 
@@ -87,7 +88,8 @@ def choices(runs) -> dict[str, list[str]]:
         values = runs.order_by().values_list(field, flat=True).distinct()
         return sorted({value for value in values if isinstance(value, str) and value})
 
-    tags = sorted({tag for tags in runs.order_by().values_list("tags", flat=True).distinct() for tag in tags or []})
+    tag_lists = runs.order_by().values_list("tags", flat=True).distinct()
+    tags = sorted({tag for tags in tag_lists for tag in tags or []})
     return {"env": distinct("config__env__name"), "algorithm": distinct("config__algorithm__advantage"),
             "tag": tags}
 

@@ -26,7 +26,8 @@ def _owned_run(request, pk) -> Run:
 def _back(request, fallback: str):
     """Where to return after an action: the `next` the form carried (this site only), else fallback."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                       require_https=request.is_secure()):
         return target
     return fallback
 
@@ -35,7 +36,8 @@ def _back(request, fallback: str):
 @require_GET
 def run_list(request):
     form = RunTableForm(request.GET)
-    context = {"form": form, "columns": table.COLUMNS, "choices": table.choices(Run.objects.for_user(request.user))}
+    context = {"form": form, "columns": table.COLUMNS,
+               "choices": table.choices(Run.objects.for_user(request.user))}
     if not form.is_valid():
         return render(request, "runs/list.html", context, status=400)
     page = form.paginator(request.user, PAGE_SIZE).get_page(form.cleaned_data["page"])
@@ -49,7 +51,7 @@ def run_list(request):
     return render(request, "runs/list.html", {
         **context, "page": page, "sort": form.sort_key, "archived": form.archived_view,
         "query_without_page": query.urlencode(), "query_without_sort": sort_query.urlencode(),
-        "headers": _headers(form.sort_key), "gpus": queue.gpus_seen(),
+        "headers": _headers(form.sort_key), "waits_for": queue.waits_for(),
         "filtered": any(form.cleaned_data[name] for name in RunTableForm.FILTERS),
         "next": request.get_full_path(),
     })
@@ -86,7 +88,8 @@ def run_edit(request, pk):
 def run_archive(request, pk):
     run = _owned_run(request, pk)
     run.archive()
-    messages.success(request, f"Archived {run.display_name}: it is listed under Archived, where you can restore it.")
+    messages.success(request,
+                     f"Archived {run.display_name}: it is listed under Archived, where you can restore it.")
     return redirect(_back(request, reverse("run_list")))
 
 
@@ -113,7 +116,8 @@ def runs_export(request):
     found = Run.objects.for_user(request.user).select_related("experiment").in_bulk(ids)
     missing = [pk for pk in ids if pk not in found]
     if missing:
-        return HttpResponseNotFound(f"runs: run {missing[0]} is not among your runs", content_type="text/plain")
+        return HttpResponseNotFound(f"runs: run {missing[0]} is not among your runs",
+                                    content_type="text/plain")
     response = StreamingHttpResponse(export.runs_csv_lines([found[pk] for pk in ids]),
                                      content_type=export.FORMATS["csv"])
     response["Content-Disposition"] = f'attachment; filename="runs-{"-".join(map(str, ids[:10]))}.csv"'
