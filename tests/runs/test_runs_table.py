@@ -183,3 +183,17 @@ def test_export_writes_the_selected_runs_metrics_in_one_csv(alice_client, alice)
                     [str(first.pk), "one", "Sweep", "1", "nan", ""]]
     assert alice_client.get("/runs/export.csv?runs=x").status_code == 400
     assert alice_client.get("/runs/export.csv").status_code == 400
+
+
+def test_table_queries_run_without_postgres_jit_and_leave_the_setting_as_it_was(db):
+    from django.db import connection
+
+    def jit():
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            return cursor.fetchone()[0]
+
+    before = jit()
+    with table.without_jit():
+        assert jit() == "off"
+    assert jit() == before

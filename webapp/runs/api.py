@@ -21,7 +21,8 @@ def runs(request):
         raise ApiError(400, form.error_summary(), errors)
     paginator = form.paginator(request.user, DEFAULT_PAGE_SIZE)
     number = form.cleaned_data["page"] or 1
-    items = list(paginator.page(number).object_list) if number <= paginator.num_pages else []
+    with table.without_jit():
+        items = list(paginator.page(number).object_list) if number <= paginator.num_pages else []
     places = queue.positions(run.pk for run in items if run.status == run.Status.QUEUED)
     return JsonResponse({"count": paginator.count, "page": number, "page_size": paginator.per_page,
                          "results": [table.row(run, places.get(run.pk)) for run in items]})

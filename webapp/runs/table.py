@@ -2,8 +2,10 @@
 metrics are annotations computed by the database, so sorting, filtering and paging stay server-side
 and a page costs the same few queries at ten runs or ten thousand."""
 
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
+from django.db import DatabaseError, connection
 from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Lower, Now, NullIf
 
@@ -69,6 +71,25 @@ def sorted_by(runs, sort: str):
     descending = sort.startswith("-")
     order = column.order.desc(nulls_last=True) if descending else column.order.asc(nulls_last=True)
     return runs.order_by(order, "-id" if descending else "id")
+
+
+@contextmanager
+def without_jit():
+    """Postgres JIT-compiles a query whose estimated cost is high, as a sort over thousands of per-run
+    subqueries is; at 5,000 runs compiling took 3 s of a 3.6 s request (bench/runs_table.py), the query
+    itself 0.6 s. Evaluate the table's queries inside this block."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('jit'), set_config('jit', 'off', false)")
+        before = cursor.fetchone()[0]
+    try:
+        yield
+    finally:
+        # In a transaction that failed this raises; its rollback then restores the setting anyway.
+        with suppress(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('jit', %s, false)", [before])
 
 
 def search(runs, text: str):

@@ -40,7 +40,9 @@ def run_list(request):
                "choices": table.choices(Run.objects.for_user(request.user))}
     if not form.is_valid():
         return render(request, "runs/list.html", context, status=400)
-    page = form.paginator(request.user, PAGE_SIZE).get_page(form.cleaned_data["page"])
+    with table.without_jit():
+        page = form.paginator(request.user, PAGE_SIZE).get_page(form.cleaned_data["page"])
+        page.object_list = list(page.object_list)
     places = queue.positions(run.pk for run in page.object_list if run.status == Run.Status.QUEUED)
     for run in page.object_list:
         run.queue_position = places.get(run.pk)
