@@ -45,7 +45,7 @@ def test_archived_runs_only_with_archived_true(alice_client, alice):
     ({"sort": "nope"}, "sort"), ({"page_size": "0"}, "page_size"), ({"page": "x"}, "page"),
     ({"tag": " spaced"}, "tag"), ({"q": "x" * 201}, "q"), ({"env": ""}, "env"),
     ({"status": "queued\x00"}, "status"),
-    ({"experiment": "0"}, "experiment"),
+    ({"experiment": "0"}, "experiment"), ({"page": "1.0"}, "page"), ({"page_size": " 5"}, "page_size"),
 ])
 def test_bad_parameters_are_400_naming_the_parameter(alice_client, query, field):
     response = alice_client.get(URL, query)

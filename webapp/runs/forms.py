@@ -14,6 +14,15 @@ MAX_TAGS = 20
 MAX_PAGE_SIZE = 200
 
 
+class WholeNumberField(forms.IntegerField):
+    """Digits only: "1.0" and " 1" are not integers to the API's schema, so not to this form either."""
+
+    def to_python(self, value):
+        if value not in self.empty_values and not re.fullmatch(r"[0-9]+", str(value)):
+            raise forms.ValidationError("must be a whole number, like 3", code="invalid")
+        return super().to_python(value)
+
+
 class RunTableForm(forms.Form):
     """Filters, sort and page. Every field is optional; a bad value is an error naming the field, never
     silently ignored."""
@@ -24,12 +33,12 @@ class RunTableForm(forms.Form):
     env = forms.CharField(required=False, max_length=100, strip=False, label="Environment")
     algorithm = forms.CharField(required=False, max_length=40, strip=False)
     tag = forms.CharField(required=False, max_length=40, strip=False)
-    experiment = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    experiment = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1)
     archived = forms.ChoiceField(required=False,
                                  choices=[("false", "Active runs"), ("true", "Archived runs")])
     sort = forms.ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
-    page = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
-    page_size = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
+    page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
+    page_size = WholeNumberField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
 
     FILTERS = ("q", "status", "env", "algorithm", "tag", "experiment")
 
