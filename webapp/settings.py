@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "webapp.compare",
     "axes",
     "webapp.tracking",
+    "webapp.runs",
 ]
 
 MIDDLEWARE = [

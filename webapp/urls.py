@@ -19,4 +19,5 @@ urlpatterns = [
     path("", include("webapp.imports.urls")),
     path("", include("webapp.compare.urls")),
     path("", include("webapp.tracking.urls")),
+    path("", include("webapp.runs.urls")),
 ]

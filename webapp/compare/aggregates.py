@@ -166,11 +166,13 @@ def _aggregate(runs: list, max_points: int) -> dict:
 
 # ---- summary --------------------------------------------------------------------------------------
 
-def _last(key: str):
+def last_finite(key: str):
+    """The run's finite value of `key` at its highest step (for .annotate on a Run queryset)."""
     return Subquery(finite_points(run_id=OuterRef("pk"), key=key).order_by("-step").values("value")[:1])
 
 
-def _best(key: str):
+def best_finite(key: str):
+    """The run's largest finite value of `key`."""
     best = (finite_points(run_id=OuterRef("pk"), key=key).values("run_id")
             .annotate(best=Max("value")).values("best"))
     return Subquery(best)
@@ -186,8 +188,8 @@ def summaries(runs) -> dict[int, dict]:
     from webapp.experiments.models import Run
 
     rows = (Run.objects.filter(pk__in=[run.pk for run in runs])
-            .annotate(final_success=_last(SUCCESS), best_success=_best(SUCCESS),
-                      val_success=_last(VAL_SUCCESS),
+            .annotate(final_success=last_finite(SUCCESS), best_success=best_finite(SUCCESS),
+                      val_success=last_finite(VAL_SUCCESS),
                       first_warning=_first_event(DetectorEvent.Level.WARNING),
                       first_collapse=_first_event(DetectorEvent.Level.COLLAPSE))
             .values("pk", "final_success", "best_success", "val_success", "first_warning", "first_collapse"))

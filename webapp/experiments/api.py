@@ -45,24 +45,6 @@ def experiment(request, pk):
 
 
 @api_view()
-def runs(request):
-    queryset = Run.objects.for_user(request.user).order_by("-id")
-    status = request.GET.get("status")
-    if status:
-        if status not in Run.Status.values:
-            choices = ", ".join(Run.Status.values)
-            raise ApiError(400, f"status: must be one of {choices}", {"status": f"must be one of {choices}"})
-        queryset = queryset.filter(status=status)
-    experiment_id = request.GET.get("experiment")
-    if experiment_id:
-        if not experiment_id.isdigit() or int(experiment_id) > INT64_MAX:
-            raise ApiError(400, "experiment: must be an experiment id",
-                           {"experiment": f"not a whole number from 0 to {INT64_MAX}"})
-        queryset = queryset.filter(experiment_id=int(experiment_id))
-    return _page(request, queryset, lambda run: run.to_dict())
-
-
-@api_view()
 def run(request, pk):
     run = get_object_or_404(Run.objects.for_user(request.user), pk=pk)
     return JsonResponse(run.to_dict(config=True))

@@ -103,6 +103,12 @@ class RunQuerySet(models.QuerySet):
     def for_user(self, user):
         return self.filter(experiment__owner=user)
 
+    def active(self):
+        return self.filter(archived_at__isnull=True)
+
+    def archived(self):
+        return self.filter(archived_at__isnull=False)
+
 
 class Run(models.Model):
     class Status(models.TextChoices):
@@ -137,6 +143,13 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
 
+    # What the user keeps about a run (the runs table): a name shown instead of the label, tags,
+    # notes, and archiving, which hides the run from lists until it is restored (nothing is deleted).
+    name = models.CharField(max_length=200, blank=True, help_text="Shown instead of the label when set.")
+    tags = models.JSONField(default=list, blank=True, help_text="Lower-case words, see webapp.runs.forms.")
+    notes = models.TextField(blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+
     created_at = models.DateTimeField(auto_now_add=True)
     enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the last message was sent.")
     started_at = models.DateTimeField(null=True, blank=True)
@@ -149,10 +162,22 @@ class Run(models.Model):
         indexes = [models.Index(fields=["status", "heartbeat_at"])]
 
     def __str__(self):
-        return f"{self.experiment.name} / {self.label}"
+        return f"{self.experiment.name} / {self.display_name}"
 
     def get_absolute_url(self):
         return reverse("run_detail", args=[self.pk])
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.label or f"Run {self.pk}"
+
+    def archive(self) -> None:
+        Run.objects.filter(pk=self.pk, archived_at__isnull=True).update(archived_at=timezone.now())
+        self.refresh_from_db(fields=["archived_at"])
+
+    def restore(self) -> None:
+        Run.objects.filter(pk=self.pk).update(archived_at=None)
+        self.refresh_from_db(fields=["archived_at"])
 
     def to_dict(self, config: bool = False) -> dict:
         data = {
@@ -164,6 +189,8 @@ class Run(models.Model):
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
+            "name": self.name, "tags": self.tags, "notes": self.notes,
+            "archived_at": self.archived_at.isoformat() if self.archived_at else None,
             "url": self.get_absolute_url(),
         }
         if config:

@@ -11,6 +11,7 @@ from trainer.config import PRESETS, TrainConfig
 from webapp.experiments import overview, specs
 from webapp.experiments.forms import ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
+from webapp.runs import queue
 
 PAGE_SIZE = 20
 
@@ -35,7 +36,8 @@ def experiment_new(request):
         form = ExperimentForm(request.POST)
         if form.is_valid():
             experiment = Experiment.create_with_runs(request.user, form.spec, form.planned)
-            messages.success(request, f"Created {len(form.planned)} run(s); each starts when a GPU is free.")
+            messages.success(request,
+                             f"Created {len(form.planned)} run(s); each waits for {queue.waits_for()}.")
             return redirect(experiment)
     else:
         form = ExperimentForm()

@@ -5,6 +5,7 @@ CSV: a `step` column and one column per key (sorted); an empty cell is no point 
 non-finite values are written as nan, inf, -inf. JSONL: one object per step in the trainer's
 metrics.jsonl format, {"step": n, "<key>": value, ...}; non-finite values are the strings "NaN",
 "Infinity", "-Infinity" (standard JSON has no literal for them; the ingest API accepts them back).
+Several runs (the runs table's export): one CSV with the run first on each row, see runs_csv_lines.
 """
 
 import csv
@@ -34,8 +35,8 @@ def _steps(run_id: int):
         yield step, {key: value for _, key, value in rows}
 
 
-def csv_lines(run_id: int):
-    keys = run_keys(run_id)
+def _csv_writer():
+    """A function that turns one row into one CSV line."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
 
@@ -46,9 +47,31 @@ def csv_lines(run_id: int):
         buffer.truncate()
         return text
 
+    return line
+
+
+def _cells(values: dict, keys: list[str]):
+    return ("" if values.get(key) is None else repr(values[key]) for key in keys)
+
+
+def csv_lines(run_id: int):
+    keys = run_keys(run_id)
+    line = _csv_writer()
     yield line(["step", *keys])
     for step, values in _steps(run_id):
-        yield line([step, *("" if values.get(key) is None else repr(values[key]) for key in keys)])
+        yield line([step, *_cells(values, keys)])
+
+
+def runs_csv_lines(runs):
+    """Several runs in one CSV: `run_id`, `run` (its name), `experiment`, `step`, then one column per key
+    any of them logged (sorted); each run's rows in step order, the runs in the order given."""
+    keys = list(MetricPoint.objects.filter(run_id__in=[run.pk for run in runs]).order_by("key")
+                .values_list("key", flat=True).distinct())
+    line = _csv_writer()
+    yield line(["run_id", "run", "experiment", "step", *keys])
+    for run in runs:
+        for step, values in _steps(run.pk):
+            yield line([run.pk, run.display_name, run.experiment.name, step, *_cells(values, keys)])
 
 
 def _json_value(value):

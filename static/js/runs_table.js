@@ -1,0 +1,58 @@
+// The runs table: which columns show (remembered in localStorage) and the "Export selected as CSV"
+// link, built from the run selection that compare_select.js keeps (the same ticks as "Compare").
+(function () {
+  "use strict";
+
+  const COLUMNS = "echolab.runs.columns";
+  const SELECTION = "echolab.compare.runs";  // kept by compare_select.js
+  const table = document.getElementById("runs-table");
+  if (!table) return;
+  const toggles = Array.from(document.querySelectorAll("input.column-toggle"));
+
+  function read(key, fallback) {
+    try {
+      const value = JSON.parse(window.localStorage.getItem(key));
+      return value === null ? fallback : value;
+    } catch (error) {
+      return fallback;
+    }
+  }
+
+  // Stored: {column key: true (shown) | false (hidden)} for the columns the user changed.
+  function showColumns() {
+    const chosen = read(COLUMNS, {});
+    toggles.forEach(function (toggle) {
+      const shown = toggle.value in chosen ? Boolean(chosen[toggle.value]) : toggle.dataset.default === "shown";
+      toggle.checked = shown;
+      table.querySelectorAll('[data-col="' + toggle.value + '"]').forEach(function (cell) { cell.hidden = !shown; });
+    });
+  }
+
+  toggles.forEach(function (toggle) {
+    toggle.addEventListener("change", function () {
+      const chosen = read(COLUMNS, {});
+      chosen[toggle.value] = toggle.checked;
+      window.localStorage.setItem(COLUMNS, JSON.stringify(chosen));
+      showColumns();
+    });
+  });
+
+  const exportLink = document.getElementById("runs-export");
+
+  function showExport() {
+    const ids = read(SELECTION, []).filter(Number.isInteger);
+    exportLink.setAttribute("aria-disabled", ids.length ? "false" : "true");
+    exportLink.href = exportLink.dataset.url + (ids.length ? "?runs=" + ids.join(",") : "");
+    exportLink.textContent = ids.length ? "Export " + ids.length + " selected as CSV" : "Export selected as CSV";
+  }
+
+  exportLink.addEventListener("click", function (event) {
+    if (exportLink.getAttribute("aria-disabled") === "true") event.preventDefault();
+  });
+  // compare_select.js saves the ticks in its own change listener; read them once it has.
+  document.addEventListener("change", function () { window.setTimeout(showExport, 0); });
+  document.getElementById("compare-clear").addEventListener("click", function () { window.setTimeout(showExport, 0); });
+  window.addEventListener("storage", function () { showColumns(); showExport(); });
+  showColumns();
+  showExport();
+})();

@@ -1,0 +1,199 @@
+"""The runs table (/runs/): summary metrics from the database, server-side sort, filters and paging,
+tags, notes, rename, soft archive and restore, multi-run CSV export. Always the user's own runs."""
+
+import csv
+import io
+import math
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.runs.table_helpers import table_run
+from webapp.alerts.models import DetectorEvent
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+from webapp.runs import table
+from webapp.runs.forms import RunEditForm, RunTableForm
+
+
+def table_runs(user, **query):
+    form = RunTableForm(query)
+    assert form.is_valid(), form.errors
+    return list(form.runs(user))
+
+
+def test_summary_metrics_skip_non_finite_values_and_read_the_first_collapse(alice):
+    run = table_run(alice, status=Run.Status.COMPLETED)
+    MetricPoint.upsert(run.pk, [(0, "val/success", 0.2), (10, "val/success", 0.7), (20, "val/success", 0.4),
+                                (30, "val/success", math.nan), (0, "train/success", 0.1),
+                                (30, "train/success", 0.6), (31, "train/success", math.inf)])
+    for step, level in ((25, "warning"), (40, "collapse"), (33, "collapse")):
+        DetectorEvent.objects.create(run=run, step=step, level=level, rule=f"r{step}", message="m")
+    start = timezone.now() - timedelta(minutes=5)
+    Run.objects.filter(pk=run.pk).update(started_at=start, finished_at=start + timedelta(seconds=90))
+
+    [row] = table_runs(alice)
+    assert (row.final_val_success, row.best_val_success, row.final_train_success) == (0.4, 0.7, 0.6)
+    assert row.collapse_step == 33
+    assert row.duration == timedelta(seconds=90)
+    assert table.summary(row)["duration_seconds"] == 90
+
+
+def test_sort_by_a_summary_metric_puts_runs_without_a_value_last_both_ways(alice):
+    low, high, none = (table_run(alice, label=label) for label in ("low", "high", "none"))
+    MetricPoint.upsert(low.pk, [(0, "val/success", 0.1)])
+    MetricPoint.upsert(high.pk, [(0, "val/success", 0.9)])
+    assert [run.label for run in table_runs(alice, sort="-best_val")] == ["high", "low", "none"]
+    assert [run.label for run in table_runs(alice, sort="best_val")] == ["low", "high", "none"]
+    assert [run.label for run in table_runs(alice, sort="name")] == ["high", "low", "none"]
+
+
+def test_sort_by_a_config_field_is_numeric(alice):
+    for ratio in (0.5, 0.25, 1.0):
+        table_run(alice, label=f"r={ratio}", config={"algorithm": {"filter_ratio": ratio}})
+    assert [run.label for run in table_runs(alice, sort="filter_ratio")] == ["r=0.25", "r=0.5", "r=1.0"]
+
+
+def test_filters_by_status_env_algorithm_tag_and_text(alice):
+    table_run(alice, label="a", env="frozenlake", advantage="grpo", tags=["baseline", "sweep-3"])
+    table_run(alice, label="b", env="frozenlake", status=Run.Status.RUNNING, tags=["baseline-2"],
+              notes="lr too high")
+    table_run(alice, label="c", experiment="Other", env="bandit")
+    labels = lambda **query: sorted(run.label for run in table_runs(alice, **query))  # noqa: E731
+    assert labels(env="frozenlake") == ["a", "b"]
+    assert labels(algorithm="grpo") == ["a"]
+    assert labels(status="running") == ["b"]
+    assert labels(tag="baseline") == ["a"]  # a whole tag, not a prefix of baseline-2
+    assert labels(q="TOO HIGH") == ["b"]
+    assert labels(q="other") == ["c"]
+    assert labels(env="frozenlake", status="queued") == ["a"]
+
+
+def test_archived_runs_leave_the_list_and_come_back_when_restored(alice):
+    kept, archived = table_run(alice, label="kept"), table_run(alice, label="gone")
+    archived.archive()
+    assert [run.label for run in table_runs(alice)] == ["kept"]
+    assert [run.label for run in table_runs(alice, archived="true")] == ["gone"]
+    archived.restore()
+    assert archived.archived_at is None
+    assert sorted(run.label for run in table_runs(alice)) == ["gone", "kept"]
+    assert MetricPoint.objects.count() == 0 and Run.objects.count() == 2  # nothing deleted
+    assert kept.archived_at is None
+
+
+@pytest.mark.parametrize("query, field", [
+    ({"sort": "config"}, "sort"), ({"status": "done"}, "status"), ({"tag": "Bad Tag"}, "tag"),
+    ({"page": "0"}, "page"), ({"page_size": "201"}, "page_size"), ({"archived": "yes"}, "archived"),
+])
+def test_bad_query_values_are_errors_naming_the_field(query, field):
+    form = RunTableForm(query)
+    assert not form.is_valid()
+    assert list(form.errors) == [field]
+
+
+def test_tags_are_parsed_checked_and_deduplicated(alice):
+    run = table_run(alice)
+    form = RunEditForm({"name": "  best seed ", "tags": "Baseline, sweep-3 baseline", "notes": "x"},
+                       instance=run)
+    assert form.is_valid(), form.errors
+    form.save()
+    run.refresh_from_db()
+    assert (run.name, run.tags, run.display_name) == ("best seed", ["baseline", "sweep-3"], "best seed")
+    bad = RunEditForm({"name": "", "tags": "ok, no/slash", "notes": ""}, instance=run)
+    assert not bad.is_valid()
+    assert "'no/slash' is not a tag" in bad.errors["tags"][0]
+
+
+# ---- views ------------------------------------------------------------------------------------------
+
+def test_page_lists_only_the_users_runs_with_their_summary(alice_client, alice, bob):
+    mine = table_run(alice, label="mine", status=Run.Status.COMPLETED, tags=["keep"])
+    MetricPoint.upsert(mine.pk, [(0, "val/success", 0.75)])
+    table_run(bob, label="bobs-secret-run", experiment="Bob's")
+    response = alice_client.get("/runs/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "mine" in html and "0.75" in html and '<span class="tag">keep</span>' in html
+    assert "bobs-secret-run" not in html and "Bob&#x27;s" not in html
+    assert 'aria-sort="descending"' in html  # the default sort: newest first
+
+
+def test_bad_query_is_a_400_that_names_the_field(alice_client, alice):
+    table_run(alice)
+    response = alice_client.get("/runs/", {"sort": "nope"})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "sort: Select a valid choice. nope is not one of the available choices." in html
+
+
+def test_other_users_run_is_404_for_every_action(client, alice, bob):
+    run = table_run(alice, label="alices")
+    client.force_login(bob)
+    assert client.get(f"/runs/{run.pk}/edit").status_code == 404
+    edit = {"name": "mine now", "tags": "", "notes": ""}
+    assert client.post(f"/runs/{run.pk}/edit", edit).status_code == 404
+    assert client.post(f"/runs/{run.pk}/archive").status_code == 404
+    assert client.get(f"/runs/export.csv?runs={run.pk}").status_code == 404
+    run.refresh_from_db()
+    assert (run.name, run.archived_at) == ("", None)
+    run.archive()
+    assert client.post(f"/runs/{run.pk}/restore").status_code == 404
+    run.refresh_from_db()
+    assert run.archived_at is not None
+
+
+def test_edit_saves_and_returns_to_the_table_and_a_bad_tag_saves_nothing(alice_client, alice):
+    run = table_run(alice, label="seed=1")
+    bad = alice_client.post(f"/runs/{run.pk}/edit", {"name": "renamed", "tags": "a b!", "notes": "n"})
+    assert bad.status_code == 400
+    assert "&#x27;b!&#x27; is not a tag" in bad.content.decode()
+    run.refresh_from_db()
+    assert (run.name, run.tags, run.notes) == ("", [], "")
+    ok = alice_client.post(f"/runs/{run.pk}/edit", {"name": "renamed", "tags": "a b", "notes": "n",
+                                                   "next": "/runs/?sort=name"})
+    assert ok.status_code == 302 and ok["Location"] == "/runs/?sort=name"
+    run.refresh_from_db()
+    assert (run.name, run.tags, run.notes) == ("renamed", ["a", "b"], "n")
+    offsite = alice_client.post(f"/runs/{run.pk}/edit", {"name": "x", "tags": "", "notes": "",
+                                                        "next": "https://evil.example/"})
+    assert offsite["Location"] == "/runs/"
+
+
+def test_archive_and_restore_through_the_page(alice_client, alice):
+    run = table_run(alice, label="to-archive")
+    row = f'<tr data-run="{run.pk}">'
+    assert alice_client.post(f"/runs/{run.pk}/archive").status_code == 302
+    assert row not in alice_client.get("/runs/").content.decode()
+    assert row in alice_client.get("/runs/?archived=true").content.decode()
+    alice_client.post(f"/runs/{run.pk}/restore")
+    assert row in alice_client.get("/runs/").content.decode()
+
+
+def test_export_writes_the_selected_runs_metrics_in_one_csv(alice_client, alice):
+    first, second = table_run(alice, label="one"), table_run(alice, label="two", name="Second")
+    MetricPoint.upsert(first.pk, [(0, "train/success", 0.5), (1, "train/success", math.nan)])
+    MetricPoint.upsert(second.pk, [(0, "val/success", 0.25)])
+    response = alice_client.get(f"/runs/export.csv?runs={second.pk},{first.pk}")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows == [["run_id", "run", "experiment", "step", "train/success", "val/success"],
+                    [str(second.pk), "Second", "Sweep", "0", "", "0.25"],
+                    [str(first.pk), "one", "Sweep", "0", "0.5", ""],
+                    [str(first.pk), "one", "Sweep", "1", "nan", ""]]
+    assert alice_client.get("/runs/export.csv?runs=x").status_code == 400
+    assert alice_client.get("/runs/export.csv").status_code == 400
+
+
+def test_table_queries_run_without_postgres_jit_and_leave_the_setting_as_it_was(db):
+    from django.db import connection
+
+    def jit():
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            return cursor.fetchone()[0]
+
+    before = jit()
+    with table.without_jit():
+        assert jit() == "off"
+    assert jit() == before

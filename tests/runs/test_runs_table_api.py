@@ -1,0 +1,65 @@
+"""GET /api/runs: the runs table as JSON, scoped to the caller, validated, matching its schema."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.runs.table_helpers import table_run
+from webapp.experiments.models import Run
+from webapp.core import openapi
+from webapp.metrics.models import MetricPoint
+from webapp.runs import table
+
+URL = "/api/runs"
+
+
+def test_lists_the_callers_runs_with_summary_and_queue_place(client, alice, bob, alice_token):
+    done = table_run(alice, label="done", status=Run.Status.COMPLETED, tags=["keep"])
+    MetricPoint.upsert(done.pk, [(0, "val/success", 0.5), (5, "val/success", 0.25)])
+    now = timezone.now()
+    waiting = table_run(alice, label="waiting", enqueued_at=now)
+    table_run(bob, label="bobs", enqueued_at=now - timedelta(seconds=5))
+    response = client.get(URL, {"sort": "name"}, HTTP_AUTHORIZATION=f"Bearer {alice_token}")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["count"] == 2 and body["page"] == 1 and body["page_size"] == 50
+    first, second = body["results"]
+    assert (first["id"], first["tags"], first["env"], first["algorithm"]) == (done.pk, ["keep"], "bandit",
+                                                                              "ppo")
+    assert first["summary"] == {"final_val_success": 0.25, "best_val_success": 0.5,
+                                "final_train_success": None, "collapse_step": None, "duration_seconds": None}
+    assert first["queue_position"] is None
+    assert (second["id"], second["queue_position"]) == (waiting.pk, 2)  # bob's queued run was sent first
+
+
+def test_archived_runs_only_with_archived_true(alice_client, alice):
+    table_run(alice, label="kept")
+    table_run(alice, label="gone").archive()
+    assert [r["label"] for r in alice_client.get(URL).json()["results"]] == ["kept"]
+    archived = alice_client.get(URL, {"archived": "true"}).json()["results"]
+    assert [r["label"] for r in archived] == ["gone"] and archived[0]["archived_at"]
+
+
+@pytest.mark.parametrize("query, field", [
+    ({"sort": "nope"}, "sort"), ({"page_size": "0"}, "page_size"), ({"page": "x"}, "page"),
+    ({"tag": " spaced"}, "tag"), ({"q": "x" * 201}, "q"), ({"env": ""}, "env"),
+    ({"status": "queued\x00"}, "status"),
+    ({"experiment": "0"}, "experiment"), ({"page": "1.0"}, "page"), ({"page_size": " 5"}, "page_size"),
+])
+def test_bad_parameters_are_400_naming_the_parameter(alice_client, query, field):
+    response = alice_client.get(URL, query)
+    assert response.status_code == 400
+    body = response.json()
+    assert list(body["errors"]) == [field] and body["error"].startswith(f"{field}: ")
+
+
+def test_unauthenticated_is_401(client, db):
+    assert client.get(URL).status_code == 401
+
+
+def test_schema_declares_every_sort_the_table_has():
+    schema = openapi.document()
+    parameters = {p["name"]: p for p in schema["paths"]["/api/runs"]["get"]["parameters"] if "name" in p}
+    assert parameters["sort"]["schema"]["enum"] == table.SORTS
+    assert parameters["sort"]["schema"]["default"] == table.DEFAULT_SORT

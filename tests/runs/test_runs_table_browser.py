@@ -1,0 +1,79 @@
+"""The runs table in chromium, as a person uses it: rows in order, a header click (or Enter on it)
+sorts, hidden columns stay hidden after a reload, ticked runs feed the export link, and an archived
+run leaves the table and comes back when restored."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.runs.table_helpers import table_run
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def expect_rows(page, names: list[str]):
+    """The run names the table shows, top to bottom (waits for the page to settle on them)."""
+    expect(page.locator("#runs-table tbody td[data-col=name] a")).to_have_text(names)
+
+
+def test_sort_choose_columns_select_archive_and_restore(page):
+    for label, best in (("alpha", 0.2), ("bravo", 0.9), ("charlie", 0.5)):
+        run = table_run(page.user, label=label, status=Run.Status.COMPLETED)
+        MetricPoint.upsert(run.pk, [(0, "val/success", best)])
+
+    page.goto(f"{page.base}/runs/")
+    expect_rows(page, ["charlie", "bravo", "alpha"])  # newest first
+    assert page.locator("#runs-table td[data-col=best_val]").all_inner_texts() == ["0.50", "0.90", "0.20"]
+
+    page.get_by_role("link", name="Val success (best)").click()
+    expect_rows(page, ["bravo", "charlie", "alpha"])
+    header = page.locator("th[data-col=best_val]")
+    assert header.get_attribute("aria-sort") == "descending"
+    header.get_by_role("link").focus()  # the header is a link: reachable by Tab, sorted with Enter
+    page.keyboard.press("Enter")
+    expect_rows(page, ["alpha", "charlie", "bravo"])
+    assert page.locator("th[data-col=best_val]").get_attribute("aria-sort") == "ascending"
+
+    page.get_by_text("Columns", exact=True).click()
+    chooser = page.locator(".column-chooser")
+    chooser.get_by_label("Environment").uncheck()
+    assert not page.locator("th[data-col=env]").is_visible()
+    chooser.get_by_label("Seed").check()
+    page.reload()
+    assert not page.locator("th[data-col=env]").is_visible()
+    assert page.locator("th[data-col=seed]").is_visible()
+
+    export = page.locator("#runs-export")
+    assert export.inner_text() == "Export selected as CSV"
+    page.get_by_label("Select alpha").check()
+    page.get_by_label("Select bravo").check()
+    assert export.inner_text() == "Export 2 selected as CSV"
+    assert page.locator("#compare-count").inner_text() == "2 runs selected"
+
+    page.get_by_role("button", name="Archive alpha").click()
+    page.wait_for_load_state()
+    expect(page.get_by_text("Archived alpha")).to_be_visible()
+    expect_rows(page, ["charlie", "bravo"])
+    page.get_by_role("link", name="Archived", exact=True).click()
+    expect_rows(page, ["alpha"])
+    page.get_by_role("button", name="Restore alpha").click()
+    page.wait_for_load_state()
+    expect(page.get_by_text("Restored alpha.")).to_be_visible()
+    page.get_by_role("link", name="Active", exact=True).click()
+    expect_rows(page, ["charlie", "bravo", "alpha"])
+
+
+def test_the_table_scrolls_inside_itself_on_a_phone(page):
+    table_run(page.user, label="phone-run", tags=["a-long-tag-name"])
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{page.base}/runs/")
+    right, box_width, content_width = page.evaluate("""(() => {
+        const box = document.querySelector('.table-scroll');
+        return [box.getBoundingClientRect().right, box.clientWidth, box.scrollWidth]; })()""")
+    assert right <= 390  # the table's box fits the screen
+    assert content_width > box_width  # and the table scrolls inside it
+    box = page.get_by_role("region", name="Runs table")
+    box.focus()  # reachable by keyboard, so arrow keys scroll it
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.querySelector('.table-scroll').scrollLeft > 0")

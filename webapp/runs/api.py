@@ -1,0 +1,28 @@
+"""GET /api/runs: the runs table as JSON (documented in webapp/core/openapi.yaml)."""
+
+from django.http import JsonResponse
+
+from webapp.accounts.api_auth import ApiError, api_view
+from webapp.runs import queue, table
+from webapp.runs.forms import RunTableForm
+
+DEFAULT_PAGE_SIZE = 50
+
+
+@api_view()
+def runs(request):
+    empty = [name for name, value in request.GET.items() if value == "" and name in RunTableForm.base_fields]
+    if empty:
+        raise ApiError(400, f"{empty[0]}: is empty; leave the parameter out instead",
+                       {name: "is empty; leave the parameter out instead" for name in empty})
+    form = RunTableForm(request.GET)
+    if not form.is_valid():
+        errors = {field: " ".join(messages) for field, messages in form.errors.items()}
+        raise ApiError(400, form.error_summary(), errors)
+    paginator = form.paginator(request.user, DEFAULT_PAGE_SIZE)
+    number = form.cleaned_data["page"] or 1
+    with table.without_jit():
+        items = list(paginator.page(number).object_list) if number <= paginator.num_pages else []
+    places = queue.positions(run.pk for run in items if run.status == run.Status.QUEUED)
+    return JsonResponse({"count": paginator.count, "page": number, "page_size": paginator.per_page,
+                         "results": [table.row(run, places.get(run.pk)) for run in items]})

@@ -1,0 +1,115 @@
+"""What the runs table accepts: its query (the page and GET /api/runs share one form) and a run's
+name, tags and notes."""
+
+import re
+
+from django import forms
+from django.core.paginator import Paginator
+
+from webapp.experiments.models import Run
+from webapp.runs import table
+
+TAG = re.compile(r"[a-z0-9][a-z0-9._:-]{0,39}")
+MAX_TAGS = 20
+MAX_PAGE_SIZE = 200
+
+
+class WholeNumberField(forms.IntegerField):
+    """Digits only: "1.0" and " 1" are not integers to the API's schema, so not to this form either."""
+
+    def to_python(self, value):
+        if value not in self.empty_values and not re.fullmatch(r"[0-9]+", str(value)):
+            raise forms.ValidationError("must be a whole number, like 3", code="invalid")
+        return super().to_python(value)
+
+
+class RunTableForm(forms.Form):
+    """Filters, sort and page. Every field is optional; a bad value is an error naming the field, never
+    silently ignored."""
+
+    # Not stripped: what is checked is what was sent (the API's schema bounds the raw value).
+    q = forms.CharField(required=False, max_length=200, strip=False, label="Search")
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
+    env = forms.CharField(required=False, max_length=100, strip=False, label="Environment")
+    algorithm = forms.CharField(required=False, max_length=40, strip=False)
+    tag = forms.CharField(required=False, max_length=40, strip=False)
+    experiment = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1)
+    archived = forms.ChoiceField(required=False,
+                                 choices=[("false", "Active runs"), ("true", "Archived runs")])
+    sort = forms.ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
+    page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
+    page_size = WholeNumberField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
+
+    FILTERS = ("q", "status", "env", "algorithm", "tag", "experiment")
+
+    def clean_tag(self):
+        tag = self.cleaned_data["tag"]
+        if tag and not TAG.fullmatch(tag):
+            raise forms.ValidationError(tag_problem(tag))
+        return tag
+
+    @property
+    def archived_view(self) -> bool:
+        return self.cleaned_data.get("archived") == "true"
+
+    @property
+    def sort_key(self) -> str:
+        return self.cleaned_data.get("sort") or table.DEFAULT_SORT
+
+    def runs(self, user):
+        """The caller's runs this query selects, with their summary metrics, in order."""
+        data = self.cleaned_data
+        runs = Run.objects.for_user(user)
+        runs = runs.archived() if self.archived_view else runs.active()
+        if data["q"].strip():
+            runs = table.search(runs, data["q"].strip())
+        for field, lookup in (("status", "status"), ("env", "config__env__name"),
+                              ("algorithm", "config__algorithm__advantage"), ("experiment", "experiment_id")):
+            if data[field] not in ("", None):
+                runs = runs.filter(**{lookup: data[field]})
+        if data["tag"]:
+            runs = table.with_tag(runs, data["tag"])
+        return table.sorted_by(table.with_summary(runs), self.sort_key)
+
+    def paginator(self, user, default_size: int) -> Paginator:
+        return Paginator(self.runs(user), self.cleaned_data.get("page_size") or default_size)
+
+    def error_summary(self) -> str:
+        return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in self.errors.items())
+
+
+def tag_problem(tag: str) -> str:
+    return (f"{tag[:40]!r} is not a tag: use lower-case letters, digits and . _ : - "
+            "(at most 40 characters, starting with a letter or digit)")
+
+
+class TagsField(forms.CharField):
+    """Tags typed as "baseline, frozenlake sweep-3" (commas or spaces) -> ["baseline", "frozenlake", ...]."""
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value):
+        words = re.split(r"[,\s]+", (value or "").strip().lower())
+        tags = list(dict.fromkeys(word for word in words if word))
+        bad = [tag for tag in tags if not TAG.fullmatch(tag)]
+        if bad:
+            raise forms.ValidationError(tag_problem(bad[0]))
+        if len(tags) > MAX_TAGS:
+            raise forms.ValidationError(f"{len(tags)} tags; a run has at most {MAX_TAGS}")
+        return tags
+
+
+class RunEditForm(forms.ModelForm):
+    tags = TagsField(required=False, max_length=2000,
+                     help_text="Words separated by commas or spaces, e.g. baseline, sweep-3")
+    notes = forms.CharField(required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 5}))
+
+    class Meta:
+        model = Run
+        fields = ["name", "tags", "notes"]
+        labels = {"name": "Name"}
+        help_texts = {"name": "Shown instead of the label (empty: the label)."}
+
+    def clean_name(self):
+        return self.cleaned_data["name"].strip()

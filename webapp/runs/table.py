@@ -1,0 +1,136 @@
+"""The runs table (/runs/ and GET /api/runs): one row per run across a user's experiments. Summary
+metrics are annotations computed by the database, so sorting, filtering and paging stay server-side
+and a page costs the same few queries at ten runs or ten thousand."""
+
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+
+from django.db import DatabaseError, connection
+from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, Lower, Now, NullIf
+
+from webapp.alerts.models import DetectorEvent
+from webapp.compare.aggregates import SUCCESS, VAL_SUCCESS, best_finite, last_finite
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    order: object = None   # what the column sorts by; None: not sortable
+    numeric: bool = False  # right-aligned, sorted largest first on the first click
+    shown: bool = True     # shown until the user's column choice says otherwise
+
+
+# The one list of the table's columns: the page, the column chooser and the API's `sort` read it.
+COLUMNS = [
+    Column("name", "Run", Lower(Coalesce(NullIf("name", Value("")), "label"))),
+    Column("experiment", "Experiment", Lower("experiment__name")),
+    Column("status", "Status", F("status")),
+    Column("env", "Environment", F("config__env__name")),
+    Column("algorithm", "Algorithm", F("config__algorithm__advantage")),
+    Column("preset", "Preset", F("experiment__preset"), shown=False),
+    Column("model", "Model", F("config__model__name"), shown=False),
+    Column("seed", "Seed", F("config__seed"), numeric=True, shown=False),
+    Column("filter_ratio", "Filter ratio", F("config__algorithm__filter_ratio"), numeric=True, shown=False),
+    Column("actor_lr", "Actor LR", F("config__optim__actor_lr"), numeric=True, shown=False),
+    Column("step", "Step", F("step"), numeric=True, shown=False),
+    Column("final_val", "Val success (final)", F("final_val_success"), numeric=True),
+    Column("best_val", "Val success (best)", F("best_val_success"), numeric=True),
+    Column("final_train", "Train success (final)", F("final_train_success"), numeric=True),
+    Column("collapse", "Collapse at step", F("collapse_step"), numeric=True),
+    Column("duration", "Duration", F("duration"), numeric=True),
+    Column("tags", "Tags"),
+    Column("notes", "Notes", shown=False),
+    Column("created", "Created", F("created_at"), numeric=True, shown=False),
+]
+BY_KEY = {column.key: column for column in COLUMNS}
+SORTS = [prefix + column.key for column in COLUMNS if column.order is not None for prefix in ("", "-")]
+DEFAULT_SORT = "-created"
+
+
+def with_summary(runs):
+    """Each run with final_val_success, best_val_success, final_train_success (finite values only),
+    collapse_step (the detector's first collapse event) and duration (start to finish, or to now)."""
+    first_collapse = (DetectorEvent.objects.filter(run=OuterRef("pk"), level=DetectorEvent.Level.COLLAPSE)
+                      .order_by("step").values("step")[:1])
+    return runs.select_related("experiment").annotate(
+        final_val_success=last_finite(VAL_SUCCESS),
+        best_val_success=best_finite(VAL_SUCCESS),
+        final_train_success=last_finite(SUCCESS),
+        collapse_step=Subquery(first_collapse),
+        duration=ExpressionWrapper(Coalesce("finished_at", Now()) - F("started_at"),
+                                   output_field=DurationField()),
+    )
+
+
+def sorted_by(runs, sort: str):
+    """`sort` is a column key, "-" first for descending; runs without a value come last either way,
+    and the id breaks ties so that pages do not overlap."""
+    column = BY_KEY[sort.removeprefix("-")]
+    descending = sort.startswith("-")
+    order = column.order.desc(nulls_last=True) if descending else column.order.asc(nulls_last=True)
+    return runs.order_by(order, "-id" if descending else "id")
+
+
+@contextmanager
+def without_jit():
+    """Postgres JIT-compiles a query whose estimated cost is high, as a sort over thousands of per-run
+    subqueries is; at 5,000 runs compiling took 3 s of a 3.6 s request (bench/runs_table.py), the query
+    itself 0.6 s. Evaluate the table's queries inside this block."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('jit'), set_config('jit', 'off', false)")
+        before = cursor.fetchone()[0]
+    try:
+        yield
+    finally:
+        # In a transaction that failed this raises; its rollback then restores the setting anyway.
+        with suppress(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('jit', %s, false)", [before])
+
+
+def search(runs, text: str):
+    return runs.filter(Q(name__icontains=text) | Q(label__icontains=text) | Q(notes__icontains=text)
+                       | Q(experiment__name__icontains=text))
+
+
+def with_tag(runs, tag: str):
+    # Tags are lower-case words without quotes (webapp.runs.forms.TAG), so the quoted tag matches one
+    # whole element of the JSON list; unlike `contains`, this lookup works on SQLite too.
+    return runs.filter(tags__icontains=f'"{tag}"')
+
+
+def choices(runs) -> dict[str, list[str]]:
+    """The values the filters offer: those the user's runs have."""
+    def distinct(field):
+        values = runs.order_by().values_list(field, flat=True).distinct()
+        return sorted({value for value in values if isinstance(value, str) and value})
+
+    tag_lists = runs.order_by().values_list("tags", flat=True).distinct()
+    tags = sorted({tag for tags in tag_lists for tag in tags or []})
+    return {"env": distinct("config__env__name"), "algorithm": distinct("config__algorithm__advantage"),
+            "tag": tags}
+
+
+def summary(run) -> dict:
+    """A run of with_summary() as the API shows its table row's summary."""
+    return {"final_val_success": run.final_val_success, "best_val_success": run.best_val_success,
+            "final_train_success": run.final_train_success, "collapse_step": run.collapse_step,
+            "duration_seconds": run.duration.total_seconds() if run.duration is not None else None}
+
+
+def config_value(run, dotted: str):
+    value = run.config or {}
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def row(run, queue_position: int | None) -> dict:
+    """One run of the table as GET /api/runs answers it."""
+    return {**run.to_dict(), "display_name": run.display_name, "experiment_name": run.experiment.name,
+            "env": config_value(run, "env.name"), "algorithm": config_value(run, "algorithm.advantage"),
+            "summary": summary(run), "queue_position": queue_position}

@@ -1,0 +1,43 @@
+"""Cells of the runs table, and a queued run's place in the queue (the run page includes it)."""
+
+from django import template
+
+from webapp.core.templatetags.echolab import duration
+from webapp.runs import queue, table
+
+register = template.Library()
+
+# Columns whose cell is the run's value as plain text: column key -> how to read it from a run.
+TEXT = {
+    "env": lambda run: table.config_value(run, "env.name"),
+    "algorithm": lambda run: table.config_value(run, "algorithm.advantage"),
+    "preset": lambda run: run.experiment.preset,
+    "model": lambda run: table.config_value(run, "model.name"),
+    "seed": lambda run: table.config_value(run, "seed"),
+    "filter_ratio": lambda run: table.config_value(run, "algorithm.filter_ratio"),
+    "actor_lr": lambda run: table.config_value(run, "optim.actor_lr"),
+    "step": lambda run: f"{run.step} / {run.total_steps}",
+    "final_val": lambda run: _fraction(run.final_val_success),
+    "best_val": lambda run: _fraction(run.best_val_success),
+    "final_train": lambda run: _fraction(run.final_train_success),
+    "collapse": lambda run: run.collapse_step,
+    "duration": lambda run: duration(run.duration.total_seconds()) if run.duration is not None else None,
+    "notes": lambda run: run.notes[:80] + ("…" if len(run.notes) > 80 else ""),
+    "created": lambda run: run.created_at.strftime("%Y-%m-%d %H:%M"),
+}
+
+
+def _fraction(value):
+    return None if value is None else f"{value:.2f}"
+
+
+@register.simple_tag
+def cell(run, key):
+    """The text of a plain cell; "–" where the run has no value."""
+    value = TEXT[key](run)
+    return "–" if value in (None, "") else value
+
+
+@register.inclusion_tag("runs/_queue_place.html", takes_context=True)
+def queue_place(context, run):
+    return {"place": queue.place(run, context["request"].user), "run": run}
