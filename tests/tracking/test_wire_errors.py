@@ -74,3 +74,12 @@ def test_protocol_errors_have_mlflows_shape(api, run):
 def test_the_ajax_api_spelling_answers_too(api, run):
     answer = api("/ajax-api/2.0/mlflow/runs/get", {"run_id": run.run_uuid}, method="get")
     assert answer.status_code == 200 and answer.json()["run"]["info"]["run_name"] == "raw"
+
+
+@pytest.mark.parametrize("size, message", [(5 * 1024 * 1024, "the limit is 4194304"),
+                                           (17 * 1024 * 1024, "larger than the server's limit")])
+def test_an_oversized_body_is_refused_in_mlflows_shape(api, run, size, message):
+    body = json.dumps({"run_id": run.run_uuid, "pad": "x" * size})
+    answer = api("/api/2.0/mlflow/runs/log-batch", body)
+    assert answer.status_code == 400 and answer.json()["error_code"] == "BAD_REQUEST"
+    assert message in answer.json()["message"]

@@ -4,6 +4,8 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 
 import functools
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -58,6 +60,9 @@ def _fields(request) -> Fields:
         body = json_body(request, max_bytes=MAX_BODY_BYTES)
     except ApiError as error:
         raise MlflowError("BAD_REQUEST", error.message) from None
+    except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE
+        raise MlflowError("BAD_REQUEST", "request body is larger than the server's limit of "
+                                         f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
     if body is None:
         body = {}
     if not isinstance(body, dict):
