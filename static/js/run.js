@@ -254,7 +254,7 @@
     document.getElementById("run-progress-text").textContent = "step " + run.step + " / " + run.total_steps + " (" + percent + "%)";
     document.getElementById("run-eta").textContent =
       run.eta_seconds !== null && !run.finished ? "ETA " + duration(run.eta_seconds) : "";
-    const queue = document.getElementById("run-queue");  // the place in the queue, as of page load
+    const queue = document.getElementById("queue-place");  // the place in the queue, as of page load
     if (queue && run.status !== "queued") queue.hidden = true;
     if (document.getElementById("run-host")) {  // an imported run has no worker facts
       document.getElementById("run-host").textContent = run.host || "not started";

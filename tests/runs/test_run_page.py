@@ -55,21 +55,6 @@ def test_earlier_attempts_list_only_attempts_before_the_current_one(alice_client
     assert "Earlier attempts (1)" in html and "attempt 1 on box-a" in html and "worker shut down" in html
 
 
-def test_a_queued_run_shows_its_place_in_the_queue(alice_client, alice, bob, run):
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    now = timezone.now()
-    first = make_run(bob, status=Run.Status.QUEUED, enqueued_at=now - timedelta(minutes=2))
-    mine = make_run(alice, status=Run.Status.QUEUED, enqueued_at=now - timedelta(minutes=1))
-    make_run(alice, status=Run.Status.QUEUED, enqueued_at=now)  # sent after: not ahead
-    html = alice_client.get(f"/runs/{mine.pk}/").content.decode()
-    assert "waiting for a worker: 1 run ahead in the queue, 1 training now" in html  # `run` is running
-    assert first.label not in html.split('id="run-queue"')[1].split("</span>")[0]  # a count, no details
-    assert 'id="run-queue"' not in alice_client.get(f"/runs/{run.pk}/").content.decode()
-
-
 def test_plotly_is_served_from_the_project(alice_client, run):
     response = alice_client.get("/static/vendor/plotly/plotly.min.js")
     assert response.status_code == 200

@@ -207,17 +207,6 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
 
-    def queue_place(self) -> dict | None:
-        """For a queued run: how many queued runs (anyone's: the gpu workers are shared) were sent before
-        it, so the workers take them first, and how many runs are training now. None otherwise."""
-        if self.status != self.Status.QUEUED:
-            return None
-        queued = Run.objects.filter(status=self.Status.QUEUED, enqueued_at__isnull=False).exclude(pk=self.pk)
-        if self.enqueued_at is not None:
-            sent = self.enqueued_at
-            queued = queued.filter(Q(enqueued_at__lt=sent) | Q(enqueued_at=sent, pk__lt=self.pk))
-        return {"ahead": queued.count(), "running": Run.objects.filter(status=self.Status.RUNNING).count()}
-
     @property
     def earlier_attempts(self) -> list[dict]:
         """The attempt log less the attempt the page already shows: a finished run's last entry is the

@@ -98,7 +98,6 @@ def run_detail(request, pk):
         "rerun_url": _rerun_url(run),
         "step_error": step_error,
         "sections": sections,
-        "queue": run.queue_place(),
         "page": page,  # read by static/js/run.js through json_script
         "notifications": Notification.objects.filter(event__run=run).select_related("event").order_by("id"),
     })
