@@ -49,6 +49,20 @@ SORTS = [prefix + column.key for column in COLUMNS if column.order is not None f
 DEFAULT_SORT = "-created"
 
 
+def headers(sort: str) -> list[dict]:
+    """Per column: its aria-sort state and the sort a click on its header asks for."""
+    current, descending = sort.removeprefix("-"), sort.startswith("-")
+    out = []
+    for column in COLUMNS:
+        state, click = "none", ("-" if column.numeric else "") + column.key
+        if column.key == current:
+            state = "descending" if descending else "ascending"
+            click = column.key if descending else "-" + column.key
+        out.append({"column": column, "aria_sort": state if column.order is not None else None,
+                    "click": click if column.order is not None else None})
+    return out
+
+
 def with_summary(runs):
     """Each run with final_val_success, best_val_success, final_train_success (finite values only),
     collapse_step (the detector's first collapse event) and duration (start to finish, or to now)."""

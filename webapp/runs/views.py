@@ -53,24 +53,10 @@ def run_list(request):
     return render(request, "runs/list.html", {
         **context, "page": page, "sort": form.sort_key, "archived": form.archived_view,
         "query_without_page": query.urlencode(), "query_without_sort": sort_query.urlencode(),
-        "headers": _headers(form.sort_key), "waits_for": queue.waits_for(),
+        "headers": table.headers(form.sort_key), "waits_for": queue.waits_for(),
         "filtered": any(form.cleaned_data[name] for name in RunTableForm.FILTERS),
         "next": request.get_full_path(),
     })
-
-
-def _headers(sort: str) -> list[dict]:
-    """Per column: its aria-sort state and the sort a click on its header asks for."""
-    current, descending = sort.removeprefix("-"), sort.startswith("-")
-    headers = []
-    for column in table.COLUMNS:
-        state, click = "none", ("-" if column.numeric else "") + column.key
-        if column.key == current:
-            state = "descending" if descending else "ascending"
-            click = column.key if descending else "-" + column.key
-        headers.append({"column": column, "aria_sort": state if column.order is not None else None,
-                        "click": click if column.order is not None else None})
-    return headers
 
 
 @login_required
