@@ -5,8 +5,9 @@ rule alike. A rule returns None when it cannot judge this step (its metric is mi
 seen enough of the run yet): no data is not a breach.
 
 Every rule also sees the run's `SuccessTrend` (one per detector): whether success has a real peak, and
-whether it is falling from it. Groups that agree, short thinking and a falling reward std are also what
-learning looks like, so those warnings hold their fire while success is rising or on a plateau.
+whether it is falling from it. A falling reward std, short thinking and entropy climbing back are also
+what learning looks like, so those warnings hold their fire while success rises or holds a plateau
+(`success_holds`); none of the guarded rules fires on a run that never learned.
 
 Every rule keeps O(1) state per step (an EMA, a peak, a fixed-size window), so a run of any length
 costs the same per step.

@@ -10,7 +10,9 @@ from webapp.experiments.models import Experiment, Run
 
 
 def tiny_config(model_dir, steps=4, **schedule) -> dict:
-    """A config whose steps take about a second on one CPU core; a checkpoint after every step."""
+    """A config whose steps take about a second on one CPU core; a checkpoint after every step. No
+    template-collapse measurement: these tests count every step's points as steps x keys, and the
+    periodic collapse/* keys are tested in tests/trainer/test_collapse.py."""
     from trainer.config import TrainConfig
 
     return TrainConfig.preset(
@@ -19,6 +21,7 @@ def tiny_config(model_dir, steps=4, **schedule) -> dict:
         optim={"mini_batch_size": 4, "micro_batch_size": 4},
         schedule={"steps": steps, "val_every": 0, "checkpoint_every": 1, "keep_checkpoints": 2,
                   "samples_per_step": 2, **schedule},
+        diagnostics={"collapse_every": 0},
     ).to_dict()
 
 

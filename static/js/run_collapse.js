@@ -1,0 +1,80 @@
+// Run page, "Template collapse" panel: the MI estimate and retrieval accuracy against its chance line over
+// steps, and the regime scatter (conditional entropy vs MI, one point per measured step, coloured by
+// step): a run moving from "diverse and input-grounded" (high MI) to "templated" (MI near 0) shows as
+// points sliding left. Data from the metrics API; "No data" when the run has no collapse/* keys.
+(function () {
+  "use strict";
+
+  const page = JSON.parse(document.getElementById("run-page-data").textContent);
+  const KEYS = ["collapse/mi_estimate", "collapse/retrieval_acc", "collapse/retrieval_chance",
+                "collapse/conditional_entropy"];
+  const POLL_MS = 10000;
+
+  async function load() {
+    const url = new URL(page.urls.metrics, window.location.origin);
+    url.searchParams.set("keys", KEYS.join(","));
+    url.searchParams.set("max_points", "1000");
+    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!response.ok) return null;
+    return (await response.json()).series || {};
+  }
+
+  function pairs(series, xKey, yKey) {
+    const x = series[xKey], y = series[yKey];
+    if (!x || !y) return { step: [], x: [], y: [] };
+    const byStep = new Map(y.step.map(function (step, i) { return [step, y.value[i]]; }));
+    const out = { step: [], x: [], y: [] };
+    x.step.forEach(function (step, i) {
+      if (x.value[i] === null || !byStep.has(step) || byStep.get(step) === null) return;
+      out.step.push(step); out.x.push(x.value[i]); out.y.push(byStep.get(step));
+    });
+    return out;
+  }
+
+  function line(series, key, name, style) {
+    const s = series[key];
+    return { x: s ? s.step : [], y: s ? s.value : [], name: name, mode: "lines+markers", line: style,
+             connectgaps: false, yaxis: key === "collapse/mi_estimate" ? "y" : "y2" };
+  }
+
+  function draw(series) {
+    const mi = series["collapse/mi_estimate"];
+    const empty = !mi || mi.step.length === 0;
+    document.getElementById("collapse-no-data").hidden = !empty;
+    document.getElementById("collapse-charts").hidden = empty;
+    if (empty) return;
+    const layout = { margin: { t: 30, r: 50, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };
+    Plotly.react("collapse-mi", [
+      line(series, "collapse/mi_estimate", "MI estimate (nats)", { color: "#1f77b4" }),
+      line(series, "collapse/retrieval_acc", "retrieval accuracy", { color: "#ff7f0e" }),
+      line(series, "collapse/retrieval_chance", "chance", { color: "#7f7f7f", dash: "dash" }),
+    ], Object.assign({}, layout, {
+      title: { text: "Input dependence", font: { size: 14 } },
+      xaxis: { title: { text: "step" } },
+      yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero" },
+      yaxis2: { title: { text: "retrieval" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
+                tickformat: ".0%", showgrid: false },
+      uirevision: "collapse",
+    }), { displaylogo: false, responsive: true });
+    const regime = pairs(series, "collapse/mi_estimate", "collapse/conditional_entropy");
+    Plotly.react("collapse-regime", [{
+      x: regime.x, y: regime.y, mode: "markers", name: "measured steps",
+      text: regime.step.map(function (s) { return "step " + s; }), hoverinfo: "text+x+y",
+      marker: { size: 9, color: regime.step, colorscale: "Viridis", showscale: true,
+                colorbar: { title: { text: "step" } } },
+    }], Object.assign({}, layout, {
+      title: { text: "Regime: grounded (right) vs templated (left)", font: { size: 14 } },
+      xaxis: { title: { text: "MI estimate (nats)" }, rangemode: "tozero" },
+      yaxis: { title: { text: "conditional entropy (nats/token)" } },
+      uirevision: "collapse",
+    }), { displaylogo: false, responsive: true });
+  }
+
+  async function refresh() {
+    const series = await load();
+    if (series !== null) draw(series);
+    if (!page.finished) window.setTimeout(refresh, POLL_MS);
+  }
+
+  refresh();
+})();

@@ -1,0 +1,45 @@
+"""The run page's "Template collapse" panel in a real browser: drawn from collapse/* metrics, "No data"
+without them."""
+
+import os
+
+import pytest
+
+from tests.runs.conftest import make_run
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_panel_draws_mi_retrieval_with_its_chance_line_and_the_regime_scatter(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED)
+    points = []
+    for i, step in enumerate(range(0, 40, 5)):  # measured every 5 steps; MI falls, retrieval to chance
+        points += [(step, "collapse/mi_estimate", max(0.6 - 0.1 * i, 0.02)),
+                   (step, "collapse/retrieval_acc", max(0.9 - 0.1 * i, 0.25)),
+                   (step, "collapse/retrieval_chance", 0.25),
+                   (step, "collapse/conditional_entropy", 1.2 + 0.1 * i)]
+    MetricPoint.upsert(run.pk, points + [(s, "train/success", 0.5) for s in range(40)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.locator("#collapse-mi .scatterlayer .trace").first.wait_for()
+    assert page.locator("#collapse-panel h2").text_content() == "Template collapse"
+    assert not page.locator("#collapse-no-data").is_visible()
+    assert page.locator("#collapse-mi .scatterlayer .trace").count() == 3  # MI, retrieval, chance
+    assert page.locator("#collapse-mi .legendtext").all_text_contents() == [
+        "MI estimate (nats)", "retrieval accuracy", "chance"]
+    assert page.locator("#collapse-regime .scatterlayer .point").count() == 8  # one per measured step
+    assert "step" in page.locator("#collapse-regime .colorbar").text_content()
+    if os.environ.get("SCREENSHOTS"):
+        shot = os.path.join(os.environ["SCREENSHOTS"], "collapse.png")
+        page.locator("#collapse-panel").screenshot(path=shot)
+
+
+def test_panel_says_no_data_for_a_run_without_collapse_metrics(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED)
+    MetricPoint.upsert(run.pk, [(s, "train/success", 0.5) for s in range(10)])  # e.g. an imported TRL run
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.locator("#collapse-no-data").wait_for(state="visible")
+    assert "No data" in page.locator("#collapse-no-data").text_content()
+    assert not page.locator("#collapse-charts").is_visible()
+    assert page.locator("#collapse-panel .scatterlayer").count() == 0
