@@ -36,9 +36,13 @@ def main():
     from trainer.loop import train
     from trainer.sink import JsonlSink
 
-    cfg = TrainConfig.preset("starpo-s", *args.set, f"diagnostics.collapse_every={args.every}",
-                             env={"name": args.env},
-                             schedule={"steps": args.steps, "val_every": 0, "checkpoint_every": 0})
+    cfg = TrainConfig.preset(
+        "starpo-s",
+        *args.set,
+        f"diagnostics.collapse_every={args.every}",
+        env={"name": args.env},
+        schedule={"steps": args.steps, "val_every": 0, "checkpoint_every": 0},
+    )
     with tempfile.TemporaryDirectory() as out, open(os.devnull, "w") as quiet:
         train(cfg, JsonlSink(out, cfg.to_yaml(), stream=quiet), out)
         rows = [json.loads(line) for line in Path(out, "metrics.jsonl").read_text().splitlines()]
@@ -46,9 +50,11 @@ def main():
     step_s = sum(r["time/step_s"] for r in rows)
     collapse_s = sum(r["time/collapse_s"] for r in measured)
     r = cfg.rollout
-    print(f"{args.env}, P={r.env_groups} x N={r.group_size}, {args.steps} steps, "
-          f"collapse_every={args.every}, {cfg.diagnostics.collapse_samples} pairs, "
-          f"micro-batch {cfg.optim.micro_batch_size}, {args.threads} thread(s)")
+    print(
+        f"{args.env}, P={r.env_groups} x N={r.group_size}, {args.steps} steps, "
+        f"collapse_every={args.every}, {cfg.diagnostics.collapse_samples} pairs, "
+        f"micro-batch {cfg.optim.micro_batch_size}, {args.threads} thread(s)"
+    )
     print("| measure | value |")
     print("|---|---|")
     print(f"| steps measured | {len(measured)} of {len(rows)} |")
@@ -57,8 +63,10 @@ def main():
     print(f"| cross-scoring time per measured step (mean) | {collapse_s / max(len(measured), 1):.2f} s |")
     print(f"| step time (mean, all steps) | {step_s / len(rows):.2f} s |")
     print(f"| share of step time, averaged over all steps | **{collapse_s / step_s:.1%}** |")
-    print(f"| share on the measured steps alone | "
-          f"{collapse_s / max(sum(m['time/step_s'] for m in measured), 1e-9):.1%} |")
+    print(
+        f"| share on the measured steps alone | "
+        f"{collapse_s / max(sum(m['time/step_s'] for m in measured), 1e-9):.1%} |"
+    )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,13 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 def env() -> dict:
-    return {**os.environ, "DATABASE_URL": f"{PG}/{DB}", "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
-            "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14", "DJANGO_SETTINGS_MODULE": "webapp.settings"}
+    return {
+        **os.environ,
+        "DATABASE_URL": f"{PG}/{DB}",
+        "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14",
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+    }
 
 
 def recreate_database():
@@ -68,11 +73,21 @@ def populate(runs: int, steps: int):
     for i in range(runs):
         ratio, seed = [0.25, 0.5, 0.75, 1.0][i % 4], i // 4
         config = TrainConfig.preset("starpo-s", algorithm={"filter_ratio": ratio}, seed=seed).to_dict()
-        run = Run.objects.create(experiment=experiment, label=f"seed={seed} algorithm.filter_ratio={ratio}",
-                                 config=config, status=Run.Status.COMPLETED, step=steps, total_steps=steps)
+        run = Run.objects.create(
+            experiment=experiment,
+            label=f"seed={seed} algorithm.filter_ratio={ratio}",
+            config=config,
+            status=Run.Status.COMPLETED,
+            step=steps,
+            total_steps=steps,
+        )
         ids.append(run.pk)
-        DetectorEvent.objects.create(run=run, step=steps // 3, level="warning", rule="reward_std_drop", message="w")
-        DetectorEvent.objects.create(run=run, step=steps // 2, level="collapse", rule="grad_spike", message="c")
+        DetectorEvent.objects.create(
+            run=run, step=steps // 3, level="warning", rule="reward_std_drop", message="w"
+        )
+        DetectorEvent.objects.create(
+            run=run, step=steps // 2, level="collapse", rule="grad_spike", message="c"
+        )
     with connection.cursor() as cursor:
         for n, key in enumerate(CHART_KEYS):
             every = 10 if key == "val/success" else 1
@@ -80,9 +95,12 @@ def populate(runs: int, steps: int):
                 f"INSERT INTO {MetricPoint._meta.db_table} (run_id, key, step, value) "
                 "SELECT r, %s, s, 0.5 + 0.4 * sin(s / 300.0 + r + %s) + 0.05 * random() "
                 "FROM unnest(%s::bigint[]) AS r, generate_series(0, %s, %s) AS s",
-                [key, n, ids, steps - 1, every])
-        cursor.execute(f"UPDATE {MetricPoint._meta.db_table} SET value = 1000 "
-                       "WHERE key = 'actor/grad_norm' AND step = 4321")
+                [key, n, ids, steps - 1, every],
+            )
+        cursor.execute(
+            f"UPDATE {MetricPoint._meta.db_table} SET value = 1000 "
+            "WHERE key = 'actor/grad_norm' AND step = 4321"
+        )
         cursor.execute(f"ANALYZE {MetricPoint._meta.db_table}")
     for run_id in ids:
         MetricRollup.refresh(run_id)  # what MetricPoint.upsert keeps up to date for points written live
@@ -103,15 +121,32 @@ def existing():
     from webapp.metrics.models import MetricPoint
 
     user = get_user_model().objects.get(username="bench")
-    return (list(Run.objects.filter(experiment__owner=user).order_by("id").values_list("id", flat=True)),
-            ApiToken.issue(user, "bench")[1], MetricPoint.objects.count())
+    return (
+        list(Run.objects.filter(experiment__owner=user).order_by("id").values_list("id", flat=True)),
+        ApiToken.issue(user, "bench")[1],
+        MetricPoint.objects.count(),
+    )
 
 
 def start_server(logs: Path):
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env(), check=True)
-    server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "-w", "1",
-                               "-b", f"127.0.0.1:{PORT}", "--timeout", "600"], cwd=ROOT, env=env(),
-                              stdout=open(logs / "server.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "webapp.wsgi:application",
+            "-w",
+            "1",
+            "-b",
+            f"127.0.0.1:{PORT}",
+            "--timeout",
+            "600",
+        ],
+        cwd=ROOT,
+        env=env(),
+        stdout=open(logs / "server.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -158,8 +193,10 @@ def bench_api(ids, token, repeats):
         for pk in ids:
             timed_get(conn, f"/api/runs/{pk}/metrics?keys={keys}&max_points={points}", headers)
         per_run.append(time.perf_counter() - start)
-    grouped = [timed_get(conn, bulk_path + "&group_by=algorithm.filter_ratio", headers)[0]
-               for _ in range(max(3, repeats // 4))]
+    grouped = [
+        timed_get(conn, bulk_path + "&group_by=algorithm.filter_ratio", headers)[0]
+        for _ in range(max(3, repeats // 4))
+    ]
     return {"bulk": bulk, "per_run": per_run, "bytes": size, "max_points": points, "grouped": grouped}
 
 
@@ -188,8 +225,10 @@ def bench_page(ids, loads):
             if i:
                 times["compare"].append(elapsed)
             page.goto(run_url)
-            page.wait_for_function("Array.from(document.querySelectorAll('.chart-plot'))"
-                                   ".every(d => d.data && d.data.length)", polling=20)
+            page.wait_for_function(
+                "Array.from(document.querySelectorAll('.chart-plot')).every(d => d.data && d.data.length)",
+                polling=20,
+            )
             if i:
                 times["run"].append(page.evaluate("performance.now()") / 1000)
         page.goto(compare_url)
@@ -201,7 +240,9 @@ def bench_page(ids, loads):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=20)
@@ -227,9 +268,13 @@ def main():
         server.wait(timeout=30)
     bulk, per_run = api["bulk"], api["per_run"]
     result = {
-        "runs": len(ids), "steps": args.steps, "points": count,
-        "bulk_p50_ms": 1000 * statistics.median(bulk), "bulk_p95_ms": 1000 * percentile(bulk, 0.95),
-        "bulk_bytes": api["bytes"], "max_points": api["max_points"],
+        "runs": len(ids),
+        "steps": args.steps,
+        "points": count,
+        "bulk_p50_ms": 1000 * statistics.median(bulk),
+        "bulk_p95_ms": 1000 * percentile(bulk, 0.95),
+        "bulk_bytes": api["bytes"],
+        "max_points": api["max_points"],
         "per_run_20_requests_p50_ms": 1000 * statistics.median(per_run),
         "per_run_20_requests_p95_ms": 1000 * percentile(per_run, 0.95),
         "bulk_over_per_run_ratio": statistics.median(bulk) / statistics.median(per_run),

@@ -34,20 +34,26 @@ def quality(overrides):
     print("|---|---|---|---|---|---|")
     for r in results:
         collapse_at = r.collapse_events[0]["step"] if r.collapse_events else "-"
-        print(f"| {r.run.name} | {'collapse' if r.run.collapse else 'healthy'} | {r.first_alarm or '-'} "
-              f"| {r.run.half_peak_step or '-'} | {'-' if r.lead is None else r.lead} | {collapse_at} |")
+        print(
+            f"| {r.run.name} | {'collapse' if r.run.collapse else 'healthy'} | {r.first_alarm or '-'} "
+            f"| {r.run.half_peak_step or '-'} | {'-' if r.lead is None else r.lead} | {collapse_at} |"
+        )
     print()
-    print("| runs | rule | collapses caught (alarm before half-peak) | median / min lead (steps) "
-          "| false collapses | healthy runs with a warning |")
+    print(
+        "| runs | rule | collapses caught (alarm before half-peak) | median / min lead (steps) "
+        "| false collapses | healthy runs with a warning |"
+    )
     print("|---|---|---|---|---|---|")
     for source in ("synthetic", "real"):
         subset = [r for r in results if r.source == source]
         for rule in (*RULES, None):
             m = summarize(subset, rule)
             lead = "-" if m["median_lead"] is None else f"{m['median_lead']:g} / {m['min_lead']}"
-            print(f"| {source} ({m['collapsing_runs']} collapse, {m['healthy_runs']} healthy) "
-                  f"| {rule or '**all rules**'} | {m['caught_in_time']}/{m['collapsing_runs']} | {lead} "
-                  f"| {m['healthy_with_collapse_event']} | {m['healthy_with_warning']}/{m['healthy_runs']} |")
+            print(
+                f"| {source} ({m['collapsing_runs']} collapse, {m['healthy_runs']} healthy) "
+                f"| {rule or '**all rules**'} | {m['caught_in_time']}/{m['collapsing_runs']} | {lead} "
+                f"| {m['healthy_with_collapse_event']} | {m['healthy_with_warning']}/{m['healthy_runs']} |"
+            )
 
 
 def run_of(steps, seed=0):

@@ -65,10 +65,15 @@ def level_from_grids(structure: list[list[int]], state: list[list[int]]) -> Leve
     dim = len(structure)
     cells = [(r * dim + c, structure[r][c], state[r][c]) for r in range(dim) for c in range(dim)]
     walls = frozenset(i for i, fixed, _ in cells if fixed == 0)
-    return Level(dim, dim, walls, frozenset(i for i, fixed, _ in cells if fixed != 0),
-                 frozenset(i for i, fixed, _ in cells if fixed == 2),
-                 frozenset(i for i, _, now in cells if now in (3, 4)),
-                 next(i for i, _, now in cells if now == 5))
+    return Level(
+        dim,
+        dim,
+        walls,
+        frozenset(i for i, fixed, _ in cells if fixed != 0),
+        frozenset(i for i, fixed, _ in cells if fixed == 2),
+        frozenset(i for i, _, now in cells if now in (3, 4)),
+        next(i for i, _, now in cells if now == 5),
+    )
 
 
 def room_statistics(levels: list[Level]) -> dict[str, float]:
@@ -77,19 +82,30 @@ def room_statistics(levels: list[Level]) -> dict[str, float]:
     solutions = [solve(level) for level in levels]
     solved = [s for s in solutions if s is not None]
     inner = [(level.width - 2) * (level.height - 2) for level in levels]
-    beside = [any(level.player + d in level.boxes for d in (1, -1, level.width, -level.width))
-              for level in levels]
-    return {"rooms": len(levels), "unsolved": len(levels) - len(solved),
-            "moves": sum(map(len, solved)) / max(len(solved), 1),
-            "pushes": sum(sum(ch.isupper() for ch in s) for s in solved) / max(len(solved), 1),
-            "wall density": sum((len(level.walls) - (2 * level.width + 2 * level.height - 4)) / n
-                                for level, n in zip(levels, inner)) / len(levels),
-            "player beside a box": sum(beside) / len(levels)}
+    beside = [
+        any(level.player + d in level.boxes for d in (1, -1, level.width, -level.width)) for level in levels
+    ]
+    return {
+        "rooms": len(levels),
+        "unsolved": len(levels) - len(solved),
+        "moves": sum(map(len, solved)) / max(len(solved), 1),
+        "pushes": sum(sum(ch.isupper() for ch in s) for s in solved) / max(len(solved), 1),
+        "wall density": sum(
+            (len(level.walls) - (2 * level.width + 2 * level.height - 4)) / n
+            for level, n in zip(levels, inner)
+        )
+        / len(levels),
+        "player beside a box": sum(beside) / len(levels),
+    }
 
 
 def gym_sokoban_levels(python: str, dim: int, boxes: int, n: int) -> list[Level]:
-    result = subprocess.run([python, "-c", GYM_SOKOBAN_ROOMS, str(dim), str(boxes), str(n)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [python, "-c", GYM_SOKOBAN_ROOMS, str(dim), str(boxes), str(n)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return [level_from_grids(*room) for room in json.loads(result.stdout.strip().splitlines()[-1])]
 
 
@@ -119,16 +135,25 @@ def our_rooms_per_second(dim: int, boxes: int, seconds: float) -> float:
 
 
 def gym_sokoban_rooms_per_second(python: str, dim: int, boxes: int, seconds: float) -> float:
-    result = subprocess.run([python, "-c", GYM_SOKOBAN_TIMER, str(dim), str(boxes), str(seconds)],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [python, "-c", GYM_SOKOBAN_TIMER, str(dim), str(boxes), str(seconds)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     timing = json.loads(result.stdout.strip().splitlines()[-1])
     return timing["rooms"] / timing["seconds"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--gym-sokoban-python", default="/tmp/gymsok-venv/bin/python",
-                        help="python of a venv with gym-sokoban installed")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--gym-sokoban-python",
+        default="/tmp/gymsok-venv/bin/python",
+        help="python of a venv with gym-sokoban installed",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement")
     parser.add_argument("--rooms", type=int, default=200, help="rooms per generator for the room statistics")
     parser.add_argument("--only-rooms", action="store_true", help="skip the speed measurements")
@@ -136,21 +161,31 @@ def main() -> None:
     have_gym_sokoban = Path(args.gym_sokoban_python).exists()
     if not args.only_rooms:
         speeds(args, have_gym_sokoban)
-    print(f"\n{'rooms':<26}" + "".join(f"{k:>21}" for k in ("moves", "pushes", "wall density",
-                                                              "player beside a box", "unsolved")))
+    print(
+        f"\n{'rooms':<26}"
+        + "".join(f"{k:>21}" for k in ("moves", "pushes", "wall density", "player beside a box", "unsolved"))
+    )
     for dim, boxes in ROOM_PRESETS:
         budget = envs.validate_params("sokoban", {})["search_budget"]
-        generators = {"ours": lambda: [generate_room(random.Random(seed), dim, boxes, budget)
-                                       for seed in range(args.rooms)]}
+        generators = {
+            "ours": lambda: [
+                generate_room(random.Random(seed), dim, boxes, budget) for seed in range(args.rooms)
+            ]
+        }
         if have_gym_sokoban:
-            generators["gym-sokoban"] = lambda: gym_sokoban_levels(args.gym_sokoban_python, dim, boxes,
-                                                                   args.rooms)
+            generators["gym-sokoban"] = lambda: gym_sokoban_levels(
+                args.gym_sokoban_python, dim, boxes, args.rooms
+            )
         for name, make in generators.items():
             stats = room_statistics(make())
             label = f"{dim}x{dim}, {boxes} box{'es' if boxes > 1 else ''}, {name}"
-            print(f"{label:<26}" + "".join(f"{stats[k]:>21.2f}" for k in ("moves", "pushes", "wall density",
-                                                                          "player beside a box"))
-                  + f"{stats['unsolved']:>21}")
+            print(
+                f"{label:<26}"
+                + "".join(
+                    f"{stats[k]:>21.2f}" for k in ("moves", "pushes", "wall density", "player beside a box")
+                )
+                + f"{stats['unsolved']:>21}"
+            )
 
 
 def speeds(args, have_gym_sokoban: bool) -> None:

@@ -22,8 +22,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG = "postgres://postgres@127.0.0.1:5432"
 DB = "echolab_bench_imports"
-KEYS = ["train/success", "train/reward_mean", "train/reward_std_in_group", "actor/entropy", "actor/grad_norm",
-        "val/success", "critic/value_loss", "response_length/mean", "actor/pg_loss", "actor/kl"]
+KEYS = [
+    "train/success",
+    "train/reward_mean",
+    "train/reward_std_in_group",
+    "actor/entropy",
+    "actor/grad_norm",
+    "val/success",
+    "critic/value_loss",
+    "response_length/mean",
+    "actor/pg_loss",
+    "actor/kl",
+]
 
 
 def setup():
@@ -32,8 +42,14 @@ def setup():
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {DB}")
-    os.environ.update({"DATABASE_URL": f"{PG}/{DB}", "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
-                       "DJANGO_SETTINGS_MODULE": "webapp.settings", "IMPORT_MAX_BYTES": str(200 * 2**20)})
+    os.environ.update(
+        {
+            "DATABASE_URL": f"{PG}/{DB}",
+            "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
+            "DJANGO_SETTINGS_MODULE": "webapp.settings",
+            "IMPORT_MAX_BYTES": str(200 * 2**20),
+        }
+    )
     import django
     from django.core.management import call_command
 
@@ -69,9 +85,16 @@ def old_create_run(owner, name, filename, series):
     with transaction.atomic():
         experiment = Experiment.objects.create(owner=owner, name=name, config={}, imported=True)
         run = Run.objects.create(
-            experiment=experiment, label=f"imported: {filename}", config={}, status=Run.Status.COMPLETED,
-            step=series[-1][0], total_steps=series[-1][0], started_at=now, finished_at=now,
-            latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()})
+            experiment=experiment,
+            label=f"imported: {filename}",
+            config={},
+            status=Run.Status.COMPLETED,
+            step=series[-1][0],
+            total_steps=series[-1][0],
+            started_at=now,
+            finished_at=now,
+            latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()},
+        )
         batch = []
         for step, values in series:
             batch.extend((step, key, value) for key, value in values.items())
@@ -80,9 +103,19 @@ def old_create_run(owner, name, filename, series):
                 batch = []
         MetricPoint.upsert(run.pk, batch)
         _, found = Detector.replay(series, experiment.detector_overrides)
-        DetectorEvent.objects.bulk_create([
-            DetectorEvent(run=run, step=e["step"], level=e["level"], rule=e["rule"], message=e["message"],
-                          signals=jsonb_safe(e.get("signals", {}))) for e in found])
+        DetectorEvent.objects.bulk_create(
+            [
+                DetectorEvent(
+                    run=run,
+                    step=e["step"],
+                    level=e["level"],
+                    rule=e["rule"],
+                    message=e["message"],
+                    signals=jsonb_safe(e.get("signals", {})),
+                )
+                for e in found
+            ]
+        )
     return run
 
 
@@ -93,7 +126,9 @@ def timed(function, *args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=86_500)
     parser.add_argument("--file", default=str(ROOT / "var" / "bench" / "import.csv"))
     args = parser.parse_args()
@@ -107,8 +142,10 @@ def main():
     path = Path(args.file)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_csv(path, args.steps)
-    print(f"file: {path.stat().st_size / 2**20:.1f} MB, {args.steps} steps x {len(KEYS)} keys; "
-          f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"file: {path.stat().st_size / 2**20:.1f} MB, {args.steps} steps x {len(KEYS)} keys; "
+        f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     series, parse_s = timed(importer.load, str(path), "csv")
     _, replay_s = timed(Detector.replay, series, {})
     owner = get_user_model().objects.create_user("bench")

@@ -47,11 +47,18 @@ def run_one(env, preset, seed, minutes, threads, steps, overrides, val_seeds):
                 f.unlink()
     overrides = ENV_OVERRIDES[env] + overrides
     params = [f"env.params.{k}={v}" for k, v in ENVS[env].items()] + overrides
-    cfg = TrainConfig.preset(preset, *params, env={"name": env}, seed=seed,
-                             schedule={"steps": steps, "checkpoint_every": 0, "keep_checkpoints": 1})
+    cfg = TrainConfig.preset(
+        preset,
+        *params,
+        env={"name": env},
+        seed=seed,
+        schedule={"steps": steps, "checkpoint_every": 0, "keep_checkpoints": 1},
+    )
     # Start and end are validated on more seeds than the periodic validation during training, which costs
     # training time: 256 episodes put the standard error of a success rate of 0.2 at 0.025.
-    val_cfg = TrainConfig.preset(preset, *params, f"rollout.val_seeds={val_seeds}", env={"name": env}, seed=seed)
+    val_cfg = TrainConfig.preset(
+        preset, *params, f"rollout.val_seeds={val_seeds}", env={"name": env}, seed=seed
+    )
     start = time.time()
     val_start = Trainer(val_cfg).validate()
     t_val = time.time() - start
@@ -60,14 +67,24 @@ def run_one(env, preset, seed, minutes, threads, steps, overrides, val_seeds):
     result = train(cfg, sink, str(out), should_stop=lambda: time.time() > deadline)
     train_s = time.time() - deadline + minutes * 60
     from trainer import checkpoint
+
     t0 = time.time()
     val_end = Trainer(val_cfg, init_dir=checkpoint.find(str(out))).validate()
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
     rows = [r for r in rows if "step" in r]
-    summary = {"env": env, "preset": preset, "seed": seed, "result": result, "steps": len(rows),
-               "val_start": val_start, "val_end": val_end, "train_wall_s": train_s,
-               "val_wall_s": t_val + time.time() - t0, "val_seeds": val_seeds,
-               "overrides": overrides}
+    summary = {
+        "env": env,
+        "preset": preset,
+        "seed": seed,
+        "result": result,
+        "steps": len(rows),
+        "val_start": val_start,
+        "val_end": val_end,
+        "train_wall_s": train_s,
+        "val_wall_s": t_val + time.time() - t0,
+        "val_seeds": val_seeds,
+        "overrides": overrides,
+    }
     (out / "summary.json").write_text(json.dumps(summary))
     print(json.dumps(summary))
 
@@ -108,10 +125,17 @@ def reference_policies(env_name: str, seeds: int, budget: int = 10) -> dict[str,
     rng = random.Random(0)
 
     def toward_goal():
-        (row, col), (goal_row, goal_col) = env.position, next(
-            (r, c) for r, line in enumerate(env.rows) for c, tile in enumerate(line) if tile == "G")
-        return rng.choice([action for action, (d_row, d_col) in zip(ACTIONS, MOVES)
-                           if d_row * (goal_row - row) > 0 or d_col * (goal_col - col) > 0])
+        (row, col), (goal_row, goal_col) = (
+            env.position,
+            next((r, c) for r, line in enumerate(env.rows) for c, tile in enumerate(line) if tile == "G"),
+        )
+        return rng.choice(
+            [
+                action
+                for action, (d_row, d_col) in zip(ACTIONS, MOVES)
+                if d_row * (goal_row - row) > 0 or d_col * (goal_col - col) > 0
+            ]
+        )
 
     def mean_over_seeds(score) -> float:
         total = 0.0
@@ -135,8 +159,10 @@ def reference_policies(env_name: str, seeds: int, budget: int = 10) -> dict[str,
 
 
 def table(envs):
-    print("| env | preset | seed | train success step 0 | final (mean last 5) | best | val start | val end "
-          "| first step >= 0.9 (s of step time) | steps | train wall |")
+    print(
+        "| env | preset | seed | train success step 0 | final (mean last 5) | best | val start | val end "
+        "| first step >= 0.9 (s of step time) | steps | train wall |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for env in envs:
         for s, rows in load(env):
@@ -144,13 +170,16 @@ def table(envs):
             last = succ[-5:]
             step90, t90 = first_reach(rows, "train/success", 0.9)
             reach = f"{step90} ({t90:.0f} s)" if step90 is not None else "never"
-            print(f"| {env} | {s['preset']} | {s['seed']} | {succ[0]:.2f} | {sum(last) / len(last):.2f} "
-                  f"| {max(succ):.2f} | {s['val_start']:.2f} | {s['val_end']:.2f} | {reach} | {s['steps']} "
-                  f"| {s['train_wall_s'] / 60:.1f} min |")
+            print(
+                f"| {env} | {s['preset']} | {s['seed']} | {succ[0]:.2f} | {sum(last) / len(last):.2f} "
+                f"| {max(succ):.2f} | {s['val_start']:.2f} | {s['val_end']:.2f} | {reach} | {s['steps']} "
+                f"| {s['train_wall_s'] / 60:.1f} min |"
+            )
 
 
 def plot(env):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -166,9 +195,14 @@ def plot(env):
             t.append(elapsed / 60)
         style = "-" if s["seed"] == 0 else "--"
         label = f"{s['preset']} s{s['seed']}"
-        axes[0].plot(t, [r["train/success"] for r in rows], style, color=colors[s["preset"]], label=label, lw=1)
-        val = [(0.0, s["val_start"])] + [(t[i], r["val/success"]) for i, r in enumerate(rows)
-                                         if r.get("val/success") is not None] + [(t[-1], s["val_end"])]
+        axes[0].plot(
+            t, [r["train/success"] for r in rows], style, color=colors[s["preset"]], label=label, lw=1
+        )
+        val = (
+            [(0.0, s["val_start"])]
+            + [(t[i], r["val/success"]) for i, r in enumerate(rows) if r.get("val/success") is not None]
+            + [(t[-1], s["val_end"])]
+        )
         axes[1].plot(*zip(*val), style, marker=".", color=colors[s["preset"]], label=label, lw=1)
     for ax, title in zip(axes, ("train/success", "val/success (fixed seeds)")):
         ax.set_title(f"{env}: {title}", fontsize=9)
@@ -191,9 +225,16 @@ def main():
     p.add_argument("--presets", default=",".join(PRESETS))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--jobs", type=int, default=2, help="runs at once (one per core at --threads 1)")
-    p.add_argument("--max-steps", type=int, default=1000, help="step cap; the wall-clock cap usually ends a run")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                   help="override the tiny profile, as in `python -m trainer train --set`")
+    p.add_argument(
+        "--max-steps", type=int, default=1000, help="step cap; the wall-clock cap usually ends a run"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override the tiny profile, as in `python -m trainer train --set`",
+    )
     p.add_argument("--val-seeds", type=int, default=256, help="episodes of the start and end validation")
     p.add_argument("--report-only", action="store_true", help="only print the table and draw the plots")
     p.add_argument("--one", nargs=3, metavar=("ENV", "PRESET", "SEED"), help=argparse.SUPPRESS)
@@ -211,18 +252,37 @@ def main():
             minutes = {k: float(args.minutes_per_run) for k in ENVS}
     envs = [args.only] if args.only else list(ENVS)
     if not args.report_only:
-        commands = [[sys.executable, __file__, "--one", env, preset, seed, "--minutes", str(minutes[env]),
-                     "--threads", str(args.threads), "--max-steps", str(args.max_steps),
-                     "--val-seeds", str(args.val_seeds)]
-                    + [f"--set={item}" for item in args.set]
-                    for env in envs for seed in args.seeds.split(",") for preset in args.presets.split(",")]
+        commands = [
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                env,
+                preset,
+                seed,
+                "--minutes",
+                str(minutes[env]),
+                "--threads",
+                str(args.threads),
+                "--max-steps",
+                str(args.max_steps),
+                "--val-seeds",
+                str(args.val_seeds),
+            ]
+            + [f"--set={item}" for item in args.set]
+            for env in envs
+            for seed in args.seeds.split(",")
+            for preset in args.presets.split(",")
+        ]
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda command: subprocess.run(command, check=True), commands))
     table(envs)
     for env in envs:
         policies = reference_policies(env, args.val_seeds)
-        print(f"{env}, policies without a model on the same {args.val_seeds} validation seeds (10 actions): "
-              + ", ".join(f"{name} {value:.2f}" for name, value in policies.items()))
+        print(
+            f"{env}, policies without a model on the same {args.val_seeds} validation seeds (10 actions): "
+            + ", ".join(f"{name} {value:.2f}" for name, value in policies.items())
+        )
     for env in envs:
         plot(env)
 

@@ -36,10 +36,20 @@ def build():
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
     from trainer import tiny_model
+
     torch.manual_seed(0)
-    cfg = Qwen2Config(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                      intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
-                      tie_word_embeddings=True, rms_norm_eps=1e-6, rope_theta=1000000.0)
+    cfg = Qwen2Config(
+        hidden_size=896,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        intermediate_size=4864,
+        vocab_size=151936,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+    )
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     tmp = MODEL.with_name(MODEL.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -53,15 +63,24 @@ def build():
 
 def one(mode, seqs, seq_len, threads):
     import torch
+
     torch.set_num_threads(threads)
     from trainer.config import TrainConfig
     from trainer.loop import Trainer
     from trainer.rollout import Trajectory
-    cfg = TrainConfig.preset("grpo", model={"name": str(MODEL), "dtype": "float32",
-                                            "lora_rank": 64 if mode == "lora" else 0,
-                                            "gradient_checkpointing": True},
-                             algorithm={"kl_coef": 0.0}, rollout={"group_size": 2},
-                             optim={"mini_batch_size": seqs, "micro_batch_size": 1})
+
+    cfg = TrainConfig.preset(
+        "grpo",
+        model={
+            "name": str(MODEL),
+            "dtype": "float32",
+            "lora_rank": 64 if mode == "lora" else 0,
+            "gradient_checkpointing": True,
+        },
+        algorithm={"kl_coef": 0.0},
+        rollout={"group_size": 2},
+        optim={"mini_batch_size": seqs, "micro_batch_size": 1},
+    )
     t0 = time.time()
     trainer = Trainer(cfg)
     n_params = sum(p.numel() for p in trainer.policy.model.parameters())
@@ -71,14 +90,32 @@ def one(mode, seqs, seq_len, threads):
     trajs = []
     for i in range(seqs):
         ids = torch.randint(0, 151936, (seq_len,), generator=g).tolist()
-        trajs.append(Trajectory(group=i // 2, seed=i, ids=ids, mask=[0] * (seq_len // 2) + [1] * (seq_len - seq_len // 2),
-                                reward=float(i % 2)))
+        trajs.append(
+            Trajectory(
+                group=i // 2,
+                seed=i,
+                ids=ids,
+                mask=[0] * (seq_len // 2) + [1] * (seq_len - seq_len // 2),
+                reward=float(i % 2),
+            )
+        )
     t1 = time.time()
     metrics = trainer.update(trajs, torch.tensor([t.group for t in trajs]))
-    print("RESULT " + json.dumps({"mode": mode, "params": n_params, "trainable": n_train,
-                                  "rss_after_load_gib": after_load, "peak_rss_gib": gib_maxrss(),
-                                  "load_s": t1 - t0, "update_s": time.time() - t1,
-                                  "grad_norm": metrics["actor/grad_norm"]}))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "mode": mode,
+                "params": n_params,
+                "trainable": n_train,
+                "rss_after_load_gib": after_load,
+                "peak_rss_gib": gib_maxrss(),
+                "load_s": t1 - t0,
+                "update_s": time.time() - t1,
+                "grad_norm": metrics["actor/grad_norm"],
+            }
+        )
+    )
 
 
 def main():
@@ -95,20 +132,38 @@ def main():
     build()
     results = []
     for mode in args.modes.split(","):
-        proc = subprocess.run([sys.executable, __file__, "--one", mode, "--seqs", str(args.seqs), "--seq-len",
-                               str(args.seq_len), "--threads", str(args.threads)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                mode,
+                "--seqs",
+                str(args.seqs),
+                "--seq-len",
+                str(args.seq_len),
+                "--threads",
+                str(args.threads),
+            ],
+            capture_output=True,
+            text=True,
+        )
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if proc.returncode or line is None:
             print(proc.stderr[-3000:])
             raise SystemExit(f"mode {mode} failed (rc {proc.returncode})")
-        results.append(json.loads(line[len("RESULT "):]))
+        results.append(json.loads(line[len("RESULT ") :]))
         print(line, flush=True)
-    print(f"| mode | parameters (trainable) | RSS after load | peak RSS (one update, {args.seqs} x {args.seq_len} "
-          "tokens, micro-batch 1, grad. checkpointing) | update time |")
+    print(
+        f"| mode | parameters (trainable) | RSS after load | peak RSS (one update, {args.seqs} x {args.seq_len} "
+        "tokens, micro-batch 1, grad. checkpointing) | update time |"
+    )
     print("|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['mode']} | {r['params'] / 1e6:.0f}M ({r['trainable'] / 1e6:.1f}M) | {r['rss_after_load_gib']:.2f} GiB "
-              f"| {r['peak_rss_gib']:.2f} GiB | {r['update_s']:.0f} s |")
+        print(
+            f"| {r['mode']} | {r['params'] / 1e6:.0f}M ({r['trainable'] / 1e6:.1f}M) | {r['rss_after_load_gib']:.2f} GiB "
+            f"| {r['peak_rss_gib']:.2f} GiB | {r['update_s']:.0f} s |"
+        )
 
 
 if __name__ == "__main__":

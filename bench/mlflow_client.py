@@ -42,22 +42,55 @@ def recreate_databases():
 
 
 def our_env() -> dict:
-    return {**os.environ, "DATABASE_URL": f"{PG}/{OURS_DB}", "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
-            "CELERY_BROKER_URL": BROKER, "DJANGO_SETTINGS_MODULE": "webapp.settings"}
+    return {
+        **os.environ,
+        "DATABASE_URL": f"{PG}/{OURS_DB}",
+        "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
+        "CELERY_BROKER_URL": BROKER,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+    }
 
 
 def start_servers(mlflow_bin: str, logs: Path) -> list:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=our_env(), check=True)
-    gunicorn = [str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "-w", "1",
-                "-b", f"127.0.0.1:{OURS_PORT}", "--timeout", "600"]
-    ours = subprocess.Popen(gunicorn, cwd=ROOT, env=our_env(), stdout=open(logs / "ours.log", "w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    gunicorn = [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "webapp.wsgi:application",
+        "-w",
+        "1",
+        "-b",
+        f"127.0.0.1:{OURS_PORT}",
+        "--timeout",
+        "600",
+    ]
+    ours = subprocess.Popen(
+        gunicorn,
+        cwd=ROOT,
+        env=our_env(),
+        stdout=open(logs / "ours.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     mlflow = subprocess.Popen(
-        [mlflow_bin, "server", "--workers", "1", "--host", "127.0.0.1", "--port", str(MLFLOW_PORT),
-         "--backend-store-uri", f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
-         "--default-artifact-root", str(logs / "artifacts")],
+        [
+            mlflow_bin,
+            "server",
+            "--workers",
+            "1",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(MLFLOW_PORT),
+            "--backend-store-uri",
+            f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
+            "--default-artifact-root",
+            str(logs / "artifacts"),
+        ],
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-        stdout=open(logs / "mlflow.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        stdout=open(logs / "mlflow.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     servers = [ours, mlflow]
     try:
         wait_http(OURS_PORT, "/healthz")
@@ -81,8 +114,11 @@ def batches(first_step: int, points: int, keys: int):
     now = int(time.time() * 1000)
     steps_per_batch = BATCH // keys
     for first in range(first_step, first_step + points // keys, steps_per_batch):
-        yield [Metric(f"metric/{k}", step * 0.001 + k, now, step)
-               for step in range(first, first + steps_per_batch) for k in range(keys)]
+        yield [
+            Metric(f"metric/{k}", step * 0.001 + k, now, step)
+            for step in range(first, first + steps_per_batch)
+            for k in range(keys)
+        ]
 
 
 class Target:
@@ -119,8 +155,9 @@ def purge_detection_messages():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mlflow", required=True, help="the mlflow executable of a separate virtualenv")
     parser.add_argument("--points", type=int, default=100_000, help="timed points per server")
     parser.add_argument("--chunk", type=int, default=10_000, help="points per turn")
@@ -154,14 +191,18 @@ def main():
             for target in targets:
                 target.log(args.chunk, args.keys)
         ours, theirs = targets
-        print(f"log_batch through the mlflow client, {args.points:,} points per server ({args.keys} keys x "
-              f"{args.points // args.keys:,} steps, {BATCH} per call, turns of {args.chunk:,} after "
-              f"{args.warmup:,} untimed):")
+        print(
+            f"log_batch through the mlflow client, {args.points:,} points per server ({args.keys} keys x "
+            f"{args.points // args.keys:,} steps, {BATCH} per call, turns of {args.chunk:,} after "
+            f"{args.warmup:,} untimed):"
+        )
         for target in targets:
             print(f"  {target.name:8s} {target.rate:9,.0f} points/s  ({target.seconds:.1f} s)")
         print(f"  ratio EchoLab / MLflow: {ours.rate / theirs.rate:.2f}x")
-        print(f"  load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
-              f"after: {' '.join(f'{value:.2f}' for value in os.getloadavg())} ({os.cpu_count()} CPUs)")
+        print(
+            f"  load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+            f"after: {' '.join(f'{value:.2f}' for value in os.getloadavg())} ({os.cpu_count()} CPUs)"
+        )
         purge_detection_messages()
     finally:
         stop(servers)

@@ -7,6 +7,7 @@ batch at temperature 1; then `Trainer.update` runs on that batch alternately wit
 off (off = MIN_SHARED_TOKENS out of reach, so every row runs its whole sequence). Each update moves the
 weights, so rounds are not identical work, but both sides see the same sequence of batches' shapes.
 """
+
 import argparse
 import statistics
 import sys
@@ -37,9 +38,11 @@ def main():
     groups = [g for g in range(r.env_groups) for _ in range(r.group_size)]
     trajs = trainer.play([10_000 + g for g in groups], groups, r.temperature)
     ids, attention, _ = pad_batch(trajs[: cfg.optim.micro_batch_size], trainer.pad_id, trainer.policy.device)
-    print(f"{len(trajs)} trajectories; first micro-batch {tuple(ids.shape)}, shared prefix "
-          f"{prefix.shared_prefix_len(ids, attention)} tokens, rows {attention.sum(1).min().item()}-"
-          f"{attention.sum(1).max().item()} tokens")
+    print(
+        f"{len(trajs)} trajectories; first micro-batch {tuple(ids.shape)}, shared prefix "
+        f"{prefix.shared_prefix_len(ids, attention)} tokens, rows {attention.sum(1).min().item()}-"
+        f"{attention.sum(1).max().item()} tokens"
+    )
     times = {"shared": [], "plain": []}
     shared_min = prefix.MIN_SHARED_TOKENS
     for _ in range(args.rounds):
@@ -49,8 +52,10 @@ def main():
             trainer.update(trajs, torch.tensor(groups))
             times[side].append(time.perf_counter() - start)
     shared, plain = statistics.median(times["shared"]), statistics.median(times["plain"])
-    print(f"update, median of {args.rounds}: shared prefix {shared:.1f} s, plain {plain:.1f} s, "
-          f"ratio {shared / plain:.2f} (rounds: shared {times['shared']}, plain {times['plain']})")
+    print(
+        f"update, median of {args.rounds}: shared prefix {shared:.1f} s, plain {plain:.1f} s, "
+        f"ratio {shared / plain:.2f} (rounds: shared {times['shared']}, plain {times['plain']})"
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ KEEP = set(KEYS) | {"collapse/mi_estimate", "collapse/retrieval_above_chance"}
 
 def smooth(xs, k=5):
     h = k // 2
-    return [sum(xs[max(0, i - h):i + h + 1]) / len(xs[max(0, i - h):i + h + 1]) for i in range(len(xs))]
+    return [sum(xs[max(0, i - h) : i + h + 1]) / len(xs[max(0, i - h) : i + h + 1]) for i in range(len(xs))]
 
 
 def label(rows):
@@ -53,17 +53,24 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", metavar="NAME=RUN_DIR")
     p.add_argument("--note", action="append", default=[], metavar="NAME=TEXT")
-    p.add_argument("--collapse", action="append", default=[], metavar="NAME=STEP",
-                   help="label NAME a collapse with half_peak_step STEP (by eye)")
+    p.add_argument(
+        "--collapse",
+        action="append",
+        default=[],
+        metavar="NAME=STEP",
+        help="label NAME a collapse with half_peak_step STEP (by eye)",
+    )
     args = p.parse_args()
     notes = dict(n.split("=", 1) for n in args.note)
     manual = {k: int(v) for k, v in (c.split("=", 1) for c in args.collapse)}
     REAL.mkdir(parents=True, exist_ok=True)
     path = REAL / "labels.json"
     labels = json.loads(path.read_text()) if path.exists() else {"runs": {}}
-    labels["about"] = ("Runs of our trainer (tiny model, CPU), trimmed to the detector's keys. Labelled from "
-                       "the 5-step moving average of train/success by bench/real_runs.py: collapse = after a "
-                       "peak at least 0.1 above the start, below half the peak to the end of the run.")
+    labels["about"] = (
+        "Runs of our trainer (tiny model, CPU), trimmed to the detector's keys. Labelled from "
+        "the 5-step moving average of train/success by bench/real_runs.py: collapse = after a "
+        "peak at least 0.1 above the start, below half the peak to the end of the run."
+    )
     for item in args.runs:
         name, run_dir = item.split("=", 1)
         rows = [json.loads(line) for line in open(Path(run_dir) / "metrics.jsonl")]
@@ -71,10 +78,14 @@ def main():
         trimmed = [{"step": r["step"], **{k: v for k, v in r.items() if k in KEEP}} for r in rows]
         (REAL / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in trimmed))
         lab = label(rows)
-        config = (Path(run_dir) / "config.yaml")
-        entry = {"collapse": lab["collapse"], "source": "real", "case": notes.get(name, ""),
-                 "note": f"smoothed success {lab['start']} at start, peak {lab['peak']} at step {lab['peak_step']}, "
-                         f"{len(rows)} steps"}
+        config = Path(run_dir) / "config.yaml"
+        entry = {
+            "collapse": lab["collapse"],
+            "source": "real",
+            "case": notes.get(name, ""),
+            "note": f"smoothed success {lab['start']} at start, peak {lab['peak']} at step {lab['peak_step']}, "
+            f"{len(rows)} steps",
+        }
         if lab["collapse"]:
             entry["half_peak_step"] = lab["half_peak_step"]
         if name in manual:

@@ -30,6 +30,7 @@ def main():
     args = p.parse_args()
 
     import torch
+
     torch.set_num_threads(args.threads)
     import envs
     from trainer.config import TrainConfig
@@ -44,15 +45,20 @@ def main():
     for seed in range(args.batch):
         env = envs.make(args.env)
         obs = env.reset(seed=seed)
-        prompts.append(chat.first_prompt(first_user_message(env, obs, cfg.rollout.max_actions_per_turn,
-                                                            cfg.rollout.max_actions_per_episode, True)))
+        prompts.append(
+            chat.first_prompt(
+                first_user_message(
+                    env, obs, cfg.rollout.max_actions_per_turn, cfg.rollout.max_actions_per_episode, True
+                )
+            )
+        )
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     T = max(len(x) for x in prompts)
     ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
     for i, x in enumerate(prompts):
-        ids[i, T - len(x):] = torch.tensor(x)
-        attention[i, T - len(x):] = 1
+        ids[i, T - len(x) :] = torch.tensor(x)
+        attention[i, T - len(x) :] = 1
     limits = [args.max_new_tokens] * len(prompts)
 
     def ours(seed):
@@ -65,9 +71,17 @@ def main():
         torch.manual_seed(seed)
         start = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=attention, do_sample=True, temperature=1.0,
-                                 top_p=1.0, top_k=0, max_new_tokens=steps, min_new_tokens=steps,
-                                 pad_token_id=pad_id)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=attention,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                max_new_tokens=steps,
+                min_new_tokens=steps,
+                pad_token_id=pad_id,
+            )
         assert out.shape[1] - T == steps
         return time.perf_counter() - start
 
@@ -77,15 +91,22 @@ def main():
         t_ours, steps, useful = ours(r + 1)
         t_bare = bare(r + 1, steps)
         rows.append((t_ours, t_bare, steps, useful))
-        print(f"round {r}: {steps} decode steps x {len(prompts)} rows ({useful} tokens before the stops): "
-              f"ours {t_ours:.2f} s, model.generate {t_bare:.2f} s, ratio {t_ours / t_bare:.3f}", flush=True)
+        print(
+            f"round {r}: {steps} decode steps x {len(prompts)} rows ({useful} tokens before the stops): "
+            f"ours {t_ours:.2f} s, model.generate {t_bare:.2f} s, ratio {t_ours / t_bare:.3f}",
+            flush=True,
+        )
     ratios = [a / b for a, b, _, _ in rows]
     tps_ours = statistics.median(len(prompts) * s / a for a, _, s, _ in rows)
     tps_bare = statistics.median(len(prompts) * s / b for _, b, s, _ in rows)
-    print("| env | batch | decode steps (median) | ours tokens/s | model.generate tokens/s | time ratio (median) |")
+    print(
+        "| env | batch | decode steps (median) | ours tokens/s | model.generate tokens/s | time ratio (median) |"
+    )
     print("|---|---|---|---|---|---|")
-    print(f"| {args.env} | {len(prompts)} | {statistics.median(s for *_, s, _ in rows)} | {tps_ours:.0f} "
-          f"| {tps_bare:.0f} | {statistics.median(ratios):.3f} (overhead {statistics.median(ratios) - 1:+.1%}) |")
+    print(
+        f"| {args.env} | {len(prompts)} | {statistics.median(s for *_, s, _ in rows)} | {tps_ours:.0f} "
+        f"| {tps_bare:.0f} | {statistics.median(ratios):.3f} (overhead {statistics.median(ratios) - 1:+.1%}) |"
+    )
 
 
 if __name__ == "__main__":

@@ -22,9 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 PG = "postgres://postgres@127.0.0.1:5432"
 DB = "echolab_bench_runs"
-os.environ.update({"DATABASE_URL": f"{PG}/{DB}", "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
-                   "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14",
-                   "DJANGO_SETTINGS_MODULE": "webapp.settings", "ALLOWED_HOSTS": "testserver"})
+os.environ.update(
+    {
+        "DATABASE_URL": f"{PG}/{DB}",
+        "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14",
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "ALLOWED_HOSTS": "testserver",
+    }
+)
 
 
 def recreate_database():
@@ -46,15 +52,30 @@ def populate(runs: int, steps: int):
     for name in ("bench", "other"):
         user = get_user_model().objects.create_user(name, f"{name}@example.com", "bench-password-1")
         experiments = Experiment.objects.bulk_create(
-            [Experiment(owner=user, name=f"{name} sweep {i}", config={}) for i in range(50)])
-        Run.objects.bulk_create([
-            Run(experiment=experiments[i % 50], label=f"seed={i}",
-                status=("completed", "running", "queued")[i % 3],
-                config={"env": {"name": ("frozenlake", "sokoban", "bandit")[i % 3]}, "seed": i,
-                        "algorithm": {"advantage": ("ppo", "grpo")[i % 2],
-                                      "filter_ratio": (0.25, 0.5, 1.0)[i % 3]}},
-                tags=["baseline"] if i % 3 == 0 else [], total_steps=steps, step=steps)
-            for i in range(runs)], batch_size=1000)
+            [Experiment(owner=user, name=f"{name} sweep {i}", config={}) for i in range(50)]
+        )
+        Run.objects.bulk_create(
+            [
+                Run(
+                    experiment=experiments[i % 50],
+                    label=f"seed={i}",
+                    status=("completed", "running", "queued")[i % 3],
+                    config={
+                        "env": {"name": ("frozenlake", "sokoban", "bandit")[i % 3]},
+                        "seed": i,
+                        "algorithm": {
+                            "advantage": ("ppo", "grpo")[i % 2],
+                            "filter_ratio": (0.25, 0.5, 1.0)[i % 3],
+                        },
+                    },
+                    tags=["baseline"] if i % 3 == 0 else [],
+                    total_steps=steps,
+                    step=steps,
+                )
+                for i in range(runs)
+            ],
+            batch_size=1000,
+        )
     with connection.cursor() as cursor:
         cursor.execute(f"""
             INSERT INTO metrics_metricpoint (run_id, key, step, value)
@@ -104,11 +125,16 @@ def main():
     client = Client()
     client.force_login(get_user_model().objects.get(username="bench"))
     peer = "/api/experiments?page_size=50"
-    measures = ["/api/runs?page_size=50", "/api/runs?page_size=50&sort=-best_val",
-                "/api/runs?page_size=50&sort=-final_val", "/api/runs?page_size=50&sort=collapse",
-                "/api/runs?page_size=50&sort=-duration",
-                "/api/runs?page_size=50&env=frozenlake&tag=baseline&sort=-final_train",
-                "/api/runs?page_size=50&sort=-best_val&page=60", "/runs/?sort=-best_val"]
+    measures = [
+        "/api/runs?page_size=50",
+        "/api/runs?page_size=50&sort=-best_val",
+        "/api/runs?page_size=50&sort=-final_val",
+        "/api/runs?page_size=50&sort=collapse",
+        "/api/runs?page_size=50&sort=-duration",
+        "/api/runs?page_size=50&env=frozenlake&tag=baseline&sort=-final_train",
+        "/api/runs?page_size=50&sort=-best_val&page=60",
+        "/runs/?sort=-best_val",
+    ]
     client.get(peer), [client.get(path) for path in measures]  # warm-up
     print(f"{args.runs} runs per user, {args.steps} steps; p50 of {args.repeats}; peer: GET {peer}")
     print(f"{'request':<78} {'ms':>8} {'peer ms':>8} {'ratio':>6} {'bytes':>8}")

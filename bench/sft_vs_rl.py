@@ -43,8 +43,9 @@ def summary(values: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--env", default="bandit")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=30)
@@ -55,8 +56,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     out = Path(args.out)
-    common = {"env": {"name": args.env}, "rollout": {"val_seeds": args.val_seeds},
-              "schedule": {"steps": args.steps, "val_every": args.steps, "checkpoint_every": 0}}
+    common = {
+        "env": {"name": args.env},
+        "rollout": {"val_seeds": args.val_seeds},
+        "schedule": {"steps": args.steps, "val_every": args.steps, "checkpoint_every": 0},
+    }
     results: dict[str, list] = {"sft": [], "rl": [], "sft-then-rl": []}
     for seed in args.seeds:
         t0 = time.time()
@@ -66,11 +70,16 @@ def main() -> None:
         results["sft"].append(validated(warm))
         results["rl"].append(rl(TrainConfig.preset("starpo-s", seed=seed, **common), out / f"rl-seed{seed}"))
         results["sft-then-rl"].append(rl(warm, out / f"sft-rl-seed{seed}"))
-        print(f"seed {seed}: sft {results['sft'][-1]:.3f}; rl {results['rl'][-1][0]:.3f} -> "
-              f"{results['rl'][-1][1]:.3f}; sft-then-rl {results['sft-then-rl'][-1][0]:.3f} -> "
-              f"{results['sft-then-rl'][-1][1]:.3f} ({time.time() - t0:.0f} s)", flush=True)
-    print(f"\n{args.env}, {len(args.seeds)} seeds, {args.steps} RL steps, SFT {args.episodes} episodes at "
-          f"noise {args.noise}, validation success on {args.val_seeds} seeds (mean ± standard error):")
+        print(
+            f"seed {seed}: sft {results['sft'][-1]:.3f}; rl {results['rl'][-1][0]:.3f} -> "
+            f"{results['rl'][-1][1]:.3f}; sft-then-rl {results['sft-then-rl'][-1][0]:.3f} -> "
+            f"{results['sft-then-rl'][-1][1]:.3f} ({time.time() - t0:.0f} s)",
+            flush=True,
+        )
+    print(
+        f"\n{args.env}, {len(args.seeds)} seeds, {args.steps} RL steps, SFT {args.episodes} episodes at "
+        f"noise {args.noise}, validation success on {args.val_seeds} seeds (mean ± standard error):"
+    )
     print(f"  sft:                {summary(results['sft'])}")
     for name in ("rl", "sft-then-rl"):
         print(f"  {name + ' start:':<20}{summary([s for s, _ in results[name]])}")

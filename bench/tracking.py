@@ -33,8 +33,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PG = "postgres://postgres@127.0.0.1:5432"
 OURS_DB, MLFLOW_DB = "echolab_bench_tracking", "mlflow_bench_tracking"
 OURS_PORT, MLFLOW_PORT, POLLERS_PORT = 8765, 8766, 8768
-CHART_KEYS = ["train/success", "val/success", "train/reward_mean", "train/reward_std_in_group",
-              "actor/entropy", "actor/grad_norm"]
+CHART_KEYS = [
+    "train/success",
+    "val/success",
+    "train/reward_mean",
+    "train/reward_std_in_group",
+    "actor/entropy",
+    "actor/grad_norm",
+]
 SPIKE_STEP, SPIKE_VALUE = 54_321, 1e4
 POLL_S, WRITE_S = 2.0, 1.0  # run.js polls every 2 s; a fast trainer logs a step a second
 # The web server as `./echolab run` starts it (webapp/core/management/commands/serve.py).
@@ -51,8 +57,13 @@ def recreate_databases():
 
 
 def our_env() -> dict:
-    return {**os.environ, "DATABASE_URL": f"{PG}/{OURS_DB}", "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
-            "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14", "DJANGO_SETTINGS_MODULE": "webapp.settings"}
+    return {
+        **os.environ,
+        "DATABASE_URL": f"{PG}/{OURS_DB}",
+        "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14",
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+    }
 
 
 def wait_http(port, path, timeout=180):
@@ -92,10 +103,22 @@ class Client:
 
 
 def start_ours(port, logs: Path, servers: list, *workers):
-    ours = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", *workers,
-                             "-b", f"127.0.0.1:{port}", "--timeout", "600"], cwd=ROOT, env=our_env(),
-                            stdout=open(logs / f"ours-{port}.log", "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    ours = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "webapp.wsgi:application",
+            *workers,
+            "-b",
+            f"127.0.0.1:{port}",
+            "--timeout",
+            "600",
+        ],
+        cwd=ROOT,
+        env=our_env(),
+        stdout=open(logs / f"ours-{port}.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     servers.append(ours)
     wait_http(port, "/healthz")
 
@@ -103,10 +126,25 @@ def start_ours(port, logs: Path, servers: list, *workers):
 def start_servers(mlflow_bin, logs: Path, servers: list):
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=our_env(), check=True)
     start_ours(OURS_PORT, logs, servers, "-w", "1")
-    mlflow = subprocess.Popen([mlflow_bin, "server", "--backend-store-uri", f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
-                               "--default-artifact-root", str(logs / "artifacts"), "--host", "127.0.0.1",
-                               "--port", str(MLFLOW_PORT), "--workers", "1"],
-                              stdout=open(logs / "mlflow.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    mlflow = subprocess.Popen(
+        [
+            mlflow_bin,
+            "server",
+            "--backend-store-uri",
+            f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
+            "--default-artifact-root",
+            str(logs / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(MLFLOW_PORT),
+            "--workers",
+            "1",
+        ],
+        stdout=open(logs / "mlflow.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     servers.append(mlflow)
     wait_http(MLFLOW_PORT, "/health")
 
@@ -119,9 +157,16 @@ def our_run(owner):
 
 
 def mlflow_run(client, name):
-    experiment = json.loads(client.call("POST", "/api/2.0/mlflow/experiments/create", {"name": f"{name}-{uuid.uuid4().hex[:8]}"}))
-    run = json.loads(client.call("POST", "/api/2.0/mlflow/runs/create",
-                                 {"experiment_id": experiment["experiment_id"], "start_time": int(time.time() * 1000)}))
+    experiment = json.loads(
+        client.call("POST", "/api/2.0/mlflow/experiments/create", {"name": f"{name}-{uuid.uuid4().hex[:8]}"})
+    )
+    run = json.loads(
+        client.call(
+            "POST",
+            "/api/2.0/mlflow/runs/create",
+            {"experiment_id": experiment["experiment_id"], "start_time": int(time.time() * 1000)},
+        )
+    )
     return run["run"]["info"]["run_id"]
 
 
@@ -129,22 +174,34 @@ def batches(points, keys=10, size=1000):
     """(step, key, value) in step order, keys interleaved, cut into batches of `size`."""
     steps_per_batch = size // keys
     for first in range(0, points // keys, steps_per_batch):
-        yield [(step, f"metric/{k}", step * 0.001 + k) for step in range(first, first + steps_per_batch)
-               for k in range(keys)]
+        yield [
+            (step, f"metric/{k}", step * 0.001 + k)
+            for step in range(first, first + steps_per_batch)
+            for k in range(keys)
+        ]
 
 
 def bench_ingest(points, ours, our_run_id, mlflow, mlflow_run_id):
     results = {}
     start = time.perf_counter()
     for batch in batches(points):
-        ours.call("POST", f"/api/runs/{our_run_id}/metrics", [{"step": s, "key": k, "value": v} for s, k, v in batch])
+        ours.call(
+            "POST",
+            f"/api/runs/{our_run_id}/metrics",
+            [{"step": s, "key": k, "value": v} for s, k, v in batch],
+        )
     results["ours"] = points / (time.perf_counter() - start)
     start = time.perf_counter()
     now = int(time.time() * 1000)
     for batch in batches(points):
-        mlflow.call("POST", "/api/2.0/mlflow/runs/log-batch", {
-            "run_id": mlflow_run_id,
-            "metrics": [{"key": k, "value": v, "timestamp": now, "step": s} for s, k, v in batch]})
+        mlflow.call(
+            "POST",
+            "/api/2.0/mlflow/runs/log-batch",
+            {
+                "run_id": mlflow_run_id,
+                "metrics": [{"key": k, "value": v, "timestamp": now, "step": s} for s, k, v in batch],
+            },
+        )
     results["mlflow"] = points / (time.perf_counter() - start)
     return results
 
@@ -156,19 +213,27 @@ def load_chart_data(our_run_id, mlflow_run_id, keys, steps):
     names = CHART_KEYS + [f"extra/{i}" for i in range(keys - len(CHART_KEYS))]
     value = f"CASE WHEN k.name = 'actor/grad_norm' AND s = {SPIKE_STEP} THEN {SPIKE_VALUE} ELSE 1 + 0.1 * sin(s) END"
     with psycopg.connect(f"{PG}/{OURS_DB}", autocommit=True) as conn:
-        conn.execute(f"INSERT INTO metrics_metricpoint (run_id, key, step, value) SELECT %s, k.name, s, {value} "
-                     f"FROM unnest(%s::text[]) AS k(name), generate_series(0, %s) AS s", [our_run_id, names, steps - 1])
+        conn.execute(
+            f"INSERT INTO metrics_metricpoint (run_id, key, step, value) SELECT %s, k.name, s, {value} "
+            f"FROM unnest(%s::text[]) AS k(name), generate_series(0, %s) AS s",
+            [our_run_id, names, steps - 1],
+        )
         conn.execute("ANALYZE metrics_metricpoint")
     from webapp.metrics.models import MetricRollup
 
     MetricRollup.refresh(our_run_id)  # what MetricPoint.upsert keeps up to date for points written live
     with psycopg.connect(f"{PG}/{MLFLOW_DB}", autocommit=True) as conn:
-        conn.execute(f"INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
-                     f"SELECT k.name, {value}, 1700000000000 + s, %s, s, false "
-                     f"FROM unnest(%s::text[]) AS k(name), generate_series(0, %s) AS s", [mlflow_run_id, names, steps - 1])
-        conn.execute("INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid) "
-                      "SELECT k.name, 1, 1700000000000 + %s, %s, false, %s FROM unnest(%s::text[]) AS k(name)",
-                      [steps - 1, steps - 1, mlflow_run_id, names])
+        conn.execute(
+            f"INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
+            f"SELECT k.name, {value}, 1700000000000 + s, %s, s, false "
+            f"FROM unnest(%s::text[]) AS k(name), generate_series(0, %s) AS s",
+            [mlflow_run_id, names, steps - 1],
+        )
+        conn.execute(
+            "INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid) "
+            "SELECT k.name, 1, 1700000000000 + %s, %s, false, %s FROM unnest(%s::text[]) AS k(name)",
+            [steps - 1, steps - 1, mlflow_run_id, names],
+        )
         conn.execute("ANALYZE metrics")
 
 
@@ -179,8 +244,11 @@ def timed(fn, repeats):
         size = fn()
         latencies.append(time.perf_counter() - start)
     latencies.sort()
-    return {"p50_ms": 1000 * statistics.median(latencies), "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
-            "bytes": size}
+    return {
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
+        "bytes": size,
+    }
 
 
 def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
@@ -189,7 +257,9 @@ def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
     spike = {}
 
     def ours_query():
-        data = ours.call("GET", f"/api/runs/{our_run_id}/metrics?keys={quote(','.join(CHART_KEYS))}&max_points=1000")
+        data = ours.call(
+            "GET", f"/api/runs/{our_run_id}/metrics?keys={quote(','.join(CHART_KEYS))}&max_points=1000"
+        )
         grad_norm = json.loads(data)["series"]["actor/grad_norm"]
         spike["ours"] = SPIKE_VALUE in (grad_norm["max"] if grad_norm["downsampled"] else grad_norm["value"])
         return len(data)
@@ -199,8 +269,11 @@ def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
         for key in CHART_KEYS:
             token = ""
             while True:
-                data = mlflow.call("GET", f"/api/2.0/mlflow/metrics/get-history?run_id={mlflow_run_id}"
-                                          f"&metric_key={quote(key)}&max_results=25000" + (f"&page_token={token}" if token else ""))
+                data = mlflow.call(
+                    "GET",
+                    f"/api/2.0/mlflow/metrics/get-history?run_id={mlflow_run_id}"
+                    f"&metric_key={quote(key)}&max_results=25000" + (f"&page_token={token}" if token else ""),
+                )
                 total += len(data)
                 token = json.loads(data).get("next_page_token")
                 if not token:
@@ -210,15 +283,21 @@ def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
     def mlflow_sampled():
         total = 0
         for key in CHART_KEYS:
-            data = mlflow.call("GET", f"/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval?run_ids={mlflow_run_id}"
-                                      f"&metric_key={quote(key)}&max_results=1000")
+            data = mlflow.call(
+                "GET",
+                f"/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval?run_ids={mlflow_run_id}"
+                f"&metric_key={quote(key)}&max_results=1000",
+            )
             total += len(data)
             if key == "actor/grad_norm":
                 spike["mlflow_sampled"] = any(m["value"] == SPIKE_VALUE for m in json.loads(data)["metrics"])
         return total
 
-    results = {"ours": timed(ours_query, repeats), "mlflow_sampled": timed(mlflow_sampled, repeats),
-               "mlflow_history": timed(mlflow_history, max(3, repeats // 5))}
+    results = {
+        "ours": timed(ours_query, repeats),
+        "mlflow_sampled": timed(mlflow_sampled, repeats),
+        "mlflow_history": timed(mlflow_history, max(3, repeats // 5)),
+    }
     return results, spike
 
 
@@ -242,7 +321,9 @@ def bench_pollers(port, token, run_id, first_step, pollers, seconds, keys):
         client, step = Client(port, headers), first_step
         while time.monotonic() < deadline:
             step += 1
-            client.call("POST", f"/api/runs/{run_id}/metrics", [{"step": step, "key": k, "value": 0.5} for k in names])
+            client.call(
+                "POST", f"/api/runs/{run_id}/metrics", [{"step": step, "key": k, "value": 0.5} for k in names]
+            )
             time.sleep(WRITE_S)
 
     def poller():
@@ -251,8 +332,11 @@ def bench_pollers(port, token, run_id, first_step, pollers, seconds, keys):
         while time.monotonic() < deadline:
             start = time.perf_counter()
             try:
-                body = json.loads(client.call("GET", f"/api/runs/{run_id}/metrics?keys={chart_keys}"
-                                                     f"&max_points=1000&after={after}"))
+                body = json.loads(
+                    client.call(
+                        "GET", f"/api/runs/{run_id}/metrics?keys={chart_keys}&max_points=1000&after={after}"
+                    )
+                )
             except (RuntimeError, OSError) as error:
                 failures.append(str(error))
             else:
@@ -268,12 +352,20 @@ def bench_pollers(port, token, run_id, first_step, pollers, seconds, keys):
         thread.join()
     latencies.sort()
     pick = lambda q: 1000 * latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
-    return {"requests": len(latencies), "failures": len(failures), "p50_ms": pick(0.5), "p95_ms": pick(0.95),
-            "p99_ms": pick(0.99), "max_ms": 1000 * latencies[-1]}
+    return {
+        "requests": len(latencies),
+        "failures": len(failures),
+        "p50_ms": pick(0.5),
+        "p95_ms": pick(0.95),
+        "p99_ms": pick(0.99),
+        "max_ms": 1000 * latencies[-1],
+    }
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mlflow", required=True, help="the mlflow executable of a separate virtualenv")
     parser.add_argument("--ingest-points", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=50)
@@ -303,28 +395,40 @@ def main():
         ours = Client(OURS_PORT, {"Authorization": f"Bearer {token}"})
         mlflow = Client(MLFLOW_PORT)
 
-        ingest = bench_ingest(args.ingest_points, ours, our_run(user).pk, mlflow, mlflow_run(mlflow, "ingest"))
-        print(f"ingest {args.ingest_points} points, batches of 1000: ours {ingest['ours']:.0f} points/s, "
-              f"MLflow log-batch {ingest['mlflow']:.0f} points/s, ratio {ingest['ours'] / ingest['mlflow']:.2f}x",
-              flush=True)
+        ingest = bench_ingest(
+            args.ingest_points, ours, our_run(user).pk, mlflow, mlflow_run(mlflow, "ingest")
+        )
+        print(
+            f"ingest {args.ingest_points} points, batches of 1000: ours {ingest['ours']:.0f} points/s, "
+            f"MLflow log-batch {ingest['mlflow']:.0f} points/s, ratio {ingest['ours'] / ingest['mlflow']:.2f}x",
+            flush=True,
+        )
 
         chart_run, mlflow_chart_run = our_run(user).pk, mlflow_run(mlflow, "chart")
         load_chart_data(chart_run, mlflow_chart_run, args.keys, args.steps)
         query, spike = bench_query(ours, chart_run, mlflow, mlflow_chart_run, args.repeats)
         print(f"chart query, 6 of {args.keys} keys x {args.steps} steps:")
         for name, row in query.items():
-            print(f"  {name:15s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  payload {row['bytes']:>10,d} bytes")
-        print(f"  spike at step {SPIKE_STEP} kept in the 1,000-point answer: ours {spike['ours']}, "
-              f"MLflow sampled {spike['mlflow_sampled']}")
+            print(
+                f"  {name:15s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  payload {row['bytes']:>10,d} bytes"
+            )
+        print(
+            f"  spike at step {SPIKE_STEP} kept in the 1,000-point answer: ours {spike['ours']}, "
+            f"MLflow sampled {spike['mlflow_sampled']}"
+        )
 
         if args.pollers:
             start_ours(POLLERS_PORT, logs, servers, *SERVE_WORKERS)
-            polls = bench_pollers(POLLERS_PORT, token, chart_run, args.steps - 1, args.pollers, args.poll_seconds,
-                                  args.keys)
-            print(f"{args.pollers} pollers on the live run's incremental endpoint for {args.poll_seconds} s "
-                  f"(gunicorn {' '.join(SERVE_WORKERS)}): {polls['requests']} polls, {polls['failures']} failed, "
-                  f"p50 {polls['p50_ms']:.1f} ms, p95 {polls['p95_ms']:.1f} ms, p99 {polls['p99_ms']:.1f} ms, "
-                  f"max {polls['max_ms']:.1f} ms", flush=True)
+            polls = bench_pollers(
+                POLLERS_PORT, token, chart_run, args.steps - 1, args.pollers, args.poll_seconds, args.keys
+            )
+            print(
+                f"{args.pollers} pollers on the live run's incremental endpoint for {args.poll_seconds} s "
+                f"(gunicorn {' '.join(SERVE_WORKERS)}): {polls['requests']} polls, {polls['failures']} failed, "
+                f"p50 {polls['p50_ms']:.1f} ms, p95 {polls['p95_ms']:.1f} ms, p99 {polls['p99_ms']:.1f} ms, "
+                f"max {polls['max_ms']:.1f} ms",
+                flush=True,
+            )
     finally:
         for server in servers:
             os.killpg(server.pid, 15)

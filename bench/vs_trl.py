@@ -37,6 +37,7 @@ def prompts(n):
     import envs
     from trainer.models import load_tokenizer, resolve
     from trainer.rollout import ChatFormat, first_user_message
+
     path, local = resolve("tiny")
     tok = load_tokenizer(path, local)
     chat = ChatFormat(tok, thinking=True)
@@ -44,9 +45,14 @@ def prompts(n):
     for seed in range(10_000, 10_000 + n):
         env = envs.make("bandit")
         obs = env.reset(seed=seed)
-        msgs = [{"role": "system", "content": "You are a helpful assistant. You play text games: think step by "
-                 "step, then answer with actions."},
-                {"role": "user", "content": first_user_message(env, obs, 5, 10, True)}]
+        msgs = [
+            {
+                "role": "system",
+                "content": "You are a helpful assistant. You play text games: think step by "
+                "step, then answer with actions.",
+            },
+            {"role": "user", "content": first_user_message(env, obs, 5, 10, True)},
+        ]
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + chat.opener
         assert tok(text, add_special_tokens=False)["input_ids"] == chat.first_prompt(msgs[1]["content"])
         out.append({"prompt": text, "seed": seed})
@@ -55,33 +61,48 @@ def prompts(n):
 
 def ours(steps, threads, lr):
     import torch
+
     torch.set_num_threads(threads)
     from trainer.config import TrainConfig
     from trainer.loop import train
     from trainer.sink import MemorySink
-    cfg = TrainConfig.preset("grpo", env={"name": "bandit"}, rollout={
-        "env_groups": GROUPS, "group_size": GROUP_SIZE, "max_turns": 1, "max_new_tokens": MAX_NEW},
-        algorithm={"kl_coef": 0.0}, optim={"actor_lr": lr, "mini_batch_size": GROUPS * GROUP_SIZE,
-                                          "micro_batch_size": GROUPS * GROUP_SIZE},
-        schedule={"steps": steps, "val_every": 0, "checkpoint_every": 0, "samples_per_step": 0})
+
+    cfg = TrainConfig.preset(
+        "grpo",
+        env={"name": "bandit"},
+        rollout={"env_groups": GROUPS, "group_size": GROUP_SIZE, "max_turns": 1, "max_new_tokens": MAX_NEW},
+        algorithm={"kl_coef": 0.0},
+        optim={
+            "actor_lr": lr,
+            "mini_batch_size": GROUPS * GROUP_SIZE,
+            "micro_batch_size": GROUPS * GROUP_SIZE,
+        },
+        schedule={"steps": steps, "val_every": 0, "checkpoint_every": 0, "samples_per_step": 0},
+    )
     sink = MemorySink()
     with tempfile.TemporaryDirectory() as out:
         train(cfg, sink, out)
-    return ([r["time/step_s"] for r in sink.rows], [r["response/tokens_mean"] for r in sink.rows],
-            [(r["time/rollout_s"], r["time/update_s"]) for r in sink.rows])
+    return (
+        [r["time/step_s"] for r in sink.rows],
+        [r["response/tokens_mean"] for r in sink.rows],
+        [(r["time/rollout_s"], r["time/update_s"]) for r in sink.rows],
+    )
 
 
 def trl_side(steps, threads, stop_answer, lr):
     import torch
+
     torch.set_num_threads(threads)
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     import envs
+
     path, chat, rows = prompts(512)
     policy_model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     from trainer.models import load_tokenizer
+
     tokenizer = load_tokenizer(path, True)
 
     def bandit_reward(prompts, completions, seed, **_):
@@ -121,21 +142,55 @@ def trl_side(steps, threads, stop_answer, lr):
                 lengths.append(logs["completions/mean_length"])
 
     with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig(output_dir=out, learning_rate=lr, num_generations=GROUP_SIZE,
-                            per_device_train_batch_size=GROUPS * GROUP_SIZE, gradient_accumulation_steps=1,
-                            steps_per_generation=1, max_completion_length=MAX_NEW, temperature=1.0, top_p=1.0,
-                            beta=0.0, max_steps=steps, logging_steps=1, report_to="none", save_strategy="no",
-                            use_cpu=True, bf16=False, fp16=False, weight_decay=0.01, max_grad_norm=1.0,
-                            lr_scheduler_type="constant", warmup_steps=0, dataloader_num_workers=0,
-                            disable_tqdm=True, seed=0)
-        trainer = GRPOTrainer(model=policy_model, reward_funcs=bandit_reward, args=config,
-                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                              callbacks=[Timer()])
+        config = GRPOConfig(
+            output_dir=out,
+            learning_rate=lr,
+            num_generations=GROUP_SIZE,
+            per_device_train_batch_size=GROUPS * GROUP_SIZE,
+            gradient_accumulation_steps=1,
+            steps_per_generation=1,
+            max_completion_length=MAX_NEW,
+            temperature=1.0,
+            top_p=1.0,
+            beta=0.0,
+            max_steps=steps,
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            use_cpu=True,
+            bf16=False,
+            fp16=False,
+            weight_decay=0.01,
+            max_grad_norm=1.0,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            dataloader_num_workers=0,
+            disable_tqdm=True,
+            seed=0,
+        )
+        trainer = GRPOTrainer(
+            model=policy_model,
+            reward_funcs=bandit_reward,
+            args=config,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+            callbacks=[Timer()],
+        )
         trainer.train()
     import transformers
     import trl
-    print("RESULT " + json.dumps({"times": times, "lengths": lengths, "trl": trl.__version__,
-                                  "transformers": transformers.__version__}))
+
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "times": times,
+                "lengths": lengths,
+                "trl": trl.__version__,
+                "transformers": transformers.__version__,
+            }
+        )
+    )
 
 
 def main():
@@ -144,11 +199,18 @@ def main():
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--lr", type=float, default=1e-6,
-                   help="actor lr of both; small by default so that the policy, and with it the reply lengths, "
-                        "stay those of the untrained model on both sides (at 1e-3 they drift apart in 12 steps)")
-    p.add_argument("--trl-eos-only", action="store_true",
-                   help="let TRL stop only at EOS (default: also at `</answer>`, as our rollout does)")
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=1e-6,
+        help="actor lr of both; small by default so that the policy, and with it the reply lengths, "
+        "stay those of the untrained model on both sides (at 1e-3 they drift apart in 12 steps)",
+    )
+    p.add_argument(
+        "--trl-eos-only",
+        action="store_true",
+        help="let TRL stop only at EOS (default: also at `</answer>`, as our rollout does)",
+    )
     p.add_argument("--trl-side", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.trl_side:
@@ -157,20 +219,40 @@ def main():
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
     start = time.time()
     our_times, our_len, our_split = ours(args.steps, args.threads, args.lr)
-    print(f"ours: {time.time() - start:.0f} s; step times {[round(t, 2) for t in our_times]}; median rollout "
-          f"{statistics.median(a for a, _ in our_split[args.warmup:]):.2f} s, update "
-          f"{statistics.median(b for _, b in our_split[args.warmup:]):.2f} s", flush=True)
+    print(
+        f"ours: {time.time() - start:.0f} s; step times {[round(t, 2) for t in our_times]}; median rollout "
+        f"{statistics.median(a for a, _ in our_split[args.warmup :]):.2f} s, update "
+        f"{statistics.median(b for _, b in our_split[args.warmup :]):.2f} s",
+        flush=True,
+    )
     start = time.time()
-    proc = subprocess.run([args.trl_python, __file__, "--trl-side", "--steps", str(args.steps), "--threads",
-                           str(args.threads), "--lr", str(args.lr)] + (["--trl-eos-only"] if args.trl_eos_only else []),
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            args.trl_python,
+            __file__,
+            "--trl-side",
+            "--steps",
+            str(args.steps),
+            "--threads",
+            str(args.threads),
+            "--lr",
+            str(args.lr),
+        ]
+        + (["--trl-eos-only"] if args.trl_eos_only else []),
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode or line is None:
         print(proc.stdout[-3000:], proc.stderr[-3000:])
         raise SystemExit("the TRL side failed")
-    trl = json.loads(line[len("RESULT "):])
-    print(f"TRL {trl['trl']} (transformers {trl['transformers']}): {time.time() - start:.0f} s; "
-          f"step times {[round(t, 2) for t in trl['times']]}", flush=True)
+    trl = json.loads(line[len("RESULT ") :])
+    print(
+        f"TRL {trl['trl']} (transformers {trl['transformers']}): {time.time() - start:.0f} s; "
+        f"step times {[round(t, 2) for t in trl['times']]}",
+        flush=True,
+    )
     w = args.warmup
     a, b = statistics.median(our_times[w:]), statistics.median(trl["times"][w:])
     la = statistics.mean(our_len[w:])

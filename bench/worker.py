@@ -93,7 +93,8 @@ def bench_overhead(owner, model_dir, steps, rounds):
 
     torch.set_num_threads(1)
     config = TrainConfig.preset(
-        "grpo", model={"name": str(model_dir)},
+        "grpo",
+        model={"name": str(model_dir)},
         rollout={"env_groups": 2, "group_size": 4, "max_new_tokens": 16, "max_turns": 1, "val_seeds": 2},
         optim={"mini_batch_size": 8, "micro_batch_size": 8},
         schedule={"steps": steps, "val_every": 0, "checkpoint_every": 0, "samples_per_step": 4},
@@ -129,8 +130,10 @@ def main():
     try:
         written, fed, total = bench_rows(owner, args.steps, args.keys)
         print(f"sink rows: {written} metric points ({args.steps} steps x {args.keys} keys, 4 samples/step)")
-        print(f"  trainer side: {written / fed:,.0f} points/s; written to Postgres: {written / total:,.0f} "
-              f"points/s ({total:.2f}s)")
+        print(
+            f"  trainer side: {written / fed:,.0f} points/s; written to Postgres: {written / total:,.0f} "
+            f"points/s ({total:.2f}s)"
+        )
 
         with tempfile.TemporaryDirectory() as tmp:
             model_dir = args.model
@@ -147,10 +150,14 @@ def main():
         per_round = len(times["null"]) // args.rounds
         for round_ in range(args.rounds):
             part = slice(round_ * per_round, (round_ + 1) * per_round)
-            print(f"  round {round_}: NullSink {statistics.median(times['null'][part]) * 1000:.1f} ms, "
-                  f"DatabaseSink {statistics.median(times['database'][part]) * 1000:.1f} ms")
-        print(f"step time, tiny model ({len(times['null'])} steps each): NullSink {medians['null'] * 1000:.1f} "
-              f"ms, DatabaseSink+detector {medians['database'] * 1000:.1f} ms, ratio {ratio:.3f}")
+            print(
+                f"  round {round_}: NullSink {statistics.median(times['null'][part]) * 1000:.1f} ms, "
+                f"DatabaseSink {statistics.median(times['database'][part]) * 1000:.1f} ms"
+            )
+        print(
+            f"step time, tiny model ({len(times['null'])} steps each): NullSink {medians['null'] * 1000:.1f} "
+            f"ms, DatabaseSink+detector {medians['database'] * 1000:.1f} ms, ratio {ratio:.3f}"
+        )
     finally:
         Experiment.objects.filter(owner=owner).delete()
         owner.delete()

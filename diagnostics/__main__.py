@@ -12,8 +12,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m diagnostics", description=__doc__.split(":")[1].strip())
     parser.add_argument("file", help="metrics as CSV (a step column) or JSON lines (metrics.jsonl)")
     parser.add_argument("--format", choices=("csv", "jsonl"), help="default: guessed from the content")
-    parser.add_argument("--overrides", default="{}",
-                        help='rule parameters as JSON, e.g. \'{"grad_spike": {"tolerance": 5.0}}\'')
+    parser.add_argument(
+        "--overrides",
+        default="{}",
+        help='rule parameters as JSON, e.g. \'{"grad_spike": {"tolerance": 5.0}}\'',
+    )
     args = parser.parse_args(argv)
     try:
         detector = Detector(json.loads(args.overrides))

@@ -111,8 +111,9 @@ def summarize(results, rule=None):
         "precision": len(leads) / (len(leads) + len(false_alarms)) if leads or false_alarms else None,
         "healthy_with_warning": len(false_alarms),
         "healthy_with_collapse_event": sum(1 for r in collapse_events if not r.run.collapse),
-        "collapse_event_recall": (sum(1 for r in collapse_events if r.run.collapse) / len(collapsing)
-                                  if collapsing else None),
+        "collapse_event_recall": (
+            sum(1 for r in collapse_events if r.run.collapse) / len(collapsing) if collapsing else None
+        ),
         "median_lead": statistics.median(leads) if leads else None,
         "min_lead": min(leads) if leads else None,
     }

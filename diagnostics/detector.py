@@ -119,8 +119,14 @@ def rule_params():
             "level": rule.level,
             "help": rule.__doc__.strip().splitlines()[0],
             "params": [
-                {"name": f.name, "type": type(f.default).__name__, "default": f.default,
-                 "min": f.metadata["min"], "max": f.metadata["max"], "help": f.metadata["help"]}
+                {
+                    "name": f.name,
+                    "type": type(f.default).__name__,
+                    "default": f.default,
+                    "min": f.metadata["min"],
+                    "max": f.metadata["max"],
+                    "help": f.metadata["help"],
+                }
                 for f in dataclasses.fields(rule.Params)
             ],
         }

@@ -35,8 +35,9 @@ class RuleParams:
     enabled: bool = param(True, "evaluate this rule at all")
     pending: int = param(3, "consecutive breached evaluations before the alert fires", min=1)
     recovery: int = param(10, "consecutive clear evaluations before a firing alert resolves", min=1)
-    smoothing: float = param(0.6, "EMA weight of the past (0 = raw values), as TensorBoard's slider",
-                             min=0.0, max=0.99)
+    smoothing: float = param(
+        0.6, "EMA weight of the past (0 = raw values), as TensorBoard's slider", min=0.0, max=0.99
+    )
 
 
 class Check(NamedTuple):
@@ -78,6 +79,7 @@ class SuccessTrend:
     The metric is the first of SUCCESS_KEYS the run logs, chosen at the first step that has one and then
     kept, so the peak is never compared across scales.
     """
+
     SMOOTHING = 0.3  # light: the half-peak test must not lag a sudden fall
     START_STEPS = 5
     NOISE_WINDOW = 30
@@ -137,7 +139,7 @@ class SuccessTrend:
         if len(self.window) < self.window.maxlen:
             return None
         values = list(self.window)
-        before, recent = statistics.fmean(values[:self.BEFORE]), statistics.fmean(values[self.BEFORE:])
+        before, recent = statistics.fmean(values[: self.BEFORE]), statistics.fmean(values[self.BEFORE :])
         return _in_sds(before - recent, self.noise * math.sqrt(1 / self.BEFORE + 1 / self.RECENT))
 
     def holding(self, peak_sigmas, fall_sigmas):
@@ -175,12 +177,19 @@ class Rule(ABC):
 
 @dataclass
 class GuardedParams(RuleParams):
-    success_sigmas: float = param(3.5, "hold the alert until success falls: its last 5 values this many "
-                                       "standard errors below the 10 before them (or below half its peak); "
-                                       "0 = do not wait for a fall", min=0.0)
-    peak_sigmas: float = param(3.0, "hold it while success never rose this many noise SDs above the run's "
-                                    "start (it never learned: nothing to lose); 0 = judge those runs too",
-                               min=0.0)
+    success_sigmas: float = param(
+        3.5,
+        "hold the alert until success falls: its last 5 values this many "
+        "standard errors below the 10 before them (or below half its peak); "
+        "0 = do not wait for a fall",
+        min=0.0,
+    )
+    peak_sigmas: float = param(
+        3.0,
+        "hold it while success never rose this many noise SDs above the run's "
+        "start (it never learned: nothing to lose); 0 = judge those runs too",
+        min=0.0,
+    )
 
 
 def success_holds(found, trend, params):
@@ -193,16 +202,19 @@ def success_holds(found, trend, params):
 
 # --- falling below a fraction of the peak: reward std, thinking length, success ---------------------
 
+
 @dataclass
 class DropParams(RuleParams):
-    fraction: float = param(0.5, "breach when the smoothed value is below this fraction of its peak",
-                            min=0.0, max=1.0)
+    fraction: float = param(
+        0.5, "breach when the smoothed value is below this fraction of its peak", min=0.0, max=1.0
+    )
     min_peak: float = param(0.0, "ignore the rule until the peak reaches this value", min=0.0)
     min_steps: int = param(10, "evaluations seen before judging (early noise makes false peaks)", min=1)
 
 
 class DropFromPeak(Rule):
     """Smoothed metric below `fraction` x its running peak, once the peak means something."""
+
     metric = ""
     Params = DropParams
 
@@ -232,8 +244,12 @@ class DropFromPeak(Rule):
 
 @dataclass
 class RewardStdParams(DropParams, GuardedParams):
-    solved_success: float = param(0.8, "no breach while train/success is at least this: a solved task "
-                                       "also has equal rewards in a group", min=0.0, max=1.0)
+    solved_success: float = param(
+        0.8,
+        "no breach while train/success is at least this: a solved task also has equal rewards in a group",
+        min=0.0,
+        max=1.0,
+    )
 
 
 class RewardStdDrop(DropFromPeak):
@@ -242,6 +258,7 @@ class RewardStdDrop(DropFromPeak):
     Learning also shrinks it (a solved task's groups agree, a confident policy's do too), so the alert
     is held while success rises or holds a plateau and fires once success falls from a real peak.
     """
+
     name = "reward_std_drop"
     title = "In-group reward std dropped"
     metric = "train/reward_std_in_group"
@@ -256,12 +273,18 @@ class RewardStdDrop(DropFromPeak):
 
 @dataclass
 class ThinkingParams(DropParams, GuardedParams):
-    fraction: float = param(0.4, "breach when the smoothed value is below this fraction of its peak; "
-                                 "healthy runs shrink slowly too, so this sits lower", min=0.0, max=1.0)
+    fraction: float = param(
+        0.4,
+        "breach when the smoothed value is below this fraction of its peak; "
+        "healthy runs shrink slowly too, so this sits lower",
+        min=0.0,
+        max=1.0,
+    )
 
 
 class ThinkingDecay(DropFromPeak):
     """Reasoning traces vanish as replies turn into templates."""
+
     name = "thinking_decay"
     title = "Thinking length decayed"
     metric = "response/think_tokens_mean"
@@ -273,12 +296,20 @@ class ThinkingDecay(DropFromPeak):
 
 @dataclass
 class CollapseParams(DropParams):
-    fraction: float = param(0.6, "collapse when smoothed success is below this fraction of its peak "
-                                 "(0.6 = fallen by 40%)", min=0.0, max=1.0)
+    fraction: float = param(
+        0.6,
+        "collapse when smoothed success is below this fraction of its peak (0.6 = fallen by 40%)",
+        min=0.0,
+        max=1.0,
+    )
     min_peak: float = param(0.1, "a peak below this is noise, not learning worth losing", min=0.0)
-    peak_sigmas: float = param(3.0, "... and so is a peak less than this many noise SDs above the mean of "
-                                    "the run's first 5 values (a run that never learned has no peak); "
-                                    "0 = any peak", min=0.0)
+    peak_sigmas: float = param(
+        3.0,
+        "... and so is a peak less than this many noise SDs above the mean of "
+        "the run's first 5 values (a run that never learned has no peak); "
+        "0 = any peak",
+        min=0.0,
+    )
     pending: int = param(5, "evaluations success must stay down before calling it a collapse", min=1)
 
 
@@ -288,6 +319,7 @@ class Collapse(DropFromPeak):
     The metric is the SuccessTrend's: the first of SUCCESS_KEYS the run logs. The peak is real when it
     stands `peak_sigmas` noise SDs above the run's start (see SuccessTrend).
     """
+
     name = "collapse"
     level = "collapse"
     title = "Success collapsed"
@@ -307,23 +339,30 @@ class Collapse(DropFromPeak):
         rise = min(trend.rise(), trend.rise_now())
         found.signals.update(start=trend.baseline, noise=trend.noise, rise_sigmas=rise)
         if rise < self.params.peak_sigmas:
-            summary = (f"{found.summary}, but that peak is only {rise:.1f} noise SDs above the start "
-                       f"{trend.baseline:.4g}: not a real peak")
+            summary = (
+                f"{found.summary}, but that peak is only {rise:.1f} noise SDs above the start "
+                f"{trend.baseline:.4g}: not a real peak"
+            )
             return found._replace(breached=False, summary=summary)
         return found
 
 
 # --- rising above a floor: zero-std groups --------------------------------------------------------
 
+
 @dataclass
 class ZeroStdParams(GuardedParams):
-    success_sigmas: float = param(0.0, "hold the alert until success falls (see reward_std_drop); 0, the "
-                                       "default, = do not wait: most groups agreeing is more than learning "
-                                       "explains, and waiting cost 3 of 15 synthetic collapses their lead",
-                                  min=0.0)
+    success_sigmas: float = param(
+        0.0,
+        "hold the alert until success falls (see reward_std_drop); 0, the "
+        "default, = do not wait: most groups agreeing is more than learning "
+        "explains, and waiting cost 3 of 15 synthetic collapses their lead",
+        min=0.0,
+    )
     threshold: float = param(0.5, "breach only when the smoothed fraction is at least this", min=0.0, max=1.0)
-    min_rise: float = param(0.25, "... and at least this much above its lowest smoothed value", min=0.0,
-                            max=1.0)
+    min_rise: float = param(
+        0.25, "... and at least this much above its lowest smoothed value", min=0.0, max=1.0
+    )
     solved_success: float = param(0.8, "no breach while train/success is at least this", min=0.0, max=1.0)
 
 
@@ -333,6 +372,7 @@ class ZeroStdGroups(Rule):
     The baseline is the lowest fraction so far, not the first: before learning starts nearly every
     group fails together, so early fractions are high in healthy runs.
     """
+
     name = "zero_std_groups"
     title = "Zero-std groups rose"
     metric = "train/frac_zero_std_groups"
@@ -358,10 +398,12 @@ class ZeroStdGroups(Rule):
 
 # --- entropy: erratic changes, or a rise after the decline ----------------------------------------
 
+
 @dataclass
 class EntropyErraticParams(RuleParams):
-    smoothing: float = param(0.0, "EMA weight of the past; off by default, smoothing hides erratic jumps",
-                             min=0.0, max=0.99)
+    smoothing: float = param(
+        0.0, "EMA weight of the past; off by default, smoothing hides erratic jumps", min=0.0, max=0.99
+    )
     pending: int = param(2, "consecutive breached evaluations before the alert fires", min=1)
     window: int = param(30, "step-to-step changes in the rolling window (W&B's default)", min=5)
     threshold: float = param(4.0, "breach when |z| of the latest change exceeds this", min=0.0)
@@ -369,6 +411,7 @@ class EntropyErraticParams(RuleParams):
 
 class EntropyErratic(Rule):
     """Entropy normally declines smoothly; jumps far outside its recent changes go with collapse."""
+
     name = "entropy_erratic"
     title = "Entropy turned erratic"
     metric = "actor/entropy"
@@ -403,14 +446,17 @@ class EntropyErratic(Rule):
 
 @dataclass
 class EntropyRiseParams(GuardedParams):
-    rise: float = param(0.25, "breach when smoothed entropy is this fraction above its lowest since the "
-                              "peak", min=0.0)
-    min_decline: float = param(0.1, "... and it had first declined by this fraction of the peak", min=0.0,
-                               max=1.0)
+    rise: float = param(
+        0.25, "breach when smoothed entropy is this fraction above its lowest since the peak", min=0.0
+    )
+    min_decline: float = param(
+        0.1, "... and it had first declined by this fraction of the peak", min=0.0, max=1.0
+    )
 
 
 class EntropyRise(Rule):
     """A steady entropy decline is learning; entropy climbing back after it goes with collapse."""
+
     name = "entropy_rise"
     title = "Entropy rose after declining"
     metric = "actor/entropy"
@@ -435,21 +481,26 @@ class EntropyRise(Rule):
         declined = (self.peak - self.trough) / self.peak
         rise = smoothed / self.trough - 1
         signals = {"metric": self.metric, "value": smoothed, "peak": self.peak, "trough": self.trough}
-        summary = (f"entropy {smoothed:.4g} is {rise:+.0%} from its low {self.trough:.4g} "
-                   f"(which was {declined:.0%} below the peak {self.peak:.4g})")
+        summary = (
+            f"entropy {smoothed:.4g} is {rise:+.0%} from its low {self.trough:.4g} "
+            f"(which was {declined:.0%} below the peak {self.peak:.4g})"
+        )
         return success_holds(Check(declined >= p.min_decline and rise >= p.rise, signals, summary), trend, p)
 
 
 # --- gradient-norm spikes -----------------------------------------------------------------------------
 
+
 @dataclass
 class GradSpikeParams(RuleParams):
-    smoothing: float = param(0.0, "EMA weight of the past; off by default, smoothing hides spikes",
-                             min=0.0, max=0.99)
+    smoothing: float = param(
+        0.0, "EMA weight of the past; off by default, smoothing hides spikes", min=0.0, max=0.99
+    )
     pending: int = param(1, "a spike is one step: fire on the first", min=1)
     window: int = param(20, "finite values in the running median", min=3)
-    tolerance: float = param(4.0, "breach when the value exceeds (1 + tolerance) x the running median",
-                             min=0.0)
+    tolerance: float = param(
+        4.0, "breach when the value exceeds (1 + tolerance) x the running median", min=0.0
+    )
     min_steps: int = param(5, "values in the median before judging", min=1)
 
 
@@ -460,6 +511,7 @@ class GradSpike(Rule):
     the norm stays up. The median, unlike Lightning's running mean, is not dragged up by the spike it
     should flag.
     """
+
     name = "grad_spike"
     level = "info"
     title = "Gradient norm spiked"
@@ -500,12 +552,17 @@ class GradSpike(Rule):
 
 @dataclass
 class GradUnstableParams(GradSpikeParams):
-    pending: int = param(3, "consecutive spiking evaluations before the alert fires: an isolated spike "
-                            "that recovers is only grad_spike's info marker", min=1)
+    pending: int = param(
+        3,
+        "consecutive spiking evaluations before the alert fires: an isolated spike "
+        "that recovers is only grad_spike's info marker",
+        min=1,
+    )
 
 
 class GradUnstable(GradSpike):
     """The gradient norm stays far above its running median (or non-finite) step after step."""
+
     name = "grad_unstable"
     level = "warning"
     title = "Gradient norm stayed high"
@@ -514,19 +571,34 @@ class GradUnstable(GradSpike):
 
 # --- template collapse (RAGEN-2): reasoning no longer depends on the input ---------------------------
 
+
 @dataclass
 class TemplateParams(GuardedParams):
-    pending: int = param(2, "consecutive breached measurements (one every diagnostics.collapse_every steps) "
-                            "before the alert fires", min=1)
-    fraction: float = param(0.5, "breach when the smoothed MI estimate is below this fraction of its peak",
-                            min=0.0, max=1.0)
+    pending: int = param(
+        2,
+        "consecutive breached measurements (one every diagnostics.collapse_every steps) "
+        "before the alert fires",
+        min=1,
+    )
+    fraction: float = param(
+        0.5, "breach when the smoothed MI estimate is below this fraction of its peak", min=0.0, max=1.0
+    )
     min_peak: float = param(0.05, "ignore the rule until the MI peak reaches this (nats)", min=0.0)
     min_steps: int = param(3, "measurements seen before judging", min=1)
-    max_above_chance: float = param(0.1, "... and retrieval accuracy is at most this above its chance line "
-                                         "(when logged)", min=0.0, max=1.0)
-    entropy_fraction: float = param(0.5, "... and smoothed entropy is still at least this fraction of its "
-                                         "peak (when logged): diverse replies that ignore the input, not "
-                                         "an entropy collapse", min=0.0, max=1.0)
+    max_above_chance: float = param(
+        0.1,
+        "... and retrieval accuracy is at most this above its chance line (when logged)",
+        min=0.0,
+        max=1.0,
+    )
+    entropy_fraction: float = param(
+        0.5,
+        "... and smoothed entropy is still at least this fraction of its "
+        "peak (when logged): diverse replies that ignore the input, not "
+        "an entropy collapse",
+        min=0.0,
+        max=1.0,
+    )
 
 
 class TemplateCollapse(Rule):
@@ -536,6 +608,7 @@ class TemplateCollapse(Rule):
     Reads `collapse/mi_estimate` (required: without it, e.g. an imported TRL run, the rule has no data
     and never fires), `collapse/retrieval_above_chance` and `actor/entropy` when logged.
     """
+
     name = "template_collapse"
     title = "Template collapse"
     metric = "collapse/mi_estimate"
@@ -564,14 +637,36 @@ class TemplateCollapse(Rule):
         above = finite(metrics.get("collapse/retrieval_above_chance"))
         entropy = self.entropy.value
         entropy_up = entropy is None or entropy >= p.entropy_fraction * self.entropy_peak
-        breached = (smoothed < p.fraction * self.peak and (above is None or above <= p.max_above_chance)
-                    and entropy_up)
-        signals = {"metric": self.metric, "value": smoothed, "peak": self.peak,
-                   "retrieval_above_chance": above, "entropy": entropy}
-        summary = (f"MI estimate {smoothed:.3g} nats is {smoothed / self.peak:.0%} of its peak "
-                   f"{self.peak:.3g}" + ("" if above is None else f", retrieval {above:+.0%} above chance"))
+        breached = (
+            smoothed < p.fraction * self.peak
+            and (above is None or above <= p.max_above_chance)
+            and entropy_up
+        )
+        signals = {
+            "metric": self.metric,
+            "value": smoothed,
+            "peak": self.peak,
+            "retrieval_above_chance": above,
+            "entropy": entropy,
+        }
+        summary = (
+            f"MI estimate {smoothed:.3g} nats is {smoothed / self.peak:.0%} of its peak "
+            f"{self.peak:.3g}" + ("" if above is None else f", retrieval {above:+.0%} above chance")
+        )
         return success_holds(Check(breached, signals, summary), trend, p)
 
 
-RULES = {rule.name: rule for rule in (RewardStdDrop, ZeroStdGroups, EntropyErratic, EntropyRise,
-                                       ThinkingDecay, GradSpike, GradUnstable, TemplateCollapse, Collapse)}
+RULES = {
+    rule.name: rule
+    for rule in (
+        RewardStdDrop,
+        ZeroStdGroups,
+        EntropyErratic,
+        EntropyRise,
+        ThinkingDecay,
+        GradSpike,
+        GradUnstable,
+        TemplateCollapse,
+        Collapse,
+    )
+}

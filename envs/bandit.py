@@ -10,9 +10,17 @@ from envs.spec import Param, ParamError
 PARAMS = [
     Param("low_risk_name", "str", "Phoenix", help="Name of the arm that always pays the constant reward."),
     Param("high_risk_name", "str", "Dragon", help="Name of the arm that pays big, rarely."),
-    Param("low_risk_reward", "float", 0.1, min=0.0, max=1.0,
-          help="Constant payout of the low-risk arm (0.1 in the public code, 0.15 in the paper)."),
-    Param("high_risk_reward", "float", 1.0, min=0.0, max=100.0, help="Payout of the high-risk arm when it pays."),
+    Param(
+        "low_risk_reward",
+        "float",
+        0.1,
+        min=0.0,
+        max=1.0,
+        help="Constant payout of the low-risk arm (0.1 in the public code, 0.15 in the paper).",
+    ),
+    Param(
+        "high_risk_reward", "float", 1.0, min=0.0, max=100.0, help="Payout of the high-risk arm when it pays."
+    ),
     Param("high_risk_prob", "float", 0.25, min=0.0, max=1.0, help="Probability that the high-risk arm pays."),
 ]
 
@@ -41,12 +49,17 @@ def check_params(owner: str, params: dict) -> dict:
     for field in ("low_risk_name", "high_risk_name"):
         name = params[field].strip()
         if not name or "||" in name or name.upper() in ("A", "B"):
-            raise ParamError(field, f"{owner}.{field} must be a non-empty name other than A or B "
-                                    f"and without '||', got {params[field]!r}")
+            raise ParamError(
+                field,
+                f"{owner}.{field} must be a non-empty name other than A or B "
+                f"and without '||', got {params[field]!r}",
+            )
         names[field] = name
     if names["low_risk_name"].lower() == names["high_risk_name"].lower():
-        raise ParamError("high_risk_name", f"{owner}.high_risk_name must differ from low_risk_name, "
-                                           f"got {names['high_risk_name']!r} twice")
+        raise ParamError(
+            "high_risk_name",
+            f"{owner}.high_risk_name must differ from low_risk_name, got {names['high_risk_name']!r} twice",
+        )
     return {**params, **names}
 
 
@@ -70,8 +83,11 @@ class BanditEnv(TextEnv):
         """The arms with the highest expected value (both when they tie)."""
         low_ev = self.low_risk_reward
         high_ev = self.high_risk_prob * self.high_risk_reward
-        return {name for name, ev in ((self.low_risk_name, low_ev), (self.high_risk_name, high_ev))
-                if ev == max(low_ev, high_ev)}
+        return {
+            name
+            for name, ev in ((self.low_risk_name, low_ev), (self.high_risk_name, high_ev))
+            if ev == max(low_ev, high_ev)
+        }
 
     def _reset(self) -> None:
         names = [self.low_risk_name, self.high_risk_name]

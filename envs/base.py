@@ -60,16 +60,14 @@ class TextEnv(ABC):
         return {}
 
     @abstractmethod
-    def _reset(self) -> None:
-        ...
+    def _reset(self) -> None: ...
 
     @abstractmethod
     def _step(self, action: str) -> tuple[float, bool, dict]:
         """Apply a valid action: (reward, done, info with success and action_is_effective)."""
 
     @abstractmethod
-    def render(self) -> str:
-        ...
+    def render(self) -> str: ...
 
     @abstractmethod
     def oracle_action(self) -> str:

@@ -26,13 +26,27 @@ SYMBOLS = {
 
 PARAMS = [
     Param("size", "int", 4, min=2, max=12, help="Width and height of a random map."),
-    Param("frozen_prob", "float", 0.8, min=0.1, max=1.0,
-          help="Probability that a tile of a random map is frozen rather than a hole."),
-    Param("slippery", "bool", True,
-          help="Slippery ice: 1/3 intended direction, 1/3 each perpendicular one (gymnasium's is_slippery)."),
-    Param("map", "str", "",
-          help="A fixed map instead of random ones: rows of S, F, H, G (one S, at least one G), separated "
-               "by new lines or commas; overrides size and frozen_prob."),
+    Param(
+        "frozen_prob",
+        "float",
+        0.8,
+        min=0.1,
+        max=1.0,
+        help="Probability that a tile of a random map is frozen rather than a hole.",
+    ),
+    Param(
+        "slippery",
+        "bool",
+        True,
+        help="Slippery ice: 1/3 intended direction, 1/3 each perpendicular one (gymnasium's is_slippery).",
+    ),
+    Param(
+        "map",
+        "str",
+        "",
+        help="A fixed map instead of random ones: rows of S, F, H, G (one S, at least one G), separated "
+        "by new lines or commas; overrides size and frozen_prob.",
+    ),
 ]
 
 
@@ -54,11 +68,14 @@ def parse_map(text: str, owner: str = "frozenlake") -> list[str]:
     rows = [row.strip() for row in text.replace(",", "\n").splitlines() if row.strip()]
     for number, row in enumerate(rows, start=1):
         if len(row) != len(rows[0]):
-            raise ParamError("map", f"{owner}.map row {number} has {len(row)} tiles, row 1 has {len(rows[0])}")
+            raise ParamError(
+                "map", f"{owner}.map row {number} has {len(row)} tiles, row 1 has {len(rows[0])}"
+            )
         unknown = set(row) - set(MAP_LETTERS)
         if unknown:
-            raise ParamError("map", f"{owner}.map row {number}: unknown tile {sorted(unknown)[0]!r} "
-                                    f"(use S, F, H, G)")
+            raise ParamError(
+                "map", f"{owner}.map row {number}: unknown tile {sorted(unknown)[0]!r} (use S, F, H, G)"
+            )
     tiles = "".join(rows)
     if tiles.count("S") != 1:
         raise ParamError("map", f"{owner}.map needs exactly one start S, got {tiles.count('S')}")
@@ -103,13 +120,16 @@ class FrozenLakeEnv(TextEnv):
         self.fixed_map = parse_map(map) if map else None
         if not slippery:
             self.instruction = self.instruction.replace(
-                "The ice is slippery: you may slide to a side instead of going where you intended. ", "")
+                "The ice is slippery: you may slide to a side instead of going where you intended. ", ""
+            )
         self.rows: list[str] = []
         self.position = (0, 0)
 
     def _reset(self) -> None:
         self.rows = self.fixed_map or self._random_map()
-        self.position = next((r, c) for r, row in enumerate(self.rows) for c, tile in enumerate(row) if tile == "S")
+        self.position = next(
+            (r, c) for r, row in enumerate(self.rows) for c, tile in enumerate(row) if tile == "S"
+        )
 
     def _random_map(self) -> list[str]:
         """Tiles frozen with probability frozen_prob, random start and goal; redrawn until the goal is reachable."""
@@ -118,7 +138,7 @@ class FrozenLakeEnv(TextEnv):
             tiles = ["F" if self.rng.random() < self.frozen_prob else "H" for _ in range(cells)]
             start, goal = self.rng.sample(range(cells), 2)
             tiles[start], tiles[goal] = "S", "G"
-            rows = ["".join(tiles[r * self.size:(r + 1) * self.size]) for r in range(self.size)]
+            rows = ["".join(tiles[r * self.size : (r + 1) * self.size]) for r in range(self.size)]
             if goal_reachable(rows):
                 return rows
 
@@ -144,7 +164,9 @@ class FrozenLakeEnv(TextEnv):
         glyphs = {"S": "_", "F": "_", "H": "O", "G": "G"}
         player_glyphs = {"S": "P", "F": "P", "H": "X", "G": "√"}
         return "\n".join(
-            "".join((player_glyphs if (r, c) == self.position else glyphs)[tile] for c, tile in enumerate(row))
+            "".join(
+                (player_glyphs if (r, c) == self.position else glyphs)[tile] for c, tile in enumerate(row)
+            )
             for r, row in enumerate(self.rows)
         )
 
@@ -184,8 +206,14 @@ class FrozenLakeEnv(TextEnv):
         iteration = 0
         while max_actions is None or iteration < max_actions:
             iteration += 1
-            updated = {**value, **{cell: discount * max(sum(p * value[after] for after, p in outcomes.items())
-                                                        for outcomes in model[cell]) for cell in walkable}}
+            updated = {
+                **value,
+                **{
+                    cell: discount
+                    * max(sum(p * value[after] for after, p in outcomes.items()) for outcomes in model[cell])
+                    for cell in walkable
+                },
+            }
             change = max(abs(updated[cell] - value[cell]) for cell in cells)
             value = updated
             if max_actions is None and change < 1e-12:

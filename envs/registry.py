@@ -8,12 +8,22 @@ from envs.spec import EnvSpec, Param, ParamError, keep_params, no_cross_checks
 _REGISTRY: dict[str, EnvSpec] = {}
 
 
-def register(name: str, description: str, env_class: type, params: list[Param], defaults: dict | None = None,
-             prepare=keep_params, check=no_cross_checks, rollout: dict | None = None) -> None:
+def register(
+    name: str,
+    description: str,
+    env_class: type,
+    params: list[Param],
+    defaults: dict | None = None,
+    prepare=keep_params,
+    check=no_cross_checks,
+    rollout: dict | None = None,
+) -> None:
     """Add an environment; `defaults` makes a preset by changing some parameters' defaults; `rollout` is
     the episode shape a training preset starts from (see EnvSpec)."""
     defaults = defaults or {}
-    params = [Param(**{**vars(param), "default": defaults.get(param.name, param.default)}) for param in params]
+    params = [
+        Param(**{**vars(param), "default": defaults.get(param.name, param.default)}) for param in params
+    ]
     _REGISTRY[name] = EnvSpec(name, description, params, env_class, prepare, check, dict(rollout or {}))
 
 
@@ -62,20 +72,47 @@ def _register_all() -> None:
                 name,
                 f"Two-armed bandit, one pull: {low_name} (pays a constant) or {high_name} (pays 1 with "
                 f"probability 0.25); the better arm must be inferred from the names.",
-                bandit.BanditEnv, bandit.PARAMS, {"low_risk_name": low_name, "high_risk_name": high_name},
-                check=bandit.check_params, rollout=bandit.ROLLOUT)
-    register("sokoban", "Sokoban, generated 6x6 rooms with 1 box: push every box onto a target (irreversible).",
-             sokoban.SokobanEnv, sokoban.PARAMS, prepare=sokoban.prepare_params, check=sokoban.check_params)
-    register("sokoban-alternate", "Sokoban as `sokoban` (the same room for a seed), drawn with the alternate "
-             "symbols W . G B C A @: does what was learned carry over to new symbols?",
-             sokoban.SokobanEnv, sokoban.PARAMS, {"vocabulary": "alternate"},
-             prepare=sokoban.prepare_params, check=sokoban.check_params)
-    register("sokoban-large", "Sokoban, generated 8x8 rooms with 2 boxes.",
-             sokoban.SokobanEnv, sokoban.PARAMS, {"dim_room": 8, "num_boxes": 2},
-             prepare=sokoban.prepare_params, check=sokoban.check_params)
-    register("frozenlake", "FrozenLake, random 4x4 maps on slippery ice: reach the goal, avoid the holes.",
-             frozenlake.FrozenLakeEnv, frozenlake.PARAMS,
-             prepare=frozenlake.prepare_params, check=frozenlake.check_params)
+                bandit.BanditEnv,
+                bandit.PARAMS,
+                {"low_risk_name": low_name, "high_risk_name": high_name},
+                check=bandit.check_params,
+                rollout=bandit.ROLLOUT,
+            )
+    register(
+        "sokoban",
+        "Sokoban, generated 6x6 rooms with 1 box: push every box onto a target (irreversible).",
+        sokoban.SokobanEnv,
+        sokoban.PARAMS,
+        prepare=sokoban.prepare_params,
+        check=sokoban.check_params,
+    )
+    register(
+        "sokoban-alternate",
+        "Sokoban as `sokoban` (the same room for a seed), drawn with the alternate "
+        "symbols W . G B C A @: does what was learned carry over to new symbols?",
+        sokoban.SokobanEnv,
+        sokoban.PARAMS,
+        {"vocabulary": "alternate"},
+        prepare=sokoban.prepare_params,
+        check=sokoban.check_params,
+    )
+    register(
+        "sokoban-large",
+        "Sokoban, generated 8x8 rooms with 2 boxes.",
+        sokoban.SokobanEnv,
+        sokoban.PARAMS,
+        {"dim_room": 8, "num_boxes": 2},
+        prepare=sokoban.prepare_params,
+        check=sokoban.check_params,
+    )
+    register(
+        "frozenlake",
+        "FrozenLake, random 4x4 maps on slippery ice: reach the goal, avoid the holes.",
+        frozenlake.FrozenLakeEnv,
+        frozenlake.PARAMS,
+        prepare=frozenlake.prepare_params,
+        check=frozenlake.check_params,
+    )
 
 
 _register_all()

@@ -37,7 +37,9 @@ class Param:
         label = f"{owner}.{self.name}"
         converted = _CONVERTERS[self.type](value, label, self)
         if self.type in ("int", "float"):
-            if (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max):
+            if (self.min is not None and converted < self.min) or (
+                self.max is not None and converted > self.max
+            ):
                 raise ParamError(self.name, f"{label} must be between {self.min} and {self.max}, got {value}")
         if self.type == "choice" and converted not in self.choices:
             options = ", ".join(repr(choice) for choice in self.choices)

@@ -100,8 +100,14 @@ def bob_client(client, bob):
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 # Headless Debian chromium with no background traffic: the machine has no network to reach.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture
@@ -121,8 +127,15 @@ def page(live_server, transactional_db, monkeypatch):
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1280, "height": 1000})
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": live_server.url,
-                              "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
+        context.add_cookies(
+            [
+                {
+                    "name": settings.SESSION_COOKIE_NAME,
+                    "url": live_server.url,
+                    "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+                }
+            ]
+        )
         tab = context.new_page()
         tab.set_default_timeout(20_000)
         tab.user, tab.base = user, live_server.url
@@ -130,8 +143,10 @@ def page(live_server, transactional_db, monkeypatch):
         tab.on("pageerror", lambda error: errors.append(str(error)))
         # Chromium reports what the Content-Security-Policy blocked on the console: a page that needs an
         # inline script or style the policy refuses fails its test.
-        tab.on("console", lambda message: "Content Security Policy" in message.text
-               and errors.append(message.text))
+        tab.on(
+            "console",
+            lambda message: "Content Security Policy" in message.text and errors.append(message.text),
+        )
         tab.wait_for_function = _as_function_predicate(tab.wait_for_function)
         yield tab
         browser.close()

@@ -36,8 +36,11 @@ def last_tick(page, chart: str) -> float:
 def post_points(base: str, run_id: int, token: str, points: list[tuple[int, str, float]]):
     """Send points through the real ingest API, as the trainer's HTTP sink does."""
     body = json.dumps([{"step": step, "key": key, "value": value} for step, key, value in points]).encode()
-    request = urllib.request.Request(f"{base}/api/runs/{run_id}/metrics", data=body, method="POST",
-                                     headers={"Content-Type": "application/json",
-                                              "Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(
+        f"{base}/api/runs/{run_id}/metrics",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200, response.read()

@@ -20,7 +20,9 @@ def subprocess_env(**extra) -> dict:
     env = dict(os.environ)
     if db["ENGINE"].endswith("postgresql"):
         auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-        env["DATABASE_URL"] = f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        env["DATABASE_URL"] = (
+            f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
     else:
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
@@ -35,11 +37,35 @@ class WorkerProcess:
     def __init__(self, queues: str, name: str, log_path: Path, extra_args=(), **env):
         self.log_path = log_path
         self.log = open(log_path, "w")
-        command = [sys.executable, "-m", "celery", "-A", "worker.celery", "worker", "-Q", queues,
-                   "-n", f"{name}@%h", "--concurrency", "1", "--prefetch-multiplier", "1",
-                   "--without-gossip", "--without-mingle", "--loglevel", "INFO", *extra_args]
-        self.process = subprocess.Popen(command, cwd=REPO_ROOT, env=subprocess_env(**env),
-                                        stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "worker.celery",
+            "worker",
+            "-Q",
+            queues,
+            "-n",
+            f"{name}@%h",
+            "--concurrency",
+            "1",
+            "--prefetch-multiplier",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+            *extra_args,
+        ]
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env=subprocess_env(**env),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def output(self) -> str:
         self.log.flush()
@@ -89,8 +115,13 @@ def free_port() -> int:
 def postgres_cluster(action: str, *options: str) -> None:
     """Stop or start the local Postgres cluster (the newest installed version's `main`), as an operator would.
     A start finding the cluster already up (another process brought it back) is not an error."""
-    version = sorted(os.listdir("/etc/postgresql"), key=lambda name: [int(part) for part in name.split(".")])[-1]
-    done = subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *options],
-                          capture_output=True, text=True)
+    version = sorted(os.listdir("/etc/postgresql"), key=lambda name: [int(part) for part in name.split(".")])[
+        -1
+    ]
+    done = subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *options],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode and not (action == "start" and "already running" in done.stdout + done.stderr):
         raise RuntimeError(f"pg_ctlcluster {action} failed: {done.stdout}{done.stderr}")

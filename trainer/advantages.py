@@ -3,12 +3,15 @@
 Per-token tensors are (B, T) and aligned with a 0/1 `mask` of the model's tokens; observation tokens
 (mask 0) are skipped: the recursion jumps from one assistant token to the next across them.
 """
+
 from __future__ import annotations
 
 import torch
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 1.0):
+def gae(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 1.0
+):
     """Generalised advantage estimation over masked-in tokens. Returns (advantages, returns), 0 off-mask."""
     B, T = rewards.shape
     advantages = torch.zeros_like(rewards)
@@ -19,7 +22,7 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
         delta = rewards[:, t] + gamma * next_value - values[:, t]
         adv_t = delta + gamma * lam * next_adv
         advantages[:, t] = torch.where(m, adv_t, 0.0)
-        next_adv = torch.where(m, adv_t, next_adv)       # carried unchanged across observation tokens
+        next_adv = torch.where(m, adv_t, next_adv)  # carried unchanged across observation tokens
         next_value = torch.where(m, values[:, t], next_value)
     returns = (advantages + values) * mask
     return advantages, returns
@@ -35,7 +38,9 @@ def whiten(xs: list[torch.Tensor], masks: list[torch.Tensor], eps: float = 1e-8)
     return [((x - mean) / (std + eps)) * m for x, m in zip(xs, masks)]
 
 
-def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, mode: str, eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(
+    rewards: torch.Tensor, groups: torch.Tensor, mode: str, eps: float = 1e-6
+) -> torch.Tensor:
     """One advantage per trajectory. grpo: (R - mean_g) / (std_g + eps); drgrpo: R - mean_g.
 
     std is unbiased (torch default, as RAGEN/veRL); a group whose rewards are all equal gets 0.
@@ -52,8 +57,9 @@ def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, mode: str, eps
     return adv
 
 
-def token_rewards(final_reward: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None,
-                  kl_coef: float = 0.0) -> torch.Tensor:
+def token_rewards(
+    final_reward: torch.Tensor, mask: torch.Tensor, kl: torch.Tensor | None = None, kl_coef: float = 0.0
+) -> torch.Tensor:
     """(B, T) PPO rewards: the trajectory reward on the last masked-in token of each row, minus
     kl_coef * kl on every masked-in token when a per-token KL to the reference is given (veRL's penalty)."""
     out = torch.zeros(mask.shape, dtype=final_reward.dtype, device=mask.device)

@@ -2,6 +2,7 @@
 
 `step` in a checkpoint is the next step to run. Written to a temp dir, then renamed into place.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ def checkpoint_root(out_dir: str) -> str:
     return os.path.join(out_dir, "checkpoints")
 
 
-def save(out_dir: str, step: int, policy, actor_opt, critic_opt, config_yaml: str, seed_counter: int,
-         keep: int) -> str:
+def save(
+    out_dir: str, step: int, policy, actor_opt, critic_opt, config_yaml: str, seed_counter: int, keep: int
+) -> str:
     root = checkpoint_root(out_dir)
     os.makedirs(root, exist_ok=True)
     final = os.path.join(root, f"step_{step:06d}")
@@ -30,8 +32,10 @@ def save(out_dir: str, step: int, policy, actor_opt, critic_opt, config_yaml: st
     policy.tokenizer.save_pretrained(os.path.join(tmp, "policy"))
     if policy.critic is not None:
         torch.save(trainable_state(policy.critic), os.path.join(tmp, "critic.pt"))
-    torch.save({"actor": actor_opt.state_dict(), "critic": critic_opt.state_dict() if critic_opt else None},
-               os.path.join(tmp, "optim.pt"))
+    torch.save(
+        {"actor": actor_opt.state_dict(), "critic": critic_opt.state_dict() if critic_opt else None},
+        os.path.join(tmp, "optim.pt"),
+    )
     rng = {"python": random.getstate(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -52,8 +56,11 @@ def list_checkpoints(out_dir: str) -> list[str]:
     root = checkpoint_root(out_dir)
     if not os.path.isdir(root):
         return []
-    names = sorted(n for n in os.listdir(root) if n.startswith("step_")
-                   and os.path.exists(os.path.join(root, n, "state.json")))
+    names = sorted(
+        n
+        for n in os.listdir(root)
+        if n.startswith("step_") and os.path.exists(os.path.join(root, n, "state.json"))
+    )
     return [os.path.join(root, n) for n in names]
 
 
@@ -75,6 +82,7 @@ def find(path: str) -> str:
 def load_config(path: str):
     """The TrainConfig a checkpoint was saved with."""
     from trainer.config import TrainConfig
+
     with open(os.path.join(path, "config.yaml")) as f:
         return TrainConfig.from_yaml(f.read())
 

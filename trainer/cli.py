@@ -1,4 +1,5 @@
 """python -m trainer {train, eval, sft, presets, build-tiny-model}."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,7 @@ import yaml
 
 def _threads(n: int | None) -> None:
     import torch
+
     torch.set_num_threads(n or int(os.environ.get("ECHOLAB_THREADS", 0)) or min(os.cpu_count() or 1, 8))
 
 
@@ -24,6 +26,7 @@ def _config_errors(errors: dict[str, str]) -> int:
 def _train_config(args):
     """The config a new run starts with: preset (or --config alone) + file + flags."""
     from trainer.config import ConfigError, TrainConfig, apply_overrides, deep_merge
+
     user: dict = {}
     if args.config:
         try:
@@ -32,7 +35,9 @@ def _train_config(args):
         except OSError as e:
             raise ConfigError({"config": f"cannot read {args.config}: {e.strerror}"}) from None
         except yaml.YAMLError as e:
-            raise ConfigError({"config": f"{args.config} is not valid YAML: {str(e).splitlines()[0]}"}) from None
+            raise ConfigError(
+                {"config": f"{args.config} is not valid YAML: {str(e).splitlines()[0]}"}
+            ) from None
         if not isinstance(loaded, dict):
             raise ConfigError({"config": f"{args.config} must hold a mapping"})
         deep_merge(user, loaded)
@@ -43,19 +48,36 @@ def _train_config(args):
     if args.steps is not None:
         deep_merge(user, {"schedule": {"steps": args.steps}})
     apply_overrides(user, args.set or [])
-    return TrainConfig.from_dict(user) if args.config and not args.preset \
+    return (
+        TrainConfig.from_dict(user)
+        if args.config and not args.preset
         else TrainConfig.preset(args.preset or "starpo-s", **user)
+    )
 
 
 def _resumed_config(args, found: str):
     """A resumed run keeps the config it was started with (from its checkpoint); only --steps may change."""
     from trainer import checkpoint
     from trainer.config import ConfigError, TrainConfig, set_dotted
-    changed = [flag for flag, value in (("--preset", args.preset), ("--env", args.env), ("--model", args.model),
-                                        ("--config", args.config), ("--set", args.set)) if value]
+
+    changed = [
+        flag
+        for flag, value in (
+            ("--preset", args.preset),
+            ("--env", args.env),
+            ("--model", args.model),
+            ("--config", args.config),
+            ("--set", args.set),
+        )
+        if value
+    ]
     if changed:
-        raise ConfigError({"--resume": f"continues the run in {args.out} with its own config; "
-                                     f"drop {', '.join(changed)} (only --steps may change)"})
+        raise ConfigError(
+            {
+                "--resume": f"continues the run in {args.out} with its own config; "
+                f"drop {', '.join(changed)} (only --steps may change)"
+            }
+        )
     cfg = checkpoint.load_config(found)
     if args.steps is None:
         return cfg
@@ -75,6 +97,7 @@ def cmd_train(args) -> int:
     from trainer.models import ModelLoadError
     from trainer.sink import JsonlSink
     from trainer.stopping import StopSignal
+
     found = checkpoint.latest(args.out) if os.path.isdir(args.out) else None
     if args.resume and found is None:
         print(f"error: nothing to resume: {args.out} holds no checkpoint", file=sys.stderr)
@@ -84,8 +107,11 @@ def cmd_train(args) -> int:
     except ConfigError as e:
         return _config_errors(e.errors)
     if not args.resume and found is not None:
-        print(f"error: {args.out} holds checkpoints of another run (latest {os.path.basename(found)}); "
-              "pass --resume to continue it, or choose another --out", file=sys.stderr)
+        print(
+            f"error: {args.out} holds checkpoints of another run (latest {os.path.basename(found)}); "
+            "pass --resume to continue it, or choose another --out",
+            file=sys.stderr,
+        )
         return 2
     _threads(args.threads)
     sink = JsonlSink(args.out, cfg.to_yaml())
@@ -109,6 +135,7 @@ def cmd_eval(args) -> int:
     from trainer.config import ConfigError, TrainConfig, set_dotted
     from trainer.loop import Trainer
     from trainer.models import ModelLoadError
+
     if args.episodes < 1:
         print("error: --episodes must be >= 1", file=sys.stderr)
         return 2
@@ -118,7 +145,9 @@ def cmd_eval(args) -> int:
         d = checkpoint.load_config(path).to_dict()
         set_dotted(d, "rollout.val_seeds", args.episodes)
         set_dotted(d, "algorithm.kl_coef", 0.0)
-        set_dotted(d, "algorithm.advantage", "grpo" if d["rollout"]["group_size"] >= 2 else "ppo")  # no critic
+        set_dotted(
+            d, "algorithm.advantage", "grpo" if d["rollout"]["group_size"] >= 2 else "ppo"
+        )  # no critic
         cfg = TrainConfig.from_dict(d)
         trainer = Trainer(cfg, init_dir=path)
     except ConfigError as e:
@@ -126,8 +155,16 @@ def cmd_eval(args) -> int:
     except (FileNotFoundError, ModelLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps({"checkpoint": path, "env": cfg.env.name, "episodes": args.episodes,
-                      "success": trainer.validate()}))
+    print(
+        json.dumps(
+            {
+                "checkpoint": path,
+                "env": cfg.env.name,
+                "episodes": args.episodes,
+                "success": trainer.validate(),
+            }
+        )
+    )
     return 0
 
 
@@ -135,6 +172,7 @@ def cmd_sft(args) -> int:
     from trainer.config import ConfigError, TrainConfig, apply_overrides
     from trainer.models import ModelLoadError
     from trainer.sft import sft
+
     if args.episodes < 1 or args.epochs < 1 or not 0 <= args.noise <= 1:
         print("error: --episodes and --epochs must be >= 1, --noise in [0, 1]", file=sys.stderr)
         return 2
@@ -151,8 +189,15 @@ def cmd_sft(args) -> int:
     if os.path.isdir(args.out):
         os.rmdir(args.out)
     try:
-        summary = sft(cfg, args.out, args.episodes, args.noise, args.epochs, args.lr,
-                      log=lambda m: print(m, file=sys.stderr))
+        summary = sft(
+            cfg,
+            args.out,
+            args.episodes,
+            args.noise,
+            args.epochs,
+            args.lr,
+            log=lambda m: print(m, file=sys.stderr),
+        )
     except (ModelLoadError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -162,6 +207,7 @@ def cmd_sft(args) -> int:
 
 def cmd_presets(args) -> int:
     from trainer.config import preset_table
+
     print(yaml.safe_dump(preset_table(), sort_keys=False))
     return 0
 
@@ -169,6 +215,7 @@ def cmd_presets(args) -> int:
 def cmd_build_tiny(args) -> int:
     _threads(args.threads)
     from trainer import tiny_model
+
     tiny_model.build(args.dir, steps=args.steps, seed=args.seed, log=lambda m: print(m, file=sys.stderr))
     return 0
 
@@ -178,8 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a policy")
     from trainer.config import PRESET_HELP
-    t.add_argument("--preset", choices=list(PRESET_HELP),
-                   help=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()).replace("%", "%%"))
+
+    t.add_argument(
+        "--preset",
+        choices=list(PRESET_HELP),
+        help=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()).replace("%", "%%"),
+    )
     t.add_argument("--env")
     t.add_argument("--model", help='hub id, local directory, or "tiny" (default)')
     t.add_argument("--config", help="YAML file with config overrides (or a full config without --preset)")
@@ -202,8 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--noise", type=float, default=0.0, help="probability that an action is random")
     f.add_argument("--epochs", type=int, default=1)
     f.add_argument("--lr", type=float, help="default: the profile's actor lr")
-    f.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
-                   help="rollout shape, model.lora_rank, optim.micro_batch_size, seed, ...")
+    f.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.FIELD=VALUE",
+        help="rollout shape, model.lora_rank, optim.micro_batch_size, seed, ...",
+    )
     f.add_argument("--threads", type=int)
     f.set_defaults(func=cmd_sft)
     p = sub.add_parser("presets", help="print the presets")

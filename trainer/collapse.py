@@ -15,6 +15,7 @@ when all prompts score it alike, it is a template (I(X; Z) ~ 0).
 Computed on the rollout batch before filtering (see `trainer/loop.py`). Fewer than 2 distinct prompts
 (or no valid Z): no estimate that step, so no `collapse/*` keys rather than NaN.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,8 +41,9 @@ def pairs(trajs, chat, num_samples: int, rng: random.Random) -> tuple[list, floa
 
 
 @torch.no_grad()
-def cross_scores(model, prompts: list[list[int]], thoughts: list[list[int]], pad_id: int,
-                 micro_batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+def cross_scores(
+    model, prompts: list[list[int]], thoughts: list[list[int]], pad_id: int, micro_batch: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(L_mean, L_sum), each (R, J): log pi(thoughts[r] | prompts[j]), mean and sum over thought tokens.
 
     All R x J teacher-forced sequences run in micro-batches of `micro_batch` rows, right padded."""
@@ -49,16 +51,16 @@ def cross_scores(model, prompts: list[list[int]], thoughts: list[list[int]], pad
     rows = [(r, j) for r in range(len(thoughts)) for j in range(len(prompts))]
     sums = torch.zeros(len(thoughts), len(prompts))
     for start in range(0, len(rows), micro_batch):
-        chunk = rows[start:start + micro_batch]
+        chunk = rows[start : start + micro_batch]
         seqs = [prompts[j] + thoughts[r] for r, j in chunk]
         width = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(seqs), width), dtype=torch.long)
         target = torch.zeros((len(seqs), width - 1), dtype=torch.bool)  # positions predicting a z token
         for i, ((r, j), seq) in enumerate(zip(chunk, seqs)):
-            ids[i, :len(seq)] = torch.tensor(seq)
-            attention[i, :len(seq)] = 1
-            target[i, len(prompts[j]) - 1:len(seq) - 1] = True
+            ids[i, : len(seq)] = torch.tensor(seq)
+            attention[i, : len(seq)] = 1
+            target[i, len(prompts[j]) - 1 : len(seq) - 1] = True
         ids, attention, target = ids.to(device), attention.to(device), target.to(device)
         logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
         logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)

@@ -4,12 +4,13 @@ The rules are RAGEN-2's (`ragen/trainer/rollout_filter.py` in mll-lab-nu/RAGEN, 
 metric "reward_variance"): a group's score is the unbiased std of its trajectory rewards; with
 include_zero=False groups scoring <= 1e-10 are no candidates. Ties are broken by the lower group index.
 """
+
 from __future__ import annotations
 
 import torch
 
-ZERO_SCORE = 1e-10     # a group scoring at most this has no reward spread
-SELECTION_EPS = 0.01   # linear top-p: the threshold is top_p * sum(scores) - SELECTION_EPS
+ZERO_SCORE = 1e-10  # a group scoring at most this has no reward spread
+SELECTION_EPS = 0.01  # linear top-p: the threshold is top_p * sum(scores) - SELECTION_EPS
 
 
 def group_scores(rewards: torch.Tensor) -> torch.Tensor:
@@ -22,8 +23,13 @@ def zero_groups(rewards: torch.Tensor) -> int:
     return int((group_scores(rewards).abs() <= ZERO_SCORE).sum().item())
 
 
-def keep_groups(rewards: torch.Tensor, mode: str, value: float = 1.0, include_zero: bool = True,
-                top_p_mode: str = "linear") -> list[int]:
+def keep_groups(
+    rewards: torch.Tensor,
+    mode: str,
+    value: float = 1.0,
+    include_zero: bool = True,
+    top_p_mode: str = "linear",
+) -> list[int]:
     """rewards: (P, N). Returns the kept group indices, ascending; [] means the step has nothing to train on.
 
     top_ratio: the int(value * P) best groups (at least 1); top_k_abs: the int(value) best (at least 1);

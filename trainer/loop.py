@@ -1,4 +1,5 @@
 """The training loop: rollout -> filter -> advantages -> clipped updates, with metrics and checkpoints."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,8 @@ from trainer.filter import keep_groups, zero_groups
 from trainer.models import Policy, load_policy
 from trainer.rollout import ChatFormat, Trajectory, rollout
 
-TRAIN_SEED_BASE = 10_000        # training seeds: TRAIN_SEED_BASE + seed * 10^7 + counter
-VAL_SEED_BASE = 0               # validation seeds: 0 .. val_seeds-1, fixed
+TRAIN_SEED_BASE = 10_000  # training seeds: TRAIN_SEED_BASE + seed * 10^7 + counter
+VAL_SEED_BASE = 0  # validation seeds: 0 .. val_seeds-1, fixed
 
 
 class FilterStarved(RuntimeError):
@@ -34,7 +35,9 @@ def set_determinism(cfg: TrainConfig) -> None:
         torch.backends.cudnn.benchmark = False
 
 
-def pad_batch(trajs: list[Trajectory], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pad_batch(
+    trajs: list[Trajectory], pad_id: int, device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(ids, attention, resp): right padded; resp (B, T-1) marks the model's tokens ids[:, 1:]."""
     T = max(len(t.ids) for t in trajs)
     ids = torch.full((len(trajs), T), pad_id, dtype=torch.long)
@@ -122,46 +125,70 @@ class Trainer:
         self.cfg = cfg
         a = cfg.algorithm
         self.ppo = a.advantage == "ppo"
-        self.policy: Policy = load_policy(cfg.model, with_critic=self.ppo, with_reference=a.kl_coef > 0,
-                                          init_dir=init_dir)
+        self.policy: Policy = load_policy(
+            cfg.model, with_critic=self.ppo, with_reference=a.kl_coef > 0, init_dir=init_dir
+        )
         self.chat = ChatFormat(self.policy.tokenizer, cfg.rollout.thinking)
         self.collapse = CollapseProbe(cfg.diagnostics.collapse_samples, cfg.seed)
         tok = self.policy.tokenizer
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         o = cfg.optim
         self.actor_params = [p for p in self.policy.model.parameters() if p.requires_grad]
-        self.actor_opt = torch.optim.AdamW(self.actor_params, lr=o.actor_lr, weight_decay=o.weight_decay,
-                                           betas=(0.9, 0.999))
+        self.actor_opt = torch.optim.AdamW(
+            self.actor_params, lr=o.actor_lr, weight_decay=o.weight_decay, betas=(0.9, 0.999)
+        )
         self.critic_params, self.critic_opt = [], None
         if self.ppo:
             self.critic_params = [p for p in self.policy.critic.parameters() if p.requires_grad]
-            self.critic_opt = torch.optim.AdamW(self.critic_params, lr=o.critic_lr, weight_decay=o.weight_decay)
+            self.critic_opt = torch.optim.AdamW(
+                self.critic_params, lr=o.critic_lr, weight_decay=o.weight_decay
+            )
 
     # ---- rollout ------------------------------------------------------------------------------------
-    def play(self, seeds: list[int], groups: list[int], temperature: float, env_name: str | None = None) \
-            -> list[Trajectory]:
+    def play(
+        self, seeds: list[int], groups: list[int], temperature: float, env_name: str | None = None
+    ) -> list[Trajectory]:
         """Episodes in the training environment, or in the registered env_name with its default parameters."""
         p = self.policy
         p.model.eval()
-        name, params = (self.cfg.env.name, self.cfg.env.params) if env_name in (None, self.cfg.env.name) \
+        name, params = (
+            (self.cfg.env.name, self.cfg.env.params)
+            if env_name in (None, self.cfg.env.name)
             else (env_name, {})
+        )
         with torch.no_grad(), p.autocast():
-            return rollout(p.model, p.tokenizer, self.chat, name, params, seeds, groups, self.cfg.rollout,
-                           temperature, p.context_len)
+            return rollout(
+                p.model,
+                p.tokenizer,
+                self.chat,
+                name,
+                params,
+                seeds,
+                groups,
+                self.cfg.rollout,
+                temperature,
+                p.context_len,
+            )
 
     def validation_metrics(self) -> dict[str, float]:
         """val/success in the training environment, and val/<env>/success for each of rollout.val_envs."""
         own = self.validate()
-        return {"val/success": own, **{f"val/{name}/success": own if name == self.cfg.env.name
-                                       else self.validate(name) for name in self.cfg.rollout.val_envs}}
+        return {
+            "val/success": own,
+            **{
+                f"val/{name}/success": own if name == self.cfg.env.name else self.validate(name)
+                for name in self.cfg.rollout.val_envs
+            },
+        }
 
     def measure_collapse(self, step: int, trajs: list[Trajectory]) -> dict[str, float]:
         """Template-collapse metrics (trainer/collapse.py) of a rollout batch, timed as time/collapse_s."""
         t0, p = time.time(), self.policy
         p.model.eval()
         with p.autocast():
-            found = self.collapse.measure(step, trajs, self.chat, p.model, self.pad_id,
-                                          self.cfg.optim.micro_batch_size)
+            found = self.collapse.measure(
+                step, trajs, self.chat, p.model, self.pad_id, self.cfg.optim.micro_batch_size
+            )
         return {**found, "time/collapse_s": time.time() - t0}
 
     def validate(self, env_name: str | None = None) -> float:
@@ -171,9 +198,16 @@ class Trainer:
         devices = [self.policy.device] if self.policy.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # validation must not shift the training RNG stream
             torch.manual_seed(self.cfg.seed)
-            trajs = [t for i in range(0, len(seeds), chunk)
-                     for t in self.play(seeds[i:i + chunk], list(range(i, i + len(seeds[i:i + chunk]))),
-                                        r.val_temperature, env_name)]
+            trajs = [
+                t
+                for i in range(0, len(seeds), chunk)
+                for t in self.play(
+                    seeds[i : i + chunk],
+                    list(range(i, i + len(seeds[i : i + chunk]))),
+                    r.val_temperature,
+                    env_name,
+                )
+            ]
         return _mean(float(t.success) for t in trajs)
 
     # ---- update -------------------------------------------------------------------------------------
@@ -183,7 +217,7 @@ class Trainer:
         temp = cfg.rollout.temperature
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32, device=p.device)
         mb = o.micro_batch_size
-        batches = [pad_batch(trajs[i:i + mb], self.pad_id, p.device) for i in range(0, len(trajs), mb)]
+        batches = [pad_batch(trajs[i : i + mb], self.pad_id, p.device) for i in range(0, len(trajs), mb)]
 
         micro_per_mini = max(1, o.mini_batch_size // mb)
         first_order = torch.randperm(len(batches)).tolist()
@@ -207,15 +241,24 @@ class Trainer:
                     old_values.append(critic_values(p.critic, ids, att).float() * resp)
 
         metrics: dict[str, float] = {}
-        kls = [losses.kl_penalty(lp, rp, a.kl_estimator) * r
-               for lp, rp, (_, _, r) in zip(old_logp, ref_logp, batches)] if kl_in_reward else []
+        kls = (
+            [
+                losses.kl_penalty(lp, rp, a.kl_estimator) * r
+                for lp, rp, (_, _, r) in zip(old_logp, ref_logp, batches)
+            ]
+            if kl_in_reward
+            else []
+        )
         if kls:
-            metrics["actor/kl_ref"] = sum(k.sum().item() for k in kls) / sum(b[2].sum().item() for b in batches)
+            metrics["actor/kl_ref"] = sum(k.sum().item() for k in kls) / sum(
+                b[2].sum().item() for b in batches
+            )
         advs, rets = [], []
         if self.ppo:
             for j, (ids, att, resp) in enumerate(batches):
-                tr = A.token_rewards(rewards[j * mb: j * mb + len(ids)], resp, kls[j] if kls else None,
-                                     a.kl_coef)
+                tr = A.token_rewards(
+                    rewards[j * mb : j * mb + len(ids)], resp, kls[j] if kls else None, a.kl_coef
+                )
                 adv, ret = A.gae(tr, old_values[j], resp, a.gamma, a.lam)
                 advs.append(adv)
                 rets.append(ret)
@@ -226,7 +269,10 @@ class Trainer:
             metrics["critic/explained_var"] = losses.explained_variance(ev_v, ev_r, torch.ones_like(ev_r))
         else:
             traj_adv = A.group_advantages(rewards, groups.to(p.device), a.advantage)
-            advs = [traj_adv[j * mb: j * mb + len(ids)].unsqueeze(1) * resp for j, (ids, _, resp) in enumerate(batches)]
+            advs = [
+                traj_adv[j * mb : j * mb + len(ids)].unsqueeze(1) * resp
+                for j, (ids, _, resp) in enumerate(batches)
+            ]
 
         # clipped updates: mini-batches of trajectories, gradient accumulation over micro-batches
         stats = {"pg_loss": [], "grad_norm": [], "vf_loss": [], "critic_grad_norm": []}
@@ -241,7 +287,7 @@ class Trainer:
         for epoch in range(o.updates_per_batch):
             order = first_order if epoch == 0 else torch.randperm(len(batches)).tolist()
             for start in range(0, len(order), micro_per_mini):
-                chunk = order[start:start + micro_per_mini]
+                chunk = order[start : start + micro_per_mini]
                 n_seqs = sum(batches[j][0].shape[0] for j in chunk)
                 n_tokens = sum(batches[j][2].sum().item() for j in chunk)
                 for j in chunk:
@@ -250,8 +296,18 @@ class Trainer:
                         logp, ent = token_logprobs(p.model, ids, att, resp, temp, with_entropy=True)
                         if old_logp[j] is None:
                             old_logp[j] = logp.detach()
-                        pg, s = losses.policy_loss(logp, old_logp[j], advs[j], resp, a.eps_low, a.eps_high,
-                                                   a.dual_clip, a.loss_agg, n_seqs, n_tokens)
+                        pg, s = losses.policy_loss(
+                            logp,
+                            old_logp[j],
+                            advs[j],
+                            resp,
+                            a.eps_low,
+                            a.eps_high,
+                            a.dual_clip,
+                            a.loss_agg,
+                            n_seqs,
+                            n_tokens,
+                        )
                         ent_agg = losses.aggregate(ent, resp, a.loss_agg, n_seqs, n_tokens)
                         loss = pg - a.entropy_coef * ent_agg
                         if kl_in_loss:
@@ -281,11 +337,13 @@ class Trainer:
         n_mini = len(stats["grad_norm"])
         metrics["actor/entropy_adv_cov"] = entropy_adv_cov(advs, old_logp, [b[2] for b in batches])
         metrics.update({f"actor/{k}": v / max(seen_tokens, 1.0) for k, v in token_sums.items()})
-        metrics.update({
-            "actor/pg_loss": sum(stats["pg_loss"]) / max(n_mini, 1),
-            "actor/grad_norm": _finite_mean(stats["grad_norm"]),
-            "actor/skipped_steps": float(skipped),
-        })
+        metrics.update(
+            {
+                "actor/pg_loss": sum(stats["pg_loss"]) / max(n_mini, 1),
+                "actor/grad_norm": _finite_mean(stats["grad_norm"]),
+                "actor/skipped_steps": float(skipped),
+            }
+        )
         if self.ppo:
             metrics["critic/vf_loss"] = sum(stats["vf_loss"]) / max(n_mini, 1)
             metrics["critic/grad_norm"] = _finite_mean(stats["critic_grad_norm"])
@@ -293,8 +351,13 @@ class Trainer:
         return metrics
 
 
-def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] = lambda: False,
-          resume: bool = False) -> str:
+def train(
+    cfg: TrainConfig,
+    sink,
+    out_dir: str,
+    should_stop: Callable[[], bool] = lambda: False,
+    resume: bool = False,
+) -> str:
     """Run cfg.schedule.steps steps (from the latest checkpoint when resume). Returns "completed" | "stopped"."""
     set_determinism(cfg)
     os.makedirs(out_dir, exist_ok=True)
@@ -317,8 +380,16 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         nonlocal last_saved
         if last_saved == next_step:
             return
-        path = checkpoint.save(out_dir, next_step, trainer.policy, trainer.actor_opt, trainer.critic_opt,
-                               config_yaml, seed_counter, s.keep_checkpoints)
+        path = checkpoint.save(
+            out_dir,
+            next_step,
+            trainer.policy,
+            trainer.actor_opt,
+            trainer.critic_opt,
+            config_yaml,
+            seed_counter,
+            s.keep_checkpoints,
+        )
         last_saved = next_step
         sink.checkpoint(next_step, path)
 
@@ -332,15 +403,21 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         seed_counter += r.env_groups
         trajs = trainer.play(seeds, groups, r.temperature)
         t1 = time.time()
-        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(r.env_groups, r.group_size)
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(
+            r.env_groups, r.group_size
+        )
         metrics = rollout_metrics(trajs, rewards)
         if d.collapse_every and step % d.collapse_every == 0:
             metrics.update(trainer.measure_collapse(step, trajs))
         kept = keep_groups(rewards, a.filter, a.filter_value, a.filter_include_zero, a.filter_top_p_mode)
         empty_steps = 0 if kept else empty_steps + 1
-        metrics.update({"train/filter_kept_ratio": len(kept) / r.env_groups,
-                        "train/filter_zero_groups": float(zero_groups(rewards)),
-                        "train/filter_skipped": float(not kept)})
+        metrics.update(
+            {
+                "train/filter_kept_ratio": len(kept) / r.env_groups,
+                "train/filter_zero_groups": float(zero_groups(rewards)),
+                "train/filter_skipped": float(not kept),
+            }
+        )
         kept_trajs = [t for t in trajs if t.group in kept]
         if kept_trajs:
             metrics.update(trainer.update(kept_trajs, torch.tensor([t.group for t in kept_trajs])))
@@ -348,8 +425,14 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
         if s.val_every and (step % s.val_every == 0 or step == s.steps - 1):
             metrics.update(trainer.validation_metrics())
         generated = sum(t.response_tokens for t in trajs)
-        metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1, "time/step_s": time.time() - t0,
-                        "perf/tokens_per_s": generated / max(t1 - t0, 1e-9)})
+        metrics.update(
+            {
+                "time/rollout_s": t1 - t0,
+                "time/update_s": t2 - t1,
+                "time/step_s": time.time() - t0,
+                "perf/tokens_per_s": generated / max(t1 - t0, 1e-9),
+            }
+        )
         sink.metrics(step, metrics)
         spread = [trajs[g * r.group_size + i] for i in range(r.group_size) for g in range(r.env_groups)]
         sink.samples(step, [t.sample(trainer.policy.tokenizer) for t in spread[: s.samples_per_step]])
@@ -358,9 +441,11 @@ def train(cfg: TrainConfig, sink, out_dir: str, should_stop: Callable[[], bool] 
             save(step + 1)
         if a.filter_empty_stop_steps and empty_steps >= a.filter_empty_stop_steps:
             save(step + 1)
-            raise FilterStarved(f"the rollout filter ({a.filter}) kept no group for {empty_steps} steps in a "
-                                f"row (every group's rewards were equal, or the threshold was not reached): "
-                                f"training stopped at step {step + 1}, as RAGEN-2 does after "
-                                f"algorithm.filter_empty_stop_steps={a.filter_empty_stop_steps}")
+            raise FilterStarved(
+                f"the rollout filter ({a.filter}) kept no group for {empty_steps} steps in a "
+                f"row (every group's rewards were equal, or the threshold was not reached): "
+                f"training stopped at step {step + 1}, as RAGEN-2 does after "
+                f"algorithm.filter_empty_stop_steps={a.filter_empty_stop_steps}"
+            )
     save(max(s.steps, start))
     return "completed"

@@ -3,13 +3,15 @@
 Aggregation divides by mini-batch totals (n_seqs, n_tokens) so that micro-batch losses add up to the
 mini-batch loss under gradient accumulation; by default they are this batch's own totals.
 """
+
 from __future__ import annotations
 
 import torch
 
 
-def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int | None = None,
-              n_tokens: float | None = None) -> torch.Tensor:
+def aggregate(
+    x: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int | None = None, n_tokens: float | None = None
+) -> torch.Tensor:
     mask = mask.to(x.dtype)
     n_seqs = x.shape[0] if n_seqs is None else n_seqs
     if mode == "token-mean":
@@ -23,8 +25,18 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int | None
     return per_seq.sum() / n_seqs
 
 
-def policy_loss(logp, old_logp, adv, mask, eps_low: float, eps_high: float, dual_clip: float, mode: str,
-                n_seqs: int | None = None, n_tokens: float | None = None):
+def policy_loss(
+    logp,
+    old_logp,
+    adv,
+    mask,
+    eps_low: float,
+    eps_high: float,
+    dual_clip: float,
+    mode: str,
+    n_seqs: int | None = None,
+    n_tokens: float | None = None,
+):
     """PPO clipped loss with asymmetric clipping (clip-higher) and dual-clip for negative advantages."""
     ratio = torch.exp(logp - old_logp)
     unclipped = -adv * ratio
@@ -33,9 +45,11 @@ def policy_loss(logp, old_logp, adv, mask, eps_low: float, eps_high: float, dual
     if dual_clip > 0:  # with A < 0 a huge ratio would push without bound: cap the loss at -c * A
         loss = torch.where(adv < 0, torch.minimum(loss, -adv * dual_clip), loss)
     m = mask.bool()
-    stats = {"clip_frac": (clipped > unclipped)[m].float().mean().item() if m.any() else 0.0,
-             "clip_frac_high": ((ratio > 1 + eps_high) & (adv > 0))[m].float().mean().item() if m.any() else 0.0,
-             "approx_kl": (old_logp - logp)[m].mean().item() if m.any() else 0.0}
+    stats = {
+        "clip_frac": (clipped > unclipped)[m].float().mean().item() if m.any() else 0.0,
+        "clip_frac_high": ((ratio > 1 + eps_high) & (adv > 0))[m].float().mean().item() if m.any() else 0.0,
+        "approx_kl": (old_logp - logp)[m].mean().item() if m.any() else 0.0,
+    }
     return aggregate(loss, mask, mode, n_seqs, n_tokens), stats
 
 

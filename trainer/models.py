@@ -3,6 +3,7 @@
 Precision: on CUDA with dtype bfloat16 the trainable weights stay float32 (updates of lr 1e-6 vanish in
 bf16) and forwards run under bf16 autocast; frozen weights (LoRA base, reference copy) are bf16.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,6 +33,7 @@ def resolve(name: str) -> tuple[str, bool]:
     """(path or hub id, is_local_dir). "tiny" is built on first use."""
     if name == TINY_MODEL:
         from trainer import tiny_model
+
         return tiny_model.ensure(), True
     if name.startswith((".", "/", "~")) or os.path.exists(name):
         path = os.path.expanduser(name)
@@ -58,6 +60,7 @@ def _one_line(e: Exception) -> str:
 
 def load_tokenizer(path: str, local: bool):
     from transformers import AutoTokenizer
+
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=local)
     except Exception as e:  # noqa: BLE001 - any loader failure becomes one line for the user
@@ -72,6 +75,7 @@ def load_tokenizer(path: str, local: bool):
 
 def load_causal_lm(path: str, local: bool, dtype: torch.dtype, device: torch.device):
     from transformers import AutoModelForCausalLM
+
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local)
     except Exception as e:  # noqa: BLE001
@@ -99,7 +103,7 @@ class Policy:
     model: nn.Module
     tokenizer: object
     critic: Critic | None
-    ref_model: nn.Module | None     # full fine-tuning with KL on; LoRA uses the disabled adapter instead
+    ref_model: nn.Module | None  # full fine-tuning with KL on; LoRA uses the disabled adapter instead
     lora: bool
     device: torch.device
     compute_dtype: torch.dtype
@@ -121,7 +125,9 @@ class Policy:
             yield self.ref_model
 
 
-def load_policy(m: ModelConfig, with_critic: bool, with_reference: bool, init_dir: str | None = None) -> Policy:
+def load_policy(
+    m: ModelConfig, with_critic: bool, with_reference: bool, init_dir: str | None = None
+) -> Policy:
     """Build policy (+critic, +reference). init_dir: a checkpoint's policy/critic to start from."""
     path, local = resolve(m.warm_start or m.name)  # a warm start keeps model.name's profile, not its weights
     device = pick_device()
@@ -137,9 +143,17 @@ def load_policy(m: ModelConfig, with_critic: bool, with_reference: bool, init_di
         critic = Critic(copy.deepcopy(base.base_model), base.config.hidden_size).to(device)
         if lora:
             from peft import LoraConfig, get_peft_model
-            critic.backbone = get_peft_model(critic.backbone, LoraConfig(
-                r=m.lora_rank, lora_alpha=m.lora_alpha, lora_dropout=m.lora_dropout,
-                target_modules=m.lora_target_modules, task_type="FEATURE_EXTRACTION"))
+
+            critic.backbone = get_peft_model(
+                critic.backbone,
+                LoraConfig(
+                    r=m.lora_rank,
+                    lora_alpha=m.lora_alpha,
+                    lora_dropout=m.lora_dropout,
+                    target_modules=m.lora_target_modules,
+                    task_type="FEATURE_EXTRACTION",
+                ),
+            )
         if m.gradient_checkpointing:
             critic.backbone.gradient_checkpointing_enable()
         if init_dir:
@@ -149,11 +163,20 @@ def load_policy(m: ModelConfig, with_critic: bool, with_reference: bool, init_di
         base = load_causal_lm(os.path.join(init_dir, "policy"), True, torch.float32, device)
     if lora:
         from peft import LoraConfig, PeftModel, get_peft_model
+
         if init_dir:
             model = PeftModel.from_pretrained(base, os.path.join(init_dir, "policy"), is_trainable=True)
         else:
-            model = get_peft_model(base, LoraConfig(r=m.lora_rank, lora_alpha=m.lora_alpha, lora_dropout=m.lora_dropout,
-                                                    target_modules=m.lora_target_modules, task_type="CAUSAL_LM"))
+            model = get_peft_model(
+                base,
+                LoraConfig(
+                    r=m.lora_rank,
+                    lora_alpha=m.lora_alpha,
+                    lora_dropout=m.lora_dropout,
+                    target_modules=m.lora_target_modules,
+                    task_type="CAUSAL_LM",
+                ),
+            )
     else:
         model = base
     if m.gradient_checkpointing:
@@ -161,8 +184,17 @@ def load_policy(m: ModelConfig, with_critic: bool, with_reference: bool, init_di
         if lora:
             model.enable_input_require_grads()
     context_len = int(getattr(base.config, "max_position_embeddings", 2048) or 2048)
-    return Policy(model=model, tokenizer=tokenizer, critic=critic, ref_model=ref_model, lora=lora, device=device,
-                  compute_dtype=dtype, context_len=context_len, base_path=path)
+    return Policy(
+        model=model,
+        tokenizer=tokenizer,
+        critic=critic,
+        ref_model=ref_model,
+        lora=lora,
+        device=device,
+        compute_dtype=dtype,
+        context_len=context_len,
+        base_path=path,
+    )
 
 
 def trainable_state(module: nn.Module) -> dict[str, torch.Tensor]:

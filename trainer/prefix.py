@@ -7,6 +7,7 @@ of it. Gradients flow back through the repeated cache into the one prefix comput
 and its gradients equal the plain forward's (up to float rounding; tested). Rows of very different
 lengths run in separate chunks (each recomputes the prefix once) instead of all padded to the longest.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -31,7 +32,11 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
     shared = min(shared_prefix_len(ids, attention), min(lengths) - 1)
     # Gradient checkpointing runs without a KV cache. Decided per model, not per mode, so that old
     # log-probs (eval) and the training forward take the same path.
-    if ids.shape[0] == 1 or shared < MIN_SHARED_TOKENS or getattr(model, "is_activation_checkpointing", False):
+    if (
+        ids.shape[0] == 1
+        or shared < MIN_SHARED_TOKENS
+        or getattr(model, "is_activation_checkpointing", False)
+    ):
         return pick(model(input_ids=ids, attention_mask=attention, use_cache=False))
     out = None
     for rows in length_chunks(lengths, shared):
@@ -40,8 +45,14 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
         head = model(input_ids=ids[:1, :shared], attention_mask=attention[:1, :shared], use_cache=True)
         cache = cache_of(head)
         cache.batch_repeat_interleave(len(rows))
-        tail = pick(model(input_ids=ids[index, shared:length], attention_mask=attention[index, :length],
-                          use_cache=True, **{cache_keyword(model): cache}))
+        tail = pick(
+            model(
+                input_ids=ids[index, shared:length],
+                attention_mask=attention[index, :length],
+                use_cache=True,
+                **{cache_keyword(model): cache},
+            )
+        )
         first = pick(head)
         if out is None:
             out = tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))

@@ -4,6 +4,7 @@ Token-in/token-out: a trajectory is the exact token ids of the conversation, wit
 tokens kept as sampled; `mask` is 1 on those tokens and 0 on everything else (template, observations,
 the `<think>` opener we write ourselves).
 """
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,10 @@ import envs
 from trainer.prefix import cache_keyword, cache_of
 
 SYSTEM = "You are a helpful assistant. You play text games: think step by step, then answer with actions."
-THINK_FORMAT = "Always answer in the format <think> [your thoughts] </think> <answer> [your answer] </answer> " \
-               "with nothing else."
+THINK_FORMAT = (
+    "Always answer in the format <think> [your thoughts] </think> <answer> [your answer] </answer> "
+    "with nothing else."
+)
 ANSWER_FORMAT = "Always answer in the format <answer> [your answer] </answer> with nothing else."
 THINK_RE = re.compile(r"<think>(.*?)</think>\s*<answer>(.*?)</answer>", re.S)
 ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -25,11 +28,14 @@ _REPLY_MARK, _USER_MARK = "@@REPLY@@", "@@USER@@"
 
 def first_user_message(env, obs: str, max_per_turn: int, max_per_episode: int, thinking: bool) -> str:
     symbols = "".join(f"\n{s}: {meaning}" for s, meaning in env.symbols.items())
-    return (f"{env.instruction}\n" + (f"Symbols:{symbols}\n" if symbols else "")
-            + f"Available actions: {', '.join(env.actions)}.\n"
-            f"You can take up to {max_per_turn} actions per turn, separated by ' || ', "
-            f"and up to {max_per_episode} actions in total.\n"
-            f"Turn 1:\nState:\n{obs}\n{THINK_FORMAT if thinking else ANSWER_FORMAT}")
+    return (
+        f"{env.instruction}\n"
+        + (f"Symbols:{symbols}\n" if symbols else "")
+        + f"Available actions: {', '.join(env.actions)}.\n"
+        f"You can take up to {max_per_turn} actions per turn, separated by ' || ', "
+        f"and up to {max_per_episode} actions in total.\n"
+        f"Turn 1:\nState:\n{obs}\n{THINK_FORMAT if thinking else ANSWER_FORMAT}"
+    )
 
 
 def next_user_message(reward: float, turn: int, obs: str, thinking: bool) -> str:
@@ -42,10 +48,14 @@ class ChatFormat:
     def __init__(self, tokenizer, thinking: bool = True):
         self.tok, self.thinking = tokenizer, thinking
         self.opener = "<think>" if thinking else "<answer>"
-        probe = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "u"},
-                 {"role": "assistant", "content": _REPLY_MARK}, {"role": "user", "content": _USER_MARK}]
+        probe = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": _REPLY_MARK},
+            {"role": "user", "content": _USER_MARK},
+        ]
         full = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
-        after = full[full.index(_REPLY_MARK) + len(_REPLY_MARK):]
+        after = full[full.index(_REPLY_MARK) + len(_REPLY_MARK) :]
         self.before_user, self.after_user = after.split(_USER_MARK)
         self.stop_ids = stop_token_ids(tokenizer)
 
@@ -63,7 +73,7 @@ class ChatFormat:
         if reply_ids and reply_ids[-1] in self.stop_ids:  # the model already closed its turn itself
             closing = self.tok.decode([reply_ids[-1]])
             if text.startswith(closing):
-                text = text[len(closing):]
+                text = text[len(closing) :]
         return self.encode(text)
 
     def parse(self, reply_text: str) -> tuple[str, str] | None:
@@ -91,14 +101,14 @@ class Trajectory:
     seed: int
     ids: list[int] = field(default_factory=list)
     mask: list[int] = field(default_factory=list)
-    reward: float = 0.0              # env rewards + format penalties
+    reward: float = 0.0  # env rewards + format penalties
     success: bool = False
     turns: list[dict] = field(default_factory=list)
     done: bool = False
-    actions: int = 0                 # actions written (after the per-turn cut)
-    executed: int = 0                # actions run in the environment (episode budget)
+    actions: int = 0  # actions written (after the per-turn cut)
+    executed: int = 0  # actions run in the environment (episode budget)
     valid_actions: int = 0
-    format_ok: int = 0               # turns whose reply parsed
+    format_ok: int = 0  # turns whose reply parsed
     think_tokens: int = 0
 
     @property
@@ -106,21 +116,35 @@ class Trajectory:
         return sum(self.mask)
 
     def sample(self, tokenizer) -> dict:
-        return {"group": self.group, "seed": self.seed, "reward": self.reward, "success": self.success,
-                "turns": self.turns, "text": tokenizer.decode(self.ids)}
+        return {
+            "group": self.group,
+            "seed": self.seed,
+            "reward": self.reward,
+            "success": self.success,
+            "turns": self.turns,
+            "text": tokenizer.decode(self.ids),
+        }
 
 
 @torch.no_grad()
-def generate(model, prompts: list[list[int]], limits: list[int], pad_id: int, stop_ids: set[int],
-             tokenizer, temperature: float, top_p: float) -> list[list[int]]:
+def generate(
+    model,
+    prompts: list[list[int]],
+    limits: list[int],
+    pad_id: int,
+    stop_ids: set[int],
+    tokenizer,
+    temperature: float,
+    top_p: float,
+) -> list[list[int]]:
     """Sample up to limits[i] tokens for each prompt (left padded, KV cache); stop at `</answer>` or EOS."""
     device = next(model.parameters()).device
     B, T = len(prompts), max(len(p) for p in prompts)
     input_ids = torch.full((B, T), pad_id, dtype=torch.long)
     attention = torch.zeros((B, T), dtype=torch.long)
     for i, p in enumerate(prompts):
-        input_ids[i, T - len(p):] = torch.tensor(p)
-        attention[i, T - len(p):] = 1
+        input_ids[i, T - len(p) :] = torch.tensor(p)
+        attention[i, T - len(p) :] = 1
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
@@ -141,8 +165,13 @@ def generate(model, prompts: list[list[int]], limits: list[int], pad_id: int, st
         step_ids = torch.tensor(next_ids, device=device).unsqueeze(1)  # finished rows keep going, ignored
         attention = torch.cat([attention, attention.new_ones((B, 1))], dim=1)
         positions = positions[:, -1:] + 1
-        out = model(input_ids=step_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                    **{cache_kw: past})
+        out = model(
+            input_ids=step_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            **{cache_kw: past},
+        )
         past, logits = cache_of(out), out.logits[:, -1, :]
     return generated
 
@@ -159,8 +188,18 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float) -> torc
     return torch.multinomial(probs.cpu(), 1).squeeze(-1)
 
 
-def rollout(model, tokenizer, chat: ChatFormat, env_name: str, env_params: dict, seeds: list[int],
-            groups: list[int], r, temperature: float, context_len: int) -> list[Trajectory]:
+def rollout(
+    model,
+    tokenizer,
+    chat: ChatFormat,
+    env_name: str,
+    env_params: dict,
+    seeds: list[int],
+    groups: list[int],
+    r,
+    temperature: float,
+    context_len: int,
+) -> list[Trajectory]:
     """Play one episode per seed, all environments together. r: RolloutConfig."""
     envs_ = [envs.make(env_name, **env_params) for _ in seeds]
     trajs = [Trajectory(group=g, seed=s) for g, s in zip(groups, seeds)]
@@ -168,8 +207,9 @@ def rollout(model, tokenizer, chat: ChatFormat, env_name: str, env_params: dict,
     for env, tr in zip(envs_, trajs):
         obs = env.reset(seed=tr.seed)
         states.append(obs)
-        tr.ids = chat.first_prompt(first_user_message(env, obs, r.max_actions_per_turn, r.max_actions_per_episode,
-                                                      r.thinking))
+        tr.ids = chat.first_prompt(
+            first_user_message(env, obs, r.max_actions_per_turn, r.max_actions_per_episode, r.thinking)
+        )
         tr.mask = [0] * len(tr.ids)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     for turn in range(1, r.max_turns + 1):
@@ -177,8 +217,16 @@ def rollout(model, tokenizer, chat: ChatFormat, env_name: str, env_params: dict,
         if not active:
             break
         limits = [min(r.max_new_tokens, context_len - len(trajs[i].ids)) for i in active]
-        replies = generate(model, [trajs[i].ids for i in active], limits, pad_id, chat.stop_ids, tokenizer,
-                           temperature, r.top_p)
+        replies = generate(
+            model,
+            [trajs[i].ids for i in active],
+            limits,
+            pad_id,
+            chat.stop_ids,
+            tokenizer,
+            temperature,
+            r.top_p,
+        )
         for i, limit, reply in zip(active, limits, replies):
             tr, env, state = trajs[i], envs_[i], states[i]
             tr.ids += reply
@@ -206,12 +254,19 @@ def rollout(model, tokenizer, chat: ChatFormat, env_name: str, env_params: dict,
             env_reward = turn_reward
             turn_reward += 0.0 if turn_ok else r.format_penalty
             tr.reward += turn_reward
-            tr.turns.append({"state": state, "think": think, "answer": answer, "actions": valid,
-                             "reward": turn_reward, "valid": turn_ok})
+            tr.turns.append(
+                {
+                    "state": state,
+                    "think": think,
+                    "answer": answer,
+                    "actions": valid,
+                    "reward": turn_reward,
+                    "valid": turn_ok,
+                }
+            )
             tr.done = done or overflow or turn == r.max_turns or tr.executed >= r.max_actions_per_episode
             if not tr.done:  # the model is told the environment's reward only, as in RAGEN (no penalty)
-                nxt = chat.next_prompt(next_user_message(env_reward, turn + 1, states[i], r.thinking),
-                                       reply)
+                nxt = chat.next_prompt(next_user_message(env_reward, turn + 1, states[i], r.thinking), reply)
                 if len(tr.ids) + len(nxt) >= context_len:  # no room for another reply: end here, penalised
                     tr.reward += r.format_penalty
                     tr.done = True

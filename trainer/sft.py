@@ -7,6 +7,7 @@ for FrozenLake, the better arm for Bandit), optionally noisy (each action random
 of -log p over the replies only. The result is a plain model folder (LoRA merged) that `model.name` can
 start an experiment from.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,15 @@ def oracle_episode(env, seed: int, r, chat: ChatFormat, noise: float, rng: rando
     """One oracle-played episode as token ids, mask 1 on the replies (r: RolloutConfig)."""
     obs = env.reset(seed=seed)
     traj = Trajectory(group=0, seed=seed)
-    traj.ids = chat.first_prompt(first_user_message(env, obs, r.max_actions_per_turn,
-                                                    r.max_actions_per_episode, r.thinking))
+    traj.ids = chat.first_prompt(
+        first_user_message(env, obs, r.max_actions_per_turn, r.max_actions_per_episode, r.thinking)
+    )
     traj.mask = [0] * len(traj.ids)
     for turn in range(1, r.max_turns + 1):
         actions, turn_reward, done = [], 0.0, False
-        while not done and len(actions) < r.max_actions_per_turn \
-                and traj.executed < r.max_actions_per_episode:
+        while (
+            not done and len(actions) < r.max_actions_per_turn and traj.executed < r.max_actions_per_episode
+        ):
             action = rng.choice(env.actions) if rng.random() < noise else env.oracle_action()
             obs, reward, done, info = env.step(action)
             actions.append(action)
@@ -56,22 +59,36 @@ def oracle_episode(env, seed: int, r, chat: ChatFormat, noise: float, rng: rando
     return traj
 
 
-def sft(cfg: TrainConfig, out_dir: str, episodes: int, noise: float = 0.0, epochs: int = 1,
-        lr: float | None = None, log: Callable[[str], None] = lambda message: None) -> dict:
+def sft(
+    cfg: TrainConfig,
+    out_dir: str,
+    episodes: int,
+    noise: float = 0.0,
+    epochs: int = 1,
+    lr: float | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> dict:
     """Fine-tune cfg.model on `episodes` oracle episodes of cfg.env, save it to out_dir; returns a summary."""
     set_determinism(cfg)
     policy = load_policy(cfg.model, with_critic=False, with_reference=False)
     chat = ChatFormat(policy.tokenizer, cfg.rollout.thinking)
     env = envs.make(cfg.env.name, **cfg.env.params)
     rng = random.Random(cfg.seed)
-    trajs = [oracle_episode(env, SFT_SEED_BASE + cfg.seed * episodes + i, cfg.rollout, chat, noise, rng)
-             for i in range(episodes)]
+    trajs = [
+        oracle_episode(env, SFT_SEED_BASE + cfg.seed * episodes + i, cfg.rollout, chat, noise, rng)
+        for i in range(episodes)
+    ]
     too_long = sum(len(t.ids) > policy.context_len for t in trajs)
     if too_long:
-        raise ValueError(f"{too_long} oracle episodes are longer than the model's context "
-                         f"({policy.context_len} tokens); lower rollout.max_turns")
-    pad_id = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None \
+        raise ValueError(
+            f"{too_long} oracle episodes are longer than the model's context "
+            f"({policy.context_len} tokens); lower rollout.max_turns"
+        )
+    pad_id = (
+        policy.tokenizer.pad_token_id
+        if policy.tokenizer.pad_token_id is not None
         else policy.tokenizer.eos_token_id
+    )
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr or cfg.optim.actor_lr, weight_decay=cfg.optim.weight_decay)
     mb, losses = cfg.optim.micro_batch_size, []
@@ -80,7 +97,7 @@ def sft(cfg: TrainConfig, out_dir: str, episodes: int, noise: float = 0.0, epoch
         order = torch.randperm(len(trajs)).tolist()
         epoch_losses = []
         for start in range(0, len(order), mb):
-            ids, att, resp = pad_batch([trajs[i] for i in order[start:start + mb]], pad_id, policy.device)
+            ids, att, resp = pad_batch([trajs[i] for i in order[start : start + mb]], pad_id, policy.device)
             with policy.autocast():
                 logp, _ = token_logprobs(policy.model, ids, att, resp, 1.0)
             loss = -(logp * resp).sum() / resp.sum()
@@ -89,10 +106,18 @@ def sft(cfg: TrainConfig, out_dir: str, episodes: int, noise: float = 0.0, epoch
             epoch_losses.append(loss.item())
         losses += epoch_losses
         log(f"epoch {epoch + 1}/{epochs}: mean loss {sum(epoch_losses) / len(epoch_losses):.4f}")
-    summary = {"env": cfg.env.name, "episodes": episodes, "noise": noise, "epochs": epochs,
-               "lr": lr or cfg.optim.actor_lr, "oracle_success": sum(t.success for t in trajs) / len(trajs),
-               "first_loss": losses[0], "last_loss": losses[-1], "base_model": cfg.model.name,
-               "lora_rank": cfg.model.lora_rank}
+    summary = {
+        "env": cfg.env.name,
+        "episodes": episodes,
+        "noise": noise,
+        "epochs": epochs,
+        "lr": lr or cfg.optim.actor_lr,
+        "oracle_success": sum(t.success for t in trajs) / len(trajs),
+        "first_loss": losses[0],
+        "last_loss": losses[-1],
+        "base_model": cfg.model.name,
+        "lora_rank": cfg.model.lora_rank,
+    }
     save_model(policy, out_dir, summary)
     return summary
 

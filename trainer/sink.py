@@ -1,4 +1,5 @@
 """Where the loop's output goes. JsonlSink: OUT/config.yaml, OUT/metrics.jsonl, OUT/samples.jsonl."""
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,17 @@ class Sink(Protocol):
 
 
 class NullSink:
-    def metrics(self, step, values): pass
-    def samples(self, step, samples): pass
-    def progress(self, step, total): pass
-    def checkpoint(self, step, path): pass
+    def metrics(self, step, values):
+        pass
+
+    def samples(self, step, samples):
+        pass
+
+    def progress(self, step, total):
+        pass
+
+    def checkpoint(self, step, path):
+        pass
 
 
 class MemorySink(NullSink):
@@ -85,9 +93,13 @@ class JsonlSink:
         eta = (time.time() - self.start_time) / max(done, 1) * (total - step)
         m = self.last
         val = f" | val {m['val/success']:.2f}" if "val/success" in m else ""
-        print(f"step {step}/{total} | eta {int(eta) // 60}m{int(eta) % 60:02d}s | success "
-              f"{m.get('train/success', float('nan')):.2f} | reward {m.get('train/reward_mean', float('nan')):.3f}"
-              f"{val}", file=self.stream, flush=True)
+        print(
+            f"step {step}/{total} | eta {int(eta) // 60}m{int(eta) % 60:02d}s | success "
+            f"{m.get('train/success', float('nan')):.2f} | reward {m.get('train/reward_mean', float('nan')):.3f}"
+            f"{val}",
+            file=self.stream,
+            flush=True,
+        )
 
     def checkpoint(self, step, path):
         print(f"checkpoint at step {step}: {path}", file=self.stream, flush=True)

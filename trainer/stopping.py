@@ -1,4 +1,5 @@
 """A signal that asks the training loop to stop at the next step boundary, checkpointing first."""
+
 from __future__ import annotations
 
 import signal

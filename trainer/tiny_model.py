@@ -3,6 +3,7 @@
 Warm-started with a short supervised pass on well-formatted replies holding random valid actions, over
 real environment prompts, so replies mostly parse but the games are not solved. Downloads nothing.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,11 @@ import torch
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 FORMAT_TOKENS = ["<think>", "</think>", "<answer>", "</answer>", "||"]
-THOUGHTS = ("i should move towards the goal . the box is near , so go there first . avoid the hole and walk "
-            "around it . this arm looks risky but may pay more . let me try this way . i think that is safe . "
-            "the target is up and left . push it right").split()
+THOUGHTS = (
+    "i should move towards the goal . the box is near , so go there first . avoid the hole and walk "
+    "around it . this arm looks risky but may pay more . let me try this way . i think that is safe . "
+    "the target is up and left . push it right"
+).split()
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -53,6 +56,7 @@ def _dialogues(n: int, rng: random.Random) -> list[list[tuple[str, str, bool]]]:
     import envs
 
     from trainer.rollout import first_user_message, next_user_message
+
     names = sorted(envs.registry())  # every registered variant: their words must be in the vocabulary
     out = []
     for k in range(n):
@@ -85,21 +89,29 @@ def build_tokenizer(texts: list[str], vocab_size: int = 1024):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer=trainer)
     tok.add_tokens([AddedToken(t, normalized=False) for t in FORMAT_TOKENS])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   unk_token=None)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
+    )
     fast.chat_template = CHAT_TEMPLATE
     return fast
 
 
-def build(out_dir: str, steps: int = 150, seed: int = 0, dialogues: int = 1200, batch: int = 8, log=print) -> dict:
+def build(
+    out_dir: str, steps: int = 150, seed: int = 0, dialogues: int = 1200, batch: int = 8, log=print
+) -> dict:
     """Build tokenizer + model, warm-start for `steps` batches, save_pretrained to out_dir (atomically)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from trainer.rollout import SYSTEM, ChatFormat
+
     t0 = time.time()
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -119,10 +131,19 @@ def build(out_dir: str, steps: int = 150, seed: int = 0, dialogues: int = 1200, 
             r = chat.encode(reply)
             ids, mask = ids + r, mask + [1] * len(r)
         examples.append((ids, mask))
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = Qwen2ForCausalLM(config)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     model.train()
@@ -156,8 +177,12 @@ def build(out_dir: str, steps: int = 150, seed: int = 0, dialogues: int = 1200, 
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
     os.replace(tmp, out_dir)
-    stats = {"params": sum(p.numel() for p in model.parameters()), "vocab": len(tokenizer),
-             "final_loss": round(loss.item(), 4), "seconds": round(time.time() - t0, 1)}
+    stats = {
+        "params": sum(p.numel() for p in model.parameters()),
+        "vocab": len(tokenizer),
+        "final_loss": round(loss.item(), 4),
+        "seconds": round(time.time() - t0, 1),
+    }
     if log:
         log(f"tiny model saved to {out_dir}: {stats}")
     return stats

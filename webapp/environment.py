@@ -48,7 +48,7 @@ def integer(name: str, default: int, minimum: int = 0) -> int:
 
 
 def limit_variable(field: str) -> str:
-    """"rollout.group_size" -> "LIMIT_GROUP_SIZE"."""
+    """ "rollout.group_size" -> "LIMIT_GROUP_SIZE"."""
     return "LIMIT_" + field.rsplit(".", 1)[-1].upper()
 
 
@@ -109,12 +109,16 @@ def database(default_sqlite: Path) -> dict:
     if parts.scheme == "sqlite":
         db_path = unquote(parts.path)
         if not db_path or db_path == "/":
-            raise EnvironmentConfigError("DATABASE_URL: sqlite URL needs a file path, e.g. sqlite:///var/db.sqlite3")
+            raise EnvironmentConfigError(
+                "DATABASE_URL: sqlite URL needs a file path, e.g. sqlite:///var/db.sqlite3"
+            )
         # sqlite:///relative/path and sqlite:////absolute/path, as dj-database-url reads them.
         return _sqlite(Path(db_path[1:]))
     name = unquote(parts.path.lstrip("/"))
     if not name:
-        raise EnvironmentConfigError(f"DATABASE_URL: no database name in {raw!r} (postgres://user@host:5432/NAME)")
+        raise EnvironmentConfigError(
+            f"DATABASE_URL: no database name in {raw!r} (postgres://user@host:5432/NAME)"
+        )
     if not parts.hostname:
         raise EnvironmentConfigError(f"DATABASE_URL: no host in {raw!r}")
     options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
@@ -190,7 +194,10 @@ def email() -> dict:
         folder = unquote(parts.path)
         if not folder:
             raise EnvironmentConfigError("EMAIL_URL: file URL needs a folder, e.g. file:///var/mail")
-        return {"EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend", "EMAIL_FILE_PATH": folder}
+        return {
+            "EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+            "EMAIL_FILE_PATH": folder,
+        }
     if not parts.hostname:
         raise EnvironmentConfigError(f"EMAIL_URL: no host in {raw!r} (smtp://user:password@host:587)")
     default_port = {"smtp": 25, "smtp+tls": 587, "smtps": 465}[parts.scheme]

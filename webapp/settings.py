@@ -167,22 +167,24 @@ IMPORT_MAX_BYTES = env.integer("IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 # last part of the field, upper case: LIMIT_GROUP_SIZE, LIMIT_ROLLOUT_TOKENS, ...; README "Configuration").
 # rollout_tokens bounds what one step generates: env_groups x group_size x max_turns x max_new_tokens (and
 # val_seeds x max_turns x max_new_tokens for validation), i.e. what a worker must hold.
-RUN_LIMITS = env.limits({
-    "rollout.env_groups": 256,
-    "rollout.group_size": 64,
-    "rollout.max_turns": 50,
-    "rollout.max_actions_per_turn": 50,
-    "rollout.max_actions_per_episode": 500,
-    "rollout.max_new_tokens": 8192,
-    "rollout.val_seeds": 4096,
-    "rollout_tokens": 2**24,
-    "optim.mini_batch_size": 16384,
-    "optim.micro_batch_size": 1024,
-    "optim.updates_per_batch": 64,
-    "schedule.samples_per_step": 256,
-    "schedule.keep_checkpoints": 100,
-    "model.lora_rank": 1024,
-})
+RUN_LIMITS = env.limits(
+    {
+        "rollout.env_groups": 256,
+        "rollout.group_size": 64,
+        "rollout.max_turns": 50,
+        "rollout.max_actions_per_turn": 50,
+        "rollout.max_actions_per_episode": 500,
+        "rollout.max_new_tokens": 8192,
+        "rollout.val_seeds": 4096,
+        "rollout_tokens": 2**24,
+        "optim.mini_batch_size": 16384,
+        "optim.micro_batch_size": 1024,
+        "optim.updates_per_batch": 64,
+        "schedule.samples_per_step": 256,
+        "schedule.keep_checkpoints": 100,
+        "model.lora_rank": 1024,
+    }
+)
 
 CHECKPOINT_ROOT = env.path("CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")
@@ -202,8 +204,11 @@ CELERY_TASK_ACKS_LATE = False
 # A busy worker takes no further message (Redis only): a second run waits for a free GPU, not this one.
 CELERY_WORKER_DISABLE_PREFETCH = CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
 CELERY_BEAT_SCHEDULE = {
-    "sweep-runs": {"task": "worker.tasks.sweep_runs", "options": {"queue": "default"},
-                   "schedule": timedelta(seconds=env.integer("RUN_SWEEP_EVERY", 30, minimum=1))},
+    "sweep-runs": {
+        "task": "worker.tasks.sweep_runs",
+        "options": {"queue": "default"},
+        "schedule": timedelta(seconds=env.integer("RUN_SWEEP_EVERY", 30, minimum=1)),
+    },
 }
 # The sweeper (worker/sweeper.py): a running run without a heartbeat for this long lost its worker and
 # is requeued, at most RUN_MAX_ATTEMPTS attempts in all; a queued run whose message may be lost is

@@ -63,7 +63,10 @@ class EchoTrapHook(StepHook):
     def store(self, run, found: dict) -> None:
         with transaction.atomic():
             event, created = DetectorEvent.objects.get_or_create(
-                run=run, step=found["step"], rule=found["rule"], level=found["level"],
+                run=run,
+                step=found["step"],
+                rule=found["rule"],
+                level=found["level"],
                 defaults={"message": found["message"], "signals": jsonb_safe(found.get("signals", {}))},
             )
             if not created:
@@ -80,9 +83,13 @@ def send_notification_later(notification_id: int) -> bool:
     from worker.celery import app
 
     try:
-        app.send_task("worker.tasks.send_notification", args=[notification_id], queue="default",
-                      retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
-                                                "interval_max": 1})
+        app.send_task(
+            "worker.tasks.send_notification",
+            args=[notification_id],
+            queue="default",
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1},
+        )
     except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
         logger.warning("notification %s stays pending: broker unreachable (%s)", notification_id, error)
         return False

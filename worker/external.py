@@ -24,8 +24,12 @@ _hooks: dict[int, EchoTrapHook] = {}
 def detect(run_id: int) -> int:
     """Judge the run's complete steps not judged yet; returns how many were judged."""
     with transaction.atomic():
-        external = (ExternalRun.objects.select_for_update().select_related("run__experiment")
-                    .filter(pk=run_id).first())
+        external = (
+            ExternalRun.objects.select_for_update()
+            .select_related("run__experiment")
+            .filter(pk=run_id)
+            .first()
+        )
         if external is None:
             return 0
         through = external.judged_through()

@@ -119,8 +119,10 @@ class DatabaseSink:
         deadline = time.monotonic() + timeout
         while not self.flush():
             if time.monotonic() > deadline:
-                raise SinkFlushError(f"{self.pending()} buffered rows of run {self.run.pk} could not be "
-                                     f"written in {timeout:.0f}s: {self.last_error}")
+                raise SinkFlushError(
+                    f"{self.pending()} buffered rows of run {self.run.pk} could not be "
+                    f"written in {timeout:.0f}s: {self.last_error}"
+                )
             time.sleep(1.0)
 
     def flush(self) -> bool:
@@ -160,8 +162,9 @@ class DatabaseSink:
         owned = Run.objects.filter(pk=self.run.pk, status=Run.Status.RUNNING, attempt=self.attempt)
         if owned.update(**fields) == 0 and not self.lost:
             self.lost = True
-            logger.warning("run %s: attempt %s no longer owns the run; writing nothing more", self.run.pk,
-                           self.attempt)
+            logger.warning(
+                "run %s: attempt %s no longer owns the run; writing nothing more", self.run.pk, self.attempt
+            )
 
     def _write_rows(self):
         with self._lock:
@@ -170,9 +173,13 @@ class DatabaseSink:
             MetricPoint.upsert(self.run.pk, points)
         if samples:
             Sample.objects.bulk_create(
-                [Sample(run_id=self.run.pk, step=step, index=index, data=data)
-                 for step, index, data in samples],
-                batch_size=500, update_conflicts=True, unique_fields=["run", "step", "index"],
+                [
+                    Sample(run_id=self.run.pk, step=step, index=index, data=data)
+                    for step, index, data in samples
+                ],
+                batch_size=500,
+                update_conflicts=True,
+                unique_fields=["run", "step", "index"],
                 update_fields=["data"],
             )
         with self._lock:  # only what was written; more may have arrived meanwhile
@@ -191,8 +198,9 @@ class DatabaseSink:
                 except DatabaseError:
                     raise
                 except Exception:  # a detector bug must not stop the training
-                    logger.exception("run %s: detection hook failed at step %s; detection is off",
-                                     self.run.pk, step)
+                    logger.exception(
+                        "run %s: detection hook failed at step %s; detection is off", self.run.pk, step
+                    )
                     self.hook = None
             with self._lock:
                 self._steps.pop(0)
@@ -200,8 +208,12 @@ class DatabaseSink:
     def _drop_connection(self, error):
         if self.last_error is None or str(error) != str(self.last_error):
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            logger.warning("run %s: database unavailable, keeping %s buffered rows: %s", self.run.pk,
-                           self.pending(), first_line)
+            logger.warning(
+                "run %s: database unavailable, keeping %s buffered rows: %s",
+                self.run.pk,
+                self.pending(),
+                first_line,
+            )
         self.last_error = error
         try:
             connection.close()

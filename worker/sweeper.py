@@ -52,19 +52,30 @@ def sweep_runs() -> dict:
     from worker.detection import send_notification_later
 
     now = timezone.now()
-    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0, "notifications": 0, "lost": 0,
-              "detections": 0}
+    counts = {
+        "requeued": 0,
+        "failed": 0,
+        "stopped": 0,
+        "sent": 0,
+        "notifications": 0,
+        "lost": 0,
+        "detections": 0,
+    }
 
     silent = ExternalRun.objects.select_related("run").filter(
         run__status=Run.Status.RUNNING,
-        run__heartbeat_at__lt=now - timedelta(seconds=settings.MLFLOW_LOST_AFTER))
+        run__heartbeat_at__lt=now - timedelta(seconds=settings.MLFLOW_LOST_AFTER),
+    )
     for external in silent:
         counts["lost"] += external.mark_lost(settings.MLFLOW_LOST_AFTER)
     for run_id in ExternalRun.behind().values_list("pk", flat=True):
         counts["detections"] += send_detection(run_id)
 
-    stale = Run.objects.filter(status=Run.Status.RUNNING, mlflow__isnull=True,
-                               heartbeat_at__lt=now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT))
+    stale = Run.objects.filter(
+        status=Run.Status.RUNNING,
+        mlflow__isnull=True,
+        heartbeat_at__lt=now - timedelta(seconds=settings.RUN_HEARTBEAT_TIMEOUT),
+    )
     for run in stale:
         since = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
         reason = f"worker lost: no heartbeat from {run.host or '?'} (pid {run.pid}) since {since}"

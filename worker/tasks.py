@@ -54,8 +54,9 @@ def send_notification(self, notification_id: int) -> str:
     The message itself (templates, chart) is webapp.alerts.emails'."""
     from webapp.alerts.models import Notification
 
-    notification = (Notification.objects.select_related("event__run__experiment")
-                    .filter(pk=notification_id).first())
+    notification = (
+        Notification.objects.select_related("event__run__experiment").filter(pk=notification_id).first()
+    )
     if notification is None or not notification.claim():
         return "nothing to do"
     try:

@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 def describe_device() -> str:
-    """"cuda:0 NVIDIA H100 (CUDA_VISIBLE_DEVICES=3)" or "cpu"."""
+    """ "cuda:0 NVIDIA H100 (CUDA_VISIBLE_DEVICES=3)" or "cpu"."""
     import torch
 
     if not torch.cuda.is_available():
@@ -48,11 +48,13 @@ def make_hook(run):
     try:
         return EchoTrapHook(run)
     except ImportError as error:
-        logger.warning("run %s: diagnostics not importable (%s); training without live detection",
-                       run.pk, error)
+        logger.warning(
+            "run %s: diagnostics not importable (%s); training without live detection", run.pk, error
+        )
     except ValueError as error:
-        logger.warning("run %s: detector overrides rejected (%s); training without live detection",
-                       run.pk, error)
+        logger.warning(
+            "run %s: detector overrides rejected (%s); training without live detection", run.pk, error
+        )
     return None
 
 
@@ -60,8 +62,12 @@ def shutdown_request() -> StopSignal:
     """SIGTERM while training (the worker, or `./echolab run`, is stopping) asks the loop to checkpoint at
     the next step boundary; the run is then requeued at once for the next worker, instead of waiting
     RUN_HEARTBEAT_TIMEOUT for the sweeper."""
-    return StopSignal(signal.SIGTERM, notice=lambda: logger.info(
-        "SIGTERM: checkpointing at the next step boundary, then requeuing the run"))
+    return StopSignal(
+        signal.SIGTERM,
+        notice=lambda: logger.info(
+            "SIGTERM: checkpointing at the next step boundary, then requeuing the run"
+        ),
+    )
 
 
 def train_run(run_id: int) -> str:
@@ -114,8 +120,13 @@ def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutd
 
     status, error, trace = Run.Status.FAILED, "", ""
     try:
-        outcome = train(cfg, sink, out_dir=out_dir, should_stop=lambda: shutdown.asked or sink.should_stop(),
-                        resume=resume)
+        outcome = train(
+            cfg,
+            sink,
+            out_dir=out_dir,
+            should_stop=lambda: shutdown.asked or sink.should_stop(),
+            resume=resume,
+        )
         status = Run.Status.STOPPED if outcome == "stopped" else Run.Status.COMPLETED
     except (ModelLoadError, OSError) as failure:
         error, trace = str(failure).strip().splitlines()[0], traceback.format_exc()

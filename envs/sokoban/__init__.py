@@ -5,5 +5,14 @@ from envs.sokoban.generator import GenerationError, generate_room
 from envs.sokoban.level import Level, parse_xsb, to_xsb
 from envs.sokoban.solver import is_solvable, replay, solve
 
-__all__ = ["GenerationError", "Level", "SokobanEnv", "generate_room", "is_solvable", "parse_xsb", "replay",
-           "solve", "to_xsb"]
+__all__ = [
+    "GenerationError",
+    "Level",
+    "SokobanEnv",
+    "generate_room",
+    "is_solvable",
+    "parse_xsb",
+    "replay",
+    "solve",
+    "to_xsb",
+]

@@ -22,22 +22,50 @@ BOX_OFF_TARGET_PENALTY = -1.0
 FINISH_REWARD = 10.0
 
 PARAMS = [
-    Param("dim_room", "int", 6, min=5, max=12,
-          help="Width and height of a generated room, walls included (5 is the smallest with room to pull)."),
+    Param(
+        "dim_room",
+        "int",
+        6,
+        min=5,
+        max=12,
+        help="Width and height of a generated room, walls included (5 is the smallest with room to pull).",
+    ),
     Param("num_boxes", "int", 1, min=1, max=4, help="Boxes (and targets) in a generated room."),
-    Param("search_budget", "int", 10_000, min=10, max=300_000,
-          help="Generator effort: most reverse-play states explored per room layout (gym-sokoban: 300000 "
-               "single moves); a smaller budget generates faster but may give easier rooms."),
-    Param("max_steps", "int", 100, min=1, max=10_000,
-          help="The episode ends, unsolved, after this many valid actions."),
-    Param("vocabulary", "choice", "default", choices=tuple(VOCABULARIES),
-          help="Grid symbols: default '# _ O X √ P S', alternate 'W . G B C A @' "
-               "(to test that learning is not tied to the symbols)."),
-    Param("level", "str", "",
-          help="A fixed level in XSB text (# wall, @ player, + player on goal, $ box, * box on goal, "
-               ". goal, space/-/_ floor) instead of generated rooms."),
-    Param("levels", "str", "",
-          help="Path to an .xsb file with a level set; each seed draws one level from it."),
+    Param(
+        "search_budget",
+        "int",
+        10_000,
+        min=10,
+        max=300_000,
+        help="Generator effort: most reverse-play states explored per room layout (gym-sokoban: 300000 "
+        "single moves); a smaller budget generates faster but may give easier rooms.",
+    ),
+    Param(
+        "max_steps",
+        "int",
+        100,
+        min=1,
+        max=10_000,
+        help="The episode ends, unsolved, after this many valid actions.",
+    ),
+    Param(
+        "vocabulary",
+        "choice",
+        "default",
+        choices=tuple(VOCABULARIES),
+        help="Grid symbols: default '# _ O X √ P S', alternate 'W . G B C A @' "
+        "(to test that learning is not tied to the symbols).",
+    ),
+    Param(
+        "level",
+        "str",
+        "",
+        help="A fixed level in XSB text (# wall, @ player, + player on goal, $ box, * box on goal, "
+        ". goal, space/-/_ floor) instead of generated rooms.",
+    ),
+    Param(
+        "levels", "str", "", help="Path to an .xsb file with a level set; each seed draws one level from it."
+    ),
 ]
 
 ACTIONS = ["Up", "Down", "Left", "Right"]
@@ -54,16 +82,21 @@ def prepare_params(params: dict) -> dict:
 def check_params(owner: str, params: dict) -> dict:
     """Cross-parameter rules; a fixed level is parsed now so XSB errors reach the form, not the worker."""
     if params["num_boxes"] > (params["dim_room"] - 2) ** 2 // 4:
-        raise ParamError("num_boxes", f"{owner}.num_boxes={params['num_boxes']} does not fit a "
-                                      f"{params['dim_room']}x{params['dim_room']} room; use fewer boxes")
+        raise ParamError(
+            "num_boxes",
+            f"{owner}.num_boxes={params['num_boxes']} does not fit a "
+            f"{params['dim_room']}x{params['dim_room']} room; use fewer boxes",
+        )
     level, levels = params["level"], params["levels"]
     if level and levels:
         raise ParamError("levels", f"{owner}: give either level or levels, not both")
     if level:
         parsed = _parse(level, "level", owner)
         if len(parsed) != 1:
-            raise ParamError("level", f"{owner}.level must hold one level, got {len(parsed)} "
-                                      f"(use levels=<path> for a level set)")
+            raise ParamError(
+                "level",
+                f"{owner}.level must hold one level, got {len(parsed)} (use levels=<path> for a level set)",
+            )
     if levels:
         path = Path(levels)
         if not path.is_file():

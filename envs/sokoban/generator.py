@@ -30,7 +30,7 @@ FLOOR_PATTERNS = [
 WALK_DIRECTIONS = [(1, 0), (0, 1), (-1, 0), (0, -1)]
 P_CHANGE_DIRECTION = 0.35
 WANDER_MAX_STEPS = 3
-WANDER_P_START_NEAR = 0.8    # boxes displaced one tile in all: the player starts right behind the box
+WANDER_P_START_NEAR = 0.8  # boxes displaced one tile in all: the player starts right behind the box
 WANDER_P_START = 0.5
 WANDER_P_CONTINUE = 0.5
 MAX_TOPOLOGIES = 1000
@@ -60,8 +60,10 @@ def generate_room(rng: random.Random, dim: int, num_boxes: int, search_budget: i
         level = Level(dim, dim, walls, frozenset(floor), frozenset(targets), frozenset(boxes), player)
         if is_solvable(level):
             return level
-    raise GenerationError(f"no solvable {dim}x{dim} room with {num_boxes} boxes in {MAX_TOPOLOGIES} tries; "
-                          f"use fewer boxes or a larger room")
+    raise GenerationError(
+        f"no solvable {dim}x{dim} room with {num_boxes} boxes in {MAX_TOPOLOGIES} tries; "
+        f"use fewer boxes or a larger room"
+    )
 
 
 def random_walk_floor(rng: random.Random, dim: int, steps: int) -> set[int]:
@@ -81,8 +83,9 @@ def random_walk_floor(rng: random.Random, dim: int, steps: int) -> set[int]:
     return floor
 
 
-def reverse_play(width: int, floor_cells: set[int], targets: list[int], player: int,
-                 search_budget: int) -> tuple[tuple[int, ...], int] | None:
+def reverse_play(
+    width: int, floor_cells: set[int], targets: list[int], player: int, search_budget: int
+) -> tuple[tuple[int, ...], int] | None:
     """(box positions, player) of the best-scoring state found by pulling boxes off their targets.
 
     Box i starts on targets[i]; None when no explored state has every box off the targets.
@@ -109,8 +112,14 @@ def reverse_play(width: int, floor_cells: set[int], targets: list[int], player: 
             for index, box in enumerate(boxes):
                 beside, away = box + delta, box + 2 * delta
                 if reach >> beside & 1 and free >> away & 1:
-                    stack.append((boxes[:index] + (beside,) + boxes[index + 1:], away,
-                                  swaps + (index != last_box), index))
+                    stack.append(
+                        (
+                            boxes[:index] + (beside,) + boxes[index + 1 :],
+                            away,
+                            swaps + (index != last_box),
+                            index,
+                        )
+                    )
     return best
 
 
@@ -123,16 +132,20 @@ def _displacement(boxes: tuple[int, ...], targets: list[int], width: int) -> int
     return total
 
 
-def wander(rng: random.Random, player: int, floor: set[int], boxes: set[int], width: int,
-           p_start: float) -> int:
+def wander(
+    rng: random.Random, player: int, floor: set[int], boxes: set[int], width: int, p_start: float
+) -> int:
     """RAGEN's random player movement: with probability p_start walk up to WANDER_MAX_STEPS random steps onto
     free cells not visited before, going on after each with probability WANDER_P_CONTINUE."""
     if rng.random() > p_start:
         return player
     visited = {player}
     for _ in range(WANDER_MAX_STEPS):
-        options = [cell for cell in (player - width, player + width, player - 1, player + 1)
-                   if cell in floor and cell not in boxes and cell not in visited]
+        options = [
+            cell
+            for cell in (player - width, player + width, player - 1, player + 1)
+            if cell in floor and cell not in boxes and cell not in visited
+        ]
         if not options:
             break
         player = rng.choice(options)

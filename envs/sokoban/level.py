@@ -129,7 +129,7 @@ def parse_xsb(text: str) -> list[Level]:
         if not text_line or text_line.startswith(";"):
             continue
         is_title_tag = text_line.lower().startswith("title:")
-        title = text_line[len("title:"):].strip() if is_title_tag else text_line
+        title = text_line[len("title:") :].strip() if is_title_tag else text_line
         if is_title_tag and line_no == last_board_line + 1 and not levels[-1].title:
             levels[-1] = dataclasses.replace(levels[-1], title=title)
         else:
@@ -165,8 +165,10 @@ def _parse_board(board: list[tuple[int, str]], title: str) -> Level:
     if not boxes:
         raise ValueError(f"XSB line {first_line}: no boxes")
     if len(boxes) != len(goals):
-        raise ValueError(f"XSB line {first_line}: {len(boxes)} boxes but {len(goals)} goals; "
-                         f"a level needs one goal per box")
+        raise ValueError(
+            f"XSB line {first_line}: {len(boxes)} boxes but {len(goals)} goals; "
+            f"a level needs one goal per box"
+        )
     player = players[0][1]
     floor = _enclosed_floor(player, walls, width, height, board)
     for cells, what in ((boxes, "box"), (goals, "goal")):
@@ -176,16 +178,19 @@ def _parse_board(board: list[tuple[int, str]], title: str) -> Level:
     return Level(width, height, frozenset(walls), floor, frozenset(goals), frozenset(boxes), player, title)
 
 
-def _enclosed_floor(player: int, walls: set[int], width: int, height: int,
-                    board: list[tuple[int, str]]) -> frozenset[int]:
+def _enclosed_floor(
+    player: int, walls: set[int], width: int, height: int, board: list[tuple[int, str]]
+) -> frozenset[int]:
     """The non-wall cells reachable from the player; ValueError when they reach the edge of the board."""
     floor, frontier = {player}, [player]
     while frontier:
         cell = frontier.pop()
         row, col = divmod(cell, width)
         if row in (0, height - 1) or col in (0, width - 1) or col >= len(board[row][1]):
-            raise ValueError(f"XSB line {board[row][0]}: the walls are not closed "
-                             f"(the player can walk out at column {col + 1})")
+            raise ValueError(
+                f"XSB line {board[row][0]}: the walls are not closed "
+                f"(the player can walk out at column {col + 1})"
+            )
         for neighbour in (cell - 1, cell + 1, cell - width, cell + width):
             if neighbour not in walls and neighbour not in floor:
                 floor.add(neighbour)

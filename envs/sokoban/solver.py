@@ -148,7 +148,9 @@ def replay(level: Level, lurd: str) -> Level:
             raise ValueError(f"LURD step {index}: {letter!r} is blocked")
         pushed = after.boxes != level.boxes
         if pushed != letter.isupper():
-            raise ValueError(f"LURD step {index}: {letter!r} " + ("pushes a box; write it in upper case"
-                                                                  if pushed else "pushes no box"))
+            raise ValueError(
+                f"LURD step {index}: {letter!r} "
+                + ("pushes a box; write it in upper case" if pushed else "pushes no box")
+            )
         level = after
     return level

@@ -16,7 +16,6 @@ from webapp.metrics.models import MetricPoint
 EVENT_STEP = 60
 
 
-
 class Inbox:
     """Stores every message the SMTP server accepts, parsed."""
 
@@ -29,8 +28,10 @@ class Inbox:
 
     @property
     def messages(self):
-        return [email.message_from_bytes(envelope.content, policy=email.policy.default)
-                for envelope in self.envelopes]
+        return [
+            email.message_from_bytes(envelope.content, policy=email.policy.default)
+            for envelope in self.envelopes
+        ]
 
 
 @pytest.fixture
@@ -66,8 +67,14 @@ def make_run(alice):
     def make(label="seed 0", **experiment_fields):
         experiment_fields.setdefault("name", "FrozenLake PPO")
         experiment = Experiment.objects.create(owner=alice, config={}, **experiment_fields)
-        run = Run.objects.create(experiment=experiment, label=label, config={}, status=Run.Status.RUNNING,
-                                 step=120, total_steps=200)
+        run = Run.objects.create(
+            experiment=experiment,
+            label=label,
+            config={},
+            status=Run.Status.RUNNING,
+            step=120,
+            total_steps=200,
+        )
         points = []
         for step in range(120):
             success = 0.8 if step < EVENT_STEP else 0.8 * math.exp(-(step - EVENT_STEP) / 10)
@@ -87,10 +94,19 @@ def make_event(make_run):
     def make(level="collapse", rule="collapse", step=EVENT_STEP, run=None, **experiment_fields):
         run = run or make_run(**experiment_fields)
         return DetectorEvent.objects.create(
-            run=run, step=step, level=level, rule=rule,
+            run=run,
+            step=step,
+            level=level,
+            rule=rule,
             message="Success collapsed: train/success 0.3 is 38% of its peak 0.8",
-            signals={"metric": "train/success", "value": 0.30000001, "peak": 0.8, "ratio": 0.375,
-                     "since_step": step - 4, "missing": None},
+            signals={
+                "metric": "train/success",
+                "value": 0.30000001,
+                "peak": 0.8,
+                "ratio": 0.375,
+                "since_step": step - 4,
+                "missing": None,
+            },
         )
 
     return make

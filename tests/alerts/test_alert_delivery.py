@@ -40,15 +40,18 @@ def hanging_smtp_server():
 
 def age(notification, **fields_seconds_ago):
     Notification.objects.filter(pk=notification.pk).update(
-        **{name: timezone.now() - timedelta(seconds=seconds) for name, seconds in fields_seconds_ago.items()})
+        **{name: timezone.now() - timedelta(seconds=seconds) for name, seconds in fields_seconds_ago.items()}
+    )
 
 
 @pytest.mark.slow
 def test_a_sender_killed_mid_send_is_retried_with_the_same_message_id(
-        make_event, hanging_smtp_server, smtp_server, start_worker, purge_broker, settings):
+    make_event, hanging_smtp_server, smtp_server, start_worker, purge_broker, settings
+):
     settings.SITE_URL = SITE
-    stuck = start_worker("default", name="stuck", EMAIL_URL=f"smtp://127.0.0.1:{hanging_smtp_server.port}",
-                         SITE_URL=SITE)
+    stuck = start_worker(
+        "default", name="stuck", EMAIL_URL=f"smtp://127.0.0.1:{hanging_smtp_server.port}", SITE_URL=SITE
+    )
     notification = Notification.create_for_event(make_event())
     send_notification.delay(notification.pk)
     wait_for(lambda: hanging_smtp_server.envelopes, timeout=90, message="the message to reach SMTP")
@@ -64,8 +67,11 @@ def test_a_sender_killed_mid_send_is_retried_with_the_same_message_id(
     assert notification.status == "pending" and "sender stopped answering" in notification.error
 
     start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}", SITE_URL=SITE)
-    wait_for(lambda: Notification.objects.get(pk=notification.pk).status == "sent", timeout=90,
-             message="the email to be sent again")
+    wait_for(
+        lambda: Notification.objects.get(pk=notification.pk).status == "sent",
+        timeout=90,
+        message="the email to be sent again",
+    )
     [first] = hanging_smtp_server.messages
     [second] = smtp_server.messages
     assert first["Message-ID"] == second["Message-ID"] == notification.message_id
@@ -82,8 +88,9 @@ def test_retries_span_hours_with_exponential_backoff(settings):
     assert 11 * 3600 < sum(delays) <= 12 * 3600
 
 
-def test_a_failed_try_sets_next_try_at_and_the_sweeper_waits_for_it(make_event, purge_broker, settings,
-                                                                    use_smtp):
+def test_a_failed_try_sets_next_try_at_and_the_sweeper_waits_for_it(
+    make_event, purge_broker, settings, use_smtp
+):
     settings.RUN_RESEND_AFTER = 120
     use_smtp(free_port())  # nothing listens: connection refused
     notification = Notification.create_for_event(make_event())
@@ -116,22 +123,29 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, make_
     sent.claim()
     sent.mark_sent()
     run = sent.event.run
-    retrying = Notification.objects.create(event=make_event(rule="grad_spike", step=70, run=run),
-                                           recipients=["x@example.com"])
+    retrying = Notification.objects.create(
+        event=make_event(rule="grad_spike", step=70, run=run), recipients=["x@example.com"]
+    )
     retrying.claim()
     retrying.mark_failed("SMTPServerDisconnected: Connection unexpectedly closed")
-    failed = Notification.objects.create(event=make_event(rule="entropy_drop", step=80, run=run),
-                                         recipients=["y@example.com"], status="failed", tries=18,
-                                         error="SMTPRecipientsRefused: y@example.com")
+    failed = Notification.objects.create(
+        event=make_event(rule="entropy_drop", step=80, run=run),
+        recipients=["y@example.com"],
+        status="failed",
+        tries=18,
+        error="SMTPRecipientsRefused: y@example.com",
+    )
 
     html = alice_client.get(run.get_absolute_url()).content.decode()
-    section = html[html.index('id="alert-delivery"'):]
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[:section.index("</section>")]))
+    section = html[html.index('id="alert-delivery"') :]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[: section.index("</section>")]))
     sent.refresh_from_db()
     retrying.refresh_from_db()
     assert f"collapse collapse alice@example.com sent {sent.sent_at:%Y-%m-%d %H:%M} UTC" in text
-    assert (f"grad_spike x@example.com retrying until it is sent; next try {retrying.next_try_at:%Y-%m-%d %H:%M}"
-            " UTC (SMTPServerDisconnected: Connection unexpectedly closed)") in text
+    assert (
+        f"grad_spike x@example.com retrying until it is sent; next try {retrying.next_try_at:%Y-%m-%d %H:%M}"
+        " UTC (SMTPServerDisconnected: Connection unexpectedly closed)"
+    ) in text
     assert "entropy_drop y@example.com failed after 18 tries: SMTPRecipientsRefused: y@example.com" in text
     assert failed.pk
 

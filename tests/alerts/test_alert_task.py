@@ -9,10 +9,12 @@ from worker.tasks import send_notification
 SITE = "https://echolab.example.com"
 
 
-def test_worker_sends_one_email_even_when_the_task_comes_twice(make_event, smtp_server, start_worker,
-                                                                purge_broker):
-    worker = start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}",
-                          SITE_URL=SITE)
+def test_worker_sends_one_email_even_when_the_task_comes_twice(
+    make_event, smtp_server, start_worker, purge_broker
+):
+    worker = start_worker(
+        "default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}", SITE_URL=SITE
+    )
     event = make_event(alert_recipients="a@example.com, b@example.com")
     notification = Notification.create_for_event(event)
 

@@ -14,10 +14,13 @@ def run(*args):
     return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("file, options", [
-    ("frozenlake-ppo-s0.csv", []),
-    ("bandit-ppo-s0.jsonl", ["--overrides", '{"grad_spike": {"tolerance": 1.0}}', "--format", "jsonl"]),
-])
+@pytest.mark.parametrize(
+    "file, options",
+    [
+        ("frozenlake-ppo-s0.csv", []),
+        ("bandit-ppo-s0.jsonl", ["--overrides", '{"grad_spike": {"tolerance": 1.0}}', "--format", "jsonl"]),
+    ],
+)
 def test_diagnose_prints_the_same_events_as_the_diagnostics_cli(file, options):
     path = str(DATA / file)
     cli = run("-m", "diagnostics", path, *options)
@@ -39,7 +42,12 @@ def test_bad_input_exits_2_naming_the_line_and_column(tmp_path):
 
 
 def test_bad_overrides_name_the_rule_parameter():
-    command = run("manage.py", "diagnose", str(DATA / "frozenlake-ppo-s0.csv"),
-                  "--overrides", '{"collapse": {"pending": 0}}')
+    command = run(
+        "manage.py",
+        "diagnose",
+        str(DATA / "frozenlake-ppo-s0.csv"),
+        "--overrides",
+        '{"collapse": {"pending": 0}}',
+    )
     assert command.returncode == 2
     assert "--overrides: collapse.pending" in command.stderr

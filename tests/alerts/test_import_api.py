@@ -46,8 +46,9 @@ def test_raw_body_with_format_and_name(client, auth):
 
 
 def test_bad_raw_body_is_a_400_naming_the_line_and_column(client, auth):
-    response = client.post(f"{URL}?format=csv&name=x", b"step,a\n0,1\n1,oops\n", content_type="text/csv",
-                           **auth)
+    response = client.post(
+        f"{URL}?format=csv&name=x", b"step,a\n0,1\n1,oops\n", content_type="text/csv", **auth
+    )
     assert response.status_code == 400
     assert response.json()["error"] == "file: x.csv: line 3, column 'a': 'oops' is not a number"
     assert "file" in response.json()["errors"]
@@ -82,27 +83,51 @@ def test_imported_run_is_not_visible_to_another_user(client, auth, bob):
 
 def test_raw_body_as_curl_sends_it(client, auth):
     """curl --data-binary @metrics.csv labels the body as a form; it is still the file."""
-    response = client.post(f"{URL}?format=csv&filename=metrics.csv", b"step,a\n0,1\n1,2\n",
-                           content_type="application/x-www-form-urlencoded", **auth)
+    response = client.post(
+        f"{URL}?format=csv&filename=metrics.csv",
+        b"step,a\n0,1\n1,2\n",
+        content_type="application/x-www-form-urlencoded",
+        **auth,
+    )
     assert response.status_code == 201, response.content
     assert Run.objects.get().label == "imported: metrics.csv"
     assert MetricPoint.objects.count() == 2
 
 
-@pytest.mark.parametrize("fmt, body, message", [
-    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": 1' + b"0" * 400 + b"}\n",
-     "line 2, column 'a': an integer of 401 digits is too large"),
-    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"9" * 5000 + b"}\n", "line 2: not JSON (Exceeds the limit"),
-    ("jsonl", b'{"step": 0, "a\\u0000b": 1}\n', "line 1, column 'a\\x00b': the name must not contain NUL"),
-    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "\\ud800": 1}\n',
-     "line 2, column '\\ud800': the name must be valid Unicode text"),
-    ("jsonl", b'{"step": 0, "": 1}\n', "line 1, column '': the name must not be empty"),
-    ("jsonl", b'{"step": 0, " ": 1}\n', "line 1, column ' ': the name must not be empty"),
-    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
-     "line 2: not JSON (nested too deeply)"),
-    ("jsonl", b'{"step": ' + b"9" * 400 + b', "a": 1}\n', "is larger than the largest step"),
-    ("csv", b"step,a\n0,1\n1," + b"7" * 140_000 + b"\n", "line 3: field larger than field limit"),
-])
+@pytest.mark.parametrize(
+    "fmt, body, message",
+    [
+        (
+            "jsonl",
+            b'{"step": 0, "a": 1}\n{"step": 1, "a": 1' + b"0" * 400 + b"}\n",
+            "line 2, column 'a': an integer of 401 digits is too large",
+        ),
+        (
+            "jsonl",
+            b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"9" * 5000 + b"}\n",
+            "line 2: not JSON (Exceeds the limit",
+        ),
+        (
+            "jsonl",
+            b'{"step": 0, "a\\u0000b": 1}\n',
+            "line 1, column 'a\\x00b': the name must not contain NUL",
+        ),
+        (
+            "jsonl",
+            b'{"step": 0, "a": 1}\n{"step": 1, "\\ud800": 1}\n',
+            "line 2, column '\\ud800': the name must be valid Unicode text",
+        ),
+        ("jsonl", b'{"step": 0, "": 1}\n', "line 1, column '': the name must not be empty"),
+        ("jsonl", b'{"step": 0, " ": 1}\n', "line 1, column ' ': the name must not be empty"),
+        (
+            "jsonl",
+            b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+            "line 2: not JSON (nested too deeply)",
+        ),
+        ("jsonl", b'{"step": ' + b"9" * 400 + b', "a": 1}\n', "is larger than the largest step"),
+        ("csv", b"step,a\n0,1\n1," + b"7" * 140_000 + b"\n", "line 3: field larger than field limit"),
+    ],
+)
 def test_hostile_files_are_a_400_naming_the_line_and_nothing_is_saved(client, auth, fmt, body, message):
     response = client.post(f"{URL}?format={fmt}&name=x", body, content_type="text/plain", **auth)
     assert response.status_code == 400, response.content
@@ -119,7 +144,10 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     run = make_run(alice, status=Run.Status.RUNNING)
     for key in ("", "  ", "a\u0000", "\ud800"):
         line = json.dumps({"step": 0, key: 1}).encode()
-        assert client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth).status_code == 400
+        assert (
+            client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth).status_code
+            == 400
+        )
         point = json.dumps([{"step": 0, "key": key, "value": 1}])
         ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
         assert ingest.status_code == 400, key

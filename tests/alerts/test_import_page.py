@@ -50,10 +50,18 @@ def test_csv_becomes_an_imported_run_with_points_and_events(alice_client, alice)
     assert response.status_code == 302 and response["Location"] == run.get_absolute_url()
     experiment = run.experiment
     assert (experiment.owner, experiment.name, experiment.imported, experiment.config) == (
-        alice, "FrozenLake from the cluster", True, {})
+        alice,
+        "FrozenLake from the cluster",
+        True,
+        {},
+    )
     series = load_series(str(path))
-    assert (run.status, run.label, run.step, run.total_steps) == ("completed", f"imported: {path.name}",
-                                                                   series[-1][0], series[-1][0])
+    assert (run.status, run.label, run.step, run.total_steps) == (
+        "completed",
+        f"imported: {path.name}",
+        series[-1][0],
+        series[-1][0],
+    )
     assert MetricPoint.objects.filter(run=run).count() == sum(len(values) for _, values in series)
     assert run.latest_metrics["train/success"] == series[-1][1]["train/success"]
     _, expected = Detector.replay(series)
@@ -89,22 +97,34 @@ def test_other_users_cannot_see_the_imported_run(alice_client, bob):
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("m.csv", b"step,train/success\n0,0.5\n1,abc\n", "line 3, column 'train/success': 'abc' is not a number"),
-    ("m.csv", b"epoch,train/success\n0,0.5\n", "line 1: no 'step' column"),
-    ("m.csv", b"step,a\n0,1\n1,2\n0,3\n", "line 4: step 0 already given on line 2"),
-    ("m.jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": "x"}\n', "line 2, column 'a': 'x' is not a number"),
-    ("m.jsonl", b'{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object"),
-    ("chart.png", PNG, "the data is binary"),
-    ("m.csv", b"step,a\n", "no data rows"),
-    ("m.csv", b"", "The submitted file is empty"),
-    ("m.csv", b"\n\n", "line 1: empty file"),
-    ("m.csv", b"step,a\n99999999999,1\n", "column 'step': 99999999999 is larger than"),
-    ("m.csv", ("step," + "k" * 101 + "\n0,1\n").encode(), "names are at most 100 characters"),
-    ("/etc/passwd", b"/etc/passwd", "no 'step' column"),  # content is never taken for a path
-])
-def test_bad_files_are_refused_naming_the_line_or_column_and_nothing_saved(alice_client, name, content,
-                                                                           message):
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        (
+            "m.csv",
+            b"step,train/success\n0,0.5\n1,abc\n",
+            "line 3, column 'train/success': 'abc' is not a number",
+        ),
+        ("m.csv", b"epoch,train/success\n0,0.5\n", "line 1: no 'step' column"),
+        ("m.csv", b"step,a\n0,1\n1,2\n0,3\n", "line 4: step 0 already given on line 2"),
+        (
+            "m.jsonl",
+            b'{"step": 0, "a": 1}\n{"step": 1, "a": "x"}\n',
+            "line 2, column 'a': 'x' is not a number",
+        ),
+        ("m.jsonl", b'{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object"),
+        ("chart.png", PNG, "the data is binary"),
+        ("m.csv", b"step,a\n", "no data rows"),
+        ("m.csv", b"", "The submitted file is empty"),
+        ("m.csv", b"\n\n", "line 1: empty file"),
+        ("m.csv", b"step,a\n99999999999,1\n", "column 'step': 99999999999 is larger than"),
+        ("m.csv", ("step," + "k" * 101 + "\n0,1\n").encode(), "names are at most 100 characters"),
+        ("/etc/passwd", b"/etc/passwd", "no 'step' column"),  # content is never taken for a path
+    ],
+)
+def test_bad_files_are_refused_naming_the_line_or_column_and_nothing_saved(
+    alice_client, name, content, message
+):
     response = upload(alice_client, name, content)
     assert response.status_code == 400
     assert message in response.content.decode().replace("&#x27;", "'")

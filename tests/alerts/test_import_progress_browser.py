@@ -10,8 +10,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 def csv_file(tmp_path, steps):
     path = tmp_path / "big-run.csv"
-    path.write_text("step,train/success,actor/grad_norm\n" +
-                    "".join(f"{step},{(step % 100) / 100:.6f},{1 + step % 7:.6f}\n" for step in range(steps)))
+    path.write_text(
+        "step,train/success,actor/grad_norm\n"
+        + "".join(f"{step},{(step % 100) / 100:.6f},{1 + step % 7:.6f}\n" for step in range(steps))
+    )
     return path
 
 
@@ -20,8 +22,10 @@ def test_a_large_upload_shows_its_progress_then_the_run(page, tmp_path):
     page.goto(f"{page.base}/import")
     cdp = page.context.new_cdp_session(page)
     cdp.send("Network.enable")
-    cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0, "downloadThroughput": -1,
-                                                   "uploadThroughput": 200_000})  # bytes/s: ~5 s to send
+    cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": 200_000},
+    )  # bytes/s: ~5 s to send
     page.set_input_files("#import-form input[type=file]", str(path))
     page.click("#import-form button[type=submit]")
     page.get_by_text("Uploading:").wait_for()

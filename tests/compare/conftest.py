@@ -1,6 +1,5 @@
 """Users and runs with configs, metric points and detector events, written straight to the database."""
 
-
 from trainer.config import TrainConfig
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
@@ -24,6 +23,6 @@ def points(run, key, values: dict[int, float]):
 
 
 def event(run, step, level, rule="reward_std_drop"):
-    return DetectorEvent.objects.create(run=run, step=step, level=level, rule=rule, message=f"{level} at {step}")
-
-
+    return DetectorEvent.objects.create(
+        run=run, step=step, level=level, rule=rule, message=f"{level} at {step}"
+    )

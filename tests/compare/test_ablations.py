@@ -48,7 +48,9 @@ def test_responses_per_prompt_keeps_the_batch_fixed(model):
     default = TrainConfig.preset("starpo", model={"name": model}).rollout
     runs = planned("responses-per-prompt", model=model)
     sizes = list(zip(values(runs, "rollout.env_groups"), values(runs, "rollout.group_size")))
-    assert [n for _, n in sizes] == [n for n in (1, 2, 4, 8, 16) if default.env_groups * default.group_size % n == 0]
+    assert [n for _, n in sizes] == [
+        n for n in (1, 2, 4, 8, 16) if default.env_groups * default.group_size % n == 0
+    ]
     assert len(sizes) >= 4 and {p * n for p, n in sizes} == {default.env_groups * default.group_size}
     assert set(values(runs, "algorithm.filter")) == {"none"}  # N = 1 is invalid with a filter
 
@@ -61,12 +63,16 @@ def test_each_ablation_grid_round_trips_through_the_forms_grid_text(key):
 
 
 def test_grid_values_may_be_flow_mappings_and_lists():
-    assert specs.parse_grid("rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}\n"
-                            "model.lora_target_modules = [q_proj, v_proj], [o_proj]") == {
+    assert specs.parse_grid(
+        "rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}\n"
+        "model.lora_target_modules = [q_proj, v_proj], [o_proj]"
+    ) == {
         "rollout": [{"env_groups": 32, "group_size": 4}, {"env_groups": 16, "group_size": 8}],
-        "model.lora_target_modules": [["q_proj", "v_proj"], ["o_proj"]]}
+        "model.lora_target_modules": [["q_proj", "v_proj"], ["o_proj"]],
+    }
     assert specs.parse_grid("env.params = {names: 'a, b]'}, {names: \"c\"}") == {
-        "env.params": [{"names": "a, b]"}, {"names": "c"}]}
+        "env.params": [{"names": "a, b]"}, {"names": "c"}]
+    }
 
 
 def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():
@@ -77,17 +83,23 @@ def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():
     assert "filter" in error.value.errors["rollout.group_size"]
 
 
-def test_one_click_creates_the_grid_and_opens_its_compare_page(alice_client, alice, forget_queued_messages,
-                                                                django_capture_on_commit_callbacks):
+def test_one_click_creates_the_grid_and_opens_its_compare_page(
+    alice_client, alice, forget_queued_messages, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
-        response = alice_client.post("/compare/ablations", {"ablation": "filter-ratio", "env": "", "model": "tiny",
-                                                            "seeds": "1, 2", "steps": "30"})
+        response = alice_client.post(
+            "/compare/ablations",
+            {"ablation": "filter-ratio", "env": "", "model": "tiny", "seeds": "1, 2", "steps": "30"},
+        )
     experiment = Experiment.objects.get(owner=alice)
     runs = list(experiment.runs.order_by("id"))
     assert response.status_code == 302
     assert response["Location"] == "/compare?runs=" + ",".join(str(run.pk) for run in runs)
     assert experiment.ablation == "filter-ratio" and experiment.preset == "starpo-s"
-    assert experiment.grid == {"algorithm.filter_ratio": [0.25, 0.5, 0.75, 1.0]} and experiment.seeds == [1, 2]
+    assert experiment.grid == {"algorithm.filter_ratio": [0.25, 0.5, 0.75, 1.0]} and experiment.seeds == [
+        1,
+        2,
+    ]
     assert len(runs) == 8 and {run.status for run in runs} == {Run.Status.QUEUED}
     assert all(run.enqueued_at is not None for run in runs)  # sent to the workers like any experiment
     assert {run.config["env"]["name"] for run in runs} == {"frozenlake"}
@@ -101,7 +113,9 @@ def test_one_click_creates_the_grid_and_opens_its_compare_page(alice_client, ali
 
 
 def test_paper_numbers_stand_beside_ours(alice_client, alice, forget_queued_messages):
-    alice_client.post("/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny", "seeds": "1, 2"})
+    alice_client.post(
+        "/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny", "seeds": "1, 2"}
+    )
     experiment = Experiment.objects.get(owner=alice)
     by_label = {run.label: run for run in experiment.runs.all()}
     points(by_label["seed=1 rollout.max_actions_per_turn=6"], "train/success", {0: 0.1, 49: 0.3})
@@ -116,19 +130,23 @@ def test_paper_numbers_stand_beside_ours(alice_client, alice, forget_queued_mess
 
 
 def test_too_many_runs_for_one_compare_page_are_refused_before_saving(alice_client, alice):
-    response = alice_client.post("/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny",
-                                                        "seeds": "1, 2, 3"})
+    response = alice_client.post(
+        "/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny", "seeds": "1, 2, 3"}
+    )
     assert response.status_code == 400
     assert "7 settings x 3 seeds make 21 runs" in response.content.decode()
     assert not Experiment.objects.exists() and not Run.objects.exists()
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("model", "../../etc", "no model folder"),
-    ("seeds", "1, x", "&#x27;x&#x27; is not a whole number"),
-    ("ablation", "collapse-everything", "Select a valid choice"),
-    ("env", "chess", "Select a valid choice"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("model", "../../etc", "no model folder"),
+        ("seeds", "1, x", "&#x27;x&#x27; is not a whole number"),
+        ("ablation", "collapse-everything", "Select a valid choice"),
+        ("env", "chess", "Select a valid choice"),
+    ],
+)
 def test_bad_input_names_the_field_and_saves_nothing(alice_client, field, value, message):
     data = {"ablation": "filter-ratio", "model": "tiny", "seeds": "1", field: value}
     response = alice_client.post("/compare/ablations", data)
@@ -147,7 +165,9 @@ def test_the_form_lists_every_ablation(alice_client):
 def test_generalization_validates_beside_the_training_environment():
     runs = planned("generalization", env="sokoban")
     assert values(runs, "algorithm.filter") == ["none", "top_ratio"]  # StarPO and StarPO-S
-    assert all(run.config["rollout"]["val_envs"] == ["sokoban", "frozenlake", "sokoban-alternate"] for run in runs)
+    assert all(
+        run.config["rollout"]["val_envs"] == ["sokoban", "frozenlake", "sokoban-alternate"] for run in runs
+    )
     bandit = planned("generalization")
     assert bandit[0].config["env"]["name"] == "bandit-teacher-engineer"
     assert bandit[0].config["rollout"]["val_envs"] == ["bandit-teacher-engineer", "bandit-librarian-trader"]

@@ -13,12 +13,14 @@ from webapp.compare.selection import MAX_RUNS
 def grid_runs(alice):
     """Three seeds of filter_ratio 0.5 and one of 1.0, with hand-chosen success values."""
     experiment = make_experiment(alice, "filter grid")
-    half = [make_run(experiment, f"seed={s} ratio=0.5", "starpo-s", {"algorithm.filter_ratio": 0.5, "seed": s})
-            for s in (1, 2, 3)]
+    half = [
+        make_run(experiment, f"seed={s} ratio=0.5", "starpo-s", {"algorithm.filter_ratio": 0.5, "seed": s})
+        for s in (1, 2, 3)
+    ]
     full = make_run(experiment, "seed=1 ratio=1.0", "starpo-s", {"algorithm.filter_ratio": 1.0, "seed": 1})
     points(half[0], "train/success", {0: 0.1, 1: 0.2, 2: 0.9})
     points(half[1], "train/success", {0: 0.3, 1: float("nan"), 2: 0.5})
-    points(half[2], "train/success", {0: 0.5, 1: 0.6})          # has not reached step 2
+    points(half[2], "train/success", {0: 0.5, 1: 0.6})  # has not reached step 2
     points(full, "train/success", {0: 0.0, 1: 1.0, 2: 0.25})
     return half, full
 
@@ -51,11 +53,21 @@ def test_group_aggregate_is_downsampled_without_losing_one_seeds_spike(alice_cli
     for run in runs:
         points(run, "actor/grad_norm", {step: 1.0 for step in range(1000)})
     points(runs[1], "actor/grad_norm", {537: 400.0})
-    body = get(alice_client, runs=f"{runs[0].pk},{runs[1].pk}", keys="actor/grad_norm", max_points=50,
-               group_by="seed").json()
+    body = get(
+        alice_client,
+        runs=f"{runs[0].pk},{runs[1].pk}",
+        keys="actor/grad_norm",
+        max_points=50,
+        group_by="seed",
+    ).json()
     assert [g["value"] for g in body["groups"]] == ["1", "2"]
-    body = get(alice_client, runs=f"{runs[0].pk},{runs[1].pk}", keys="actor/grad_norm", max_points=50,
-               group_by="experiment").json()
+    body = get(
+        alice_client,
+        runs=f"{runs[0].pk},{runs[1].pk}",
+        keys="actor/grad_norm",
+        max_points=50,
+        group_by="experiment",
+    ).json()
     (group,) = body["groups"]
     s = group["series"]["actor/grad_norm"]
     assert s["downsampled"] and len(s["step"]) == 50
@@ -93,15 +105,18 @@ def test_events_come_with_each_run(alice_client, grid_runs):
     assert body["runs"][1]["events"] == []
 
 
-@pytest.mark.parametrize("params, field, fragment", [
-    ({"runs": "3,abc"}, "runs", "'abc' is not a run id"),
-    ({"runs": "-4"}, "runs", "'-4' is not a run id"),
-    ({"runs": "99999999999999999999999"}, "runs", "is not a run id"),
-    ({}, "runs", "at least one run id"),
-    ({"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 2))}, "runs", f"at most {MAX_RUNS} runs"),
-    ({"runs": "1", "max_points": "lots"}, None, "max_points: must be an integer"),
-    ({"runs": "1", "max_points": "1"}, None, "max_points: must be between 2"),
-])
+@pytest.mark.parametrize(
+    "params, field, fragment",
+    [
+        ({"runs": "3,abc"}, "runs", "'abc' is not a run id"),
+        ({"runs": "-4"}, "runs", "'-4' is not a run id"),
+        ({"runs": "99999999999999999999999"}, "runs", "is not a run id"),
+        ({}, "runs", "at least one run id"),
+        ({"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 2))}, "runs", f"at most {MAX_RUNS} runs"),
+        ({"runs": "1", "max_points": "lots"}, None, "max_points: must be an integer"),
+        ({"runs": "1", "max_points": "1"}, None, "max_points: must be between 2"),
+    ],
+)
 def test_bad_input_is_a_400_naming_the_problem(alice_client, params, field, fragment):
     response = get(alice_client, **params)
     assert response.status_code == 400
@@ -135,8 +150,9 @@ def test_needs_a_login_or_a_token(client, alice, grid_runs):
     run = grid_runs[1]
     assert get(client, runs=str(run.pk)).status_code == 401
     token = ApiToken.issue(alice, "script")[1]
-    response = client.get("/api/compare", {"runs": str(run.pk), "keys": "train/success"},
-                          HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = client.get(
+        "/api/compare", {"runs": str(run.pk), "keys": "train/success"}, HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
     assert response.status_code == 200
     assert response.json()["series"][str(run.pk)]["train/success"]["value"] == [0.0, 1.0, 0.25]
 
@@ -172,8 +188,9 @@ def test_runs_loaded_side_by_side_match_one_after_another(transactional_db, clie
         points(run, "train/success", {step: (i * step) % 7 for step in range(400)})
         points(run, "actor/grad_norm", {step: i + step for step in range(0, 400, 3)})
     client.force_login(owner)
-    body = client.get("/api/compare", {"runs": ",".join(str(r.pk) for r in runs), "max_points": 50,
-                                       "bands": 1}).json()
+    body = client.get(
+        "/api/compare", {"runs": ",".join(str(r.pk) for r in runs), "max_points": 50, "bands": 1}
+    ).json()
     for run in runs:
         expected = {key: s.as_json() for key, s in load_series(run.pk, CHART_KEYS, max_points=50).items()}
         assert body["series"][str(run.pk)] == expected

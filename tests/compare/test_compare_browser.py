@@ -2,7 +2,6 @@
 experiment pages open one compare page with a coloured line per run in every chart, a legend click
 hides a run everywhere, the diff table shows only differing fields, the summary sorts."""
 
-
 import pytest
 
 from tests.compare.conftest import event, make_experiment, make_run, points
@@ -15,7 +14,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "compare"
 
 
-
 def line_traces(page, chart):
     """[(name, colour, visible, number of points)] of a chart's per-run lines (no bands, no markers)."""
     return page.evaluate(f"""document.getElementById('chart-{chart}').data
@@ -26,10 +24,12 @@ def line_traces(page, chart):
 def test_tick_runs_on_two_experiments_and_compare_them(page):
     lr = make_experiment(page.user, "lr sweep")
     grpo = make_experiment(page.user, "grpo try")
-    runs = [make_run(lr, "seed=1 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 1}, step=100),
-            make_run(lr, "seed=2 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 2}, step=100),
-            make_run(lr, "seed=3 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 3}, step=100),
-            make_run(grpo, "seed=1", preset="grpo", config={"seed": 1}, step=100)]
+    runs = [
+        make_run(lr, "seed=1 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 1}, step=100),
+        make_run(lr, "seed=2 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 2}, step=100),
+        make_run(lr, "seed=3 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 3}, step=100),
+        make_run(grpo, "seed=1", preset="grpo", config={"seed": 1}, step=100),
+    ]
     for i, run in enumerate(runs):
         points(run, "train/success", {s: min(1.0, (i + 1) * s / 400) for s in range(100)})
         points(run, "actor/grad_norm", {s: 1.0 + i for s in range(100)})
@@ -63,8 +63,10 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
         colours = chart_colours
     success = line_traces(page, "success")
     assert [t[3] for t in success] == [100, 10, 100, 10, 100, 10]  # train (100 steps) and val (every 10)
-    assert page.evaluate("document.getElementById('chart-grad_norm').data.filter(t => t.meta === 'events')"
-                         ".map(t => Array.from(t.x))") == [[60]]
+    assert page.evaluate(
+        "document.getElementById('chart-grad_norm').data.filter(t => t.meta === 'events')"
+        ".map(t => Array.from(t.x))"
+    ) == [[60]]
 
     # A legend click hides the run in every chart, another click shows it again.
     legend_entry = page.locator("#run-legend .legend-entry", has_text=f"#{runs[2].pk} {runs[2].label}")
@@ -72,7 +74,9 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
     assert legend_entry.get_attribute("aria-pressed") == "false"
     for chart in ("success", "grad_norm"):
-        assert [t[2] for t in line_traces(page, chart) if t[0].startswith(f"#{runs[2].pk}")][0] == "legendonly"
+        assert [t[2] for t in line_traces(page, chart) if t[0].startswith(f"#{runs[2].pk}")][
+            0
+        ] == "legendonly"
         assert all(t[2] is True for t in line_traces(page, chart) if not t[0].startswith(f"#{runs[2].pk}"))
     legend_entry.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 3")
@@ -91,25 +95,40 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     assert rows.count() == 3
     header = page.locator("#summary-table th", has_text="Final success")
     header.click()
-    order = page.eval_on_selector_all("#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))")
+    order = page.eval_on_selector_all(
+        "#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))"
+    )
     assert order == [runs[0].pk, runs[2].pk, runs[3].pk]
     header.click()
-    order = page.eval_on_selector_all("#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))")
+    order = page.eval_on_selector_all(
+        "#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))"
+    )
     assert order == [runs[3].pk, runs[2].pk, runs[0].pk]
 
     # Grouping by experiment draws a mean with a band per group.
     page.select_option("#group-by", "experiment")
     page.wait_for_function("document.getElementById('chart-success').data.some(t => t.fill === 'tonexty')")
-    groups = page.evaluate("document.getElementById('chart-success').data"
-                           ".filter(t => String(t.meta).startsWith('group-')).map(t => t.name)")
+    groups = page.evaluate(
+        "document.getElementById('chart-success').data"
+        ".filter(t => String(t.meta).startsWith('group-')).map(t => t.name)"
+    )
     assert groups[0].endswith("lr sweep (2 runs)") and groups[-1].endswith("grpo try (1 run)")
     page.screenshot(path=str(ARTIFACTS / "compare-grouped.png"), full_page=True)
 
 
 def test_charts_of_live_runs_move_with_each_poll(page):
     experiment = make_experiment(page.user, "live pair")
-    runs = [make_run(experiment, f"seed={seed}", config={"seed": seed}, status=Run.Status.RUNNING, step=0,
-                     total_steps=40) for seed in (1, 2)]
+    runs = [
+        make_run(
+            experiment,
+            f"seed={seed}",
+            config={"seed": seed},
+            status=Run.Status.RUNNING,
+            step=0,
+            total_steps=40,
+        )
+        for seed in (1, 2)
+    ]
     token = ApiToken.issue(page.user, "trainer")[1]
     zigzag = {s: (s * s % 7) / 7 for s in range(12)}  # no three points in line: each one is a vertex
 
@@ -141,8 +160,11 @@ def test_charts_of_live_runs_move_with_each_poll(page):
 
 def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     experiment = make_experiment(page.user, "lr pair")
-    runs = [make_run(experiment, f"lr={lr} seed={seed}", config={"optim.actor_lr": lr, "seed": seed}, step=50)
-            for lr in (0.001, 0.0001) for seed in (1, 2)]
+    runs = [
+        make_run(experiment, f"lr={lr} seed={seed}", config={"optim.actor_lr": lr, "seed": seed}, step=50)
+        for lr in (0.001, 0.0001)
+        for seed in (1, 2)
+    ]
     for i, run in enumerate(runs):
         points(run, "train/success", {s: (s * s % 7) / 7 + i / 10 for s in range(50)})
     page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
@@ -152,8 +174,10 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
 
     line_colours = page.evaluate("""Array.from(document.querySelectorAll('#chart-success path.js-line'))
         .map(p => getComputedStyle(p).stroke).filter(c => c !== 'rgba(0, 0, 0, 0)')""")
-    swatch = ("(run) => getComputedStyle(document.querySelector(`#summary-table .swatch[data-run='${run}']`))"
-              ".backgroundColor")
+    swatch = (
+        "(run) => getComputedStyle(document.querySelector(`#summary-table .swatch[data-run='${run}']`))"
+        ".backgroundColor"
+    )
     swatches = [page.evaluate(swatch, run.pk) for run in runs]
     assert swatches[0] == swatches[1] and swatches[2] == swatches[3] and swatches[0] != swatches[2]
     assert set(swatches) <= set(line_colours)

@@ -16,10 +16,24 @@ def three(alice):
     first = make_experiment(alice, "lr sweep")
     second = make_experiment(alice, "grpo try")
     start = timezone.now() - timedelta(hours=2)
-    a = make_run(first, "seed=1 optim.actor_lr=0.0007", config={"optim.actor_lr": 0.0007, "seed": 1},
-                 step=200, started_at=start, finished_at=start + timedelta(hours=4), device="cuda:0 (H100)")
-    b = make_run(first, "seed=2 optim.actor_lr=0.0007", config={"optim.actor_lr": 0.0007, "seed": 2},
-                 step=50, status=Run.Status.RUNNING, started_at=start, heartbeat_at=start + timedelta(minutes=30))
+    a = make_run(
+        first,
+        "seed=1 optim.actor_lr=0.0007",
+        config={"optim.actor_lr": 0.0007, "seed": 1},
+        step=200,
+        started_at=start,
+        finished_at=start + timedelta(hours=4),
+        device="cuda:0 (H100)",
+    )
+    b = make_run(
+        first,
+        "seed=2 optim.actor_lr=0.0007",
+        config={"optim.actor_lr": 0.0007, "seed": 2},
+        step=50,
+        status=Run.Status.RUNNING,
+        started_at=start,
+        heartbeat_at=start + timedelta(minutes=30),
+    )
     c = make_run(second, "seed=1", preset="grpo", config={"seed": 1})
     points(a, "train/success", {0: 0.1, 10: 0.8, 20: 0.4, 30: float("nan")})
     points(a, "val/success", {0: 0.0, 20: 0.35})
@@ -35,7 +49,7 @@ def page(client, runs):
 
 def summary_row(html: str, run) -> str:
     start = html.index(f'<tr data-run="{run.pk}">')
-    return html[start:html.index("</tr>", start)]
+    return html[start : html.index("</tr>", start)]
 
 
 def test_summary_has_final_best_val_events_speed_and_device(alice_client, three):
@@ -58,7 +72,7 @@ def test_summary_has_final_best_val_events_speed_and_device(alice_client, three)
 def test_config_diff_marks_only_the_differing_fields(alice_client, three):
     a, b, c = three
     html = page(alice_client, f"{a.pk},{b.pk},{c.pk}").content.decode()
-    diff = html[html.index('id="config-diff"'):]
+    diff = html[html.index('id="config-diff"') :]
     differing = {part.split("</code>")[0] for part in diff.split('<tr class="differs"><th><code>')[1:]}
     # a and b differ in seed; grpo (c) differs from starpo in the advantage and the learning rate
     assert {"seed", "optim.actor_lr", "algorithm.advantage"} <= differing
@@ -70,9 +84,13 @@ def test_config_diff_marks_only_the_differing_fields(alice_client, three):
 def test_config_diff_leaves_imported_runs_out_of_the_comparison(alice_client, alice):
     trained = make_experiment(alice, "trained")
     imported = make_experiment(alice, "imported", imported=True)
-    runs = [make_run(trained, "seed=1", config={"seed": 1}), make_run(trained, "seed=2", config={"seed": 2}),
-            Run.objects.create(experiment=imported, label="imported: a.csv", config={},
-                               status=Run.Status.COMPLETED)]
+    runs = [
+        make_run(trained, "seed=1", config={"seed": 1}),
+        make_run(trained, "seed=2", config={"seed": 2}),
+        Run.objects.create(
+            experiment=imported, label="imported: a.csv", config={}, status=Run.Status.COMPLETED
+        ),
+    ]
     html = alice_client.get("/compare", {"runs": ",".join(str(run.pk) for run in runs)}).content.decode()
     diff = html.split('id="config-diff"')[1].split("</table>")[0]
     differing = {part.split("</code>")[0] for part in diff.split('<tr class="differs"><th><code>')[1:]}
@@ -99,7 +117,9 @@ def test_missing_and_foreign_runs_get_the_same_notice(client, alice, bob, three)
     assert "secret" not in foreign and "seed=9" not in foreign
 
     def notices(html):
-        return html[html.index('id="compare-notices"'):html.index("</ul>", html.index('id="compare-notices"'))]
+        return html[
+            html.index('id="compare-notices"') : html.index("</ul>", html.index('id="compare-notices"'))
+        ]
 
     assert notices(foreign).replace(str(bobs.pk), "ID") == notices(missing).replace(str(bobs.pk + 1000), "ID")
 

@@ -5,27 +5,30 @@ import pytest
 from diagnostics import Detector, aliases
 
 
-@pytest.mark.parametrize("foreign, ours", [
-    ("rollout/in_group_std", "train/reward_std_in_group"),
-    ("reward_std", "train/reward_std_in_group"),
-    ("frac_reward_zero_std", "train/frac_zero_std_groups"),
-    ("actor/entropy_loss", "actor/entropy"),
-    ("entropy", "actor/entropy"),
-    ("grad_norm", "actor/grad_norm"),
-    ("critic/score/mean", "train/reward_mean"),
-    ("reward", "train/reward_mean"),
-    ("completions/mean_length", "response/tokens_mean"),
-    ("response_length/mean", "response/tokens_mean"),
-    ("success", "train/success"),
-    ("clip_ratio/high_mean", "actor/clip_frac_high"),
-    ("clip_ratio/region_mean", "actor/clip_frac"),
-    ("kl", "actor/kl_ref"),
-    ("actor/pg_clipfrac", "actor/clip_frac"),
-    ("actor/ppo_kl", "actor/approx_kl"),
-    ("actor/kl_loss", "actor/kl_ref"),
-    ("actor/entropy", "actor/entropy"),
-    ("actor/grad_norm", "actor/grad_norm"),
-])
+@pytest.mark.parametrize(
+    "foreign, ours",
+    [
+        ("rollout/in_group_std", "train/reward_std_in_group"),
+        ("reward_std", "train/reward_std_in_group"),
+        ("frac_reward_zero_std", "train/frac_zero_std_groups"),
+        ("actor/entropy_loss", "actor/entropy"),
+        ("entropy", "actor/entropy"),
+        ("grad_norm", "actor/grad_norm"),
+        ("critic/score/mean", "train/reward_mean"),
+        ("reward", "train/reward_mean"),
+        ("completions/mean_length", "response/tokens_mean"),
+        ("response_length/mean", "response/tokens_mean"),
+        ("success", "train/success"),
+        ("clip_ratio/high_mean", "actor/clip_frac_high"),
+        ("clip_ratio/region_mean", "actor/clip_frac"),
+        ("kl", "actor/kl_ref"),
+        ("actor/pg_clipfrac", "actor/clip_frac"),
+        ("actor/ppo_kl", "actor/approx_kl"),
+        ("actor/kl_loss", "actor/kl_ref"),
+        ("actor/entropy", "actor/entropy"),
+        ("actor/grad_norm", "actor/grad_norm"),
+    ],
+)
 def test_known_keys_map_to_ours(foreign, ours):
     assert aliases.canonical({foreign: 1}) == {ours: 1.0}
 
@@ -41,7 +44,9 @@ def test_our_key_wins_over_an_alias_in_either_order():
 
 def test_keys_without_an_equivalent_keep_their_names():
     assert aliases.canonical({"completions/clipped_ratio": 0.5, "clip_ratio/low_mean": 0.1}) == {
-        "completions/clipped_ratio": 0.5, "clip_ratio/low_mean": 0.1}
+        "completions/clipped_ratio": 0.5,
+        "clip_ratio/low_mean": 0.1,
+    }
 
 
 def test_none_is_dropped_and_a_string_is_an_error():

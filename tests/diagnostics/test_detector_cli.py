@@ -12,8 +12,13 @@ RUN = ROOT / "tests/data/detector/frozenlake-ppo-s0.csv"
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "diagnostics", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "diagnostics", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def live_events(path, overrides=None):

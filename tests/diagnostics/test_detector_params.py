@@ -20,20 +20,23 @@ def test_an_int_is_accepted_for_a_float():
     assert Detector({"grad_spike": {"tolerance": 5}}).params["grad_spike"].tolerance == 5
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"grad_spikes": {}}, "grad_spikes: unknown rule"),
-    ({"grad_spike": {"tol": 5.0}}, "grad_spike.tol: unknown parameter"),
-    ({"grad_spike": {"tolerance": "5"}}, "grad_spike.tolerance: expected float, got '5'"),
-    ({"grad_spike": {"tolerance": True}}, "grad_spike.tolerance: expected float, got True"),
-    ({"grad_spike": {"tolerance": float("nan")}}, "grad_spike.tolerance: must be a finite number"),
-    ({"grad_spike": {"tolerance": -1.0}}, "grad_spike.tolerance: must be >= 0.0"),
-    ({"collapse": {"pending": 2.5}}, "collapse.pending: expected int, got 2.5"),
-    ({"collapse": {"pending": 0}}, "collapse.pending: must be >= 1"),
-    ({"collapse": {"fraction": 1.5}}, "collapse.fraction: must be <= 1.0"),
-    ({"collapse": {"enabled": 1}}, "collapse.enabled: expected bool, got 1"),
-    ({"collapse": [1]}, "collapse: expected an object"),
-    ([1], "overrides: expected an object"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"grad_spikes": {}}, "grad_spikes: unknown rule"),
+        ({"grad_spike": {"tol": 5.0}}, "grad_spike.tol: unknown parameter"),
+        ({"grad_spike": {"tolerance": "5"}}, "grad_spike.tolerance: expected float, got '5'"),
+        ({"grad_spike": {"tolerance": True}}, "grad_spike.tolerance: expected float, got True"),
+        ({"grad_spike": {"tolerance": float("nan")}}, "grad_spike.tolerance: must be a finite number"),
+        ({"grad_spike": {"tolerance": -1.0}}, "grad_spike.tolerance: must be >= 0.0"),
+        ({"collapse": {"pending": 2.5}}, "collapse.pending: expected int, got 2.5"),
+        ({"collapse": {"pending": 0}}, "collapse.pending: must be >= 1"),
+        ({"collapse": {"fraction": 1.5}}, "collapse.fraction: must be <= 1.0"),
+        ({"collapse": {"enabled": 1}}, "collapse.enabled: expected bool, got 1"),
+        ({"collapse": [1]}, "collapse: expected an object"),
+        ([1], "overrides: expected an object"),
+    ],
+)
 def test_bad_overrides_name_the_rule_and_parameter(overrides, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         Detector(overrides)
@@ -51,4 +54,5 @@ def test_rule_params_lists_every_rule_and_parameter_with_defaults_and_help():
             assert p["type"] in ("bool", "int", "float")
     assert described["collapse"]["level"] == "collapse"
     assert {"tolerance", "window", "pending", "recovery", "smoothing", "enabled"} <= {
-        p["name"] for p in described["grad_spike"]["params"]}
+        p["name"] for p in described["grad_spike"]["params"]
+    }

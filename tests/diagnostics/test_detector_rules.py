@@ -114,9 +114,9 @@ def test_thinking_decay_fires_below_fraction_of_peak_not_on_slow_shrink():
     key = "response/think_tokens_mean"
     slow = [140 * (1 - 0.002 * i) for i in range(200)]  # healthy: 60% of the peak after 200 steps
     assert feed(only("thinking_decay", pending=3), key, slow) == []
-    fast = [140.0] * 20 + [140 * 0.9 ** i for i in range(1, 30)]
+    fast = [140.0] * 20 + [140 * 0.9**i for i in range(1, 30)]
     events = feed(only("thinking_decay", pending=3, **RAW), key, fast)
-    first_below = 20 + next(i for i in range(1, 30) if 0.9 ** i < 0.4) - 1
+    first_below = 20 + next(i for i in range(1, 30) if 0.9**i < 0.4) - 1
     assert levels(events) == [(first_below + 2, "warning")]
 
 
@@ -147,7 +147,8 @@ def test_an_isolated_grad_spike_that_recovers_is_info_and_never_a_warning():
     values = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05] * 3 + [60.0] + [1.0, 1.1, 0.9] * 5
     events = feed(Detector(), GRAD, values)
     assert [(e["step"], e["level"], e["rule"]) for e in events if e["level"] != "resolved"] == [
-        (18, "info", "grad_spike")]
+        (18, "info", "grad_spike")
+    ]
 
 
 def test_grad_unstable_warns_when_the_norm_stays_up():
@@ -217,8 +218,17 @@ def test_steps_must_increase():
 
 
 def test_replay_rebuilds_the_state_of_a_restarted_worker():
-    history = [(s, {"train/success": min(0.05 * s, 0.6) if s < 60 else 0.1, STD: 0.4 if s < 40 else 0.05,
-                    GRAD: 1.0 if s != 70 else math.nan}) for s in range(100)]
+    history = [
+        (
+            s,
+            {
+                "train/success": min(0.05 * s, 0.6) if s < 60 else 0.1,
+                STD: 0.4 if s < 40 else 0.05,
+                GRAD: 1.0 if s != 70 else math.nan,
+            },
+        )
+        for s in range(100)
+    ]
     live = Detector()
     before = [e for step, m in history[:50] for e in live.update(step, m)]
     restarted, replayed = Detector.replay(history[:50])

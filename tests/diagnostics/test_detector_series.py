@@ -38,26 +38,31 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         load_series(path, fmt="xml")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("step,actor/grad_norm\n0,1\n1,2\n2,3\n3,4\n4,5\n5,6\n6,abc\n",
-     "line 8, column 'actor/grad_norm': 'abc' is not a number"),
-    ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
-    ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0 already given on line 2"),
-    ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
-    ("step,a\n0,1\n,2\n", "line 3, column 'step': empty"),
-    ("step,a\n0,1,2\n", "line 2: 3 cells, the header has 2"),
-    ("step,a,a\n0,1,2\n", "line 1: column 'a' appears twice"),
-    ("step,,b\n0,1,2\n", "line 1, column 2: empty column name"),
-    ("\n", "line 1: empty file"),
-    ('{"step": 0}\n{"step": 1, "a": "abc"}\n', "line 2, column 'a': 'abc' is not a number"),
-    ('{"step": 0}\n{"step": 1, "a": true}\n', "line 2, column 'a': True is not a number"),
-    ('{"step": 0}\n{"step": 1, "a": [1]}\n', "line 2, column 'a': [1] is not a number"),
-    ('{"step": 0}\n{"a": 1}\n', "line 2: no 'step' key"),
-    ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
-    ('{"step": 0}\n{"step": 1,\n', "line 2: not JSON"),
-    ('{"step": -1}\n', "line 1, key 'step': -1 is not a whole step number"),
-    ('{"step": 0}\n{"step": 0}\n', "line 2: step 0 already given on line 1"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "step,actor/grad_norm\n0,1\n1,2\n2,3\n3,4\n4,5\n5,6\n6,abc\n",
+            "line 8, column 'actor/grad_norm': 'abc' is not a number",
+        ),
+        ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
+        ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0 already given on line 2"),
+        ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
+        ("step,a\n0,1\n,2\n", "line 3, column 'step': empty"),
+        ("step,a\n0,1,2\n", "line 2: 3 cells, the header has 2"),
+        ("step,a,a\n0,1,2\n", "line 1: column 'a' appears twice"),
+        ("step,,b\n0,1,2\n", "line 1, column 2: empty column name"),
+        ("\n", "line 1: empty file"),
+        ('{"step": 0}\n{"step": 1, "a": "abc"}\n', "line 2, column 'a': 'abc' is not a number"),
+        ('{"step": 0}\n{"step": 1, "a": true}\n', "line 2, column 'a': True is not a number"),
+        ('{"step": 0}\n{"step": 1, "a": [1]}\n', "line 2, column 'a': [1] is not a number"),
+        ('{"step": 0}\n{"a": 1}\n', "line 2: no 'step' key"),
+        ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
+        ('{"step": 0}\n{"step": 1,\n', "line 2: not JSON"),
+        ('{"step": -1}\n', "line 1, key 'step': -1 is not a whole step number"),
+        ('{"step": 0}\n{"step": 0}\n', "line 2: step 0 already given on line 1"),
+    ],
+)
 def test_bad_input_names_the_line_and_column(text, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         load_series(text)

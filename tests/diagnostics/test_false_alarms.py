@@ -41,9 +41,14 @@ def test_rising_success_with_falling_reward_std_gives_no_warning(seed):
     rows = []
     for step in range(120):
         p = 0.3 + 0.6 * min(step / 80, 1.0)
-        rows.append({SUCCESS: sampled(p, 32, rng), STD: 0.45 * (1 - min(step / 60, 0.9)),
-                     "response/think_tokens_mean": 60 * (1 - min(step / 50, 0.9)),
-                     "actor/entropy": 1.8 * (1 - min(step / 40, 0.8)) + rng.gauss(0, 0.05)})
+        rows.append(
+            {
+                SUCCESS: sampled(p, 32, rng),
+                STD: 0.45 * (1 - min(step / 60, 0.9)),
+                "response/think_tokens_mean": 60 * (1 - min(step / 50, 0.9)),
+                "actor/entropy": 1.8 * (1 - min(step / 40, 0.8)) + rng.gauss(0, 0.05),
+            }
+        )
     assert alarms(replay(rows)) == []
 
 
@@ -105,8 +110,10 @@ def test_the_success_trend_uses_mean_reward_when_success_is_not_logged():
 
 
 def template_run(mi, above, entropy):
-    return [{"collapse/mi_estimate": m, "collapse/retrieval_above_chance": a, "actor/entropy": e}
-            for m, a, e in zip(mi, above, entropy)]
+    return [
+        {"collapse/mi_estimate": m, "collapse/retrieval_above_chance": a, "actor/entropy": e}
+        for m, a, e in zip(mi, above, entropy)
+    ]
 
 
 def test_template_collapse_fires_when_mi_and_retrieval_fall_while_entropy_stays_up():

@@ -21,8 +21,11 @@ def scored():
 
 def test_every_file_has_a_label_and_every_label_a_file():
     labels = load_labels(FOLDER)
-    files = {str(p.relative_to(FOLDER)) for p in [*FOLDER.iterdir(), *(FOLDER / "real").glob("*")]
-             if p.suffix in (".csv", ".jsonl")}
+    files = {
+        str(p.relative_to(FOLDER))
+        for p in [*FOLDER.iterdir(), *(FOLDER / "real").glob("*")]
+        if p.suffix in (".csv", ".jsonl")
+    }
     assert files == set(labels)
     for name, label in labels.items():
         assert isinstance(label["collapse"], bool), name
@@ -36,8 +39,11 @@ def test_the_set_has_both_kinds(scored):
 def test_every_collapse_after_the_first_ten_steps_is_flagged_before_success_halves(scored):
     # Before step 10 no drop rule has judged (min_steps) and the run's start is barely known; such a
     # collapse (real/bandit-grpo-lr2e-3-s1, success halved at step 7) is scored by bench/detector.py.
-    late = [r.run.name for r in scored["results"]
-            if r.run.collapse and r.run.half_peak_step > 10 and not (r.lead and r.lead > 0)]
+    late = [
+        r.run.name
+        for r in scored["results"]
+        if r.run.collapse and r.run.half_peak_step > 10 and not (r.lead and r.lead > 0)
+    ]
     assert late == []
 
 

@@ -81,13 +81,16 @@ def test_one_valid_pull_ends_the_episode_with_feedback():
     assert dragon_feedback == {"Dragon: 1 points", "Dragon: 0 points"}
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"low_risk_name": "  "}, "low_risk_name"),
-    ({"high_risk_name": "b"}, "high_risk_name"),
-    ({"high_risk_name": "Up || Down"}, "high_risk_name"),
-    ({"low_risk_name": "Dragon", "high_risk_name": "dragon"}, "high_risk_name"),
-    ({"low_risk_reward": -1}, "low_risk_reward"),
-])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"low_risk_name": "  "}, "low_risk_name"),
+        ({"high_risk_name": "b"}, "high_risk_name"),
+        ({"high_risk_name": "Up || Down"}, "high_risk_name"),
+        ({"low_risk_name": "Dragon", "high_risk_name": "dragon"}, "high_risk_name"),
+        ({"low_risk_reward": -1}, "low_risk_reward"),
+    ],
+)
 def test_bad_names_and_payouts(params, field):
     with pytest.raises(envs.ParamError) as caught:
         envs.make("bandit", **params)

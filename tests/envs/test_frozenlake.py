@@ -20,7 +20,7 @@ def gym_transitions(desc):
 def start_at(desc, row, col):
     """The same map with the start moved to (row, col); S is frozen ice, so the dynamics do not change."""
     rows = [line.replace("S", "F") for line in desc]
-    rows[row] = rows[row][:col] + "S" + rows[row][col + 1:]
+    rows[row] = rows[row][:col] + "S" + rows[row][col + 1 :]
     return rows
 
 
@@ -49,7 +49,11 @@ def test_slippery_transitions_match_gymnasium():
             for next_state, probability in expected.items():
                 # 4-sigma binomial bound on each outcome's count.
                 sigma = math.sqrt(trials * probability * (1 - probability))
-                assert abs(seen[next_state] - trials * probability) <= 4 * sigma + 1, (state, action, next_state)
+                assert abs(seen[next_state] - trials * probability) <= 4 * sigma + 1, (
+                    state,
+                    action,
+                    next_state,
+                )
 
 
 def test_not_slippery_moves_exactly_and_borders_stop_the_player():
@@ -84,12 +88,15 @@ def test_map_accepts_gymnasium_desc_text_and_commas():
     assert as_list == envs.validate_params("frozenlake", {"map": "SFFF\n FHFH\nFFFH\nHFFG\n"})["map"]
 
 
-@pytest.mark.parametrize("desc, message", [
-    ("SFF,FF", "frozenlake.map row 2 has 2 tiles, row 1 has 3"),
-    ("SFG,FXF", "frozenlake.map row 2: unknown tile 'X'"),
-    ("SFG,SFF", "exactly one start S, got 2"),
-    ("SFF,FFF", "needs a goal G"),
-])
+@pytest.mark.parametrize(
+    "desc, message",
+    [
+        ("SFF,FF", "frozenlake.map row 2 has 2 tiles, row 1 has 3"),
+        ("SFG,FXF", "frozenlake.map row 2: unknown tile 'X'"),
+        ("SFG,SFF", "exactly one start S, got 2"),
+        ("SFF,FFF", "needs a goal G"),
+    ],
+)
 def test_bad_maps_are_rejected(desc, message):
     with pytest.raises(envs.ParamError, match=message) as caught:
         envs.make("frozenlake", map=desc)
@@ -116,8 +123,13 @@ def gym_value_iteration(desc):
     transitions = gym_transitions(desc)
     values = [0.0] * len(transitions)
     while True:
-        updated = [max(sum(p * (reward + (0.0 if done else values[nxt])) for p, nxt, reward, done in outcomes)
-                       for outcomes in transitions[state].values()) for state in range(len(transitions))]
+        updated = [
+            max(
+                sum(p * (reward + (0.0 if done else values[nxt])) for p, nxt, reward, done in outcomes)
+                for outcomes in transitions[state].values()
+            )
+            for state in range(len(transitions))
+        ]
         if max(abs(a - b) for a, b in zip(updated, values)) < 1e-13:
             return updated[0]
         values = updated
@@ -132,7 +144,9 @@ def test_oracle_value_iteration_agrees_with_gymnasium(desc):
 
 def test_oracle_with_an_action_budget():
     map_params = {"map": GYM_4X4}
-    assert envs.oracle_success("frozenlake", map_params, [0], max_actions=5) == 0.0  # the goal is 6 moves away
+    assert (
+        envs.oracle_success("frozenlake", map_params, [0], max_actions=5) == 0.0
+    )  # the goal is 6 moves away
     short = envs.oracle_success("frozenlake", map_params, [0], max_actions=10)
     assert 0.0 < short < envs.oracle_success("frozenlake", map_params, [0])
     assert envs.oracle_success("frozenlake", {"map": GYM_4X4, "slippery": False}, [0], max_actions=6) == 1.0
@@ -146,11 +160,21 @@ def test_oracle_playout_matches_its_expected_success():
     values = {(r, c): 0.0 for r in range(4) for c in range(4)}
     values[(3, 3)] = 1.0
     for _ in range(1000):
-        values = {cell: values[cell] if GYM_4X4[cell[0]][cell[1]] in "HG" else
-                  max(sum(p * values[nxt] for nxt, p in env.transitions(cell, action).items()) for action in ACTIONS)
-                  for cell in values}
-    best_action = {cell: max(ACTIONS, key=lambda a, cell=cell: sum(
-        p * values[nxt] for nxt, p in env.transitions(cell, a).items())) for cell in values}
+        values = {
+            cell: values[cell]
+            if GYM_4X4[cell[0]][cell[1]] in "HG"
+            else max(
+                sum(p * values[nxt] for nxt, p in env.transitions(cell, action).items()) for action in ACTIONS
+            )
+            for cell in values
+        }
+    best_action = {
+        cell: max(
+            ACTIONS,
+            key=lambda a, cell=cell: sum(p * values[nxt] for nxt, p in env.transitions(cell, a).items()),
+        )
+        for cell in values
+    }
     episodes = 1000
     wins = 0
     for seed in range(episodes):

@@ -111,20 +111,38 @@ def test_form_strings_are_converted():
     assert envs.validate_params("sokoban", {"dim_room": 7.0})["dim_room"] == 7
 
 
-@pytest.mark.parametrize("name, params, field, message", [
-    ("sokoban", {"dim_room": 40}, "dim_room", "sokoban.dim_room must be between 5 and 12, got 40"),
-    ("sokoban", {"dim_room": "six"}, "dim_room", "sokoban.dim_room must be an integer, got 'six'"),
-    ("sokoban", {"dim_room": True}, "dim_room", "sokoban.dim_room must be an integer, got True"),
-    ("sokoban", {"dim_room": 6.5}, "dim_room", "must be an integer"),
-    ("sokoban", {"vocabulary": "emoji"}, "vocabulary", "sokoban.vocabulary must be one of 'default', 'alternate'"),
-    ("sokoban", {"dim_room": 5, "num_boxes": 3}, "num_boxes", "num_boxes=3 does not fit a 5x5 room"),
-    ("sokoban-large", {"colour": "red"}, "colour", "sokoban-large.colour is not a parameter"),
-    ("frozenlake", {"frozen_prob": math.nan}, "frozen_prob", "must be a finite number"),
-    ("frozenlake", {"frozen_prob": 0}, "frozen_prob", "frozenlake.frozen_prob must be between 0.1 and 1.0, got 0"),
-    ("frozenlake", {"slippery": "maybe"}, "slippery", "frozenlake.slippery must be true or false"),
-    ("frozenlake", {"map": 7}, "map", "frozenlake.map must be text"),
-    ("bandit", {"high_risk_prob": 1.5}, "high_risk_prob", "bandit.high_risk_prob must be between 0.0 and 1.0"),
-])
+@pytest.mark.parametrize(
+    "name, params, field, message",
+    [
+        ("sokoban", {"dim_room": 40}, "dim_room", "sokoban.dim_room must be between 5 and 12, got 40"),
+        ("sokoban", {"dim_room": "six"}, "dim_room", "sokoban.dim_room must be an integer, got 'six'"),
+        ("sokoban", {"dim_room": True}, "dim_room", "sokoban.dim_room must be an integer, got True"),
+        ("sokoban", {"dim_room": 6.5}, "dim_room", "must be an integer"),
+        (
+            "sokoban",
+            {"vocabulary": "emoji"},
+            "vocabulary",
+            "sokoban.vocabulary must be one of 'default', 'alternate'",
+        ),
+        ("sokoban", {"dim_room": 5, "num_boxes": 3}, "num_boxes", "num_boxes=3 does not fit a 5x5 room"),
+        ("sokoban-large", {"colour": "red"}, "colour", "sokoban-large.colour is not a parameter"),
+        ("frozenlake", {"frozen_prob": math.nan}, "frozen_prob", "must be a finite number"),
+        (
+            "frozenlake",
+            {"frozen_prob": 0},
+            "frozen_prob",
+            "frozenlake.frozen_prob must be between 0.1 and 1.0, got 0",
+        ),
+        ("frozenlake", {"slippery": "maybe"}, "slippery", "frozenlake.slippery must be true or false"),
+        ("frozenlake", {"map": 7}, "map", "frozenlake.map must be text"),
+        (
+            "bandit",
+            {"high_risk_prob": 1.5},
+            "high_risk_prob",
+            "bandit.high_risk_prob must be between 0.0 and 1.0",
+        ),
+    ],
+)
 def test_bad_params_name_the_field(name, params, field, message):
     with pytest.raises(envs.ParamError, match=message.replace(".", r"\.").replace("(", r"\(")) as caught:
         envs.validate_params(name, params)

@@ -41,10 +41,13 @@ def test_moving_a_box_from_target_to_target_earns_nothing_extra():
     assert observation.splitlines()[1] == "#_S√_#"  # the player now stands on the vacated target
 
 
-@pytest.mark.parametrize("level", [
-    "######\n#@$# #\n#   .#\n######",   # wall behind the box
-    "#######\n#@$$..#\n#######",        # a second box behind the box
-])
+@pytest.mark.parametrize(
+    "level",
+    [
+        "######\n#@$# #\n#   .#\n######",  # wall behind the box
+        "#######\n#@$$..#\n#######",  # a second box behind the box
+    ],
+)
 def test_blocked_push_changes_nothing_but_costs_a_step(level):
     env, [(observation, reward, done, info)] = play(level, "Right")
     assert observation == envs.make("sokoban", level=level).reset(seed=0)
@@ -70,8 +73,15 @@ def test_symbols_and_alternate_vocabulary():
     assert env.reset(seed=0) == "WWWWWW\nW@B.CW\nW....W\nWWWWWW"
     env.step("Right")
     assert env.render() == "WWWWWW\nWGABCW\nW....W\nWWWWWW"
-    assert env.symbols == {"W": "wall", ".": "empty floor", "G": "target", "B": "box", "C": "box on target",
-                           "A": "player", "@": "player on target"}
+    assert env.symbols == {
+        "W": "wall",
+        ".": "empty floor",
+        "G": "target",
+        "B": "box",
+        "C": "box on target",
+        "A": "player",
+        "@": "player on target",
+    }
     assert "W wall" in env.instruction
 
 
@@ -117,16 +127,19 @@ def test_xsb_round_trip():
     assert text.splitlines()[:4] == ["Title: Tiny", "#####", "#@$.#", "#####"]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("Title: x\n\n#####\n#$. #\n#####", "XSB line 3: no player"),
-    ("#####\n#@$.#\n#$  #\n#####", "XSB line 1: 2 boxes but 1 goals"),
-    ("#####\n#@$.#\n#  .#\n#####", "XSB line 1: 1 boxes but 2 goals"),
-    ("#####\n#@$. \n#####", "XSB line 2: the walls are not closed"),
-    ("#####\n#@$.#\n#  \n####", "XSB line 3: the walls are not closed"),
-    ("#####\n#@$.#\n#x  #\n#####", "XSB line 3: unknown character 'x' at column 2"),
-    ("#####\n#@$.#\n#@  #\n#####", "XSB line 3: a second player"),
-    ("; only comments", "XSB text contains no level"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("Title: x\n\n#####\n#$. #\n#####", "XSB line 3: no player"),
+        ("#####\n#@$.#\n#$  #\n#####", "XSB line 1: 2 boxes but 1 goals"),
+        ("#####\n#@$.#\n#  .#\n#####", "XSB line 1: 1 boxes but 2 goals"),
+        ("#####\n#@$. \n#####", "XSB line 2: the walls are not closed"),
+        ("#####\n#@$.#\n#  \n####", "XSB line 3: the walls are not closed"),
+        ("#####\n#@$.#\n#x  #\n#####", "XSB line 3: unknown character 'x' at column 2"),
+        ("#####\n#@$.#\n#@  #\n#####", "XSB line 3: a second player"),
+        ("; only comments", "XSB text contains no level"),
+    ],
+)
 def test_malformed_xsb_names_the_line(text, message):
     with pytest.raises(ValueError, match=message):
         parse_xsb(text)
@@ -147,7 +160,9 @@ def shortest_by_brute_force(level, longest):
     return None
 
 
-@pytest.mark.parametrize("text", ["######\n#  . #\n# $  #\n#  @ #\n######", "#######\n#.  $ #\n#  @  #\n#######"])
+@pytest.mark.parametrize(
+    "text", ["######\n#  . #\n# $  #\n#  @ #\n######", "#######\n#.  $ #\n#  @  #\n#######"]
+)
 def test_solver_is_optimal_and_its_solution_replays(text):
     level = parse_xsb(text)[0]
     solution = solve(level)
@@ -219,7 +234,9 @@ def test_a_thousand_generated_rooms_are_all_solvable(preset, dim, boxes):
         level = generate_room(random.Random(seed), dim, boxes, params["search_budget"])
         assert (level.width, level.height, len(level.boxes), len(level.goals)) == (dim, dim, boxes, boxes)
         assert not level.boxes & level.goals and level.player not in level.boxes
-        border = {level.cell(r, c) for r in range(dim) for c in range(dim) if r in (0, dim - 1) or c in (0, dim - 1)}
+        border = {
+            level.cell(r, c) for r in range(dim) for c in range(dim) if r in (0, dim - 1) or c in (0, dim - 1)
+        }
         assert border <= level.walls
         assert is_solvable(level), to_xsb(level)
         if seed % 50 == 0:  # the optimal solver, slower, on a sample
@@ -258,7 +275,11 @@ def _reachable_box_cells(floor: set[int], target: int, player: int, width: int) 
             if walk in floor and walk != box and (box, walk) not in seen:
                 seen.add((box, walk))
                 todo.append((box, walk))
-            if player == box + delta and box + 2 * delta in floor and (box + delta, box + 2 * delta) not in seen:
+            if (
+                player == box + delta
+                and box + 2 * delta in floor
+                and (box + delta, box + 2 * delta) not in seen
+            ):
                 seen.add((box + delta, box + 2 * delta))  # the player steps away from the box, dragging it
                 todo.append((box + delta, box + 2 * delta))
     return {box for box, _ in seen}
@@ -268,6 +289,7 @@ def test_one_box_rooms_score_by_displacement_alone():
     """RAGEN's gym-sokoban counts box swaps, not pulls: with one box every pulled state has one swap, so the
     room kept is a farthest one from the target (pulls x displacement preferred long detours)."""
     from envs.sokoban.generator import random_walk_floor, reverse_play
+
     rng, dim, checked = random.Random(3), 8, 0  # in 6x6 rooms both scores mostly agree
     for _ in range(300):
         floor = random_walk_floor(rng, dim, int(1.7 * 2 * dim))
@@ -279,7 +301,9 @@ def test_one_box_rooms_score_by_displacement_alone():
         if found is None:
             assert not reachable
             continue
-        distance = {cell: abs(cell // dim - target // dim) + abs(cell % dim - target % dim) for cell in reachable}
+        distance = {
+            cell: abs(cell // dim - target // dim) + abs(cell % dim - target % dim) for cell in reachable
+        }
         assert distance[found[0][0]] == max(distance.values())
         checked += 1
     assert checked > 100
@@ -290,6 +314,7 @@ def test_player_wander_follows_ragen(p_start):
     """In a corridor the walk cannot turn back (no revisits), so the distance walked is the number of steps:
     none with 1 - p_start; then 1, 2 or 3 steps with p_start * (1/2, 1/4, 1/4)."""
     from envs.sokoban.generator import wander
+
     width, n = 20, 8000
     corridor = {width + col for col in range(1, 19)}
     start = width + 10

@@ -35,7 +35,9 @@ def test_postgres_keeps_its_data_in_a_volume():
 
 def test_web_migrates_then_runs_gunicorn_with_whitenoise_static():
     command = " ".join(command_of("web"))
-    assert command.index("migrate") < command.index("collectstatic") < command.index("exec gunicorn webapp.wsgi")
+    assert (
+        command.index("migrate") < command.index("collectstatic") < command.index("exec gunicorn webapp.wsgi")
+    )
     from django.conf import settings
 
     assert "whitenoise.middleware.WhiteNoiseMiddleware" in settings.MIDDLEWARE

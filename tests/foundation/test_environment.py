@@ -10,8 +10,14 @@ from tests.helpers import REPO_ROOT
 
 def manage(*args, **env):
     base = {"PATH": "/usr/bin:/bin", "ECHOLAB_VAR": env.pop("var"), "HOME": "/tmp"}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_ROOT, env={**base, **env},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO_ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize(
@@ -22,7 +28,11 @@ def manage(*args, **env):
         ("DATABASE_URL", "postgres://u@localhost:99999/db", "DATABASE_URL: the port"),
         ("DATABASE_URL", "postgres://u@localhost:5432/", "DATABASE_URL: no database name"),
         ("CELERY_BROKER_URL", "redis:/localhost", "CELERY_BROKER_URL: expected a URL"),
-        ("CELERY_BROKER_URL", "redis://localhost:6379/abc", "CELERY_BROKER_URL: redis database must be a number"),
+        (
+            "CELERY_BROKER_URL",
+            "redis://localhost:6379/abc",
+            "CELERY_BROKER_URL: redis database must be a number",
+        ),
         ("EMAIL_URL", "smtp://", "EMAIL_URL: no host"),
         ("EMAIL_URL", "pigeon://coop", "EMAIL_URL: unsupported scheme 'pigeon'"),
         ("DEBUG", "maybe", "DEBUG: expected true/false"),
@@ -48,9 +58,14 @@ def test_defaults_need_no_server(tmp_path):
 
 def test_check_deploy_passes_with_production_values(tmp_path):
     result = manage(
-        "check", "--deploy", "--fail-level", "WARNING", var=str(tmp_path),
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        var=str(tmp_path),
         SECRET_KEY="x" * 30 + "production-like-secret-key-of-sufficient-length",
-        SITE_URL="https://echolab.example.org", ALLOWED_HOSTS="echolab.example.org",
+        SITE_URL="https://echolab.example.org",
+        ALLOWED_HOSTS="echolab.example.org",
         DATABASE_URL="postgres://echolab:pw@db.example.org:5432/echolab",
         CELERY_BROKER_URL="redis://redis.example.org:6379/0",
         EMAIL_URL="smtp+tls://alerts:pw@smtp.example.org:587",

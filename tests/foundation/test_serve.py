@@ -14,7 +14,6 @@ import pytest
 from tests.helpers import REPO_ROOT, free_port, wait_for
 
 
-
 def get_json(url):
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -27,34 +26,65 @@ def get_json(url):
 def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_path, tiny_model_dir):
     # tiny_model_dir points MODEL_ROOT at the session's tiny model, so serve need not build its own.
     port = free_port()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "EMAIL_URL")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "EMAIL_URL")
+    }
     env.pop("SITE_URL", None)
     env.update(ECHOLAB_VAR=str(tmp_path), PYTHONUNBUFFERED="1")
     log = open(tmp_path / "serve.log", "w+")
-    serve = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port), "--no-demo"],
-                             cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    serve = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port), "--no-demo"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
-        status, body = wait_for(lambda: get_json(f"http://127.0.0.1:{port}/healthz"), timeout=120,
-                                message="healthz")
+        status, body = wait_for(
+            lambda: get_json(f"http://127.0.0.1:{port}/healthz"), timeout=120, message="healthz"
+        )
         assert status == 200 and body["status"] == "ok"
         assert (tmp_path / "echolab.sqlite3").exists()
         log_text = lambda: (tmp_path / "serve.log").read_text()  # noqa: E731
-        wait_for(lambda: re.search(r"gpu@\S+ ready", log_text()) and re.search(r"default@\S+ ready", log_text()),
-                 timeout=120, message="both workers ready")
-        subprocess.run([sys.executable, "manage.py", "shell", "-c",
-                        "from worker.tasks import ping; ping.apply_async(args=['embedded'], queue='default')"],
-                       cwd=REPO_ROOT, env=env, check=True, timeout=60)
+        wait_for(
+            lambda: re.search(r"gpu@\S+ ready", log_text()) and re.search(r"default@\S+ ready", log_text()),
+            timeout=120,
+            message="both workers ready",
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "manage.py",
+                "shell",
+                "-c",
+                "from worker.tasks import ping; ping.apply_async(args=['embedded'], queue='default')",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            check=True,
+            timeout=60,
+        )
         database = sqlite3.connect(tmp_path / "echolab.sqlite3")
-        wait_for(lambda: database.execute("select count(*) from core_workerping where nonce='embedded'").fetchone()[0],
-                 timeout=60, message="the ping through the filesystem broker")
+        wait_for(
+            lambda: database.execute(
+                "select count(*) from core_workerping where nonce='embedded'"
+            ).fetchone()[0],
+            timeout=60,
+            message="the ping through the filesystem broker",
+        )
         database.close()
         output = (tmp_path / "serve.log").read_text()
         assert "Created login: user 'admin', password '" in output
         password = output.split("password '")[1].split("'")[0]
         # Once every process serves, the URL and the login come again, below the start-up noise.
         wait_for(lambda: "EchoLab is ready at" in log_text(), timeout=60, message="the ready line")
-        assert f"EchoLab is ready at http://127.0.0.1:{port}/: log in as 'admin' with password '{password}'" in log_text()
+        assert (
+            f"EchoLab is ready at http://127.0.0.1:{port}/: log in as 'admin' with password '{password}'"
+            in log_text()
+        )
         # Email links name the port served on (SITE_URL is not set here).
         web_pid = int(log_text().split("started web (pid ")[1].split(")")[0])
         environ = open(f"/proc/{web_pid}/environ", "rb").read().split(b"\0")
@@ -65,7 +95,11 @@ def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_pa
     output = (tmp_path / "serve.log").read_text()
     assert "Stopped." in output, output[-3000:]
     assert "did not stop" not in output, output[-3000:]  # each process stopped on SIGTERM, none was killed
-    pids = [int(line.rsplit("pid ", 1)[1].rstrip(")")) for line in output.splitlines() if "started " in line and "(pid " in line]
+    pids = [
+        int(line.rsplit("pid ", 1)[1].rstrip(")"))
+        for line in output.splitlines()
+        if "started " in line and "(pid " in line
+    ]
     assert len(pids) == 4, output[-3000:]
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
@@ -75,18 +109,35 @@ def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_pa
 @pytest.mark.slow
 def test_a_first_start_answers_at_once_while_the_tiny_model_builds(tmp_path):
     port = free_port()
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "EMAIL_URL", "SITE_URL")}
-    env.update(ECHOLAB_VAR=str(tmp_path), MODEL_ROOT=str(tmp_path / "models"), PYTHONUNBUFFERED="1",
-               ECHOLAB_THREADS="1")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "EMAIL_URL", "SITE_URL")
+    }
+    env.update(
+        ECHOLAB_VAR=str(tmp_path),
+        MODEL_ROOT=str(tmp_path / "models"),
+        PYTHONUNBUFFERED="1",
+        ECHOLAB_THREADS="1",
+    )
     log = open(tmp_path / "serve.log", "w+")
-    serve = subprocess.Popen([sys.executable, "manage.py", "serve", "--port", str(port)],
-                             cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    serve = subprocess.Popen(
+        [sys.executable, "manage.py", "serve", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         # The model takes minutes; the server must not wait for it.
-        status, body = wait_for(lambda: get_json(f"http://127.0.0.1:{port}/healthz"), timeout=60, message="healthz")
+        status, body = wait_for(
+            lambda: get_json(f"http://127.0.0.1:{port}/healthz"), timeout=60, message="healthz"
+        )
         assert status == 200
-        wait_for(lambda: (tmp_path / "first-start.json").exists(), timeout=60, message="the build's progress file")
+        wait_for(
+            lambda: (tmp_path / "first-start.json").exists(), timeout=60, message="the build's progress file"
+        )
         assert "Building the tiny local model" in (tmp_path / "serve.log").read_text()
         progress = json.loads((tmp_path / "first-start.json").read_text())
         assert progress["state"] == "building" and progress["steps"] == 150
@@ -95,11 +146,18 @@ def test_a_first_start_answers_at_once_while_the_tiny_model_builds(tmp_path):
         database = sqlite3.connect(tmp_path / "echolab.sqlite3")
         assert database.execute("select count(*) from experiments_experiment").fetchone()[0] == 0
         database.close()
-        build_pid = next(int(line.split()[0]) for line in subprocess.run(
-            ["ps", "-ww", "-o", "pid=,args=", "--ppid", str(serve.pid)], capture_output=True, text=True).stdout.splitlines()
-            if "tiny_model.build" in line)
+        build_pid = next(
+            int(line.split()[0])
+            for line in subprocess.run(
+                ["ps", "-ww", "-o", "pid=,args=", "--ppid", str(serve.pid)], capture_output=True, text=True
+            ).stdout.splitlines()
+            if "tiny_model.build" in line
+        )
     finally:
         os.killpg(serve.pid, signal.SIGINT)
         serve.wait(timeout=60)
     assert "Stopped." in (tmp_path / "serve.log").read_text()
-    assert not os.path.exists(f"/proc/{build_pid}") or "zombie" in open(f"/proc/{build_pid}/status").read().lower()
+    assert (
+        not os.path.exists(f"/proc/{build_pid}")
+        or "zombie" in open(f"/proc/{build_pid}/status").read().lower()
+    )

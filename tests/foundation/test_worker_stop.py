@@ -11,7 +11,9 @@ import pytest
 
 
 def test_a_worker_stops_on_sigterm_to_its_process_group(start_worker, tmp_path):
-    worker = start_worker("default", extra_args=("--concurrency", "2"), CELERY_BROKER_URL="", ECHOLAB_VAR=tmp_path)
+    worker = start_worker(
+        "default", extra_args=("--concurrency", "2"), CELERY_BROKER_URL="", ECHOLAB_VAR=tmp_path
+    )
     time.sleep(3)  # the pool's children settle into waiting for a task
     os.killpg(worker.process.pid, signal.SIGTERM)
     try:

@@ -16,10 +16,12 @@ def test_panel_draws_mi_retrieval_with_its_chance_line_and_the_regime_scatter(pa
     run = make_run(page.user, status=Run.Status.COMPLETED)
     points = []
     for i, step in enumerate(range(0, 40, 5)):  # measured every 5 steps; MI falls, retrieval to chance
-        points += [(step, "collapse/mi_estimate", max(0.6 - 0.1 * i, 0.02)),
-                   (step, "collapse/retrieval_acc", max(0.9 - 0.1 * i, 0.25)),
-                   (step, "collapse/retrieval_chance", 0.25),
-                   (step, "collapse/conditional_entropy", 1.2 + 0.1 * i)]
+        points += [
+            (step, "collapse/mi_estimate", max(0.6 - 0.1 * i, 0.02)),
+            (step, "collapse/retrieval_acc", max(0.9 - 0.1 * i, 0.25)),
+            (step, "collapse/retrieval_chance", 0.25),
+            (step, "collapse/conditional_entropy", 1.2 + 0.1 * i),
+        ]
     MetricPoint.upsert(run.pk, points + [(s, "train/success", 0.5) for s in range(40)])
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.locator("#collapse-mi .scatterlayer .trace").first.wait_for()
@@ -27,7 +29,10 @@ def test_panel_draws_mi_retrieval_with_its_chance_line_and_the_regime_scatter(pa
     assert not page.locator("#collapse-no-data").is_visible()
     assert page.locator("#collapse-mi .scatterlayer .trace").count() == 3  # MI, retrieval, chance
     assert page.locator("#collapse-mi .legendtext").all_text_contents() == [
-        "MI estimate (nats)", "retrieval accuracy", "chance"]
+        "MI estimate (nats)",
+        "retrieval accuracy",
+        "chance",
+    ]
     assert page.locator("#collapse-regime .scatterlayer .point").count() == 8  # one per measured step
     assert "step" in page.locator("#collapse-regime .colorbar").text_content()
     if os.environ.get("SCREENSHOTS"):

@@ -5,10 +5,17 @@ from webapp.metrics.models import Sample
 
 
 def test_events_list_in_step_order(alice_client, run):
-    DetectorEvent.objects.create(run=run, step=30, level="collapse", rule="entropy_drop", message="entropy fell",
-                                 signals={"entropy": 0.01})
-    DetectorEvent.objects.create(run=run, step=12, level="warning", rule="grad_spike", message="spike",
-                                 signals={"grad_norm": 80.0})
+    DetectorEvent.objects.create(
+        run=run,
+        step=30,
+        level="collapse",
+        rule="entropy_drop",
+        message="entropy fell",
+        signals={"entropy": 0.01},
+    )
+    DetectorEvent.objects.create(
+        run=run, step=12, level="warning", rule="grad_spike", message="spike", signals={"grad_norm": 80.0}
+    )
     body = alice_client.get(f"/api/runs/{run.pk}/events").json()
     assert [(e["step"], e["level"], e["rule"], e["message"], e["signals"]) for e in body["events"]] == [
         (12, "warning", "grad_spike", "spike", {"grad_norm": 80.0}),

@@ -18,8 +18,17 @@ def content(response) -> str:
 
 
 def fill(run):
-    MetricPoint.upsert(run.pk, [(0, "train/success", 0.5), (0, "actor/grad_norm", 1.25), (1, "train/success", math.nan),
-                                (2, "actor/grad_norm", math.inf), (2, "train/success", None), (3, "val/success", -math.inf)])
+    MetricPoint.upsert(
+        run.pk,
+        [
+            (0, "train/success", 0.5),
+            (0, "actor/grad_norm", 1.25),
+            (1, "train/success", math.nan),
+            (2, "actor/grad_norm", math.inf),
+            (2, "train/success", None),
+            (3, "val/success", -math.inf),
+        ],
+    )
 
 
 def test_csv_has_a_step_column_and_one_column_per_key(alice_client, run):
@@ -62,16 +71,30 @@ def test_jsonl_export_can_be_ingested_back(alice_client, run, alice_token, alice
 
     fill(run)
     copy = make_run(alice)
-    points = [{"step": row["step"], "key": key, "value": value}
-              for row in map(json.loads, content(alice_client.get(URL.format(run.pk), {"format": "jsonl"})).splitlines())
-              for key, value in row.items() if key != "step"]
-    response = alice_client.post(f"/api/runs/{copy.pk}/metrics", data=json.dumps(points),
-                                 content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {alice_token}")
+    points = [
+        {"step": row["step"], "key": key, "value": value}
+        for row in map(
+            json.loads, content(alice_client.get(URL.format(run.pk), {"format": "jsonl"})).splitlines()
+        )
+        for key, value in row.items()
+        if key != "step"
+    ]
+    response = alice_client.post(
+        f"/api/runs/{copy.pk}/metrics",
+        data=json.dumps(points),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {alice_token}",
+    )
     assert response.status_code == 200
 
     def dump(r):
-        return [(s, k, "nan" if v is not None and math.isnan(v) else v)
-                for s, k, v in MetricPoint.objects.filter(run=r).order_by("step", "key").values_list("step", "key", "value")]
+        return [
+            (s, k, "nan" if v is not None and math.isnan(v) else v)
+            for s, k, v in MetricPoint.objects.filter(run=r)
+            .order_by("step", "key")
+            .values_list("step", "key", "value")
+        ]
+
     assert dump(copy) == dump(run)
 
 
@@ -81,7 +104,10 @@ def test_empty_run_exports_a_header_only(alice_client, run):
 
 def test_unknown_format_is_400(alice_client, run):
     response = alice_client.get(URL.format(run.pk), {"format": "xlsx"})
-    assert response.status_code == 400 and response.json()["error"] == "format: must be one of csv, jsonl, got 'xlsx'"
+    assert (
+        response.status_code == 400
+        and response.json()["error"] == "format: must be one of csv, jsonl, got 'xlsx'"
+    )
 
 
 def test_another_users_run_is_404(bob_client, run):

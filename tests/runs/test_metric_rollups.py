@@ -57,7 +57,6 @@ def test_a_batch_overlapping_stored_points_overwrites_them_and_appends_the_rest(
     assert MetricRollup.objects.get(run=run, key="loss", bucket=0).count == 15
 
 
-
 def test_deleting_a_run_deletes_its_points_and_rollups(run):
     # The points table has no foreign key constraint in the database: Django's on_delete does this.
     MetricPoint.upsert(run.pk, [(step, "loss", 1.0) for step in range(5)])

@@ -12,8 +12,12 @@ URL = "/api/runs/{}/metrics"
 
 
 def post(client, run, body, token, raw=None):
-    return client.post(URL.format(run.pk), data=raw if raw is not None else json.dumps(body),
-                       content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client.post(
+        URL.format(run.pk),
+        data=raw if raw is not None else json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
 
 
 def stored(run):
@@ -21,7 +25,10 @@ def stored(run):
 
 
 def test_ingest_is_idempotent_and_overwrites_a_resent_step(client, run, alice_token):
-    points = [{"step": 0, "key": "train/success", "value": 0.25}, {"step": 1, "key": "train/success", "value": 0.5}]
+    points = [
+        {"step": 0, "key": "train/success", "value": 0.25},
+        {"step": 1, "key": "train/success", "value": 0.5},
+    ]
     first = post(client, run, points, alice_token)
     assert first.status_code == 200 and first.json()["written"] == 2
     assert post(client, run, {"points": points}, alice_token).status_code == 200
@@ -32,8 +39,16 @@ def test_ingest_is_idempotent_and_overwrites_a_resent_step(client, run, alice_to
 
 
 def test_latest_metrics_hold_the_value_at_the_highest_step(client, run, alice_token):
-    post(client, run, [{"step": 5, "key": "a", "value": 5}, {"step": 2, "key": "a", "value": 2},
-                       {"step": 1, "key": "b", "value": "NaN"}], alice_token)
+    post(
+        client,
+        run,
+        [
+            {"step": 5, "key": "a", "value": 5},
+            {"step": 2, "key": "a", "value": 2},
+            {"step": 1, "key": "b", "value": "NaN"},
+        ],
+        alice_token,
+    )
     # A late batch for an earlier step does not replace the latest value.
     post(client, run, [{"step": 3, "key": "a", "value": 3}], alice_token)
     run.refresh_from_db()
@@ -41,43 +56,58 @@ def test_latest_metrics_hold_the_value_at_the_highest_step(client, run, alice_to
 
 
 def test_non_finite_strings_and_null_are_stored(client, run, alice_token):
-    response = post(client, run, [{"step": 0, "key": "k", "value": "NaN"}, {"step": 1, "key": "k", "value": "Infinity"},
-                                  {"step": 2, "key": "k", "value": "-Infinity"}, {"step": 3, "key": "k", "value": None},
-                                  {"step": 4, "key": "k", "value": 7}], alice_token)
+    response = post(
+        client,
+        run,
+        [
+            {"step": 0, "key": "k", "value": "NaN"},
+            {"step": 1, "key": "k", "value": "Infinity"},
+            {"step": 2, "key": "k", "value": "-Infinity"},
+            {"step": 3, "key": "k", "value": None},
+            {"step": 4, "key": "k", "value": 7},
+        ],
+        alice_token,
+    )
     assert response.status_code == 200
     values = [value for _, _, value in stored(run)]
     assert math.isnan(values[0]) and values[1:3] == [math.inf, -math.inf] and values[3:] == [None, 7.0]
 
 
 def test_duplicate_points_in_one_batch_keep_the_last(client, run, alice_token):
-    response = post(client, run, [{"step": 0, "key": "k", "value": 1}, {"step": 0, "key": "k", "value": 2}], alice_token)
+    response = post(
+        client, run, [{"step": 0, "key": "k", "value": 1}, {"step": 0, "key": "k", "value": 2}], alice_token
+    )
     assert response.status_code == 200 and response.json()["written"] == 1
     assert stored(run) == [(0, "k", 2.0)]
 
 
-@pytest.mark.parametrize("point, field, problem", [
-    ({"key": "k", "value": 1}, "step", "is required"),
-    ({"step": -1, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
-    ({"step": 1.5, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
-    ({"step": "3", "key": "k", "value": 1}, "step", "must be a non-negative integer"),
-    ({"step": True, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
-    ({"step": 2**31, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
-    ({"step": 1, "value": 1}, "key", "is required"),
-    ({"step": 1, "key": "", "value": 1}, "key", "must be a non-empty string"),
-    ({"step": 1, "key": "   ", "value": 1}, "key", "must be a non-empty string"),
-    ({"step": 1, "key": "x" * 101, "value": 1}, "key", "must be a non-empty string of at most 100"),
-    ({"step": 1, "key": 5, "value": 1}, "key", "must be a non-empty string"),
-    ({"step": 1, "key": "a\u0000b", "value": 1}, "key", "must be a non-empty string"),
-    ({"step": 1, "key": "k"}, "value", "is required"),
-    ({"step": 1, "key": "k", "value": "0.5"}, "value", "must be a number, null"),
-    ({"step": 1, "key": "k", "value": "nan"}, "value", "must be a number, null"),
-    ({"step": 1, "key": "k", "value": [1]}, "value", "must be a number, null"),
-    ({"step": 1, "key": "k", "value": False}, "value", "must be a number, null"),
-    ({"step": 1, "key": "k", "value": 10**400}, "value", "must be a number, null"),
-    ({"step": 1, "key": "k", "value": 1, "wall_time": 3}, "wall_time", "unknown field"),
-])
-def test_a_bad_point_is_400_naming_index_and_field_and_nothing_is_written(client, run, alice_token,
-                                                                          point, field, problem):
+@pytest.mark.parametrize(
+    "point, field, problem",
+    [
+        ({"key": "k", "value": 1}, "step", "is required"),
+        ({"step": -1, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
+        ({"step": 1.5, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
+        ({"step": "3", "key": "k", "value": 1}, "step", "must be a non-negative integer"),
+        ({"step": True, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
+        ({"step": 2**31, "key": "k", "value": 1}, "step", "must be a non-negative integer"),
+        ({"step": 1, "value": 1}, "key", "is required"),
+        ({"step": 1, "key": "", "value": 1}, "key", "must be a non-empty string"),
+        ({"step": 1, "key": "   ", "value": 1}, "key", "must be a non-empty string"),
+        ({"step": 1, "key": "x" * 101, "value": 1}, "key", "must be a non-empty string of at most 100"),
+        ({"step": 1, "key": 5, "value": 1}, "key", "must be a non-empty string"),
+        ({"step": 1, "key": "a\u0000b", "value": 1}, "key", "must be a non-empty string"),
+        ({"step": 1, "key": "k"}, "value", "is required"),
+        ({"step": 1, "key": "k", "value": "0.5"}, "value", "must be a number, null"),
+        ({"step": 1, "key": "k", "value": "nan"}, "value", "must be a number, null"),
+        ({"step": 1, "key": "k", "value": [1]}, "value", "must be a number, null"),
+        ({"step": 1, "key": "k", "value": False}, "value", "must be a number, null"),
+        ({"step": 1, "key": "k", "value": 10**400}, "value", "must be a number, null"),
+        ({"step": 1, "key": "k", "value": 1, "wall_time": 3}, "wall_time", "unknown field"),
+    ],
+)
+def test_a_bad_point_is_400_naming_index_and_field_and_nothing_is_written(
+    client, run, alice_token, point, field, problem
+):
     good = {"step": 0, "key": "k", "value": 1.0}
     response = post(client, run, [good, good, good, point], alice_token)
     assert response.status_code == 400
@@ -87,11 +117,14 @@ def test_a_bad_point_is_400_naming_index_and_field_and_nothing_is_written(client
     assert stored(run) == []
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"step": 1, "key": "k", "value": 1}, 'body: must be a list of points or {"points": [...]}'),
-    ({"points": "many"}, "points: must be a list"),
-    ([1, {"step": 0, "key": "k", "value": 0}], "points[0]: must be an object with step, key and value"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"step": 1, "key": "k", "value": 1}, 'body: must be a list of points or {"points": [...]}'),
+        ({"points": "many"}, "points: must be a list"),
+        ([1, {"step": 0, "key": "k", "value": 0}], "points[0]: must be an object with step, key and value"),
+    ],
+)
 def test_malformed_batches_are_400(client, run, alice_token, body, message):
     response = post(client, run, body, alice_token)
     assert response.status_code == 400 and response.json()["error"] == message
@@ -103,8 +136,9 @@ def test_invalid_json_is_400(client, run, alice_token):
 
 
 def test_every_bad_point_is_listed(client, run, alice_token):
-    response = post(client, run, [{"step": -1, "key": "k", "value": 1}, {"step": 0, "key": "", "value": "x"}],
-                    alice_token)
+    response = post(
+        client, run, [{"step": -1, "key": "k", "value": 1}, {"step": 0, "key": "", "value": "x"}], alice_token
+    )
     assert response.json()["errors"] == {
         "points[0].step": "must be a non-negative integer (at most 2147483647)",
         "points[1].key": "must be a non-empty string of at most 100 characters (valid Unicode, no NUL)",
@@ -131,7 +165,9 @@ def test_too_large_body_is_413(client, run, alice_token):
 
 def test_body_beyond_djangos_upload_limit_is_413_not_400(client, run, alice_token, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
-    response = post(client, run, None, alice_token, raw=json.dumps([{"step": 0, "key": "k" * 2000, "value": 0}]))
+    response = post(
+        client, run, None, alice_token, raw=json.dumps([{"step": 0, "key": "k" * 2000, "value": 0}])
+    )
     assert response.status_code == 413
     assert response.json()["error"] == "request body is larger than the server's limit of 1024 bytes"
 
@@ -157,12 +193,21 @@ def test_session_post_without_csrf_token_is_403(run, alice):
     assert response.status_code == 403
 
 
-@pytest.mark.parametrize("raw, field", [
-    ('[{"step": 0, "key": "ok", "value": 1}, {"step": 1, "key": "a\\ud800b", "value": 1}]', "points[1].key"),
-    ('[{"step": 0, "key": "ok", "value": ' + "9" * 5000 + "}]", "points[0].value"),
-    ('[{"step": ' + "9" * 5000 + ', "key": "ok", "value": 1}]', "points[0].step"),
-    ('[{"step": 0, "key": "ok", "value": 1}, {"step": 1, "key": "\\u0000", "value": 1}]', "points[1].key"),
-])
+@pytest.mark.parametrize(
+    "raw, field",
+    [
+        (
+            '[{"step": 0, "key": "ok", "value": 1}, {"step": 1, "key": "a\\ud800b", "value": 1}]',
+            "points[1].key",
+        ),
+        ('[{"step": 0, "key": "ok", "value": ' + "9" * 5000 + "}]", "points[0].value"),
+        ('[{"step": ' + "9" * 5000 + ', "key": "ok", "value": 1}]', "points[0].step"),
+        (
+            '[{"step": 0, "key": "ok", "value": 1}, {"step": 1, "key": "\\u0000", "value": 1}]',
+            "points[1].key",
+        ),
+    ],
+)
 def test_hostile_points_are_400_naming_the_point_and_nothing_is_written(client, run, alice_token, raw, field):
     response = post(client, run, None, alice_token, raw=raw)
     assert response.status_code == 400

@@ -33,17 +33,25 @@ def test_single_step_spike_survives_100k_steps_at_1000_points(alice_client, run)
 
 
 def test_short_series_come_back_whole_without_band(alice_client, run):
-    MetricPoint.upsert(run.pk, [(0, "train/success", 0.1), (1, "train/success", 0.2), (3, "train/success", 0.5)])
+    MetricPoint.upsert(
+        run.pk, [(0, "train/success", 0.1), (1, "train/success", 0.2), (3, "train/success", 0.5)]
+    )
     body = alice_client.get(URL.format(run.pk), {"keys": "train/success,val/success"}).json()
-    assert body["series"]["train/success"] == {"step": [0, 1, 3], "value": [0.1, 0.2, 0.5], "downsampled": False}
+    assert body["series"]["train/success"] == {
+        "step": [0, 1, 3],
+        "value": [0.1, 0.2, 0.5],
+        "downsampled": False,
+    }
     assert body["series"]["val/success"] == {"step": [], "value": [], "downsampled": False}
 
 
 def test_sql_bucketing_matches_the_numpy_reference(run):
     rng = random.Random(7)
     steps = sorted(rng.sample(range(50_000), 5_000))
-    values = [rng.choice([None, math.nan, math.inf, -math.inf]) if rng.random() < 0.05 else rng.gauss(0, 1)
-              for _ in steps]
+    values = [
+        rng.choice([None, math.nan, math.inf, -math.inf]) if rng.random() < 0.05 else rng.gauss(0, 1)
+        for _ in steps
+    ]
     MetricPoint.upsert(run.pk, [(s, "k", v) for s, v in zip(steps, values)])
 
     # Bucketing the points themselves (whole-series charts coarser than the rollups use those instead:
@@ -57,8 +65,13 @@ def test_sql_bucketing_matches_the_numpy_reference(run):
 
 def test_bucket_of_only_non_finite_values_has_null_band():
     series = bucket_numpy([0, 1, 2, 3], [math.nan, math.inf, 1.0, 2.0], 2).as_json()
-    assert series == {"step": [1, 3], "value": [None, 2.0], "min": [None, 1.0], "max": [None, 2.0],
-                      "downsampled": True}
+    assert series == {
+        "step": [1, 3],
+        "value": [None, 2.0],
+        "min": [None, 1.0],
+        "max": [None, 2.0],
+        "downsampled": True,
+    }
 
 
 def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
@@ -66,27 +79,51 @@ def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
     body = alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 6}).json()
     assert body["series"]["train/success"]["step"] == [7, 8, 9]
     assert body["series"]["train/success"]["value"] == [0.7, 0.8, 0.9]
-    assert body["run"] == {"id": run.pk, "status": "running", "finished": False, "step": 10, "total_steps": 100,
-                           "eta_seconds": 42.0, "error": "", "host": "", "device": "", "attempt": 0}
+    assert body["run"] == {
+        "id": run.pk,
+        "status": "running",
+        "finished": False,
+        "step": 10,
+        "total_steps": 100,
+        "eta_seconds": 42.0,
+        "error": "",
+        "host": "",
+        "device": "",
+        "attempt": 0,
+    }
     assert alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 9}).json()["series"] == {
-        "train/success": {"step": [], "value": [], "downsampled": False}}
+        "train/success": {"step": [], "value": [], "downsampled": False}
+    }
 
 
 def test_after_applies_before_downsampling(alice_client, run):
     insert_series(run, "k", 5_000, "s")
-    series = alice_client.get(URL.format(run.pk), {"keys": "k", "after": 3_999, "max_points": 100}).json()["series"]["k"]
+    series = alice_client.get(URL.format(run.pk), {"keys": "k", "after": 3_999, "max_points": 100}).json()[
+        "series"
+    ]["k"]
     assert series["downsampled"] and min(series["min"]) == 4_000 and series["step"][-1] == 4_999
 
 
 def test_nan_and_infinity_come_back_as_null(alice_client, run):
-    MetricPoint.upsert(run.pk, [(0, "k", 1.0), (1, "k", math.nan), (2, "k", math.inf), (3, "k", -math.inf),
-                                (4, "k", None), (5, "k", 2.0)])
+    MetricPoint.upsert(
+        run.pk,
+        [
+            (0, "k", 1.0),
+            (1, "k", math.nan),
+            (2, "k", math.inf),
+            (3, "k", -math.inf),
+            (4, "k", None),
+            (5, "k", 2.0),
+        ],
+    )
     response = alice_client.get(URL.format(run.pk), {"keys": "k"})
     assert b"NaN" not in response.content and b"Infinity" not in response.content
     assert response.json()["series"]["k"]["value"] == [1.0, None, None, None, None, 2.0]
 
     insert_series(run, "spiky", 2_000, "CASE WHEN mod(s, 7) = 0 THEN 'NaN'::float8 ELSE s END")
-    series = alice_client.get(URL.format(run.pk), {"keys": "spiky", "max_points": 10}).json()["series"]["spiky"]
+    series = alice_client.get(URL.format(run.pk), {"keys": "spiky", "max_points": 10}).json()["series"][
+        "spiky"
+    ]
     assert series["max"][-1] == 1_999 and None not in series["min"]
 
 
@@ -97,13 +134,16 @@ def test_keys_default_to_the_runs_latest_metrics(alice_client, run):
     assert list(alice_client.get(URL.format(run.pk)).json()["series"]) == ["a", "b"]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"max_points": "lots"}, "max_points: must be an integer"),
-    ({"max_points": "1"}, "max_points: must be between 2"),
-    ({"after": "-5"}, "after: must be between -1"),
-    ({"keys": ",".join(f"k{i}" for i in range(101))}, "keys: at most 100"),
-    ({"keys": "x" * 101}, "keys: each key is at most 100"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"max_points": "lots"}, "max_points: must be an integer"),
+        ({"max_points": "1"}, "max_points: must be between 2"),
+        ({"after": "-5"}, "after: must be between -1"),
+        ({"keys": ",".join(f"k{i}" for i in range(101))}, "keys: at most 100"),
+        ({"keys": "x" * 101}, "keys: each key is at most 100"),
+    ],
+)
 def test_bad_query_parameters_are_400_naming_the_parameter(alice_client, run, params, message):
     response = alice_client.get(URL.format(run.pk), params)
     assert response.status_code == 400

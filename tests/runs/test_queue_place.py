@@ -49,8 +49,13 @@ def test_run_page_header_says_where_the_run_stands(client, alice, bob):
     assert "bobs-first" not in html
     assert "0 runs training now." in html
 
-    table_run(bob, label="gpu run", status=Run.Status.COMPLETED, device="cuda:0 NVIDIA H200",
-              heartbeat_at=timezone.now())
+    table_run(
+        bob,
+        label="gpu run",
+        status=Run.Status.COMPLETED,
+        device="cuda:0 NVIDIA H200",
+        heartbeat_at=timezone.now(),
+    )
     html = " ".join(client.get(target.get_absolute_url()).content.decode().split())
     assert "it waits for a GPU." in html
 

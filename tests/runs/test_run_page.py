@@ -11,8 +11,9 @@ from webapp.experiments.models import Run
 def page_data(response) -> dict:
     html = response.content.decode()
     start = html.index('<script id="run-page-data" type="application/json">') + len(
-        '<script id="run-page-data" type="application/json">')
-    return json.loads(html[start:html.index("</script>", start)])
+        '<script id="run-page-data" type="application/json">'
+    )
+    return json.loads(html[start : html.index("</script>", start)])
 
 
 def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, run):
@@ -29,10 +30,19 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
     assert "/static/vendor/plotly/plotly.min.js" in html and "/static/js/run.js" in html
     data = page_data(response)
     assert data["finished"] is False
-    assert data["urls"] == {"metrics": f"/api/runs/{run.pk}/metrics", "events": f"/api/runs/{run.pk}/events",
-                            "trajectories": f"/runs/{run.pk}/trajectories"}
+    assert data["urls"] == {
+        "metrics": f"/api/runs/{run.pk}/metrics",
+        "events": f"/api/runs/{run.pk}/events",
+        "trajectories": f"/runs/{run.pk}/trajectories",
+    }
     keys = [key for chart in data["charts"] for key in chart["keys"]]
-    assert {"train/success", "val/success", "actor/grad_norm", "train/reward_std_in_group", "actor/kl_ref"} <= set(keys)
+    assert {
+        "train/success",
+        "val/success",
+        "actor/grad_norm",
+        "train/reward_std_in_group",
+        "actor/kl_ref",
+    } <= set(keys)
     assert {chart["id"] for chart in data["charts"] if chart.get("log")} == {"grad_norm", "reward_std"}
 
 
@@ -86,8 +96,12 @@ def test_stop_needs_post_and_csrf(run, alice):
 
 
 def test_failed_run_shows_error_and_traceback_escaped(alice_client, alice):
-    run = make_run(alice, status=Run.Status.FAILED, error="CUDA <oom>",
-                   traceback='Traceback (most recent call last):\n  File "<script>alert(1)</script>"')
+    run = make_run(
+        alice,
+        status=Run.Status.FAILED,
+        error="CUDA <oom>",
+        traceback='Traceback (most recent call last):\n  File "<script>alert(1)</script>"',
+    )
     html = alice_client.get(f"/runs/{run.pk}/").content.decode()
     assert "CUDA &lt;oom&gt;" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
@@ -95,11 +109,13 @@ def test_failed_run_shows_error_and_traceback_escaped(alice_client, alice):
 
 def test_rerun_links_to_the_experiment(alice_client, run):
     html = alice_client.get(f"/runs/{run.pk}/").content.decode()
-    assert f'/experiments/{run.experiment_id}/rerun' in html
+    assert f"/experiments/{run.experiment_id}/rerun" in html
 
 
 def test_label_and_config_are_escaped(alice_client, alice):
-    run = make_run(alice, label="<img src=x onerror=alert(1)>", config={"note": "</script><script>alert(2)</script>"})
+    run = make_run(
+        alice, label="<img src=x onerror=alert(1)>", config={"note": "</script><script>alert(2)</script>"}
+    )
     html = alice_client.get(f"/runs/{run.pk}/").content.decode()
     assert "<img src=x" not in html and "<script>alert(2)" not in html
 

@@ -18,8 +18,10 @@ ARTIFACTS = REPO_ROOT / "test-artifacts" / "runs"
 
 
 def trace_steps(page, chart, trace=-1):
-    return page.evaluate(f"(() => {{ const d = document.getElementById('chart-{chart}').data;"
-                         f" const t = d[d.length + ({trace}) ] ; return t ? Array.from(t.x) : []; }})()")
+    return page.evaluate(
+        f"(() => {{ const d = document.getElementById('chart-{chart}').data;"
+        f" const t = d[d.length + ({trace}) ] ; return t ? Array.from(t.x) : []; }})()"
+    )
 
 
 def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_markers(page):
@@ -61,7 +63,9 @@ def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):
 
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_function("document.getElementById('chart-grad_norm').data !== undefined")
-    grad = page.evaluate("document.getElementById('chart-grad_norm').data.map(t => [t.fill || '', t.y.length])")
+    grad = page.evaluate(
+        "document.getElementById('chart-grad_norm').data.map(t => [t.fill || '', t.y.length])"
+    )
     assert grad == [["", 1000], ["tonexty", 1000], ["", 1000]]  # band upper, band lower, line
     assert page.evaluate("Math.max(...document.getElementById('chart-grad_norm').data[0].y)") == 500
     assert page.evaluate("document.getElementById('chart-grad_norm').layout.yaxis.type") == "log"
@@ -86,23 +90,34 @@ def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):
 
 def test_smoothing_is_a_debiased_ema_that_keeps_gaps(page):
     run = make_run(page.user, status=Run.Status.COMPLETED)
-    MetricPoint.upsert(run.pk, [(0, "train/success", 1.0), (1, "train/success", float("nan")),
-                                (2, "train/success", 3.0)])
+    MetricPoint.upsert(
+        run.pk, [(0, "train/success", 1.0), (1, "train/success", float("nan")), (2, "train/success", 3.0)]
+    )
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_function("document.getElementById('chart-success').data !== undefined")
     assert page.evaluate("EchoSmoothing.ema([1, null, 3], 0.5)") == [1, None, pytest.approx(7 / 3)]
     page.locator("#smoothing").fill("0.5")
     page.locator("#smoothing").dispatch_event("input")
-    smoothed = page.evaluate("document.getElementById('chart-success').data.map(t => [t.name, Array.from(t.y)])")
-    assert smoothed == [["train/success", [1, None, 3]],
-                        ["train/success (smoothed)", [1, None, pytest.approx(7 / 3)]]]
+    smoothed = page.evaluate(
+        "document.getElementById('chart-success').data.map(t => [t.name, Array.from(t.y)])"
+    )
+    assert smoothed == [
+        ["train/success", [1, None, 3]],
+        ["train/success (smoothed)", [1, None, pytest.approx(7 / 3)]],
+    ]
 
 
 def test_one_validation_chart_per_validation_environment(page, tmp_path):
     """rollout.val_envs adds a chart per environment, titled with its name, drawing val/<env>/success."""
-    run = make_run(page.user, status=Run.Status.COMPLETED,
-                   config={"model": {"name": "tiny"}, "env": {"name": "sokoban"},
-                           "rollout": {"group_size": 4, "val_envs": ["frozenlake", "sokoban-alternate"]}})
+    run = make_run(
+        page.user,
+        status=Run.Status.COMPLETED,
+        config={
+            "model": {"name": "tiny"},
+            "env": {"name": "sokoban"},
+            "rollout": {"group_size": 4, "val_envs": ["frozenlake", "sokoban-alternate"]},
+        },
+    )
     MetricPoint.upsert(run.pk, [(s, "val/frozenlake/success", s / 100) for s in range(0, 60, 10)])
     MetricPoint.upsert(run.pk, [(s, "val/success", 0.5) for s in range(0, 60, 10)])
     page.goto(f"{page.base}/runs/{run.pk}/")
@@ -114,6 +129,8 @@ def test_one_validation_chart_per_validation_environment(page, tmp_path):
     assert other.locator(".gtitle").text_content() == "Validation success on sokoban-alternate"
     assert other.locator("path.js-line").count() == 0  # no points yet: nothing drawn
     chart.screenshot(path=str(tmp_path / "val_chart.png"))
+
+
 def test_a_single_point_is_drawn_and_the_toolbar_has_no_share_button(page):
     run = make_run(page.user, status=Run.Status.COMPLETED)
     MetricPoint.upsert(run.pk, [(5, "actor/entropy", 1.5)])
@@ -121,34 +138,55 @@ def test_a_single_point_is_drawn_and_the_toolbar_has_no_share_button(page):
     page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
     assert drawn(page, "entropy")["markers"] == [1]
     page.hover("#chart-entropy")
-    titles = page.eval_on_selector_all("#chart-entropy .modebar-btn", "buttons => buttons.map(b => b.dataset.title)")
+    titles = page.eval_on_selector_all(
+        "#chart-entropy .modebar-btn", "buttons => buttons.map(b => b.dataset.title)"
+    )
     assert "Download plot as a PNG" in titles
     assert not [title for title in titles if "Share" in title]
 
 
 def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor(page):
     run = make_run(page.user, status=Run.Status.COMPLETED, step=50, total_steps=50)
-    MetricPoint.upsert(run.pk, [(s, key, (s * s % 7) / 7) for s in range(50) for key in ("train/success", "actor/entropy")])
-    DetectorEvent.objects.create(run=run, step=12, level="warning", rule="reward_std_drop", message="std fell",
-                                 signals={"reward_std": 0.0123456})
-    DetectorEvent.objects.create(run=run, step=30, level="collapse", rule="entropy_drop", message="entropy fell")
+    MetricPoint.upsert(
+        run.pk, [(s, key, (s * s % 7) / 7) for s in range(50) for key in ("train/success", "actor/entropy")]
+    )
+    DetectorEvent.objects.create(
+        run=run,
+        step=12,
+        level="warning",
+        rule="reward_std_drop",
+        message="std fell",
+        signals={"reward_std": 0.0123456},
+    )
+    DetectorEvent.objects.create(
+        run=run, step=30, level="collapse", rule="entropy_drop", message="entropy fell"
+    )
     page.goto(f"{page.base}/runs/{run.pk}/?step=12")
     page.wait_for_selector("#event-list tbody tr")
     for chart in ("success", "entropy"):
         wait_for(lambda: "step 12" in drawn(page, chart)["texts"], timeout=10, message=f"cursor on {chart}")
         assert drawn(page, chart)["shapes"] == 3  # two events and the cursor
-    assert "not logged by this run" in drawn(page, "kl")["texts"] and "step 12" not in drawn(page, "kl")["texts"]
+    assert (
+        "not logged by this run" in drawn(page, "kl")["texts"] and "step 12" not in drawn(page, "kl")["texts"]
+    )
     assert page.locator("#cursor-state").inner_text().startswith("Cursor at step 12")
     assert page.locator("#trajectories-link").get_attribute("href") == f"/runs/{run.pk}/trajectories?step=12"
     rows = page.locator("#event-list tbody tr")
     assert rows.count() == 2
-    assert rows.nth(0).inner_text().split("\t")[1:] == ["12", "warning", "reward_std_drop", "std fell",
-                                                         "reward_std=0.01235"]
+    assert rows.nth(0).inner_text().split("\t")[1:] == [
+        "12",
+        "warning",
+        "reward_std_drop",
+        "std fell",
+        "reward_std=0.01235",
+    ]
     assert "at-cursor" in rows.nth(0).get_attribute("class")
 
     page.get_by_role("button", name="Show step 30 on every chart").click()
     for chart in ("success", "entropy"):
-        wait_for(lambda: "step 30" in drawn(page, chart)["texts"], timeout=10, message=f"cursor moved on {chart}")
+        wait_for(
+            lambda: "step 30" in drawn(page, chart)["texts"], timeout=10, message=f"cursor moved on {chart}"
+        )
         assert "step 12" not in drawn(page, chart)["texts"]
     assert page.url.endswith(f"/runs/{run.pk}/?step=30")
     assert page.locator("#trajectories-link").get_attribute("href") == f"/runs/{run.pk}/trajectories?step=30"
@@ -164,15 +202,31 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
 def test_an_imported_run_charts_its_own_columns_and_offers_no_training_controls(page):
     from webapp.experiments.models import Experiment
 
-    experiment = Experiment.objects.create(owner=page.user, name="imported: sokoban.csv", config={}, imported=True)
-    run = Run.objects.create(experiment=experiment, label="imported: sokoban.csv", config={},
-                             status=Run.Status.COMPLETED, step=19, total_steps=19,
-                             latest_metrics={"train/success": 0.5, "val-env/SimpleSokoban/success": 0.25})
-    MetricPoint.upsert(run.pk, [(s, key, (s * s % 7) / 7) for s in range(20)
-                                for key in ("train/success", "val-env/SimpleSokoban/success")])
+    experiment = Experiment.objects.create(
+        owner=page.user, name="imported: sokoban.csv", config={}, imported=True
+    )
+    run = Run.objects.create(
+        experiment=experiment,
+        label="imported: sokoban.csv",
+        config={},
+        status=Run.Status.COMPLETED,
+        step=19,
+        total_steps=19,
+        latest_metrics={"train/success": 0.5, "val-env/SimpleSokoban/success": 0.25},
+    )
+    MetricPoint.upsert(
+        run.pk,
+        [
+            (s, key, (s * s % 7) / 7)
+            for s in range(20)
+            for key in ("train/success", "val-env/SimpleSokoban/success")
+        ],
+    )
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_selector(".gtitle:has-text('val-env/SimpleSokoban/success')")
-    custom = page.locator(".chart-plot", has=page.locator(".gtitle", has_text="val-env/SimpleSokoban/success"))
+    custom = page.locator(
+        ".chart-plot", has=page.locator(".gtitle", has_text="val-env/SimpleSokoban/success")
+    )
     chart = custom.get_attribute("id").removeprefix("chart-")
     wait_for(lambda: drawn(page, chart)["lines"] == [20], timeout=10, message="the imported column drawn")
     assert "not logged by this run" in drawn(page, "entropy")["texts"]
@@ -203,22 +257,32 @@ def test_stop_asks_first_then_confirms(page):
     page.once("dialog", lambda dialog: answer(dialog, True))
     with page.expect_navigation():
         page.click("#stop-form button")
-    assert "Stop requested: the run checkpoints at its next step boundary" in page.locator(".messages").inner_text()
+    assert (
+        "Stop requested: the run checkpoints at its next step boundary"
+        in page.locator(".messages").inner_text()
+    )
     run.refresh_from_db()
     assert run.stop_requested
 
 
 def test_each_chart_switches_to_log_scale_and_the_page_remembers_panels(page):
-    run = make_run(page.user, status=Run.Status.COMPLETED, step=30, total_steps=30,
-                   latest_metrics={"custom/loss": 1.0})
-    MetricPoint.upsert(run.pk, [(s, "actor/entropy", 1 + (s * 37) % 1000) for s in range(30)] +
-                       [(s, "custom/loss", 1.0 / (s + 1)) for s in range(30)])
+    run = make_run(
+        page.user, status=Run.Status.COMPLETED, step=30, total_steps=30, latest_metrics={"custom/loss": 1.0}
+    )
+    MetricPoint.upsert(
+        run.pk,
+        [(s, "actor/entropy", 1 + (s * 37) % 1000) for s in range(30)]
+        + [(s, "custom/loss", 1.0 / (s + 1)) for s in range(30)],
+    )
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
     assert "500" in drawn(page, "entropy")["yticks"]  # linear: 0, 500, 1000
     page.get_by_label("Log scale for Entropy").check()
-    wait_for(lambda: "100" in drawn(page, "entropy")["yticks"] and "500" not in drawn(page, "entropy")["yticks"],
-             timeout=10, message="log ticks")
+    wait_for(
+        lambda: "100" in drawn(page, "entropy")["yticks"] and "500" not in drawn(page, "entropy")["yticks"],
+        timeout=10,
+        message="log ticks",
+    )
     assert page.get_by_label("Log scale for Gradient norm").is_checked()  # its own default, untouched
     page.locator("#section-logged > summary").click()
     assert not page.locator("#chart-logged-0").is_visible()
@@ -230,7 +294,9 @@ def test_each_chart_switches_to_log_scale_and_the_page_remembers_panels(page):
     assert not page.locator("#chart-logged-0").is_visible()
     page.locator("#section-logged > summary").click()
     # Plotly merges nearly collinear vertices of the flat tail: at least a line across the whole chart.
-    wait_for(lambda: drawn(page, "logged-0")["lines"][:1] >= [10], timeout=10, message="the unfolded custom chart")
+    wait_for(
+        lambda: drawn(page, "logged-0")["lines"][:1] >= [10], timeout=10, message="the unfolded custom chart"
+    )
     assert max(float(t) for t in drawn(page, "logged-0")["xticks"]) >= 25
     assert page.locator("#chart-logged-0 .gtitle").text_content() == "custom/loss"
     page.screenshot(path=str(ARTIFACTS / "run-panels.png"), full_page=True)

@@ -25,9 +25,18 @@ def table_runs(user, **query):
 
 def test_summary_metrics_skip_non_finite_values_and_read_the_first_collapse(alice):
     run = table_run(alice, status=Run.Status.COMPLETED)
-    MetricPoint.upsert(run.pk, [(0, "val/success", 0.2), (10, "val/success", 0.7), (20, "val/success", 0.4),
-                                (30, "val/success", math.nan), (0, "train/success", 0.1),
-                                (30, "train/success", 0.6), (31, "train/success", math.inf)])
+    MetricPoint.upsert(
+        run.pk,
+        [
+            (0, "val/success", 0.2),
+            (10, "val/success", 0.7),
+            (20, "val/success", 0.4),
+            (30, "val/success", math.nan),
+            (0, "train/success", 0.1),
+            (30, "train/success", 0.6),
+            (31, "train/success", math.inf),
+        ],
+    )
     for step, level in ((25, "warning"), (40, "collapse"), (33, "collapse")):
         DetectorEvent.objects.create(run=run, step=step, level=level, rule=f"r{step}", message="m")
     start = timezone.now() - timedelta(minutes=5)
@@ -57,8 +66,14 @@ def test_sort_by_a_config_field_is_numeric(alice):
 
 def test_filters_by_status_env_algorithm_tag_and_text(alice):
     table_run(alice, label="a", env="frozenlake", advantage="grpo", tags=["baseline", "sweep-3"])
-    table_run(alice, label="b", env="frozenlake", status=Run.Status.RUNNING, tags=["baseline-2"],
-              notes="lr too high")
+    table_run(
+        alice,
+        label="b",
+        env="frozenlake",
+        status=Run.Status.RUNNING,
+        tags=["baseline-2"],
+        notes="lr too high",
+    )
     table_run(alice, label="c", experiment="Other", env="bandit")
     labels = lambda **query: sorted(run.label for run in table_runs(alice, **query))  # noqa: E731
     assert labels(env="frozenlake") == ["a", "b"]
@@ -82,10 +97,17 @@ def test_archived_runs_leave_the_list_and_come_back_when_restored(alice):
     assert kept.archived_at is None
 
 
-@pytest.mark.parametrize("query, field", [
-    ({"sort": "config"}, "sort"), ({"status": "done"}, "status"), ({"tag": "Bad Tag"}, "tag"),
-    ({"page": "0"}, "page"), ({"page_size": "201"}, "page_size"), ({"archived": "yes"}, "archived"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ({"sort": "config"}, "sort"),
+        ({"status": "done"}, "status"),
+        ({"tag": "Bad Tag"}, "tag"),
+        ({"page": "0"}, "page"),
+        ({"page_size": "201"}, "page_size"),
+        ({"archived": "yes"}, "archived"),
+    ],
+)
 def test_bad_query_values_are_errors_naming_the_field(query, field):
     form = RunTableForm(query)
     assert not form.is_valid()
@@ -94,8 +116,9 @@ def test_bad_query_values_are_errors_naming_the_field(query, field):
 
 def test_tags_are_parsed_checked_and_deduplicated(alice):
     run = table_run(alice)
-    form = RunEditForm({"name": "  best seed ", "tags": "Baseline, sweep-3 baseline", "notes": "x"},
-                       instance=run)
+    form = RunEditForm(
+        {"name": "  best seed ", "tags": "Baseline, sweep-3 baseline", "notes": "x"}, instance=run
+    )
     assert form.is_valid(), form.errors
     form.save()
     run.refresh_from_db()
@@ -106,6 +129,7 @@ def test_tags_are_parsed_checked_and_deduplicated(alice):
 
 
 # ---- views ------------------------------------------------------------------------------------------
+
 
 def test_page_lists_only_the_users_runs_with_their_summary(alice_client, alice, bob):
     mine = table_run(alice, label="mine", status=Run.Status.COMPLETED, tags=["keep"])
@@ -150,13 +174,15 @@ def test_edit_saves_and_returns_to_the_table_and_a_bad_tag_saves_nothing(alice_c
     assert "&#x27;b!&#x27; is not a tag" in bad.content.decode()
     run.refresh_from_db()
     assert (run.name, run.tags, run.notes) == ("", [], "")
-    ok = alice_client.post(f"/runs/{run.pk}/edit", {"name": "renamed", "tags": "a b", "notes": "n",
-                                                   "next": "/runs/?sort=name"})
+    ok = alice_client.post(
+        f"/runs/{run.pk}/edit", {"name": "renamed", "tags": "a b", "notes": "n", "next": "/runs/?sort=name"}
+    )
     assert ok.status_code == 302 and ok["Location"] == "/runs/?sort=name"
     run.refresh_from_db()
     assert (run.name, run.tags, run.notes) == ("renamed", ["a", "b"], "n")
-    offsite = alice_client.post(f"/runs/{run.pk}/edit", {"name": "x", "tags": "", "notes": "",
-                                                        "next": "https://evil.example/"})
+    offsite = alice_client.post(
+        f"/runs/{run.pk}/edit", {"name": "x", "tags": "", "notes": "", "next": "https://evil.example/"}
+    )
     assert offsite["Location"] == "/runs/"
 
 
@@ -177,10 +203,12 @@ def test_export_writes_the_selected_runs_metrics_in_one_csv(alice_client, alice)
     response = alice_client.get(f"/runs/export.csv?runs={second.pk},{first.pk}")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
-    assert rows == [["run_id", "run", "experiment", "step", "train/success", "val/success"],
-                    [str(second.pk), "Second", "Sweep", "0", "", "0.25"],
-                    [str(first.pk), "one", "Sweep", "0", "0.5", ""],
-                    [str(first.pk), "one", "Sweep", "1", "nan", ""]]
+    assert rows == [
+        ["run_id", "run", "experiment", "step", "train/success", "val/success"],
+        [str(second.pk), "Second", "Sweep", "0", "", "0.25"],
+        [str(first.pk), "one", "Sweep", "0", "0.5", ""],
+        [str(first.pk), "one", "Sweep", "1", "nan", ""],
+    ]
     assert alice_client.get("/runs/export.csv?runs=x").status_code == 400
     assert alice_client.get("/runs/export.csv").status_code == 400
 

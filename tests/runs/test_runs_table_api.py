@@ -25,10 +25,19 @@ def test_lists_the_callers_runs_with_summary_and_queue_place(client, alice, bob,
     body = response.json()
     assert body["count"] == 2 and body["page"] == 1 and body["page_size"] == 50
     first, second = body["results"]
-    assert (first["id"], first["tags"], first["env"], first["algorithm"]) == (done.pk, ["keep"], "bandit",
-                                                                              "ppo")
-    assert first["summary"] == {"final_val_success": 0.25, "best_val_success": 0.5,
-                                "final_train_success": None, "collapse_step": None, "duration_seconds": None}
+    assert (first["id"], first["tags"], first["env"], first["algorithm"]) == (
+        done.pk,
+        ["keep"],
+        "bandit",
+        "ppo",
+    )
+    assert first["summary"] == {
+        "final_val_success": 0.25,
+        "best_val_success": 0.5,
+        "final_train_success": None,
+        "collapse_step": None,
+        "duration_seconds": None,
+    }
     assert first["queue_position"] is None
     assert (second["id"], second["queue_position"]) == (waiting.pk, 2)  # bob's queued run was sent first
 
@@ -41,12 +50,21 @@ def test_archived_runs_only_with_archived_true(alice_client, alice):
     assert [r["label"] for r in archived] == ["gone"] and archived[0]["archived_at"]
 
 
-@pytest.mark.parametrize("query, field", [
-    ({"sort": "nope"}, "sort"), ({"page_size": "0"}, "page_size"), ({"page": "x"}, "page"),
-    ({"tag": " spaced"}, "tag"), ({"q": "x" * 201}, "q"), ({"env": ""}, "env"),
-    ({"status": "queued\x00"}, "status"),
-    ({"experiment": "0"}, "experiment"), ({"page": "1.0"}, "page"), ({"page_size": " 5"}, "page_size"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ({"sort": "nope"}, "sort"),
+        ({"page_size": "0"}, "page_size"),
+        ({"page": "x"}, "page"),
+        ({"tag": " spaced"}, "tag"),
+        ({"q": "x" * 201}, "q"),
+        ({"env": ""}, "env"),
+        ({"status": "queued\x00"}, "status"),
+        ({"experiment": "0"}, "experiment"),
+        ({"page": "1.0"}, "page"),
+        ({"page_size": " 5"}, "page_size"),
+    ],
+)
 def test_bad_parameters_are_400_naming_the_parameter(alice_client, query, field):
     response = alice_client.get(URL, query)
     assert response.status_code == 400

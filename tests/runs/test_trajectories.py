@@ -3,12 +3,27 @@
 from webapp.metrics.models import Sample
 
 SAMPLE = {
-    "group": 3, "seed": 1234, "reward": 1.5, "success": True,
+    "group": 3,
+    "seed": 1234,
+    "reward": 1.5,
+    "success": True,
     "turns": [
-        {"state": "#####\n#P.X#\n#####", "think": "go right", "answer": "Right", "actions": ["Right"],
-         "reward": -0.1, "valid": True},
-        {"state": "#####\n#.PX#\n#####", "think": "again", "answer": "Jump", "actions": ["Jump"], "reward": 0,
-         "valid": False},
+        {
+            "state": "#####\n#P.X#\n#####",
+            "think": "go right",
+            "answer": "Right",
+            "actions": ["Right"],
+            "reward": -0.1,
+            "valid": True,
+        },
+        {
+            "state": "#####\n#.PX#\n#####",
+            "think": "again",
+            "answer": "Jump",
+            "actions": ["Jump"],
+            "reward": 0,
+            "valid": False,
+        },
     ],
     "text": "full transcript",
 }
@@ -26,10 +41,17 @@ def test_transcript_shows_grid_think_answer_and_rewards(alice_client, run):
 
 def test_model_output_is_escaped_everywhere(alice_client, run):
     evil = "<script>alert('x')</script>"
-    Sample.objects.create(run=run, step=1, index=0, data={
-        "reward": evil, "group": evil, "text": evil,
-        "turns": [{"state": evil, "think": evil, "answer": evil, "actions": [evil], "reward": evil}],
-    })
+    Sample.objects.create(
+        run=run,
+        step=1,
+        index=0,
+        data={
+            "reward": evil,
+            "group": evil,
+            "text": evil,
+            "turns": [{"state": evil, "think": evil, "answer": evil, "actions": [evil], "reward": evil}],
+        },
+    )
     Sample.objects.create(run=run, step=1, index=1, data=[evil])
     html = alice_client.get(f"/runs/{run.pk}/trajectories?step=1").content.decode()
     assert "<script>alert" not in html
@@ -54,7 +76,9 @@ def test_slider_covers_the_steps_with_samples_and_defaults_to_the_latest(alice_c
     assert 'max="2" value="2"' in html and "at step 30" in html and "at step 10" not in html
     assert '<option value="10">10</option>' in html
     assert "at step 10" in alice_client.get(f"/runs/{run.pk}/trajectories?step=10").content.decode()
-    assert "No samples at step 11" in alice_client.get(f"/runs/{run.pk}/trajectories?step=11").content.decode()
+    assert (
+        "No samples at step 11" in alice_client.get(f"/runs/{run.pk}/trajectories?step=11").content.decode()
+    )
     assert "at step 30" in alice_client.get(f"/runs/{run.pk}/trajectories?step=banana").content.decode()
 
 

@@ -12,22 +12,37 @@ ARTIFACTS = REPO_ROOT / "test-artifacts" / "runs"
 
 
 def turn(valid=True, think="the goal is down and right"):
-    return {"state": "P___\n_O__\n____\n___G", "think": think, "answer": "Down", "actions": ["Down"],
-            "reward": 0, "valid": valid}
+    return {
+        "state": "P___\n_O__\n____\n___G",
+        "think": think,
+        "answer": "Down",
+        "actions": ["Down"],
+        "reward": 0,
+        "valid": valid,
+    }
 
 
 def test_legend_filters_and_labels_that_stand_apart(page):
-    run = make_run(page.user, status=Run.Status.COMPLETED,
-                   config={"env": {"name": "frozenlake", "params": {"size": 4}}})
-    for index, (success, reward, valid) in enumerate([(True, 1.0, True), (False, 0.0, False), (False, 0.5, True)]):
-        Sample.objects.create(run=run, step=4, index=index,
-                              data={"reward": reward, "success": success, "turns": [turn(), turn(valid)]})
+    run = make_run(
+        page.user, status=Run.Status.COMPLETED, config={"env": {"name": "frozenlake", "params": {"size": 4}}}
+    )
+    for index, (success, reward, valid) in enumerate(
+        [(True, 1.0, True), (False, 0.0, False), (False, 0.5, True)]
+    ):
+        Sample.objects.create(
+            run=run,
+            step=4,
+            index=index,
+            data={"reward": reward, "success": success, "turns": [turn(), turn(valid)]},
+        )
     page.goto(f"{page.base}/runs/{run.pk}/trajectories")
     legend = page.locator("#board-legend").inner_text()
     assert "P\nplayer" in legend and "O\nhole" in legend and "G\ngoal" in legend
 
     def shown():
-        return [int(text.split()[1]) for text in page.locator("section.trajectory:visible h2").all_inner_texts()]
+        return [
+            int(text.split()[1]) for text in page.locator("section.trajectory:visible h2").all_inner_texts()
+        ]
 
     assert shown() == [0, 1, 2]
     page.select_option("#filter-outcome", "failure")

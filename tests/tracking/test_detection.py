@@ -53,7 +53,8 @@ def test_the_last_step_is_judged_when_the_run_ends(run):
 def test_another_process_rebuilds_the_detector_from_the_stored_steps(run):
     # Fires only on a rise of 0.5 over the lowest value seen: a detector that forgot steps 0-1 would not.
     Experiment.objects.filter(runs=run.pk).update(
-        detector_overrides={"zero_std_groups": {**OVERRIDES["zero_std_groups"], "min_rise": 0.5}})
+        detector_overrides={"zero_std_groups": {**OVERRIDES["zero_std_groups"], "min_rise": 0.5}}
+    )
     log(run, "frac_reward_zero_std", 0.0, 0)
     log(run, "frac_reward_zero_std", 0.0, 1)
     external.detect(run.pk)

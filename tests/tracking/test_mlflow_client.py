@@ -16,8 +16,10 @@ from webapp.tracking.models import ExternalExperiment, ExternalRun
 
 def points(run_id: str) -> dict[tuple[int, str], float]:
     run = ExternalRun.objects.get(run_uuid=run_id)
-    return {(step, key): value for step, key, value in
-            MetricPoint.objects.filter(run_id=run.pk).values_list("step", "key", "value")}
+    return {
+        (step, key): value
+        for step, key, value in MetricPoint.objects.filter(run_id=run.pk).values_list("step", "key", "value")
+    }
 
 
 def echolab_run(run_id: str) -> Run:
@@ -38,9 +40,13 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
         mlflow.log_params({"num_generations": 8, "beta": "0.0"})
         mlflow.log_metric("reward", 0.25, step=1)  # TRL's name
         mlflow.log_metrics({"reward": 0.5, "entropy": 1.5, "my/custom": 7}, step=2)
-        mlflow.MlflowClient().log_batch(active.info.run_id, metrics=[
-            mlflow.entities.Metric("reward_std", 0.1, 0, 3),
-            mlflow.entities.Metric("train/success", 1.0, 0, 3)])
+        mlflow.MlflowClient().log_batch(
+            active.info.run_id,
+            metrics=[
+                mlflow.entities.Metric("reward_std", 0.1, 0, 3),
+                mlflow.entities.Metric("train/success", 1.0, 0, 3),
+            ],
+        )
         mlflow.set_tag("stage", "warmup")
         mlflow.set_tags({"stage": "main", "host": "node7"})
     run = echolab_run(active.info.run_id)
@@ -52,8 +58,13 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
     assert run.step == 3
     # Metric keys under our names, so the charts and the detector find them.
     assert points(active.info.run_id) == {
-        (1, "train/reward_mean"): 0.25, (2, "train/reward_mean"): 0.5, (2, "actor/entropy"): 1.5,
-        (2, "my/custom"): 7.0, (3, "train/reward_std_in_group"): 0.1, (3, "train/success"): 1.0}
+        (1, "train/reward_mean"): 0.25,
+        (2, "train/reward_mean"): 0.5,
+        (2, "actor/entropy"): 1.5,
+        (2, "my/custom"): 7.0,
+        (3, "train/reward_std_in_group"): 0.1,
+        (3, "train/success"): 1.0,
+    }
 
     # The client reads back what it wrote.
     got = mlflow.get_run(active.info.run_id)
@@ -62,7 +73,10 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
     assert got.data.params == {"learning_rate": "1e-06", "num_generations": "8", "beta": "0.0"}
     assert got.data.metrics["train/reward_mean"] == 0.5 and got.data.metrics["actor/entropy"] == 1.5
     assert {key: got.data.tags[key] for key in ("stage", "team", "host")} == {
-        "stage": "main", "team": "rl", "host": "node7"}
+        "stage": "main",
+        "team": "rl",
+        "host": "node7",
+    }
     history = mlflow.MlflowClient().get_metric_history(active.info.run_id, "reward")  # asked by TRL's name
     assert [(metric.step, metric.value) for metric in history] == [(1, 0.25), (2, 0.5)]
 
@@ -83,8 +97,11 @@ def test_run_statuses_come_from_the_client(mlflow_alice):
         mlflow.end_run(status)
         statuses[status] = echolab_run(run.info.run_id).status
         assert mlflow.get_run(run.info.run_id).info.status == status
-    assert statuses == {"FINISHED": Run.Status.COMPLETED, "FAILED": Run.Status.FAILED,
-                        "KILLED": Run.Status.STOPPED}
+    assert statuses == {
+        "FINISHED": Run.Status.COMPLETED,
+        "FAILED": Run.Status.FAILED,
+        "KILLED": Run.Status.STOPPED,
+    }
 
 
 def test_a_run_with_no_experiment_goes_to_the_users_default_experiment(mlflow_alice, alice):
@@ -107,7 +124,8 @@ def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
     client = mlflow.MlflowClient()
     assert [e.name for e in client.search_experiments()] == ["shared name"]
     assert [e.experiment_id for e in client.search_experiments(filter_string="name = 'shared name'")] == [
-        alice_experiment.experiment_id]
+        alice_experiment.experiment_id
+    ]
     runs = client.search_runs([alice_experiment.experiment_id])
     assert sorted(run.info.run_name for run in runs) == ["a", "b"]
     found = client.search_runs([alice_experiment.experiment_id], filter_string="params.name = 'b'")
@@ -167,16 +185,21 @@ def test_a_changed_param_rejects_the_whole_batch(mlflow_alice):
         mlflow.log_param("lr", "0.1")
         client = mlflow.MlflowClient()
         with pytest.raises(mlflow.MlflowException) as excinfo:
-            client.log_batch(run.info.run_id, metrics=[mlflow.entities.Metric("reward", 1.0, 0, 1)],
-                             params=[mlflow.entities.Param("lr", "0.2")])
+            client.log_batch(
+                run.info.run_id,
+                metrics=[mlflow.entities.Metric("reward", 1.0, 0, 1)],
+                params=[mlflow.entities.Param("lr", "0.2")],
+            )
         assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
         assert "'lr'" in excinfo.value.message and "0.1" in excinfo.value.message
         assert points(run.info.run_id) == {}  # the batch's metric is not written either
         mlflow.log_param("lr", "0.1")  # the same value again is fine, as in MLflow
 
 
-@pytest.mark.parametrize("step, problem", [(-1, "metrics[0].step: must be between 0"),
-                                           (2**31, "metrics[0].step: must be between 0")])
+@pytest.mark.parametrize(
+    "step, problem",
+    [(-1, "metrics[0].step: must be between 0"), (2**31, "metrics[0].step: must be between 0")],
+)
 def test_a_step_out_of_range_is_refused_naming_it(mlflow_alice, step, problem):
     mlflow = mlflow_alice
     with mlflow.start_run() as run, pytest.raises(mlflow.MlflowException) as excinfo:
@@ -202,10 +225,12 @@ def test_another_users_run_does_not_exist_for_the_caller(mlflow_alice, bob):
     mlflow = mlflow_alice
     bobs = ExternalRun.start(ExternalExperiment.create(bob, "bob's"), "bob's run", {}, "bob", timezone.now())
     client = mlflow.MlflowClient()
-    for call in (lambda: client.get_run(bobs.run_uuid),
-                 lambda: client.log_metric(bobs.run_uuid, "reward", 1.0),
-                 lambda: client.set_terminated(bobs.run_uuid, "KILLED"),
-                 lambda: client.get_experiment(str(bobs.run.experiment_id))):
+    for call in (
+        lambda: client.get_run(bobs.run_uuid),
+        lambda: client.log_metric(bobs.run_uuid, "reward", 1.0),
+        lambda: client.set_terminated(bobs.run_uuid, "KILLED"),
+        lambda: client.get_experiment(str(bobs.run.experiment_id)),
+    ):
         with pytest.raises(mlflow.MlflowException) as excinfo:
             call()
         assert error_of(excinfo) == ("RESOURCE_DOES_NOT_EXIST", 404)
@@ -255,8 +280,9 @@ def test_an_external_run_compares_with_a_native_run(mlflow_alice, alice, client)
         for step in range(3):
             mlflow.log_metrics({"reward": step / 2, "reward_std": 0.3}, step=step)
     native_experiment = Experiment.objects.create(owner=alice, name="native", config={})
-    native = Run.objects.create(experiment=native_experiment, label="seed=1", config={},
-                                status=Run.Status.COMPLETED)
+    native = Run.objects.create(
+        experiment=native_experiment, label="seed=1", config={}, status=Run.Status.COMPLETED
+    )
     MetricPoint.upsert(native.pk, [(step, "train/reward_mean", 0.1) for step in range(3)])
     external = echolab_run(run.info.run_id)
     client.force_login(alice)

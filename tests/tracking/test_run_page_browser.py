@@ -29,8 +29,9 @@ def test_the_run_page_charts_an_mlflow_run_live(page, monkeypatch, tmp_path):
     with mlflow.start_run(run_name="grpo seed 3") as run:
         mlflow.log_params({"learning_rate": 1e-6, "num_generations": 8})
         # Zig-zags: plotly drops the middle points of a straight line.
-        for step, (reward, std, entropy) in enumerate([(0.1, 0.5, 2.0), (0.4, 0.2, 1.5), (0.2, 0.4, 1.9),
-                                                       (0.6, 0.1, 1.2), (0.3, 0.3, 1.7)], start=1):
+        for step, (reward, std, entropy) in enumerate(
+            [(0.1, 0.5, 2.0), (0.4, 0.2, 1.5), (0.2, 0.4, 1.9), (0.6, 0.1, 1.2), (0.3, 0.3, 1.7)], start=1
+        ):
             mlflow.log_metrics({"reward": reward, "reward_std": std, "entropy": entropy}, step=step)
         from webapp.tracking.models import ExternalRun
 
@@ -44,8 +45,11 @@ def test_the_run_page_charts_an_mlflow_run_live(page, monkeypatch, tmp_path):
         assert "num_generations: '8'" in page.locator("#config-yaml").inner_text()
 
         mlflow.log_metrics({"reward": 0.1, "entropy": 1.9}, step=6)  # the page polls every 2 s
-        wait_for(lambda: "step 6" in page.locator("#run-progress-text").inner_text(), timeout=20,
-                 message="the page to poll the new step")
+        wait_for(
+            lambda: "step 6" in page.locator("#run-progress-text").inner_text(),
+            timeout=20,
+            message="the page to poll the new step",
+        )
         page.screenshot(path=str(tmp_path / "mlflow-run.png"), full_page=True)
         print("screenshot:", tmp_path / "mlflow-run.png")
     with page.expect_navigation(timeout=15_000):  # the page reloads once the run ends

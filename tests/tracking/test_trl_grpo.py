@@ -23,7 +23,8 @@ def constant_reward(completions, **_):
 
 @pytest.mark.timeout(600)
 def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
-        mlflow_alice, alice, start_worker, smtp_server, tiny_model_dir, tmp_path, monkeypatch):  # noqa: F811
+    mlflow_alice, alice, start_worker, smtp_server, tiny_model_dir, tmp_path, monkeypatch
+):  # noqa: F811
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -46,21 +47,40 @@ def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
             if "reward" not in (logs or {}):
                 return
             run = ExternalRun.objects.get(run_uuid=mlflow.active_run().info.run_id).run
-            keys = wait_for(lambda: set(MetricPoint.objects.filter(run=run, step=state.global_step)
-                                        .values_list("key", flat=True)), timeout=30,
-                            message=f"step {state.global_step} in EchoLab")
+            keys = wait_for(
+                lambda: set(
+                    MetricPoint.objects.filter(run=run, step=state.global_step).values_list("key", flat=True)
+                ),
+                timeout=30,
+                message=f"step {state.global_step} in EchoLab",
+            )
             self.seen.append((state.global_step, Run.objects.get(pk=run.pk).status, keys))
 
     watch = WatchEchoLab()
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), max_steps=STEPS, per_device_train_batch_size=4,
-                      num_generations=4, max_completion_length=8, logging_steps=1, report_to="mlflow",
-                      run_name="grpo tiny", save_strategy="no", use_cpu=True, seed=0)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=8,
+        logging_steps=1,
+        report_to="mlflow",
+        run_name="grpo tiny",
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+    )
     dataset = Dataset.from_dict({"prompt": ["go left", "go right", "push the box", "find the goal"] * 4})
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        trainer = GRPOTrainer(model=tiny_model_dir, reward_funcs=constant_reward, args=args,
-                              train_dataset=dataset, callbacks=[watch])
+        trainer = GRPOTrainer(
+            model=tiny_model_dir,
+            reward_funcs=constant_reward,
+            args=args,
+            train_dataset=dataset,
+            callbacks=[watch],
+        )
         trainer.train()
     finally:
         torch.set_num_threads(threads)
@@ -69,19 +89,34 @@ def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
     assert [step for step, _, _ in watch.seen] == list(range(1, STEPS + 1))
     for step, status, keys in watch.seen:
         assert status == Run.Status.RUNNING
-        assert {"train/reward_mean", "train/reward_std_in_group", "train/frac_zero_std_groups",
-                "actor/entropy", "actor/grad_norm", "response/tokens_mean"} <= keys, (step, keys)
+        assert {
+            "train/reward_mean",
+            "train/reward_std_in_group",
+            "train/frac_zero_std_groups",
+            "actor/entropy",
+            "actor/grad_norm",
+            "response/tokens_mean",
+        } <= keys, (step, keys)
     run = Run.objects.get(experiment=experiment)
     assert run.status == Run.Status.COMPLETED and run.label == "grpo tiny" and run.step >= STEPS
     assert run.config["num_generations"] == "4" and run.config["max_completion_length"] == "8"
 
     # The detector read TRL's frac_reward_zero_std as ours, and the alert went out by email.
-    event = wait_for(lambda: DetectorEvent.objects.filter(run=run, rule="zero_std_groups").first(),
-                     timeout=60, message="the worker to judge the run")
+    event = wait_for(
+        lambda: DetectorEvent.objects.filter(run=run, rule="zero_std_groups").first(),
+        timeout=60,
+        message="the worker to judge the run",
+    )
     assert event.step == 1 and event.signals["metric"] == "train/frac_zero_std_groups"
-    wait_for(lambda: Notification.objects.filter(event=event, status=Notification.Status.SENT).exists(),
-             timeout=60, message="the alert email")
+    wait_for(
+        lambda: Notification.objects.filter(event=event, status=Notification.Status.SENT).exists(),
+        timeout=60,
+        message="the alert email",
+    )
     assert any("zero_std_groups on trl grpo" in message["Subject"] for message in smtp_server.messages)
-    wait_for(lambda: ExternalRun.objects.get(pk=run.pk).detected_through == run.step, timeout=60,
-             message="the last step to be judged once the run ended")
+    wait_for(
+        lambda: ExternalRun.objects.get(pk=run.pk).detected_through == run.step,
+        timeout=60,
+        message="the last step to be judged once the run ended",
+    )
     assert run.finished_at <= timezone.now()

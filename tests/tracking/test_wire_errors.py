@@ -34,15 +34,20 @@ def metric(**fields):
     return {"key": "reward", "value": 1.0, "timestamp": 1_700_000_000_000, "step": 1, **fields}
 
 
-@pytest.mark.parametrize("bad, message", [
-    (metric(value="high"),
-     """metrics[1].value: must be a number or "NaN", "Infinity", "-Infinity", got 'high'"""),
-    (metric(key=None), "metrics[1].key: is required"),
-    (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
-    (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),
-    (metric(timestamp=-5), "metrics[1].timestamp: must be at least 0, got -5"),
-    ("reward", "metrics[1]: must be an object"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (
+            metric(value="high"),
+            """metrics[1].value: must be a number or "NaN", "Infinity", "-Infinity", got 'high'""",
+        ),
+        (metric(key=None), "metrics[1].key: is required"),
+        (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
+        (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),
+        (metric(timestamp=-5), "metrics[1].timestamp: must be at least 0, got -5"),
+        ("reward", "metrics[1]: must be an object"),
+    ],
+)
 def test_a_bad_metric_in_a_batch_is_named_and_nothing_is_written(api, run, bad, message):
     answer = api("/api/2.0/mlflow/runs/log-batch", {"run_id": run.run_uuid, "metrics": [metric(), bad]})
     assert answer.status_code == 400
@@ -51,8 +56,10 @@ def test_a_bad_metric_in_a_batch_is_named_and_nothing_is_written(api, run, bad, 
 
 
 def test_more_than_a_thousand_metrics_is_refused(api, run):
-    answer = api("/api/2.0/mlflow/runs/log-batch",
-                 {"run_id": run.run_uuid, "metrics": [metric(step=step) for step in range(1001)]})
+    answer = api(
+        "/api/2.0/mlflow/runs/log-batch",
+        {"run_id": run.run_uuid, "metrics": [metric(step=step) for step in range(1001)]},
+    )
     assert answer.json()["message"] == "metrics: 1001 entries in one request; the limit is 1000"
 
 
@@ -68,7 +75,8 @@ def test_protocol_errors_have_mlflows_shape(api, run):
     bad_status = api("/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "DONE"})
     assert bad_status.json() == {
         "error_code": "INVALID_PARAMETER_VALUE",
-        "message": "status: must be one of RUNNING, SCHEDULED, FINISHED, FAILED, KILLED, got 'DONE'"}
+        "message": "status: must be one of RUNNING, SCHEDULED, FINISHED, FAILED, KILLED, got 'DONE'",
+    }
 
 
 def test_the_ajax_api_spelling_answers_too(api, run):
@@ -76,8 +84,10 @@ def test_the_ajax_api_spelling_answers_too(api, run):
     assert answer.status_code == 200 and answer.json()["run"]["info"]["run_name"] == "raw"
 
 
-@pytest.mark.parametrize("size, message", [(5 * 1024 * 1024, "the limit is 4194304"),
-                                           (17 * 1024 * 1024, "larger than the server's limit")])
+@pytest.mark.parametrize(
+    "size, message",
+    [(5 * 1024 * 1024, "the limit is 4194304"), (17 * 1024 * 1024, "larger than the server's limit")],
+)
 def test_an_oversized_body_is_refused_in_mlflows_shape(api, run, size, message):
     body = json.dumps({"run_id": run.run_uuid, "pad": "x" * size})
     answer = api("/api/2.0/mlflow/runs/log-batch", body)

@@ -1,5 +1,6 @@
 """Template collapse (trainer/collapse.py): the maths on hand-computed matrices, the teacher-forced scores
 against a one-sequence forward, pair sampling, and the loop's schedule."""
+
 import json
 import math
 import os
@@ -21,8 +22,8 @@ def test_mi_metrics_on_a_hand_computed_matrix():
     scores = torch.tensor([[-1.0, -3.0], [-3.0, -1.0], [-2.5, -2.0]])
     found, sigma_ema = mi_metrics(scores, own=[0, 1, 0], sigma_ema=None)
     # matched = [-1, -1, -2.5]; marginal_r = log(e^a + e^b) - log 2:
-    m01 = -1 + math.log(1 + math.exp(-2)) - math.log(2)          # rows 0 and 1: -1.566219
-    m2 = -2 + math.log(1 + math.exp(-0.5)) - math.log(2)         # row 2: -2.219944
+    m01 = -1 + math.log(1 + math.exp(-2)) - math.log(2)  # rows 0 and 1: -1.566219
+    m2 = -2 + math.log(1 + math.exp(-0.5)) - math.log(2)  # row 2: -2.219944
     matched, marginal = [-1.0, -1.0, -2.5], [m01, m01, m2]
     assert found["collapse/mi_estimate"] == pytest.approx(sum(matched) / 3 - sum(marginal) / 3)
     assert found["collapse/conditional_entropy"] == pytest.approx(4.5 / 3)
@@ -85,8 +86,13 @@ def test_cross_scores_equal_a_one_sequence_forward_at_any_micro_batch(tiny):
 def trajectory(chat, group, user, think):
     prompt = chat.first_prompt(user)
     reply = chat.encode(f" {think} </think> <answer> Dragon </answer>")
-    return Trajectory(group=group, seed=group, ids=prompt + reply, mask=[0] * len(prompt) + [1] * len(reply),
-                      turns=[{"think": think, "answer": "Dragon"}])
+    return Trajectory(
+        group=group,
+        seed=group,
+        ids=prompt + reply,
+        mask=[0] * len(prompt) + [1] * len(reply),
+        turns=[{"think": think, "answer": "Dragon"}],
+    )
 
 
 def test_pairs_take_the_prompt_through_think_and_drop_empty_reasoning(tiny):
@@ -111,11 +117,14 @@ def test_fewer_than_two_distinct_prompts_is_skipped_not_nan(tiny):
 
 @pytest.mark.parametrize("every,measured", [(0, []), (2, [0, 2])])
 def test_the_loop_measures_at_the_first_step_and_every_n(tiny_model_dir, tmp_path, every, measured):
-    cfg = TrainConfig.preset("grpo", env={"name": "bandit"},
-                             rollout={"env_groups": 2, "group_size": 2, "max_turns": 1, "max_new_tokens": 24},
-                             optim={"mini_batch_size": 4, "micro_batch_size": 2},
-                             schedule={"steps": 3, "val_every": 0, "checkpoint_every": 0},
-                             diagnostics={"collapse_every": every})
+    cfg = TrainConfig.preset(
+        "grpo",
+        env={"name": "bandit"},
+        rollout={"env_groups": 2, "group_size": 2, "max_turns": 1, "max_new_tokens": 24},
+        optim={"mini_batch_size": 4, "micro_batch_size": 2},
+        schedule={"steps": 3, "val_every": 0, "checkpoint_every": 0},
+        diagnostics={"collapse_every": every},
+    )
     with open(os.devnull, "w") as quiet:
         train(cfg, JsonlSink(str(tmp_path), cfg.to_yaml(), stream=quiet), str(tmp_path))
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

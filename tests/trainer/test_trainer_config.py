@@ -1,4 +1,5 @@
 """Config validation: every problem reported, named by its dotted field."""
+
 import pytest
 
 from trainer.config import PRESETS, ConfigError, TrainConfig
@@ -30,33 +31,64 @@ def test_tiny_profile_versus_paper_values_for_hub_models():
 
 
 def test_overrides_dotted_keyword_and_section():
-    cfg = TrainConfig.preset("starpo", "rollout.group_size=4", "algorithm.kl_estimator=k3", "optim.critic_lr=1e-3",
-                             env={"name": "frozenlake", "params": {"size": 4}}, optim__actor_lr=1e-4)
-    assert (cfg.rollout.group_size, cfg.algorithm.kl_estimator, cfg.env.name, cfg.optim.actor_lr) == \
-        (4, "k3", "frozenlake", 1e-4)
+    cfg = TrainConfig.preset(
+        "starpo",
+        "rollout.group_size=4",
+        "algorithm.kl_estimator=k3",
+        "optim.critic_lr=1e-3",
+        env={"name": "frozenlake", "params": {"size": 4}},
+        optim__actor_lr=1e-4,
+    )
+    assert (cfg.rollout.group_size, cfg.algorithm.kl_estimator, cfg.env.name, cfg.optim.actor_lr) == (
+        4,
+        "k3",
+        "frozenlake",
+        1e-4,
+    )
     assert cfg.optim.critic_lr == 1e-3
 
 
 def test_all_errors_are_collected_with_dotted_names():
-    errs = errors_of({"rollout": {"group_size": "eight", "bogus": 1}, "optim": {"actor_lr": True},
-                      "algorithm": {"loss_agg": 3}, "nope": {}})
-    assert set(errs) == {"rollout.group_size", "rollout.bogus", "optim.actor_lr", "algorithm.loss_agg", "nope"}
+    errs = errors_of(
+        {
+            "rollout": {"group_size": "eight", "bogus": 1},
+            "optim": {"actor_lr": True},
+            "algorithm": {"loss_agg": 3},
+            "nope": {},
+        }
+    )
+    assert set(errs) == {
+        "rollout.group_size",
+        "rollout.bogus",
+        "optim.actor_lr",
+        "algorithm.loss_agg",
+        "nope",
+    }
     assert "unknown key" in errs["rollout.bogus"]
     assert "integer" in errs["rollout.group_size"]
 
 
 def test_cross_field_rules():
-    errs = errors_of({"rollout": {"group_size": 1}, "algorithm": {"filter": "top_ratio", "eps_low": 1.5,
-                                                                   "advantage": "a2c"}})
+    errs = errors_of(
+        {
+            "rollout": {"group_size": 1},
+            "algorithm": {"filter": "top_ratio", "eps_low": 1.5, "advantage": "a2c"},
+        }
+    )
     assert errs["rollout.group_size"] == "must be >= 2 when a rollout filter is on"
     assert "eps_low" in "".join(errs) and "algorithm.advantage" in errs
     errs = errors_of({"optim": {"micro_batch_size": 12, "mini_batch_size": 32}, "rollout": {"top_p": 0}})
     assert set(errs) == {"optim.mini_batch_size", "rollout.top_p"}
     assert errs["optim.mini_batch_size"] == "must be a multiple of optim.micro_batch_size (12)"
-    assert set(errors_of({"optim": {"micro_batch_size": 64, "mini_batch_size": 32}})) == {"optim.mini_batch_size"}
+    assert set(errors_of({"optim": {"micro_batch_size": 64, "mini_batch_size": 32}})) == {
+        "optim.mini_batch_size"
+    }
     errs = errors_of({"rollout": {"val_seeds": 0}, "schedule": {"val_every": 10}})
     assert list(errs) == ["rollout.val_seeds"] and "schedule.val_every" in errs["rollout.val_seeds"]
-    assert TrainConfig.from_dict({"rollout": {"val_seeds": 0}, "schedule": {"val_every": 0}}).rollout.val_seeds == 0
+    assert (
+        TrainConfig.from_dict({"rollout": {"val_seeds": 0}, "schedule": {"val_every": 0}}).rollout.val_seeds
+        == 0
+    )
 
 
 def test_env_params_validated_by_envs():

@@ -1,5 +1,6 @@
 """Fidelity to RAGEN / RAGEN-2: filter rules, the environment's episode shape, the reward the model is shown,
 the per-turn penalty, and the pieces of the update the loop really runs (hand-computed cases)."""
+
 import math
 
 import pytest
@@ -53,39 +54,63 @@ def test_softmax_top_p_follows_ragen2():
 
 
 def test_min_p_top_k_abs_and_ratio_with_int_not_ceil():
-    assert keep_groups(SCORES, "min_p", 0.5) == [1, 2]            # >= .25
-    assert keep_groups(SCORES, "min_p", 0.3) == [1, 2, 3]         # >= .15
+    assert keep_groups(SCORES, "min_p", 0.5) == [1, 2]  # >= .25
+    assert keep_groups(SCORES, "min_p", 0.3) == [1, 2, 3]  # >= .15
     assert keep_groups(SCORES, "top_k_abs", 2) == [1, 2]
     assert keep_groups(SCORES, "top_k_abs", 5) == [0, 1, 2, 3, 5]  # a tie at 0: the lower index first
     assert keep_groups(SCORES, "top_k_abs", 10, include_zero=False) == [1, 2, 3, 5]
-    assert keep_groups(SCORES, "top_ratio", 0.25) == [1]          # int(.25 * 6) = 1; ceil would keep 2
+    assert keep_groups(SCORES, "top_ratio", 0.25) == [1]  # int(.25 * 6) = 1; ceil would keep 2
     assert keep_groups(SCORES, "top_ratio", 0.5) == [1, 2, 3]
     ten = groups_with_std(*[g / 10 for g in range(10)])
-    assert keep_groups(ten, "top_ratio", 0.25) == [8, 9]          # int(2.5) = 2; ceil would keep 3
-    assert keep_groups(ten, "top_ratio", 0.01) == [9]             # at least one
+    assert keep_groups(ten, "top_ratio", 0.25) == [8, 9]  # int(2.5) = 2; ceil would keep 3
+    assert keep_groups(ten, "top_ratio", 0.01) == [9]  # at least one
     assert keep_groups(torch.zeros(3, 4), "min_p", 0.5, include_zero=False) == []
     assert keep_groups(SCORES, "none") == [0, 1, 2, 3, 4, 5]
 
 
 def test_filter_settings_are_validated():
     with pytest.raises(ConfigError) as caught:
-        TrainConfig.from_dict({"algorithm": {"filter": "top_q", "filter_top_p_mode": "cubic", "filter_top_k": 0,
-                                             "filter_min_p": 1.5, "filter_empty_stop_steps": -1}})
-    assert set(caught.value.errors) == {"algorithm.filter", "algorithm.filter_top_p_mode", "algorithm.filter_top_k",
-                                        "algorithm.filter_min_p", "algorithm.filter_empty_stop_steps"}
+        TrainConfig.from_dict(
+            {
+                "algorithm": {
+                    "filter": "top_q",
+                    "filter_top_p_mode": "cubic",
+                    "filter_top_k": 0,
+                    "filter_min_p": 1.5,
+                    "filter_empty_stop_steps": -1,
+                }
+            }
+        )
+    assert set(caught.value.errors) == {
+        "algorithm.filter",
+        "algorithm.filter_top_p_mode",
+        "algorithm.filter_top_k",
+        "algorithm.filter_min_p",
+        "algorithm.filter_empty_stop_steps",
+    }
 
 
 def test_bandit_is_one_pull_per_episode_unless_overridden():
     """The environment carries RAGEN's episode shape (config/_1_bandit.yaml); user settings still win."""
     hub = TrainConfig.preset("starpo-s", model={"name": "Qwen/Qwen2.5-0.5B-Instruct"})
     r = hub.rollout
-    assert (r.max_turns, r.max_actions_per_turn, r.max_actions_per_episode, r.max_new_tokens) == (1, 1, 1, 500)
+    assert (r.max_turns, r.max_actions_per_turn, r.max_actions_per_episode, r.max_new_tokens) == (
+        1,
+        1,
+        1,
+        500,
+    )
     assert TrainConfig.preset("starpo-s").rollout.max_new_tokens == 64  # the tiny profile's budget on top
     reversed_pair = TrainConfig.preset("grpo", env={"name": "bandit-teacher-engineer-reversed"})
     assert reversed_pair.rollout.max_turns == 1
-    sokoban = TrainConfig.preset("starpo-s", env={"name": "sokoban"}, model={"name": "Qwen/Qwen2.5-0.5B-Instruct"})
-    assert (sokoban.rollout.max_turns, sokoban.rollout.max_actions_per_turn, sokoban.rollout.max_new_tokens) == \
-        (5, 5, 400)
+    sokoban = TrainConfig.preset(
+        "starpo-s", env={"name": "sokoban"}, model={"name": "Qwen/Qwen2.5-0.5B-Instruct"}
+    )
+    assert (
+        sokoban.rollout.max_turns,
+        sokoban.rollout.max_actions_per_turn,
+        sokoban.rollout.max_new_tokens,
+    ) == (5, 5, 400)
     mine = TrainConfig.preset("starpo-s", "rollout.max_turns=3", "rollout.max_actions_per_episode=3")
     assert (mine.rollout.max_turns, mine.rollout.max_actions_per_episode) == (3, 3)
 
@@ -110,14 +135,19 @@ def test_ppo_token_rewards_carry_the_per_token_kl_penalty():
 def test_the_loop_whitens_ppo_advantages(tiny_model_dir, monkeypatch):
     """Trainer.update sends its GAE advantages through A.whiten: the advantages the loss sees have mean 0
     and std 1 over the batch's model tokens."""
-    cfg = TrainConfig.preset("starpo", "algorithm.kl_coef=0.01", env={"name": "bandit"},
-                             rollout={"env_groups": 2, "group_size": 2, "max_new_tokens": 24},
-                             optim={"mini_batch_size": 4, "micro_batch_size": 2})
+    cfg = TrainConfig.preset(
+        "starpo",
+        "algorithm.kl_coef=0.01",
+        env={"name": "bandit"},
+        rollout={"env_groups": 2, "group_size": 2, "max_new_tokens": 24},
+        optim={"mini_batch_size": 4, "micro_batch_size": 2},
+    )
     trainer = Trainer(cfg)
     torch.manual_seed(0)
     trajs = trainer.play([1, 1, 2, 2], [0, 0, 1, 1], 1.0)
     seen = []
     from trainer import losses
+
     real_loss = losses.policy_loss
 
     def recording(logp, old, adv, mask, *args, **kwargs):
@@ -135,17 +165,22 @@ def test_the_loop_whitens_ppo_advantages(tiny_model_dir, monkeypatch):
 def test_entropy_bonus_raises_entropy_when_advantages_are_zero(tiny_model_dir):
     """Equal rewards give GRPO zero advantages: the only gradient is -entropy_coef * entropy. With the bonus
     the policy's entropy on the batch rises; without it (no weight decay) the weights do not move at all."""
+
     def run(coef):
-        cfg = TrainConfig.preset("grpo", env={"name": "bandit"}, algorithm={"kl_coef": 0.0, "entropy_coef": coef},
-                                 rollout={"env_groups": 1, "group_size": 4, "max_new_tokens": 24},
-                                 optim={"mini_batch_size": 4, "micro_batch_size": 4, "weight_decay": 0.0,
-                                        "actor_lr": 1e-3})
+        cfg = TrainConfig.preset(
+            "grpo",
+            env={"name": "bandit"},
+            algorithm={"kl_coef": 0.0, "entropy_coef": coef},
+            rollout={"env_groups": 1, "group_size": 4, "max_new_tokens": 24},
+            optim={"mini_batch_size": 4, "micro_batch_size": 4, "weight_decay": 0.0, "actor_lr": 1e-3},
+        )
         trainer = Trainer(cfg)
         torch.manual_seed(0)
         trajs = trainer.play([1, 1, 1, 1], [0, 0, 0, 0], 1.0)
         for t in trajs:
             t.reward = 0.5
         from trainer.loop import pad_batch
+
         ids, att, resp = pad_batch(trajs, trainer.pad_id, trainer.policy.device)
 
         def entropy():
@@ -183,18 +218,25 @@ def test_turn_penalties_and_the_reward_the_model_is_shown(tiny_model_dir, monkey
     """-0.1 for a turn that does not parse, that holds an invalid word (its valid words still run), or that
     holds no action; none for a clean turn. The next prompt shows the environment's reward only (RAGEN)."""
     from trainer.models import load_policy
+
     policy = load_policy(TrainConfig().model, with_critic=False, with_reference=False)
-    replies = [" thinking without closing <answer> Up </answer>",       # no </think>: unparsed
-               " ok </think> <answer> Up || Jump </answer>",             # invalid word; Up runs
-               " ok </think> <answer> </answer>",                        # no action
-               " ok </think> <answer> Left </answer>"]                   # clean
+    replies = [
+        " thinking without closing <answer> Up </answer>",  # no </think>: unparsed
+        " ok </think> <answer> Up || Jump </answer>",  # invalid word; Up runs
+        " ok </think> <answer> </answer>",  # no action
+        " ok </think> <answer> Left </answer>",
+    ]  # clean
     script = ScriptedReplies(policy.tokenizer, replies)
     monkeypatch.setattr(R, "generate", script)
-    cfg = TrainConfig.preset("starpo", env={"name": "sokoban"},
-                             rollout={"max_turns": 4, "max_actions_per_turn": 5, "max_actions_per_episode": 10})
+    cfg = TrainConfig.preset(
+        "starpo",
+        env={"name": "sokoban"},
+        rollout={"max_turns": 4, "max_actions_per_turn": 5, "max_actions_per_episode": 10},
+    )
     chat = R.ChatFormat(policy.tokenizer, True)
-    [traj] = R.rollout(policy.model, policy.tokenizer, chat, "sokoban", {}, [7], [0], cfg.rollout, 1.0,
-                       policy.context_len)
+    [traj] = R.rollout(
+        policy.model, policy.tokenizer, chat, "sokoban", {}, [7], [0], cfg.rollout, 1.0, policy.context_len
+    )
     env = envs.make("sokoban")
     env.reset(seed=7)
     up, left = env.step("Up")[1], env.step("Left")[1]  # what the environment pays for the actions that ran
@@ -209,11 +251,14 @@ def test_turn_penalties_and_the_reward_the_model_is_shown(tiny_model_dir, monkey
 def test_empty_filter_steps_are_skipped_logged_and_stop_the_run(tiny_model_dir, tmp_path):
     """top_p at 1e-6 has a negative threshold, so RAGEN-2's rule keeps no group: no update, the step counted as
     skipped, and after filter_empty_stop_steps such steps in a row the run stops (checkpointed)."""
-    cfg = TrainConfig.preset("starpo-s", env={"name": "bandit"},
-                             algorithm={"filter": "top_p", "filter_top_p": 1e-6, "filter_empty_stop_steps": 2},
-                             rollout={"env_groups": 2, "group_size": 2, "max_new_tokens": 24, "val_seeds": 2},
-                             optim={"mini_batch_size": 4, "micro_batch_size": 2},
-                             schedule={"steps": 5, "val_every": 0, "checkpoint_every": 0})
+    cfg = TrainConfig.preset(
+        "starpo-s",
+        env={"name": "bandit"},
+        algorithm={"filter": "top_p", "filter_top_p": 1e-6, "filter_empty_stop_steps": 2},
+        rollout={"env_groups": 2, "group_size": 2, "max_new_tokens": 24, "val_seeds": 2},
+        optim={"mini_batch_size": 4, "micro_batch_size": 2},
+        schedule={"steps": 5, "val_every": 0, "checkpoint_every": 0},
+    )
     sink = MemorySink()
     with pytest.raises(FilterStarved, match="kept no group for 2 steps in a row"):
         train(cfg, sink, str(tmp_path))
@@ -227,11 +272,19 @@ def test_empty_filter_steps_are_skipped_logged_and_stop_the_run(tiny_model_dir, 
 def test_validation_on_several_environments(tiny_model_dir, tmp_path):
     """rollout.val_envs: each is played on the validation seeds in its own environment and logged as
     val/<env>/success; the training environment's entry is val/success itself."""
-    cfg = TrainConfig.preset("grpo", env={"name": "bandit-teacher-engineer"},
-                             rollout={"env_groups": 2, "group_size": 2, "max_new_tokens": 24, "val_seeds": 4,
-                                      "val_envs": ["bandit-teacher-engineer", "bandit-librarian-trader"]},
-                             optim={"mini_batch_size": 4, "micro_batch_size": 2},
-                             schedule={"steps": 1, "val_every": 1, "checkpoint_every": 0})
+    cfg = TrainConfig.preset(
+        "grpo",
+        env={"name": "bandit-teacher-engineer"},
+        rollout={
+            "env_groups": 2,
+            "group_size": 2,
+            "max_new_tokens": 24,
+            "val_seeds": 4,
+            "val_envs": ["bandit-teacher-engineer", "bandit-librarian-trader"],
+        },
+        optim={"mini_batch_size": 4, "micro_batch_size": 2},
+        schedule={"steps": 1, "val_every": 1, "checkpoint_every": 0},
+    )
     sink = MemorySink()
     assert train(cfg, sink, str(tmp_path)) == "completed"
     [row] = sink.rows

@@ -1,4 +1,5 @@
 """The whole loop with the tiny model: every environment, resume equality, stop, NaN skipping, CLI."""
+
 import json
 import math
 import os
@@ -11,22 +12,50 @@ from trainer.config import TrainConfig
 from trainer.loop import Trainer, token_logprobs, train
 from trainer.sink import JsonlSink, MemorySink
 
-SMALL = {"rollout": {"env_groups": 2, "group_size": 2, "max_turns": 2, "max_new_tokens": 24, "val_seeds": 4},
-         "optim": {"mini_batch_size": 4, "micro_batch_size": 2},
-         "schedule": {"steps": 2, "val_every": 1, "checkpoint_every": 1, "keep_checkpoints": 2,
-                      "samples_per_step": 2}}
-STEP_KEYS = {"train/success", "train/reward_mean", "train/reward_std_in_group", "train/frac_zero_std_groups",
-             "train/format_valid", "train/actions_valid", "train/filter_kept_ratio", "actor/entropy",
-             "actor/grad_norm", "actor/clip_frac", "actor/clip_frac_high", "actor/approx_kl", "actor/pg_loss",
-             "actor/skipped_steps", "response/tokens_mean", "response/think_tokens_mean", "val/success",
-             "time/rollout_s", "time/update_s", "time/step_s", "perf/tokens_per_s"}
+SMALL = {
+    "rollout": {"env_groups": 2, "group_size": 2, "max_turns": 2, "max_new_tokens": 24, "val_seeds": 4},
+    "optim": {"mini_batch_size": 4, "micro_batch_size": 2},
+    "schedule": {
+        "steps": 2,
+        "val_every": 1,
+        "checkpoint_every": 1,
+        "keep_checkpoints": 2,
+        "samples_per_step": 2,
+    },
+}
+STEP_KEYS = {
+    "train/success",
+    "train/reward_mean",
+    "train/reward_std_in_group",
+    "train/frac_zero_std_groups",
+    "train/format_valid",
+    "train/actions_valid",
+    "train/filter_kept_ratio",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/clip_frac",
+    "actor/clip_frac_high",
+    "actor/approx_kl",
+    "actor/pg_loss",
+    "actor/skipped_steps",
+    "response/tokens_mean",
+    "response/think_tokens_mean",
+    "val/success",
+    "time/rollout_s",
+    "time/update_s",
+    "time/step_s",
+    "perf/tokens_per_s",
+}
 
 
-@pytest.mark.parametrize("preset,env,expect", [
-    ("starpo-s", "frozenlake", {"critic/vf_loss", "critic/explained_var"}),
-    ("grpo", "sokoban", {"actor/kl_ref"}),
-    ("starpo", "bandit", {"actor/kl_ref", "critic/vf_loss"}),
-])
+@pytest.mark.parametrize(
+    "preset,env,expect",
+    [
+        ("starpo-s", "frozenlake", {"critic/vf_loss", "critic/explained_var"}),
+        ("grpo", "sokoban", {"actor/kl_ref"}),
+        ("starpo", "bandit", {"actor/kl_ref", "critic/vf_loss"}),
+    ],
+)
 def test_each_environment_trains_and_reports(tiny_model_dir, tmp_path, preset, env, expect):
     cfg = TrainConfig.preset(preset, env={"name": env}, **SMALL)
     sink = JsonlSink(str(tmp_path), cfg.to_yaml(), stream=open(os.devnull, "w"))
@@ -46,7 +75,9 @@ def test_each_environment_trains_and_reports(tiny_model_dir, tmp_path, preset, e
 
 
 def test_lora_with_reference_as_disabled_adapter(tiny_model_dir, tmp_path):
-    cfg = TrainConfig.preset("grpo", "model.lora_rank=4", "model.lora_alpha=8", env={"name": "bandit"}, **SMALL)
+    cfg = TrainConfig.preset(
+        "grpo", "model.lora_rank=4", "model.lora_alpha=8", env={"name": "bandit"}, **SMALL
+    )
     sink = MemorySink()
     assert train(cfg, sink, str(tmp_path)) == "completed"
     # a fresh adapter is the identity, so at step 0 policy == reference (the disabled adapter)
@@ -60,12 +91,18 @@ def _strip(rows):
 
 
 @pytest.mark.parametrize("mini_batch_size,forwards", [(4, 2), (2, 3)])
-def test_the_first_mini_batch_reuses_its_training_forward_as_old_logprobs(tiny_model_dir, monkeypatch,
-                                                                          mini_batch_size, forwards):
+def test_the_first_mini_batch_reuses_its_training_forward_as_old_logprobs(
+    tiny_model_dir, monkeypatch, mini_batch_size, forwards
+):
     """4 trajectories in micro-batches of 2: the mini-batch trained before any optimizer step needs no
     separate no-grad pass; a later one does (the policy has moved by then)."""
-    cfg = TrainConfig.preset("grpo", "algorithm.kl_coef=0", f"optim.mini_batch_size={mini_batch_size}",
-                             env={"name": "bandit"}, **SMALL)
+    cfg = TrainConfig.preset(
+        "grpo",
+        "algorithm.kl_coef=0",
+        f"optim.mini_batch_size={mini_batch_size}",
+        env={"name": "bandit"},
+        **SMALL,
+    )
     trainer = Trainer(cfg)
     trajs = trainer.play([1, 1, 2, 2], [0, 0, 1, 1], 1.0)
     calls = []
@@ -82,8 +119,9 @@ def test_the_first_mini_batch_reuses_its_training_forward_as_old_logprobs(tiny_m
 
 
 def test_resume_equals_uninterrupted_run(tiny_model_dir, tmp_path):
-    cfg4 = TrainConfig.preset("starpo-s", "schedule.steps=4", "deterministic=true", env={"name": "frozenlake"},
-                              **SMALL)
+    cfg4 = TrainConfig.preset(
+        "starpo-s", "schedule.steps=4", "deterministic=true", env={"name": "frozenlake"}, **SMALL
+    )
     cfg2 = TrainConfig.from_dict({**cfg4.to_dict(), "schedule": {**cfg4.to_dict()["schedule"], "steps": 2}})
     full, part = MemorySink(), MemorySink()
     train(cfg4, full, str(tmp_path / "full"))
@@ -96,8 +134,12 @@ def test_resume_equals_uninterrupted_run(tiny_model_dir, tmp_path):
 def test_should_stop_checkpoints_and_returns_stopped(tiny_model_dir, tmp_path):
     calls = []
     sink = MemorySink()
-    result = train(TrainConfig.preset("grpo", env={"name": "bandit"}, **SMALL), sink, str(tmp_path),
-                   should_stop=lambda: calls.append(1) or len(calls) > 1)
+    result = train(
+        TrainConfig.preset("grpo", env={"name": "bandit"}, **SMALL),
+        sink,
+        str(tmp_path),
+        should_stop=lambda: calls.append(1) or len(calls) > 1,
+    )
     assert result == "stopped"
     assert [r["step"] for r in sink.rows] == [0]
     assert sink.checkpoints[-1][0] == 1 and os.path.isdir(sink.checkpoints[-1][1])
@@ -112,10 +154,16 @@ def test_nan_loss_skips_the_step_and_counts_it(tiny_model_dir, tmp_path, monkeyp
 
     monkeypatch.setattr(losses, "policy_loss", nan_loss)
     from trainer.models import load_policy
-    before = {k: v.clone() for k, v in load_policy(TrainConfig().model, False, False).model.state_dict().items()}
+
+    before = {
+        k: v.clone() for k, v in load_policy(TrainConfig().model, False, False).model.state_dict().items()
+    }
     sink = MemorySink()
     train(TrainConfig.preset("grpo", env={"name": "bandit"}, **SMALL), sink, str(tmp_path))
     assert all(r["actor/skipped_steps"] >= 1 for r in sink.rows if r["train/filter_kept_ratio"] > 0)
     from transformers import AutoModelForCausalLM
-    after = AutoModelForCausalLM.from_pretrained(tmp_path / "checkpoints" / "step_000002" / "policy").state_dict()
+
+    after = AutoModelForCausalLM.from_pretrained(
+        tmp_path / "checkpoints" / "step_000002" / "policy"
+    ).state_dict()
     assert all(torch.equal(before[k], after[k]) for k in after)

@@ -1,4 +1,5 @@
 """The update math against hand-computed values."""
+
 import math
 
 import pytest
@@ -17,7 +18,7 @@ def test_gae_skips_masked_observation_tokens():
     rewards = A.token_rewards(torch.tensor([1.0]), mask)
     assert rewards.tolist() == [[0, 0, 0, 0, 0, 1.0]]
     adv, ret = A.gae(rewards, values, mask, gamma=1.0, lam=1.0)
-    assert adv[0].tolist() == pytest.approx([0.5, 0.4, 0, 0, 0.8, 0.6])   # A_t = R - V_t
+    assert adv[0].tolist() == pytest.approx([0.5, 0.4, 0, 0, 0.8, 0.6])  # A_t = R - V_t
     assert ret[0].tolist() == pytest.approx([1, 1, 0, 0, 1, 1])
     adv, _ = A.gae(rewards, values, mask, gamma=0.5, lam=1.0)
     # p5: 1 - .4 = .6; p4: .5*.4 - .2 + .5*.6 = .3; p1: .5*.2 - .6 + .5*.3 = -.35; p0: .5*.6 - .5 + .5*-.35
@@ -30,7 +31,9 @@ def test_grpo_normalises_per_group_and_zero_std_groups_get_zero():
     adv = A.group_advantages(rewards, groups, "grpo")
     s = 0.5 / math.sqrt(1 / 3)  # unbiased std of [1, 0, 0, 1] is sqrt(1/3)
     assert adv.tolist() == pytest.approx([s, -s, -s, s, 0, 0, 0, 0], abs=1e-5)
-    assert A.group_advantages(rewards, groups, "drgrpo").tolist() == pytest.approx([.5, -.5, -.5, .5, 0, 0, 0, 0])
+    assert A.group_advantages(rewards, groups, "drgrpo").tolist() == pytest.approx(
+        [0.5, -0.5, -0.5, 0.5, 0, 0, 0, 0]
+    )
 
 
 def test_whiten_over_masked_tokens_only():
@@ -39,12 +42,14 @@ def test_whiten_over_masked_tokens_only():
     assert out[0].tolist() == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2), 0], abs=1e-6)
 
 
-RAW = torch.tensor([
-    [0.0, 0.0, 0.0, 0.0],      # std 0
-    [1.0, 0.0, 1.0, 0.0],      # unbiased std sqrt(1/3) = .5774
-    [1.0, 1.0, 1.0, 0.9],      # .05
-    [-0.1, 1.0, -0.1, -0.1],   # format penalties: .55
-])
+RAW = torch.tensor(
+    [
+        [0.0, 0.0, 0.0, 0.0],  # std 0
+        [1.0, 0.0, 1.0, 0.0],  # unbiased std sqrt(1/3) = .5774
+        [1.0, 1.0, 1.0, 0.9],  # .05
+        [-0.1, 1.0, -0.1, -0.1],  # format penalties: .55
+    ]
+)
 
 
 def test_filter_top_ratio_picks_highest_raw_std_groups():
@@ -57,7 +62,7 @@ def test_filter_top_ratio_picks_highest_raw_std_groups():
 def test_filter_top_p_keeps_the_groups_covering_the_summed_std():
     # unbiased stds 0, .5774, .05, .55: tau = .9 * 1.1774 - .01 = 1.0496; .5774 + .55 = 1.1274 >= tau
     assert keep_groups(RAW, "top_p", 0.9) == [1, 3]
-    assert keep_groups(RAW, "top_p", 0.4) == [1]          # tau = .4610: .5774 alone
+    assert keep_groups(RAW, "top_p", 0.4) == [1]  # tau = .4610: .5774 alone
     assert keep_groups(RAW, "top_p", 1.0, include_zero=False) == [1, 2, 3]
 
 
@@ -67,7 +72,9 @@ CLIP_CASE = dict(ratio=[1.5, 1.25, 0.7, 5.0], adv=[1.0, 1.0, -1.0, -1.0])
 def _clip_loss(dual_clip):
     ratio, adv = torch.tensor([CLIP_CASE["ratio"]]), torch.tensor([CLIP_CASE["adv"]])
     old = torch.zeros_like(ratio)
-    return losses.policy_loss(ratio.log(), old, adv, torch.ones_like(ratio), 0.2, 0.28, dual_clip, "token-mean")
+    return losses.policy_loss(
+        ratio.log(), old, adv, torch.ones_like(ratio), 0.2, 0.28, dual_clip, "token-mean"
+    )
 
 
 def test_clipped_loss_asymmetric_eps_and_dual_clip():
@@ -93,7 +100,9 @@ def test_aggregation_modes_and_micro_batch_additivity():
     expected = {"token-mean": 10 / 4, "seq-mean-token-mean": (2 + 4) / 2, "seq-mean-token-sum": (6 + 4) / 2}
     for mode, value in expected.items():
         assert losses.aggregate(x, mask, mode).item() == pytest.approx(value)
-        split = sum(losses.aggregate(x[i:i + 1], mask[i:i + 1], mode, n_seqs=2, n_tokens=4) for i in range(2))
+        split = sum(
+            losses.aggregate(x[i : i + 1], mask[i : i + 1], mode, n_seqs=2, n_tokens=4) for i in range(2)
+        )
         assert split.item() == pytest.approx(value)
 
 
@@ -123,6 +132,7 @@ def test_jsonl_sink_replaces_steps_logged_again(tmp_path):
     import json
 
     from trainer.sink import JsonlSink
+
     sink = JsonlSink(str(tmp_path), "seed: 0\n", stream=io.StringIO())
     for step in range(3):
         sink.metrics(step, {"train/success": step / 10})
@@ -130,5 +140,8 @@ def test_jsonl_sink_replaces_steps_logged_again(tmp_path):
     resumed.metrics(1, {"train/success": 0.5})
     resumed.metrics(2, {"train/success": float("nan")})
     rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
-    assert rows == [{"step": 0, "train/success": 0.0}, {"step": 1, "train/success": 0.5},
-                    {"step": 2, "train/success": None}]
+    assert rows == [
+        {"step": 0, "train/success": 0.0},
+        {"step": 1, "train/success": 0.5},
+        {"step": 2, "train/success": None},
+    ]

@@ -1,4 +1,5 @@
 """The shared-prefix forward equals the plain forward, values and gradients, for the policy and critic."""
+
 import pytest
 import torch
 
@@ -21,8 +22,8 @@ def group_batch(vocab: int, shared: int = 40, rows: int = 5):
     attention = torch.zeros_like(ids)
     for i, tail_len in enumerate([12, 7, 9, 3, 40][:rows]):
         ids[i, :shared] = head
-        ids[i, shared:shared + tail_len] = torch.randint(3, vocab, (tail_len,), generator=g)
-        attention[i, :shared + tail_len] = 1
+        ids[i, shared : shared + tail_len] = torch.randint(3, vocab, (tail_len,), generator=g)
+        attention[i, : shared + tail_len] = 1
     return ids, attention
 
 
@@ -39,8 +40,10 @@ def test_shared_prefix_forward_equals_the_plain_forward(policy, module):
     pick = (lambda out: out.logits) if module == "model" else (lambda out: out.last_hidden_state)
     net.train()
     results = []
-    for forward in (lambda: pick(net(input_ids=ids, attention_mask=attention, use_cache=False)),
-                    lambda: prefix.forward(net, ids, attention, pick)):
+    for forward in (
+        lambda: pick(net(input_ids=ids, attention_mask=attention, use_cache=False)),
+        lambda: prefix.forward(net, ids, attention, pick),
+    ):
         net.zero_grad(set_to_none=True)
         out = forward()
         (out * attention.unsqueeze(-1)).square().mean().backward()
@@ -57,8 +60,9 @@ def test_shared_prefix_forward_equals_the_plain_forward(policy, module):
 def test_the_prefix_runs_once_per_length_chunk(policy):
     ids, attention = group_batch(policy.tokenizer.vocab_size)
     seen = []
-    hook = policy.model.register_forward_pre_hook(lambda _, args, kwargs: seen.append(kwargs["input_ids"].shape),
-                                                  with_kwargs=True)
+    hook = policy.model.register_forward_pre_hook(
+        lambda _, args, kwargs: seen.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
     try:
         prefix.forward(policy.model, ids, attention, lambda out: out.logits)
     finally:

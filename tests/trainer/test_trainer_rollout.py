@@ -1,4 +1,5 @@
 """Token-in/token-out rollouts with the tiny model: the loss mask covers exactly the model's tokens."""
+
 import pytest
 import torch
 
@@ -36,11 +37,23 @@ def test_loss_mask_is_exactly_the_generated_tokens(policy, monkeypatch):
         return replies
 
     monkeypatch.setattr(R, "generate", recording_generate)
-    cfg = TrainConfig.preset("starpo", env={"name": "frozenlake"}, rollout={"max_turns": 3, "max_new_tokens": 40})
+    cfg = TrainConfig.preset(
+        "starpo", env={"name": "frozenlake"}, rollout={"max_turns": 3, "max_new_tokens": 40}
+    )
     chat = R.ChatFormat(policy.tokenizer, True)
     torch.manual_seed(0)
-    trajs = R.rollout(policy.model, policy.tokenizer, chat, "frozenlake", {}, [5, 5, 6, 6], [0, 0, 1, 1],
-                      cfg.rollout, 1.0, policy.context_len)
+    trajs = R.rollout(
+        policy.model,
+        policy.tokenizer,
+        chat,
+        "frozenlake",
+        {},
+        [5, 5, 6, 6],
+        [0, 0, 1, 1],
+        cfg.rollout,
+        1.0,
+        policy.context_len,
+    )
     multi_turn = 0
     for t in trajs:
         spans = runs(t.mask)
@@ -80,13 +93,16 @@ def test_parse_and_format_penalty():
 
 
 def test_context_overflow_ends_trajectory_with_penalty(policy):
-    cfg = TrainConfig.preset("starpo", env={"name": "sokoban"}, rollout={"max_turns": 5, "max_new_tokens": 40})
+    cfg = TrainConfig.preset(
+        "starpo", env={"name": "sokoban"}, rollout={"max_turns": 5, "max_new_tokens": 40}
+    )
     chat = R.ChatFormat(policy.tokenizer, True)
     env = envs.make("sokoban")
     prompt_len = len(chat.first_prompt(R.first_user_message(env, env.reset(seed=3), 5, 10, True)))
     torch.manual_seed(0)
-    trajs = R.rollout(policy.model, policy.tokenizer, chat, "sokoban", {}, [3, 3], [0, 0], cfg.rollout, 1.0,
-                      prompt_len + 5)
+    trajs = R.rollout(
+        policy.model, policy.tokenizer, chat, "sokoban", {}, [3, 3], [0, 0], cfg.rollout, 1.0, prompt_len + 5
+    )
     for t in trajs:
         assert t.done and len(t.turns) == 1 and len(t.ids) <= prompt_len + 5
         assert t.reward <= cfg.rollout.format_penalty + 1e-9

@@ -1,4 +1,5 @@
 """The SFT baseline: oracle episodes in the rollout's chat format, and a model folder RL can start from."""
+
 import json
 import random
 
@@ -61,8 +62,9 @@ def test_sft_writes_a_model_an_experiment_starts_from(tiny_model_dir, tmp_path, 
     summary = sft(cfg, str(out), episodes=32, epochs=2, lr=2e-3)
     assert summary["oracle_success"] == 1.0 and summary["last_loss"] < summary["first_loss"]
     assert json.loads((out / "sft.json").read_text())["episodes"] == 32
-    started = TrainConfig.preset("grpo", env={"name": "bandit"}, model={"warm_start": str(out)},
-                                 rollout={"val_seeds": 32})
+    started = TrainConfig.preset(
+        "grpo", env={"name": "bandit"}, model={"warm_start": str(out)}, rollout={"val_seeds": 32}
+    )
     assert started.optim.actor_lr == 5e-4  # model.name is still "tiny": its profile applies
     before = Trainer(TrainConfig.preset("grpo", env={"name": "bandit"}, rollout={"val_seeds": 32})).validate()
     after = Trainer(started).validate()

@@ -3,11 +3,21 @@
 
 def experiment_post(**changes) -> dict:
     data = {
-        "name": "FrozenLake sweep", "description": "", "env": "frozenlake",
-        "env__frozenlake__size": "4", "env__frozenlake__frozen_prob": "0.8",
+        "name": "FrozenLake sweep",
+        "description": "",
+        "env": "frozenlake",
+        "env__frozenlake__size": "4",
+        "env__frozenlake__frozen_prob": "0.8",
         "env__frozenlake__slippery": "on",
-        "env__frozenlake__map": "", "model": "tiny", "preset": "starpo-s", "steps": "20", "seeds": "1",
-        "grid": "", "overrides": "", "detector_overrides": "", "alert_recipients": "",
+        "env__frozenlake__map": "",
+        "model": "tiny",
+        "preset": "starpo-s",
+        "steps": "20",
+        "seeds": "1",
+        "grid": "",
+        "overrides": "",
+        "detector_overrides": "",
+        "alert_recipients": "",
     }
     data.update(changes)
     return {key: value for key, value in data.items() if value is not None}

@@ -3,8 +3,13 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-MODELS = ["experiments/experiment", "experiments/run", "accounts/apitoken", "alerts/detectorevent",
-          "alerts/notification"]
+MODELS = [
+    "experiments/experiment",
+    "experiments/run",
+    "accounts/apitoken",
+    "alerts/detectorevent",
+    "alerts/notification",
+]
 
 
 @pytest.mark.parametrize("model", MODELS)

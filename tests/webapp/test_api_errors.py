@@ -15,8 +15,17 @@ def auth(alice):
     return {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(alice, 'tests')[1]}"}
 
 
-@pytest.mark.parametrize("url", ["/api/runs/abc", "/api/runs/2.5/stop", "/api/experiments/-1", "/api/nothing",
-                                 "/api/runs/99999999999999999999/metrics", "/api/runs/9223372036854775808"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/runs/abc",
+        "/api/runs/2.5/stop",
+        "/api/experiments/-1",
+        "/api/nothing",
+        "/api/runs/99999999999999999999/metrics",
+        "/api/runs/9223372036854775808",
+    ],
+)
 def test_a_url_under_api_that_matches_nothing_is_a_json_404(client, auth, url):
     response = client.get(url, **auth)
     assert response.status_code == 404
@@ -40,10 +49,15 @@ def test_an_experiment_filter_beyond_64_bits_is_a_400(client, auth, value):
     assert "experiment" in response.json()["errors"]
 
 
-@pytest.mark.parametrize("method, url, allowed", [
-    ("put", "/api/experiments", "GET, POST"), ("delete", "/api/runs/1", "GET"), ("get", "/api/runs/1/stop", "POST"),
-    ("patch", "/api/imports", "POST"),
-])
+@pytest.mark.parametrize(
+    "method, url, allowed",
+    [
+        ("put", "/api/experiments", "GET, POST"),
+        ("delete", "/api/runs/1", "GET"),
+        ("get", "/api/runs/1/stop", "POST"),
+        ("patch", "/api/imports", "POST"),
+    ],
+)
 def test_405_says_which_methods_are_allowed(client, auth, method, url, allowed):
     response = getattr(client, method)(url, **auth)
     assert response.status_code == 405 and response["Allow"] == allowed
@@ -53,8 +67,11 @@ def test_unknown_metric_keys_come_back_as_empty_series_as_documented(client, aut
     run = make_run(alice)
     body = client.get(f"/api/runs/{run.pk}/metrics?keys=nope", **auth).json()
     assert body["series"] == {"nope": {"step": [], "value": [], "downsampled": False}}
-    parameter = next(p for p in openapi.document()["paths"]["/api/runs/{pk}/metrics"]["get"]["parameters"]
-                     if p.get("name") == "keys")
+    parameter = next(
+        p
+        for p in openapi.document()["paths"]["/api/runs/{pk}/metrics"]["get"]["parameters"]
+        if p.get("name") == "keys"
+    )
     assert "empty series" in parameter["description"]
 
 
@@ -73,7 +90,10 @@ def test_the_schema_states_the_bounds_the_server_enforces():
     point = openapi.document()["components"]["schemas"]["MetricPoint"]
     assert point["properties"]["step"]["maximum"] == 2**31 - 1 and point["additionalProperties"] is False
     assert openapi.document()["components"]["schemas"]["Id"]["maximum"] == 2**63 - 1
-    assert "last value" in openapi.document()["components"]["schemas"]["Series"]["properties"]["value"]["description"]
+    assert (
+        "last value"
+        in openapi.document()["components"]["schemas"]["Series"]["properties"]["value"]["description"]
+    )
 
 
 def test_a_broken_multipart_body_is_a_json_400(client, auth):

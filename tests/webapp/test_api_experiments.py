@@ -9,10 +9,17 @@ from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment, Run
 
 BODY = {
-    "name": "API sweep", "env": {"name": "frozenlake", "params": {"size": 4}}, "model": "tiny",
-    "preset": "starpo-s", "steps": 12, "seeds": [1, 2], "grid": {"algorithm.filter_ratio": [0.25, 0.5]},
-    "overrides": {"rollout": {"group_size": 4}}, "detector_overrides": {"grad_spike": {"tolerance": 5.0}},
-    "alert_recipients": ["team@example.com"], "alert_on_warnings": True,
+    "name": "API sweep",
+    "env": {"name": "frozenlake", "params": {"size": 4}},
+    "model": "tiny",
+    "preset": "starpo-s",
+    "steps": 12,
+    "seeds": [1, 2],
+    "grid": {"algorithm.filter_ratio": [0.25, 0.5]},
+    "overrides": {"rollout": {"group_size": 4}},
+    "detector_overrides": {"grad_spike": {"tolerance": 5.0}},
+    "alert_recipients": ["team@example.com"],
+    "alert_on_warnings": True,
 }
 
 
@@ -35,7 +42,8 @@ def test_create_expands_grid_and_seeds(client, api, alice):
     assert experiment.recipients() == ["team@example.com"]
     assert len(body["runs"]) == 4
     assert {run["label"] for run in body["runs"]} == {
-        f"seed={seed} algorithm.filter_ratio={ratio}" for seed in (1, 2) for ratio in (0.25, 0.5)}
+        f"seed={seed} algorithm.filter_ratio={ratio}" for seed in (1, 2) for ratio in (0.25, 0.5)
+    }
     run = Run.objects.get(label="seed=2 algorithm.filter_ratio=0.5")
     assert run.config["rollout"]["group_size"] == 4 and run.config["schedule"]["steps"] == 12
 
@@ -51,26 +59,29 @@ def test_create_from_a_complete_config(client, api):
     assert Experiment.objects.get().preset == ""
 
 
-@pytest.mark.parametrize("change, field, words", [
-    ({"env": {"name": "frozenlake", "params": {"size": 99}}}, "env.params.size", "between"),
-    ({"env": {"name": "atlantis"}}, "env", "unknown environment"),
-    ({"model": "../../etc"}, "model", "MODEL_ROOT"),
-    ({"steps": 0}, "steps", "from 1 to"),
-    ({"overrides": {"schedule": {"steps": 5}}}, "overrides", "steps field"),
-    ({"seeds": [1, "x"]}, "seeds", "'x'"),
-    ({"grid": {"algorithm.filter_ratio": [0.5, 2.0]}}, "grid", "algorithm.filter_ratio = 2.0"),
-    ({"grid": {"algorithm.filter_ratio": list(range(1, 34))}}, "grid", "the limit is 64"),
-    ({"overrides": {"algorithm": {"kl_coef": -1}}}, "algorithm.kl_coef", ">= 0"),
-    ({"overrides": "algorithm: [oops"}, "overrides", "not valid YAML"),
-    ({"detector_overrides": {"grad_spike": {"nope": 1}}}, "detector_overrides", "grad_spike.nope"),
-    ({"alert_recipients": "x@"}, "alert_recipients", "not a valid email"),
-    ({"alert_recipients": [1.5]}, "alert_recipients", "1.5 is not an email address"),
-    ({"preset": {}}, "preset", "unknown preset"),
-    ({"preset": "fast"}, "preset", "unknown preset"),
-    ({"name": ""}, "name", "required"),
-    ({"colour": "blue"}, "colour", "unknown field"),
-    ({"config": {}}, "preset", "not both"),
-])
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"env": {"name": "frozenlake", "params": {"size": 99}}}, "env.params.size", "between"),
+        ({"env": {"name": "atlantis"}}, "env", "unknown environment"),
+        ({"model": "../../etc"}, "model", "MODEL_ROOT"),
+        ({"steps": 0}, "steps", "from 1 to"),
+        ({"overrides": {"schedule": {"steps": 5}}}, "overrides", "steps field"),
+        ({"seeds": [1, "x"]}, "seeds", "'x'"),
+        ({"grid": {"algorithm.filter_ratio": [0.5, 2.0]}}, "grid", "algorithm.filter_ratio = 2.0"),
+        ({"grid": {"algorithm.filter_ratio": list(range(1, 34))}}, "grid", "the limit is 64"),
+        ({"overrides": {"algorithm": {"kl_coef": -1}}}, "algorithm.kl_coef", ">= 0"),
+        ({"overrides": "algorithm: [oops"}, "overrides", "not valid YAML"),
+        ({"detector_overrides": {"grad_spike": {"nope": 1}}}, "detector_overrides", "grad_spike.nope"),
+        ({"alert_recipients": "x@"}, "alert_recipients", "not a valid email"),
+        ({"alert_recipients": [1.5]}, "alert_recipients", "1.5 is not an email address"),
+        ({"preset": {}}, "preset", "unknown preset"),
+        ({"preset": "fast"}, "preset", "unknown preset"),
+        ({"name": ""}, "name", "required"),
+        ({"colour": "blue"}, "colour", "unknown field"),
+        ({"config": {}}, "preset", "not both"),
+    ],
+)
 def test_create_rejects_bad_input_naming_the_field(client, api, change, field, words):
     response = post(client, reverse("api_experiments"), {**BODY, **change}, api)
     assert response.status_code == 400
@@ -81,8 +92,9 @@ def test_create_rejects_bad_input_naming_the_field(client, api, change, field, w
 
 
 def test_config_errors_are_named_under_config(client, api):
-    response = post(client, reverse("api_experiments"),
-                    {"name": "x", "config": {"rollout": {"group_size": "big"}}}, api)
+    response = post(
+        client, reverse("api_experiments"), {"name": "x", "config": {"rollout": {"group_size": "big"}}}, api
+    )
     assert response.status_code == 400
     assert "config.rollout.group_size" in response.json()["errors"]
 

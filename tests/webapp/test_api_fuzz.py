@@ -27,10 +27,28 @@ def test_schemathesis_finds_nothing(live_server, transactional_db, alice, tmp_pa
     Sample.objects.create(run=run, step=2, index=0, data={"text": "hi"})
     make_run(alice, status=Run.Status.COMPLETED)
     command = [
-        sys.executable, "-m", "schemathesis.cli", "--config-file", str(CONFIG), "run",
-        f"{live_server.url}/api/schema", "--checks", "all",
-        "--header", f"Authorization: Bearer {token}", "--max-examples", str(EXAMPLES), "--seed", "18",
-        "--workers", "1", "--no-shrink", "--generation-database", "none", "--report-dir", str(tmp_path),
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(CONFIG),
+        "run",
+        f"{live_server.url}/api/schema",
+        "--checks",
+        "all",
+        "--header",
+        f"Authorization: Bearer {token}",
+        "--max-examples",
+        str(EXAMPLES),
+        "--seed",
+        "18",
+        "--workers",
+        "1",
+        "--no-shrink",
+        "--generation-database",
+        "none",
+        "--report-dir",
+        str(tmp_path),
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=170)
     assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-3000:]

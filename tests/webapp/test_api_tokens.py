@@ -32,7 +32,9 @@ def test_last_use_is_written_at_most_once_a_minute(alice):
     first = ApiToken.objects.get(pk=token.pk).last_used_at
     ApiToken.authenticate(plain)
     assert ApiToken.objects.get(pk=token.pk).last_used_at == first
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - LAST_USED_PRECISION - timedelta(seconds=1))
+    ApiToken.objects.filter(pk=token.pk).update(
+        last_used_at=first - LAST_USED_PRECISION - timedelta(seconds=1)
+    )
     ApiToken.authenticate(plain)
     assert ApiToken.objects.get(pk=token.pk).last_used_at > first
 

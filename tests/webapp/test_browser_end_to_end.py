@@ -31,14 +31,20 @@ def chart_points(page, chart="success"):
         .reduce((n, trace) => n + (trace.x ? trace.x.length : 0), 0)""")
 
 
-def test_configure_start_watch_and_read(live_server, tiny_model_dir, start_worker, settings, tmp_path,
-                                        purge_broker, monkeypatch):
+def test_configure_start_watch_and_read(
+    live_server, tiny_model_dir, start_worker, settings, tmp_path, purge_broker, monkeypatch
+):
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM reads while Playwright's loop runs
     get_user_model().objects.create_user("dana", "dana@example.com", "dana-password-1")
-    start_worker("gpu", name="gpu0", extra_args=("--max-tasks-per-child", "1"), ECHOLAB_THREADS=1,
-                 CHECKPOINT_ROOT=tmp_path / "checkpoints")
+    start_worker(
+        "gpu",
+        name="gpu0",
+        extra_args=("--max-tasks-per-child", "1"),
+        ECHOLAB_THREADS=1,
+        CHECKPOINT_ROOT=tmp_path / "checkpoints",
+    )
     url = live_server.url
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -72,11 +78,17 @@ def test_configure_start_watch_and_read(live_server, tiny_model_dir, start_worke
         page.wait_for_function("document.getElementById('chart-success').data !== undefined")
 
         # The page polls while the worker trains: points arrive without a reload.
-        page.wait_for_function("""document.getElementById('chart-success').data
-            .some(trace => trace.x && trace.x.length >= 1)""", timeout=180_000)
+        page.wait_for_function(
+            """document.getElementById('chart-success').data
+            .some(trace => trace.x && trace.x.length >= 1)""",
+            timeout=180_000,
+        )
         first = chart_points(page)
-        page.wait_for_function(f"""document.getElementById('chart-success').data
-            .reduce((n, trace) => n + (trace.x ? trace.x.length : 0), 0) > {first}""", timeout=180_000)
+        page.wait_for_function(
+            f"""document.getElementById('chart-success').data
+            .reduce((n, trace) => n + (trace.x ? trace.x.length : 0), 0) > {first}""",
+            timeout=180_000,
+        )
         assert Run.objects.get().status in ("running", "completed")
         # The page was rendered while the run was queued; polling fills in where it trains.
         page.wait_for_selector("#run-device:has-text('cpu')")

@@ -12,14 +12,20 @@ from webapp.experiments.models import Experiment
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "webapp"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                       reason="needs Debian chromium: apt-get install -y chromium"),
+    pytest.mark.skipif(
+        not os.path.exists(CHROMIUM), reason="needs Debian chromium: apt-get install -y chromium"
+    ),
 ]
 
 

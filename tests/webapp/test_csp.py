@@ -15,9 +15,21 @@ def directives(response) -> dict[str, list[str]]:
     return {part.split()[0]: part.split()[1:] for part in header.split(";") if part.strip()}
 
 
-@pytest.mark.parametrize("url", ["/accounts/login/", "/", "/experiments/new/", "/import", "/tokens/",
-                                 "/compare/ablations", "/runs/{run}/", "/runs/{run}/trajectories",
-                                 "/runs/999999/", "/api/runs"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/accounts/login/",
+        "/",
+        "/experiments/new/",
+        "/import",
+        "/tokens/",
+        "/compare/ablations",
+        "/runs/{run}/",
+        "/runs/{run}/trajectories",
+        "/runs/999999/",
+        "/api/runs",
+    ],
+)
 def test_every_page_has_the_policy(alice_client, alice, url):
     run = make_run(alice)
     response = alice_client.get(url.format(run=run.pk))
@@ -43,8 +55,15 @@ def test_no_page_needs_an_inline_script(alice_client, alice):
 def test_the_trajectories_page_works_under_the_policy(page):
     run = make_run(page.user, status=Run.Status.COMPLETED)
     for step in (0, 5):
-        Sample.objects.create(run=run, step=step, index=0, data={
-            "turns": [{"think": f"thinking at {step}", "answer": "Right", "reward": 1.0}], "reward": 1.0})
+        Sample.objects.create(
+            run=run,
+            step=step,
+            index=0,
+            data={
+                "turns": [{"think": f"thinking at {step}", "answer": "Right", "reward": 1.0}],
+                "reward": 1.0,
+            },
+        )
     page.goto(f"{page.base}{reverse('run_trajectories', args=[run.pk])}")
     assert page.get_by_text("thinking at 5").is_visible()
     page.select_option("#step-select", "0")

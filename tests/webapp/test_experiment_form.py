@@ -28,8 +28,9 @@ def test_form_lists_every_registered_environment_and_its_parameters(alice_client
             assert f'name="env__{name}__{param.name}"' in html
 
 
-def test_valid_post_creates_experiment_and_queues_its_run(alice_client, alice,
-                                                          django_capture_on_commit_callbacks):
+def test_valid_post_creates_experiment_and_queues_its_run(
+    alice_client, alice, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = alice_client.post(URL, experiment_post(seeds="3"))
     experiment = Experiment.objects.get()
@@ -49,27 +50,30 @@ def test_unchecked_bool_parameter_is_false(alice_client):
     assert Run.objects.get().config["env"]["params"]["slippery"] is False
 
 
-@pytest.mark.parametrize("field, value, expected", [
-    ("env__frozenlake__size", "99", "less than or equal to 12"),
-    ("env__frozenlake__size", "", "required"),
-    ("env__frozenlake__frozen_prob", "lots", "number"),
-    ("steps", "0", "greater than or equal to 1"),
-    ("seeds", "1, x", "'x' is not a whole number"),
-    ("seeds", "2,2", "listed twice"),
-    ("grid", "algorithm.filter_ratio 0.5", "line 1"),
-    ("overrides", "algorithm: [unclosed", "not valid YAML"),
-    ("overrides", "- a list", "expected a mapping"),
-    ("overrides", "1: 2", "keys must be names"),
-    ("overrides", "schedule: {steps: 99}", "schedule.steps: set it in the steps field"),
-    ("overrides", "env: {name: bandit}", "own fields"),
-    ("grid", "seed = 1, 2", "seeds field"),
-    ("seeds", "99999999999", "too large"),
-    ("steps", "100000000", "less than or equal to"),
-    ("detector_overrides", "grad_spike: {tolerance: -1}", "grad_spike.tolerance"),
-    ("detector_overrides", "no_such_rule: {}", "no_such_rule"),
-    ("alert_recipients", "me@example.com, not-an-email", "'not-an-email' is not a valid email"),
-    ("preset", "ppo-extreme", "Select a valid choice"),
-])
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("env__frozenlake__size", "99", "less than or equal to 12"),
+        ("env__frozenlake__size", "", "required"),
+        ("env__frozenlake__frozen_prob", "lots", "number"),
+        ("steps", "0", "greater than or equal to 1"),
+        ("seeds", "1, x", "'x' is not a whole number"),
+        ("seeds", "2,2", "listed twice"),
+        ("grid", "algorithm.filter_ratio 0.5", "line 1"),
+        ("overrides", "algorithm: [unclosed", "not valid YAML"),
+        ("overrides", "- a list", "expected a mapping"),
+        ("overrides", "1: 2", "keys must be names"),
+        ("overrides", "schedule: {steps: 99}", "schedule.steps: set it in the steps field"),
+        ("overrides", "env: {name: bandit}", "own fields"),
+        ("grid", "seed = 1, 2", "seeds field"),
+        ("seeds", "99999999999", "too large"),
+        ("steps", "100000000", "less than or equal to"),
+        ("detector_overrides", "grad_spike: {tolerance: -1}", "grad_spike.tolerance"),
+        ("detector_overrides", "no_such_rule: {}", "no_such_rule"),
+        ("alert_recipients", "me@example.com, not-an-email", "'not-an-email' is not a valid email"),
+        ("preset", "ppo-extreme", "Select a valid choice"),
+    ],
+)
 def test_bad_value_is_reported_next_to_its_field_and_nothing_is_saved(alice_client, field, value, expected):
     before = counts()
     response = alice_client.post(URL, experiment_post(**{field: value}))
@@ -114,8 +118,12 @@ def test_env_check_error_from_the_environment_lands_on_its_parameter(alice_clien
 
 
 def test_grid_times_seeds_gives_one_labelled_run_each(alice_client):
-    response = alice_client.post(URL, experiment_post(
-        seeds="1,2", grid="algorithm.filter_ratio = 0.25, 0.5, 1.0\nrollout.group_size = 4, 8"))
+    response = alice_client.post(
+        URL,
+        experiment_post(
+            seeds="1,2", grid="algorithm.filter_ratio = 0.25, 0.5, 1.0\nrollout.group_size = 4, 8"
+        ),
+    )
     assert response.status_code == 302
     runs = Run.objects.order_by("id")
     assert runs.count() == 3 * 2 * 2

@@ -3,11 +3,25 @@
 import pytest
 from django.urls import reverse
 
-PAGES = [("experiment_list", []), ("experiment_new", []), ("experiment_detail", [1]),
-         ("experiment_rerun", [1]), ("experiment_export", [1]), ("tokens", []), ("run_list", []),
-         ("run_edit", [1]), ("runs_export", [])]
-POSTS = [("experiment_stop", [1]), ("experiment_import", []), ("token_revoke", [1]), ("run_edit", [1]),
-         ("run_archive", [1]), ("run_restore", [1])]
+PAGES = [
+    ("experiment_list", []),
+    ("experiment_new", []),
+    ("experiment_detail", [1]),
+    ("experiment_rerun", [1]),
+    ("experiment_export", [1]),
+    ("tokens", []),
+    ("run_list", []),
+    ("run_edit", [1]),
+    ("runs_export", []),
+]
+POSTS = [
+    ("experiment_stop", [1]),
+    ("experiment_import", []),
+    ("token_revoke", [1]),
+    ("run_edit", [1]),
+    ("run_archive", [1]),
+    ("run_restore", [1]),
+]
 API = [("api_experiments", []), ("api_experiment", [1]), ("api_runs", []), ("api_run", [1])]
 
 

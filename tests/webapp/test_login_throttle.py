@@ -39,7 +39,10 @@ def test_thirty_wrong_passwords_then_the_right_one_is_refused(alice):
     expected = timezone.now() + timedelta(minutes=15)
     assert shown.group(3) == "15"
     assert abs((int(shown.group(1)) * 60 + int(shown.group(2))) - (expected.hour * 60 + expected.minute)) in (
-        0, 1, 1439)
+        0,
+        1,
+        1439,
+    )
 
 
 def test_the_account_is_locked_from_every_address(alice):

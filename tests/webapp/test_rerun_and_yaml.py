@@ -8,14 +8,19 @@ from trainer.config import TrainConfig
 from webapp.experiments.models import Experiment
 
 
-def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(alice_client, alice,
-                                                                         make_experiment):
+def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(
+    alice_client, alice, make_experiment
+):
     params = {"size": 5, "frozen_prob": 0.8, "slippery": False, "map": ""}
-    source = make_experiment(alice, preset="starpo-s", seeds=[1, 2],
-                             grid={"algorithm.filter_ratio": [0.25, 0.5]},
-                             overrides={"rollout": {"group_size": 4}, "algorithm": {"kl_coef": 0.01}},
-                             detector_overrides={"grad_spike": {"tolerance": 5.0}},
-                             env={"name": "frozenlake", "params": params})
+    source = make_experiment(
+        alice,
+        preset="starpo-s",
+        seeds=[1, 2],
+        grid={"algorithm.filter_ratio": [0.25, 0.5]},
+        overrides={"rollout": {"group_size": 4}, "algorithm": {"kl_coef": 0.01}},
+        detector_overrides={"grad_spike": {"tolerance": 5.0}},
+        env={"name": "frozenlake", "params": params},
+    )
     form = alice_client.get(reverse("experiment_rerun", args=[source.pk])).context["form"]
     initial = form.initial
     assert initial["preset"] == "starpo-s" and initial["seeds"] == "1, 2"

@@ -29,14 +29,17 @@ def preset_body(**overrides):
     return {"name": "big", "env": {"name": "bandit"}, "model": "tiny", "overrides": overrides}
 
 
-@pytest.mark.parametrize("overrides, field, limit", [
-    ({"rollout": {"group_size": 10**9}}, "rollout.group_size", 64),
-    ({"rollout": {"env_groups": 10**9}}, "rollout.env_groups", 256),
-    ({"rollout": {"max_new_tokens": 10**9}}, "rollout.max_new_tokens", 8192),
-    ({"rollout": {"val_seeds": 10**9}}, "rollout.val_seeds", 4096),
-    ({"schedule": {"samples_per_step": 10**9}}, "schedule.samples_per_step", 256),
-    ({"rollout": {"max_turns": 10**6}}, "rollout.max_turns", 50),
-])
+@pytest.mark.parametrize(
+    "overrides, field, limit",
+    [
+        ({"rollout": {"group_size": 10**9}}, "rollout.group_size", 64),
+        ({"rollout": {"env_groups": 10**9}}, "rollout.env_groups", 256),
+        ({"rollout": {"max_new_tokens": 10**9}}, "rollout.max_new_tokens", 8192),
+        ({"rollout": {"val_seeds": 10**9}}, "rollout.val_seeds", 4096),
+        ({"schedule": {"samples_per_step": 10**9}}, "schedule.samples_per_step", 256),
+        ({"rollout": {"max_turns": 10**6}}, "rollout.max_turns", 50),
+    ],
+)
 def test_sizes_above_the_limit_are_refused_naming_field_and_limit(client, api, overrides, field, limit):
     response = post(client, api, preset_body(**overrides))
     assert response.status_code == 400
@@ -50,7 +53,10 @@ def test_the_product_of_groups_group_size_turns_and_tokens_is_bounded(client, ap
     response = post(client, api, body)
     assert response.status_code == 400
     message = response.json()["errors"]["rollout.max_new_tokens"]
-    assert "env_groups x group_size x max_turns x max_new_tokens" in message and "LIMIT_ROLLOUT_TOKENS" in message
+    assert (
+        "env_groups x group_size x max_turns x max_new_tokens" in message
+        and "LIMIT_ROLLOUT_TOKENS" in message
+    )
 
 
 def test_a_complete_config_is_bounded_too(client, api):
@@ -76,14 +82,23 @@ def test_limits_come_from_the_environment(monkeypatch):
         environment.limits({"rollout.group_size": 64})
 
 
-@pytest.mark.parametrize("body, field", [
-    (preset_body(rollout={"group_size": 2**70}), "overrides"),
-    ({"name": "x", "env": {"name": "bandit", "params": {"arms": 2**70}}}, "env"),
-    (preset_body(algorithm={"kl_coef": 2**64}), "overrides"),
-    ({"name": "x", "env": {"name": "bandit"}, "grid": {"schedule.val_every": [1, 2**63]}}, "grid"),
-    ({"name": "x", "env": {"name": "bandit"}, "detector_overrides": {"grad_spike": {"tolerance": 2**80}}},
-     "detector_overrides"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (preset_body(rollout={"group_size": 2**70}), "overrides"),
+        ({"name": "x", "env": {"name": "bandit", "params": {"arms": 2**70}}}, "env"),
+        (preset_body(algorithm={"kl_coef": 2**64}), "overrides"),
+        ({"name": "x", "env": {"name": "bandit"}, "grid": {"schedule.val_every": [1, 2**63]}}, "grid"),
+        (
+            {
+                "name": "x",
+                "env": {"name": "bandit"},
+                "detector_overrides": {"grad_spike": {"tolerance": 2**80}},
+            },
+            "detector_overrides",
+        ),
+    ],
+)
 def test_integers_beyond_64_bits_are_refused_and_never_stored(client, api, body, field):
     response = post(client, api, body)
     assert response.status_code == 400, response.content
@@ -91,12 +106,17 @@ def test_integers_beyond_64_bits_are_refused_and_never_stored(client, api, body,
     assert not Experiment.objects.exists()
 
 
-@pytest.mark.parametrize("text", [
-    '{"name": "x", "env": {"name": "bandit"}, "seeds": [' + "9" * 5000 + "]}",
-    '{"name": "x", "env": {"name": "bandit"}, "overrides": {"rollout": {"group_size": ' + "9" * 5000 + "}}}",
-    '{"name": "x", "overrides": ' + "[" * 100_000 + "]" * 100_000 + "}",
-    '{"name": "x", "overrides": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "x", "env": {"name": "bandit"}, "seeds": [' + "9" * 5000 + "]}",
+        '{"name": "x", "env": {"name": "bandit"}, "overrides": {"rollout": {"group_size": '
+        + "9" * 5000
+        + "}}}",
+        '{"name": "x", "overrides": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"name": "x", "overrides": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}",
+    ],
+)
 def test_huge_literals_and_deep_nesting_are_a_400(client, api, text):
     response = post(client, api, text)
     assert response.status_code == 400
@@ -104,11 +124,14 @@ def test_huge_literals_and_deep_nesting_are_a_400(client, api, text):
     assert not Experiment.objects.exists()
 
 
-@pytest.mark.parametrize("overrides", [
-    "rollout:\n  group_size: 1000000000",
-    "rollout:\n  group_size: " + "9" * 5000,
-    "a: " + "[" * 5000 + "]" * 5000,
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        "rollout:\n  group_size: 1000000000",
+        "rollout:\n  group_size: " + "9" * 5000,
+        "a: " + "[" * 5000 + "]" * 5000,
+    ],
+)
 def test_the_form_names_the_overrides_field(alice_client, overrides):
     response = alice_client.post(reverse("experiment_new"), experiment_post(overrides=overrides))
     assert response.status_code == 200

@@ -6,20 +6,28 @@ from webapp.experiments import specs
 
 
 def test_grid_text_parses_typed_values_and_round_trips():
-    grid = specs.parse_grid("algorithm.filter_ratio = 0.25, 0.5  # comment\n\nrollout.thinking = true, false\n"
-                            "preset = starpo, starpo-s")
-    assert grid == {"algorithm.filter_ratio": [0.25, 0.5], "rollout.thinking": [True, False],
-                    "preset": ["starpo", "starpo-s"]}
+    grid = specs.parse_grid(
+        "algorithm.filter_ratio = 0.25, 0.5  # comment\n\nrollout.thinking = true, false\n"
+        "preset = starpo, starpo-s"
+    )
+    assert grid == {
+        "algorithm.filter_ratio": [0.25, 0.5],
+        "rollout.thinking": [True, False],
+        "preset": ["starpo", "starpo-s"],
+    }
     assert specs.parse_grid(specs.grid_text(grid)) == grid
 
 
-@pytest.mark.parametrize("text, words", [
-    ("x = 1\nx = 2", "listed twice"),
-    ("a.b = 1, 1", "listed twice"),
-    ("a.b =", "at least one value"),
-    ("9bad = 1", "not a config field name"),
-    ("a.b = [1", "not a valid value"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("x = 1\nx = 2", "listed twice"),
+        ("a.b = 1, 1", "listed twice"),
+        ("a.b =", "at least one value"),
+        ("9bad = 1", "not a config field name"),
+        ("a.b = [1", "not a valid value"),
+    ],
+)
 def test_bad_grid_lines_say_what_is_wrong(text, words):
     with pytest.raises(ValueError, match=words):
         specs.parse_grid(text)
@@ -32,8 +40,12 @@ def test_combinations_are_the_cartesian_product_in_order():
 
 
 def test_plan_counts_runs_and_validates_each(db):
-    spec = specs.ExperimentSpec(name="t", seeds=[1, 2, 3], env={"name": "bandit", "params": {}},
-                                grid={"rollout.group_size": [2, 4], "algorithm.kl_coef": [0.0, 0.1]})
+    spec = specs.ExperimentSpec(
+        name="t",
+        seeds=[1, 2, 3],
+        env={"name": "bandit", "params": {}},
+        grid={"rollout.group_size": [2, 4], "algorithm.kl_coef": [0.0, 0.1]},
+    )
     runs = specs.plan(spec)
     assert len(runs) == 12 and len({run.label for run in runs}) == 12
     spec.grid["algorithm.kl_coef"].append(-1.0)
@@ -45,7 +57,9 @@ def test_plan_counts_runs_and_validates_each(db):
 def test_describe_chooses_the_closest_preset():
     from trainer.config import TrainConfig
 
-    config = TrainConfig.preset("starpo-s", env={"name": "bandit"}, algorithm={"entropy_coef": 0.01}).to_dict()
+    config = TrainConfig.preset(
+        "starpo-s", env={"name": "bandit"}, algorithm={"entropy_coef": 0.01}
+    ).to_dict()
     described = specs.describe(config)
     assert described["preset"] == "starpo-s"
     assert described["overrides"] == {"algorithm": {"entropy_coef": 0.01}}

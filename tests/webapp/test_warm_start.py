@@ -23,11 +23,17 @@ def test_form_warm_start_inside_model_root_reaches_the_run_config(alice_client, 
     response = alice_client.post(reverse("experiment_new"), experiment_post(warm_start="sft-frozenlake"))
     assert response.status_code == 302
     config = Run.objects.get().config
-    assert config["model"] == {**config["model"], "name": "tiny", "warm_start": str(model_root / "sft-frozenlake")}
+    assert config["model"] == {
+        **config["model"],
+        "name": "tiny",
+        "warm_start": str(model_root / "sft-frozenlake"),
+    }
     assert config["optim"]["actor_lr"] == 5e-4  # the tiny profile still applies
 
 
-@pytest.mark.parametrize("value, message", [("../outside", "MODEL_ROOT"), ("./nothing-here", "no model folder")])
+@pytest.mark.parametrize(
+    "value, message", [("../outside", "MODEL_ROOT"), ("./nothing-here", "no model folder")]
+)
 def test_form_rejects_a_warm_start_outside_or_missing(alice_client, model_root, value, message):
     response = alice_client.post(reverse("experiment_new"), experiment_post(warm_start=value))
     assert response.status_code == 200
@@ -38,11 +44,18 @@ def test_form_rejects_a_warm_start_outside_or_missing(alice_client, model_root, 
 def test_api_warm_start_goes_through_the_same_checks(client, alice, model_root):
     _, plain = ApiToken.issue(alice, "tests")
     headers = {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
-    body = {"name": "warm", "preset": "starpo-s", "env": {"name": "frozenlake"}, "steps": 2,
-            "overrides": {"model": {"warm_start": "../../etc"}}}
+    body = {
+        "name": "warm",
+        "preset": "starpo-s",
+        "env": {"name": "frozenlake"},
+        "steps": 2,
+        "overrides": {"model": {"warm_start": "../../etc"}},
+    }
 
     def post():
-        return client.post(reverse("api_experiments"), json.dumps(body), content_type="application/json", **headers)
+        return client.post(
+            reverse("api_experiments"), json.dumps(body), content_type="application/json", **headers
+        )
 
     response = post()
     assert response.status_code == 400

@@ -16,11 +16,18 @@ def tiny_config(model_dir, steps=4, **schedule) -> dict:
     from trainer.config import TrainConfig
 
     return TrainConfig.preset(
-        "grpo", model={"name": str(model_dir)},
+        "grpo",
+        model={"name": str(model_dir)},
         rollout={"env_groups": 2, "group_size": 2, "max_new_tokens": 8, "max_turns": 1, "val_seeds": 2},
         optim={"mini_batch_size": 4, "micro_batch_size": 4},
-        schedule={"steps": steps, "val_every": 0, "checkpoint_every": 1, "keep_checkpoints": 2,
-                  "samples_per_step": 2, **schedule},
+        schedule={
+            "steps": steps,
+            "val_every": 0,
+            "checkpoint_every": 1,
+            "keep_checkpoints": 2,
+            "samples_per_step": 2,
+            **schedule,
+        },
         diagnostics={"collapse_every": 0},
     ).to_dict()
 
@@ -49,8 +56,14 @@ def start_gpu_worker(start_worker, checkpoint_root, purge_broker):
     """A gpu worker as docs/OPERATIONS.md starts one, on one CPU thread, with the test checkpoint root."""
 
     def start(name="gpu0", **env):
-        return start_worker("gpu", name=name, extra_args=("--max-tasks-per-child", "1"),
-                            ECHOLAB_THREADS=1, CHECKPOINT_ROOT=checkpoint_root, **env)
+        return start_worker(
+            "gpu",
+            name=name,
+            extra_args=("--max-tasks-per-child", "1"),
+            ECHOLAB_THREADS=1,
+            CHECKPOINT_ROOT=checkpoint_root,
+            **env,
+        )
 
     return start
 
@@ -64,7 +77,6 @@ class Inbox:
             return self.reply
         self.messages.append(envelope)
         return "250 OK"
-
 
 
 @pytest.fixture

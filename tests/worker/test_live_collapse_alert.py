@@ -17,12 +17,14 @@ pytestmark = pytest.mark.slow
 # success drops to 0 at step 1. The collapse rule is made quick to judge (few steps), not lenient; the
 # peak is the untrained model's own success, so any peak counts (peak_sigmas 0).
 COLLAPSING = {"optim": {"actor_lr": 0.05}}
-QUICK_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 2, "smoothing": 0.0, "min_peak": 0.05,
-                               "peak_sigmas": 0.0}}
+QUICK_COLLAPSE = {
+    "collapse": {"min_steps": 1, "pending": 2, "smoothing": 0.0, "min_peak": 0.05, "peak_sigmas": 0.0}
+}
 
 
-def test_a_collapsing_run_stores_the_event_and_emails_it_once(make_run, start_gpu_worker, start_worker,
-                                                              tiny_model_dir, smtp_server):
+def test_a_collapsing_run_stores_the_event_and_emails_it_once(
+    make_run, start_gpu_worker, start_worker, tiny_model_dir, smtp_server
+):
     inbox = smtp_server()
     config = tiny_config(tiny_model_dir, steps=5)
     config["optim"].update(COLLAPSING["optim"])
@@ -30,12 +32,17 @@ def test_a_collapsing_run_stores_the_event_and_emails_it_once(make_run, start_gp
     config["optim"].update({"mini_batch_size": 16, "micro_batch_size": 16})
     run = make_run(config, detector_overrides=QUICK_COLLAPSE, alert_recipients="alerts@example.com")
     start_gpu_worker("gpu0")
-    start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{inbox.port}",
-                 SITE_URL="https://echolab.example.com")
+    start_worker(
+        "default",
+        name="mailer",
+        EMAIL_URL=f"smtp://127.0.0.1:{inbox.port}",
+        SITE_URL="https://echolab.example.com",
+    )
 
     assert run.enqueue()
-    finished = wait_for(lambda: (r := Run.objects.get(pk=run.pk)).is_finished and r, timeout=240,
-                        message="the run to finish")
+    finished = wait_for(
+        lambda: (r := Run.objects.get(pk=run.pk)).is_finished and r, timeout=240, message="the run to finish"
+    )
     assert finished.status == "completed", finished.error
 
     success = dict(MetricPoint.objects.filter(run=run, key="train/success").values_list("step", "value"))
@@ -44,8 +51,11 @@ def test_a_collapsing_run_stores_the_event_and_emails_it_once(make_run, start_gp
     assert event.rule == "collapse" and 1 <= event.step <= 4
     assert event.signals
 
-    notification = wait_for(lambda: Notification.objects.filter(event=event, status="sent").first(), timeout=90,
-                            message="the alert email to be sent")
+    notification = wait_for(
+        lambda: Notification.objects.filter(event=event, status="sent").first(),
+        timeout=90,
+        message="the alert email to be sent",
+    )
     assert notification.recipients == ["alerts@example.com"]
     [message] = inbox.messages
     email = message_from_bytes(message.content, policy=policy.default)

@@ -18,8 +18,9 @@ def worker_settings(settings, tmp_path, tiny_model_dir, checkpoint_root, monkeyp
 
 
 @pytest.mark.parametrize("name", ["/etc", "../../etc", "{checkpoints}"])
-def test_a_config_written_around_the_resolver_fails_before_loading(make_run, worker_settings, tiny_model_dir,
-                                                                  checkpoint_root, name):
+def test_a_config_written_around_the_resolver_fails_before_loading(
+    make_run, worker_settings, tiny_model_dir, checkpoint_root, name
+):
     (checkpoint_root / "1").mkdir(parents=True)
     config = tiny_config(tiny_model_dir, steps=1)
     config["model"]["name"] = name.format(checkpoints=checkpoint_root / "1")
@@ -30,8 +31,9 @@ def test_a_config_written_around_the_resolver_fails_before_loading(make_run, wor
     assert run.error.startswith("invalid config: model.name: there is no model folder")
 
 
-def test_a_hub_id_is_not_loaded_from_the_working_directory(make_run, worker_settings, tiny_model_dir,
-                                                           tmp_path, monkeypatch):
+def test_a_hub_id_is_not_loaded_from_the_working_directory(
+    make_run, worker_settings, tiny_model_dir, tmp_path, monkeypatch
+):
     (tmp_path / "cwd" / "someorg").mkdir(parents=True)
     (tmp_path / "cwd" / "someorg" / "model").symlink_to(tiny_model_dir)
     monkeypatch.chdir(tmp_path / "cwd")

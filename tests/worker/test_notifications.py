@@ -46,8 +46,11 @@ def test_collapse_is_stored_once_and_announced_once(collapsing_run, purge_broker
 
 
 def test_warnings_are_announced_only_when_asked(make_run, purge_broker):
-    overrides = {**SUDDEN_COLLAPSE, "collapse": {**SUDDEN_COLLAPSE["collapse"], "fraction": 0.0},
-                 "reward_std_drop": {"min_steps": 1, "pending": 1, "smoothing": 0.0}}
+    overrides = {
+        **SUDDEN_COLLAPSE,
+        "collapse": {**SUDDEN_COLLAPSE["collapse"], "fraction": 0.0},
+        "reward_std_drop": {"min_steps": 1, "pending": 1, "smoothing": 0.0},
+    }
     for asked in (False, True):
         run = make_run({}, detector_overrides=overrides, alert_on_warnings=asked, label=f"asked {asked}")
         hook = EchoTrapHook(run)
@@ -76,12 +79,19 @@ def test_bad_overrides_are_refused_naming_the_rule_parameter(make_run):
 
 def test_notification_email_sent_by_a_worker_process(collapsing_run, smtp_server, start_worker, purge_broker):
     inbox = smtp_server()
-    start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{inbox.port}",
-                 SITE_URL="https://echolab.example.com")
+    start_worker(
+        "default",
+        name="mailer",
+        EMAIL_URL=f"smtp://127.0.0.1:{inbox.port}",
+        SITE_URL="https://echolab.example.com",
+    )
     feed(EchoTrapHook(collapsing_run), collapsing_run, range(len(SUCCESS)))  # sends the task through Redis
 
-    notification = wait_for(lambda: Notification.objects.filter(status="sent").first(), timeout=60,
-                            message="the notification to be sent")
+    notification = wait_for(
+        lambda: Notification.objects.filter(status="sent").first(),
+        timeout=60,
+        message="the notification to be sent",
+    )
     assert notification.tries == 1
     [message] = inbox.messages
     assert sorted(message.rcpt_tos) == ["a@example.com", "b@example.com"]

@@ -42,8 +42,10 @@ def test_give_up_lists_every_attempt(make_run):
     assert run.give_up("no heartbeat from c") is True
     assert run.status == "failed"
     assert run.error.splitlines() == [
-        "gave up after 3 attempts:", "attempt 1 on a: no heartbeat from a",
-        "attempt 2 on b: no heartbeat from b", "attempt 3 on c: no heartbeat from c",
+        "gave up after 3 attempts:",
+        "attempt 1 on a: no heartbeat from a",
+        "attempt 2 on b: no heartbeat from b",
+        "attempt 3 on c: no heartbeat from c",
     ]
     assert run.give_up("again") is False
 

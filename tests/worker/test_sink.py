@@ -40,8 +40,9 @@ def test_writes_metrics_samples_progress_and_heartbeat(running_run):
         sink.samples(step, [{"answer": "Left\x00", "reward": 1.0}, {"answer": "Up", "reward": float("inf")}])
         sink.progress(step + 1, 5)
     # progress() wakes the flusher: rows arrive without waiting for the 60 s interval or close().
-    wait_for(lambda: MetricPoint.objects.filter(run=running_run).count() == 6, timeout=10,
-             message="metric rows")
+    wait_for(
+        lambda: MetricPoint.objects.filter(run=running_run).count() == 6, timeout=10, message="metric rows"
+    )
     sink.close()
 
     stored = points(running_run)

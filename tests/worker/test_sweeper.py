@@ -20,8 +20,9 @@ def sweeper_settings(settings):
 
 def age(run, **fields_seconds_ago):
     now = timezone.now()
-    Run.objects.filter(pk=run.pk).update(**{name: now - timedelta(seconds=seconds)
-                                            for name, seconds in fields_seconds_ago.items()})
+    Run.objects.filter(pk=run.pk).update(
+        **{name: now - timedelta(seconds=seconds) for name, seconds in fields_seconds_ago.items()}
+    )
     run.refresh_from_db()
 
 
@@ -55,8 +56,11 @@ def test_after_the_last_attempt_the_run_fails_with_every_reason(make_run, sweepe
     assert run.attempt == 3
     lines = run.error.splitlines()
     assert lines[0] == "gave up after 3 attempts:"
-    assert [line.split(":")[0] for line in lines[1:]] == ["attempt 1 on host1", "attempt 2 on host2",
-                                                          "attempt 3 on host3"]
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "attempt 1 on host1",
+        "attempt 2 on host2",
+        "attempt 3 on host3",
+    ]
     assert all("worker lost" in line for line in lines[1:])
 
 

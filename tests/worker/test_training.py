@@ -23,8 +23,11 @@ def fresh(run) -> Run:
 
 
 def wait_status(run, *statuses, timeout=90) -> Run:
-    return wait_for(lambda: (r := fresh(run)).status in statuses and r, timeout=timeout,
-                    message=f"run {run.pk} to be {' or '.join(statuses)}")
+    return wait_for(
+        lambda: (r := fresh(run)).status in statuses and r,
+        timeout=timeout,
+        message=f"run {run.pk} to be {' or '.join(statuses)}",
+    )
 
 
 def assert_complete_series(run, steps):
@@ -43,12 +46,20 @@ def test_two_workers_train_two_runs_at_once_into_postgres(make_run, start_gpu_wo
     for run in runs:
         assert run.enqueue()
 
-    both_running = wait_for(lambda: all(fresh(run).status == "running" for run in runs), timeout=90,
-                            message="both runs running together")
+    both_running = wait_for(
+        lambda: all(fresh(run).status == "running" for run in runs),
+        timeout=90,
+        message="both runs running together",
+    )
     assert both_running
     # Metrics arrive while the run trains, not at the end.
-    wait_for(lambda: any(fresh(run).status == "running" and MetricPoint.objects.filter(run=run).exists()
-                         for run in runs), timeout=60, message="metrics during training")
+    wait_for(
+        lambda: any(
+            fresh(run).status == "running" and MetricPoint.objects.filter(run=run).exists() for run in runs
+        ),
+        timeout=60,
+        message="metrics during training",
+    )
 
     finished = [wait_status(run, "completed", "failed", "stopped") for run in runs]
     for run in finished:
@@ -69,8 +80,11 @@ def test_a_message_delivered_twice_trains_once(make_run, start_gpu_worker, tiny_
 
     run = wait_status(run, "completed", "failed")
     assert run.status == "completed" and run.attempt == 1
-    wait_for(lambda: "".join(w.output() for w in workers).count(f"run {run.pk}: ") >= 2, timeout=60,
-             message="both deliveries handled")
+    wait_for(
+        lambda: "".join(w.output() for w in workers).count(f"run {run.pk}: ") >= 2,
+        timeout=60,
+        message="both deliveries handled",
+    )
     logs = "".join(worker.output() for worker in workers)
     assert logs.count(f"run {run.pk}: attempt 1 on") == 1
     assert logs.count(f"run {run.pk}: completed") == 1
@@ -78,7 +92,8 @@ def test_a_message_delivered_twice_trains_once(make_run, start_gpu_worker, tiny_
 
 
 def test_stop_is_honoured_within_a_step_and_a_stopped_queued_run_never_starts(
-        make_run, start_gpu_worker, tiny_model_dir, checkpoint_root):
+    make_run, start_gpu_worker, tiny_model_dir, checkpoint_root
+):
     never = make_run(tiny_config(tiny_model_dir, steps=3), label="stopped while queued")
     assert never.enqueue()
     never.request_stop()
@@ -100,7 +115,8 @@ def test_stop_is_honoured_within_a_step_and_a_stopped_queued_run_never_starts(
 
 
 def test_a_killed_worker_is_replaced_and_the_run_resumes_from_its_checkpoint(
-        make_run, start_gpu_worker, tiny_model_dir, settings):
+    make_run, start_gpu_worker, tiny_model_dir, settings
+):
     settings.RUN_HEARTBEAT_TIMEOUT = 2
     run = make_run(tiny_config(tiny_model_dir, steps=7))
     first = start_gpu_worker("doomed")
@@ -125,7 +141,8 @@ def test_a_killed_worker_is_replaced_and_the_run_resumes_from_its_checkpoint(
 
 
 def test_a_worker_shut_down_mid_run_checkpoints_and_requeues_it_at_once(
-        make_run, start_gpu_worker, tiny_model_dir, checkpoint_root):
+    make_run, start_gpu_worker, tiny_model_dir, checkpoint_root
+):
     run = make_run(tiny_config(tiny_model_dir, steps=7))
     leaving = start_gpu_worker("leaving")
     assert run.enqueue()
@@ -167,15 +184,39 @@ def stop_redis():
 
 
 def start_redis():
-    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
-                    "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
-                    "--logfile", "/var/log/redis/ci.log"], check=True)
-    wait_for(lambda: subprocess.run(["redis-cli", "-p", "6379", "ping"], capture_output=True).stdout.strip()
-             == b"PONG", timeout=20, message="redis to answer")
+    subprocess.run(
+        [
+            "redis-server",
+            "--daemonize",
+            "yes",
+            "--bind",
+            "127.0.0.1",
+            "-::1",
+            "--port",
+            "6379",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            "/var/lib/redis",
+            "--logfile",
+            "/var/log/redis/ci.log",
+        ],
+        check=True,
+    )
+    wait_for(
+        lambda: (
+            subprocess.run(["redis-cli", "-p", "6379", "ping"], capture_output=True).stdout.strip() == b"PONG"
+        ),
+        timeout=20,
+        message="redis to answer",
+    )
 
 
 def test_a_run_submitted_while_the_broker_is_down_is_sent_by_the_sweeper(
-        make_run, start_gpu_worker, tiny_model_dir, purge_broker):
+    make_run, start_gpu_worker, tiny_model_dir, purge_broker
+):
     run = make_run(tiny_config(tiny_model_dir, steps=1))
     try:
         stop_redis()
@@ -194,7 +235,8 @@ def test_a_run_submitted_while_the_broker_is_down_is_sent_by_the_sweeper(
 
 
 def test_bad_config_and_unreachable_model_fail_at_once_with_their_message(
-        make_run, start_gpu_worker, tiny_model_dir, settings):
+    make_run, start_gpu_worker, tiny_model_dir, settings
+):
     invalid = tiny_config(tiny_model_dir, steps=2)
     invalid["rollout"]["group_size"] = 1  # grpo needs groups of 2 or more
     invalid_run = make_run(invalid, label="invalid")

@@ -45,7 +45,9 @@ def api_view(methods=("GET",)):
         @functools.wraps(view)
         def wrapped(request, *args, **kwargs):
             if request.method not in methods:
-                response = error_response(405, f"method {request.method[:20]} not allowed; use {', '.join(methods)}")
+                response = error_response(
+                    405, f"method {request.method[:20]} not allowed; use {', '.join(methods)}"
+                )
                 response["Allow"] = ", ".join(methods)
                 return response
             header = request.headers.get("Authorization", "")
@@ -58,7 +60,9 @@ def api_view(methods=("GET",)):
                 if request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request) is not None:
                     return error_response(403, "CSRF check failed: send the X-CSRFToken header")
             else:
-                return error_response(401, "authentication required: log in or send 'Authorization: Bearer <token>'")
+                return error_response(
+                    401, "authentication required: log in or send 'Authorization: Bearer <token>'"
+                )
             try:
                 return view(request, *args, **kwargs)
             except ApiError as error:
@@ -67,7 +71,9 @@ def api_view(methods=("GET",)):
                 return error_response(404, str(error) or "not found")
             except MultiPartParserError as error:
                 return error_response(400, f"request body is not valid multipart/form-data: {error}")
+
         return wrapped
+
     return decorate
 
 

@@ -22,10 +22,15 @@ def tokens(request):
             return redirect("tokens")
     else:
         form = ApiTokenForm()
-    return render(request, "accounts/tokens.html", {
-        "form": form, "tokens": ApiToken.objects.for_user(request.user).order_by("-created_at"),
-        "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),
-    })
+    return render(
+        request,
+        "accounts/tokens.html",
+        {
+            "form": form,
+            "tokens": ApiToken.objects.for_user(request.user).order_by("-created_at"),
+            "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),
+        },
+    )
 
 
 @login_required
@@ -42,6 +47,12 @@ def locked_out(request, original_response=None, credentials=None):
     failure during a lockout restarts it (AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT), so this one
     included, the lock ends one cool-off from now."""
     cool_off = get_cool_off(request)
-    return render(request, "accounts/locked_out.html", {
-        "retry_at": timezone.now() + cool_off, "minutes": round(cool_off.total_seconds() / 60),
-    }, status=429)
+    return render(
+        request,
+        "accounts/locked_out.html",
+        {
+            "retry_at": timezone.now() + cool_off,
+            "minutes": round(cool_off.total_seconds() / 60),
+        },
+        status=429,
+    )

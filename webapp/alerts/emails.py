@@ -71,9 +71,13 @@ def _format(value) -> str:
 def chart_series(run, step: int, window: int = CHART_WINDOW) -> dict[str, list[tuple[int, float]]]:
     """{key: [(step, value)]} for the outcome key the run logs and the in-group std, within
     `window` steps of `step`; NaN, infinities and nulls become NaN, which matplotlib draws as a gap."""
-    rows = (MetricPoint.objects
-            .filter(run=run, key__in=(*OUTCOME_KEYS, STD_KEY), step__range=(step - window, step + window))
-            .order_by("step").values_list("key", "step", "value"))
+    rows = (
+        MetricPoint.objects.filter(
+            run=run, key__in=(*OUTCOME_KEYS, STD_KEY), step__range=(step - window, step + window)
+        )
+        .order_by("step")
+        .values_list("key", "step", "value")
+    )
     found: dict[str, list[tuple[int, float]]] = {}
     for key, at, value in rows:
         finite = value is not None and math.isfinite(value)
@@ -104,8 +108,16 @@ def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
     if lines:
         outcome_axis.legend(lines, [line.get_label() for line in lines], fontsize=7, loc="lower left")
     else:
-        outcome_axis.text(0.5, 0.5, "no metrics logged near this step", ha="center", va="center",
-                          transform=outcome_axis.transAxes, fontsize=9, color="gray")
+        outcome_axis.text(
+            0.5,
+            0.5,
+            "no metrics logged near this step",
+            ha="center",
+            va="center",
+            transform=outcome_axis.transAxes,
+            fontsize=9,
+            color="gray",
+        )
     for axis in (outcome_axis, std_axis):
         axis.tick_params(labelsize=7)
     figure.tight_layout()

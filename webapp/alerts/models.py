@@ -89,7 +89,9 @@ class Notification(models.Model):
             # The run's row lock serialises two senders checking the same run's cooldown at once.
             type(event.run).objects.select_for_update().filter(pk=event.run_id).first()
             since = timezone.now() - timedelta(seconds=settings.ALERT_COOLDOWN_SECONDS)
-            recent = cls.objects.filter(event__run_id=event.run_id, event__rule=event.rule, created_at__gte=since)
+            recent = cls.objects.filter(
+                event__run_id=event.run_id, event__rule=event.rule, created_at__gte=since
+            )
             if recent.exists():
                 return None
             return cls.objects.create(event=event, recipients=recipients)
@@ -104,26 +106,32 @@ class Notification(models.Model):
     def claim(self) -> bool:
         """pending -> sending for exactly one sender: a task delivered twice sends one email."""
         claimed = Notification.objects.filter(pk=self.pk, status=self.Status.PENDING).update(
-            status=self.Status.SENDING, tries=F("tries") + 1, claimed_at=timezone.now(), next_try_at=None,
+            status=self.Status.SENDING,
+            tries=F("tries") + 1,
+            claimed_at=timezone.now(),
+            next_try_at=None,
         )
         self.refresh_from_db()
         return claimed == 1
 
     def mark_sent(self):
-        Notification.objects.filter(pk=self.pk).update(status=self.Status.SENT, sent_at=timezone.now(), error="",
-                                                       next_try_at=None)
+        Notification.objects.filter(pk=self.pk).update(
+            status=self.Status.SENT, sent_at=timezone.now(), error="", next_try_at=None
+        )
 
     def mark_failed(self, error: str) -> int | None:
         """Record a failed try: back to pending with next_try_at set, and the seconds until then; or, after
         the last of retry_delays(), failed for good (None)."""
         delays = self.retry_delays()
         if self.tries > len(delays):
-            Notification.objects.filter(pk=self.pk).update(status=self.Status.FAILED, error=error,
-                                                           next_try_at=None)
+            Notification.objects.filter(pk=self.pk).update(
+                status=self.Status.FAILED, error=error, next_try_at=None
+            )
             return None
         delay = delays[self.tries - 1]
         Notification.objects.filter(pk=self.pk).update(
-            status=self.Status.PENDING, error=error, next_try_at=timezone.now() + timedelta(seconds=delay))
+            status=self.Status.PENDING, error=error, next_try_at=timezone.now() + timedelta(seconds=delay)
+        )
         return delay
 
     @classmethod
@@ -135,11 +143,16 @@ class Notification(models.Model):
         for notification in cls.objects.filter(status=cls.Status.SENDING, claimed_at__lt=stale):
             lost = f"the sender stopped answering after {notification.claimed_at:%Y-%m-%d %H:%M:%S} UTC (killed?)"
             final = notification.tries >= tries
-            if cls.objects.filter(pk=notification.pk, status=cls.Status.SENDING,
-                                  claimed_at=notification.claimed_at).update(
+            if (
+                cls.objects.filter(
+                    pk=notification.pk, status=cls.Status.SENDING, claimed_at=notification.claimed_at
+                ).update(
                     status=cls.Status.FAILED if final else cls.Status.PENDING,
                     next_try_at=None if final else timezone.now(),
-                    error=lost if final else f"{lost}; sending again") and not final:
+                    error=lost if final else f"{lost}; sending again",
+                )
+                and not final
+            ):
                 released.append(notification.pk)
         return released
 
@@ -149,7 +162,8 @@ class Notification(models.Model):
         seconds, or past their next_try_at by that much (a retry's message sits in its worker until then)."""
         since = timezone.now() - timedelta(seconds=lost_after)
         return cls.objects.filter(status=cls.Status.PENDING).filter(
-            models.Q(next_try_at__isnull=True, created_at__lt=since) | models.Q(next_try_at__lt=since))
+            models.Q(next_try_at__isnull=True, created_at__lt=since) | models.Q(next_try_at__lt=since)
+        )
 
     def delivery_state(self) -> str:
         """What the run page says about this email."""

@@ -20,9 +20,9 @@ RESPONSES_PER_PROMPT = (1, 2, 4, 8, 16)
 
 @dataclass(frozen=True)
 class PaperResult:
-    setting: str      # the group value it belongs to, as the compare page shows it
+    setting: str  # the group value it belongs to, as the compare page shows it
     env: str
-    measure: str      # "success" (final training success) or "collapse" (first collapse step)
+    measure: str  # "success" (final training success) or "collapse" (first collapse step)
     reported: str
 
 
@@ -32,7 +32,7 @@ class Ablation:
     title: str
     question: str
     preset: str
-    group_by: str     # the config field whose values are the ablation's settings
+    group_by: str  # the config field whose values are the ablation's settings
     default_env: str
     paper: tuple[PaperResult, ...]
     note: str = ""
@@ -47,88 +47,130 @@ class Ablation:
 
     def grid(self, base: TrainConfig) -> dict[str, list]:
         if self.key == "responses-per-prompt":
-            return {"rollout": [{"env_groups": total // n, "group_size": n}
-                                for total in [base.rollout.env_groups * base.rollout.group_size]
-                                for n in RESPONSES_PER_PROMPT if total % n == 0]}
+            return {
+                "rollout": [
+                    {"env_groups": total // n, "group_size": n}
+                    for total in [base.rollout.env_groups * base.rollout.group_size]
+                    for n in RESPONSES_PER_PROMPT
+                    if total % n == 0
+                ]
+            }
         return {self.group_by: list(self.values)}
 
 
-ABLATIONS = {a.key: a for a in [
-    Ablation(
-        "starpo-vs-starpo-s", "StarPO vs StarPO-S",
-        "Do filtering, no KL and clip-higher (StarPO-S) keep training out of the Echo Trap?",
-        preset="starpo", group_by=specs.GRID_PRESET_KEY, default_env="bandit",
-        values=("starpo", "starpo-s"),
-        paper=(PaperResult("starpo-s", "bandit", "success", "100%"),
-               PaperResult("starpo-s", "sokoban", "success", "~21%"),
-               PaperResult("starpo-s", "frozenlake", "success", "~20%"),
-               PaperResult("starpo", "bandit", "collapse", "PPO holds until ~step 100 (GRPO collapses ~20)"),
-               PaperResult("starpo", "sokoban", "collapse", "PPO holds until ~step 50 (GRPO collapses ~10)")),
-    ),
-    Ablation(
-        "filter-ratio", "Rollout filter ratio",
-        "How much does keeping only the most uncertain groups delay the collapse?",
-        preset="starpo-s", group_by="algorithm.filter_ratio", default_env="frozenlake",
-        values=(0.25, 0.5, 0.75, 1.0),
-        paper=(PaperResult("1.0", "frozenlake", "collapse", "collapse at ~step 100 (keep all = no filter)"),
-               PaperResult("0.75", "frozenlake", "collapse", "collapse at ~step 140"),
-               PaperResult("0.5", "frozenlake", "collapse", "no collapse in 200 steps")),
-        note="StarPO-S with PPO, as in the paper; filter_ratio 1.0 keeps every group, i.e. no filtering.",
-    ),
-    Ablation(
-        "responses-per-prompt", "Responses per prompt (task diversity)",
-        "With the batch fixed, are more prompts with fewer responses each better?",
-        preset="starpo", group_by="rollout.group_size", default_env="frozenlake",
-        paper=(PaperResult("1", "frozenlake", "success", "12.5%"),
-               PaperResult("4", "frozenlake", "success", "21.5% (best)")),
-        note="Trajectories per step (prompts P x responses N) stay fixed at the preset's P x N for the "
-             "model (8 x 16 = 128 in the paper); N runs over 1, 2, 4, 8, 16 where it divides the total and "
-             "P = total / N. StarPO (PPO, no filter): N = 1 leaves every group with zero reward "
-             "spread, which an uncertainty filter cannot rank and GRPO cannot normalise, so StarPO-S "
-             "and GRPO would be invalid with N = 1.",
-    ),
-    Ablation(
-        "actions-per-turn", "Max actions per turn (interaction granularity)",
-        "How many actions should the agent take per turn?",
-        preset="starpo-s", group_by="rollout.max_actions_per_turn", default_env="sokoban",
-        values=(1, 2, 3, 4, 5, 6, 7),
-        paper=(PaperResult("1", "sokoban", "success", "12.1%"),
-               PaperResult("5", "sokoban", "success", "28.1%"),
-               PaperResult("6", "sokoban", "success", "33.6% (best)"),
-               PaperResult("7", "sokoban", "success", "22.3%")),
-        note="Max actions per trajectory stays at 10.",
-    ),
-    Ablation(
-        "generalization", "Generalization to other environments",
-        "Does what a policy learns carry over to new names, new symbols and another game?",
-        preset="starpo-s", group_by=specs.GRID_PRESET_KEY, default_env="bandit-teacher-engineer",
-        values=("starpo", "starpo-s"), paper=(),
-        val_envs={"bandit-teacher-engineer": ["bandit-teacher-engineer", "bandit-librarian-trader"],
-                  "bandit": ["bandit", "bandit-librarian-trader"],
-                  "sokoban": ["sokoban", "frozenlake", "sokoban-alternate"]},
-        note="The paper's generalization setting: train on Bandit with Teacher/Engineer and validate on it "
-             "and on Librarian/Trader, or train on Sokoban and validate on Sokoban, FrozenLake and Sokoban "
-             "drawn with new symbols. Each is charted as val/<env>/success; other training environments "
-             "validate on themselves.",
-    ),
-    Ablation(
-        "updates-per-rollout", "Updates per rollout batch (freshness)",
-        "Is one update per rollout batch (online-1) better than reusing a batch for several epochs?",
-        preset="starpo-s", group_by="optim.updates_per_batch", default_env="sokoban",
-        values=(1, 2, 5, 10), paper=(),
-        note="The paper found online-1 best against 2, 5 and 10 updates per batch. With more than one "
-             "epoch the policy moves away from the one that sampled the batch, so the clipped ratio, and "
-             "with it StarPO-S's clip-higher, acts (with one epoch over one mini-batch the ratio is 1).",
-    ),
-    Ablation(
-        "loss-aggregation", "Loss aggregation",
-        "Does averaging per trajectory first (our default) or over all tokens (RAGEN's default now) matter?",
-        preset="starpo-s", group_by="algorithm.loss_agg", default_env="sokoban",
-        values=("seq-mean-token-mean", "token-mean"), paper=(),
-        note="seq-mean-token-mean weighs every trajectory equally (the paper's code averaged tokens within "
-             "micro-batches of 4, close to this); token-mean weighs long replies more.",
-    ),
-]}
+ABLATIONS = {
+    a.key: a
+    for a in [
+        Ablation(
+            "starpo-vs-starpo-s",
+            "StarPO vs StarPO-S",
+            "Do filtering, no KL and clip-higher (StarPO-S) keep training out of the Echo Trap?",
+            preset="starpo",
+            group_by=specs.GRID_PRESET_KEY,
+            default_env="bandit",
+            values=("starpo", "starpo-s"),
+            paper=(
+                PaperResult("starpo-s", "bandit", "success", "100%"),
+                PaperResult("starpo-s", "sokoban", "success", "~21%"),
+                PaperResult("starpo-s", "frozenlake", "success", "~20%"),
+                PaperResult("starpo", "bandit", "collapse", "PPO holds until ~step 100 (GRPO collapses ~20)"),
+                PaperResult("starpo", "sokoban", "collapse", "PPO holds until ~step 50 (GRPO collapses ~10)"),
+            ),
+        ),
+        Ablation(
+            "filter-ratio",
+            "Rollout filter ratio",
+            "How much does keeping only the most uncertain groups delay the collapse?",
+            preset="starpo-s",
+            group_by="algorithm.filter_ratio",
+            default_env="frozenlake",
+            values=(0.25, 0.5, 0.75, 1.0),
+            paper=(
+                PaperResult("1.0", "frozenlake", "collapse", "collapse at ~step 100 (keep all = no filter)"),
+                PaperResult("0.75", "frozenlake", "collapse", "collapse at ~step 140"),
+                PaperResult("0.5", "frozenlake", "collapse", "no collapse in 200 steps"),
+            ),
+            note="StarPO-S with PPO, as in the paper; filter_ratio 1.0 keeps every group, i.e. no filtering.",
+        ),
+        Ablation(
+            "responses-per-prompt",
+            "Responses per prompt (task diversity)",
+            "With the batch fixed, are more prompts with fewer responses each better?",
+            preset="starpo",
+            group_by="rollout.group_size",
+            default_env="frozenlake",
+            paper=(
+                PaperResult("1", "frozenlake", "success", "12.5%"),
+                PaperResult("4", "frozenlake", "success", "21.5% (best)"),
+            ),
+            note="Trajectories per step (prompts P x responses N) stay fixed at the preset's P x N for the "
+            "model (8 x 16 = 128 in the paper); N runs over 1, 2, 4, 8, 16 where it divides the total and "
+            "P = total / N. StarPO (PPO, no filter): N = 1 leaves every group with zero reward "
+            "spread, which an uncertainty filter cannot rank and GRPO cannot normalise, so StarPO-S "
+            "and GRPO would be invalid with N = 1.",
+        ),
+        Ablation(
+            "actions-per-turn",
+            "Max actions per turn (interaction granularity)",
+            "How many actions should the agent take per turn?",
+            preset="starpo-s",
+            group_by="rollout.max_actions_per_turn",
+            default_env="sokoban",
+            values=(1, 2, 3, 4, 5, 6, 7),
+            paper=(
+                PaperResult("1", "sokoban", "success", "12.1%"),
+                PaperResult("5", "sokoban", "success", "28.1%"),
+                PaperResult("6", "sokoban", "success", "33.6% (best)"),
+                PaperResult("7", "sokoban", "success", "22.3%"),
+            ),
+            note="Max actions per trajectory stays at 10.",
+        ),
+        Ablation(
+            "generalization",
+            "Generalization to other environments",
+            "Does what a policy learns carry over to new names, new symbols and another game?",
+            preset="starpo-s",
+            group_by=specs.GRID_PRESET_KEY,
+            default_env="bandit-teacher-engineer",
+            values=("starpo", "starpo-s"),
+            paper=(),
+            val_envs={
+                "bandit-teacher-engineer": ["bandit-teacher-engineer", "bandit-librarian-trader"],
+                "bandit": ["bandit", "bandit-librarian-trader"],
+                "sokoban": ["sokoban", "frozenlake", "sokoban-alternate"],
+            },
+            note="The paper's generalization setting: train on Bandit with Teacher/Engineer and validate on it "
+            "and on Librarian/Trader, or train on Sokoban and validate on Sokoban, FrozenLake and Sokoban "
+            "drawn with new symbols. Each is charted as val/<env>/success; other training environments "
+            "validate on themselves.",
+        ),
+        Ablation(
+            "updates-per-rollout",
+            "Updates per rollout batch (freshness)",
+            "Is one update per rollout batch (online-1) better than reusing a batch for several epochs?",
+            preset="starpo-s",
+            group_by="optim.updates_per_batch",
+            default_env="sokoban",
+            values=(1, 2, 5, 10),
+            paper=(),
+            note="The paper found online-1 best against 2, 5 and 10 updates per batch. With more than one "
+            "epoch the policy moves away from the one that sampled the batch, so the clipped ratio, and "
+            "with it StarPO-S's clip-higher, acts (with one epoch over one mini-batch the ratio is 1).",
+        ),
+        Ablation(
+            "loss-aggregation",
+            "Loss aggregation",
+            "Does averaging per trajectory first (our default) or over all tokens (RAGEN's default now) matter?",
+            preset="starpo-s",
+            group_by="algorithm.loss_agg",
+            default_env="sokoban",
+            values=("seq-mean-token-mean", "token-mean"),
+            paper=(),
+            note="seq-mean-token-mean weighs every trajectory equally (the paper's code averaged tokens within "
+            "micro-batches of 4, close to this); token-mean weighs long replies more.",
+        ),
+    ]
+}
 
 
 def build_spec(ablation: Ablation, env: str, model: str, seeds: list[int], steps: int | None):
@@ -136,20 +178,31 @@ def build_spec(ablation: Ablation, env: str, model: str, seeds: list[int], steps
     return specs.ExperimentSpec(
         name=f"Ablation: {ablation.title} on {env}",
         description=f"{ablation.question}\nOne-click paper ablation '{ablation.key}'. {ablation.note}".strip(),
-        seeds=seeds, grid=specs.parse_grid(ablation.grid(base)), preset=ablation.preset,
-        env={"name": env, "params": {}}, model=model, steps=steps, overrides=ablation.overrides(env),
+        seeds=seeds,
+        grid=specs.parse_grid(ablation.grid(base)),
+        preset=ablation.preset,
+        env={"name": env, "params": {}},
+        model=model,
+        steps=steps,
+        overrides=ablation.overrides(env),
     )
 
 
-def create(owner, ablation: Ablation, env: str, model: str, seeds: list[int], steps: int | None) -> Experiment:
+def create(
+    owner, ablation: Ablation, env: str, model: str, seeds: list[int], steps: int | None
+) -> Experiment:
     """The ablation's experiment and runs, all or nothing; SpecError names the input at fault."""
     spec = build_spec(ablation, env, model, seeds, steps)
     planned = specs.plan(spec)
     if len(planned) > MAX_RUNS:
         settings_count = len(planned) // len(seeds)
-        raise specs.SpecError({"seeds": f"{settings_count} settings x {len(seeds)} seeds make {len(planned)} "
-                                        f"runs; a compare page shows at most {MAX_RUNS}: use at most "
-                                        f"{MAX_RUNS // settings_count} seeds"})
+        raise specs.SpecError(
+            {
+                "seeds": f"{settings_count} settings x {len(seeds)} seeds make {len(planned)} "
+                f"runs; a compare page shows at most {MAX_RUNS}: use at most "
+                f"{MAX_RUNS // settings_count} seeds"
+            }
+        )
     with transaction.atomic():
         experiment = Experiment.create_with_runs(owner, spec, planned)
         experiment.ablation = ablation.key
@@ -162,9 +215,15 @@ def paper_rows(ablation: Ablation, runs, summaries: dict[int, dict], group_value
     (mean) or first collapse steps, when our runs trained on the same environment."""
     rows = []
     for result in ablation.paper:
-        matching = [run for run in runs if group_value(run, ablation.group_by) == result.setting
-                    and (run.config.get("env") or {}).get("name") == result.env]
-        rows.append({"result": result, "runs": len(matching), "ours": _ours(result.measure, matching, summaries)})
+        matching = [
+            run
+            for run in runs
+            if group_value(run, ablation.group_by) == result.setting
+            and (run.config.get("env") or {}).get("name") == result.env
+        ]
+        rows.append(
+            {"result": result, "runs": len(matching), "ours": _ours(result.measure, matching, summaries)}
+        )
     return rows
 
 
@@ -172,9 +231,14 @@ def _ours(measure: str, runs, summaries) -> str:
     if not runs:
         return ""
     if measure == "success":
-        values = [summaries[run.pk]["final_success"] for run in runs
-                  if summaries[run.pk].get("final_success") is not None]
+        values = [
+            summaries[run.pk]["final_success"]
+            for run in runs
+            if summaries[run.pk].get("final_success") is not None
+        ]
         return f"{100 * sum(values) / len(values):.1f}% (mean of {len(values)})" if values else "no data yet"
     steps = [summaries[run.pk].get("first_collapse") for run in runs]
-    return ", ".join(f"collapse at step {s}" if s is not None else f"none in {run.step} steps"
-                     for s, run in zip(steps, runs))
+    return ", ".join(
+        f"collapse at step {s}" if s is not None else f"none in {run.step} steps"
+        for s, run in zip(steps, runs)
+    )

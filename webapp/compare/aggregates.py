@@ -37,6 +37,7 @@ def finite_points(**filters):
 
 # ---- config diff ----------------------------------------------------------------------------------
 
+
 def flatten(mapping: dict, prefix: str = "") -> dict:
     """{"a": {"b": 1}, "c": [1, 2]} -> {"a.b": 1, "c": [1, 2]}; lists and empty dicts are leaves."""
     out = {}
@@ -55,7 +56,7 @@ _MISSING = object()
 @dataclass
 class DiffRow:
     key: str
-    values: list[str]   # one per run, as the grid writes values ("" when the run lacks the field)
+    values: list[str]  # one per run, as the grid writes values ("" when the run lacks the field)
     differs: bool
 
 
@@ -67,7 +68,9 @@ def config_diff(runs) -> list[DiffRow]:
     rows = []
     for key in keys:
         raw = [config.get(key, _MISSING) for config in flat if config is not None]
-        shown = ["" if config is None or key not in config else specs.format_value(config[key]) for config in flat]
+        shown = [
+            "" if config is None or key not in config else specs.format_value(config[key]) for config in flat
+        ]
         rows.append(DiffRow(key, shown, len({repr(value) for value in raw}) > 1))
     return rows
 
@@ -77,6 +80,7 @@ def has_config(run) -> bool:
 
 
 # ---- grouping ----------------------------------------------------------------------------------
+
 
 def group_value(run, field: str) -> str:
     """The value a run has for a group-by field, as text ("" when it has none)."""
@@ -95,7 +99,8 @@ def group_value(run, field: str) -> str:
 
 def is_field(runs, field: str) -> bool:
     return field in (PRESET_FIELD, EXPERIMENT_FIELD) or any(
-        field in flatten(run.config or {}) for run in runs)
+        field in flatten(run.config or {}) for run in runs
+    )
 
 
 def group_fields(runs, diff: list[DiffRow]) -> list[str]:
@@ -145,10 +150,15 @@ def _aggregate(runs: list, max_points: int) -> dict:
         slots = steps  # exact: one slot per step
     every = np.unique(np.concatenate(slots))
     shape = (len(runs), len(every))
-    line, low, high, last_step = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, -1)
+    line, low, high, last_step = (
+        np.full(shape, np.nan),
+        np.full(shape, np.nan),
+        np.full(shape, np.nan),
+        np.full(shape, -1),
+    )
     for i, (slot, step, value, lo, hi) in enumerate(zip(slots, steps, values, lows, highs)):
         at = np.searchsorted(every, slot)
-        line[i, at] = value                          # the last point of the run in the slot wins
+        line[i, at] = value  # the last point of the run in the slot wins
         last_step[i, at] = step
         np.fmin.at(low[i], at, lo)
         np.fmax.at(high[i], at, hi)
@@ -159,12 +169,18 @@ def _aggregate(runs: list, max_points: int) -> dict:
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slots stay NaN (a gap)
         band_low, band_high = np.nanmin(low, axis=0), np.nanmax(high, axis=0)
     keep = np.isfinite(band_low) | present.any(axis=0)
-    return {"step": last_step.max(axis=0)[keep].tolist(), "mean": [finite_or_none(v) for v in mean[keep]],
-            "min": [finite_or_none(v) for v in band_low[keep]], "max": [finite_or_none(v) for v in band_high[keep]],
-            "n": present.sum(axis=0)[keep].tolist(), "downsampled": downsampled}
+    return {
+        "step": last_step.max(axis=0)[keep].tolist(),
+        "mean": [finite_or_none(v) for v in mean[keep]],
+        "min": [finite_or_none(v) for v in band_low[keep]],
+        "max": [finite_or_none(v) for v in band_high[keep]],
+        "n": present.sum(axis=0)[keep].tolist(),
+        "downsampled": downsampled,
+    }
 
 
 # ---- summary --------------------------------------------------------------------------------------
+
 
 def last_finite(key: str):
     """The run's finite value of `key` at its highest step (for .annotate on a Run queryset)."""
@@ -173,8 +189,12 @@ def last_finite(key: str):
 
 def best_finite(key: str):
     """The run's largest finite value of `key`."""
-    best = (finite_points(run_id=OuterRef("pk"), key=key).values("run_id")
-            .annotate(best=Max("value")).values("best"))
+    best = (
+        finite_points(run_id=OuterRef("pk"), key=key)
+        .values("run_id")
+        .annotate(best=Max("value"))
+        .values("best")
+    )
     return Subquery(best)
 
 
@@ -187,15 +207,22 @@ def summaries(runs) -> dict[int, dict]:
     collapse step (detector events), steps per hour, device."""
     from webapp.experiments.models import Run
 
-    rows = (Run.objects.filter(pk__in=[run.pk for run in runs])
-            .annotate(final_success=last_finite(SUCCESS), best_success=best_finite(SUCCESS),
-                      val_success=last_finite(VAL_SUCCESS),
-                      first_warning=_first_event(DetectorEvent.Level.WARNING),
-                      first_collapse=_first_event(DetectorEvent.Level.COLLAPSE))
-            .values("pk", "final_success", "best_success", "val_success", "first_warning", "first_collapse"))
+    rows = (
+        Run.objects.filter(pk__in=[run.pk for run in runs])
+        .annotate(
+            final_success=last_finite(SUCCESS),
+            best_success=best_finite(SUCCESS),
+            val_success=last_finite(VAL_SUCCESS),
+            first_warning=_first_event(DetectorEvent.Level.WARNING),
+            first_collapse=_first_event(DetectorEvent.Level.COLLAPSE),
+        )
+        .values("pk", "final_success", "best_success", "val_success", "first_warning", "first_collapse")
+    )
     by_id = {row.pop("pk"): row for row in rows}
-    return {run.pk: {**by_id.get(run.pk, {}), "steps_per_hour": steps_per_hour(run), "device": run.device}
-            for run in runs}
+    return {
+        run.pk: {**by_id.get(run.pk, {}), "steps_per_hour": steps_per_hour(run), "device": run.device}
+        for run in runs
+    }
 
 
 def steps_per_hour(run) -> float | None:

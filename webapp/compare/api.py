@@ -29,11 +29,17 @@ CHART_KEYS = list(dict.fromkeys(key for chart in CHARTS for key in chart["keys"]
 def parse_keys(text: str) -> list[str]:
     keys = list(dict.fromkeys(key.strip() for key in text.split(",") if key.strip())) or CHART_KEYS
     if len(keys) > MAX_KEYS:
-        raise ApiError(400, f"keys: at most {MAX_KEYS} keys per request, got {len(keys)}",
-                       {"keys": f"at most {MAX_KEYS}"})
+        raise ApiError(
+            400,
+            f"keys: at most {MAX_KEYS} keys per request, got {len(keys)}",
+            {"keys": f"at most {MAX_KEYS}"},
+        )
     if any(len(key) > ingest.MAX_KEY_LENGTH or "\x00" in key for key in keys):
-        raise ApiError(400, f"keys: each key is at most {ingest.MAX_KEY_LENGTH} characters",
-                       {"keys": f"each key is at most {ingest.MAX_KEY_LENGTH} characters"})
+        raise ApiError(
+            400,
+            f"keys: each key is at most {ingest.MAX_KEY_LENGTH} characters",
+            {"keys": f"each key is at most {ingest.MAX_KEY_LENGTH} characters"},
+        )
     return keys
 
 
@@ -65,23 +71,31 @@ def compare(request):
         message = f"{group_by[:100]!r} is not a config field of these runs (e.g. algorithm.filter_ratio)"
         raise ApiError(400, "group_by: " + message, {"group_by": message})
     events = {run.pk: [] for run in chosen.runs}
-    for run_id, *event in (DetectorEvent.objects.filter(run__in=chosen.runs)
-                           .values_list("run_id", "step", "level", "rule", "message")):
+    for run_id, *event in DetectorEvent.objects.filter(run__in=chosen.runs).values_list(
+        "run_id", "step", "level", "rule", "message"
+    ):
         events[run_id].append(dict(zip(("step", "level", "rule", "message"), event)))
     body = {
-        "runs": [{**run_state(run), "label": run.label, "experiment": run.experiment_id,
-                  "events": events[run.pk]} for run in chosen.runs],
+        "runs": [
+            {**run_state(run), "label": run.label, "experiment": run.experiment_id, "events": events[run.pk]}
+            for run in chosen.runs
+        ],
         "not_found": chosen.unavailable,
         "max_points": max_points,
     }
     loaded = dict(zip(chosen.ids, run_series(chosen.ids, keys, max_points)))
-    body["series"] = {str(pk): {key: _series_json(s, bands) for key, s in series.items()}
-                      for pk, series in loaded.items()}
+    body["series"] = {
+        str(pk): {key: _series_json(s, bands) for key, s in series.items()} for pk, series in loaded.items()
+    }
     if group_by:
         body["group_by"] = group_by
-        body["groups"] = [{**group, "series": aggregates.group_series([loaded[pk] for pk in group["runs"]], keys,
-                                                                      max_points)}
-                          for group in aggregates.groups(chosen.runs, group_by)]
+        body["groups"] = [
+            {
+                **group,
+                "series": aggregates.group_series([loaded[pk] for pk in group["runs"]], keys, max_points),
+            }
+            for group in aggregates.groups(chosen.runs, group_by)
+        ]
     return JsonResponse(body)
 
 

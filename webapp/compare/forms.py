@@ -6,14 +6,26 @@ from webapp.experiments import specs
 
 
 class AblationForm(forms.Form):
-    ablation = forms.ChoiceField(choices=[(a.key, a.title) for a in ABLATIONS.values()], widget=forms.RadioSelect)
-    env = forms.ChoiceField(label="Environment", required=False,
-                            help_text="Empty: the environment the paper used for this ablation.")
-    model = forms.CharField(initial=specs.TINY_MODEL, max_length=300,
-                            help_text="'tiny' (CPU), a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a folder in MODEL_ROOT.")
+    ablation = forms.ChoiceField(
+        choices=[(a.key, a.title) for a in ABLATIONS.values()], widget=forms.RadioSelect
+    )
+    env = forms.ChoiceField(
+        label="Environment",
+        required=False,
+        help_text="Empty: the environment the paper used for this ablation.",
+    )
+    model = forms.CharField(
+        initial=specs.TINY_MODEL,
+        max_length=300,
+        help_text="'tiny' (CPU), a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a folder in MODEL_ROOT.",
+    )
     seeds = forms.CharField(initial="1, 2", help_text="One run per setting and seed.")
-    steps = forms.IntegerField(required=False, min_value=1, max_value=specs.MAX_STEPS,
-                               help_text="Empty: the preset's default for the model (200 as in the paper for hub models).")
+    steps = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=specs.MAX_STEPS,
+        help_text="Empty: the preset's default for the model (200 as in the paper for hub models).",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -15,9 +15,9 @@ MAX_ID = 2**63 - 1
 class Selection:
     runs: list[Run] = field(default_factory=list)
     requested: list[int] = field(default_factory=list)
-    invalid: list[str] = field(default_factory=list)      # tokens that are not run ids
+    invalid: list[str] = field(default_factory=list)  # tokens that are not run ids
     unavailable: list[int] = field(default_factory=list)  # missing, or not the caller's
-    truncated: int = 0                                    # how many ids beyond MAX_RUNS were left out
+    truncated: int = 0  # how many ids beyond MAX_RUNS were left out
 
     @property
     def ids(self) -> list[int]:
@@ -28,15 +28,20 @@ class Selection:
         if self.invalid:
             shown = ", ".join(repr(token) for token in self.invalid[:5])
             more = f" and {len(self.invalid) - 5} more" if len(self.invalid) > 5 else ""
-            out.append(f"runs: {shown}{more} {'is' if len(self.invalid) == 1 else 'are'} not a run id "
-                       "(expected whole numbers separated by commas, like runs=3,7,12)")
+            out.append(
+                f"runs: {shown}{more} {'is' if len(self.invalid) == 1 else 'are'} not a run id "
+                "(expected whole numbers separated by commas, like runs=3,7,12)"
+            )
         if self.unavailable:
             ids = ", ".join(str(pk) for pk in self.unavailable)
-            out.append(f"Run {ids} {'is' if len(self.unavailable) == 1 else 'are'} not among your runs "
-                       "and left out.")
+            out.append(
+                f"Run {ids} {'is' if len(self.unavailable) == 1 else 'are'} not among your runs and left out."
+            )
         if self.truncated:
-            out.append(f"You selected {MAX_RUNS + self.truncated} runs; a compare page shows at most "
-                       f"{MAX_RUNS}, so the last {self.truncated} were left out. Compare fewer runs at a time.")
+            out.append(
+                f"You selected {MAX_RUNS + self.truncated} runs; a compare page shows at most "
+                f"{MAX_RUNS}, so the last {self.truncated} were left out. Compare fewer runs at a time."
+            )
         return out
 
 

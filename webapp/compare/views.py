@@ -11,9 +11,28 @@ from webapp.experiments import specs
 from webapp.metrics.views import CHARTS
 
 # One colour per run, the same in every chart and table (plotly's D3 palette, then its light tones).
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-          "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
-          "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"]
+COLORS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#c7c7c7",
+    "#dbdb8d",
+    "#9edae5",
+]
 assert len(COLORS) >= selection.MAX_RUNS
 # Points per run and key the page asks for: the same total on screen whatever the number of runs
 # (2 runs: 1000 each, like the run page; 20 runs: 100), so 20 overlaid runs draw as fast as a few, and
@@ -44,30 +63,54 @@ def compare(request):
     summaries = aggregates.summaries(runs)
     ablation_keys = [key for key in dict.fromkeys(run.experiment.ablation for run in runs) if key]
     group_fields = aggregates.group_fields(runs, diff)
-    return render(request, "compare/compare.html", {
-        "runs": runs,
-        "notices": chosen.notices(),
-        "rows": [{"run": run, "color": colors[run.pk], **summaries[run.pk]} for run in runs],
-        "diff": diff,
-        "differing": sum(row.differs for row in diff),
-        "without_config": [run for run in runs if not aggregates.has_config(run)],
-        "ablations": [{"ablation": ablations.ABLATIONS[key],
-                       "rows": ablations.paper_rows(ablations.ABLATIONS[key], runs, summaries,
-                                                    aggregates.group_value)}
-                      for key in ablation_keys if key in ablations.ABLATIONS],
-        "max_runs": selection.MAX_RUNS,
-        "page": {  # read by static/js/compare.js through json_script
-            "runs": [{"id": run.pk, "label": run.label, "experiment": run.experiment.name,
-                      "color": colors[run.pk], "url": run.get_absolute_url()} for run in runs],
-            "charts": CHARTS,
-            "group_fields": group_fields,
-            "group_by": next((ablations.ABLATIONS[key].group_by for key in ablation_keys
-                              if ablations.ABLATIONS[key].group_by in group_fields), ""),
-            "colors": COLORS,
-            "max_points": page_points(len(runs)),
-            "urls": {"data": reverse("api_compare")},
+    return render(
+        request,
+        "compare/compare.html",
+        {
+            "runs": runs,
+            "notices": chosen.notices(),
+            "rows": [{"run": run, "color": colors[run.pk], **summaries[run.pk]} for run in runs],
+            "diff": diff,
+            "differing": sum(row.differs for row in diff),
+            "without_config": [run for run in runs if not aggregates.has_config(run)],
+            "ablations": [
+                {
+                    "ablation": ablations.ABLATIONS[key],
+                    "rows": ablations.paper_rows(
+                        ablations.ABLATIONS[key], runs, summaries, aggregates.group_value
+                    ),
+                }
+                for key in ablation_keys
+                if key in ablations.ABLATIONS
+            ],
+            "max_runs": selection.MAX_RUNS,
+            "page": {  # read by static/js/compare.js through json_script
+                "runs": [
+                    {
+                        "id": run.pk,
+                        "label": run.label,
+                        "experiment": run.experiment.name,
+                        "color": colors[run.pk],
+                        "url": run.get_absolute_url(),
+                    }
+                    for run in runs
+                ],
+                "charts": CHARTS,
+                "group_fields": group_fields,
+                "group_by": next(
+                    (
+                        ablations.ABLATIONS[key].group_by
+                        for key in ablation_keys
+                        if ablations.ABLATIONS[key].group_by in group_fields
+                    ),
+                    "",
+                ),
+                "colors": COLORS,
+                "max_points": page_points(len(runs)),
+                "urls": {"data": reverse("api_compare")},
+            },
         },
-    })
+    )
 
 
 @login_required
@@ -76,11 +119,16 @@ def ablation_new(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            experiment = ablations.create(request.user, data["ablation"], data["env"], data["model"],
-                                          data["seeds"], data["steps"])
+            experiment = ablations.create(
+                request.user, data["ablation"], data["env"], data["model"], data["seeds"], data["steps"]
+            )
         except specs.SpecError as error:
             form.add_spec_errors(error.errors)
         else:
             return redirect(compare_url(experiment.runs.order_by("id").values_list("id", flat=True)))
-    return render(request, "compare/ablation_new.html", {"form": form, "ablations": ablations.ABLATIONS.values()},
-                  status=400 if form.errors else 200)
+    return render(
+        request,
+        "compare/ablation_new.html",
+        {"form": form, "ablations": ablations.ABLATIONS.values()},
+        status=400 if form.errors else 200,
+    )

@@ -60,7 +60,8 @@ def beyond_int64(value, where: str = "") -> str | None:
     while stack:
         path, item = stack.pop()
         if isinstance(item, OversizedInteger) or (
-                isinstance(item, int) and not isinstance(item, bool) and not -INT64_MAX - 1 <= item <= INT64_MAX):
+            isinstance(item, int) and not isinstance(item, bool) and not -INT64_MAX - 1 <= item <= INT64_MAX
+        ):
             return path or "value"
         if isinstance(item, dict):
             stack.extend((f"{path}.{key}" if path else str(key), inner) for key, inner in item.items())

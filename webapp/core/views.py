@@ -28,6 +28,8 @@ def not_found(request, exception):
     if request.path.startswith("/api/"):
         return JsonResponse({"error": f"no API endpoint or object at {request.path[:200]}"}, status=404)
     return page_not_found(request, exception)
+
+
 def favicon(request):
     """Browsers ask for /favicon.ico whatever the page's <link rel="icon">: point them at the real one."""
     return redirect(static("favicon.svg"), permanent=True)

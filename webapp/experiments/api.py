@@ -22,8 +22,14 @@ def _page(request, queryset, serialize):
         raise ApiError(400, f"page must be >= 1 and page_size between 1 and {MAX_PAGE_SIZE}")
     paginator = Paginator(queryset, size)
     items = paginator.page(number).object_list if number <= paginator.num_pages else []
-    return JsonResponse({"count": paginator.count, "page": number, "page_size": size,
-                         "results": [serialize(item) for item in items]})
+    return JsonResponse(
+        {
+            "count": paginator.count,
+            "page": number,
+            "page_size": size,
+            "results": [serialize(item) for item in items],
+        }
+    )
 
 
 @api_view(methods=("GET", "POST"))

@@ -33,34 +33,56 @@ class ExperimentForm(forms.Form):
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     env = forms.ChoiceField(label="Environment")
     model = forms.CharField(
-        initial=TINY_MODEL, max_length=500,
+        initial=TINY_MODEL,
+        max_length=500,
         help_text=f"'{TINY_MODEL}' (built locally, trains on CPU), a Hugging Face hub id such as "
-                  "Qwen/Qwen2.5-0.5B-Instruct, or a folder inside MODEL_ROOT.")
+        "Qwen/Qwen2.5-0.5B-Instruct, or a folder inside MODEL_ROOT.",
+    )
     warm_start = forms.CharField(
-        required=False, max_length=500,
+        required=False,
+        max_length=500,
         help_text="Optional: a model folder inside MODEL_ROOT to start from, e.g. one written by "
-                  "'python -m trainer sft'; the model above still chooses the settings profile.")
-    preset = forms.ChoiceField(choices=[(name, name) for name in PRESETS], initial=specs.DEFAULT_PRESET,
-                               help_text=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()))
-    steps = forms.IntegerField(min_value=1, max_value=specs.MAX_STEPS,
-                               initial=TrainConfig.preset(specs.DEFAULT_PRESET).schedule.steps)
+        "'python -m trainer sft'; the model above still chooses the settings profile.",
+    )
+    preset = forms.ChoiceField(
+        choices=[(name, name) for name in PRESETS],
+        initial=specs.DEFAULT_PRESET,
+        help_text=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()),
+    )
+    steps = forms.IntegerField(
+        min_value=1,
+        max_value=specs.MAX_STEPS,
+        initial=TrainConfig.preset(specs.DEFAULT_PRESET).schedule.steps,
+    )
     seeds = forms.CharField(initial="1", help_text="Comma-separated; each seed is a run.")
     grid = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "algorithm.filter_ratio = 0.25, 0.5, 1.0"}),
         help_text=f"One line per field: 'section.field = value, value'. One run per combination and seed "
-                  f"(at most {specs.MAX_RUNS}). 'preset = starpo, starpo-s' compares presets.")
+        f"(at most {specs.MAX_RUNS}). 'preset = starpo, starpo-s' compares presets.",
+    )
     overrides = forms.CharField(
-        required=False, label="Config overrides (YAML)",
-        widget=forms.Textarea(attrs={"rows": 8, "class": "code",
-                                     "placeholder": "algorithm:\n  kl_coef: 0.0\nrollout:\n  group_size: 8"}),
-        help_text="Any trainer setting, on top of the preset.")
+        required=False,
+        label="Config overrides (YAML)",
+        widget=forms.Textarea(
+            attrs={
+                "rows": 8,
+                "class": "code",
+                "placeholder": "algorithm:\n  kl_coef: 0.0\nrollout:\n  group_size: 8",
+            }
+        ),
+        help_text="Any trainer setting, on top of the preset.",
+    )
     detector_overrides = forms.CharField(
-        required=False, label="Detector overrides (YAML or JSON)",
-        widget=forms.Textarea(attrs={"rows": 3, "class": "code",
-                                     "placeholder": "grad_spike:\n  tolerance: 5.0"}))
-    alert_recipients = forms.CharField(required=False, max_length=2000,
-                                       help_text="Comma-separated emails; empty means you.")
+        required=False,
+        label="Detector overrides (YAML or JSON)",
+        widget=forms.Textarea(
+            attrs={"rows": 3, "class": "code", "placeholder": "grad_spike:\n  tolerance: 5.0"}
+        ),
+    )
+    alert_recipients = forms.CharField(
+        required=False, max_length=2000, help_text="Comma-separated emails; empty means you."
+    )
     alert_on_warnings = forms.BooleanField(required=False, label="Also alert on warnings")
 
     def __init__(self, *args, **kwargs):
@@ -81,8 +103,10 @@ class ExperimentForm(forms.Form):
 
     def env_sections(self):
         """(env name, description, bound fields) for the template, one section per environment."""
-        return [(name, spec.description, [self[param_field_name(name, p.name)] for p in spec.params])
-                for name, spec in self.registry.items()]
+        return [
+            (name, spec.description, [self[param_field_name(name, p.name)] for p in spec.params])
+            for name, spec in self.registry.items()
+        ]
 
     def main_fields(self):
         return [self[name] for name in ("name", "description", "env")]
@@ -109,8 +133,12 @@ class ExperimentForm(forms.Form):
         return self._parsed("overrides", specs.parse_overrides)
 
     def clean_detector_overrides(self):
-        return self._parsed("detector_overrides", lambda text: specs.check_detector_overrides(
-            specs.parse_mapping(text, "grad_spike: {tolerance: 5.0}")))
+        return self._parsed(
+            "detector_overrides",
+            lambda text: specs.check_detector_overrides(
+                specs.parse_mapping(text, "grad_spike: {tolerance: 5.0}")
+            ),
+        )
 
     def clean_alert_recipients(self):
         return self._parsed("alert_recipients", specs.parse_recipients)
@@ -130,12 +158,20 @@ class ExperimentForm(forms.Form):
         if self.errors:
             return data
         self.spec = specs.ExperimentSpec(
-            name=data["name"], description=data["description"], seeds=data["seeds"], grid=data["grid"],
-            preset=data["preset"], env={"name": env_name, "params": params}, model=data["model"],
-            steps=data["steps"], detector_overrides=data["detector_overrides"],
+            name=data["name"],
+            description=data["description"],
+            seeds=data["seeds"],
+            grid=data["grid"],
+            preset=data["preset"],
+            env={"name": env_name, "params": params},
+            model=data["model"],
+            steps=data["steps"],
+            detector_overrides=data["detector_overrides"],
             overrides=specs.deep_merge(data["overrides"], {"model": {"warm_start": data["warm_start"]}})
-            if data["warm_start"] else data["overrides"],
-            alert_recipients=data["alert_recipients"], alert_on_warnings=data["alert_on_warnings"],
+            if data["warm_start"]
+            else data["overrides"],
+            alert_recipients=data["alert_recipients"],
+            alert_on_warnings=data["alert_on_warnings"],
         )
         try:
             self.planned = specs.plan(self.spec)
@@ -164,8 +200,12 @@ class ExperimentForm(forms.Form):
     def initial_from(cls, config: dict, preset: str = "", grid_keys=(), **extra) -> dict:
         """Initial values that reproduce `config` (a saved experiment's, or an imported YAML's)."""
         inputs = specs.describe(config, preset, grid_keys)
-        initial = {"env": inputs["env"]["name"], "model": specs.display_model(inputs["model"]),
-                   "preset": inputs["preset"], "overrides": specs.dump_yaml(inputs["overrides"])}
+        initial = {
+            "env": inputs["env"]["name"],
+            "model": specs.display_model(inputs["model"]),
+            "preset": inputs["preset"],
+            "overrides": specs.dump_yaml(inputs["overrides"]),
+        }
         if isinstance(inputs["steps"], int):
             initial["steps"] = inputs["steps"]
         for name, value in inputs["env"]["params"].items():
@@ -176,11 +216,16 @@ class ExperimentForm(forms.Form):
     @classmethod
     def initial_from_experiment(cls, experiment) -> dict:
         return cls.initial_from(
-            experiment.config, experiment.preset, grid_keys=experiment.grid,
-            name=f"{experiment.name} (re-run)", description=experiment.description,
-            seeds=", ".join(str(seed) for seed in experiment.seeds), grid=specs.grid_text(experiment.grid),
+            experiment.config,
+            experiment.preset,
+            grid_keys=experiment.grid,
+            name=f"{experiment.name} (re-run)",
+            description=experiment.description,
+            seeds=", ".join(str(seed) for seed in experiment.seeds),
+            grid=specs.grid_text(experiment.grid),
             detector_overrides=specs.dump_yaml(experiment.detector_overrides),
-            alert_recipients=experiment.alert_recipients, alert_on_warnings=experiment.alert_on_warnings,
+            alert_recipients=experiment.alert_recipients,
+            alert_on_warnings=experiment.alert_on_warnings,
         )
 
 
@@ -188,8 +233,9 @@ class ImportConfigForm(forms.Form):
     """A trainer config as YAML (a file or pasted text) -> the new-experiment form, prefilled."""
 
     file = forms.FileField(required=False, label="YAML file")
-    text = forms.CharField(required=False, label="or paste YAML",
-                           widget=forms.Textarea(attrs={"rows": 6, "class": "code"}))
+    text = forms.CharField(
+        required=False, label="or paste YAML", widget=forms.Textarea(attrs={"rows": 6, "class": "code"})
+    )
 
     def clean(self):
         data = super().clean()

@@ -62,16 +62,28 @@ class Experiment(models.Model):
         planned = planned if planned is not None else specs.plan(spec)
         with transaction.atomic():
             experiment = cls.objects.create(
-                owner=owner, name=spec.name, description=spec.description,
-                preset="" if spec.config is not None else spec.preset, config=planned[0].config,
-                seeds=spec.seeds, grid=spec.grid, detector_overrides=spec.detector_overrides,
-                alert_recipients=", ".join(spec.alert_recipients), alert_on_warnings=spec.alert_on_warnings,
+                owner=owner,
+                name=spec.name,
+                description=spec.description,
+                preset="" if spec.config is not None else spec.preset,
+                config=planned[0].config,
+                seeds=spec.seeds,
+                grid=spec.grid,
+                detector_overrides=spec.detector_overrides,
+                alert_recipients=", ".join(spec.alert_recipients),
+                alert_on_warnings=spec.alert_on_warnings,
             )
-            runs = Run.objects.bulk_create([
-                Run(experiment=experiment, label=run.label, config=run.config,
-                    total_steps=run.config["schedule"]["steps"])
-                for run in planned
-            ])
+            runs = Run.objects.bulk_create(
+                [
+                    Run(
+                        experiment=experiment,
+                        label=run.label,
+                        config=run.config,
+                        total_steps=run.config["schedule"]["steps"],
+                    )
+                    for run in planned
+                ]
+            )
             for run in runs:
                 transaction.on_commit(run.enqueue)
         return experiment
@@ -84,11 +96,19 @@ class Experiment(models.Model):
 
     def to_dict(self, runs=None) -> dict:
         data = {
-            "id": self.pk, "name": self.name, "description": self.description, "preset": self.preset,
-            "config": self.config, "seeds": self.seeds, "grid": self.grid,
-            "detector_overrides": self.detector_overrides, "alert_recipients": self.recipients(),
-            "alert_on_warnings": self.alert_on_warnings, "imported": self.imported,
-            "created_at": self.created_at.isoformat(), "url": self.get_absolute_url(),
+            "id": self.pk,
+            "name": self.name,
+            "description": self.description,
+            "preset": self.preset,
+            "config": self.config,
+            "seeds": self.seeds,
+            "grid": self.grid,
+            "detector_overrides": self.detector_overrides,
+            "alert_recipients": self.recipients(),
+            "alert_on_warnings": self.alert_on_warnings,
+            "imported": self.imported,
+            "created_at": self.created_at.isoformat(),
+            "url": self.get_absolute_url(),
         }
         if runs is not None:
             data["runs"] = [run.to_dict() for run in runs]
@@ -181,15 +201,26 @@ class Run(models.Model):
 
     def to_dict(self, config: bool = False) -> dict:
         data = {
-            "id": self.pk, "experiment": self.experiment_id, "label": self.label, "status": self.status,
-            "stop_requested": self.stop_requested, "step": self.step, "total_steps": self.total_steps,
-            "eta_seconds": self.eta_seconds, "latest_metrics": self.latest_metrics, "attempt": self.attempt,
-            "host": self.host, "device": self.device, "error": self.error,
+            "id": self.pk,
+            "experiment": self.experiment_id,
+            "label": self.label,
+            "status": self.status,
+            "stop_requested": self.stop_requested,
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "eta_seconds": self.eta_seconds,
+            "latest_metrics": self.latest_metrics,
+            "attempt": self.attempt,
+            "host": self.host,
+            "device": self.device,
+            "error": self.error,
             "created_at": self.created_at.isoformat(),
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "heartbeat_at": self.heartbeat_at.isoformat() if self.heartbeat_at else None,
-            "name": self.name, "tags": self.tags, "notes": self.notes,
+            "name": self.name,
+            "tags": self.tags,
+            "notes": self.notes,
             "archived_at": self.archived_at.isoformat() if self.archived_at else None,
             "url": self.get_absolute_url(),
         }
@@ -221,9 +252,18 @@ class Run(models.Model):
         from worker.celery import app
 
         try:
-            app.send_task("worker.tasks.train_run", args=[self.pk], queue="gpu",
-                          retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
-                                                    "interval_step": 0.5, "interval_max": 1})
+            app.send_task(
+                "worker.tasks.train_run",
+                args=[self.pk],
+                queue="gpu",
+                retry=True,
+                retry_policy={
+                    "max_retries": 2,
+                    "interval_start": 0.2,
+                    "interval_step": 0.5,
+                    "interval_max": 1,
+                },
+            )
         except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
             logger.warning("run %s stays queued: broker unreachable (%s)", self.pk, error)
             return False
@@ -234,8 +274,15 @@ class Run(models.Model):
         """queued -> running for exactly one caller; a duplicate or stale message gets False."""
         now = timezone.now()
         claimed = Run.objects.filter(pk=self.pk, status=self.Status.QUEUED, stop_requested=False).update(
-            status=self.Status.RUNNING, attempt=F("attempt") + 1, host=host, pid=pid, device=device,
-            started_at=now, heartbeat_at=now, error="", traceback="",
+            status=self.Status.RUNNING,
+            attempt=F("attempt") + 1,
+            host=host,
+            pid=pid,
+            device=device,
+            started_at=now,
+            heartbeat_at=now,
+            error="",
+            traceback="",
         )
         self.refresh_from_db()
         return claimed == 1
@@ -253,7 +300,10 @@ class Run(models.Model):
         """running -> a final state, only for the attempt that owns the run."""
         assert status in self.FINISHED
         finished = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
-            status=status, error=error, traceback=traceback, finished_at=timezone.now(),
+            status=status,
+            error=error,
+            traceback=traceback,
+            finished_at=timezone.now(),
             attempt_log=self.attempt_log + [self._attempt_entry(error.splitlines()[0] if error else status)],
         )
         self.refresh_from_db()
@@ -264,8 +314,9 @@ class Run(models.Model):
         stop was requested is not requeued: it is to be finished as stopped."""
         requeued = Run.objects.filter(
             Q(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt, stop_requested=False)
-        ).update(status=self.Status.QUEUED, pid=None,
-                 attempt_log=self.attempt_log + [self._attempt_entry(reason)])
+        ).update(
+            status=self.Status.QUEUED, pid=None, attempt_log=self.attempt_log + [self._attempt_entry(reason)]
+        )
         self.refresh_from_db()
         return requeued == 1
 
@@ -282,9 +333,14 @@ class Run(models.Model):
         return failed == 1
 
     def _attempt_entry(self, reason: str) -> dict:
-        return {"attempt": self.attempt, "host": self.host, "device": self.device,
-                "started": self.started_at.isoformat() if self.started_at else None,
-                "ended": timezone.now().isoformat(), "reason": reason}
+        return {
+            "attempt": self.attempt,
+            "host": self.host,
+            "device": self.device,
+            "started": self.started_at.isoformat() if self.started_at else None,
+            "ended": timezone.now().isoformat(),
+            "reason": reason,
+        }
 
     @property
     def checkpoint_dir(self):

@@ -26,8 +26,11 @@ class ListFilters:
     @classmethod
     def from_query(cls, query) -> "ListFilters":
         status = query.get("status", "")
-        return cls(q=query.get("q", "").strip()[:200], env=query.get("env", "").strip()[:100],
-                   status=status if status in Run.Status.values else "")
+        return cls(
+            q=query.get("q", "").strip()[:200],
+            env=query.get("env", "").strip()[:100],
+            status=status if status in Run.Status.values else "",
+        )
 
     def apply(self, experiments):
         if self.q:
@@ -45,9 +48,12 @@ class ListFilters:
 
 
 def annotated(experiments):
-    collapses = (DetectorEvent.objects
-                 .filter(run__experiment=OuterRef("pk"), level=DetectorEvent.Level.COLLAPSE)
-                 .values("run__experiment").annotate(n=Count("id")).values("n"))
+    collapses = (
+        DetectorEvent.objects.filter(run__experiment=OuterRef("pk"), level=DetectorEvent.Level.COLLAPSE)
+        .values("run__experiment")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
     return experiments.annotate(
         run_count=Count("runs"),
         **{f"runs_{status}": Count("runs", filter=Q(runs__status=status)) for status in Run.Status.values},
@@ -85,9 +91,13 @@ def success_buckets(ids, group_field) -> dict[int, list[tuple[int, float]]]:
     if not ids:
         return {}
     length = Greatest(F("run__total_steps"), F("run__step"), 1)
-    rows = (MetricPoint.objects.filter(**{f"{group_field}__in": ids}, key=SUCCESS_KEY, value__isnull=False)
-            .annotate(bucket=Cast(F("step") * SPARK_BUCKETS / length, IntegerField()))
-            .values(group_field, "bucket").annotate(mean=Avg("value")).order_by(group_field, "bucket"))
+    rows = (
+        MetricPoint.objects.filter(**{f"{group_field}__in": ids}, key=SUCCESS_KEY, value__isnull=False)
+        .annotate(bucket=Cast(F("step") * SPARK_BUCKETS / length, IntegerField()))
+        .values(group_field, "bucket")
+        .annotate(mean=Avg("value"))
+        .order_by(group_field, "bucket")
+    )
     series: dict[int, list] = {}
     for row in rows:
         if row["mean"] is not None and math.isfinite(row["mean"]):
@@ -96,7 +106,7 @@ def success_buckets(ids, group_field) -> dict[int, list[tuple[int, float]]]:
 
 
 def polyline(points) -> str:
-    """"x,y x,y ..." in a SPARK_WIDTH x SPARK_HEIGHT box; success is in [0, 1]."""
+    """ "x,y x,y ..." in a SPARK_WIDTH x SPARK_HEIGHT box; success is in [0, 1]."""
     if len(points) < 2:
         return ""
     out = []

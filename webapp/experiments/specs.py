@@ -45,12 +45,12 @@ class ExperimentSpec:
     name: str
     seeds: list[int] = field(default_factory=lambda: [1])
     grid: dict[str, list] = field(default_factory=dict)
-    preset: str = DEFAULT_PRESET          # ignored when `config` is given
+    preset: str = DEFAULT_PRESET  # ignored when `config` is given
     env: dict = field(default_factory=lambda: {"name": "", "params": {}})
     model: str = TINY_MODEL
     steps: int | None = None
     overrides: dict = field(default_factory=dict)
-    config: dict | None = None            # a complete TrainConfig dict instead of preset + choices
+    config: dict | None = None  # a complete TrainConfig dict instead of preset + choices
     detector_overrides: dict = field(default_factory=dict)
     alert_recipients: list[str] = field(default_factory=list)
     alert_on_warnings: bool = False
@@ -65,8 +65,9 @@ class PlannedRun:
 
 # ---- parsing user input (text from the form, or JSON values from the API) -------------------------
 
+
 def parse_seeds(value) -> list[int]:
-    """"1, 2,3" or [1, 2, 3] -> [1, 2, 3]; each a distinct integer >= 0."""
+    """ "1, 2,3" or [1, 2, 3] -> [1, 2, 3]; each a distinct integer >= 0."""
     items = value if isinstance(value, list) else [item for item in re.split(r"[,\s]+", str(value)) if item]
     if not items:
         raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
@@ -98,8 +99,9 @@ def parse_grid(value) -> dict[str, list]:
                 raise ValueError(f"line {number}: expected 'section.field = value1, value2', got {line!r}")
             if key.strip() in grid:
                 raise ValueError(f"line {number}: {key.strip()} is listed twice")
-            grid[key.strip()] = [_yaml_scalar(item.strip(), number)
-                                 for item in _top_level_items(raw) if item.strip()]
+            grid[key.strip()] = [
+                _yaml_scalar(item.strip(), number) for item in _top_level_items(raw) if item.strip()
+            ]
     else:
         raise ValueError("expected an object of field -> list of values")
     for key, values in grid.items():
@@ -227,25 +229,33 @@ def resolve_model(value: str) -> str:
     error never tells whether a path outside MODEL_ROOT exists."""
     value = (value or "").strip() if isinstance(value, str) else value
     if not isinstance(value, str) or not value:
-        raise ValueError(f"enter '{TINY_MODEL}', a hub id like Qwen/Qwen2.5-0.5B-Instruct, "
-                         "or a folder in MODEL_ROOT")
+        raise ValueError(
+            f"enter '{TINY_MODEL}', a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a folder in MODEL_ROOT"
+        )
     if value == TINY_MODEL:
         return value
     root = Path(settings.MODEL_ROOT).resolve()
     candidate = Path(value)
-    local = (candidate.is_absolute() or value.startswith((".", "~")) or ".." in candidate.parts
-             or "\\" in value or (root / candidate).is_dir())
+    local = (
+        candidate.is_absolute()
+        or value.startswith((".", "~"))
+        or ".." in candidate.parts
+        or "\\" in value
+        or (root / candidate).is_dir()
+    )
     if not local:
         if HUB_ID.fullmatch(value):
             return value
-        raise ValueError(f"{value[:100]!r} is neither '{TINY_MODEL}', a hub id like org/name, "
-                         "nor a folder in MODEL_ROOT")
+        raise ValueError(
+            f"{value[:100]!r} is neither '{TINY_MODEL}', a hub id like org/name, nor a folder in MODEL_ROOT"
+        )
     path = (root / candidate).resolve()
     checkpoints = Path(settings.CHECKPOINT_ROOT).resolve()
-    if (path == root or not path.is_relative_to(root) or path.is_relative_to(checkpoints)
-            or not path.is_dir()):
-        raise ValueError(f"there is no model folder {value[:100]!r} inside MODEL_ROOT "
-                         "(local models are folders inside MODEL_ROOT)")
+    if path == root or not path.is_relative_to(root) or path.is_relative_to(checkpoints) or not path.is_dir():
+        raise ValueError(
+            f"there is no model folder {value[:100]!r} inside MODEL_ROOT "
+            "(local models are folders inside MODEL_ROOT)"
+        )
     return str(path)
 
 
@@ -261,8 +271,21 @@ def spec_from_json(body) -> ExperimentSpec:
     if not isinstance(body, dict):
         raise SpecError({"body": "expected a JSON object"})
     errors: dict[str, str] = {}
-    known = {"name", "description", "seeds", "grid", "preset", "env", "model", "steps", "overrides", "config",
-             "detector_overrides", "alert_recipients", "alert_on_warnings"}
+    known = {
+        "name",
+        "description",
+        "seeds",
+        "grid",
+        "preset",
+        "env",
+        "model",
+        "steps",
+        "overrides",
+        "config",
+        "detector_overrides",
+        "alert_recipients",
+        "alert_on_warnings",
+    }
     for key in body:
         if key not in known:
             errors[key] = f"unknown field (known: {', '.join(sorted(known))})"
@@ -285,8 +308,10 @@ def spec_from_json(body) -> ExperimentSpec:
     take("description", lambda v: _typed(v, str, "a string"))
     take("seeds", parse_seeds)
     take("grid", parse_grid)
-    take("detector_overrides",
-         lambda v: check_detector_overrides(parse_mapping(v, "{grad_spike: {tolerance: 5}}")))
+    take(
+        "detector_overrides",
+        lambda v: check_detector_overrides(parse_mapping(v, "{grad_spike: {tolerance: 5}}")),
+    )
     take("alert_recipients", parse_recipients)
     take("alert_on_warnings", lambda v: _typed(v, bool, "true or false"))
     if "config" in body:
@@ -331,6 +356,7 @@ def _check_steps(value):
 
 # ---- expansion and validation ---------------------------------------------------------------------
 
+
 def combinations(grid: dict[str, list]) -> list[dict]:
     keys = list(grid)
     return [dict(zip(keys, values)) for values in itertools.product(*(grid[key] for key in keys))]
@@ -358,8 +384,13 @@ def resolve(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
             set_dotted(config, key, value)
         return TrainConfig.from_dict(config)
     user = copy.deepcopy(spec.overrides)
-    deep_merge(user, {"env": {"name": spec.env["name"], "params": dict(spec.env.get("params", {}))},
-                      "model": {"name": spec.model}})
+    deep_merge(
+        user,
+        {
+            "env": {"name": spec.env["name"], "params": dict(spec.env.get("params", {}))},
+            "model": {"name": spec.model},
+        },
+    )
     if spec.steps is not None:
         deep_merge(user, {"schedule": {"steps": spec.steps}})
     preset = spec.preset
@@ -378,8 +409,12 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     total = len(combos) * len(spec.seeds)
     if total > MAX_RUNS:
         where = "grid" if spec.grid else "seeds"
-        raise SpecError({where: f"this makes {total} runs ({len(combos)} combinations x "
-                                f"{len(spec.seeds)} seeds); the limit is {MAX_RUNS} per experiment"})
+        raise SpecError(
+            {
+                where: f"this makes {total} runs ({len(combos)} combinations x "
+                f"{len(spec.seeds)} seeds); the limit is {MAX_RUNS} per experiment"
+            }
+        )
     errors: dict[str, str] = {}
     runs = []
     for combination in combos:
@@ -399,8 +434,11 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
                 continue
             label = run_label(seed, combination)
             if len(label) > MAX_LABEL_LENGTH:
-                errors.setdefault("grid", f"the run label {label[:60]!r}... is longer than "
-                                          f"{MAX_LABEL_LENGTH} characters: use fewer or shorter grid values")
+                errors.setdefault(
+                    "grid",
+                    f"the run label {label[:60]!r}... is longer than "
+                    f"{MAX_LABEL_LENGTH} characters: use fewer or shorter grid values",
+                )
             if config.schedule.steps > MAX_STEPS:
                 errors.setdefault(input_name(spec, "schedule.steps"), f"must be at most {MAX_STEPS}")
             runs.append(PlannedRun(label, config.to_dict()))
@@ -416,16 +454,25 @@ def check_limits(config: TrainConfig) -> None:
 
     def over(field: str, value: int, what: str = ""):
         if field in limits and value > limits[field] and field not in errors:
-            errors[field] = (f"{what}{value} is above this server's limit of {limits[field]} "
-                             f"(the operator sets it with {environment.limit_variable(field)})")
+            errors[field] = (
+                f"{what}{value} is above this server's limit of {limits[field]} "
+                f"(the operator sets it with {environment.limit_variable(field)})"
+            )
 
     for field in limits:
         if "." in field:
             over(field, dotted_get(config.to_dict(), field))
     r = config.rollout
-    over("rollout_tokens", r.env_groups * r.group_size * r.max_turns * r.max_new_tokens,
-         "env_groups x group_size x max_turns x max_new_tokens = ")
-    over("rollout_tokens", r.val_seeds * r.max_turns * r.max_new_tokens, "val_seeds x max_turns x max_new_tokens = ")
+    over(
+        "rollout_tokens",
+        r.env_groups * r.group_size * r.max_turns * r.max_new_tokens,
+        "env_groups x group_size x max_turns x max_new_tokens = ",
+    )
+    over(
+        "rollout_tokens",
+        r.val_seeds * r.max_turns * r.max_new_tokens,
+        "val_seeds x max_turns x max_new_tokens = ",
+    )
     if "rollout_tokens" in errors:  # named by the input a user sets
         errors.setdefault("rollout.max_new_tokens", errors.pop("rollout_tokens"))
         errors.pop("rollout_tokens", None)
@@ -436,8 +483,13 @@ def check_limits(config: TrainConfig) -> None:
 def check_int64(spec: ExperimentSpec) -> None:
     """SpecError naming the first integer beyond 64 bits in anything the experiment would store."""
     errors = {}
-    inputs = {"grid": spec.grid, "overrides": spec.overrides, "config": spec.config, "env": spec.env,
-              "detector_overrides": spec.detector_overrides}
+    inputs = {
+        "grid": spec.grid,
+        "overrides": spec.overrides,
+        "config": spec.config,
+        "env": spec.env,
+        "detector_overrides": spec.detector_overrides,
+    }
     for name, value in inputs.items():
         where = jsonsafe.beyond_int64(value)
         if where:
@@ -455,6 +507,7 @@ def input_name(spec: ExperimentSpec, config_key: str) -> str:
 
 # ---- back from a saved config to the form's inputs ("re-run with changes", YAML import) ----------
 
+
 def describe(config: dict, preset: str = "", grid_keys=()) -> dict:
     """The inputs that reproduce `config`: preset, env, model, steps and the overrides on top of the
     preset. Without a preset, the one needing the fewest overrides is chosen. Fields the grid sets
@@ -462,14 +515,21 @@ def describe(config: dict, preset: str = "", grid_keys=()) -> dict:
     env = config.get("env") or {}
     model = (config.get("model") or {}).get("name", TINY_MODEL)
     steps = (config.get("schedule") or {}).get("steps")
-    inputs = {"env": {"name": env.get("name", ""), "params": dict(env.get("params") or {})}, "model": model,
-              "steps": steps}
+    inputs = {
+        "env": {"name": env.get("name", ""), "params": dict(env.get("params") or {})},
+        "model": model,
+        "steps": steps,
+    }
     candidates = [preset] if preset in PRESETS else list(PRESETS)
     best = None
     for name in candidates:
         try:
-            base = TrainConfig.preset(name, env=inputs["env"], model={"name": model},
-                                      schedule={"steps": steps} if isinstance(steps, int) else {}).to_dict()
+            base = TrainConfig.preset(
+                name,
+                env=inputs["env"],
+                model={"name": model},
+                schedule={"steps": steps} if isinstance(steps, int) else {},
+            ).to_dict()
         except ConfigError:
             base = TrainConfig().to_dict()
         overrides = _difference(config, base, "", set(grid_keys))

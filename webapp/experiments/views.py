@@ -24,10 +24,17 @@ def experiment_list(request):
     experiments = experiments.order_by("-created_at", "-id")
     page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
     overview.attach_sparklines(page.object_list)
-    return render(request, "experiments/list.html", {
-        "page": page, "filters": filters, "env_names": list(envs.registry()), "statuses": Run.Status.values,
-        "query_without_page": filters.query_string(),
-    })
+    return render(
+        request,
+        "experiments/list.html",
+        {
+            "page": page,
+            "filters": filters,
+            "env_names": list(envs.registry()),
+            "statuses": Run.Status.values,
+            "query_without_page": filters.query_string(),
+        },
+    )
 
 
 @login_required
@@ -36,8 +43,9 @@ def experiment_new(request):
         form = ExperimentForm(request.POST)
         if form.is_valid():
             experiment = Experiment.create_with_runs(request.user, form.spec, form.planned)
-            messages.success(request,
-                             f"Created {len(form.planned)} run(s); each waits for {queue.waits_for()}.")
+            messages.success(
+                request, f"Created {len(form.planned)} run(s); each waits for {queue.waits_for()}."
+            )
             return redirect(experiment)
     else:
         form = ExperimentForm()
@@ -47,10 +55,11 @@ def experiment_new(request):
 @login_required
 @require_GET
 def experiment_rerun(request, pk):
-    """"Re-run with changes": the new-experiment form, prefilled from this experiment."""
+    """ "Re-run with changes": the new-experiment form, prefilled from this experiment."""
     source = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
-    return _render_new(request, ExperimentForm(initial=ExperimentForm.initial_from_experiment(source)),
-                       ImportConfigForm())
+    return _render_new(
+        request, ExperimentForm(initial=ExperimentForm.initial_from_experiment(source)), ImportConfigForm()
+    )
 
 
 @login_required
@@ -66,8 +75,12 @@ def experiment_import(request):
 
 def _render_new(request, form, import_form, status=200):
     preset_yaml = {name: TrainConfig.preset(name).to_yaml() for name in PRESETS}
-    return render(request, "experiments/new.html",
-                  {"form": form, "import_form": import_form, "preset_yaml": preset_yaml}, status=status)
+    return render(
+        request,
+        "experiments/new.html",
+        {"form": form, "import_form": import_form, "preset_yaml": preset_yaml},
+        status=status,
+    )
 
 
 @login_required
@@ -76,10 +89,16 @@ def experiment_detail(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     runs = overview.annotated_runs(experiment.runs.all())
     overview.attach_run_sparklines(runs)
-    return render(request, "experiments/detail.html", {
-        "experiment": experiment, "runs": runs, "counts": experiment.status_counts(),
-        "config_yaml": specs.dump_yaml(experiment.config),
-    })
+    return render(
+        request,
+        "experiments/detail.html",
+        {
+            "experiment": experiment,
+            "runs": runs,
+            "counts": experiment.status_counts(),
+            "config_yaml": specs.dump_yaml(experiment.config),
+        },
+    )
 
 
 @login_required
@@ -101,4 +120,3 @@ def experiment_export(request, pk):
     filename = slugify(experiment.name) or f"experiment-{experiment.pk}"
     response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
     return response
-

@@ -22,13 +22,17 @@ def _path_of(upload):
 
 
 class ImportForm(forms.Form):
-    file = forms.FileField(help_text="CSV with a 'step' column and one column per metric, or a metrics.jsonl "
-                                     "(one JSON object per line). Metric names from veRL/RAGEN and TRL are "
-                                     "renamed to ours.")
-    name = forms.CharField(max_length=200, required=False,
-                           help_text="The experiment's name; default: the file name.")
-    format = forms.ChoiceField(choices=[("", "from the file name"), ("csv", "CSV"), ("jsonl", "JSON lines")],
-                               required=False)
+    file = forms.FileField(
+        help_text="CSV with a 'step' column and one column per metric, or a metrics.jsonl "
+        "(one JSON object per line). Metric names from veRL/RAGEN and TRL are "
+        "renamed to ours."
+    )
+    name = forms.CharField(
+        max_length=200, required=False, help_text="The experiment's name; default: the file name."
+    )
+    format = forms.ChoiceField(
+        choices=[("", "from the file name"), ("csv", "CSV"), ("jsonl", "JSON lines")], required=False
+    )
 
     def clean(self):
         cleaned = super().clean()
@@ -54,5 +58,8 @@ class ImportForm(forms.Form):
 
     def summary(self, run) -> dict:
         series = self.cleaned_data["series"]
-        return {"steps": len(series), "points": sum(len(values) for _, values in series),
-                "events": run.events.count()}
+        return {
+            "steps": len(series),
+            "points": sum(len(values) for _, values in series),
+            "events": run.events.count(),
+        }

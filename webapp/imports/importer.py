@@ -54,17 +54,31 @@ def create_run(owner, name: str, filename: str, series) -> Run:
         experiment = Experiment.objects.create(owner=owner, name=name, config={}, imported=True)
         replay = pool.submit(Detector.replay, series, experiment.detector_overrides)
         run = Run.objects.create(
-            experiment=experiment, label=f"imported: {filename}"[:300], config={},
-            status=Run.Status.COMPLETED, step=series[-1][0], total_steps=series[-1][0],
+            experiment=experiment,
+            label=f"imported: {filename}"[:300],
+            config={},
+            status=Run.Status.COMPLETED,
+            step=series[-1][0],
+            total_steps=series[-1][0],
             latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()},
-            started_at=now, finished_at=now,
+            started_at=now,
+            finished_at=now,
         )
-        MetricPoint.insert_new(run.pk, ((step, key, value) for step, values in series
-                                        for key, value in values.items()))
+        MetricPoint.insert_new(
+            run.pk, ((step, key, value) for step, values in series for key, value in values.items())
+        )
         _, found = replay.result()
-        DetectorEvent.objects.bulk_create([
-            DetectorEvent(run=run, step=event["step"], level=event["level"], rule=event["rule"],
-                          message=event["message"], signals=jsonb_safe(event.get("signals", {})))
-            for event in found
-        ])
+        DetectorEvent.objects.bulk_create(
+            [
+                DetectorEvent(
+                    run=run,
+                    step=event["step"],
+                    level=event["level"],
+                    rule=event["rule"],
+                    message=event["message"],
+                    signals=jsonb_safe(event.get("signals", {})),
+                )
+                for event in found
+            ]
+        )
     return run

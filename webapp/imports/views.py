@@ -22,8 +22,11 @@ def import_run(request):
         if form.is_valid():
             run = form.save(request.user)
             summary = form.summary(run)
-            messages.success(request, f"Imported {summary['points']} metric points over {summary['steps']} "
-                                      f"steps; the detector found {summary['events']} events.")
+            messages.success(
+                request,
+                f"Imported {summary['points']} metric points over {summary['steps']} "
+                f"steps; the detector found {summary['events']} events.",
+            )
             if request.headers.get("X-Requested-With") == "XMLHttpRequest":  # static/js/import.js
                 return JsonResponse({"url": run.get_absolute_url()}, status=201)
             return redirect(run)
@@ -47,8 +50,10 @@ def imports(request):
         field, problem = next(iter(errors.items()))
         raise ApiError(400, f"{field}: {problem}", errors)
     run = form.save(request.user)
-    return JsonResponse({"id": run.pk, "url": run.get_absolute_url(), "experiment": run.experiment_id,
-                         **form.summary(run)}, status=201)
+    return JsonResponse(
+        {"id": run.pk, "url": run.get_absolute_url(), "experiment": run.experiment_id, **form.summary(run)},
+        status=201,
+    )
 
 
 def _raw_body(request, filename) -> TemporaryUploadedFile:
@@ -64,4 +69,3 @@ def _raw_body(request, filename) -> TemporaryUploadedFile:
     upload.flush()
     upload.seek(0)
     return upload
-

@@ -36,9 +36,18 @@ def _int_param(request, name: str, default=None, low=None, high=None):
 
 def run_state(run: Run) -> dict:
     """What a polling page needs to draw progress and to know when to stop."""
-    return {"id": run.pk, "status": run.status, "finished": run.is_finished, "step": run.step,
-            "total_steps": run.total_steps, "eta_seconds": finite_or_none(run.eta_seconds), "error": run.error,
-            "host": run.host, "device": run.device, "attempt": run.attempt}
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "finished": run.is_finished,
+        "step": run.step,
+        "total_steps": run.total_steps,
+        "eta_seconds": finite_or_none(run.eta_seconds),
+        "error": run.error,
+        "host": run.host,
+        "device": run.device,
+        "attempt": run.attempt,
+    }
 
 
 @api_view(methods=("GET", "POST"))
@@ -59,22 +68,31 @@ def _query(request, run: Run):
     max_points = _int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
     after = _int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
     series = load_series(run.pk, keys, after=after, max_points=max_points)
-    return JsonResponse({
-        "run": run_state(run), "after": after, "max_points": max_points,
-        "series": {key: s.as_json() for key, s in series.items()},
-    })
+    return JsonResponse(
+        {
+            "run": run_state(run),
+            "after": after,
+            "max_points": max_points,
+            "series": {key: s.as_json() for key, s in series.items()},
+        }
+    )
 
 
 def _ingest(request, run: Run):
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if declared.isdigit() and int(declared) > ingest.MAX_BODY_BYTES:
-        raise ApiError(413, f"request body is {declared} bytes; the limit is {ingest.MAX_BODY_BYTES}: "
-                            f"send at most {ingest.MAX_POINTS} points per request")
+        raise ApiError(
+            413,
+            f"request body is {declared} bytes; the limit is {ingest.MAX_BODY_BYTES}: "
+            f"send at most {ingest.MAX_POINTS} points per request",
+        )
     try:
         body = json_body(request, max_bytes=ingest.MAX_BODY_BYTES)
     except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE, e.g. a lying Content-Length
-        raise ApiError(413, "request body is larger than the server's limit of "
-                            f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
+        raise ApiError(
+            413,
+            f"request body is larger than the server's limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+        ) from None
     try:
         points = ingest.parse(body)
     except ingest.TooLarge as error:

@@ -44,7 +44,11 @@ class Series:
         return self.min is not None
 
     def as_json(self) -> dict:
-        body = {"step": self.step, "value": [finite_or_none(v) for v in self.value], "downsampled": self.downsampled}
+        body = {
+            "step": self.step,
+            "value": [finite_or_none(v) for v in self.value],
+            "downsampled": self.downsampled,
+        }
         if self.downsampled:
             body["min"] = [finite_or_none(v) for v in self.min]
             body["max"] = [finite_or_none(v) for v in self.max]
@@ -80,8 +84,11 @@ def _none_to_nan(rows):
 def key_stats(run_id: int, keys: list[str], after: int | None) -> dict[str, tuple[int, int, int]]:
     """{key: (count, first_step, last_step)} of the points that the query would return."""
     if after is None and connection.vendor == "postgresql":
-        rows = (MetricRollup.objects.filter(run_id=run_id, key__in=keys).values("key")
-                .annotate(n=Sum("count"), first=Min("first_step"), last=Max("last_step")))
+        rows = (
+            MetricRollup.objects.filter(run_id=run_id, key__in=keys)
+            .values("key")
+            .annotate(n=Sum("count"), first=Min("first_step"), last=Max("last_step"))
+        )
         return {row["key"]: (row["n"], row["first"], row["last"]) for row in rows}
     points = MetricPoint.objects.filter(run_id=run_id, key__in=keys)
     if after is not None:
@@ -122,7 +129,9 @@ def _bucketed_sql(run_id: int, stats: dict, after: int | None, max_points: int) 
     spans = [stats[key][2] - stats[key][1] + 1 for key in keys]
     series = {key: Series([], [], [], []) for key in keys}
     with connection.cursor() as cursor:
-        cursor.execute(_BUCKET_SQL, [keys, firsts, spans, run_id, -(2**31) if after is None else after, max_points])
+        cursor.execute(
+            _BUCKET_SQL, [keys, firsts, spans, run_id, -(2**31) if after is None else after, max_points]
+        )
         for key, step, value, low, high in cursor.fetchall():
             s = series[key]
             s.step.append(step)
@@ -133,21 +142,29 @@ def _bucketed_sql(run_id: int, stats: dict, after: int | None, max_points: int) 
 
 
 def _bucketed_rollups(run_id: int, stats: dict, max_points: int) -> dict[str, Series]:
-    rows = (MetricRollup.objects.filter(run_id=run_id, key__in=list(stats)).order_by("key", "bucket")
-            .values_list("key", "last_step", "last_value", "low", "high"))
+    rows = (
+        MetricRollup.objects.filter(run_id=run_id, key__in=list(stats))
+        .order_by("key", "bucket")
+        .values_list("key", "last_step", "last_value", "low", "high")
+    )
     by_key = {key: [] for key in stats}
     for key, *summary in rows:
         by_key[key].append(summary)
     series = {}
     for key, summaries in by_key.items():
-        last_step, last_value, low, high = (np.array(_none_to_nan(column), dtype=np.float64)
-                                            for column in zip(*summaries))
+        last_step, last_value, low, high = (
+            np.array(_none_to_nan(column), dtype=np.float64) for column in zip(*summaries)
+        )
         _, first, last = stats[key]
         buckets = bucket_index(last_step, first, last, max_points)
         starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
         ends = np.r_[starts[1:], len(buckets)] - 1
-        series[key] = Series(last_step[ends].astype(np.int64).tolist(), last_value[ends].tolist(),
-                             np.fmin.reduceat(low, starts).tolist(), np.fmax.reduceat(high, starts).tolist())
+        series[key] = Series(
+            last_step[ends].astype(np.int64).tolist(),
+            last_value[ends].tolist(),
+            np.fmin.reduceat(low, starts).tolist(),
+            np.fmax.reduceat(high, starts).tolist(),
+        )
     return series
 
 
@@ -156,15 +173,21 @@ def _bucketed_numpy(run_id: int, stats: dict, after: int | None, max_points: int
     return {key: bucket_numpy(s.step, _none_to_nan(s.value), max_points) for key, s in raw.items()}
 
 
-def load_series(run_id: int, keys: list[str], after: int | None = None, max_points: int = 1000) -> dict[str, Series]:
+def load_series(
+    run_id: int, keys: list[str], after: int | None = None, max_points: int = 1000
+) -> dict[str, Series]:
     """Per key, the points with step > after, reduced to at most max_points buckets when longer."""
     stats = key_stats(run_id, keys, after)
     short = [key for key in keys if stats.get(key, (0,))[0] <= max_points]
     long = {key: stats[key] for key in keys if key not in short}
     series = _raw(run_id, short, after) if short else {}
-    coarse = {key: stat for key, stat in long.items()
-              if after is None and connection.vendor == "postgresql"
-              and (stat[2] - stat[1] + 1) / max_points >= ROLLUP_WIDTH}
+    coarse = {
+        key: stat
+        for key, stat in long.items()
+        if after is None
+        and connection.vendor == "postgresql"
+        and (stat[2] - stat[1] + 1) / max_points >= ROLLUP_WIDTH
+    }
     if coarse:
         series.update(_bucketed_rollups(run_id, coarse, max_points))
     fine = {key: stat for key, stat in long.items() if key not in coarse}

@@ -24,13 +24,19 @@ CHUNK_ROWS = 10_000
 
 
 def run_keys(run_id: int) -> list[str]:
-    return list(MetricPoint.objects.filter(run_id=run_id).order_by("key").values_list("key", flat=True).distinct())
+    return list(
+        MetricPoint.objects.filter(run_id=run_id).order_by("key").values_list("key", flat=True).distinct()
+    )
 
 
 def _steps(run_id: int):
     """(step, {key: value}) in step order."""
-    points = (MetricPoint.objects.filter(run_id=run_id).order_by("step", "key")
-              .values_list("step", "key", "value").iterator(chunk_size=CHUNK_ROWS))
+    points = (
+        MetricPoint.objects.filter(run_id=run_id)
+        .order_by("step", "key")
+        .values_list("step", "key", "value")
+        .iterator(chunk_size=CHUNK_ROWS)
+    )
     for step, rows in itertools.groupby(points, key=itemgetter(0)):
         yield step, {key: value for _, key, value in rows}
 
@@ -65,8 +71,12 @@ def csv_lines(run_id: int):
 def runs_csv_lines(runs):
     """Several runs in one CSV: `run_id`, `run` (its name), `experiment`, `step`, then one column per key
     any of them logged (sorted); each run's rows in step order, the runs in the order given."""
-    keys = list(MetricPoint.objects.filter(run_id__in=[run.pk for run in runs]).order_by("key")
-                .values_list("key", flat=True).distinct())
+    keys = list(
+        MetricPoint.objects.filter(run_id__in=[run.pk for run in runs])
+        .order_by("key")
+        .values_list("key", flat=True)
+        .distinct()
+    )
     line = _csv_writer()
     yield line(["run_id", "run", "experiment", "step", *keys])
     for run in runs:
@@ -82,8 +92,10 @@ def _json_value(value):
 
 def jsonl_lines(run_id: int):
     for step, values in _steps(run_id):
-        yield json.dumps({"step": step, **{key: _json_value(v) for key, v in values.items()}},
-                         allow_nan=False) + "\n"
+        yield (
+            json.dumps({"step": step, **{key: _json_value(v) for key, v in values.items()}}, allow_nan=False)
+            + "\n"
+        )
 
 
 def lines(run_id: int, fmt: str):

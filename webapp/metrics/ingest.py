@@ -78,8 +78,9 @@ def _point_errors(where: str, point) -> dict[str, str]:
     if "key" not in point:
         errors[f"{where}.key"] = "is required"
     elif not isinstance(key, str) or key_problem(key) or len(key) > MAX_KEY_LENGTH:
-        errors[f"{where}.key"] = (f"must be a non-empty string of at most {MAX_KEY_LENGTH} characters "
-                                  "(valid Unicode, no NUL)")
+        errors[f"{where}.key"] = (
+            f"must be a non-empty string of at most {MAX_KEY_LENGTH} characters (valid Unicode, no NUL)"
+        )
     value = point.get("value")
     if "value" not in point:
         errors[f"{where}.value"] = "is required (null is allowed)"
@@ -148,8 +149,10 @@ def write(run: Run, points: list[tuple[int, str, float | None]]) -> int:
         # latest_metrics nor deadlock on each other's points; and a run finishing meanwhile is seen here.
         locked = Run.objects.select_for_update().only("latest_metrics", "status").get(pk=run.pk)
         if locked.status in Run.FINISHED:
-            raise RunFinished(f"run {run.pk} is {locked.status}: a finished run's metrics are final "
-                              "(its detector events were computed from them); start a new run")
+            raise RunFinished(
+                f"run {run.pk} is {locked.status}: a finished run's metrics are final "
+                "(its detector events were computed from them); start a new run"
+            )
         MetricPoint.upsert(run.pk, points)
         latest = dict(locked.latest_metrics)
         for key, value in MetricPoint.latest_values(run.pk, keys).items():

@@ -13,8 +13,13 @@ class MetricPoint(models.Model):
     # constraint in the database either: Postgres checks one per row, at commit, which was a fifth of the
     # time of a 1,000-point ingest; writers hold the run (ingest locks its row), and deleting a run deletes
     # its points through Django's on_delete.
-    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="metric_points",
-                            db_index=False, db_constraint=False)
+    run = models.ForeignKey(
+        "experiments.Run",
+        on_delete=models.CASCADE,
+        related_name="metric_points",
+        db_index=False,
+        db_constraint=False,
+    )
     key = models.CharField(max_length=100)
     step = models.IntegerField()
     # NaN and +-inf are kept (Postgres floats hold them); charts draw them as gaps.
@@ -35,8 +40,13 @@ class MetricPoint(models.Model):
             return 0
         if connection.vendor != "postgresql":  # which keeps no rollups: charts read the points
             cls.objects.bulk_create(
-                [cls(run_id=run_id, step=step, key=key, value=value) for (step, key), value in latest.items()],
-                batch_size=2000, update_conflicts=True, unique_fields=["run", "key", "step"],
+                [
+                    cls(run_id=run_id, step=step, key=key, value=value)
+                    for (step, key), value in latest.items()
+                ],
+                batch_size=2000,
+                update_conflicts=True,
+                unique_fields=["run", "key", "step"],
                 update_fields=["value"],
             )
             return len(latest)
@@ -94,8 +104,9 @@ class MetricRollup(models.Model):
     what a min/max chart needs (count, step range, last value, finite min and max). Kept in step with
     MetricPoint by MetricPoint.upsert, on Postgres; other databases chart from the points directly."""
 
-    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="metric_rollups",
-                            db_index=False)
+    run = models.ForeignKey(
+        "experiments.Run", on_delete=models.CASCADE, related_name="metric_rollups", db_index=False
+    )
     key = models.CharField(max_length=100)
     bucket = models.IntegerField()
     count = models.IntegerField()
@@ -156,10 +167,13 @@ ON CONFLICT (run_id, key, bucket) DO UPDATE SET
     last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high
 """
 # Touched buckets only: one index range scan on (run, key, step) per bucket.
-_REFRESH_BUCKETS = _UPSERT.format(select=_SUMMARY + f"""
+_REFRESH_BUCKETS = _UPSERT.format(
+    select=_SUMMARY
+    + f"""
 FROM unnest(%(keys)s::text[], %(buckets)s::int[]) AS t(key, bucket)
 JOIN metrics_metricpoint p ON p.run_id = %(run)s AND p.key = t.key
-     AND p.step >= t.bucket * {ROLLUP_WIDTH} AND p.step < (t.bucket + 1)::bigint * {ROLLUP_WIDTH}""")
+     AND p.step >= t.bucket * {ROLLUP_WIDTH} AND p.step < (t.bucket + 1)::bigint * {ROLLUP_WIDTH}"""
+)
 # (bigint: the bucket after the last step, 2**31 - 1, ends beyond the integer range)
 _REFRESH_RUN = _UPSERT.format(select=_SUMMARY + "FROM metrics_metricpoint p WHERE p.run_id = %(run)s")
 

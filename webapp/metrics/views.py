@@ -24,8 +24,11 @@ CHARTS = [
     {"id": "zero_std", "title": "Fraction of zero-std groups", "keys": ["train/frac_zero_std_groups"]},
     {"id": "entropy", "title": "Entropy", "keys": ["actor/entropy"]},
     {"id": "grad_norm", "title": "Gradient norm", "keys": ["actor/grad_norm"], "log": True},
-    {"id": "length", "title": "Thinking and response length (tokens)",
-     "keys": ["response/think_tokens_mean", "response/tokens_mean"]},
+    {
+        "id": "length",
+        "title": "Thinking and response length (tokens)",
+        "keys": ["response/think_tokens_mean", "response/tokens_mean"],
+    },
     {"id": "format", "title": "Format-valid rate", "keys": ["train/format_valid"]},
     {"id": "clip", "title": "Clip fraction", "keys": ["actor/clip_frac", "actor/clip_frac_high"]},
     {"id": "kl", "title": "KL", "keys": ["actor/approx_kl", "actor/kl_ref"]},
@@ -35,8 +38,11 @@ CHARTS = [
 def standard_charts(config: dict) -> list[dict]:
     """CHARTS, then one validation-success chart per environment in the run's rollout.val_envs."""
     val_envs = _mapping(_mapping(config).get("rollout")).get("val_envs") or []
-    return CHARTS + [{"id": f"val_{name}", "title": f"Validation success on {name}",
-                      "keys": [f"val/{name}/success"]} for name in val_envs if isinstance(name, str)]
+    return CHARTS + [
+        {"id": f"val_{name}", "title": f"Validation success on {name}", "keys": [f"val/{name}/success"]}
+        for name in val_envs
+        if isinstance(name, str)
+    ]
 
 
 def chart_sections(run: Run) -> list[dict]:
@@ -44,12 +50,18 @@ def chart_sections(run: Run) -> list[dict]:
     columns), as many as one metrics request may ask for; each group a section the page can fold."""
     standard = standard_charts(run.config)
     charted = [key for chart in standard for key in chart["keys"]]
-    others = sorted(set(run.latest_metrics) - set(charted))[:MAX_KEYS - len(charted)]
+    others = sorted(set(run.latest_metrics) - set(charted))[: MAX_KEYS - len(charted)]
     sections = [{"id": "training", "title": "Training", "charts": standard}]
     if others:
-        sections.append({"id": "logged", "title": f"Other logged keys ({len(others)})",
-                         "charts": [{"id": f"logged-{index}", "title": key, "keys": [key]}
-                                    for index, key in enumerate(others)]})
+        sections.append(
+            {
+                "id": "logged",
+                "title": f"Other logged keys ({len(others)})",
+                "charts": [
+                    {"id": f"logged-{index}", "title": key, "keys": [key]} for index, key in enumerate(others)
+                ],
+            }
+        )
     return sections
 
 
@@ -70,7 +82,10 @@ def _step_param(request) -> tuple[int | None, str]:
     if not text:
         return None, ""
     if not text.isdigit() or int(text) > MAX_STEP:
-        return None, f"step: expected a whole number from 0 to {MAX_STEP}, got {text[:20]!r}; showing the whole run"
+        return (
+            None,
+            f"step: expected a whole number from 0 to {MAX_STEP}, got {text[:20]!r}; showing the whole run",
+        )
     return int(text), ""
 
 
@@ -90,17 +105,23 @@ def run_detail(request, pk):
             "trajectories": reverse("run_trajectories", args=[run.pk]),
         },
     }
-    return render(request, "runs/detail.html", {
-        "run": run,
-        "experiment": run.experiment,
-        "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
-        "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
-        "rerun_url": _rerun_url(run),
-        "step_error": step_error,
-        "sections": sections,
-        "page": page,  # read by static/js/run.js through json_script
-        "notifications": Notification.objects.filter(event__run=run).select_related("event").order_by("id"),
-    })
+    return render(
+        request,
+        "runs/detail.html",
+        {
+            "run": run,
+            "experiment": run.experiment,
+            "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
+            "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
+            "rerun_url": _rerun_url(run),
+            "step_error": step_error,
+            "sections": sections,
+            "page": page,  # read by static/js/run.js through json_script
+            "notifications": Notification.objects.filter(event__run=run)
+            .select_related("event")
+            .order_by("id"),
+        },
+    )
 
 
 @login_required
@@ -111,7 +132,9 @@ def run_stop(request, pk):
     if run.status == Run.Status.STOPPED:
         messages.success(request, "Stopped: the run was still queued and will not start.")
     elif run.stop_requested and not run.is_finished:
-        messages.success(request, "Stop requested: the run checkpoints at its next step boundary, then stops.")
+        messages.success(
+            request, "Stop requested: the run checkpoints at its next step boundary, then stops."
+        )
     else:
         messages.info(request, f"The run had already ended ({run.get_status_display().lower()}).")
     return redirect(run)
@@ -146,7 +169,8 @@ def trajectory(index: int, data) -> dict:
                 "state": _text(turn.get("state")),
                 "think": _text(turn.get("think")),
                 "answer": _text(turn.get("answer")),
-                "actions": ", ".join(map(_text, turn["actions"])) if isinstance(turn.get("actions"), list)
+                "actions": ", ".join(map(_text, turn["actions"]))
+                if isinstance(turn.get("actions"), list)
                 else _text(turn.get("actions")),
                 "reward": turn.get("reward"),
                 "valid": turn.get("valid"),
@@ -179,13 +203,17 @@ def run_trajectories(request, pk):
     asked, step_error = _step_param(request)
     step = nearest_sampled(steps, asked) if asked is not None else (steps[-1] if steps else None)
     samples = Sample.objects.filter(run=run, step=step).order_by("index") if step is not None else []
-    return render(request, "runs/trajectories.html", {
-        "run": run,
-        "steps": steps,
-        "step": step,
-        "step_position": steps.index(step) if step in steps else 0,
-        "asked_step": asked,
-        "legend": board_legend(run.config),
-        "step_error": step_error,
-        "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
-    })
+    return render(
+        request,
+        "runs/trajectories.html",
+        {
+            "run": run,
+            "steps": steps,
+            "step": step,
+            "step_position": steps.index(step) if step in steps else 0,
+            "asked_step": asked,
+            "legend": board_legend(run.config),
+            "step_error": step_error,
+            "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
+        },
+    )

@@ -13,8 +13,11 @@ DEFAULT_PAGE_SIZE = 50
 def runs(request):
     empty = [name for name, value in request.GET.items() if value == "" and name in RunTableForm.base_fields]
     if empty:
-        raise ApiError(400, f"{empty[0]}: is empty; leave the parameter out instead",
-                       {name: "is empty; leave the parameter out instead" for name in empty})
+        raise ApiError(
+            400,
+            f"{empty[0]}: is empty; leave the parameter out instead",
+            {name: "is empty; leave the parameter out instead" for name in empty},
+        )
     form = RunTableForm(request.GET)
     if not form.is_valid():
         errors = {field: " ".join(messages) for field, messages in form.errors.items()}
@@ -24,5 +27,11 @@ def runs(request):
     with table.without_jit():
         items = list(paginator.page(number).object_list) if number <= paginator.num_pages else []
     places = queue.positions(run.pk for run in items if run.status == run.Status.QUEUED)
-    return JsonResponse({"count": paginator.count, "page": number, "page_size": paginator.per_page,
-                         "results": [table.row(run, places.get(run.pk)) for run in items]})
+    return JsonResponse(
+        {
+            "count": paginator.count,
+            "page": number,
+            "page_size": paginator.per_page,
+            "results": [table.row(run, places.get(run.pk)) for run in items],
+        }
+    )

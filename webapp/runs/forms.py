@@ -34,8 +34,9 @@ class RunTableForm(forms.Form):
     algorithm = forms.CharField(required=False, max_length=40, strip=False)
     tag = forms.CharField(required=False, max_length=40, strip=False)
     experiment = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1)
-    archived = forms.ChoiceField(required=False,
-                                 choices=[("false", "Active runs"), ("true", "Archived runs")])
+    archived = forms.ChoiceField(
+        required=False, choices=[("false", "Active runs"), ("true", "Archived runs")]
+    )
     sort = forms.ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
     page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
     page_size = WholeNumberField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
@@ -63,8 +64,12 @@ class RunTableForm(forms.Form):
         runs = runs.archived() if self.archived_view else runs.active()
         if data["q"].strip():
             runs = table.search(runs, data["q"].strip())
-        for field, lookup in (("status", "status"), ("env", "config__env__name"),
-                              ("algorithm", "config__algorithm__advantage"), ("experiment", "experiment_id")):
+        for field, lookup in (
+            ("status", "status"),
+            ("env", "config__env__name"),
+            ("algorithm", "config__algorithm__advantage"),
+            ("experiment", "experiment_id"),
+        ):
             if data[field] not in ("", None):
                 runs = runs.filter(**{lookup: data[field]})
         if data["tag"]:
@@ -79,8 +84,10 @@ class RunTableForm(forms.Form):
 
 
 def tag_problem(tag: str) -> str:
-    return (f"{tag[:40]!r} is not a tag: use lower-case letters, digits and . _ : - "
-            "(at most 40 characters, starting with a letter or digit)")
+    return (
+        f"{tag[:40]!r} is not a tag: use lower-case letters, digits and . _ : - "
+        "(at most 40 characters, starting with a letter or digit)"
+    )
 
 
 class TagsField(forms.CharField):
@@ -101,8 +108,11 @@ class TagsField(forms.CharField):
 
 
 class RunEditForm(forms.ModelForm):
-    tags = TagsField(required=False, max_length=2000,
-                     help_text="Words separated by commas or spaces, e.g. baseline, sweep-3")
+    tags = TagsField(
+        required=False,
+        max_length=2000,
+        help_text="Words separated by commas or spaces, e.g. baseline, sweep-3",
+    )
     notes = forms.CharField(required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 5}))
 
     class Meta:

@@ -25,9 +25,11 @@ def positions(run_ids) -> dict[int, int]:
     ids = set(run_ids)
     if not ids:
         return {}
-    ranked = queued_in_order().annotate(
-        place=Window(RowNumber(), order_by=[F("enqueued_at").asc(nulls_last=True), F("id").asc()])
-    ).values_list("id", "place")
+    ranked = (
+        queued_in_order()
+        .annotate(place=Window(RowNumber(), order_by=[F("enqueued_at").asc(nulls_last=True), F("id").asc()]))
+        .values_list("id", "place")
+    )
     return {pk: place for pk, place in ranked if pk in ids}
 
 
@@ -45,10 +47,10 @@ def waits_for() -> str:
 @dataclass
 class QueuePlace:
     position: int
-    ahead: int                       # queued runs that start before it, anyone's
+    ahead: int  # queued runs that start before it, anyone's
     mine_ahead: list = field(default_factory=list)  # the viewer's own runs among them (first MAX_LISTED)
     mine_ahead_count: int = 0
-    running: int = 0                 # runs training now, anyone's
+    running: int = 0  # runs training now, anyone's
     waits_for: str = "a free worker"
 
     @property
@@ -63,8 +65,13 @@ def place(run: Run, viewer) -> QueuePlace | None:
     position = positions([run.pk]).get(run.pk)
     if position is None:  # it left the queue meanwhile
         return None
-    ahead = list(queued_in_order().values_list("id", flat=True)[:position - 1])
+    ahead = list(queued_in_order().values_list("id", flat=True)[: position - 1])
     mine = queued_in_order().filter(pk__in=ahead).for_user(viewer).select_related("experiment")
-    return QueuePlace(position=position, ahead=len(ahead), mine_ahead=list(mine[:MAX_LISTED]),
-                      mine_ahead_count=mine.count(),
-                      running=Run.objects.filter(status=Run.Status.RUNNING).count(), waits_for=waits_for())
+    return QueuePlace(
+        position=position,
+        ahead=len(ahead),
+        mine_ahead=list(mine[:MAX_LISTED]),
+        mine_ahead_count=mine.count(),
+        running=Run.objects.filter(status=Run.Status.RUNNING).count(),
+        waits_for=waits_for(),
+    )

@@ -17,9 +17,9 @@ from webapp.compare.aggregates import SUCCESS, VAL_SUCCESS, best_finite, last_fi
 class Column:
     key: str
     label: str
-    order: object = None   # what the column sorts by; None: not sortable
+    order: object = None  # what the column sorts by; None: not sortable
     numeric: bool = False  # right-aligned, sorted largest first on the first click
-    shown: bool = True     # shown until the user's column choice says otherwise
+    shown: bool = True  # shown until the user's column choice says otherwise
 
 
 # The one list of the table's columns: the page, the column chooser and the API's `sort` read it.
@@ -58,23 +58,32 @@ def headers(sort: str) -> list[dict]:
         if column.key == current:
             state = "descending" if descending else "ascending"
             click = column.key if descending else "-" + column.key
-        out.append({"column": column, "aria_sort": state if column.order is not None else None,
-                    "click": click if column.order is not None else None})
+        out.append(
+            {
+                "column": column,
+                "aria_sort": state if column.order is not None else None,
+                "click": click if column.order is not None else None,
+            }
+        )
     return out
 
 
 def with_summary(runs):
     """Each run with final_val_success, best_val_success, final_train_success (finite values only),
     collapse_step (the detector's first collapse event) and duration (start to finish, or to now)."""
-    first_collapse = (DetectorEvent.objects.filter(run=OuterRef("pk"), level=DetectorEvent.Level.COLLAPSE)
-                      .order_by("step").values("step")[:1])
+    first_collapse = (
+        DetectorEvent.objects.filter(run=OuterRef("pk"), level=DetectorEvent.Level.COLLAPSE)
+        .order_by("step")
+        .values("step")[:1]
+    )
     return runs.select_related("experiment").annotate(
         final_val_success=last_finite(VAL_SUCCESS),
         best_val_success=best_finite(VAL_SUCCESS),
         final_train_success=last_finite(SUCCESS),
         collapse_step=Subquery(first_collapse),
-        duration=ExpressionWrapper(Coalesce("finished_at", Now()) - F("started_at"),
-                                   output_field=DurationField()),
+        duration=ExpressionWrapper(
+            Coalesce("finished_at", Now()) - F("started_at"), output_field=DurationField()
+        ),
     )
 
 
@@ -107,8 +116,12 @@ def without_jit():
 
 
 def search(runs, text: str):
-    return runs.filter(Q(name__icontains=text) | Q(label__icontains=text) | Q(notes__icontains=text)
-                       | Q(experiment__name__icontains=text))
+    return runs.filter(
+        Q(name__icontains=text)
+        | Q(label__icontains=text)
+        | Q(notes__icontains=text)
+        | Q(experiment__name__icontains=text)
+    )
 
 
 def with_tag(runs, tag: str):
@@ -119,21 +132,29 @@ def with_tag(runs, tag: str):
 
 def choices(runs) -> dict[str, list[str]]:
     """The values the filters offer: those the user's runs have."""
+
     def distinct(field):
         values = runs.order_by().values_list(field, flat=True).distinct()
         return sorted({value for value in values if isinstance(value, str) and value})
 
     tag_lists = runs.order_by().values_list("tags", flat=True).distinct()
     tags = sorted({tag for tags in tag_lists for tag in tags or []})
-    return {"env": distinct("config__env__name"), "algorithm": distinct("config__algorithm__advantage"),
-            "tag": tags}
+    return {
+        "env": distinct("config__env__name"),
+        "algorithm": distinct("config__algorithm__advantage"),
+        "tag": tags,
+    }
 
 
 def summary(run) -> dict:
     """A run of with_summary() as the API shows its table row's summary."""
-    return {"final_val_success": run.final_val_success, "best_val_success": run.best_val_success,
-            "final_train_success": run.final_train_success, "collapse_step": run.collapse_step,
-            "duration_seconds": run.duration.total_seconds() if run.duration is not None else None}
+    return {
+        "final_val_success": run.final_val_success,
+        "best_val_success": run.best_val_success,
+        "final_train_success": run.final_train_success,
+        "collapse_step": run.collapse_step,
+        "duration_seconds": run.duration.total_seconds() if run.duration is not None else None,
+    }
 
 
 def config_value(run, dotted: str):
@@ -145,6 +166,12 @@ def config_value(run, dotted: str):
 
 def row(run, queue_position: int | None) -> dict:
     """One run of the table as GET /api/runs answers it."""
-    return {**run.to_dict(), "display_name": run.display_name, "experiment_name": run.experiment.name,
-            "env": config_value(run, "env.name"), "algorithm": config_value(run, "algorithm.advantage"),
-            "summary": summary(run), "queue_position": queue_position}
+    return {
+        **run.to_dict(),
+        "display_name": run.display_name,
+        "experiment_name": run.experiment.name,
+        "env": config_value(run, "env.name"),
+        "algorithm": config_value(run, "algorithm.advantage"),
+        "summary": summary(run),
+        "queue_position": queue_position,
+    }

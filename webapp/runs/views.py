@@ -26,8 +26,9 @@ def _owned_run(request, pk) -> Run:
 def _back(request, fallback: str):
     """Where to return after an action: the `next` the form carried (this site only), else fallback."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                       require_https=request.is_secure()):
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return fallback
 
@@ -36,8 +37,11 @@ def _back(request, fallback: str):
 @require_GET
 def run_list(request):
     form = RunTableForm(request.GET)
-    context = {"form": form, "columns": table.COLUMNS,
-               "choices": table.choices(Run.objects.for_user(request.user))}
+    context = {
+        "form": form,
+        "columns": table.COLUMNS,
+        "choices": table.choices(Run.objects.for_user(request.user)),
+    }
     if not form.is_valid():
         return render(request, "runs/list.html", context, status=400)
     with table.without_jit():
@@ -50,13 +54,22 @@ def run_list(request):
     query.pop("page", None)
     sort_query = query.copy()
     sort_query.pop("sort", None)
-    return render(request, "runs/list.html", {
-        **context, "page": page, "sort": form.sort_key, "archived": form.archived_view,
-        "query_without_page": query.urlencode(), "query_without_sort": sort_query.urlencode(),
-        "headers": table.headers(form.sort_key), "waits_for": queue.waits_for(),
-        "filtered": any(form.cleaned_data[name] for name in RunTableForm.FILTERS),
-        "next": request.get_full_path(),
-    })
+    return render(
+        request,
+        "runs/list.html",
+        {
+            **context,
+            "page": page,
+            "sort": form.sort_key,
+            "archived": form.archived_view,
+            "query_without_page": query.urlencode(),
+            "query_without_sort": sort_query.urlencode(),
+            "headers": table.headers(form.sort_key),
+            "waits_for": queue.waits_for(),
+            "filtered": any(form.cleaned_data[name] for name in RunTableForm.FILTERS),
+            "next": request.get_full_path(),
+        },
+    )
 
 
 @login_required
@@ -67,8 +80,12 @@ def run_edit(request, pk):
         form.save()
         messages.success(request, f"Saved {run.display_name}.")
         return redirect(_back(request, reverse("run_list")))
-    return render(request, "runs/edit.html", {"run": run, "form": form, "next": _back(request, "")},
-                  status=400 if form.errors else 200)
+    return render(
+        request,
+        "runs/edit.html",
+        {"run": run, "form": form, "next": _back(request, "")},
+        status=400 if form.errors else 200,
+    )
 
 
 @login_required
@@ -76,8 +93,9 @@ def run_edit(request, pk):
 def run_archive(request, pk):
     run = _owned_run(request, pk)
     run.archive()
-    messages.success(request,
-                     f"Archived {run.display_name}: it is listed under Archived, where you can restore it.")
+    messages.success(
+        request, f"Archived {run.display_name}: it is listed under Archived, where you can restore it."
+    )
     return redirect(_back(request, reverse("run_list")))
 
 
@@ -96,17 +114,21 @@ def runs_export(request):
     """GET /runs/export.csv?runs=3,7,12: the runs' metrics in one CSV (webapp.metrics.export)."""
     ids, invalid = selection.split_ids(request.GET.getlist("runs"))
     if invalid:
-        return HttpResponseBadRequest(f"runs: {invalid[0]!r} is not a run id (expected runs=3,7,12)",
-                                      content_type="text/plain")
+        return HttpResponseBadRequest(
+            f"runs: {invalid[0]!r} is not a run id (expected runs=3,7,12)", content_type="text/plain"
+        )
     if not ids or len(ids) > MAX_EXPORT_RUNS:
-        return HttpResponseBadRequest(f"runs: select between 1 and {MAX_EXPORT_RUNS} runs to export",
-                                      content_type="text/plain")
+        return HttpResponseBadRequest(
+            f"runs: select between 1 and {MAX_EXPORT_RUNS} runs to export", content_type="text/plain"
+        )
     found = Run.objects.for_user(request.user).select_related("experiment").in_bulk(ids)
     missing = [pk for pk in ids if pk not in found]
     if missing:
-        return HttpResponseNotFound(f"runs: run {missing[0]} is not among your runs",
-                                    content_type="text/plain")
-    response = StreamingHttpResponse(export.runs_csv_lines([found[pk] for pk in ids]),
-                                     content_type=export.FORMATS["csv"])
+        return HttpResponseNotFound(
+            f"runs: run {missing[0]} is not among your runs", content_type="text/plain"
+        )
+    response = StreamingHttpResponse(
+        export.runs_csv_lines([found[pk] for pk in ids]), content_type=export.FORMATS["csv"]
+    )
     response["Content-Disposition"] = f'attachment; filename="runs-{"-".join(map(str, ids[:10]))}.csv"'
     return response

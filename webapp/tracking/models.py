@@ -42,8 +42,9 @@ class ExternalExperimentQuerySet(models.QuerySet):
 
 
 class ExternalExperiment(models.Model):
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                              related_name="mlflow_experiments")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mlflow_experiments"
+    )
     name = models.CharField(max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH)
     experiment = models.OneToOneField(Experiment, on_delete=models.CASCADE, related_name="mlflow")
     tags = models.JSONField(default=dict, blank=True)
@@ -51,8 +52,9 @@ class ExternalExperiment(models.Model):
     objects = ExternalExperimentQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["owner", "name"],
-                                               name="mlflow_experiment_name_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="mlflow_experiment_name_unique")
+        ]
         ordering = ["experiment_id"]
 
     def __str__(self):
@@ -68,8 +70,12 @@ class ExternalExperiment(models.Model):
         try:
             with transaction.atomic():
                 experiment = Experiment.objects.create(
-                    owner=owner, name=name, config={}, imported=True,
-                    description="Trained elsewhere; logged through EchoLab's MLflow endpoint.")
+                    owner=owner,
+                    name=name,
+                    config={},
+                    imported=True,
+                    description="Trained elsewhere; logged through EchoLab's MLflow endpoint.",
+                )
                 return cls.objects.create(owner=owner, name=name, experiment=experiment, tags=tags or {})
         except IntegrityError:
             raise MlflowError("RESOURCE_ALREADY_EXISTS", f"experiment {name!r} already exists") from None
@@ -86,17 +92,27 @@ class ExternalExperiment(models.Model):
                 except MlflowError:  # made meanwhile by a concurrent request
                     return cls.objects.for_user(owner).get(name=DEFAULT_EXPERIMENT_NAME)
             return found
-        found = experiment_id.isdigit() and (cls.objects.for_user(owner).select_related("experiment")
-                                             .filter(experiment_id=experiment_id).first())
+        found = experiment_id.isdigit() and (
+            cls.objects.for_user(owner)
+            .select_related("experiment")
+            .filter(experiment_id=experiment_id)
+            .first()
+        )
         if not found:
             raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment with id {experiment_id!r}")
         return found
 
     def to_mlflow(self) -> dict:
         created = protocol.millis(self.experiment.created_at)
-        return {"experiment_id": self.mlflow_id, "name": self.name, "artifact_location": "",
-                "lifecycle_stage": "active", "creation_time": created, "last_update_time": created,
-                "tags": protocol.pairs(self.tags)}
+        return {
+            "experiment_id": self.mlflow_id,
+            "name": self.name,
+            "artifact_location": "",
+            "lifecycle_stage": "active",
+            "creation_time": created,
+            "last_update_time": created,
+            "tags": protocol.pairs(self.tags),
+        }
 
 
 def new_run_uuid() -> str:
@@ -111,8 +127,9 @@ class ExternalRunQuerySet(models.QuerySet):
 class ExternalRun(models.Model):
     run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="mlflow")
     run_uuid = models.CharField(max_length=32, unique=True, default=new_run_uuid)
-    user_id = models.CharField(max_length=255, blank=True,
-                               help_text="MLflow's user_id, as the client sent it.")
+    user_id = models.CharField(
+        max_length=255, blank=True, help_text="MLflow's user_id, as the client sent it."
+    )
     tags = models.JSONField(default=dict, blank=True)
     # The highest step the detector has judged (worker/external.py); None before the first.
     detected_through = models.IntegerField(null=True, blank=True)
@@ -125,30 +142,42 @@ class ExternalRun(models.Model):
 
     @classmethod
     def get_for(cls, owner, run_id: str) -> "ExternalRun":
-        found = (cls.objects.for_user(owner).select_related("run__experiment__mlflow")
-                 .filter(run_uuid=run_id).first())
+        found = (
+            cls.objects.for_user(owner)
+            .select_related("run__experiment__mlflow")
+            .filter(run_uuid=run_id)
+            .first()
+        )
         if found is None:
             raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no run with id {run_id!r}")
         return found
 
     @classmethod
-    def start(cls, experiment: ExternalExperiment, name: str, tags: dict, user_id: str,
-              start_time: datetime) -> "ExternalRun":
+    def start(
+        cls, experiment: ExternalExperiment, name: str, tags: dict, user_id: str, start_time: datetime
+    ) -> "ExternalRun":
         """A running EchoLab run in `experiment`. A name used before is used again: MLflow allows it,
         and the runs stay apart by id (the run pages show both)."""
         name = name or tags.get(RUN_NAME_TAG) or f"mlflow run {uuid.uuid4().hex[:8]}"
         with transaction.atomic():
             run = Run.objects.create(
-                experiment=experiment.experiment, label=name[:300], config={}, status=Run.Status.RUNNING,
-                attempt=1, started_at=start_time, heartbeat_at=timezone.now(), host="mlflow client",
+                experiment=experiment.experiment,
+                label=name[:300],
+                config={},
+                status=Run.Status.RUNNING,
+                attempt=1,
+                started_at=start_time,
+                heartbeat_at=timezone.now(),
+                host="mlflow client",
             )
             return cls.objects.create(run=run, user_id=user_id[:255], tags={**tags, RUN_NAME_TAG: name})
 
     # Writing. Each method takes the run's row lock before its first write (as ingest.write does), so
     # concurrent calls for one run take turns.
 
-    def log(self, metrics: list[tuple[str, float, int]], params: dict[str, str],
-            tags: dict[str, str]) -> None:
+    def log(
+        self, metrics: list[tuple[str, float, int]], params: dict[str, str], tags: dict[str, str]
+    ) -> None:
         """Metrics as (key, value, step), renamed to ours; params become the config (a param keeps its
         first value, as in MLflow); tags are kept. All or nothing."""
         points = self._points(metrics)
@@ -159,8 +188,10 @@ class ExternalRun(models.Model):
                 changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
                 if changed:
                     key = next(iter(changed))
-                    raise invalid(f"params[{key!r}]", f"is already {run.config[key]!r}; MLflow params cannot "
-                                                      f"change (got {changed[key]!r})")
+                    raise invalid(
+                        f"params[{key!r}]",
+                        f"is already {run.config[key]!r}; MLflow params cannot change (got {changed[key]!r})",
+                    )
                 run.config = {**run.config, **params}
                 Run.objects.filter(pk=run.pk).update(config=run.config)
             if tags:
@@ -185,14 +216,18 @@ class ExternalRun(models.Model):
         steps = defaultdict(dict)
         for index, (key, value, step) in enumerate(metrics):
             if not 0 <= step <= ingest.MAX_STEP:
-                raise invalid(f"metrics[{index}].step",
-                              f"must be between 0 and {ingest.MAX_STEP}, got {step}")
+                raise invalid(
+                    f"metrics[{index}].step", f"must be between 0 and {ingest.MAX_STEP}, got {step}"
+                )
             if len(key) > ingest.MAX_KEY_LENGTH:
-                raise invalid(f"metrics[{index}].key", f"is {len(key)} characters; EchoLab keeps metric "
-                                                       f"keys of at most {ingest.MAX_KEY_LENGTH}")
+                raise invalid(
+                    f"metrics[{index}].key",
+                    f"is {len(key)} characters; EchoLab keeps metric keys of at most {ingest.MAX_KEY_LENGTH}",
+                )
             steps[step][key] = value
-        return [(step, key, value) for step, values in steps.items()
-                for key, value in canonical(values).items()]
+        return [
+            (step, key, value) for step, values in steps.items() for key, value in canonical(values).items()
+        ]
 
     def _heard_from(self, step: int | None) -> None:
         """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
@@ -203,7 +238,8 @@ class ExternalRun(models.Model):
         Run.objects.filter(pk=self.run_id).update(**fields)
         if self.lost_at is not None:
             Run.objects.filter(pk=self.run_id, status=Run.Status.FAILED).update(
-                status=Run.Status.RUNNING, error="", finished_at=None)
+                status=Run.Status.RUNNING, error="", finished_at=None
+            )
             ExternalRun.objects.filter(pk=self.pk).update(lost_at=None)
             self.lost_at = None
 
@@ -218,8 +254,11 @@ class ExternalRun(models.Model):
             if status:
                 ours = protocol.RUN_STATUSES[status]
                 finished = ours in Run.FINISHED
-                fields.update(status=ours, finished_at=(end_time or timezone.now()) if finished else None,
-                              error="failed (the client says)" if ours == Run.Status.FAILED else "")
+                fields.update(
+                    status=ours,
+                    finished_at=(end_time or timezone.now()) if finished else None,
+                    error="failed (the client says)" if ours == Run.Status.FAILED else "",
+                )
                 if self.lost_at is not None:
                     ExternalRun.objects.filter(pk=self.pk).update(lost_at=None)
                     self.lost_at = None
@@ -233,11 +272,14 @@ class ExternalRun(models.Model):
         makes it running again."""
         now = timezone.now()
         since = self.run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        lost = Run.objects.filter(pk=self.run_id, status=Run.Status.RUNNING,
-                                  heartbeat_at__lt=now - timedelta(seconds=silent_for)).update(
-            status=Run.Status.FAILED, finished_at=now,
+        lost = Run.objects.filter(
+            pk=self.run_id, status=Run.Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=silent_for)
+        ).update(
+            status=Run.Status.FAILED,
+            finished_at=now,
             error=f"lost: nothing arrived from the MLflow client since {since} "
-                  f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it")
+            f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it",
+        )
         if lost:
             ExternalRun.objects.filter(pk=self.pk).update(lost_at=now)
             transaction.on_commit(lambda: send_detection(self.run_id))
@@ -253,8 +295,10 @@ class ExternalRun(models.Model):
     def behind(cls) -> "ExternalRunQuerySet":
         """Runs with steps the detector may judge but has not: their message was lost (broker down)."""
         judged = Coalesce(F("detected_through"), -1)
-        return cls.objects.filter(Q(run__status=Run.Status.RUNNING, run__step__gt=judged + 1)
-                                  | Q(run__status__in=Run.FINISHED, run__step__gt=judged))
+        return cls.objects.filter(
+            Q(run__status=Run.Status.RUNNING, run__step__gt=judged + 1)
+            | Q(run__status__in=Run.FINISHED, run__step__gt=judged)
+        )
 
     # Reading.
 
@@ -263,20 +307,43 @@ class ExternalRun(models.Model):
         keys = sorted(run.latest_metrics)
         values = MetricPoint.latest_values(run.pk, keys) if keys else {}
         heard = protocol.millis(run.heartbeat_at)
-        last_steps = dict(MetricPoint.objects.filter(run_id=run.pk).values("key").annotate(last=Max("step"))
-                          .values_list("key", "last"))
-        metrics = [{"key": key, "value": protocol.double(values.get(key)), "timestamp": heard,
-                    "step": last_steps.get(key, 0)} for key in keys]
-        info = {"run_id": self.run_uuid, "run_uuid": self.run_uuid, "run_name": run.label,
-                "experiment_id": str(run.experiment_id), "user_id": self.user_id,
-                "status": protocol.MLFLOW_STATUS_OF[run.status],
-                "start_time": protocol.millis(run.started_at),
-                "artifact_uri": f"mlflow-artifacts:/{run.experiment_id}/{self.run_uuid}/artifacts",
-                "lifecycle_stage": "active"}
+        last_steps = dict(
+            MetricPoint.objects.filter(run_id=run.pk)
+            .values("key")
+            .annotate(last=Max("step"))
+            .values_list("key", "last")
+        )
+        metrics = [
+            {
+                "key": key,
+                "value": protocol.double(values.get(key)),
+                "timestamp": heard,
+                "step": last_steps.get(key, 0),
+            }
+            for key in keys
+        ]
+        info = {
+            "run_id": self.run_uuid,
+            "run_uuid": self.run_uuid,
+            "run_name": run.label,
+            "experiment_id": str(run.experiment_id),
+            "user_id": self.user_id,
+            "status": protocol.MLFLOW_STATUS_OF[run.status],
+            "start_time": protocol.millis(run.started_at),
+            "artifact_uri": f"mlflow-artifacts:/{run.experiment_id}/{self.run_uuid}/artifacts",
+            "lifecycle_stage": "active",
+        }
         if run.finished_at:
             info["end_time"] = protocol.millis(run.finished_at)
-        return {"info": info, "data": {"metrics": metrics, "params": protocol.pairs(run.config),
-                                       "tags": protocol.pairs(self.tags)}, "inputs": {}}
+        return {
+            "info": info,
+            "data": {
+                "metrics": metrics,
+                "params": protocol.pairs(run.config),
+                "tags": protocol.pairs(self.tags),
+            },
+            "inputs": {},
+        }
 
 
 def from_millis(value: int | None) -> datetime | None:
@@ -294,11 +361,14 @@ def send_detection(run_id: int) -> bool:
     from worker.celery import app
 
     try:
-        app.send_task("worker.tasks.detect_external_run", args=[run_id], queue="default",
-                      retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
-                                                "interval_max": 1})
+        app.send_task(
+            "worker.tasks.detect_external_run",
+            args=[run_id],
+            queue="default",
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1},
+        )
     except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
         logger.warning("run %s: detection not sent, broker unreachable (%s)", run_id, error)
         return False
     return True
-

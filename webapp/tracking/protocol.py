@@ -31,10 +31,20 @@ STATUS_OF = {
 
 # MLflow run status <-> EchoLab run status. SCHEDULED is running to us: an external run is never queued
 # (a queued run is one the sweeper sends to the GPU workers).
-RUN_STATUSES = {"RUNNING": "running", "SCHEDULED": "running", "FINISHED": "completed", "FAILED": "failed",
-                "KILLED": "stopped"}
-MLFLOW_STATUS_OF = {"running": "RUNNING", "queued": "SCHEDULED", "completed": "FINISHED", "failed": "FAILED",
-                    "stopped": "KILLED"}
+RUN_STATUSES = {
+    "RUNNING": "running",
+    "SCHEDULED": "running",
+    "FINISHED": "completed",
+    "FAILED": "failed",
+    "KILLED": "stopped",
+}
+MLFLOW_STATUS_OF = {
+    "running": "RUNNING",
+    "queued": "SCHEDULED",
+    "completed": "FINISHED",
+    "failed": "FAILED",
+    "stopped": "KILLED",
+}
 
 
 class MlflowError(Exception):
@@ -61,8 +71,9 @@ class Fields:
     def _name(self, name: str) -> str:
         return f"{self.where}{name}"
 
-    def string(self, name: str, required: bool = True, max_length: int | None = None,
-               default: str = "") -> str:
+    def string(
+        self, name: str, required: bool = True, max_length: int | None = None, default: str = ""
+    ) -> str:
         value = self.data.get(name)
         if value is None or value == "":
             if required:
@@ -76,8 +87,9 @@ class Fields:
             raise invalid(self._name(name), "must not contain NUL characters")
         return value
 
-    def integer(self, name: str, default: int | None = None, low: int | None = None,
-                high: int | None = None) -> int | None:
+    def integer(
+        self, name: str, default: int | None = None, low: int | None = None, high: int | None = None
+    ) -> int | None:
         """protobuf's JSON writes int64 as a string or a number; both are taken."""
         value = self.data.get(name)
         if value is None or value == "":
@@ -100,8 +112,10 @@ class Fields:
         if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
             return float(value.replace("Infinity", "inf"))
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise invalid(self._name(name), f'must be a number or "NaN", "Infinity", "-Infinity", '
-                                            f"got {str(value)[:40]!r}")
+            raise invalid(
+                self._name(name),
+                f'must be a number or "NaN", "Infinity", "-Infinity", got {str(value)[:40]!r}',
+            )
         try:
             return float(value)
         except OverflowError:
@@ -144,8 +158,12 @@ def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
     for metric in value:
         if type(metric) is not dict:
             return None
-        key, number, step, timestamp = (metric.get("key"), metric.get("value"), metric.get("step", 0),
-                                        metric.get("timestamp"))
+        key, number, step, timestamp = (
+            metric.get("key"),
+            metric.get("value"),
+            metric.get("step", 0),
+            metric.get("timestamp"),
+        )
         if type(key) is not str or not 0 < len(key) <= MAX_ENTITY_KEY_LENGTH or "\x00" in key:
             return None
         if type(number) is str:
@@ -187,8 +205,11 @@ def pairs(mapping: dict) -> list[dict]:
 
 
 # search filters: `<entity>.<name> = '<value>'` clauses joined by AND, the ones training scripts use.
-_CLAUSE = re.compile(r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*
-                         (?P<quote>['"])(?P<value>.*?)(?P=quote)\s*""", re.VERBOSE)
+_CLAUSE = re.compile(
+    r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*
+                         (?P<quote>['"])(?P<value>.*?)(?P=quote)\s*""",
+    re.VERBOSE,
+)
 
 
 def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tuple[str, str, str]]:
@@ -204,8 +225,11 @@ def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tu
             if name and name.startswith(prefix):
                 name = name.removeprefix(prefix)
         if not match or not (name in allowed or name.split(".", 1)[0] + "." in allowed):
-            raise invalid(field, f"{part.strip()!r} is not supported; EchoLab's MLflow endpoint supports "
-                                 f"<name> = '<value>' or != joined by AND, for {', '.join(sorted(allowed))}")
+            raise invalid(
+                field,
+                f"{part.strip()!r} is not supported; EchoLab's MLflow endpoint supports "
+                f"<name> = '<value>' or != joined by AND, for {', '.join(sorted(allowed))}",
+            )
         clauses.append((name, match["op"], match["value"]))
     return clauses
 

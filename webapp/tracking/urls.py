@@ -24,7 +24,8 @@ ENDPOINTS = {
 
 urlpatterns = [
     path(f"{prefix}/2.0/mlflow/{endpoint}", view, name=f"mlflow_{endpoint}" if prefix == "api" else None)
-    for prefix in ("api", "ajax-api") for endpoint, view in ENDPOINTS.items()
+    for prefix in ("api", "ajax-api")
+    for endpoint, view in ENDPOINTS.items()
 ] + [
     re_path(r"^(?:api|ajax-api)/[\d.]+/(?P<path>mlflow(?:-artifacts)?/.*)$", views.unsupported),
 ]

@@ -18,35 +18,44 @@ from webapp.tracking import protocol
 from webapp.tracking.models import ExternalExperiment, ExternalRun, from_millis
 from webapp.tracking.protocol import Fields, MlflowError, invalid
 
-SUPPORTED = ("experiments/create, experiments/get, experiments/get-by-name, experiments/search, "
-             "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
-             "runs/log-parameter, runs/log-batch, runs/set-tag, runs/search, metrics/get-history")
+SUPPORTED = (
+    "experiments/create, experiments/get, experiments/get-by-name, experiments/search, "
+    "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
+    "runs/log-parameter, runs/log-batch, runs/set-tag, runs/search, metrics/get-history"
+)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def mlflow_view(method: str):
     """Token authentication, the request's fields, and every refusal in MLflow's error shape."""
+
     def decorate(view):
         @csrf_exempt
         @functools.wraps(view)
         def wrapped(request, **kwargs):
             try:
                 if request.method != method:
-                    raise MlflowError("ENDPOINT_NOT_FOUND",
-                                      f"{request.path} takes {method}, not {request.method}")
+                    raise MlflowError(
+                        "ENDPOINT_NOT_FOUND", f"{request.path} takes {method}, not {request.method}"
+                    )
                 request.user = _user(request)
                 return JsonResponse(view(request, _fields(request), **kwargs))
             except MlflowError as error:
                 return JsonResponse(error.as_json(), status=error.status)
+
         return wrapped
+
     return decorate
 
 
 def _user(request):
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
-        raise MlflowError("UNAUTHENTICATED", "authentication required: set MLFLOW_TRACKING_TOKEN to an "
-                                             "EchoLab API token (sent as 'Authorization: Bearer <token>')")
+        raise MlflowError(
+            "UNAUTHENTICATED",
+            "authentication required: set MLFLOW_TRACKING_TOKEN to an "
+            "EchoLab API token (sent as 'Authorization: Bearer <token>')",
+        )
     user = ApiToken.authenticate(header.removeprefix("Bearer ").strip())
     if user is None:
         raise MlflowError("UNAUTHENTICATED", "invalid API token: it was revoked or never issued")
@@ -61,8 +70,10 @@ def _fields(request) -> Fields:
     except ApiError as error:
         raise MlflowError("BAD_REQUEST", error.message) from None
     except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE
-        raise MlflowError("BAD_REQUEST", "request body is larger than the server's limit of "
-                                         f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes") from None
+        raise MlflowError(
+            "BAD_REQUEST",
+            f"request body is larger than the server's limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+        ) from None
     if body is None:
         body = {}
     if not isinstance(body, dict):
@@ -74,23 +85,29 @@ def _fields(request) -> Fields:
 def unsupported(request, path: str):
     """Everything else under the MLflow prefixes: MLflow's answer for an unknown endpoint."""
     if path.startswith("mlflow-artifacts") or "artifacts" in path.split("/")[:2]:
-        message = ("EchoLab keeps no artifacts: log metrics, params and tags here and keep files where the "
-                   "training ran (for TRL, leave HF_MLFLOW_LOG_ARTIFACTS unset)")
+        message = (
+            "EchoLab keeps no artifacts: log metrics, params and tags here and keep files where the "
+            "training ran (for TRL, leave HF_MLFLOW_LOG_ARTIFACTS unset)"
+        )
     else:
-        message = (f"{request.method} /{path} is not supported by EchoLab's MLflow endpoint; "
-                   f"it supports {SUPPORTED}")
+        message = (
+            f"{request.method} /{path} is not supported by EchoLab's MLflow endpoint; it supports {SUPPORTED}"
+        )
     return JsonResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status=404)
 
 
 # Experiments.
+
 
 @mlflow_view("POST")
 def create_experiment(request, fields):
     name = fields.string("name", max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH).strip()
     if not name:
         raise invalid("name", "must not be blank")
-    tags = dict(protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH)
-                for tag in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH))
+    tags = dict(
+        protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH)
+        for tag in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH)
+    )
     return {"experiment_id": ExternalExperiment.create(request.user, name, tags).mlflow_id}
 
 
@@ -103,8 +120,12 @@ def get_experiment(request, fields):
 @mlflow_view("GET")
 def get_experiment_by_name(request, fields):
     name = fields.string("experiment_name")
-    found = (ExternalExperiment.objects.for_user(request.user).select_related("experiment")
-             .filter(name=name).first())
+    found = (
+        ExternalExperiment.objects.for_user(request.user)
+        .select_related("experiment")
+        .filter(name=name)
+        .first()
+    )
     if found is None:
         raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment named {name!r}")
     return {"experiment": found.to_mlflow()}
@@ -122,8 +143,10 @@ def search_experiments(request, fields):
     if view_type == "DELETED_ONLY":  # nothing here is ever deleted
         found = found.none()
     experiments, token = protocol.page(found.order_by("-experiment_id"), fields, 1000)
-    return {"experiments": [experiment.to_mlflow() for experiment in experiments],
-            **({"next_page_token": token} if token else {})}
+    return {
+        "experiments": [experiment.to_mlflow() for experiment in experiments],
+        **({"next_page_token": token} if token else {}),
+    }
 
 
 @mlflow_view("POST")
@@ -137,14 +160,21 @@ def set_experiment_tag(request, fields):
 
 # Runs.
 
+
 @mlflow_view("POST")
 def create_run(request, fields):
-    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id", required=False,
-                                                                        default="0"))
+    experiment = ExternalExperiment.get_for(
+        request.user, fields.string("experiment_id", required=False, default="0")
+    )
     tags = dict(protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH) for tag in fields.items("tags", 1000))
     start = from_millis(fields.integer("start_time", low=0))
-    run = ExternalRun.start(experiment, fields.string("run_name", required=False, max_length=300), tags,
-                            fields.string("user_id", required=False), start or timezone.now())
+    run = ExternalRun.start(
+        experiment,
+        fields.string("run_name", required=False, max_length=300),
+        tags,
+        fields.string("user_id", required=False),
+        start or timezone.now(),
+    )
     return {"run": run.to_mlflow()}
 
 
@@ -159,8 +189,11 @@ def update_run(request, fields):
     status = fields.string("status", required=False)
     if status and status not in protocol.RUN_STATUSES:
         raise invalid("status", f"must be one of {', '.join(protocol.RUN_STATUSES)}, got {status!r}")
-    run.update(status, from_millis(fields.integer("end_time", low=0)),
-               fields.string("run_name", required=False, max_length=300))
+    run.update(
+        status,
+        from_millis(fields.integer("end_time", low=0)),
+        fields.string("run_name", required=False, max_length=300),
+    )
     run.run.refresh_from_db()
     return {"run_info": run.to_mlflow()["info"]}
 
@@ -211,21 +244,27 @@ def _metric(fields: Fields) -> tuple[str, float, int]:
     key = fields.string("key", max_length=protocol.MAX_ENTITY_KEY_LENGTH)
     value = fields.number("value")
     fields.integer("timestamp", low=0)  # checked; EchoLab orders points by step, not by time
-    return key, value, fields.integer("step", default=0, low=-2**63, high=2**63 - 1)
+    return key, value, fields.integer("step", default=0, low=-(2**63), high=2**63 - 1)
 
 
 @mlflow_view("POST")
 def search_runs(request, fields):
-    experiments = [ExternalExperiment.get_for(request.user, experiment_id)
-                   for experiment_id in fields.strings("experiment_ids")]
+    experiments = [
+        ExternalExperiment.get_for(request.user, experiment_id)
+        for experiment_id in fields.strings("experiment_ids")
+    ]
     if not experiments:
         raise invalid("experiment_ids", "name at least one experiment")
     _no_order_by(fields)
-    clauses = protocol.parse_filter(fields.string("filter", required=False),
-                                    {"run_name", "status", "run_id", "params.", "tags."})
-    found = (ExternalRun.objects.for_user(request.user).select_related("run__experiment")
-             .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments])
-             .order_by("-run__started_at", "-run_id"))
+    clauses = protocol.parse_filter(
+        fields.string("filter", required=False), {"run_name", "status", "run_id", "params.", "tags."}
+    )
+    found = (
+        ExternalRun.objects.for_user(request.user)
+        .select_related("run__experiment")
+        .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments])
+        .order_by("-run__started_at", "-run_id")
+    )
     runs = [run for run in found if all(_matches(run, *clause) for clause in clauses)]
     page, token = protocol.page(runs, fields, 1000)
     return {"runs": [run.to_mlflow() for run in page], **({"next_page_token": token} if token else {})}
@@ -237,8 +276,11 @@ def _matches(run: ExternalRun, name: str, op: str, value: str) -> bool:
     elif name.startswith("tags."):
         actual = run.tags.get(name.removeprefix("tags.").replace("`", ""))
     else:
-        actual = {"run_name": run.run.label, "status": protocol.MLFLOW_STATUS_OF[run.run.status],
-                  "run_id": run.run_uuid}[name]
+        actual = {
+            "run_name": run.run.label,
+            "status": protocol.MLFLOW_STATUS_OF[run.run.status],
+            "run_id": run.run_uuid,
+        }[name]
     return (actual == value) == (op == "=")
 
 
@@ -251,9 +293,17 @@ def _no_order_by(fields: Fields) -> None:
 def get_metric_history(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
     key = fields.string("metric_key")
-    points = (MetricPoint.objects.filter(run_id=run.pk, key=ALIASES.get(key, key)).order_by("step")
-              .values_list("step", "value"))
+    points = (
+        MetricPoint.objects.filter(run_id=run.pk, key=ALIASES.get(key, key))
+        .order_by("step")
+        .values_list("step", "value")
+    )
     page, token = protocol.page(points, fields, 25_000)
     heard = protocol.millis(run.run.heartbeat_at)
-    return {"metrics": [{"key": key, "value": protocol.double(value), "timestamp": heard, "step": step}
-                        for step, value in page], **({"next_page_token": token} if token else {})}
+    return {
+        "metrics": [
+            {"key": key, "value": protocol.double(value), "timestamp": heard, "step": step}
+            for step, value in page
+        ],
+        **({"next_page_token": token} if token else {}),
+    }

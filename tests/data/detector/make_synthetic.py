@@ -26,15 +26,27 @@ GROUPS, GROUP_SIZE = 8, 16
 # Our keys -> the keys a run logged by veRL (RAGEN) or TRL writes, to exercise diagnostics.aliases.
 KEY_STYLES = {
     "ours": {},
-    "verl": {"train/reward_mean": "critic/score/mean", "train/reward_std_in_group": "rollout/in_group_std",
-             "actor/entropy": "actor/entropy_loss", "response/tokens_mean": "response_length/mean"},
-    "trl": {"train/reward_mean": "reward", "train/reward_std_in_group": "reward_std",
-            "train/frac_zero_std_groups": "frac_reward_zero_std", "actor/entropy": "entropy",
-            "actor/grad_norm": "grad_norm", "response/tokens_mean": "completions/mean_length"},
+    "verl": {
+        "train/reward_mean": "critic/score/mean",
+        "train/reward_std_in_group": "rollout/in_group_std",
+        "actor/entropy": "actor/entropy_loss",
+        "response/tokens_mean": "response_length/mean",
+    },
+    "trl": {
+        "train/reward_mean": "reward",
+        "train/reward_std_in_group": "reward_std",
+        "train/frac_zero_std_groups": "frac_reward_zero_std",
+        "actor/entropy": "entropy",
+        "actor/grad_norm": "grad_norm",
+        "response/tokens_mean": "completions/mean_length",
+    },
 }
 # veRL and TRL do not log success or thinking length; the detector falls back to mean reward.
-NOT_LOGGED = {"ours": set(), "verl": {"train/success", "val/success", "response/think_tokens_mean"},
-              "trl": {"train/success", "val/success", "response/think_tokens_mean"}}
+NOT_LOGGED = {
+    "ours": set(),
+    "verl": {"train/success", "val/success", "response/think_tokens_mean"},
+    "trl": {"train/success", "val/success", "response/think_tokens_mean"},
+}
 
 
 def sigmoid(t, centre, width):
@@ -149,36 +161,146 @@ def write(rows, path, fmt):
 
 
 SCENARIOS = [
-    Scenario("frozenlake-ppo", "FrozenLake PPO: std drops ~40, success collapses ~90",
-             peak=0.3, rise_at=20, echo_at=40, echo_width=4, min_diversity=0.1,
-             fall_at=88, fall_width=4, erratic_at=70, spikes=[100, 130]),
-    Scenario("bandit-ppo", "Bandit PPO: std bottoms ~70, reward peaks ~120, grad spike ~170",
-             start=0.3, peak=0.85, rise_at=50, rise_width=15, echo_at=55, echo_width=7, min_diversity=0.1,
-             fall_at=140, fall_width=6, erratic_at=125, spikes=[170], style="verl", fmt="jsonl"),
-    Scenario("sokoban-ppo", "Sokoban PPO (hard): std and success fall together ~10, grad spike ~110",
-             start=0.08, peak=0.3, rise_at=3, rise_width=1.5, echo_at=10, echo_width=2, min_diversity=0.15,
-             fall_at=16, fall_width=2, erratic_at=30, spikes=[110], nan_spike=True),
-    Scenario("bandit-grpo", "Bandit GRPO: collapses earlier than PPO, ~30",
-             start=0.3, peak=0.75, rise_at=8, rise_width=3, echo_at=12, echo_width=3, min_diversity=0.1,
-             fall_at=30, fall_width=3, erratic_at=25, spikes=[45], style="trl", fmt="jsonl"),
-    Scenario("sokoban-grpo", "Sokoban GRPO: collapses early, ~20",
-             start=0.08, peak=0.25, rise_at=4, rise_width=1.5, echo_at=9, echo_width=2, min_diversity=0.1,
-             fall_at=20, fall_width=2, erratic_at=22, spikes=[40]),
-    Scenario("frozenlake-grpo-healthy", "FrozenLake GRPO: learns, plateaus ~0.2, no collapse",
-             peak=0.2, rise_at=30, rise_width=10),
-    Scenario("sokoban-starpo-s-healthy", "Sokoban StarPO-S: plateau ~0.21, slow entropy and thinking decline",
-             start=0.08, peak=0.21, rise_at=40, rise_width=15, min_diversity=0.8),
-    Scenario("bandit-starpo-s-solved", "Bandit StarPO-S: solves the task (success ~0.97), groups agree",
-             start=0.3, peak=0.97, rise_at=40, rise_width=12, echo_at=120, min_diversity=0.6),
-    Scenario("frozenlake-noisy-healthy", "FrozenLake PPO with filtering: noisy plateau ~0.4, no collapse",
-             peak=0.4, rise_at=35, rise_width=12, echo_at=170, echo_width=30, min_diversity=0.6),
+    Scenario(
+        "frozenlake-ppo",
+        "FrozenLake PPO: std drops ~40, success collapses ~90",
+        peak=0.3,
+        rise_at=20,
+        echo_at=40,
+        echo_width=4,
+        min_diversity=0.1,
+        fall_at=88,
+        fall_width=4,
+        erratic_at=70,
+        spikes=[100, 130],
+    ),
+    Scenario(
+        "bandit-ppo",
+        "Bandit PPO: std bottoms ~70, reward peaks ~120, grad spike ~170",
+        start=0.3,
+        peak=0.85,
+        rise_at=50,
+        rise_width=15,
+        echo_at=55,
+        echo_width=7,
+        min_diversity=0.1,
+        fall_at=140,
+        fall_width=6,
+        erratic_at=125,
+        spikes=[170],
+        style="verl",
+        fmt="jsonl",
+    ),
+    Scenario(
+        "sokoban-ppo",
+        "Sokoban PPO (hard): std and success fall together ~10, grad spike ~110",
+        start=0.08,
+        peak=0.3,
+        rise_at=3,
+        rise_width=1.5,
+        echo_at=10,
+        echo_width=2,
+        min_diversity=0.15,
+        fall_at=16,
+        fall_width=2,
+        erratic_at=30,
+        spikes=[110],
+        nan_spike=True,
+    ),
+    Scenario(
+        "bandit-grpo",
+        "Bandit GRPO: collapses earlier than PPO, ~30",
+        start=0.3,
+        peak=0.75,
+        rise_at=8,
+        rise_width=3,
+        echo_at=12,
+        echo_width=3,
+        min_diversity=0.1,
+        fall_at=30,
+        fall_width=3,
+        erratic_at=25,
+        spikes=[45],
+        style="trl",
+        fmt="jsonl",
+    ),
+    Scenario(
+        "sokoban-grpo",
+        "Sokoban GRPO: collapses early, ~20",
+        start=0.08,
+        peak=0.25,
+        rise_at=4,
+        rise_width=1.5,
+        echo_at=9,
+        echo_width=2,
+        min_diversity=0.1,
+        fall_at=20,
+        fall_width=2,
+        erratic_at=22,
+        spikes=[40],
+    ),
+    Scenario(
+        "frozenlake-grpo-healthy",
+        "FrozenLake GRPO: learns, plateaus ~0.2, no collapse",
+        peak=0.2,
+        rise_at=30,
+        rise_width=10,
+    ),
+    Scenario(
+        "sokoban-starpo-s-healthy",
+        "Sokoban StarPO-S: plateau ~0.21, slow entropy and thinking decline",
+        start=0.08,
+        peak=0.21,
+        rise_at=40,
+        rise_width=15,
+        min_diversity=0.8,
+    ),
+    Scenario(
+        "bandit-starpo-s-solved",
+        "Bandit StarPO-S: solves the task (success ~0.97), groups agree",
+        start=0.3,
+        peak=0.97,
+        rise_at=40,
+        rise_width=12,
+        echo_at=120,
+        min_diversity=0.6,
+    ),
+    Scenario(
+        "frozenlake-noisy-healthy",
+        "FrozenLake PPO with filtering: noisy plateau ~0.4, no collapse",
+        peak=0.4,
+        rise_at=35,
+        rise_width=12,
+        echo_at=170,
+        echo_width=30,
+        min_diversity=0.6,
+    ),
     # The false alarms of issue 16, as a user met them.
-    Scenario("frozenlake-never-learns", "never learns: success noisy around 0.07 (P=4 x N=8), no real peak",
-             start=0.07, peak=0.07, steps=120, min_diversity=0.9, groups=4, group_size=8),
-    Scenario("bandit-converging", "Bandit StarPO-S: success climbs 0.35 -> 0.9 over 150 steps, groups agree "
-             "as it does; one gradient spike at 80 that recovers",
-             start=0.35, peak=0.9, rise_at=70, rise_width=25, echo_at=500, min_diversity=0.9, spikes=[80],
-             groups=4, group_size=8, fmt="jsonl"),
+    Scenario(
+        "frozenlake-never-learns",
+        "never learns: success noisy around 0.07 (P=4 x N=8), no real peak",
+        start=0.07,
+        peak=0.07,
+        steps=120,
+        min_diversity=0.9,
+        groups=4,
+        group_size=8,
+    ),
+    Scenario(
+        "bandit-converging",
+        "Bandit StarPO-S: success climbs 0.35 -> 0.9 over 150 steps, groups agree "
+        "as it does; one gradient spike at 80 that recovers",
+        start=0.35,
+        peak=0.9,
+        rise_at=70,
+        rise_width=25,
+        echo_at=500,
+        min_diversity=0.9,
+        spikes=[80],
+        groups=4,
+        group_size=8,
+        fmt="jsonl",
+    ),
 ]
 SEEDS = {"healthy": (0, 1), "collapse": (0, 1, 2)}
 
@@ -186,9 +308,11 @@ SEEDS = {"healthy": (0, 1), "collapse": (0, 1, 2)}
 def main():
     labels_path = HERE / "labels.json"
     labels = json.loads(labels_path.read_text()) if labels_path.exists() else {"runs": {}}
-    labels["about"] = ("One entry per metric file in this folder. collapse: does the run fall into the "
-                       "Echo Trap; half_peak_step: first step after the peak where success is below half of "
-                       "it. See diagnostics/calibration.py.")
+    labels["about"] = (
+        "One entry per metric file in this folder. collapse: does the run fall into the "
+        "Echo Trap; half_peak_step: first step after the peak where success is below half of "
+        "it. See diagnostics/calibration.py."
+    )
     for scenario in SCENARIOS:
         collapses = scenario.fall_at is not None
         for seed in SEEDS["collapse" if collapses else "healthy"]:

@@ -5,45 +5,86 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('experiments', '0001_initial'),
+        ("experiments", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DetectorEvent',
+            name="DetectorEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step', models.IntegerField()),
-                ('level', models.CharField(choices=[('warning', 'Warning'), ('collapse', 'Collapse'), ('resolved', 'Resolved')], max_length=16)),
-                ('rule', models.CharField(max_length=64)),
-                ('message', models.TextField()),
-                ('signals', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='experiments.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("step", models.IntegerField()),
+                (
+                    "level",
+                    models.CharField(
+                        choices=[("warning", "Warning"), ("collapse", "Collapse"), ("resolved", "Resolved")],
+                        max_length=16,
+                    ),
+                ),
+                ("rule", models.CharField(max_length=64)),
+                ("message", models.TextField()),
+                ("signals", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="experiments.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['step', 'id'],
+                "ordering": ["step", "id"],
             },
         ),
         migrations.CreateModel(
-            name='Notification',
+            name="Notification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('recipients', models.JSONField(default=list)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('sending', 'Sending'), ('sent', 'Sent'), ('failed', 'Failed')], default='pending', max_length=16)),
-                ('tries', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('event', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notifications', to='alerts.detectorevent')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("recipients", models.JSONField(default=list)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("sending", "Sending"),
+                            ("sent", "Sent"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("tries", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "event",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notifications",
+                        to="alerts.detectorevent",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='detectorevent',
-            constraint=models.UniqueConstraint(fields=('run', 'step', 'rule', 'level'), name='event_unique'),
+            model_name="detectorevent",
+            constraint=models.UniqueConstraint(fields=("run", "step", "rule", "level"), name="event_unique"),
         ),
     ]

@@ -4,15 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('alerts', '0001_initial'),
+        ("alerts", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='detectorevent',
-            name='level',
-            field=models.CharField(choices=[('info', 'Info'), ('warning', 'Warning'), ('collapse', 'Collapse'), ('resolved', 'Resolved')], max_length=16),
+            model_name="detectorevent",
+            name="level",
+            field=models.CharField(
+                choices=[
+                    ("info", "Info"),
+                    ("warning", "Warning"),
+                    ("collapse", "Collapse"),
+                    ("resolved", "Resolved"),
+                ],
+                max_length=16,
+            ),
         ),
     ]

@@ -4,24 +4,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('alerts', '0001_initial'),
+        ("alerts", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='notification',
-            name='claimed_at',
-            field=models.DateTimeField(blank=True, help_text='When the current sender claimed it.', null=True),
+            model_name="notification",
+            name="claimed_at",
+            field=models.DateTimeField(
+                blank=True, help_text="When the current sender claimed it.", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='notification',
-            name='next_try_at',
-            field=models.DateTimeField(blank=True, help_text='When a failed send is tried again.', null=True),
+            model_name="notification",
+            name="next_try_at",
+            field=models.DateTimeField(blank=True, help_text="When a failed send is tried again.", null=True),
         ),
         migrations.AddIndex(
-            model_name='notification',
-            index=models.Index(fields=['status', 'next_try_at'], name='alerts_noti_status_5e7039_idx'),
+            model_name="notification",
+            index=models.Index(fields=["status", "next_try_at"], name="alerts_noti_status_5e7039_idx"),
         ),
     ]

@@ -4,11 +4,9 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('alerts', '0002_info_level'),
-        ('alerts', '0002_notification_retry_schedule'),
+        ("alerts", "0002_info_level"),
+        ("alerts", "0002_notification_retry_schedule"),
     ]
 
-    operations = [
-    ]
+    operations = []

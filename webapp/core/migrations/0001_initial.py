@@ -4,21 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='WorkerPing',
+            name="WorkerPing",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('nonce', models.CharField(max_length=64, unique=True)),
-                ('hostname', models.CharField(max_length=255)),
-                ('queue', models.CharField(max_length=32)),
-                ('answered_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("nonce", models.CharField(max_length=64, unique=True)),
+                ("hostname", models.CharField(max_length=255)),
+                ("queue", models.CharField(max_length=32)),
+                ("answered_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
     ]

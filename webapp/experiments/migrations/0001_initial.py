@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,61 +14,122 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Experiment',
+            name="Experiment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('config', models.JSONField()),
-                ('seeds', models.JSONField(default=list)),
-                ('grid', models.JSONField(blank=True, default=dict)),
-                ('detector_overrides', models.JSONField(blank=True, default=dict)),
-                ('alert_recipients', models.TextField(blank=True, help_text='Comma-separated; empty means the owner.')),
-                ('alert_on_warnings', models.BooleanField(default=False)),
-                ('imported', models.BooleanField(default=False, help_text='Metrics uploaded from a file, not trained here.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='experiments', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                ("config", models.JSONField()),
+                ("seeds", models.JSONField(default=list)),
+                ("grid", models.JSONField(blank=True, default=dict)),
+                ("detector_overrides", models.JSONField(blank=True, default=dict)),
+                (
+                    "alert_recipients",
+                    models.TextField(blank=True, help_text="Comma-separated; empty means the owner."),
+                ),
+                ("alert_on_warnings", models.BooleanField(default=False)),
+                (
+                    "imported",
+                    models.BooleanField(
+                        default=False, help_text="Metrics uploaded from a file, not trained here."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="experiments",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('label', models.CharField(help_text='What sets this run apart: seed and grid values.', max_length=300)),
-                ('config', models.JSONField(help_text='The complete trainer config this run trains with.')),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed'), ('stopped', 'Stopped')], default='queued', max_length=16)),
-                ('stop_requested', models.BooleanField(default=False)),
-                ('attempt', models.PositiveIntegerField(default=0)),
-                ('attempt_log', models.JSONField(default=list, help_text='One entry per attempt: host, start, end, reason.')),
-                ('host', models.CharField(blank=True, max_length=255)),
-                ('pid', models.IntegerField(blank=True, null=True)),
-                ('device', models.CharField(blank=True, max_length=255)),
-                ('step', models.IntegerField(default=0, help_text='Steps finished so far.')),
-                ('total_steps', models.IntegerField(default=0)),
-                ('eta_seconds', models.FloatField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('latest_metrics', models.JSONField(default=dict, help_text='Last value of each metric key, for lists.')),
-                ('error', models.TextField(blank=True)),
-                ('traceback', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('enqueued_at', models.DateTimeField(blank=True, help_text='When the last message was sent.', null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('experiment', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='experiments.experiment')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "label",
+                    models.CharField(
+                        help_text="What sets this run apart: seed and grid values.", max_length=300
+                    ),
+                ),
+                ("config", models.JSONField(help_text="The complete trainer config this run trains with.")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("stopped", "Stopped"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("stop_requested", models.BooleanField(default=False)),
+                ("attempt", models.PositiveIntegerField(default=0)),
+                (
+                    "attempt_log",
+                    models.JSONField(
+                        default=list, help_text="One entry per attempt: host, start, end, reason."
+                    ),
+                ),
+                ("host", models.CharField(blank=True, max_length=255)),
+                ("pid", models.IntegerField(blank=True, null=True)),
+                ("device", models.CharField(blank=True, max_length=255)),
+                ("step", models.IntegerField(default=0, help_text="Steps finished so far.")),
+                ("total_steps", models.IntegerField(default=0)),
+                ("eta_seconds", models.FloatField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "latest_metrics",
+                    models.JSONField(default=dict, help_text="Last value of each metric key, for lists."),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("traceback", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "enqueued_at",
+                    models.DateTimeField(blank=True, help_text="When the last message was sent.", null=True),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "experiment",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="experiments.experiment",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['experiment_id', 'id'],
+                "ordering": ["experiment_id", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='experiment',
-            index=models.Index(fields=['owner', '-created_at'], name='experiments_owner_i_703a4a_idx'),
+            model_name="experiment",
+            index=models.Index(fields=["owner", "-created_at"], name="experiments_owner_i_703a4a_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['status', 'heartbeat_at'], name='experiments_status_a57716_idx'),
+            model_name="run",
+            index=models.Index(fields=["status", "heartbeat_at"], name="experiments_status_a57716_idx"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0001_initial'),
+        ("experiments", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='experiment',
-            name='preset',
+            model_name="experiment",
+            name="preset",
             field=models.CharField(blank=True, max_length=40),
         ),
     ]

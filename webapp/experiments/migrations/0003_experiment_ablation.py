@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0002_experiment_preset'),
+        ("experiments", "0002_experiment_preset"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='experiment',
-            name='ablation',
+            model_name="experiment",
+            name="ablation",
             field=models.CharField(blank=True, max_length=40),
         ),
     ]

@@ -4,30 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0003_experiment_ablation'),
+        ("experiments", "0003_experiment_ablation"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='archived_at',
+            model_name="run",
+            name="archived_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='name',
-            field=models.CharField(blank=True, help_text='Shown instead of the label when set.', max_length=200),
+            model_name="run",
+            name="name",
+            field=models.CharField(
+                blank=True, help_text="Shown instead of the label when set.", max_length=200
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='notes',
+            model_name="run",
+            name="notes",
             field=models.TextField(blank=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tags',
-            field=models.JSONField(blank=True, default=list, help_text='Lower-case words, see webapp.runs.forms.'),
+            model_name="run",
+            name="tags",
+            field=models.JSONField(
+                blank=True, default=list, help_text="Lower-case words, see webapp.runs.forms."
+            ),
         ),
     ]

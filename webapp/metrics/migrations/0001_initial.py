@@ -5,39 +5,66 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('experiments', '0001_initial'),
+        ("experiments", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MetricPoint',
+            name="MetricPoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=100)),
-                ('step', models.IntegerField()),
-                ('value', models.FloatField(null=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='metric_points', to='experiments.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=100)),
+                ("step", models.IntegerField()),
+                ("value", models.FloatField(null=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="metric_points",
+                        to="experiments.run",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('run', 'key', 'step'), name='metric_point_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "key", "step"), name="metric_point_unique")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Sample',
+            name="Sample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step', models.IntegerField()),
-                ('index', models.IntegerField()),
-                ('data', models.JSONField()),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='samples', to='experiments.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("step", models.IntegerField()),
+                ("index", models.IntegerField()),
+                ("data", models.JSONField()),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="samples",
+                        to="experiments.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['step', 'index'],
-                'constraints': [models.UniqueConstraint(fields=('run', 'step', 'index'), name='sample_unique')],
+                "ordering": ["step", "index"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "step", "index"), name="sample_unique")
+                ],
             },
         ),
     ]

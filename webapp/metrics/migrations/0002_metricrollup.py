@@ -5,29 +5,52 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0003_experiment_ablation'),
-        ('metrics', '0001_initial'),
+        ("experiments", "0003_experiment_ablation"),
+        ("metrics", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MetricRollup',
+            name="MetricRollup",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=100)),
-                ('bucket', models.IntegerField()),
-                ('count', models.IntegerField()),
-                ('first_step', models.IntegerField()),
-                ('last_step', models.IntegerField()),
-                ('last_value', models.FloatField(null=True)),
-                ('low', models.FloatField(help_text='smallest finite value; null when the bucket has none', null=True)),
-                ('high', models.FloatField(help_text='largest finite value; null when the bucket has none', null=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='metric_rollups', to='experiments.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=100)),
+                ("bucket", models.IntegerField()),
+                ("count", models.IntegerField()),
+                ("first_step", models.IntegerField()),
+                ("last_step", models.IntegerField()),
+                ("last_value", models.FloatField(null=True)),
+                (
+                    "low",
+                    models.FloatField(
+                        help_text="smallest finite value; null when the bucket has none", null=True
+                    ),
+                ),
+                (
+                    "high",
+                    models.FloatField(
+                        help_text="largest finite value; null when the bucket has none", null=True
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="metric_rollups",
+                        to="experiments.run",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('run', 'key', 'bucket'), name='metric_rollup_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("run", "key", "bucket"), name="metric_rollup_unique")
+                ],
             },
         ),
     ]

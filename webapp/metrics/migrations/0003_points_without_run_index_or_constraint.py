@@ -5,21 +5,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('experiments', '0003_experiment_ablation'),
-        ('metrics', '0002_metricrollup'),
+        ("experiments", "0003_experiment_ablation"),
+        ("metrics", "0002_metricrollup"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='metricpoint',
-            name='run',
-            field=models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='metric_points', to='experiments.run'),
+            model_name="metricpoint",
+            name="run",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="metric_points",
+                to="experiments.run",
+            ),
         ),
         migrations.AlterField(
-            model_name='metricrollup',
-            name='run',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='metric_rollups', to='experiments.run'),
+            model_name="metricrollup",
+            name="run",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="metric_rollups",
+                to="experiments.run",
+            ),
         ),
     ]

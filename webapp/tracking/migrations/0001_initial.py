@@ -7,38 +7,80 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('experiments', '0003_experiment_ablation'),
+        ("experiments", "0003_experiment_ablation"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ExternalRun',
+            name="ExternalRun",
             fields=[
-                ('run', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='mlflow', serialize=False, to='experiments.run')),
-                ('run_uuid', models.CharField(default=webapp.tracking.models.new_run_uuid, max_length=32, unique=True)),
-                ('user_id', models.CharField(blank=True, help_text="MLflow's user_id, as the client sent it.", max_length=255)),
-                ('tags', models.JSONField(blank=True, default=dict)),
-                ('detected_through', models.IntegerField(blank=True, null=True)),
-                ('lost_at', models.DateTimeField(blank=True, help_text='When the sweeper found it silent.', null=True)),
+                (
+                    "run",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="mlflow",
+                        serialize=False,
+                        to="experiments.run",
+                    ),
+                ),
+                (
+                    "run_uuid",
+                    models.CharField(default=webapp.tracking.models.new_run_uuid, max_length=32, unique=True),
+                ),
+                (
+                    "user_id",
+                    models.CharField(
+                        blank=True, help_text="MLflow's user_id, as the client sent it.", max_length=255
+                    ),
+                ),
+                ("tags", models.JSONField(blank=True, default=dict)),
+                ("detected_through", models.IntegerField(blank=True, null=True)),
+                (
+                    "lost_at",
+                    models.DateTimeField(
+                        blank=True, help_text="When the sweeper found it silent.", null=True
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ExternalExperiment',
+            name="ExternalExperiment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('tags', models.JSONField(blank=True, default=dict)),
-                ('experiment', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='mlflow', to='experiments.experiment')),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='mlflow_experiments', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("tags", models.JSONField(blank=True, default=dict)),
+                (
+                    "experiment",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mlflow",
+                        to="experiments.experiment",
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mlflow_experiments",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['experiment_id'],
-                'constraints': [models.UniqueConstraint(fields=('owner', 'name'), name='mlflow_experiment_name_unique')],
+                "ordering": ["experiment_id"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("owner", "name"), name="mlflow_experiment_name_unique")
+                ],
             },
         ),
     ]

@@ -14,8 +14,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("file", help="metrics as CSV (a step column) or JSON lines (metrics.jsonl)")
         parser.add_argument("--format", choices=("csv", "jsonl"), help="default: guessed from the content")
-        parser.add_argument("--overrides", default="{}",
-                            help='rule parameters as JSON, e.g. \'{"grad_spike": {"tolerance": 5.0}}\'')
+        parser.add_argument(
+            "--overrides",
+            default="{}",
+            help='rule parameters as JSON, e.g. \'{"grad_spike": {"tolerance": 5.0}}\'',
+        )
 
     def handle(self, *args, file, format, overrides, **options):
         try:

@@ -26,8 +26,11 @@ from webapp.core import first_start
 STOP_GRACE_SECONDS = {"worker-gpu": 60}
 DEFAULT_STOP_GRACE_SECONDS = 20
 # The line each process prints once it serves: the start-up is over when all have, and the model is built.
-READY_LINES = {"web": re.compile(r"Listening at: "), "worker-gpu": re.compile(r"gpu@\S+ ready\."),
-               "worker": re.compile(r"default@\S+ ready\.")}
+READY_LINES = {
+    "web": re.compile(r"Listening at: "),
+    "worker-gpu": re.compile(r"gpu@\S+ ready\."),
+    "worker": re.compile(r"default@\S+ ready\."),
+}
 BUILD_PROGRESS = re.compile(r"warm-start (\d+)/(\d+)")
 BUILD_STEPS = 150  # trainer.tiny_model.build's default
 BUILD_NOTICE_SECONDS = 30  # how often the console hears that the build goes on
@@ -76,18 +79,28 @@ class Command(BaseCommand):
         self.now_up("model")
 
     def build_model(self, path: str) -> bool:
-        self.stdout.write(f"Building the tiny local model in {path} (first start only; the web server "
-                          "answers meanwhile and shows the progress)...")
+        self.stdout.write(
+            f"Building the tiny local model in {path} (first start only; the web server "
+            "answers meanwhile and shows the progress)..."
+        )
         first_start.write(state="building", step=0, steps=BUILD_STEPS)
-        self.build = subprocess.Popen([sys.executable, "-c", BUILD_SCRIPT, path], stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, start_new_session=True, text=True, bufsize=1)
+        self.build = subprocess.Popen(
+            [sys.executable, "-c", BUILD_SCRIPT, path],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            text=True,
+            bufsize=1,
+        )
         started, last = time.monotonic(), ["", ""]
         done = threading.Event()
 
         def notices():
             while not done.wait(BUILD_NOTICE_SECONDS):
-                self.stdout.write(f"     model | still building ({last[0] or 'starting'}, "
-                                  f"{round(time.monotonic() - started)} s so far)")
+                self.stdout.write(
+                    f"     model | still building ({last[0] or 'starting'}, "
+                    f"{round(time.monotonic() - started)} s so far)"
+                )
 
         threading.Thread(target=notices, daemon=True).start()
         for line in self.build.stdout:
@@ -102,7 +115,9 @@ class Command(BaseCommand):
         if code != 0:
             error = f"exit code {code}: {last[1]}"
             first_start.write(state="failed", error=error)
-            self.stderr.write(f"echolab: building the tiny model failed ({error}); the demo waits for the next start")
+            self.stderr.write(
+                f"echolab: building the tiny model failed ({error}); the demo waits for the next start"
+            )
             return False
         first_start.clear()
         self.stdout.write(f"Tiny model ready after {round(time.monotonic() - started)} s.")
@@ -115,8 +130,11 @@ class Command(BaseCommand):
             self.waiting.discard(part)
             if self.waiting:
                 return
-        login = (f"log in as 'admin' with password '{self.password}'" if self.password
-                 else "log in with your account")
+        login = (
+            f"log in as 'admin' with password '{self.password}'"
+            if self.password
+            else "log in with your account"
+        )
         self.stdout.write(self.style.SUCCESS(f"EchoLab is ready at {self.url}: {login}"))
 
     def ensure_login(self):
@@ -126,28 +144,63 @@ class Command(BaseCommand):
         password = secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", "admin@localhost", password)
         self.stdout.write(self.style.SUCCESS(f"Created login: user 'admin', password '{password}'"))
-        self.stdout.write("(shown once more when everything is up; change it in the admin, or "
-                          "`python manage.py changepassword admin`)")
+        self.stdout.write(
+            "(shown once more when everything is up; change it in the admin, or "
+            "`python manage.py changepassword admin`)"
+        )
         return password
 
     def start_processes(self, host, port):
         python = sys.executable
         celery = [python, "-m", "celery", "-A", "worker.celery"]
         commands = {
-            "web": [python, "-m", "gunicorn", "webapp.wsgi", "--bind", f"{host}:{port}",
-                    "--workers", "2", "--threads", "4", "--access-logfile", "-",
-                    "--logger-class", "webapp.core.access_log.QuietPollsLogger"],
-            "worker-gpu": celery + ["worker", "-Q", "gpu", "--concurrency", "1", "--prefetch-multiplier", "1",
-                                    "--max-tasks-per-child", "1", "-n", "gpu@%h", "--loglevel", "INFO"],
-            "worker": celery + ["worker", "-Q", "default", "--concurrency", "2", "-n", "default@%h",
-                                "--loglevel", "INFO"],
+            "web": [
+                python,
+                "-m",
+                "gunicorn",
+                "webapp.wsgi",
+                "--bind",
+                f"{host}:{port}",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "--access-logfile",
+                "-",
+                "--logger-class",
+                "webapp.core.access_log.QuietPollsLogger",
+            ],
+            "worker-gpu": celery
+            + [
+                "worker",
+                "-Q",
+                "gpu",
+                "--concurrency",
+                "1",
+                "--prefetch-multiplier",
+                "1",
+                "--max-tasks-per-child",
+                "1",
+                "-n",
+                "gpu@%h",
+                "--loglevel",
+                "INFO",
+            ],
+            "worker": celery
+            + ["worker", "-Q", "default", "--concurrency", "2", "-n", "default@%h", "--loglevel", "INFO"],
             "beat": celery + ["beat", "--loglevel", "INFO", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
         processes = {}
         for name, command in commands.items():
             # Each child in its own process group, so Ctrl-C reaches only us and we stop them in order.
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       start_new_session=True, text=True, bufsize=1)
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                text=True,
+                bufsize=1,
+            )
             threading.Thread(target=self.relay_output, args=(name, process), daemon=True).start()
             processes[name] = process
             self.stdout.write(f"started {name} (pid {process.pid})")
@@ -177,7 +230,9 @@ class Command(BaseCommand):
     def stop(self, processes):
         self.stdout.write("Stopping...")
         if self.build is not None and self.build.poll() is None:
-            os.killpg(self.build.pid, signal.SIGTERM)  # a half-built model is discarded: the next start builds
+            os.killpg(
+                self.build.pid, signal.SIGTERM
+            )  # a half-built model is discarded: the next start builds
         for process in processes.values():
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)

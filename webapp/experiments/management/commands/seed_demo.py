@@ -14,12 +14,17 @@ def demo_spec() -> ExperimentSpec:
     return ExperimentSpec(
         name=DEMO_NAME,
         description="StarPO against StarPO-S (variance filter, no KL, asymmetric clipping) on a 4x4 "
-                    "slippery FrozenLake, with the tiny CPU model. Watch success and in-group reward std.",
+        "slippery FrozenLake, with the tiny CPU model. Watch success and in-group reward std.",
         env={"name": "frozenlake", "params": {"size": 4, "slippery": True}},
-        preset="starpo", grid={"preset": ["starpo", "starpo-s"]}, seeds=[1], steps=30,
+        preset="starpo",
+        grid={"preset": ["starpo", "starpo-s"]},
+        seeds=[1],
+        steps=30,
         # Small batches so both runs finish in minutes on a laptop CPU.
-        overrides={"rollout": {"env_groups": 4, "group_size": 4, "val_seeds": 16},
-                   "optim": {"mini_batch_size": 16, "micro_batch_size": 8}},
+        overrides={
+            "rollout": {"env_groups": 4, "group_size": 4, "val_seeds": 16},
+            "optim": {"mini_batch_size": 16, "micro_batch_size": 8},
+        },
     )
 
 
@@ -35,5 +40,8 @@ class Command(BaseCommand):
             return
         experiment = Experiment.create_with_runs(owner, demo_spec())
         runs = experiment.runs.count()
-        self.stdout.write(self.style.SUCCESS(f"Created demo experiment {experiment.name!r} ({runs} runs) "
-                                             f"for {owner.username}"))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Created demo experiment {experiment.name!r} ({runs} runs) for {owner.username}"
+            )
+        )
