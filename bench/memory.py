@@ -35,6 +35,7 @@ def build():
         return
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
+
     from trainer import tiny_model
 
     torch.manual_seed(0)
@@ -161,7 +162,8 @@ def main():
     print("|---|---|---|---|---|")
     for r in results:
         print(
-            f"| {r['mode']} | {r['params'] / 1e6:.0f}M ({r['trainable'] / 1e6:.1f}M) | {r['rss_after_load_gib']:.2f} GiB "
+            f"| {r['mode']} | {r['params'] / 1e6:.0f}M ({r['trainable'] / 1e6:.1f}M) "
+            f"| {r['rss_after_load_gib']:.2f} GiB "
             f"| {r['peak_rss_gib']:.2f} GiB | {r['update_s']:.0f} s |"
         )
 

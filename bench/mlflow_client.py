@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.tracking import PG, wait_http
+from bench.tracking import PG, wait_http  # noqa: E402 (needs the sys.path line above)
 
 OURS_DB, MLFLOW_DB = "echolab_bench_mlflow_client", "mlflow_bench_mlflow_client"
 OURS_PORT, MLFLOW_PORT = 8775, 8776

@@ -410,7 +410,8 @@ def main():
         print(f"chart query, 6 of {args.keys} keys x {args.steps} steps:")
         for name, row in query.items():
             print(
-                f"  {name:15s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  payload {row['bytes']:>10,d} bytes"
+                f"  {name:15s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
+                f"payload {row['bytes']:>10,d} bytes"
             )
         print(
             f"  spike at step {SPIKE_STEP} kept in the 1,000-point answer: ours {spike['ours']}, "

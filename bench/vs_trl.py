@@ -13,8 +13,9 @@ fp32 on CPU. Ours: `train()` with `--preset grpo`, rollout.max_turns=1. TRL: GRP
 num_generations=16, per_device_train_batch_size=64, steps_per_generation=1, a reward function that
 plays the Bandit answer the way our rollout does, and (unless --trl-eos-only) `</answer>` added to
 the model's generation_config.eos_token_id (TRL's own EOS list) so that TRL stops where our rollout
-stops (otherwise it samples all 64 tokens: the tiny model rarely emits EOS after `</answer>`). Step time: our `time/step_s`; TRL's from a callback
-(on_step_begin -> on_step_end). The first `--warmup` steps are dropped; the median of the rest is used.
+stops (otherwise it samples all 64 tokens: the tiny model rarely emits EOS after `</answer>`).
+Step time: our `time/step_s`; TRL's from a callback (on_step_begin -> on_step_end). The first `--warmup`
+steps are dropped; the median of the rest is used.
 """
 
 import argparse

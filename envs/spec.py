@@ -6,8 +6,9 @@ message next to it.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 PARAM_TYPES = ("int", "float", "bool", "choice", "str")
 _TRUE_WORDS = {"true", "1", "yes", "on"}
@@ -36,11 +37,10 @@ class Param:
         """The value converted to this parameter's type; ParamError("owner.name ...") when it does not fit."""
         label = f"{owner}.{self.name}"
         converted = _CONVERTERS[self.type](value, label, self)
-        if self.type in ("int", "float"):
-            if (self.min is not None and converted < self.min) or (
-                self.max is not None and converted > self.max
-            ):
-                raise ParamError(self.name, f"{label} must be between {self.min} and {self.max}, got {value}")
+        if self.type in ("int", "float") and (
+            (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max)
+        ):
+            raise ParamError(self.name, f"{label} must be between {self.min} and {self.max}, got {value}")
         if self.type == "choice" and converted not in self.choices:
             options = ", ".join(repr(choice) for choice in self.choices)
             raise ParamError(self.name, f"{label} must be one of {options}, got {value!r}")

@@ -1,5 +1,6 @@
 """Shared fixtures: real Celery worker subprocesses against the test database and the test broker."""
 
+import contextlib
 import os
 import re
 
@@ -44,11 +45,9 @@ def purge_broker():
     from worker.celery import app
 
     for queue in ("default", "gpu"):
-        with app.connection_for_write() as conn:
-            try:
-                conn.default_channel.queue_purge(queue)
-            except Exception:  # the queue does not exist yet
-                pass
+        # the queue may not exist yet
+        with app.connection_for_write() as conn, contextlib.suppress(Exception):
+            conn.default_channel.queue_purge(queue)
 
 
 @pytest.fixture(scope="session")

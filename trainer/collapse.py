@@ -57,7 +57,7 @@ def cross_scores(
         ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(seqs), width), dtype=torch.long)
         target = torch.zeros((len(seqs), width - 1), dtype=torch.bool)  # positions predicting a z token
-        for i, ((r, j), seq) in enumerate(zip(chunk, seqs)):
+        for i, ((_, j), seq) in enumerate(zip(chunk, seqs)):
             ids[i, : len(seq)] = torch.tensor(seq)
             attention[i, : len(seq)] = 1
             target[i, len(prompts[j]) - 1 : len(seq) - 1] = True

@@ -5,6 +5,7 @@ Validation collects every problem into ConfigError.errors = {"dotted.field": "me
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -133,7 +134,7 @@ class TrainConfig:
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         errors: dict[str, str] = {}
         cfg = _build(cls, d if d is not None else {}, "", errors)
         if not errors:
@@ -146,7 +147,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_yaml(cls, text: str) -> "TrainConfig":
+    def from_yaml(cls, text: str) -> TrainConfig:
         try:
             d = yaml.safe_load(text)
         except yaml.YAMLError as e:
@@ -159,7 +160,7 @@ class TrainConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     @classmethod
-    def preset(cls, name: str, *dotted: str, **overrides) -> "TrainConfig":
+    def preset(cls, name: str, *dotted: str, **overrides) -> TrainConfig:
         """Preset + the environment's episode shape + per-model profile + overrides.
 
         overrides: section dicts (rollout={"group_size": 8}) or "section__field" keywords;
@@ -413,10 +414,8 @@ def apply_overrides(d: dict, overrides: list[str]) -> dict:
         except yaml.YAMLError:
             value = raw
         if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
-            try:
+            with contextlib.suppress(ValueError):
                 value = float(value)
-            except ValueError:
-                pass
         set_dotted(d, key.strip(), value)
     if errors:
         raise ConfigError(errors)

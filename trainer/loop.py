@@ -6,7 +6,7 @@ import math
 import os
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -255,7 +255,7 @@ class Trainer:
             )
         advs, rets = [], []
         if self.ppo:
-            for j, (ids, att, resp) in enumerate(batches):
+            for j, (ids, _, resp) in enumerate(batches):
                 tr = A.token_rewards(
                     rewards[j * mb : j * mb + len(ids)], resp, kls[j] if kls else None, a.kl_coef
                 )

@@ -66,7 +66,9 @@ def load_tokenizer(path: str, local: bool):
     except Exception as e:  # noqa: BLE001 - any loader failure becomes one line for the user
         raise ModelLoadError(f"cannot load tokenizer of {path!r}: {_one_line(e)}") from None
     if not tok.chat_template:
-        warnings.warn(f"tokenizer of {path!r} has no chat template; using the default ChatML template")
+        warnings.warn(
+            f"tokenizer of {path!r} has no chat template; using the default ChatML template", stacklevel=2
+        )
         tok.chat_template = DEFAULT_CHAT_TEMPLATE
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token

@@ -11,7 +11,7 @@ lengths run in separate chunks (each recomputes the prefix once) instead of all 
 from __future__ import annotations
 
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

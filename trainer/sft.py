@@ -14,7 +14,7 @@ import json
 import os
 import random
 import shutil
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

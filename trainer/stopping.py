@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 
 class StopSignal:
@@ -17,7 +17,7 @@ class StopSignal:
         self.asked = False
         self._previous = None
 
-    def __enter__(self) -> "StopSignal":
+    def __enter__(self) -> StopSignal:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(self.signum, self._ask)
         return self

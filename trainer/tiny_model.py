@@ -17,11 +17,64 @@ import torch
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 FORMAT_TOKENS = ["<think>", "</think>", "<answer>", "</answer>", "||"]
-THOUGHTS = (
-    "i should move towards the goal . the box is near , so go there first . avoid the hole and walk "
-    "around it . this arm looks risky but may pay more . let me try this way . i think that is safe . "
-    "the target is up and left . push it right"
-).split()
+THOUGHTS = [
+    "i",
+    "should",
+    "move",
+    "towards",
+    "the",
+    "goal",
+    ".",
+    "the",
+    "box",
+    "is",
+    "near",
+    ",",
+    "so",
+    "go",
+    "there",
+    "first",
+    ".",
+    "avoid",
+    "the",
+    "hole",
+    "and",
+    "walk",
+    "around",
+    "it",
+    ".",
+    "this",
+    "arm",
+    "looks",
+    "risky",
+    "but",
+    "may",
+    "pay",
+    "more",
+    ".",
+    "let",
+    "me",
+    "try",
+    "this",
+    "way",
+    ".",
+    "i",
+    "think",
+    "that",
+    "is",
+    "safe",
+    ".",
+    "the",
+    "target",
+    "is",
+    "up",
+    "and",
+    "left",
+    ".",
+    "push",
+    "it",
+    "right",
+]
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -54,7 +107,6 @@ def _reply(rng: random.Random, actions: list[str], max_actions: int, thinking: b
 def _dialogues(n: int, rng: random.Random) -> list[list[tuple[str, str, bool]]]:
     """n random dialogues over all environments: [(user message, reply, thinking), ...] per dialogue."""
     import envs
-
     from trainer.rollout import first_user_message, next_user_message
 
     names = sorted(envs.registry())  # every registered variant: their words must be in the vocabulary

@@ -12,6 +12,7 @@ Every write is guarded by the attempt that claimed the run: once the sweeper has
 another worker (this one looked dead), this sink writes nothing more and should_stop() turns true.
 """
 
+import contextlib
 import logging
 import math
 import threading
@@ -215,7 +216,5 @@ class DatabaseSink:
                 first_line,
             )
         self.last_error = error
-        try:
+        with contextlib.suppress(DatabaseError):
             connection.close()
-        except DatabaseError:
-            pass

@@ -65,6 +65,6 @@ def send_notification(self, notification_id: int) -> str:
         delay = notification.mark_failed(f"{type(error).__name__}: {error}")
         if delay is None:
             return "failed"
-        raise self.retry(countdown=delay)
+        raise self.retry(countdown=delay) from error
     notification.mark_sent()
     return "sent"

@@ -5,10 +5,9 @@ import email.policy
 import math
 
 import pytest
-
-from tests.helpers import free_port
 from aiosmtpd.controller import Controller
 
+from tests.helpers import free_port
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics.models import MetricPoint

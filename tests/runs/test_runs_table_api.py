@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from tests.runs.table_helpers import table_run
-from webapp.experiments.models import Run
 from webapp.core import openapi
+from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 from webapp.runs import table
 

@@ -4,7 +4,6 @@ a real worker runs the Echo Trap detector over them under our names and emails t
 import pytest
 from django.utils import timezone
 
-from tests.alerts.conftest import smtp_server  # noqa: F401 (a fixture)
 from tests.helpers import wait_for
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.experiments.models import Experiment, Run
@@ -24,7 +23,7 @@ def constant_reward(completions, **_):
 @pytest.mark.timeout(600)
 def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
     mlflow_alice, alice, start_worker, smtp_server, tiny_model_dir, tmp_path, monkeypatch
-):  # noqa: F811
+):
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback

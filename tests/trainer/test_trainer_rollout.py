@@ -4,7 +4,6 @@ import pytest
 import torch
 
 import envs
-
 from trainer import rollout as R
 from trainer.config import TrainConfig
 from trainer.models import ModelLoadError, load_policy

@@ -4,7 +4,6 @@ import json
 import random
 
 import pytest
-import torch
 
 import envs
 from trainer.config import TrainConfig

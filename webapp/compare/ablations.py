@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from trainer.config import TrainConfig
+from webapp.compare.selection import MAX_RUNS
 from webapp.experiments import specs
 from webapp.experiments.models import Experiment
-from webapp.compare.selection import MAX_RUNS
 
 RESPONSES_PER_PROMPT = (1, 2, 4, 8, 16)
 

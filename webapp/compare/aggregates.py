@@ -16,7 +16,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-
 from django.db.models import Max, Min, OuterRef, Q, Subquery
 
 from webapp.alerts.models import DetectorEvent

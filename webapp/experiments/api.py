@@ -5,7 +5,6 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, json_body
-from webapp.core.jsonsafe import INT64_MAX
 from webapp.experiments import specs
 from webapp.experiments.models import Experiment, Run
 

@@ -76,11 +76,10 @@ class MetricPoint(models.Model):
         count = 0
         with transaction.atomic(savepoint=False):
             connection.ensure_connection()
-            with connection.connection.cursor() as cursor:
-                with cursor.copy(_COPY_POINTS) as copy:
-                    for step, key, value in points:
-                        copy.write_row((run_id, step, key, value))
-                        count += 1
+            with connection.connection.cursor() as cursor, cursor.copy(_COPY_POINTS) as copy:
+                for step, key, value in points:
+                    copy.write_row((run_id, step, key, value))
+                    count += 1
             MetricRollup.refresh(run_id)
         return count
 

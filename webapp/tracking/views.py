@@ -138,7 +138,7 @@ def search_experiments(request, fields):
         raise invalid("view_type", f"must be ACTIVE_ONLY, DELETED_ONLY or ALL, got {view_type!r}")
     _no_order_by(fields)
     found = ExternalExperiment.objects.for_user(request.user).select_related("experiment")
-    for name, op, value in protocol.parse_filter(fields.string("filter", required=False), {"name"}):
+    for _, op, value in protocol.parse_filter(fields.string("filter", required=False), {"name"}):
         found = found.filter(name=value) if op == "=" else found.exclude(name=value)
     if view_type == "DELETED_ONLY":  # nothing here is ever deleted
         found = found.none()
