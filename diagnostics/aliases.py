@@ -6,6 +6,8 @@ our key wins: it is the one our trainer wrote on purpose.
 """
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 # Our keys that the detector or the run page's charts read, with what each one means (docs/METRICS.md has
 # the full list the trainer writes).
@@ -64,13 +66,13 @@ ALIASES = {
 }
 
 
-def canonical(metrics):
+def canonical(metrics: Mapping[str, Any]) -> dict[str, float]:
     """Return `metrics` keyed by our names, values as floats; None means "not logged" and is dropped.
 
     Unknown keys pass through unchanged (the detector ignores them). A value that is not a number
     raises ValueError naming the key: a worker that sends strings has a bug worth seeing.
     """
-    renamed = {}
+    renamed: dict[str, float] = {}
     for key, value in metrics.items():
         if value is None:
             continue
@@ -83,6 +85,6 @@ def canonical(metrics):
     return renamed
 
 
-def finite(value):
+def finite(value: float | None) -> float | None:
     """The value if it is a finite number, else None: most rules treat NaN/inf as no data."""
     return value if value is not None and math.isfinite(value) else None

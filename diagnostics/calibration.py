@@ -12,18 +12,20 @@ An alarm is any warning or collapse event. A collapse is caught when an alarm co
 """
 
 import json
+import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .detector import Detector
-from .series import load_series
+from .detector import Detector, Event
+from .series import Series, load_series
 
 
 @dataclass
 class LabelledRun:
     name: str
-    series: list
+    series: Series
     collapse: bool
     half_peak_step: int | None
 
@@ -34,64 +36,66 @@ ALARMS = ("warning", "collapse")  # info markers and resolutions are not alarms
 @dataclass
 class RunResult:
     run: LabelledRun
-    events: list
+    events: list[Event]
 
-    def alarms(self, rule=None):
+    def alarms(self, rule: str | None = None) -> list[Event]:
         """Warning and collapse events, of one rule or of all."""
         return [e for e in self.events if e["level"] in ALARMS and rule in (None, e["rule"])]
 
-    def first_alarm_of(self, rule=None):
+    def first_alarm_of(self, rule: str | None = None) -> int | None:
         return next((e["step"] for e in self.alarms(rule)), None)
 
-    def lead_of(self, rule=None):
+    def lead_of(self, rule: str | None = None) -> int | None:
         """Steps from the first alarm to the half-peak point; None when there was no alarm."""
         first = self.first_alarm_of(rule)
         if not self.run.collapse or first is None:
             return None
+        if self.run.half_peak_step is None:
+            raise ValueError(f"{self.run.name}: a collapsing run needs half_peak_step in its label")
         return self.run.half_peak_step - first
 
     @property
-    def first_alarm(self):
+    def first_alarm(self) -> int | None:
         return self.first_alarm_of()
 
     @property
-    def collapse_events(self):
+    def collapse_events(self) -> list[Event]:
         return [e for e in self.events if e["level"] == "collapse"]
 
     @property
-    def lead(self):
+    def lead(self) -> int | None:
         return self.lead_of()
 
     @property
-    def source(self):
+    def source(self) -> str:
         return "real" if self.run.name.startswith("real/") else "synthetic"
 
 
-def load_labels(folder):
+def load_labels(folder: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """{name: label} of the folder's labels.json and, when present, real/labels.json (names "real/<file>")."""
-    folder = Path(folder)
-    labels = json.loads((folder / "labels.json").read_text())["runs"]
-    real = folder / "real" / "labels.json"
+    root = Path(folder)
+    labels = json.loads((root / "labels.json").read_text())["runs"]
+    real = root / "real" / "labels.json"
     if real.exists():
         labels.update({f"real/{name}": label for name, label in json.loads(real.read_text())["runs"].items()})
     return labels
 
 
-def load_labelled_set(folder):
-    folder = Path(folder)
+def load_labelled_set(folder: str | os.PathLike[str]) -> list[LabelledRun]:
+    root = Path(folder)
     return [
-        LabelledRun(name, load_series(folder / name), label["collapse"], label.get("half_peak_step"))
-        for name, label in sorted(load_labels(folder).items())
+        LabelledRun(name, load_series(root / name), label["collapse"], label.get("half_peak_step"))
+        for name, label in sorted(load_labels(root).items())
     ]
 
 
-def score(runs, overrides=None):
+def score(runs: list[LabelledRun], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run a fresh detector over every run; returns the per-run results and the summary numbers."""
     results = [RunResult(run, Detector.replay(run.series, overrides)[1]) for run in runs]
     return {"results": results, **summarize(results)}
 
 
-def summarize(results, rule=None):
+def summarize(results: list[RunResult], rule: str | None = None) -> dict[str, Any]:
     """The quality numbers over `results`, counting the alarms of `rule` only, or of every rule (None).
 
     caught_in_time: collapsing runs with an alarm strictly before the half-peak step; their leads give

@@ -11,21 +11,26 @@ replay returns are the ones already sent.
 
 import dataclasses
 import math
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .aliases import canonical
-from .rules import RULES, SuccessTrend
+from .rules import RULES, Metrics, Rule, RuleParams, SuccessTrend
+
+# An alert that changed state: step, level, rule, message and signals, as workers store and send it.
+Event = dict[str, Any]
 
 
 class Alert:
     """One rule's state: normal or firing, and how long the condition has argued for a change."""
 
-    def __init__(self, rule):
+    def __init__(self, rule: Rule) -> None:
         self.rule = rule
         self.firing = False
         self.streak = 0  # consecutive evaluations whose verdict differs from the current state
-        self.streak_start = None
+        self.streak_start: int | None = None
 
-    def update(self, step, metrics, trend):
+    def update(self, step: int, metrics: Metrics, trend: SuccessTrend) -> Event | None:
         check = self.rule.check(metrics, trend)
         if check is None:
             return None
@@ -50,20 +55,22 @@ class Alert:
 
 
 class Detector:
-    def __init__(self, overrides=None):
+    def __init__(self, overrides: Mapping[str, Any] | None = None) -> None:
         self.params = build_params(overrides or {})
         self.alerts = [Alert(RULES[name](params)) for name, params in self.params.items() if params.enabled]
         self.trend = SuccessTrend()
-        self.last_step = None
+        self.last_step: int | None = None
 
     @classmethod
-    def replay(cls, history, overrides=None):
+    def replay(
+        cls, history: Iterable[tuple[int, Mapping[str, Any]]], overrides: Mapping[str, Any] | None = None
+    ) -> tuple["Detector", list[Event]]:
         """Rebuild a detector from stored (step, metrics) pairs; returns (detector, events)."""
         detector = cls(overrides)
         events = [event for step, metrics in history for event in detector.update(step, metrics)]
         return detector, events
 
-    def update(self, step, metrics):
+    def update(self, step: int, metrics: Mapping[str, Any]) -> list[Event]:
         """Judge one step; returns the events it caused (usually none). Steps must increase."""
         if isinstance(step, bool) or not isinstance(step, int):
             raise ValueError(f"step: {step!r} is not an integer")
@@ -75,7 +82,7 @@ class Detector:
         return [event for alert in self.alerts if (event := alert.update(step, values, self.trend))]
 
 
-def build_params(overrides):
+def build_params(overrides: Any) -> dict[str, RuleParams]:
     """Every rule's Params with the overrides applied; ValueError names `rule.param` on bad input."""
     if not isinstance(overrides, dict):
         raise ValueError(f"overrides: expected an object of rule -> parameters, got {overrides!r}")
@@ -85,7 +92,7 @@ def build_params(overrides):
     return {name: _apply(name, rule.Params, overrides.get(name, {})) for name, rule in RULES.items()}
 
 
-def _apply(rule, params_class, given):
+def _apply(rule: str, params_class: type[RuleParams], given: Any) -> RuleParams:
     if not isinstance(given, dict):
         raise ValueError(f"{rule}: expected an object of parameter -> value, got {given!r}")
     fields = {f.name: f for f in dataclasses.fields(params_class)}
@@ -97,8 +104,8 @@ def _apply(rule, params_class, given):
     return params_class(**given)
 
 
-def _validate(where, field, value):
-    kind = type(field.default)
+def _validate(where: str, field: dataclasses.Field[Any], value: Any) -> None:
+    kind: type[Any] = type(field.default)
     # bool is an int in Python; a checkbox value in a number field is still a mistake.
     accepted = (int, float) if kind is float else (kind,)
     if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
@@ -112,12 +119,12 @@ def _validate(where, field, value):
         raise ValueError(f"{where}: must be <= {high}, got {value!r}")
 
 
-def rule_params():
+def rule_params() -> dict[str, dict[str, Any]]:
     """Each rule's level, purpose and parameters (name, type, default, min, max, help), for forms."""
     return {
         name: {
             "level": rule.level,
-            "help": rule.__doc__.strip().splitlines()[0],
+            "help": (rule.__doc__ or "").strip().splitlines()[0],
             "params": [
                 {
                     "name": f.name,

@@ -20,13 +20,18 @@ import math
 import statistics
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .aliases import finite
 
+# One step's metrics under our names (see aliases.canonical); values are floats, NaN/inf included.
+Metrics = Mapping[str, float]
 
-def param(default, help, min=None, max=None):
+
+def param(default: Any, help: str, min: float | None = None, max: float | None = None) -> Any:
+    """A dataclass field with the help text and bounds that the detector's form and validation read."""
     return field(default=default, metadata={"help": help, "min": min, "max": max})
 
 
@@ -48,11 +53,11 @@ class Check(NamedTuple):
 
 
 class Ema:
-    def __init__(self, smoothing):
+    def __init__(self, smoothing: float) -> None:
         self.smoothing = smoothing
-        self.value = None
+        self.value: float | None = None
 
-    def update(self, x):
+    def update(self, x: float) -> float:
         self.value = x if self.value is None else self.smoothing * self.value + (1 - self.smoothing) * x
         return self.value
 
@@ -85,17 +90,17 @@ class SuccessTrend:
     NOISE_WINDOW = 30
     RECENT, BEFORE = 5, 10
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.metric = ""
         self.ema = Ema(self.SMOOTHING)
-        self.value = None  # smoothed
+        self.value: float | None = None  # smoothed
         self.peak = -math.inf
-        self.start = []
-        self.window = deque(maxlen=self.BEFORE + self.RECENT)
-        self.changes = deque(maxlen=self.NOISE_WINDOW)
+        self.start: list[float] = []
+        self.window: deque[float] = deque(maxlen=self.BEFORE + self.RECENT)
+        self.changes: deque[float] = deque(maxlen=self.NOISE_WINDOW)
         self.best_rise = 0.0  # the highest smoothed value above the start so far, in noise SDs
 
-    def update(self, metrics):
+    def update(self, metrics: Metrics) -> None:
         if not self.metric:
             self.metric = next((k for k in SUCCESS_KEYS if finite(metrics.get(k)) is not None), "")
         x = finite(metrics.get(self.metric)) if self.metric else None
@@ -112,41 +117,41 @@ class SuccessTrend:
             self.best_rise = max(self.best_rise, _in_sds(self.value - self.baseline, self.noise))
 
     @property
-    def known(self):
+    def known(self) -> bool:
         """Enough steps to judge the start level and the noise."""
         return len(self.start) == self.START_STEPS
 
     @property
-    def noise(self):
+    def noise(self) -> float:
         return statistics.fmean(self.changes) * math.sqrt(math.pi) / 2 if self.changes else 0.0
 
     @property
-    def baseline(self):
+    def baseline(self) -> float:
         return statistics.fmean(self.start)
 
-    def rise(self):
+    def rise(self) -> float:
         """The peak above the start, in noise SDs of the time it was reached (inf without noise)."""
         return self.best_rise
 
-    def rise_now(self):
+    def rise_now(self) -> float:
         """The peak above the start in today's noise SDs: lower when the series got noisier since (a
         policy that turns all-or-nothing per prompt makes a success rate over a few groups jump)."""
         return _in_sds(self.peak - self.baseline, self.noise)
 
-    def drop(self):
+    def drop(self) -> float | None:
         """How far the last RECENT values sit below the BEFORE values ahead of them, in standard errors;
         None until the window is full."""
-        if len(self.window) < self.window.maxlen:
+        if len(self.window) < self.BEFORE + self.RECENT:
             return None
         values = list(self.window)
         before, recent = statistics.fmean(values[: self.BEFORE]), statistics.fmean(values[self.BEFORE :])
         return _in_sds(before - recent, self.noise * math.sqrt(1 / self.BEFORE + 1 / self.RECENT))
 
-    def holding(self, peak_sigmas, fall_sigmas):
+    def holding(self, peak_sigmas: float, fall_sigmas: float) -> bool | None:
         """False only when success is falling from a real peak (`peak_sigmas` above the start; falling by
         `fall_sigmas` standard errors, or below half the peak). True while it rises, holds a plateau, or
         never learned (nothing to lose); None when too early to tell (rules then judge without it)."""
-        if not self.known:
+        if not self.known or self.value is None:  # known implies a value: one update per start value
             return None
         if self.rise() < peak_sigmas:
             return True
@@ -156,7 +161,7 @@ class SuccessTrend:
         return not ((drop is not None and drop >= fall_sigmas) or self.value < self.peak / 2)
 
 
-def _in_sds(difference, sd):
+def _in_sds(difference: float, sd: float) -> float:
     return difference / sd if sd > 0 else (math.inf if difference > 0 else 0.0)
 
 
@@ -164,14 +169,14 @@ class Rule(ABC):
     name = ""
     level = "warning"
     title = ""  # what a firing alert means, in a few words
-    Params = RuleParams
+    Params: type[RuleParams] = RuleParams
 
-    def __init__(self, params):
+    def __init__(self, params: RuleParams) -> None:
         self.params = params
         self.ema = Ema(params.smoothing)
 
     @abstractmethod
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         """A Check, or None when the step has no value for this rule. `trend`: the run's SuccessTrend."""
 
 
@@ -192,7 +197,7 @@ class GuardedParams(RuleParams):
     )
 
 
-def success_holds(found, trend, params):
+def success_holds(found: Check | None, trend: SuccessTrend, params: GuardedParams) -> Check | None:
     """`found`, held back while success is rising or flat (see SuccessTrend.holding). The breach still
     counts towards `pending`: a signal that has been down for a while fires as soon as success falls."""
     if found and found.breached and trend.holding(params.peak_sigmas, params.success_sigmas):
@@ -216,17 +221,18 @@ class DropFromPeak(Rule):
     """Smoothed metric below `fraction` x its running peak, once the peak means something."""
 
     metric = ""
-    Params = DropParams
+    Params: type[DropParams] = DropParams
+    params: DropParams
 
-    def __init__(self, params):
+    def __init__(self, params: DropParams) -> None:
         super().__init__(params)
         self.peak = -math.inf
         self.seen = 0
 
-    def value(self, metrics, trend):
+    def value(self, metrics: Metrics, trend: SuccessTrend) -> float | None:
         return finite(metrics.get(self.metric))
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         x = self.value(metrics, trend)
         if x is None:
             return None
@@ -263,8 +269,9 @@ class RewardStdDrop(DropFromPeak):
     title = "In-group reward std dropped"
     metric = "train/reward_std_in_group"
     Params = RewardStdParams
+    params: RewardStdParams
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         found = super().check(metrics, trend)
         if found and found.breached and metrics.get("train/success", 0.0) >= self.params.solved_success:
             return found._replace(breached=False)
@@ -289,8 +296,9 @@ class ThinkingDecay(DropFromPeak):
     title = "Thinking length decayed"
     metric = "response/think_tokens_mean"
     Params = ThinkingParams
+    params: ThinkingParams
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         return success_holds(super().check(metrics, trend), trend, self.params)
 
 
@@ -324,12 +332,13 @@ class Collapse(DropFromPeak):
     level = "collapse"
     title = "Success collapsed"
     Params = CollapseParams
+    params: CollapseParams
 
-    def value(self, metrics, trend):
+    def value(self, metrics: Metrics, trend: SuccessTrend) -> float | None:
         self.metric = trend.metric
         return finite(metrics.get(self.metric)) if self.metric else None
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         found = super().check(metrics, trend)
         if found is None or self.params.peak_sigmas == 0:
             return found
@@ -377,12 +386,13 @@ class ZeroStdGroups(Rule):
     title = "Zero-std groups rose"
     metric = "train/frac_zero_std_groups"
     Params = ZeroStdParams
+    params: ZeroStdParams
 
-    def __init__(self, params):
+    def __init__(self, params: ZeroStdParams) -> None:
         super().__init__(params)
         self.floor = math.inf
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         x = finite(metrics.get(self.metric))
         if x is None:
             return None
@@ -416,13 +426,14 @@ class EntropyErratic(Rule):
     title = "Entropy turned erratic"
     metric = "actor/entropy"
     Params = EntropyErraticParams
+    params: EntropyErraticParams
 
-    def __init__(self, params):
+    def __init__(self, params: EntropyErraticParams) -> None:
         super().__init__(params)
-        self.previous = None
-        self.changes = deque(maxlen=params.window)
+        self.previous: float | None = None
+        self.changes: deque[float] = deque(maxlen=params.window)
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         x = finite(metrics.get(self.metric))
         if x is None:
             return None
@@ -461,13 +472,14 @@ class EntropyRise(Rule):
     title = "Entropy rose after declining"
     metric = "actor/entropy"
     Params = EntropyRiseParams
+    params: EntropyRiseParams
 
-    def __init__(self, params):
+    def __init__(self, params: EntropyRiseParams) -> None:
         super().__init__(params)
         self.peak = -math.inf
         self.trough = math.inf
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         x = finite(metrics.get(self.metric))
         if x is None:
             return None
@@ -517,13 +529,14 @@ class GradSpike(Rule):
     title = "Gradient norm spiked"
     metric = "actor/grad_norm"
     Params = GradSpikeParams
+    params: GradSpikeParams
 
-    def __init__(self, params):
+    def __init__(self, params: GradSpikeParams) -> None:
         super().__init__(params)
-        self.recent = deque()
-        self.ordered = []  # the same values, sorted, for the median
+        self.recent: deque[float] = deque()
+        self.ordered: list[float] = []  # the same values, sorted, for the median
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         x = metrics.get(self.metric)
         if x is None:
             return None
@@ -539,11 +552,11 @@ class GradSpike(Rule):
         self.remember(value)
         return found
 
-    def median(self):
+    def median(self) -> float:
         values, n = self.ordered, len(self.ordered)
         return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
-    def remember(self, value):
+    def remember(self, value: float) -> None:
         self.recent.append(value)
         bisect.insort(self.ordered, value)
         if len(self.recent) > self.params.window:
@@ -613,15 +626,16 @@ class TemplateCollapse(Rule):
     title = "Template collapse"
     metric = "collapse/mi_estimate"
     Params = TemplateParams
+    params: TemplateParams
 
-    def __init__(self, params):
+    def __init__(self, params: TemplateParams) -> None:
         super().__init__(params)
         self.entropy = Ema(params.smoothing)
         self.entropy_peak = -math.inf
         self.peak = -math.inf
         self.seen = 0
 
-    def check(self, metrics, trend):
+    def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         entropy = finite(metrics.get("actor/entropy"))
         if entropy is not None:
             self.entropy_peak = max(self.entropy_peak, self.entropy.update(entropy))
@@ -656,7 +670,7 @@ class TemplateCollapse(Rule):
         return success_holds(Check(breached, signals, summary), trend, p)
 
 
-RULES = {
+RULES: dict[str, type[Rule]] = {
     rule.name: rule
     for rule in (
         RewardStdDrop,

@@ -11,11 +11,18 @@ import io
 import json
 import math
 import os
+from typing import Any
 
 MAX_BYTES = 64 * 1024 * 1024
 
+# [(step, {key: value})], sorted by step: what load_series returns and Detector.replay takes.
+Series = list[tuple[int, dict[str, float]]]
+# (line number, step, values) as parsed, before the steps are checked and sorted.
+_Row = tuple[int, int, dict[str, float]]
+PathOrText = str | os.PathLike[str]
 
-def load_series(path_or_text, fmt=None, max_bytes=MAX_BYTES):
+
+def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int = MAX_BYTES) -> Series:
     """`path_or_text`: a path, or the text itself (a str holding a newline or starting with "{").
 
     `fmt`: "csv", "jsonl", or None to tell from the first character ("{" means JSONL).
@@ -26,7 +33,7 @@ def load_series(path_or_text, fmt=None, max_bytes=MAX_BYTES):
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"format: {fmt!r} is not 'csv' or 'jsonl'")
     rows = _parse_jsonl(text) if fmt == "jsonl" else _parse_csv(text)
-    seen = {}
+    seen: dict[int, int] = {}
     for line, step, _ in rows:
         if step in seen:
             raise ValueError(f"line {line}: step {step} already given on line {seen[step]}")
@@ -34,9 +41,8 @@ def load_series(path_or_text, fmt=None, max_bytes=MAX_BYTES):
     return sorted(((step, values) for _, step, values in rows), key=lambda row: row[0])
 
 
-def _read(path_or_text, max_bytes):
-    is_text = isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.startswith("{"))
-    if is_text:
+def _read(path_or_text: PathOrText, max_bytes: int) -> str:
+    if isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.startswith("{")):
         data = path_or_text.encode()
     else:
         size = os.path.getsize(path_or_text)
@@ -54,7 +60,7 @@ def _read(path_or_text, max_bytes):
         raise ValueError(f"not CSV or JSON lines: not UTF-8 text (byte {error.start})") from None
 
 
-def key_problem(key) -> str | None:
+def key_problem(key: Any) -> str | None:
     """What is wrong with a metric name, or None: the one rule for files (CSV columns, JSONL keys) and for
     the web app's live ingest. A name is text a database can store: not blank, no NUL, no lone surrogate
     (JSON's \\ud800 escapes decode to one)."""
@@ -69,14 +75,14 @@ def key_problem(key) -> str | None:
     return None
 
 
-def _number(text, where):
+def _number(text: str, where: str) -> float:
     try:
         return float(text)  # also reads nan, inf, -inf, Infinity in any case
     except ValueError:
         raise ValueError(f"{where}: {text!r} is not a number") from None
 
 
-def _step(value, where):
+def _step(value: Any, where: str) -> int:
     if isinstance(value, str):
         value = _number(value, where)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -90,7 +96,7 @@ def _step(value, where):
     return int(value)
 
 
-def _parse_csv(text):
+def _parse_csv(text: str) -> list[_Row]:
     reader = csv.reader(io.StringIO(text))
     try:
         return _csv_rows(reader)
@@ -98,7 +104,7 @@ def _parse_csv(text):
         raise ValueError(f"line {reader.line_num}: {error}") from None
 
 
-def _csv_rows(reader):
+def _csv_rows(reader: Any) -> list[_Row]:
     header = next(reader, None)
     if not header or header == [""]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
@@ -112,7 +118,7 @@ def _csv_rows(reader):
             raise ValueError(f"line 1: column {name!r} appears twice")
         if key_problem(name):
             raise ValueError(f"line 1, column {i + 1}: the name {name!r} {key_problem(name)}")
-    rows = []
+    rows: list[_Row] = []
     for cells in reader:
         line = reader.line_num
         if not cells:
@@ -132,13 +138,14 @@ def _csv_rows(reader):
     return rows
 
 
-def _short(value) -> str:
+def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _parse_jsonl(text):
-    rows, known = [], set()
+def _parse_jsonl(text: str) -> list[_Row]:
+    rows: list[_Row] = []
+    known: set[str] = set()
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -155,7 +162,7 @@ def _parse_jsonl(text):
         if "step" not in record:
             raise ValueError(f"line {line}: no 'step' key")
         step = _step(record["step"], f"line {line}, key 'step'")
-        values = {}
+        values: dict[str, float] = {}
         for key, value in record.items():
             where = f"line {line}, column {key!r}"
             if key not in known:

@@ -15,9 +15,16 @@ class TextEnv(ABC):
     symbols: dict[str, str] = {}
     instruction: str = ""
 
-    def __init__(self):
-        self.rng: random.Random | None = None
+    def __init__(self) -> None:
+        self._rng: random.Random | None = None
         self.done = False
+
+    @property
+    def rng(self) -> random.Random:
+        """The episode's random source; only exists once reset() has seeded it."""
+        if self._rng is None:
+            raise RuntimeError("call reset() before step()")
+        return self._rng
 
     @property
     def _canonical_actions(self) -> dict[str, str]:
@@ -35,13 +42,13 @@ class TextEnv(ABC):
     def reset(self, seed: int | None = None) -> str:
         if seed is None:
             seed = random.SystemRandom().randrange(2**32)
-        self.rng = random.Random(seed)
+        self._rng = random.Random(seed)
         self.done = False
         self._reset()
         return self.render()
 
     def step(self, action: str) -> tuple[str, float, bool, dict]:
-        if self.rng is None:
+        if self._rng is None:
             raise RuntimeError("call reset() before step()")
         if self.done:
             raise RuntimeError("the episode is over; call reset() to start a new one")

@@ -41,8 +41,9 @@ class Param:
             (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max)
         ):
             raise ParamError(self.name, f"{label} must be between {self.min} and {self.max}, got {value}")
-        if self.type == "choice" and converted not in self.choices:
-            options = ", ".join(repr(choice) for choice in self.choices)
+        choices = self.choices or ()
+        if self.type == "choice" and converted not in choices:
+            options = ", ".join(repr(choice) for choice in choices)
             raise ParamError(self.name, f"{label} must be one of {options}, got {value!r}")
         return converted
 

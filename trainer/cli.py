@@ -103,7 +103,7 @@ def cmd_train(args) -> int:
         print(f"error: nothing to resume: {args.out} holds no checkpoint", file=sys.stderr)
         return 2
     try:
-        cfg = _resumed_config(args, found) if args.resume else _train_config(args)
+        cfg = _resumed_config(args, found) if found is not None and args.resume else _train_config(args)
     except ConfigError as e:
         return _config_errors(e.errors)
     if not args.resume and found is not None:

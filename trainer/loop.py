@@ -110,6 +110,14 @@ def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str,
     }
 
 
+def computed(logps: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """The old log-probs once every micro-batch has them (a reused one is filled by its first forward)."""
+    missing = [j for j, logp in enumerate(logps) if logp is None]
+    if missing:
+        raise RuntimeError(f"old log-probs of micro-batches {missing} were never computed")
+    return [logp for logp in logps if logp is not None]
+
+
 def entropy_adv_cov(advs: list[torch.Tensor], logps: list[torch.Tensor], masks: list[torch.Tensor]) -> float:
     """Mean over response tokens of (A_t - mean A)(log pi_t - mean log pi): the covariance that drives the
     policy's entropy change (veRL's Clip-Cov / KL-Cov act on it); positive lowers entropy."""
@@ -138,7 +146,7 @@ class Trainer:
             self.actor_params, lr=o.actor_lr, weight_decay=o.weight_decay, betas=(0.9, 0.999)
         )
         self.critic_params, self.critic_opt = [], None
-        if self.ppo:
+        if self.policy.critic is not None:  # loaded exactly when self.ppo
             self.critic_params = [p for p in self.policy.critic.parameters() if p.requires_grad]
             self.critic_opt = torch.optim.AdamW(
                 self.critic_params, lr=o.critic_lr, weight_decay=o.weight_decay
@@ -230,7 +238,9 @@ class Trainer:
 
         # old log-probs, reference log-probs and values, computed once per rollout batch
         p.model.eval()
-        old_logp, ref_logp, old_values = [], [], []
+        old_logp: list[torch.Tensor | None] = []
+        ref_logp: list[torch.Tensor] = []
+        old_values: list[torch.Tensor] = []
         with torch.no_grad(), p.autocast():
             for j, (ids, att, resp) in enumerate(batches):
                 old_logp.append(None if j in reuse else token_logprobs(p.model, ids, att, resp, temp)[0])
@@ -244,7 +254,7 @@ class Trainer:
         kls = (
             [
                 losses.kl_penalty(lp, rp, a.kl_estimator) * r
-                for lp, rp, (_, _, r) in zip(old_logp, ref_logp, batches)
+                for lp, rp, (_, _, r) in zip(computed(old_logp), ref_logp, batches)
             ]
             if kl_in_reward
             else []
@@ -275,7 +285,12 @@ class Trainer:
             ]
 
         # clipped updates: mini-batches of trajectories, gradient accumulation over micro-batches
-        stats = {"pg_loss": [], "grad_norm": [], "vf_loss": [], "critic_grad_norm": []}
+        stats: dict[str, list[float]] = {
+            "pg_loss": [],
+            "grad_norm": [],
+            "vf_loss": [],
+            "critic_grad_norm": [],
+        }
         token_sums = {"entropy": 0.0, "clip_frac": 0.0, "clip_frac_high": 0.0, "approx_kl": 0.0}
         if kl_in_loss:
             token_sums["kl_ref"] = 0.0
@@ -335,7 +350,7 @@ class Trainer:
                     stats["critic_grad_norm"].append(cnorm)
                     critic_skipped += cskip
         n_mini = len(stats["grad_norm"])
-        metrics["actor/entropy_adv_cov"] = entropy_adv_cov(advs, old_logp, [b[2] for b in batches])
+        metrics["actor/entropy_adv_cov"] = entropy_adv_cov(advs, computed(old_logp), [b[2] for b in batches])
         metrics.update({f"actor/{k}": v / max(seen_tokens, 1.0) for k, v in token_sums.items()})
         metrics.update(
             {

@@ -15,8 +15,8 @@ def aggregate(
     mask = mask.to(x.dtype)
     n_seqs = x.shape[0] if n_seqs is None else n_seqs
     if mode == "token-mean":
-        n_tokens = mask.sum() if n_tokens is None else n_tokens
-        return (x * mask).sum() / max(float(n_tokens), 1.0)
+        tokens = mask.sum() if n_tokens is None else n_tokens
+        return (x * mask).sum() / max(float(tokens), 1.0)
     per_seq = (x * mask).sum(1)
     if mode == "seq-mean-token-mean":
         per_seq = per_seq / mask.sum(1).clamp(min=1.0)

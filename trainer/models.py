@@ -11,12 +11,16 @@ import copy
 import os
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from trainer import prefix
 from trainer.config import TINY_MODEL, ModelConfig
+
+if TYPE_CHECKING:  # transformers is imported lazily at run time: it takes seconds
+    from transformers import PreTrainedTokenizerBase
 
 # ChatML, used when a tokenizer has no chat template of its own (documented in docs/TRAINER.md).
 DEFAULT_CHAT_TEMPLATE = (
@@ -82,7 +86,8 @@ def load_causal_lm(path: str, local: bool, dtype: torch.dtype, device: torch.dev
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local)
     except Exception as e:  # noqa: BLE001
         raise ModelLoadError(f"cannot load model {path!r}: {_one_line(e)}") from None
-    return model.to(device)
+    # transformers types .to() through a decorator that claims the model as its first argument
+    return model.to(device)  # type: ignore[arg-type]
 
 
 class Critic(nn.Module):
@@ -103,7 +108,7 @@ class Critic(nn.Module):
 @dataclass
 class Policy:
     model: nn.Module
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     critic: Critic | None
     ref_model: nn.Module | None  # full fine-tuning with KL on; LoRA uses the disabled adapter instead
     lora: bool
@@ -121,7 +126,8 @@ class Policy:
     def reference(self):
         """The reference policy as a module: the base model (adapter disabled) or the frozen copy."""
         if self.lora:
-            with self.model.disable_adapter():
+            # nn.Module.__getattr__ is typed Tensor | Module; this is PeftModel.disable_adapter
+            with self.model.disable_adapter():  # type: ignore[operator]
                 yield self.model
         else:
             yield self.ref_model
@@ -157,7 +163,8 @@ def load_policy(
                 ),
             )
         if m.gradient_checkpointing:
-            critic.backbone.gradient_checkpointing_enable()
+            # nn.Module.__getattr__ is typed Tensor | Module; this is the transformers model's method
+            critic.backbone.gradient_checkpointing_enable()  # type: ignore[operator]
         if init_dir:
             state = torch.load(os.path.join(init_dir, "critic.pt"), map_location=device)
             critic.load_state_dict(state, strict=False)

@@ -38,7 +38,7 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
         or getattr(model, "is_activation_checkpointing", False)
     ):
         return pick(model(input_ids=ids, attention_mask=attention, use_cache=False))
-    out = None
+    out: torch.Tensor | None = None
     for rows in length_chunks(lengths, shared):
         length = max(lengths[i] for i in rows)
         index = torch.tensor(rows, device=ids.device)
@@ -58,6 +58,7 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
             out = tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))
         out[index, :shared] = first  # broadcast over the chunk's rows; no per-row copy held alongside
         out[index, shared:length] = tail
+    assert out is not None, "two or more rows make at least one chunk"
     return out
 
 

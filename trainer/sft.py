@@ -36,7 +36,8 @@ def oracle_episode(env, seed: int, r, chat: ChatFormat, noise: float, rng: rando
     )
     traj.mask = [0] * len(traj.ids)
     for turn in range(1, r.max_turns + 1):
-        actions, turn_reward, done = [], 0.0, False
+        actions: list[str] = []
+        turn_reward, done = 0.0, False
         while (
             not done and len(actions) < r.max_actions_per_turn and traj.executed < r.max_actions_per_episode
         ):

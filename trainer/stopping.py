@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 
 class StopSignal:
@@ -15,7 +17,8 @@ class StopSignal:
     def __init__(self, signum: int, notice: Callable[[], None] = lambda: None, abort_on_repeat: bool = False):
         self.signum, self.notice, self.abort_on_repeat = signum, notice, abort_on_repeat
         self.asked = False
-        self._previous = None
+        # What signal.signal() returned: the handler to put back (a callable, SIG_DFL/SIG_IGN, or None).
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None
 
     def __enter__(self) -> StopSignal:
         if threading.current_thread() is threading.main_thread():

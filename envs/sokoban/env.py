@@ -127,8 +127,15 @@ class SokobanEnv(TextEnv):
             level = Path(levels).read_text(encoding="utf-8")
         self.fixed_levels = parse_xsb(level) if level else []  # empty: generate a room per seed
         self.instruction = self._instruction()
-        self.level: Level | None = None
+        self._level: Level | None = None
         self.steps_taken = 0
+
+    @property
+    def level(self) -> Level:
+        """The room as it stands now; only exists once reset() has drawn it."""
+        if self._level is None:
+            raise RuntimeError("call reset() before reading the level")
+        return self._level
 
     def _instruction(self) -> str:
         legend = ", ".join(f"{symbol} {meaning}" for symbol, meaning in self.symbols.items())
@@ -142,14 +149,14 @@ class SokobanEnv(TextEnv):
 
     def _reset(self) -> None:
         if self.fixed_levels:
-            self.level = self.rng.choice(self.fixed_levels)
+            self._level = self.rng.choice(self.fixed_levels)
         else:
-            self.level = generate_room(self.rng, self.dim_room, self.num_boxes, self.search_budget)
+            self._level = generate_room(self.rng, self.dim_room, self.num_boxes, self.search_budget)
         self.steps_taken = 0
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
         before = self.level
-        self.level = before.moved(action)
+        self._level = before.moved(action)
         self.steps_taken += 1
         reward = STEP_PENALTY
         # As gym-sokoban: rewards follow the count of boxes on targets, so moving a box from one target to

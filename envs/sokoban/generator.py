@@ -91,7 +91,7 @@ def reverse_play(
     Box i starts on targets[i]; None when no explored state has every box off the targets.
     """
     floor, on_targets = mask(floor_cells), mask(targets)
-    explored = set()
+    explored: set[tuple[int, int]] = set()
     best, best_score = None, 0
     stack = [(tuple(targets), player, 0, -1)]  # boxes, player, box swaps, index of the last box pulled
     while stack and len(explored) < search_budget:

@@ -60,7 +60,7 @@ class Level:
 
     def render(self, symbols: str) -> str:
         """Rows of text; `symbols` lists wall, floor, goal, box, box on goal, player, player on goal."""
-        wall, floor, goal, box, box_on_goal, player, player_on_goal = symbols
+        wall, floor, goal, box, box_on_goal, player, player_on_goal = tuple(symbols)
         rows = []
         for row in range(self.height):
             line = []
