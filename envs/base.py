@@ -23,7 +23,7 @@ class TextEnv(ABC):
     def rng(self) -> random.Random:
         """The episode's random source; only exists once reset() has seeded it."""
         if self._rng is None:
-            raise RuntimeError("call reset() before step()")
+            raise RuntimeError("call reset() first: it seeds the episode's random source")
         return self._rng
 
     @property
