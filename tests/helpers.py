@@ -1,6 +1,7 @@
 """Helpers for tests that drive real processes."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -84,3 +85,19 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+FUNCTION_SOURCE = re.compile(r"\s*(async\s+)?(function\b|\([^)]*\)\s*=>|[\w$]+\s*=>)")
+
+
+def as_function_predicate(wait_for_function):
+    """Playwright runs a predicate given as an expression with eval() inside the page, which the page's
+    script-src 'self' forbids; given as a function it travels over the DevTools protocol, which the policy
+    does not govern. Tests keep writing expressions."""
+
+    def wait(expression, *args, **kwargs):
+        if not FUNCTION_SOURCE.match(expression):
+            expression = f"() => ({expression})"
+        return wait_for_function(expression, *args, **kwargs)
+
+    return wait
