@@ -92,7 +92,8 @@ def test_raw_body_as_curl_sends_it(client, auth):
 @pytest.mark.parametrize("fmt, body, message", [
     ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": 1' + b"0" * 400 + b"}\n",
      "line 2, column 'a': an integer of 401 digits is too large"),
-    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"9" * 5000 + b"}\n", "line 2: not JSON (Exceeds the limit"),
+    ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"9" * 5000 + b"}\n",
+     "line 2: not JSON (Exceeds the limit"),
     ("jsonl", b'{"step": 0, "a\\u0000b": 1}\n', "line 1, column 'a\\x00b': the name must not contain NUL"),
     ("jsonl", b'{"step": 0, "a": 1}\n{"step": 1, "\\ud800": 1}\n',
      "line 2, column '\\ud800': the name must be valid Unicode text"),
@@ -119,7 +120,8 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     run = make_run(alice, status=Run.Status.RUNNING)
     for key in ("", "  ", "a\u0000", "\ud800"):
         line = json.dumps({"step": 0, key: 1}).encode()
-        assert client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth).status_code == 400
+        imported = client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth)
+        assert imported.status_code == 400, key
         point = json.dumps([{"step": 0, "key": key, "value": 1}])
         ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
         assert ingest.status_code == 400, key

@@ -32,5 +32,6 @@ def test_schemathesis_finds_nothing(live_server, transactional_db, alice, tmp_pa
         "--header", f"Authorization: Bearer {token}", "--max-examples", str(EXAMPLES), "--seed", "18",
         "--workers", "1", "--no-shrink", "--generation-database", "none", "--report-dir", str(tmp_path),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=170)
+    # In tmp_path: Schemathesis keeps a cache of what it found under its working directory.
+    result = subprocess.run(command, capture_output=True, text=True, timeout=170, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-3000:]

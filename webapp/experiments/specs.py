@@ -425,7 +425,8 @@ def check_limits(config: TrainConfig) -> None:
     r = config.rollout
     over("rollout_tokens", r.env_groups * r.group_size * r.max_turns * r.max_new_tokens,
          "env_groups x group_size x max_turns x max_new_tokens = ")
-    over("rollout_tokens", r.val_seeds * r.max_turns * r.max_new_tokens, "val_seeds x max_turns x max_new_tokens = ")
+    over("rollout_tokens", r.val_seeds * r.max_turns * r.max_new_tokens,
+         "val_seeds x max_turns x max_new_tokens = ")
     if "rollout_tokens" in errors:  # named by the input a user sets
         errors.setdefault("rollout.max_new_tokens", errors.pop("rollout_tokens"))
         errors.pop("rollout_tokens", None)
