@@ -6,7 +6,8 @@ parsed series (importer.load, timed once apart) and creates an imported run with
 detector events in one transaction:
   old: MetricPoint.upsert in batches of 5,000 points, then Detector.replay (the code before this bench);
   new: importer.create_run (one COPY via MetricPoint.insert_new, the detector replayed in a second thread).
-Prints seconds per phase, the ratio, and the machine's load average (the numbers only compare within a run).
+Then the points alone, written both ways into fresh runs (no detector). Prints seconds per phase, the ratios,
+and the machine's load average (the numbers only compare within a run).
 Run:
     nice -n 10 .venv/bin/python bench/imports.py --steps 86500
 """
@@ -119,6 +120,29 @@ def old_create_run(owner, name, filename, series):
     return run
 
 
+def write_points(owner, series, write) -> float:
+    """Seconds for `write(run_id, points)` alone (a fresh run, one transaction): the write paths compared
+    without the detector."""
+    from django.db import transaction
+
+    from webapp.experiments.models import Experiment, Run
+
+    experiment = Experiment.objects.create(owner=owner, name="points only", config={}, imported=True)
+    run = Run.objects.create(experiment=experiment, label="points only", config={})
+    points = [(step, key, value) for step, values in series for key, value in values.items()]
+    start = time.perf_counter()
+    with transaction.atomic():
+        write(run.pk, points)
+    return time.perf_counter() - start
+
+
+def upsert_batches(run_id, points):
+    from webapp.metrics.models import MetricPoint
+
+    for start in range(0, len(points), 5000):
+        MetricPoint.upsert(run_id, points[start : start + 5000])
+
+
 def timed(function, *args):
     start = time.perf_counter()
     result = function(*args)
@@ -151,13 +175,16 @@ def main():
     owner = get_user_model().objects.create_user("bench")
     old, old_s = timed(old_create_run, owner, "old", path.name, series)
     new, new_s = timed(importer.create_run, owner, "new", path.name, series)
+    upsert_s = write_points(owner, series, upsert_batches)
+    copy_s = write_points(owner, series, MetricPoint.insert_new)
     points = MetricPoint.objects.filter(run=new).count()
     assert points == MetricPoint.objects.filter(run=old).count() == args.steps * len(KEYS)
     assert new.events.count() == old.events.count()
     print(f"parse (importer.load): {parse_s:.1f} s; detector replay alone: {replay_s:.1f} s")
     print(f"old path (upsert batches, then detector): {old_s:.1f} s = {parse_s + old_s:.1f} s with parsing")
     print(f"new path (COPY + detector in a thread):   {new_s:.1f} s = {parse_s + new_s:.1f} s with parsing")
-    print(f"speed-up of writing the run: {old_s / new_s:.2f}x; load average after: {os.getloadavg()[0]:.1f}")
+    print(f"points alone: upsert batches {upsert_s:.1f} s, COPY {copy_s:.1f} s ({upsert_s / copy_s:.2f}x)")
+    print(f"speed-up of creating the run: {old_s / new_s:.2f}x; load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,11 @@
 
 import contextlib
 import os
-import re
 
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.helpers import WorkerProcess
+from tests.helpers import WorkerProcess, as_function_predicate
 
 # Fixtures that make a test slow (a real process, a live server, the tiny model) or a browser test: such tests
 # are marked here, so `./echolab test --fast` never depends on every module remembering its marks.
@@ -146,23 +145,7 @@ def page(live_server, transactional_db, monkeypatch):
             "console",
             lambda message: "Content Security Policy" in message.text and errors.append(message.text),
         )
-        tab.wait_for_function = _as_function_predicate(tab.wait_for_function)
+        tab.wait_for_function = as_function_predicate(tab.wait_for_function)
         yield tab
         browser.close()
         assert errors == []
-
-
-FUNCTION_SOURCE = re.compile(r"\s*(async\s+)?(function\b|\([^)]*\)\s*=>|[\w$]+\s*=>)")
-
-
-def _as_function_predicate(wait_for_function):
-    """Playwright runs a predicate given as an expression with eval() inside the page, which the page's
-    script-src 'self' forbids; given as a function it travels over the DevTools protocol, which the policy
-    does not govern. Tests keep writing expressions."""
-
-    def wait(expression, *args, **kwargs):
-        if not FUNCTION_SOURCE.match(expression):
-            expression = f"() => ({expression})"
-        return wait_for_function(expression, *args, **kwargs)
-
-    return wait

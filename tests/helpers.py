@@ -1,6 +1,7 @@
 """Helpers for tests that drive real processes."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -125,3 +126,19 @@ def postgres_cluster(action: str, *options: str) -> None:
     )
     if done.returncode and not (action == "start" and "already running" in done.stdout + done.stderr):
         raise RuntimeError(f"pg_ctlcluster {action} failed: {done.stdout}{done.stderr}")
+
+
+FUNCTION_SOURCE = re.compile(r"\s*(async\s+)?(function\b|\([^)]*\)\s*=>|[\w$]+\s*=>)")
+
+
+def as_function_predicate(wait_for_function):
+    """Playwright runs a predicate given as an expression with eval() inside the page, which the page's
+    script-src 'self' forbids; given as a function it travels over the DevTools protocol, which the policy
+    does not govern. Tests keep writing expressions."""
+
+    def wait(expression, *args, **kwargs):
+        if not FUNCTION_SOURCE.match(expression):
+            expression = f"() => ({expression})"
+        return wait_for_function(expression, *args, **kwargs)
+
+    return wait

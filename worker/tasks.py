@@ -49,8 +49,9 @@ def sweep_runs() -> dict:
 
 @app.task(name="worker.tasks.send_notification", bind=True, max_retries=None)  # retry_delays() decides
 def send_notification(self, notification_id: int) -> str:
-    """Email one detector event to its recipients: claimed once, retried with backoff (Notification.retry_delays,
-    next_try_at; the sweeper re-sends a retry whose message was lost), then failed.
+    """Email one detector event to its recipients: claimed once, retried with backoff
+    (Notification.retry_delays, next_try_at; the sweeper re-sends a retry whose message was lost), then
+    failed.
     The message itself (templates, chart) is webapp.alerts.emails'."""
     from webapp.alerts.models import Notification
 

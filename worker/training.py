@@ -5,11 +5,13 @@ duplicated or stale message does nothing. torch and the trainer are imported her
 in the worker's parent process (CUDA must not be initialised before the fork).
 """
 
+import contextlib
 import logging
 import os
 import shutil
 import signal
 import socket
+import tempfile
 import traceback
 
 from django.db.utils import Error as DatabaseError
@@ -84,6 +86,7 @@ def train_run(run_id: int) -> str:
 
     try:
         cfg = TrainConfig.from_dict(run.config)
+        cfg.model.name = loadable_model(cfg.model.name)
     except ConfigError as error:
         if run.claim(host, pid, device=""):
             run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
@@ -94,6 +97,31 @@ def train_run(run_id: int) -> str:
         return "claimed by another worker"
     logger.info("run %s: attempt %s on %s (%s)", run.pk, run.attempt, host, run.device)
     return train_claimed(run, cfg)
+
+
+def loadable_model(name: str) -> str:
+    """The model name through the web's resolver again: a config written to the database by other means
+    than an experiment's plan must not load a folder outside MODEL_ROOT either."""
+    from trainer.config import ConfigError
+    from webapp.experiments.specs import resolve_model
+
+    try:
+        return resolve_model(name)
+    except ValueError as error:
+        raise ConfigError({"model.name": str(error)}) from None
+
+
+@contextlib.contextmanager
+def empty_working_directory():
+    """The trainer loads a relative name that exists as a folder from the working directory; in an empty
+    one, a hub id is always a hub id (local models arrive as absolute paths inside MODEL_ROOT)."""
+    before = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="echolab-run-") as empty:
+        os.chdir(empty)
+        try:
+            yield
+        finally:
+            os.chdir(before)
 
 
 def train_claimed(run: Run, cfg) -> str:
@@ -110,7 +138,7 @@ def train_claimed(run: Run, cfg) -> str:
         logger.info("run %s: resuming from checkpoint %s", run.pk, found)
     sink = DatabaseSink(run, hook=make_hook(run))
     # Held until the attempt is recorded: a second SIGTERM must not cut the flush or the requeue short.
-    with shutdown_request() as shutdown:
+    with shutdown_request() as shutdown, empty_working_directory():
         return attempt(run, cfg, sink, out_dir, resume, shutdown)
 
 

@@ -144,10 +144,8 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     run = make_run(alice, status=Run.Status.RUNNING)
     for key in ("", "  ", "a\u0000", "\ud800"):
         line = json.dumps({"step": 0, key: 1}).encode()
-        assert (
-            client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth).status_code
-            == 400
-        )
+        imported = client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth)
+        assert imported.status_code == 400, key
         point = json.dumps([{"step": 0, "key": key, "value": 1}])
         ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
         assert ingest.status_code == 400, key

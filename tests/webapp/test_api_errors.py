@@ -90,10 +90,8 @@ def test_the_schema_states_the_bounds_the_server_enforces():
     point = openapi.document()["components"]["schemas"]["MetricPoint"]
     assert point["properties"]["step"]["maximum"] == 2**31 - 1 and point["additionalProperties"] is False
     assert openapi.document()["components"]["schemas"]["Id"]["maximum"] == 2**63 - 1
-    assert (
-        "last value"
-        in openapi.document()["components"]["schemas"]["Series"]["properties"]["value"]["description"]
-    )
+    series = openapi.document()["components"]["schemas"]["Series"]
+    assert "last value" in series["properties"]["value"]["description"]
 
 
 def test_a_broken_multipart_body_is_a_json_400(client, auth):

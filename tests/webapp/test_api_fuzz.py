@@ -50,5 +50,6 @@ def test_schemathesis_finds_nothing(live_server, transactional_db, alice, tmp_pa
         "--report-dir",
         str(tmp_path),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=170)
+    # In tmp_path: Schemathesis keeps a cache of what it found under its working directory.
+    result = subprocess.run(command, capture_output=True, text=True, timeout=170, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-12000:] + result.stderr[-3000:]

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, as_function_predicate
 from webapp.experiments.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -52,6 +52,11 @@ def test_configure_start_watch_and_read(
         page.set_default_timeout(30_000)
         errors = []
         page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on(
+            "console",
+            lambda message: "Content Security Policy" in message.text and errors.append(message.text),
+        )
+        page.wait_for_function = as_function_predicate(page.wait_for_function)
 
         page.goto(url + "/")
         page.fill("input[name=username]", "dana")

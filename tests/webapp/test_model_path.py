@@ -97,9 +97,8 @@ def test_errors_do_not_tell_whether_a_path_outside_model_root_exists(client, api
 
 @pytest.mark.parametrize("value", ["./", ".", "{root}", "my-model/.."])
 def test_model_root_itself_is_not_a_model_folder(alice_client, model_root, value):
-    response = alice_client.post(
-        reverse("experiment_new"), experiment_post(model=value.format(root=model_root))
-    )
+    model = value.format(root=model_root)
+    response = alice_client.post(reverse("experiment_new"), experiment_post(model=model))
     assert "no model folder" in " ".join(response.context["form"].errors["model"])
     assert Experiment.objects.count() == 0
 

@@ -53,10 +53,8 @@ def test_the_product_of_groups_group_size_turns_and_tokens_is_bounded(client, ap
     response = post(client, api, body)
     assert response.status_code == 400
     message = response.json()["errors"]["rollout.max_new_tokens"]
-    assert (
-        "env_groups x group_size x max_turns x max_new_tokens" in message
-        and "LIMIT_ROLLOUT_TOKENS" in message
-    )
+    assert "env_groups x group_size x max_turns x max_new_tokens" in message
+    assert "LIMIT_ROLLOUT_TOKENS" in message
 
 
 def test_a_complete_config_is_bounded_too(client, api):

@@ -251,8 +251,12 @@ def test_bad_config_and_unreachable_model_fail_at_once_with_their_message(
     assert invalid_run.error.startswith("invalid config: rollout.group_size: must be >= 2")
     assert invalid_run.device == ""  # refused before the model or the device were touched
     missing_run = wait_status(missing_run, "failed", "completed")
-    assert missing_run.error == "model directory '/nonexistent/models/qwen' does not exist"
-    assert "ModelLoadError" in missing_run.traceback
+    # Outside MODEL_ROOT: the worker's resolver refuses it, in words that do not say whether it exists.
+    assert missing_run.error == (
+        "invalid config: model.name: there is no model folder '/nonexistent/models/qwen' "
+        "inside MODEL_ROOT (local models are folders inside MODEL_ROOT)"
+    )
+    assert missing_run.device == ""  # refused before the model was loaded
     settings.RUN_HEARTBEAT_TIMEOUT = 1
     time.sleep(1.5)
     sweep_runs()  # a failed run is final: nothing is retried

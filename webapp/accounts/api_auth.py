@@ -45,10 +45,9 @@ def api_view(methods=("GET",)):
         @functools.wraps(view)
         def wrapped(request, *args, **kwargs):
             if request.method not in methods:
-                response = error_response(
-                    405, f"method {request.method[:20]} not allowed; use {', '.join(methods)}"
-                )
-                response["Allow"] = ", ".join(methods)
+                allowed = ", ".join(methods)
+                response = error_response(405, f"method {request.method[:20]} not allowed; use {allowed}")
+                response["Allow"] = allowed
                 return response
             header = request.headers.get("Authorization", "")
             if header.startswith("Bearer "):

@@ -137,11 +137,12 @@ class Notification(models.Model):
     @classmethod
     def release_stuck(cls) -> list[int]:
         """Notifications whose sender vanished mid-send (SIGKILL, machine lost): `sending` for longer than
-        NOTIFY_SENDING_TIMEOUT goes back to pending, to be sent again (at least once; the Message-ID stays)."""
+        NOTIFY_SENDING_TIMEOUT goes back to pending, to be sent again (at least once; same Message-ID)."""
         stale = timezone.now() - timedelta(seconds=settings.NOTIFY_SENDING_TIMEOUT)
         released, tries = [], 1 + len(cls.retry_delays())
         for notification in cls.objects.filter(status=cls.Status.SENDING, claimed_at__lt=stale):
-            lost = f"the sender stopped answering after {notification.claimed_at:%Y-%m-%d %H:%M:%S} UTC (killed?)"
+            since = f"{notification.claimed_at:%Y-%m-%d %H:%M:%S} UTC"
+            lost = f"the sender stopped answering after {since} (killed?)"
             final = notification.tries >= tries
             if (
                 cls.objects.filter(

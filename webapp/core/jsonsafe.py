@@ -59,9 +59,9 @@ def beyond_int64(value, where: str = "") -> str | None:
     stack = [(where, value)]
     while stack:
         path, item = stack.pop()
-        if isinstance(item, OversizedInteger) or (
-            isinstance(item, int) and not isinstance(item, bool) and not -INT64_MAX - 1 <= item <= INT64_MAX
-        ):
+        whole = isinstance(item, int) and not isinstance(item, bool)
+        wide = whole and not -INT64_MAX - 1 <= item <= INT64_MAX
+        if wide or isinstance(item, OversizedInteger):
             return path or "value"
         if isinstance(item, dict):
             stack.extend((f"{path}.{key}" if path else str(key), inner) for key, inner in item.items())

@@ -459,9 +459,9 @@ def check_limits(config: TrainConfig) -> None:
                 f"(the operator sets it with {environment.limit_variable(field)})"
             )
 
-    for field in limits:
-        if "." in field:
-            over(field, dotted_get(config.to_dict(), field))
+    for name in limits:
+        if "." in name:
+            over(name, dotted_get(config.to_dict(), name))
     r = config.rollout
     over(
         "rollout_tokens",
