@@ -8,7 +8,7 @@
   const page = JSON.parse(document.getElementById("compare-page-data").textContent);
   const KEYS = Array.from(new Set(page.charts.flatMap(function (chart) { return chart.keys; })));
   const DASHES = ["solid", "dot", "dash"];
-  const LEVEL_SYMBOLS = { warning: "circle-open", collapse: "x", resolved: "triangle-up-open" };
+  const LEVEL_SYMBOLS = { info: "diamond-open", warning: "circle-open", collapse: "x", resolved: "triangle-up-open" };
   const POLL_MS = 2000;
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;

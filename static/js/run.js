@@ -14,7 +14,7 @@
   const MAX_POINTS = 1000;
   const LINE_COLORS = ["#1f77b4", "#ff7f0e"];
   const BAND_COLORS = ["rgba(31,119,180,0.2)", "rgba(255,127,14,0.2)"];
-  const EVENT_COLORS = { warning: "#e69f00", collapse: "#d62728", resolved: "#2ca02c" };
+  const EVENT_COLORS = { info: "#4e79a7", warning: "#e69f00", collapse: "#d62728", resolved: "#2ca02c" };
   const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;

@@ -2,8 +2,8 @@
 
 Each ablation is a preset and a grid; `create` builds an ExperimentSpec and saves it through
 Experiment.create_with_runs, the path the form and the API use (grid expansion, trainer validation,
-runs enqueued on commit). Paper numbers are from ../shared/reference/STARPO.md, "What the paper found"
-(Qwen2.5-0.5B-Instruct, 200 steps).
+runs enqueued on commit). Paper numbers are the RAGEN paper's (arXiv 2504.20073,
+its ablation tables and figures; Qwen2.5-0.5B-Instruct, 200 steps).
 """
 
 from dataclasses import dataclass, field
