@@ -140,15 +140,16 @@ def _batch_errors(points: list, prefix: str) -> dict[str, str]:
     return errors
 
 
-def write(run: Run, points: list[tuple[int, str, float | None]]) -> int:
+def write(run: Run, points: list[tuple[int, str, float | None]], *, finished_ok: bool = False) -> int:
     """Upsert the points and refresh run.latest_metrics (the value at each key's highest step).
-    RunFinished when the run is completed, failed or stopped (imported runs are created completed)."""
+    RunFinished when the run is completed, failed or stopped (imported runs are created completed), unless
+    finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow."""
     keys = sorted({key for _, key, _ in points})
     with transaction.atomic():
         # The run's row lock first: batches for one run take turns, so they neither overwrite each other's
         # latest_metrics nor deadlock on each other's points; and a run finishing meanwhile is seen here.
         locked = Run.objects.select_for_update().only("latest_metrics", "status").get(pk=run.pk)
-        if locked.status in Run.FINISHED:
+        if locked.status in Run.FINISHED and not finished_ok:
             raise RunFinished(
                 f"run {run.pk} is {locked.status}: a finished run's metrics are final "
                 "(its detector events were computed from them); start a new run"
