@@ -9,6 +9,7 @@ import plotly
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from webapp import environment as env
+from worker import queues
 
 BASE_DIR = env.REPO_ROOT
 VAR_DIR = env.var_dir()
@@ -193,7 +194,7 @@ MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")
 CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = env.broker(VAR_DIR / "broker")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"worker.tasks.train_run": {"queue": "gpu"}}
+CELERY_TASK_ROUTES = {queues.TRAIN_RUN: {"queue": queues.GPU}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

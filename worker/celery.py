@@ -8,11 +8,13 @@ from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Queue
 
+from worker import queues
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("echolab", include=["worker.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_queues = (Queue("default"), Queue("gpu"))
+app.conf.task_queues = (Queue(queues.DEFAULT), Queue(queues.GPU))
 
 
 @worker_process_init.connect

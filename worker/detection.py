@@ -80,17 +80,6 @@ class EchoTrapHook(StepHook):
 
 def send_notification_later(notification_id: int) -> bool:
     """Queue the email; with the broker down it stays pending and the sweeper sends it later."""
-    from worker.celery import app
+    from worker import queues
 
-    try:
-        app.send_task(
-            "worker.tasks.send_notification",
-            args=[notification_id],
-            queue="default",
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1},
-        )
-    except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
-        logger.warning("notification %s stays pending: broker unreachable (%s)", notification_id, error)
-        return False
-    return True
+    return queues.send(queues.SEND_NOTIFICATION, [notification_id], queues.DEFAULT)

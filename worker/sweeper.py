@@ -27,6 +27,7 @@ from django.utils import timezone
 from webapp.alerts.models import Notification
 from webapp.experiments.models import Run
 from webapp.tracking.models import ExternalRun
+from worker import queues
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def gpu_queue_depth() -> int | None:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1)
             try:
-                return conn.default_channel.queue_declare("gpu", passive=True).message_count
+                return conn.default_channel.queue_declare(queues.GPU, passive=True).message_count
             except conn.channel_errors:  # the queue does not exist: nothing is waiting in it
                 return 0
     except Exception as error:  # broker unreachable

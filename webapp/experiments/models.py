@@ -2,15 +2,11 @@
 only says "go look at run N", so every state change here is a conditional UPDATE that a second,
 stale or duplicated actor cannot win."""
 
-import logging
-
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
-
-logger = logging.getLogger(__name__)
 
 
 class ExperimentQuerySet(models.QuerySet):
@@ -249,23 +245,9 @@ class Run(models.Model):
     def enqueue(self) -> bool:
         """Send "train run N" to the gpu queue. With the broker down the run simply stays queued and
         the sweeper sends it later, so a failure here is logged, not raised."""
-        from worker.celery import app
+        from worker import queues
 
-        try:
-            app.send_task(
-                "worker.tasks.train_run",
-                args=[self.pk],
-                queue="gpu",
-                retry=True,
-                retry_policy={
-                    "max_retries": 2,
-                    "interval_start": 0.2,
-                    "interval_step": 0.5,
-                    "interval_max": 1,
-                },
-            )
-        except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
-            logger.warning("run %s stays queued: broker unreachable (%s)", self.pk, error)
+        if not queues.send(queues.TRAIN_RUN, [self.pk], queues.GPU):
             return False
         Run.objects.filter(pk=self.pk).update(enqueued_at=timezone.now())
         return True

@@ -11,7 +11,6 @@ The detector judges a step once it is complete: when a later step arrives (a scr
 time) or the run ends. That happens in a worker (worker/external.py), sent after each write commits.
 """
 
-import logging
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -28,8 +27,6 @@ from webapp.metrics import ingest
 from webapp.metrics.models import MetricPoint
 from webapp.tracking import protocol
 from webapp.tracking.protocol import MlflowError, invalid
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_EXPERIMENT_ID = "0"  # the client's experiment when the script sets none
 DEFAULT_EXPERIMENT_NAME = "Default"
@@ -358,17 +355,6 @@ def from_millis(value: int | None) -> datetime | None:
 def send_detection(run_id: int) -> bool:
     """Ask a worker to judge the run's complete steps. With the broker down the sweeper asks again
     (ExternalRun.behind)."""
-    from worker.celery import app
+    from worker import queues
 
-    try:
-        app.send_task(
-            "worker.tasks.detect_external_run",
-            args=[run_id],
-            queue="default",
-            retry=True,
-            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1},
-        )
-    except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
-        logger.warning("run %s: detection not sent, broker unreachable (%s)", run_id, error)
-        return False
-    return True
+    return queues.send(queues.DETECT_EXTERNAL_RUN, [run_id], queues.DEFAULT)

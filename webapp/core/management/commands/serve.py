@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand
 from django.db import connection
 
 from webapp.core import first_start
+from worker import queues
 
 # Seconds each process gets to stop after SIGTERM; the gpu worker long enough for a training step to end
 # and checkpoint (worker/training.py shutdown_request).
@@ -174,7 +175,7 @@ class Command(BaseCommand):
             + [
                 "worker",
                 "-Q",
-                "gpu",
+                queues.GPU,
                 "--concurrency",
                 "1",
                 "--prefetch-multiplier",
@@ -187,7 +188,17 @@ class Command(BaseCommand):
                 "INFO",
             ],
             "worker": celery
-            + ["worker", "-Q", "default", "--concurrency", "2", "-n", "default@%h", "--loglevel", "INFO"],
+            + [
+                "worker",
+                "-Q",
+                queues.DEFAULT,
+                "--concurrency",
+                "2",
+                "-n",
+                "default@%h",
+                "--loglevel",
+                "INFO",
+            ],
             "beat": celery + ["beat", "--loglevel", "INFO", "-s", settings.CELERY_BEAT_SCHEDULE_FILENAME],
         }
         processes = {}

@@ -1,0 +1,32 @@
+"""Queue and task names, and how a message is sent: one place for the web app, the sweeper and the worker.
+
+`gpu` takes training (one run at a time per worker); `default` takes emails, detection of runs trained
+elsewhere, and housekeeping.
+"""
+
+import logging
+
+logger = logging.getLogger(__name__)
+
+GPU, DEFAULT = "gpu", "default"
+TRAIN_RUN = "worker.tasks.train_run"
+SEND_NOTIFICATION = "worker.tasks.send_notification"
+DETECT_EXTERNAL_RUN = "worker.tasks.detect_external_run"
+
+# Connecting to the broker is retried briefly (about 2 s in all): with the broker down the caller goes on,
+# its record stays unsent in Postgres, and the sweeper sends it later.
+RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1}
+
+
+def send(task: str, args: list, queue: str) -> bool:
+    """Send one message; False (logged, not raised) when the broker is unreachable."""
+    from worker.celery import app
+
+    try:
+        app.send_task(task, args=args, queue=queue, retry=True, retry_policy=RETRY_POLICY)
+    except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
+        logger.warning(
+            "%s%s not sent, broker unreachable (%s); the sweeper sends it later", task, args, error
+        )
+        return False
+    return True
