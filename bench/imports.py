@@ -75,9 +75,9 @@ def old_create_run(owner, name, filename, series):
 
     from diagnostics import Detector
     from webapp.alerts.models import DetectorEvent
+    from webapp.core.jsonsafe import jsonb_safe
     from webapp.experiments.models import Experiment, Run
     from webapp.metrics.models import MetricPoint
-    from worker.sink import jsonb_safe
 
     latest = {}
     for _, values in series:

@@ -16,8 +16,8 @@ from collections import defaultdict
 from django.db import transaction
 
 from webapp.alerts.models import DetectorEvent, Notification
+from webapp.core.jsonsafe import jsonb_safe
 from webapp.metrics.models import MetricPoint
-from worker.sink import jsonb_safe
 
 logger = logging.getLogger(__name__)
 

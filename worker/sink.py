@@ -14,7 +14,6 @@ another worker (this one looked dead), this sink writes nothing more and should_
 
 import contextlib
 import logging
-import math
 import threading
 import time
 
@@ -22,6 +21,7 @@ from django.db import close_old_connections, connection
 from django.db.utils import Error as DatabaseError
 from django.utils import timezone
 
+from webapp.core.jsonsafe import jsonb_safe
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample
 
@@ -30,20 +30,6 @@ logger = logging.getLogger(__name__)
 
 class SinkFlushError(RuntimeError):
     """The buffer could not be written before the deadline; the message says how much was pending."""
-
-
-def jsonb_safe(value):
-    """What Postgres JSON columns refuse, made storable: NaN and infinities become null (charts draw a
-    gap) and NUL characters, which a collapsing model does generate, become U+FFFD."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {key: jsonb_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonb_safe(item) for item in value]
-    return value
 
 
 class DatabaseSink:

@@ -7,6 +7,7 @@ interpreter's conversion error, which names no field.
 """
 
 import json
+import math
 
 INT64_MAX = 2**63 - 1
 MAX_INT_DIGITS = 400  # beyond any float; far below Python's 4,300-digit conversion limit
@@ -68,3 +69,17 @@ def beyond_int64(value, where: str = "") -> str | None:
         elif isinstance(item, (list, tuple)):
             stack.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
     return None
+
+
+def jsonb_safe(value):
+    """What Postgres JSON columns refuse, made storable: NaN and infinities become null (charts draw a
+    gap) and NUL characters, which a collapsing model does generate, become U+FFFD."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {key: jsonb_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonb_safe(item) for item in value]
+    return value

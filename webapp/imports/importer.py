@@ -14,10 +14,10 @@ from django.utils import timezone
 from diagnostics import Detector, load_series
 from diagnostics.aliases import canonical
 from webapp.alerts.models import DetectorEvent
+from webapp.core.jsonsafe import jsonb_safe
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics.ingest import MAX_KEY_LENGTH, MAX_STEP
 from webapp.metrics.models import MetricPoint
-from worker.sink import jsonb_safe
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
