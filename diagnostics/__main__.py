@@ -8,8 +8,8 @@ from .detector import Detector
 from .series import load_series
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m diagnostics", description=__doc__.split(":")[1].strip())
+def main(argv: list[str] | None = None, prog: str = "python -m diagnostics") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split(":")[1].strip())
     parser.add_argument("file", help="metrics as CSV (a step column) or JSON lines (metrics.jsonl)")
     parser.add_argument("--format", choices=("csv", "jsonl"), help="default: guessed from the content")
     parser.add_argument(

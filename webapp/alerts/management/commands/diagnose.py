@@ -1,38 +1,16 @@
 """manage.py diagnose FILE [--format csv|jsonl] [--overrides JSON]: the Echo Trap detector over a
-metrics file, printing its events as JSON lines, exactly as `python -m diagnostics FILE` does."""
+metrics file, printing its events as JSON lines. It is `python -m diagnostics`, run under manage.py."""
 
-import json
+import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from diagnostics import Detector, load_series
+from diagnostics.__main__ import main
 
 
 class Command(BaseCommand):
     help = __doc__.split(":", 1)[1].strip()
 
-    def add_arguments(self, parser):
-        parser.add_argument("file", help="metrics as CSV (a step column) or JSON lines (metrics.jsonl)")
-        parser.add_argument("--format", choices=("csv", "jsonl"), help="default: guessed from the content")
-        parser.add_argument(
-            "--overrides",
-            default="{}",
-            help='rule parameters as JSON, e.g. \'{"grad_spike": {"tolerance": 5.0}}\'',
-        )
-
-    def handle(self, *args, file, format, overrides, **options):
-        try:
-            overrides = json.loads(overrides)
-        except json.JSONDecodeError as error:
-            raise CommandError(f"--overrides: not JSON ({error.msg})", returncode=2) from None
-        try:
-            Detector(overrides)
-        except ValueError as error:
-            raise CommandError(f"--overrides: {error}", returncode=2) from None
-        try:
-            series = load_series(file, format)
-        except (OSError, ValueError) as error:
-            raise CommandError(f"{file}: {error}", returncode=2) from None
-        _, events = Detector.replay(series, overrides)
-        for event in events:
-            self.stdout.write(json.dumps(event))
+    def run_from_argv(self, argv):
+        """The diagnostics CLI parses the arguments, prints, and gives the exit status (2 for bad input)."""
+        sys.exit(main(argv[2:], prog="manage.py diagnose"))
