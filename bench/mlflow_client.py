@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.tracking import PG, wait_http  # noqa: E402 (needs the sys.path line above)
+from bench import tracking  # noqa: E402 (needs the sys.path line above)
+from bench.tracking import wait_http  # noqa: E402
 
 OURS_DB, MLFLOW_DB = "echolab_bench_mlflow_client", "mlflow_bench_mlflow_client"
 OURS_PORT, MLFLOW_PORT = 8775, 8776
@@ -33,22 +34,11 @@ BATCH = 1000
 
 
 def recreate_databases():
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        for name in (OURS_DB, MLFLOW_DB):
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {name}")
+    tracking.recreate_databases((OURS_DB, MLFLOW_DB))
 
 
 def our_env() -> dict:
-    return {
-        **os.environ,
-        "DATABASE_URL": f"{PG}/{OURS_DB}",
-        "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
-        "CELERY_BROKER_URL": BROKER,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings",
-    }
+    return tracking.our_env(OURS_DB, BROKER)
 
 
 def start_servers(mlflow_bin: str, logs: Path) -> list:

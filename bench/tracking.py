@@ -47,21 +47,22 @@ POLL_S, WRITE_S = 2.0, 1.0  # run.js polls every 2 s; a fast trainer logs a step
 SERVE_WORKERS = ("--workers", "2", "--threads", "4")
 
 
-def recreate_databases():
+def recreate_databases(names=(OURS_DB, MLFLOW_DB)):
     import psycopg
 
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        for name in (OURS_DB, MLFLOW_DB):
+        for name in names:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             conn.execute(f"CREATE DATABASE {name}")
 
 
-def our_env() -> dict:
+def our_env(database=OURS_DB, broker="redis://127.0.0.1:6379/14") -> dict:
+    """The environment of an EchoLab process on the bench's own database and broker."""
     return {
         **os.environ,
-        "DATABASE_URL": f"{PG}/{OURS_DB}",
+        "DATABASE_URL": f"{PG}/{database}",
         "ECHOLAB_VAR": str(ROOT / "var" / "bench"),
-        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/14",
+        "CELERY_BROKER_URL": broker,
         "DJANGO_SETTINGS_MODULE": "webapp.settings",
     }
 
