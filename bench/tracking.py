@@ -310,7 +310,7 @@ def bench_pollers(port, token, run_id, first_step, pollers, seconds, keys):
     import threading
     from urllib.parse import quote
 
-    from webapp.metrics.views import CHARTS
+    from webapp.runs.charts import CHARTS
 
     chart_keys = quote(",".join(key for chart in CHARTS for key in chart["keys"]))
     names = CHART_KEYS + [f"extra/{i}" for i in range(keys - len(CHART_KEYS))]

@@ -17,7 +17,7 @@ from webapp.compare import aggregates, selection
 from webapp.metrics import ingest
 from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, _int_param, run_state
 from webapp.metrics.downsample import load_series
-from webapp.metrics.views import CHARTS
+from webapp.runs.charts import CHARTS
 
 DEFAULT_MAX_POINTS = 500
 # Runs loaded at once, each on its own database connection: the downsampling query reads every point

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
 from webapp.experiments import specs
-from webapp.metrics.views import CHARTS
+from webapp.runs.charts import CHARTS
 
 # One colour per run, the same in every chart and table (plotly's D3 palette, then its light tones).
 COLORS = [
