@@ -60,7 +60,7 @@ class Metric:
         return "<" in self.key
 
     def fill(self, **parts: str) -> str:
-        """The key with its <part>s filled in: VAL_ENV_SUCCESS.fill(env="sokoban") -> val/sokoban/success."""
+        """The key with its <part>s filled in: val/<env>/success, env="sokoban" -> val/sokoban/success."""
         return _fill(self.key, parts)
 
     def matches(self, key: str) -> bool:
@@ -73,13 +73,15 @@ def _fill(text: str, parts: dict[str, str]) -> str:
     return text
 
 
+_PARTS = re.compile(r"(<[a-z_]+>)")
+
+
 def _pattern(key: str) -> re.Pattern[str]:
+    """A key's pattern: each <part> is one path segment, the rest is literal."""
     return re.compile(
         "".join("[^/]+" if part.startswith("<") else re.escape(part) for part in _PARTS.split(key))
     )
 
-
-_PARTS = re.compile(r"(<[a-z_]+>)")
 
 # The keys code reads by name, spelled as the key is ("/" -> "_", upper case).
 TRAIN_SUCCESS = "train/success"
