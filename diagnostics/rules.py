@@ -25,6 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .aliases import finite
+from .metrics import (
+    ACTOR_ENTROPY,
+    ACTOR_GRAD_NORM,
+    COLLAPSE_MI_ESTIMATE,
+    COLLAPSE_RETRIEVAL_ABOVE_CHANCE,
+    OUTCOME_KEYS,
+    RESPONSE_THINK_TOKENS_MEAN,
+    TRAIN_FRAC_ZERO_STD_GROUPS,
+    TRAIN_REWARD_STD_IN_GROUP,
+    TRAIN_SUCCESS,
+)
 
 # One step's metrics under our names (see aliases.canonical); values are floats, NaN/inf included.
 Metrics = Mapping[str, float]
@@ -62,10 +73,6 @@ class Ema:
         return self.value
 
 
-# Success first; a run without it is judged on validation success, then on mean reward.
-SUCCESS_KEYS = ("train/success", "val/success", "train/reward_mean")
-
-
 class SuccessTrend:
     """The run's success, tracked once for all rules: where it started, its smoothed peak, its noise, and
     whether it is falling now.
@@ -81,7 +88,7 @@ class SuccessTrend:
       them by `k` standard errors (a two-window z-test: a plateau's noise rarely passes it, unlike
       "below the running peak", which a noisy plateau is half of the time), or the smoothed value is
       already below half its peak.
-    The metric is the first of SUCCESS_KEYS the run logs, chosen at the first step that has one and then
+    The metric is the first of OUTCOME_KEYS the run logs, chosen at the first step that has one and then
     kept, so the peak is never compared across scales.
     """
 
@@ -102,7 +109,7 @@ class SuccessTrend:
 
     def update(self, metrics: Metrics) -> None:
         if not self.metric:
-            self.metric = next((k for k in SUCCESS_KEYS if finite(metrics.get(k)) is not None), "")
+            self.metric = next((k for k in OUTCOME_KEYS if finite(metrics.get(k)) is not None), "")
         x = finite(metrics.get(self.metric)) if self.metric else None
         if x is None:
             return
@@ -267,13 +274,13 @@ class RewardStdDrop(DropFromPeak):
 
     name = "reward_std_drop"
     title = "In-group reward std dropped"
-    metric = "train/reward_std_in_group"
+    metric = TRAIN_REWARD_STD_IN_GROUP
     Params = RewardStdParams
     params: RewardStdParams
 
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         found = super().check(metrics, trend)
-        if found and found.breached and metrics.get("train/success", 0.0) >= self.params.solved_success:
+        if found and found.breached and metrics.get(TRAIN_SUCCESS, 0.0) >= self.params.solved_success:
             return found._replace(breached=False)
         return success_holds(found, trend, self.params)
 
@@ -294,7 +301,7 @@ class ThinkingDecay(DropFromPeak):
 
     name = "thinking_decay"
     title = "Thinking length decayed"
-    metric = "response/think_tokens_mean"
+    metric = RESPONSE_THINK_TOKENS_MEAN
     Params = ThinkingParams
     params: ThinkingParams
 
@@ -324,7 +331,7 @@ class CollapseParams(DropParams):
 class Collapse(DropFromPeak):
     """The outcome that confirms the Echo Trap: success fell from a real peak and stayed down.
 
-    The metric is the SuccessTrend's: the first of SUCCESS_KEYS the run logs. The peak is real when it
+    The metric is the SuccessTrend's: the first of OUTCOME_KEYS the run logs. The peak is real when it
     stands `peak_sigmas` noise SDs above the run's start (see SuccessTrend).
     """
 
@@ -384,7 +391,7 @@ class ZeroStdGroups(Rule):
 
     name = "zero_std_groups"
     title = "Zero-std groups rose"
-    metric = "train/frac_zero_std_groups"
+    metric = TRAIN_FRAC_ZERO_STD_GROUPS
     Params = ZeroStdParams
     params: ZeroStdParams
 
@@ -399,7 +406,7 @@ class ZeroStdGroups(Rule):
         smoothed = self.ema.update(x)
         self.floor = min(self.floor, smoothed)
         p = self.params
-        solved = metrics.get("train/success", 0.0) >= p.solved_success
+        solved = metrics.get(TRAIN_SUCCESS, 0.0) >= p.solved_success
         breached = smoothed >= p.threshold and smoothed - self.floor >= p.min_rise and not solved
         signals = {"metric": self.metric, "value": smoothed, "floor": self.floor}
         summary = f"{smoothed:.0%} of groups have zero reward std (lowest so far {self.floor:.0%})"
@@ -424,7 +431,7 @@ class EntropyErratic(Rule):
 
     name = "entropy_erratic"
     title = "Entropy turned erratic"
-    metric = "actor/entropy"
+    metric = ACTOR_ENTROPY
     Params = EntropyErraticParams
     params: EntropyErraticParams
 
@@ -471,7 +478,7 @@ class EntropyRise(Rule):
 
     name = "entropy_rise"
     title = "Entropy rose after declining"
-    metric = "actor/entropy"
+    metric = ACTOR_ENTROPY
     Params = EntropyRiseParams
     params: EntropyRiseParams
 
@@ -528,7 +535,7 @@ class GradSpike(Rule):
     name = "grad_spike"
     level = "info"
     title = "Gradient norm spiked"
-    metric = "actor/grad_norm"
+    metric = ACTOR_GRAD_NORM
     Params = GradSpikeParams
     params: GradSpikeParams
 
@@ -625,7 +632,7 @@ class TemplateCollapse(Rule):
 
     name = "template_collapse"
     title = "Template collapse"
-    metric = "collapse/mi_estimate"
+    metric = COLLAPSE_MI_ESTIMATE
     Params = TemplateParams
     params: TemplateParams
 
@@ -637,7 +644,7 @@ class TemplateCollapse(Rule):
         self.seen = 0
 
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
-        entropy = finite(metrics.get("actor/entropy"))
+        entropy = finite(metrics.get(ACTOR_ENTROPY))
         if entropy is not None:
             self.entropy_peak = max(self.entropy_peak, self.entropy.update(entropy))
         mi = finite(metrics.get(self.metric))
@@ -649,7 +656,7 @@ class TemplateCollapse(Rule):
         p = self.params
         if self.seen < p.min_steps or self.peak < p.min_peak:
             return None
-        above = finite(metrics.get("collapse/retrieval_above_chance"))
+        above = finite(metrics.get(COLLAPSE_RETRIEVAL_ABOVE_CHANCE))
         entropy = self.entropy.value
         entropy_up = entropy is None or entropy >= p.entropy_fraction * self.entropy_peak
         breached = (

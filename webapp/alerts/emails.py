@@ -13,12 +13,10 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
+from diagnostics.metrics import OUTCOME_KEYS, TRAIN_REWARD_STD_IN_GROUP
 from webapp.metrics.models import MetricPoint
 
 CHART_WINDOW = 50  # steps charted either side of the event
-# The outcome curve, as the detector's collapse rule picks it: the first of these the run logs.
-OUTCOME_KEYS = ("train/success", "val/success", "train/reward_mean")
-STD_KEY = "train/reward_std_in_group"
 
 
 def deliver(notification) -> None:
@@ -69,11 +67,14 @@ def _format(value) -> str:
 
 
 def chart_series(run, step: int, window: int = CHART_WINDOW) -> dict[str, list[tuple[int, float]]]:
-    """{key: [(step, value)]} for the outcome key the run logs and the in-group std, within
-    `window` steps of `step`; NaN, infinities and nulls become NaN, which matplotlib draws as a gap."""
+    """{key: [(step, value)]} for the outcome key the run logs (the first of OUTCOME_KEYS, as the detector
+    picks it) and the in-group std, within `window` steps of `step`; NaN, infinities and nulls become NaN,
+    which matplotlib draws as a gap."""
     rows = (
         MetricPoint.objects.filter(
-            run=run, key__in=(*OUTCOME_KEYS, STD_KEY), step__range=(step - window, step + window)
+            run=run,
+            key__in=(*OUTCOME_KEYS, TRAIN_REWARD_STD_IN_GROUP),
+            step__range=(step - window, step + window),
         )
         .order_by("step")
         .values_list("key", "step", "value")
@@ -83,7 +84,7 @@ def chart_series(run, step: int, window: int = CHART_WINDOW) -> dict[str, list[t
         finite = value is not None and math.isfinite(value)
         found.setdefault(key, []).append((at, value if finite else math.nan))
     outcome = next((key for key in OUTCOME_KEYS if key in found), None)
-    return {key: found[key] for key in (outcome, STD_KEY) if key in found}
+    return {key: found[key] for key in (outcome, TRAIN_REWARD_STD_IN_GROUP) if key in found}
 
 
 def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
@@ -98,7 +99,9 @@ def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
     std_axis = outcome_axis.twinx()
     lines = []
     for key, values in series.items():
-        axis, color = (std_axis, "tab:orange") if key == STD_KEY else (outcome_axis, "tab:blue")
+        axis, color = (
+            (std_axis, "tab:orange") if key == TRAIN_REWARD_STD_IN_GROUP else (outcome_axis, "tab:blue")
+        )
         steps, points = zip(*values)
         lines += axis.plot(steps, points, color=color, linewidth=1.5, label=key)
         axis.set_ylabel(key.split("/")[-1], color=color, fontsize=8)

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models import Max, Min, OuterRef, Q, Subquery
 
+from diagnostics.metrics import TRAIN_SUCCESS, VAL_SUCCESS
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments import specs
 from webapp.metrics.downsample import bucket_index, finite_or_none
 from webapp.metrics.models import MetricPoint
 
-SUCCESS, VAL_SUCCESS = "train/success", "val/success"
+SUCCESS = TRAIN_SUCCESS
 # Group-by fields that are not in Run.config.
 PRESET_FIELD, EXPERIMENT_FIELD = "preset", "experiment"
 

@@ -11,19 +11,18 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import connection, connections
 from django.http import JsonResponse
 
+from diagnostics.metrics import CHART_KEYS
 from webapp.accounts.api_auth import ApiError, api_view
 from webapp.alerts.models import DetectorEvent
 from webapp.compare import aggregates, selection
 from webapp.metrics import ingest
 from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, _int_param, run_state
 from webapp.metrics.downsample import load_series
-from webapp.runs.charts import CHARTS
 
 DEFAULT_MAX_POINTS = 500
 # Runs loaded at once, each on its own database connection: the downsampling query reads every point
 # of a run, and Postgres runs several such queries faster side by side than one after another.
 PARALLEL_RUNS = 4
-CHART_KEYS = list(dict.fromkeys(key for chart in CHARTS for key in chart["keys"]))
 
 
 def parse_keys(text: str) -> list[str]:

@@ -5,10 +5,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from diagnostics.metrics import CHARTS
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
 from webapp.experiments import specs
-from webapp.runs.charts import CHARTS
 
 # One colour per run, the same in every chart and table (plotly's D3 palette, then its light tones).
 COLORS = [

@@ -8,11 +8,11 @@ from urllib.parse import urlencode
 from django.db.models import Avg, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce, Greatest
 
+from diagnostics.metrics import TRAIN_SUCCESS
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
-SUCCESS_KEY = "train/success"
 SPARK_BUCKETS = 24
 SPARK_WIDTH, SPARK_HEIGHT = 96, 22
 
@@ -92,7 +92,7 @@ def success_buckets(ids, group_field) -> dict[int, list[tuple[int, float]]]:
         return {}
     length = Greatest(F("run__total_steps"), F("run__step"), 1)
     rows = (
-        MetricPoint.objects.filter(**{f"{group_field}__in": ids}, key=SUCCESS_KEY, value__isnull=False)
+        MetricPoint.objects.filter(**{f"{group_field}__in": ids}, key=TRAIN_SUCCESS, value__isnull=False)
         .annotate(bucket=Cast(F("step") * SPARK_BUCKETS / length, IntegerField()))
         .values(group_field, "bucket")
         .annotate(mean=Avg("value"))

@@ -1,0 +1,437 @@
+"""The metric keys: one entry per key the trainer writes, the one place that says what a key means.
+
+Everything else reads its keys from here: the run page's charts (`CHARTS`, drawn in this order), the
+compare page and API, the alert email's chart (`OUTCOME_KEYS`, `TRAIN_REWARD_STD_IN_GROUP`), the
+detector's rules (the key constants), the renaming of other trainers' names (`aliases.ALIASES`) and the
+key tables of docs/METRICS.md and docs/DETECTOR.md (`python -m diagnostics.metrics_tables`).
+
+A key with a part that varies (the validation environment of `val/<env>/success`) is registered once
+as a pattern; `registered(key)` finds the entry of any key, patterns included.
+"""
+
+import re
+from dataclasses import dataclass
+
+# The trainers whose names for our quantities we know, as the docs name them.
+RAGEN, VERL, TRL = "RAGEN", "veRL", "TRL"
+# TRL logs to W&B with a "train/" prefix and to MLflow without: each TRL alias is renamed in both spellings.
+TRL_PREFIX = "train/"
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart of the run page's Training section; a `<env>` in id or title is the validation env."""
+
+    id: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A name another trainer logs for one of our quantities.
+
+    `renamed`: `aliases.canonical()` renames it to our key when it reads another trainer's metrics.
+    Names that measure something close but not the same (veRL's timings cover other spans of the step)
+    are listed for readers only, and files keep them under their own names.
+    """
+
+    source: str  # RAGEN, VERL, TRL, or "" for generic names no one trainer owns
+    name: str
+    renamed: bool = True
+    note: str = ""  # shown after the name in the docs, e.g. "older veRL"
+
+    def spellings(self) -> tuple[str, ...]:
+        """Every spelling a file may carry: TRL's with and without its "train/" prefix."""
+        return (self.name, TRL_PREFIX + self.name) if self.source == TRL else (self.name,)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    meaning: str
+    unit: str = ""  # "" for numbers without one (losses, norms, ratios of unlike things)
+    chart: Chart | None = None  # the run-page chart that draws it, None when none does
+    log: bool = False  # drawn on a log axis: the values span orders of magnitude
+    aliases: tuple[Alias, ...] = ()
+    known_as: str = ""  # what other trainers show for it that is not a key name, for the docs
+
+    @property
+    def is_pattern(self) -> bool:
+        return "<" in self.key
+
+    def fill(self, **parts: str) -> str:
+        """The key with its <part>s filled in: val/<env>/success, env="sokoban" -> val/sokoban/success."""
+        return _fill(self.key, parts)
+
+    def matches(self, key: str) -> bool:
+        return key == self.key or (self.is_pattern and _pattern(self.key).fullmatch(key) is not None)
+
+
+def _fill(text: str, parts: dict[str, str]) -> str:
+    for name, value in parts.items():
+        text = text.replace(f"<{name}>", value)
+    return text
+
+
+_PARTS = re.compile(r"(<[a-z_]+>)")
+
+
+def _pattern(key: str) -> re.Pattern[str]:
+    """A key's pattern: each <part> is one path segment, the rest is literal."""
+    return re.compile(
+        "".join("[^/]+" if part.startswith("<") else re.escape(part) for part in _PARTS.split(key))
+    )
+
+
+# The keys code reads by name, spelled as the key is ("/" -> "_", upper case).
+TRAIN_SUCCESS = "train/success"
+TRAIN_REWARD_MEAN = "train/reward_mean"
+TRAIN_REWARD_STD_IN_GROUP = "train/reward_std_in_group"
+TRAIN_FRAC_ZERO_STD_GROUPS = "train/frac_zero_std_groups"
+TRAIN_FORMAT_VALID = "train/format_valid"
+ACTOR_ENTROPY = "actor/entropy"
+ACTOR_GRAD_NORM = "actor/grad_norm"
+ACTOR_CLIP_FRAC = "actor/clip_frac"
+ACTOR_CLIP_FRAC_HIGH = "actor/clip_frac_high"
+ACTOR_APPROX_KL = "actor/approx_kl"
+ACTOR_KL_REF = "actor/kl_ref"
+RESPONSE_THINK_TOKENS_MEAN = "response/think_tokens_mean"
+RESPONSE_TOKENS_MEAN = "response/tokens_mean"
+VAL_SUCCESS = "val/success"
+VAL_ENV_SUCCESS = "val/<env>/success"
+TIME_STEP_S = "time/step_s"
+COLLAPSE_MI_ESTIMATE = "collapse/mi_estimate"
+COLLAPSE_RETRIEVAL_ABOVE_CHANCE = "collapse/retrieval_above_chance"
+
+# The run's outcome, as the detector's success trend and the alert email's chart pick it: the first of
+# these the run logs (success; a run without it, validation success; then mean reward).
+OUTCOME_KEYS = (TRAIN_SUCCESS, VAL_SUCCESS, TRAIN_REWARD_MEAN)
+
+# The run page's Training charts, in the order it draws them; each draws its metrics in registry order.
+SUCCESS_CHART = Chart("success", "Success (train and validation)")
+REWARD_CHART = Chart("reward", "Reward mean")
+REWARD_STD_CHART = Chart("reward_std", "In-group reward std")
+ZERO_STD_CHART = Chart("zero_std", "Fraction of zero-std groups")
+ENTROPY_CHART = Chart("entropy", "Entropy")
+GRAD_NORM_CHART = Chart("grad_norm", "Gradient norm")
+LENGTH_CHART = Chart("length", "Thinking and response length (tokens)")
+FORMAT_CHART = Chart("format", "Format-valid rate")
+CLIP_CHART = Chart("clip", "Clip fraction")
+KL_CHART = Chart("kl", "KL")
+CHART_ORDER = (
+    SUCCESS_CHART,
+    REWARD_CHART,
+    REWARD_STD_CHART,
+    ZERO_STD_CHART,
+    ENTROPY_CHART,
+    GRAD_NORM_CHART,
+    LENGTH_CHART,
+    FORMAT_CHART,
+    CLIP_CHART,
+    KL_CHART,
+)
+# One chart per environment of the run's rollout.val_envs, after the charts above.
+VAL_ENV_CHART = Chart("val_<env>", "Validation success on <env>")
+
+METRICS = (
+    Metric(
+        TRAIN_SUCCESS,
+        'fraction of this step\'s P x N training episodes that succeeded (env `info["success"]`)',
+        "fraction",
+        SUCCESS_CHART,
+        aliases=(Alias("", "success"), Alias("", "success_rate"), Alias("", "train/success_rate")),
+        known_as="RAGEN `*/success`",
+    ),
+    Metric(
+        TRAIN_REWARD_MEAN,
+        "mean raw trajectory reward (env rewards + format penalties)",
+        "reward",
+        REWARD_CHART,
+        aliases=(Alias(VERL, "critic/score/mean"), Alias(TRL, "reward")),
+    ),
+    Metric(
+        TRAIN_REWARD_STD_IN_GROUP,
+        "mean over the P groups of the within-group std (unbiased) of raw rewards",
+        "reward",
+        REWARD_STD_CHART,
+        log=True,
+        # TRL averages the per-group std: an in-group std too
+        aliases=(Alias(RAGEN, "rollout/in_group_std"), Alias(TRL, "reward_std")),
+    ),
+    Metric(
+        TRAIN_FRAC_ZERO_STD_GROUPS,
+        "fraction of groups whose rewards are all equal (std < 1e-6)",
+        "fraction",
+        ZERO_STD_CHART,
+        aliases=(Alias(TRL, "frac_reward_zero_std"),),
+    ),
+    Metric(
+        TRAIN_FORMAT_VALID,
+        "mean over trajectories of the fraction of turns whose reply parsed",
+        "fraction",
+        FORMAT_CHART,
+        known_as="RAGEN format reward",
+    ),
+    Metric(
+        "train/actions_valid",
+        "valid action words / action words written (after the per-turn cut)",
+        "fraction",
+        aliases=(Alias(RAGEN, "action_is_valid", renamed=False),),
+    ),
+    Metric(
+        "train/filter_kept_ratio",
+        "groups kept by the StarPO-S filter / P (1.0 with no filter)",
+        "fraction",
+        known_as="RAGEN rollout filter ratio",
+    ),
+    Metric(
+        "train/filter_zero_groups",
+        "groups whose rewards have no spread (unbiased std <= 1e-10)",
+        "groups",
+        aliases=(Alias(RAGEN, "rollout/filter_zero_count", renamed=False),),
+    ),
+    Metric(
+        "train/filter_skipped",
+        "1 when the filter kept no group, so the step trained on nothing, else 0",
+        "0 or 1",
+        aliases=(Alias(RAGEN, "rollout/empty_after_filter", renamed=False),),
+    ),
+    Metric(
+        ACTOR_ENTROPY,
+        "mean per-token policy entropy over the model's tokens, during the update",
+        "nats per token",
+        ENTROPY_CHART,
+        aliases=(
+            Alias(VERL, "actor/entropy"),
+            # older veRL logs the (positive) entropy under this name
+            Alias(VERL, "actor/entropy_loss", note="older veRL"),
+            Alias(TRL, "entropy"),
+        ),
+    ),
+    Metric(
+        ACTOR_GRAD_NORM,
+        "mean actor gradient norm before clipping over the optimizer steps of this step (finite ones)",
+        "",
+        GRAD_NORM_CHART,
+        log=True,
+        aliases=(Alias(VERL, "actor/grad_norm"), Alias(TRL, "grad_norm")),
+    ),
+    Metric(
+        ACTOR_CLIP_FRAC,
+        "fraction of tokens where the clipped term was active",
+        "fraction of tokens",
+        CLIP_CHART,
+        # TRL's region_mean: tokens clipped at either bound
+        aliases=(Alias(VERL, "actor/pg_clipfrac"), Alias(TRL, "clip_ratio/region_mean")),
+    ),
+    Metric(
+        ACTOR_CLIP_FRAC_HIGH,
+        "fraction of tokens with A > 0 and ratio > 1 + eps_high",
+        "fraction of tokens",
+        CLIP_CHART,
+        aliases=(Alias(TRL, "clip_ratio/high_mean"),),
+    ),
+    Metric(
+        ACTOR_APPROX_KL,
+        "mean (logp_old - logp) over the model's tokens: drift from the rollout policy",
+        "nats per token",
+        KL_CHART,
+        aliases=(Alias(VERL, "actor/ppo_kl"),),
+    ),
+    Metric(
+        ACTOR_KL_REF,
+        "mean KL estimate (k1 or k3) to the reference policy; only when kl_coef > 0",
+        "nats per token",
+        KL_CHART,
+        aliases=(
+            Alias(VERL, "actor/kl_loss"),
+            Alias(VERL, "critic/kl", renamed=False, note="the KL in veRL's token reward"),
+            Alias(TRL, "kl"),
+        ),
+    ),
+    Metric(
+        "actor/pg_loss",
+        "policy loss (incl. nothing else), summed over micro-batches, mean over mini-batches",
+        aliases=(Alias(VERL, "actor/pg_loss"),),
+    ),
+    Metric(
+        "actor/skipped_steps",
+        "optimizer steps skipped in this step because the gradient norm was not finite",
+        "optimizer steps",
+    ),
+    Metric(
+        "actor/entropy_adv_cov",
+        "mean over the kept trajectories' response tokens of (A_t - mean A)(log pi_old,t - mean log pi_old):"
+        " the covariance that moves the policy's entropy (positive: entropy falls); A as used in the loss"
+        " (PPO: whitened GAE; GRPO: group-normalised)",
+        known_as="veRL's Clip-Cov / KL-Cov act on it (Cui et al., \"The Entropy Mechanism of RL for Reasoning"
+        ' LMs"); not charted by veRL or TRL',
+    ),
+    Metric("critic/vf_loss", "clipped value loss, PPO only", aliases=(Alias(VERL, "critic/vf_loss"),)),
+    Metric(
+        "critic/explained_var",
+        "1 - Var(returns - V_old) / Var(returns) over the model's tokens, PPO only",
+        "at most 1",
+        aliases=(Alias(VERL, "critic/vf_explained_var", renamed=False),),
+    ),
+    Metric(
+        "critic/grad_norm",
+        "critic gradient norm before clipping (mean over the steps taken), PPO only",
+        aliases=(Alias(VERL, "critic/grad_norm"),),
+    ),
+    Metric(
+        "critic/skipped_steps",
+        "critic optimizer steps skipped in this step because its gradient norm was not finite, PPO only",
+        "optimizer steps",
+    ),
+    Metric(
+        RESPONSE_THINK_TOKENS_MEAN,
+        "tokens inside `<think>...</think>` per trajectory (reasoning length)",
+        "tokens",
+        LENGTH_CHART,
+        known_as="RAGEN reasoning length",
+    ),
+    Metric(
+        RESPONSE_TOKENS_MEAN,
+        "generated tokens per trajectory (all turns)",
+        "tokens",
+        LENGTH_CHART,
+        aliases=(Alias(VERL, "response_length/mean"), Alias(TRL, "completions/mean_length")),
+    ),
+    Metric(
+        VAL_SUCCESS,
+        "success on the fixed validation seeds 0..val_seeds-1 (temperature val_temperature); on steps 0, every"
+        " val_every, and the last, measured after that step's update (so step 0 is one update in;"
+        " bench/learning.py validates the untrained model separately)",
+        "fraction",
+        SUCCESS_CHART,
+        aliases=(Alias(RAGEN, "val/success"), Alias("", "val/success_rate")),
+    ),
+    Metric(
+        VAL_ENV_SUCCESS,
+        "the same, in each environment of `rollout.val_envs` (its default parameters, the run's episode"
+        " shape); the training environment's entry equals `val/success`",
+        "fraction",
+        VAL_ENV_CHART,
+        aliases=(Alias(RAGEN, "val-env/<tag>/success", renamed=False),),
+    ),
+    Metric(
+        "time/rollout_s",
+        "rollout (generation + environments)",
+        "seconds",
+        aliases=(Alias(VERL, "timing_s/gen", renamed=False),),
+    ),
+    Metric(
+        "time/update_s",
+        "filtering, advantages and updates",
+        "seconds",
+        aliases=(Alias(VERL, "timing_s/update_actor", renamed=False),),
+    ),
+    Metric(
+        TIME_STEP_S,
+        "the whole step incl. validation",
+        "seconds",
+        aliases=(Alias(VERL, "timing_s/step", renamed=False),),
+    ),
+    Metric(
+        "time/collapse_s",
+        "the template-collapse estimate, on the steps it runs (counted in `time/update_s` and `time/step_s`)",
+        "seconds",
+    ),
+    Metric(
+        "perf/tokens_per_s",
+        "generated tokens / rollout seconds",
+        "tokens/s",
+        aliases=(Alias(VERL, "perf/throughput", renamed=False),),
+    ),
+    # Template collapse (trainer/collapse.py, RAGEN-2): our keys are RAGEN-2's names under collapse/.
+    Metric(
+        COLLAPSE_MI_ESTIMATE,
+        "mean(matched) - mean(marginal): estimated I(X; Z) in nats, at most log J; ~0 for a template",
+        "nats",
+    ),
+    Metric(
+        "collapse/mi_estimate_seq",
+        "the same with L summed over Z's tokens instead of averaged (RAGEN-2's `_seq` variant)",
+        "nats",
+    ),
+    Metric(
+        "collapse/conditional_entropy",
+        "-mean(matched): H(Z given its own prompt), per token",
+        "nats per token",
+    ),
+    Metric(
+        "collapse/reasoning_entropy",
+        "-mean(marginal): H(Z) under the batch's prompt mixture, per token",
+        "nats per token",
+    ),
+    Metric("collapse/retrieval_acc", "share of sampled Z whose best-scoring prompt is its own", "fraction"),
+    Metric(
+        "collapse/retrieval_chance",
+        "what guessing gives: 1 / J (the prompts are distinct, so one of J matches)",
+        "fraction",
+    ),
+    Metric(COLLAPSE_RETRIEVAL_ABOVE_CHANCE, "`retrieval_acc - retrieval_chance`", "fraction"),
+    Metric(
+        "collapse/mi_zscore",
+        "mean((matched - marginal) / (sigma + 0.001)), sigma = population SD of marginal over the pairs",
+    ),
+    Metric(
+        "collapse/mi_zscore_ema",
+        "the same with sigma_ema <- 0.9 sigma_ema + 0.1 sigma (first measurement: sigma); a resumed run"
+        " starts it afresh",
+    ),
+    Metric(
+        "collapse/valid_thinking_rate",
+        "share of the batch's trajectories whose first turn has a non-empty Z",
+        "fraction",
+    ),
+    Metric("collapse/num_prompts", "J: the distinct prompts among the sampled pairs", "prompts"),
+    Metric("collapse/num_samples", "the number of pairs scored", "pairs"),
+)
+
+BY_KEY = {metric.key: metric for metric in METRICS}
+
+
+def registered(key: str) -> Metric | None:
+    """The entry of `key`, a pattern's for keys like val/sokoban/success; None for a key not registered."""
+    return BY_KEY.get(key) or next((m for m in METRICS if m.is_pattern and m.matches(key)), None)
+
+
+def chart_log(chart: Chart) -> bool:
+    """Whether the chart's y axis is logarithmic: its metrics' `log`, which must agree."""
+    flags = {metric.log for metric in METRICS if metric.chart == chart}
+    if len(flags) != 1:
+        raise ValueError(f"chart {chart.id!r}: its metrics disagree on log scale, or it has none")
+    return flags.pop()
+
+
+def chart_spec(chart: Chart, **parts: str) -> dict:
+    """One chart as the run and compare pages draw it: id, title, its keys, and log: True on a log axis."""
+    drawn = {
+        "id": _fill(chart.id, parts),
+        "title": _fill(chart.title, parts),
+        "keys": [_fill(metric.key, parts) for metric in METRICS if metric.chart == chart],
+    }
+    return {**drawn, "log": True} if chart_log(chart) else drawn
+
+
+# The standard charts every run page draws, in order, and the keys they draw (the compare API's default).
+CHARTS = [chart_spec(each) for each in CHART_ORDER]
+CHART_KEYS = list(dict.fromkeys(key for each in CHARTS for key in each["keys"]))
+
+
+def val_env_charts(envs: list[str]) -> list[dict]:
+    """One validation-success chart per environment, after CHARTS."""
+    return [chart_spec(VAL_ENV_CHART, env=env) for env in envs]
+
+
+# Foreign key -> our key, for every alias a file may carry that canonical() renames.
+ALIASES = {
+    spelling: metric.key
+    for metric in METRICS
+    for alias in metric.aliases
+    if alias.renamed
+    for spelling in alias.spellings()
+    if spelling != metric.key
+}

@@ -1,0 +1,107 @@
+"""The registry of metric keys (diagnostics/metrics.py): what reads it finds its keys there, the docs' key
+tables are the registry's, and every key the trainer writes is registered."""
+
+from pathlib import Path
+
+import pytest
+
+from diagnostics import metrics, metrics_tables, rules
+from diagnostics.aliases import ALIASES, canonical
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_docs_key_tables_are_the_registrys():
+    found = set()
+    for name in metrics_tables.DOC_FILES:
+        text = (DOCS / name).read_text()
+        found |= {block.group(2) for block in metrics_tables.BLOCK.finditer(text)}
+        assert metrics_tables.update(text) == text, (
+            f"docs/{name} is out of date with diagnostics/metrics.py: run python -m diagnostics.metrics_tables --write"
+        )
+    assert found == set(metrics_tables.TABLES)
+
+
+def test_a_stale_table_is_rewritten_and_an_unknown_one_refused():
+    stale = "intro\n<!-- metrics table: collapse -->\n| old |\n<!-- end metrics table -->\noutro\n"
+    updated = metrics_tables.update(stale)
+    assert "| old |" not in updated and "`collapse/mi_estimate`" in updated
+    assert updated.startswith("intro\n") and updated.endswith("<!-- end metrics table -->\noutro\n")
+    with pytest.raises(ValueError, match="'nope'"):
+        metrics_tables.update("<!-- metrics table: nope -->\n<!-- end metrics table -->\n")
+
+
+def test_keys_are_unique_and_every_chart_draws_some():
+    assert len(metrics.BY_KEY) == len(metrics.METRICS)
+    for chart in (*metrics.CHART_ORDER, metrics.VAL_ENV_CHART):
+        metrics.chart_log(chart)  # raises when its metrics disagree on the axis or it has none
+    assert {m.chart for m in metrics.METRICS if m.chart} == {*metrics.CHART_ORDER, metrics.VAL_ENV_CHART}
+
+
+def test_aliases_rename_to_registered_keys_and_never_shadow_ours():
+    spellings = [
+        s for m in metrics.METRICS for a in m.aliases if a.renamed for s in a.spellings() if s != m.key
+    ]
+    assert len(spellings) == len(set(spellings)) == len(ALIASES)  # no name renamed to two keys
+    for foreign, ours in ALIASES.items():
+        assert metrics.registered(foreign) is None, f"{foreign} is our own key"
+        assert ours in metrics.BY_KEY
+    trl = next(a for a in metrics.BY_KEY[metrics.TRAIN_REWARD_MEAN].aliases if a.source == metrics.TRL)
+    assert (
+        canonical({trl.name: 1.0})
+        == canonical({"train/" + trl.name: 1.0})
+        == {metrics.TRAIN_REWARD_MEAN: 1.0}
+    )
+
+
+def test_pattern_keys_are_found_with_any_one_part():
+    entry = metrics.BY_KEY[metrics.VAL_ENV_SUCCESS]
+    assert metrics.registered(entry.fill(env="sokoban")) is entry
+    assert metrics.registered("val/sokoban/success") is entry
+    assert metrics.registered("val/success") is metrics.BY_KEY[metrics.VAL_SUCCESS]
+    assert metrics.registered("val/a/b/success") is None
+    assert metrics.registered("val//success") is None
+    chart = metrics.val_env_charts(["sokoban"])[0]
+    assert chart["keys"] == ["val/sokoban/success"] and "sokoban" in chart["title"]
+
+
+def test_the_detector_reads_registered_keys():
+    read = {rule.metric for rule in vars(rules).values() if isinstance(getattr(rule, "metric", None), str)}
+    read.discard("")  # rules that take the success trend's key
+    assert read and all(key in metrics.BY_KEY for key in read | set(metrics.OUTCOME_KEYS))
+
+
+# Every feature that adds keys: PPO (critic) and GRPO, KL to the reference (in the reward for PPO, in the
+# loss for GRPO), the StarPO-S filter, validation in more environments, template collapse every step.
+EVERY_FEATURE = {
+    "env": {"name": "bandit"},
+    "algorithm": {"kl_coef": 0.001, "filter_ratio": 0.5},
+    "rollout": {
+        "env_groups": 2,
+        "group_size": 2,
+        "max_turns": 1,
+        "max_new_tokens": 24,
+        "val_seeds": 2,
+        "val_envs": ["bandit", "frozenlake"],
+    },
+    "optim": {"mini_batch_size": 4, "micro_batch_size": 2},
+    "schedule": {"steps": 2, "val_every": 1, "checkpoint_every": 0, "samples_per_step": 0},
+    "diagnostics": {"collapse_every": 1},
+}
+
+
+def test_every_key_the_trainer_writes_is_registered(tiny_model_dir, tmp_path):
+    from trainer.config import TrainConfig
+    from trainer.loop import train
+    from trainer.sink import MemorySink
+
+    written: set[str] = set()
+    for preset in ("starpo-s", "starpo-s-grpo"):
+        sink = MemorySink()
+        assert train(TrainConfig.preset(preset, **EVERY_FEATURE), sink, str(tmp_path / preset)) == "completed"
+        written |= {key for row in sink.rows for key in row if key != "step"}
+    unregistered = sorted(key for key in written if metrics.registered(key) is None)
+    assert not unregistered, f"register these keys in diagnostics/metrics.py: {unregistered}"
+    # and the registry lists no key the trainer no longer writes
+    drawn = {metrics.registered(key).key for key in written}
+    assert drawn == set(metrics.BY_KEY)
