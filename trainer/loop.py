@@ -14,20 +14,22 @@ the kept groups. `Trainer.update` then trains on what is kept, in four steps:
    k1 = log pi - log pi_ref, k3 = pi_ref/pi - 1 - log(pi_ref/pi)); beta = kl_coef.
      PPO:  r_t = R on the trajectory's last model token - beta * KL_t(pi_old)   (the KL is in the reward);
            A_t, G_t = GAE(r, V_old; gamma, lam) over model tokens (observation tokens are jumped, not
-           zeroed), A_t whitened over all model tokens of the batch (advantages.whiten).
+           zeroed), A_t whitened over all model tokens of the batch (advantages.whiten; on by
+           default, algorithm.whiten_advantages).
      GRPO: A_t = (R - mean_g R) / (std_g R + 1e-6) on every token of the trajectory, group g's unbiased
            std; Dr. GRPO: A_t = R - mean_g R.
 3. Optimise: `optim.updates_per_batch` epochs; each cuts a shuffled order of micro-batches
-   (`micro_batch_size` consecutive trajectories) into mini-batches of `mini_batch_size` trajectories and
-   takes one AdamW step per mini-batch (gradients accumulated over its micro-batches, clipped to
-   grad_clip; a non-finite norm skips the step), minimising
+   (`micro_batch_size` consecutive trajectories) into mini-batches of `mini_batch_size` trajectories (a
+   multiple, the config checks) and takes one AdamW step per mini-batch for the actor and one for the
+   critic (gradients accumulated over its micro-batches, clipped to grad_clip; a non-finite norm skips
+   the step, counted in actor/ and critic/skipped_steps), minimising
      L_actor  = agg( max(-A_t rho_t, -A_t clip(rho_t, 1 - eps_low, 1 + eps_high)) )   (losses.policy_loss)
                 - entropy_coef * agg(H_t)
                 + beta * agg(KL_t(pi))                                                (GRPO only)
      L_critic = token-mean 0.5 * max((V - G)^2, (V_old + clip(V - V_old, -value_clip, value_clip) - G)^2)
                                                                                       (PPO only)
-   with rho_t = pi(y_t) / pi_old(y_t), H_t the policy's entropy at t, and dual-clip: for A_t < 0 the
-   clipped term is capped at -dual_clip * A_t. agg is algorithm.loss_agg over the mini-batch
+   with rho_t = pi(y_t) / pi_old(y_t), H_t the policy's entropy at t, and dual-clip: for A_t < 0 a
+   token's policy term is at most -dual_clip * A_t. agg is algorithm.loss_agg over the mini-batch
    (seq-mean-token-mean, token-mean or seq-mean-token-sum; losses.aggregate divides by mini-batch totals,
    so the micro-batches' losses add up to the mini-batch's). StarPO clips at 0.2/0.2 with beta 0.001;
    StarPO-S at 0.2/0.28 (clip-higher) with beta 0. The first mini-batch of the first epoch trains before
@@ -149,11 +151,11 @@ def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str,
 def entropy_adv_cov(advs: list[torch.Tensor], logps: list[torch.Tensor], masks: list[torch.Tensor]) -> float:
     """Mean over response tokens of (A_t - mean A)(log pi_t - mean log pi): the covariance that drives the
     policy's entropy change (veRL's Clip-Cov / KL-Cov act on it); positive lowers entropy."""
-    adv = torch.cat([a[m.bool()] for a, m in zip(advs, masks)]).float()
-    logp = torch.cat([lp[m.bool()] for lp, m in zip(logps, masks)]).float()
-    if adv.numel() == 0:
+    flat_adv = torch.cat([adv[mask.bool()] for adv, mask in zip(advs, masks)]).float()
+    flat_logp = torch.cat([logp[mask.bool()] for logp, mask in zip(logps, masks)]).float()
+    if flat_adv.numel() == 0:
         return 0.0
-    return ((adv - adv.mean()) * (logp - logp.mean())).mean().item()
+    return ((flat_adv - flat_adv.mean()) * (flat_logp - flat_logp.mean())).mean().item()
 
 
 def computed(value: torch.Tensor | None, what: str) -> torch.Tensor:
@@ -319,21 +321,16 @@ class Trainer:
             else self.group_advantages(batches, rewards, groups)
         )
         stats = self.optimise(batches, first_order)
-        metrics["actor/entropy_adv_cov"] = entropy_adv_cov(
-            [computed(b.advantages, "advantages") for b in batches],
-            [computed(b.old_logp, "old log-probs") for b in batches],
-            [b.mask for b in batches],
-        )
-        metrics.update(stats.summary(with_critic=self.ppo))
-        return metrics
+        return metrics | self.summarise(batches, stats)
 
     def micro_batches(self, trajs: list[Trajectory]) -> list[MicroBatch]:
-        size = self.cfg.optim.micro_batch_size
-        return [
-            MicroBatch(slice(i, i + len(chunk)), *pad_batch(chunk, self.pad_id, self.policy.device))
-            for i in range(0, len(trajs), size)
-            for chunk in [trajs[i : i + size]]
-        ]
+        """The kept trajectories cut into micro-batches of optim.micro_batch_size, in order."""
+        size, batches = self.cfg.optim.micro_batch_size, []
+        for start in range(0, len(trajs), size):
+            chunk = trajs[start : start + size]
+            ids, attention, mask = pad_batch(chunk, self.pad_id, self.policy.device)
+            batches.append(MicroBatch(slice(start, start + len(chunk)), ids, attention, mask))
+        return batches
 
     @property
     def micro_per_mini(self) -> int:
@@ -347,7 +344,7 @@ class Trainer:
         return set() if self.kl_in_reward else set(first_order[: self.micro_per_mini])
 
     def score(self, batches: list[MicroBatch], reused: set[int]) -> None:
-        """Step 1: old log-probs (but the reused ones), reference log-probs and old values, no gradients."""
+        """Step 1: old log-probs (except the reused ones), reference log-probs and old values, no gradients."""
         policy, temperature = self.policy, self.cfg.rollout.temperature
         policy.model.eval()
         with torch.no_grad(), policy.autocast():
@@ -508,6 +505,15 @@ class Trainer:
         )
         vf_loss.backward()
         stats.vf_losses.append(vf_loss.item())
+
+    def summarise(self, batches: list[MicroBatch], stats: UpdateStats) -> dict[str, float]:
+        """Step 4: the entropy-advantage covariance and the optimiser's actor/ and critic/ metrics."""
+        covariance = entropy_adv_cov(
+            [computed(b.advantages, "advantages") for b in batches],
+            [computed(b.old_logp, "old log-probs") for b in batches],
+            [b.mask for b in batches],
+        )
+        return {"actor/entropy_adv_cov": covariance, **stats.summary(with_critic=self.ppo)}
 
 
 def train(
