@@ -13,17 +13,17 @@ def gae(
     rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 1.0
 ):
     """Generalised advantage estimation over masked-in tokens. Returns (advantages, returns), 0 off-mask."""
-    B, T = rewards.shape
+    rows, width = rewards.shape
     advantages = torch.zeros_like(rewards)
-    next_value = rewards.new_zeros(B)
-    next_adv = rewards.new_zeros(B)
-    for t in reversed(range(T)):
-        m = mask[:, t].bool()
+    next_value = rewards.new_zeros(rows)
+    next_adv = rewards.new_zeros(rows)
+    for t in reversed(range(width)):
+        model_token = mask[:, t].bool()
         delta = rewards[:, t] + gamma * next_value - values[:, t]
         adv_t = delta + gamma * lam * next_adv
-        advantages[:, t] = torch.where(m, adv_t, 0.0)
-        next_adv = torch.where(m, adv_t, next_adv)  # carried unchanged across observation tokens
-        next_value = torch.where(m, values[:, t], next_value)
+        advantages[:, t] = torch.where(model_token, adv_t, 0.0)
+        next_adv = torch.where(model_token, adv_t, next_adv)  # carried unchanged across observation tokens
+        next_value = torch.where(model_token, values[:, t], next_value)
     returns = (advantages + values) * mask
     return advantages, returns
 
@@ -31,11 +31,11 @@ def gae(
 def whiten(xs: list[torch.Tensor], masks: list[torch.Tensor], eps: float = 1e-8) -> list[torch.Tensor]:
     """Zero mean, unit variance over the masked-in entries of all micro-batches together (unbiased variance,
     as veRL's masked_whiten); fewer than two entries are left as they are."""
-    vals = torch.cat([x[m.bool()] for x, m in zip(xs, masks)])
+    vals = torch.cat([x[mask.bool()] for x, mask in zip(xs, masks)])
     if vals.numel() < 2:
-        return [x * m for x, m in zip(xs, masks)]
+        return [x * mask for x, mask in zip(xs, masks)]
     mean, std = vals.mean(), vals.std()
-    return [((x - mean) / (std + eps)) * m for x, m in zip(xs, masks)]
+    return [((x - mean) / (std + eps)) * mask for x, mask in zip(xs, masks)]
 
 
 def group_advantages(
@@ -46,14 +46,14 @@ def group_advantages(
     std is unbiased (torch default, as RAGEN/veRL); a group whose rewards are all equal gets 0.
     """
     adv = torch.zeros_like(rewards)
-    for g in groups.unique():
-        idx = groups == g
-        r = rewards[idx]
-        centred = r - r.mean()
+    for group in groups.unique():
+        members = groups == group
+        group_rewards = rewards[members]
+        centred = group_rewards - group_rewards.mean()
         if mode == "grpo":
-            std = r.std() if r.numel() > 1 else r.new_tensor(0.0)
+            std = group_rewards.std() if group_rewards.numel() > 1 else group_rewards.new_tensor(0.0)
             centred = centred / (std + eps)
-        adv[idx] = centred
+        adv[members] = centred
     return adv
 
 

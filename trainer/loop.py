@@ -1,4 +1,41 @@
-"""The training loop: rollout -> filter -> advantages -> clipped updates, with metrics and checkpoints."""
+"""The training loop: StarPO and StarPO-S (RAGEN, arXiv 2504.20073), one update per rollout batch.
+
+This docstring is the objective, written once; the files it names hold each piece.
+
+A step plays P groups of N trajectories (rollout.py): tokens y_t, a 0/1 mask of the model's own tokens
+(every sum and mean below runs over those tokens only), and a raw trajectory reward R (environment rewards
+plus format penalties). StarPO-S first keeps only the groups whose R vary most (filter.py, top_ratio 0.25 of
+the groups by in-group std) -- before any advantage is computed, so the group statistics below are those of
+the kept groups. `Trainer.update` then trains on what is kept, in four steps:
+
+1. Score, once per batch, without gradients: log pi_old(y_t), log pi_ref(y_t) (when kl_coef > 0) and, for
+   PPO, the critic's V_old(s_t). Log-probs are of logits / rollout temperature, as veRL.
+2. Advantages (advantages.py). KL_t is the estimator algorithm.kl_estimator of KL(pi || pi_ref) (losses.py:
+   k1 = log pi - log pi_ref, k3 = pi_ref/pi - 1 - log(pi_ref/pi)); beta = kl_coef.
+     PPO:  r_t = R on the trajectory's last model token - beta * KL_t(pi_old)   (the KL is in the reward);
+           A_t, G_t = GAE(r, V_old; gamma, lam) over model tokens (observation tokens are jumped, not
+           zeroed), A_t whitened over all model tokens of the batch (advantages.whiten; on by
+           default, algorithm.whiten_advantages).
+     GRPO: A_t = (R - mean_g R) / (std_g R + 1e-6) on every token of the trajectory, group g's unbiased
+           std; Dr. GRPO: A_t = R - mean_g R.
+3. Optimise: `optim.updates_per_batch` epochs; each cuts a shuffled order of micro-batches
+   (`micro_batch_size` consecutive trajectories) into mini-batches of `mini_batch_size` trajectories (a
+   multiple, the config checks) and takes one AdamW step per mini-batch for the actor and one for the
+   critic (gradients accumulated over its micro-batches, clipped to grad_clip; a non-finite norm skips
+   the step, counted in actor/ and critic/skipped_steps), minimising
+     L_actor  = agg( max(-A_t rho_t, -A_t clip(rho_t, 1 - eps_low, 1 + eps_high)) )   (losses.policy_loss)
+                - entropy_coef * agg(H_t)
+                + beta * agg(KL_t(pi))                                                (GRPO only)
+     L_critic = token-mean 0.5 * max((V - G)^2, (V_old + clip(V - V_old, -value_clip, value_clip) - G)^2)
+                                                                                      (PPO only)
+   with rho_t = pi(y_t) / pi_old(y_t), H_t the policy's entropy at t, and dual-clip: for A_t < 0 a
+   token's policy term is at most -dual_clip * A_t. agg is algorithm.loss_agg over the mini-batch
+   (seq-mean-token-mean, token-mean or seq-mean-token-sum; losses.aggregate divides by mini-batch totals,
+   so the micro-batches' losses add up to the mini-batch's). StarPO clips at 0.2/0.2 with beta 0.001;
+   StarPO-S at 0.2/0.28 (clip-higher) with beta 0. The first mini-batch of the first epoch trains before
+   any step, so pi_old is its own training forward, detached (unless PPO's KL reward needs it earlier).
+4. Summarise: the actor/ and critic/ metrics of docs/METRICS.md.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +44,11 @@ import os
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
-from trainer import advantages as A
-from trainer import checkpoint, losses, prefix
+from trainer import advantages, checkpoint, losses, prefix
 from trainer.collapse import CollapseProbe
 from trainer.config import TrainConfig
 from trainer.filter import keep_groups, zero_groups
@@ -39,10 +76,10 @@ def pad_batch(
     trajs: list[Trajectory], pad_id: int, device
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(ids, attention, resp): right padded; resp (B, T-1) marks the model's tokens ids[:, 1:]."""
-    T = max(len(t.ids) for t in trajs)
-    ids = torch.full((len(trajs), T), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(trajs), T), dtype=torch.long)
-    mask = torch.zeros((len(trajs), T), dtype=torch.float32)
+    width = max(len(t.ids) for t in trajs)
+    ids = torch.full((len(trajs), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(trajs), width), dtype=torch.long)
+    mask = torch.zeros((len(trajs), width), dtype=torch.float32)
     for i, t in enumerate(trajs):
         ids[i, : len(t.ids)] = torch.tensor(t.ids)
         attention[i, : len(t.ids)] = 1
@@ -51,19 +88,20 @@ def pad_batch(
 
 
 def token_logprobs(model, ids, attention, resp, temperature: float, with_entropy: bool = False):
-    """log pi(token_t | prefix) for t >= 1 as (B, T-1); only the model's tokens are computed, others 0."""
+    """log pi(token_t | prefix) for t >= 1 as (B, T-1); only the model's tokens are computed, others 0.
+    with_entropy: also the entropy of pi at those tokens (else None)."""
     logits = prefix.forward(model, ids, attention, lambda out: out.logits)[:, :-1]
-    sel = resp.bool()
-    chosen = logits[sel].float()
+    selected = resp.bool()
+    chosen = logits[selected].float()
     if temperature > 0:
         chosen = chosen / temperature
     logp_all = torch.log_softmax(chosen, dim=-1)
     logp = torch.zeros(resp.shape, device=ids.device, dtype=torch.float32)
-    logp[sel] = logp_all.gather(-1, ids[:, 1:][sel].unsqueeze(-1)).squeeze(-1)
+    logp[selected] = logp_all.gather(-1, ids[:, 1:][selected].unsqueeze(-1)).squeeze(-1)
     if not with_entropy:
         return logp, None
     entropy = torch.zeros_like(logp)
-    entropy[sel] = -(logp_all.exp() * logp_all).sum(-1)
+    entropy[selected] = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
 
 
@@ -110,46 +148,98 @@ def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str,
     }
 
 
-def computed(logps: list[torch.Tensor | None]) -> list[torch.Tensor]:
-    """The old log-probs once every micro-batch has them (a reused one is filled by its first forward)."""
-    missing = [j for j, logp in enumerate(logps) if logp is None]
-    if missing:
-        raise RuntimeError(f"old log-probs of micro-batches {missing} were never computed")
-    return [logp for logp in logps if logp is not None]
-
-
 def entropy_adv_cov(advs: list[torch.Tensor], logps: list[torch.Tensor], masks: list[torch.Tensor]) -> float:
     """Mean over response tokens of (A_t - mean A)(log pi_t - mean log pi): the covariance that drives the
     policy's entropy change (veRL's Clip-Cov / KL-Cov act on it); positive lowers entropy."""
-    adv = torch.cat([a[m.bool()] for a, m in zip(advs, masks)]).float()
-    logp = torch.cat([lp[m.bool()] for lp, m in zip(logps, masks)]).float()
-    if adv.numel() == 0:
+    flat_adv = torch.cat([adv[mask.bool()] for adv, mask in zip(advs, masks)]).float()
+    flat_logp = torch.cat([logp[mask.bool()] for logp, mask in zip(logps, masks)]).float()
+    if flat_adv.numel() == 0:
         return 0.0
-    return ((adv - adv.mean()) * (logp - logp.mean())).mean().item()
+    return ((flat_adv - flat_adv.mean()) * (flat_logp - flat_logp.mean())).mean().item()
+
+
+def computed(value: torch.Tensor | None, what: str) -> torch.Tensor:
+    """A per-token tensor an earlier step of the update fills in; its absence is a bug in the update."""
+    if value is None:
+        raise RuntimeError(f"the {what} of a micro-batch were never computed")
+    return value
+
+
+@dataclass
+class MicroBatch:
+    """Consecutive kept trajectories, padded together, and what each step of the update computes for them.
+
+    Per-token tensors are (B, T-1), aligned with `mask` (1 on the model's tokens ids[:, 1:]).
+    """
+
+    rows: slice  # the trajectories' positions in the update's batch
+    ids: torch.Tensor
+    attention: torch.Tensor
+    mask: torch.Tensor
+    old_logp: torch.Tensor | None = None  # step 1, or the first training forward for the first mini-batch
+    ref_logp: torch.Tensor | None = None  # step 1, when kl_coef > 0
+    old_values: torch.Tensor | None = None  # step 1, PPO
+    advantages: torch.Tensor | None = None  # step 2
+    returns: torch.Tensor | None = None  # step 2, PPO
+
+    @property
+    def size(self) -> int:
+        return self.ids.shape[0]
+
+
+@dataclass
+class UpdateStats:
+    """What the optimiser step saw over one update, summarised into the actor/ and critic/ metrics."""
+
+    token_sums: dict[str, float]  # per-token quantities summed over the model's tokens trained on
+    tokens: float = 0.0
+    pg_losses: list[float] = field(default_factory=list)  # per micro-batch; they add up to a mini-batch's
+    vf_losses: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)  # per optimizer step
+    critic_grad_norms: list[float] = field(default_factory=list)
+    skipped: int = 0
+    critic_skipped: int = 0
+
+    def summary(self, with_critic: bool) -> dict[str, float]:
+        steps = max(len(self.grad_norms), 1)
+        metrics = {f"actor/{k}": v / max(self.tokens, 1.0) for k, v in self.token_sums.items()}
+        metrics.update(
+            {
+                "actor/pg_loss": sum(self.pg_losses) / steps,
+                "actor/grad_norm": _finite_mean(self.grad_norms),
+                "actor/skipped_steps": float(self.skipped),
+            }
+        )
+        if with_critic:
+            metrics["critic/vf_loss"] = sum(self.vf_losses) / steps
+            metrics["critic/grad_norm"] = _finite_mean(self.critic_grad_norms)
+            metrics["critic/skipped_steps"] = float(self.critic_skipped)
+        return metrics
 
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, init_dir: str | None = None):
         self.cfg = cfg
-        a = cfg.algorithm
-        self.ppo = a.advantage == "ppo"
+        algorithm, optim = cfg.algorithm, cfg.optim
+        self.ppo = algorithm.advantage == "ppo"
+        self.kl_in_reward = self.ppo and algorithm.kl_coef > 0
+        self.kl_in_loss = not self.ppo and algorithm.kl_coef > 0  # GRPO
         self.policy: Policy = load_policy(
-            cfg.model, with_critic=self.ppo, with_reference=a.kl_coef > 0, init_dir=init_dir
+            cfg.model, with_critic=self.ppo, with_reference=algorithm.kl_coef > 0, init_dir=init_dir
         )
         self.chat = ChatFormat(self.policy.tokenizer, cfg.rollout.thinking)
         self.collapse = CollapseProbe(cfg.diagnostics.collapse_samples, cfg.seed)
-        tok = self.policy.tokenizer
-        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        o = cfg.optim
+        tokenizer = self.policy.tokenizer
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.actor_params = [p for p in self.policy.model.parameters() if p.requires_grad]
         self.actor_opt = torch.optim.AdamW(
-            self.actor_params, lr=o.actor_lr, weight_decay=o.weight_decay, betas=(0.9, 0.999)
+            self.actor_params, lr=optim.actor_lr, weight_decay=optim.weight_decay, betas=(0.9, 0.999)
         )
         self.critic_params, self.critic_opt = [], None
         if self.policy.critic is not None:  # loaded exactly when self.ppo
             self.critic_params = [p for p in self.policy.critic.parameters() if p.requires_grad]
             self.critic_opt = torch.optim.AdamW(
-                self.critic_params, lr=o.critic_lr, weight_decay=o.weight_decay
+                self.critic_params, lr=optim.critic_lr, weight_decay=optim.weight_decay
             )
 
     # ---- rollout ------------------------------------------------------------------------------------
@@ -157,17 +247,17 @@ class Trainer:
         self, seeds: list[int], groups: list[int], temperature: float, env_name: str | None = None
     ) -> list[Trajectory]:
         """Episodes in the training environment, or in the registered env_name with its default parameters."""
-        p = self.policy
-        p.model.eval()
+        policy = self.policy
+        policy.model.eval()
         name, params = (
             (self.cfg.env.name, self.cfg.env.params)
             if env_name in (None, self.cfg.env.name)
             else (env_name, {})
         )
-        with torch.no_grad(), p.autocast():
+        with torch.no_grad(), policy.autocast():
             return rollout(
-                p.model,
-                p.tokenizer,
+                policy.model,
+                policy.tokenizer,
                 self.chat,
                 name,
                 params,
@@ -175,7 +265,7 @@ class Trainer:
                 groups,
                 self.cfg.rollout,
                 temperature,
-                p.context_len,
+                policy.context_len,
             )
 
     def validation_metrics(self) -> dict[str, float]:
@@ -191,18 +281,18 @@ class Trainer:
 
     def measure_collapse(self, step: int, trajs: list[Trajectory]) -> dict[str, float]:
         """Template-collapse metrics (trainer/collapse.py) of a rollout batch, timed as time/collapse_s."""
-        t0, p = time.time(), self.policy
-        p.model.eval()
-        with p.autocast():
+        started, policy = time.time(), self.policy
+        policy.model.eval()
+        with policy.autocast():
             found = self.collapse.measure(
-                step, trajs, self.chat, p.model, self.pad_id, self.cfg.optim.micro_batch_size
+                step, trajs, self.chat, policy.model, self.pad_id, self.cfg.optim.micro_batch_size
             )
-        return {**found, "time/collapse_s": time.time() - t0}
+        return {**found, "time/collapse_s": time.time() - started}
 
     def validate(self, env_name: str | None = None) -> float:
-        r = self.cfg.rollout
-        seeds = list(range(VAL_SEED_BASE, VAL_SEED_BASE + r.val_seeds))
-        chunk = max(r.env_groups * r.group_size, 64)
+        rollout_cfg = self.cfg.rollout
+        seeds = list(range(VAL_SEED_BASE, VAL_SEED_BASE + rollout_cfg.val_seeds))
+        chunk = max(rollout_cfg.env_groups * rollout_cfg.group_size, 64)
         devices = [self.policy.device] if self.policy.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # validation must not shift the training RNG stream
             torch.manual_seed(self.cfg.seed)
@@ -212,158 +302,218 @@ class Trainer:
                 for t in self.play(
                     seeds[i : i + chunk],
                     list(range(i, i + len(seeds[i : i + chunk]))),
-                    r.val_temperature,
+                    rollout_cfg.val_temperature,
                     env_name,
                 )
             ]
         return _mean(float(t.success) for t in trajs)
 
-    # ---- update -------------------------------------------------------------------------------------
+    # ---- update: score -> advantages -> optimise -> summarise (the module docstring) ----------------
     def update(self, trajs: list[Trajectory], groups: torch.Tensor) -> dict[str, float]:
-        cfg, p = self.cfg, self.policy
-        a, o = cfg.algorithm, cfg.optim
-        temp = cfg.rollout.temperature
-        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32, device=p.device)
-        mb = o.micro_batch_size
-        batches = [pad_batch(trajs[i : i + mb], self.pad_id, p.device) for i in range(0, len(trajs), mb)]
-
-        micro_per_mini = max(1, o.mini_batch_size // mb)
+        """One update on the kept trajectories of a step; groups: each trajectory's group index."""
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32, device=self.policy.device)
+        batches = self.micro_batches(trajs)
         first_order = torch.randperm(len(batches)).tolist()
-        kl_in_reward = self.ppo and a.kl_coef > 0
-        kl_in_loss = not self.ppo and a.kl_coef > 0  # GRPO
-        # The first mini-batch of the first epoch is trained before any optimizer step, so its old
-        # log-probs are its training forward's, detached (TRL skips this pass the same way); the KL
-        # reward needs them before training starts.
-        reuse = set() if kl_in_reward else set(first_order[:micro_per_mini])
+        self.score(batches, reused=self.reused_old_logprobs(first_order))
+        metrics = (
+            self.gae_advantages(batches, rewards)
+            if self.ppo
+            else self.group_advantages(batches, rewards, groups)
+        )
+        stats = self.optimise(batches, first_order)
+        return metrics | self.summarise(batches, stats)
 
-        # old log-probs, reference log-probs and values, computed once per rollout batch
-        p.model.eval()
-        old_logp: list[torch.Tensor | None] = []
-        ref_logp: list[torch.Tensor] = []
-        old_values: list[torch.Tensor] = []
-        with torch.no_grad(), p.autocast():
-            for j, (ids, att, resp) in enumerate(batches):
-                old_logp.append(None if j in reuse else token_logprobs(p.model, ids, att, resp, temp)[0])
-                if a.kl_coef > 0:
-                    with p.reference() as ref:
-                        ref_logp.append(token_logprobs(ref, ids, att, resp, temp)[0])
+    def micro_batches(self, trajs: list[Trajectory]) -> list[MicroBatch]:
+        """The kept trajectories cut into micro-batches of optim.micro_batch_size, in order."""
+        size, batches = self.cfg.optim.micro_batch_size, []
+        for start in range(0, len(trajs), size):
+            chunk = trajs[start : start + size]
+            ids, attention, mask = pad_batch(chunk, self.pad_id, self.policy.device)
+            batches.append(MicroBatch(slice(start, start + len(chunk)), ids, attention, mask))
+        return batches
+
+    @property
+    def micro_per_mini(self) -> int:
+        """Micro-batches accumulated into one optimizer step."""
+        return max(1, self.cfg.optim.mini_batch_size // self.cfg.optim.micro_batch_size)
+
+    def reused_old_logprobs(self, first_order: list[int]) -> set[int]:
+        """Micro-batches whose old log-probs are their training forward's, detached: the first mini-batch of
+        the first epoch trains before any optimizer step (TRL skips this pass the same way). PPO's KL reward
+        needs every old log-prob before training starts."""
+        return set() if self.kl_in_reward else set(first_order[: self.micro_per_mini])
+
+    def score(self, batches: list[MicroBatch], reused: set[int]) -> None:
+        """Step 1: old log-probs (except the reused ones), reference log-probs and old values, no gradients."""
+        policy, temperature = self.policy, self.cfg.rollout.temperature
+        policy.model.eval()
+        with torch.no_grad(), policy.autocast():
+            for j, batch in enumerate(batches):
+                if j not in reused:
+                    batch.old_logp = token_logprobs(
+                        policy.model, batch.ids, batch.attention, batch.mask, temperature
+                    )[0]
+                if self.cfg.algorithm.kl_coef > 0:
+                    with policy.reference() as reference:
+                        batch.ref_logp = token_logprobs(
+                            reference, batch.ids, batch.attention, batch.mask, temperature
+                        )[0]
                 if self.ppo:
-                    old_values.append(critic_values(p.critic, ids, att).float() * resp)
+                    batch.old_values = (
+                        critic_values(policy.critic, batch.ids, batch.attention).float() * batch.mask
+                    )
 
+    def gae_advantages(self, batches: list[MicroBatch], rewards: torch.Tensor) -> dict[str, float]:
+        """Step 2, PPO: token rewards (with the KL penalty), GAE, whitening. Returns the KL and critic metrics."""
+        algorithm = self.cfg.algorithm
         metrics: dict[str, float] = {}
-        kls = (
-            [
-                losses.kl_penalty(lp, rp, a.kl_estimator) * r
-                for lp, rp, (_, _, r) in zip(computed(old_logp), ref_logp, batches)
-            ]
-            if kl_in_reward
-            else []
-        )
-        if kls:
-            metrics["actor/kl_ref"] = sum(k.sum().item() for k in kls) / sum(
-                b[2].sum().item() for b in batches
+        kl_penalties = self.kl_penalties(batches) if self.kl_in_reward else []
+        if kl_penalties:
+            metrics["actor/kl_ref"] = sum(kl.sum().item() for kl in kl_penalties) / sum(
+                b.mask.sum().item() for b in batches
             )
-        advs, rets = [], []
-        if self.ppo:
-            for j, (ids, _, resp) in enumerate(batches):
-                tr = A.token_rewards(
-                    rewards[j * mb : j * mb + len(ids)], resp, kls[j] if kls else None, a.kl_coef
-                )
-                adv, ret = A.gae(tr, old_values[j], resp, a.gamma, a.lam)
-                advs.append(adv)
-                rets.append(ret)
-            if a.whiten_advantages:  # over all assistant tokens of the batch
-                advs = A.whiten(advs, [resp for _, _, resp in batches])
-            ev_v = torch.cat([v[r.bool()] for v, (_, _, r) in zip(old_values, batches)])
-            ev_r = torch.cat([x[r.bool()] for x, (_, _, r) in zip(rets, batches)])
-            metrics["critic/explained_var"] = losses.explained_variance(ev_v, ev_r, torch.ones_like(ev_r))
-        else:
-            traj_adv = A.group_advantages(rewards, groups.to(p.device), a.advantage)
-            advs = [
-                traj_adv[j * mb : j * mb + len(ids)].unsqueeze(1) * resp
-                for j, (ids, _, resp) in enumerate(batches)
-            ]
-
-        # clipped updates: mini-batches of trajectories, gradient accumulation over micro-batches
-        stats: dict[str, list[float]] = {
-            "pg_loss": [],
-            "grad_norm": [],
-            "vf_loss": [],
-            "critic_grad_norm": [],
-        }
-        token_sums = {"entropy": 0.0, "clip_frac": 0.0, "clip_frac_high": 0.0, "approx_kl": 0.0}
-        if kl_in_loss:
-            token_sums["kl_ref"] = 0.0
-        seen_tokens = 0.0
-        skipped = critic_skipped = 0
-        p.model.train()
-        if p.critic is not None:
-            p.critic.train()
-        for epoch in range(o.updates_per_batch):
-            order = first_order if epoch == 0 else torch.randperm(len(batches)).tolist()
-            for start in range(0, len(order), micro_per_mini):
-                chunk = order[start : start + micro_per_mini]
-                n_seqs = sum(batches[j][0].shape[0] for j in chunk)
-                n_tokens = sum(batches[j][2].sum().item() for j in chunk)
-                for j in chunk:
-                    ids, att, resp = batches[j]
-                    with p.autocast():
-                        logp, ent = token_logprobs(p.model, ids, att, resp, temp, with_entropy=True)
-                        if old_logp[j] is None:
-                            old_logp[j] = logp.detach()
-                        pg, s = losses.policy_loss(
-                            logp,
-                            old_logp[j],
-                            advs[j],
-                            resp,
-                            a.eps_low,
-                            a.eps_high,
-                            a.dual_clip,
-                            a.loss_agg,
-                            n_seqs,
-                            n_tokens,
-                        )
-                        ent_agg = losses.aggregate(ent, resp, a.loss_agg, n_seqs, n_tokens)
-                        loss = pg - a.entropy_coef * ent_agg
-                        if kl_in_loss:
-                            kl = losses.kl_penalty(logp, ref_logp[j], a.kl_estimator)
-                            loss = loss + a.kl_coef * losses.aggregate(kl, resp, a.loss_agg, n_seqs, n_tokens)
-                            token_sums["kl_ref"] += (kl.detach() * resp).sum().item()
-                    loss.backward()
-                    n = resp.sum().item()
-                    seen_tokens += n
-                    stats["pg_loss"].append(pg.item())
-                    token_sums["entropy"] += (ent * resp).sum().item()
-                    for k in ("clip_frac", "clip_frac_high", "approx_kl"):
-                        token_sums[k] += s[k] * n
-                    if self.ppo:
-                        with p.autocast():
-                            values = critic_values(p.critic, ids, att).float()
-                        vf = losses.value_loss(values, old_values[j], rets[j], resp, a.value_clip, n_tokens)
-                        vf.backward()
-                        stats["vf_loss"].append(vf.item())
-                norm, skip = optimizer_step(self.actor_params, self.actor_opt, o.grad_clip)
-                stats["grad_norm"].append(norm)
-                skipped += skip
-                if self.ppo:
-                    cnorm, cskip = optimizer_step(self.critic_params, self.critic_opt, o.grad_clip)
-                    stats["critic_grad_norm"].append(cnorm)
-                    critic_skipped += cskip
-        n_mini = len(stats["grad_norm"])
-        metrics["actor/entropy_adv_cov"] = entropy_adv_cov(advs, computed(old_logp), [b[2] for b in batches])
-        metrics.update({f"actor/{k}": v / max(seen_tokens, 1.0) for k, v in token_sums.items()})
-        metrics.update(
-            {
-                "actor/pg_loss": sum(stats["pg_loss"]) / max(n_mini, 1),
-                "actor/grad_norm": _finite_mean(stats["grad_norm"]),
-                "actor/skipped_steps": float(skipped),
-            }
-        )
-        if self.ppo:
-            metrics["critic/vf_loss"] = sum(stats["vf_loss"]) / max(n_mini, 1)
-            metrics["critic/grad_norm"] = _finite_mean(stats["critic_grad_norm"])
-            metrics["critic/skipped_steps"] = float(critic_skipped)
+        for j, batch in enumerate(batches):
+            kl = kl_penalties[j] if kl_penalties else None
+            token_rewards = advantages.token_rewards(rewards[batch.rows], batch.mask, kl, algorithm.kl_coef)
+            batch.advantages, batch.returns = advantages.gae(
+                token_rewards,
+                computed(batch.old_values, "old values"),
+                batch.mask,
+                algorithm.gamma,
+                algorithm.lam,
+            )
+        if algorithm.whiten_advantages:  # over all assistant tokens of the batch
+            whitened = advantages.whiten(
+                [computed(b.advantages, "advantages") for b in batches], [b.mask for b in batches]
+            )
+            for batch, adv in zip(batches, whitened):
+                batch.advantages = adv
+        values = torch.cat([computed(b.old_values, "old values")[b.mask.bool()] for b in batches])
+        returns = torch.cat([computed(b.returns, "returns")[b.mask.bool()] for b in batches])
+        metrics["critic/explained_var"] = losses.explained_variance(values, returns, torch.ones_like(returns))
         return metrics
+
+    def kl_penalties(self, batches: list[MicroBatch]) -> list[torch.Tensor]:
+        """KL_t(pi_old) on each micro-batch's model tokens, for PPO's token rewards."""
+        estimator = self.cfg.algorithm.kl_estimator
+        return [
+            losses.kl_penalty(
+                computed(b.old_logp, "old log-probs"), computed(b.ref_logp, "reference log-probs"), estimator
+            )
+            * b.mask
+            for b in batches
+        ]
+
+    def group_advantages(
+        self, batches: list[MicroBatch], rewards: torch.Tensor, groups: torch.Tensor
+    ) -> dict[str, float]:
+        """Step 2, GRPO / Dr. GRPO: one group-normalised advantage per trajectory, on each of its tokens."""
+        per_trajectory = advantages.group_advantages(
+            rewards, groups.to(self.policy.device), self.cfg.algorithm.advantage
+        )
+        for batch in batches:
+            batch.advantages = per_trajectory[batch.rows].unsqueeze(1) * batch.mask
+        return {}
+
+    def optimise(self, batches: list[MicroBatch], first_order: list[int]) -> UpdateStats:
+        """Step 3: epochs x mini-batches (one optimizer step each) x micro-batches (gradient accumulation)."""
+        token_sums = {"entropy": 0.0, "clip_frac": 0.0, "clip_frac_high": 0.0, "approx_kl": 0.0}
+        if self.kl_in_loss:
+            token_sums["kl_ref"] = 0.0
+        stats = UpdateStats(token_sums)
+        self.policy.model.train()
+        if self.policy.critic is not None:
+            self.policy.critic.train()
+        for epoch in range(self.cfg.optim.updates_per_batch):
+            order = first_order if epoch == 0 else torch.randperm(len(batches)).tolist()
+            for start in range(0, len(order), self.micro_per_mini):
+                self.train_mini_batch([batches[j] for j in order[start : start + self.micro_per_mini]], stats)
+        return stats
+
+    def train_mini_batch(self, mini_batch: list[MicroBatch], stats: UpdateStats) -> None:
+        """Accumulate the gradients of every micro-batch, then one actor (and critic) optimizer step."""
+        n_seqs = sum(b.size for b in mini_batch)
+        n_tokens = sum(b.mask.sum().item() for b in mini_batch)
+        for batch in mini_batch:
+            self.actor_backward(batch, n_seqs, n_tokens, stats)
+            if self.ppo:
+                self.critic_backward(batch, n_tokens, stats)
+        grad_clip = self.cfg.optim.grad_clip
+        norm, skipped = optimizer_step(self.actor_params, self.actor_opt, grad_clip)
+        stats.grad_norms.append(norm)
+        stats.skipped += skipped
+        if self.ppo:
+            norm, skipped = optimizer_step(self.critic_params, self.critic_opt, grad_clip)
+            stats.critic_grad_norms.append(norm)
+            stats.critic_skipped += skipped
+
+    def actor_backward(self, batch: MicroBatch, n_seqs: int, n_tokens: float, stats: UpdateStats) -> None:
+        """Back-propagate one micro-batch's share of L_actor (mini-batch totals n_seqs, n_tokens)."""
+        algorithm, policy, mask = self.cfg.algorithm, self.policy, batch.mask
+        with policy.autocast():
+            logp, entropy = token_logprobs(
+                policy.model,
+                batch.ids,
+                batch.attention,
+                mask,
+                self.cfg.rollout.temperature,
+                with_entropy=True,
+            )
+            if batch.old_logp is None:  # a reused micro-batch: the policy has not moved yet
+                batch.old_logp = logp.detach()
+            pg_loss, clip_stats = losses.policy_loss(
+                logp,
+                batch.old_logp,
+                computed(batch.advantages, "advantages"),
+                mask,
+                algorithm.eps_low,
+                algorithm.eps_high,
+                algorithm.dual_clip,
+                algorithm.loss_agg,
+                n_seqs,
+                n_tokens,
+            )
+            entropy_bonus = losses.aggregate(entropy, mask, algorithm.loss_agg, n_seqs, n_tokens)
+            loss = pg_loss - algorithm.entropy_coef * entropy_bonus
+            if self.kl_in_loss:
+                kl = losses.kl_penalty(
+                    logp, computed(batch.ref_logp, "reference log-probs"), algorithm.kl_estimator
+                )
+                loss = loss + algorithm.kl_coef * losses.aggregate(
+                    kl, mask, algorithm.loss_agg, n_seqs, n_tokens
+                )
+                stats.token_sums["kl_ref"] += (kl.detach() * mask).sum().item()
+        loss.backward()
+        tokens = mask.sum().item()
+        stats.tokens += tokens
+        stats.pg_losses.append(pg_loss.item())
+        stats.token_sums["entropy"] += (entropy * mask).sum().item()
+        for key in ("clip_frac", "clip_frac_high", "approx_kl"):
+            stats.token_sums[key] += clip_stats[key] * tokens
+
+    def critic_backward(self, batch: MicroBatch, n_tokens: float, stats: UpdateStats) -> None:
+        """Back-propagate one micro-batch's share of L_critic (token mean over the mini-batch's n_tokens)."""
+        with self.policy.autocast():
+            values = critic_values(self.policy.critic, batch.ids, batch.attention).float()
+        vf_loss = losses.value_loss(
+            values,
+            computed(batch.old_values, "old values"),
+            computed(batch.returns, "returns"),
+            batch.mask,
+            self.cfg.algorithm.value_clip,
+            n_tokens,
+        )
+        vf_loss.backward()
+        stats.vf_losses.append(vf_loss.item())
+
+    def summarise(self, batches: list[MicroBatch], stats: UpdateStats) -> dict[str, float]:
+        """Step 4: the entropy-advantage covariance and the optimiser's actor/ and critic/ metrics."""
+        covariance = entropy_adv_cov(
+            [computed(b.advantages, "advantages") for b in batches],
+            [computed(b.old_logp, "old log-probs") for b in batches],
+            [b.mask for b in batches],
+        )
+        return {"actor/entropy_adv_cov": covariance, **stats.summary(with_critic=self.ppo)}
 
 
 def train(
@@ -386,7 +536,8 @@ def train(
         if trainer.critic_opt is not None and state["optim"]["critic"] is not None:
             trainer.critic_opt.load_state_dict(state["optim"]["critic"])
         checkpoint.restore_rng(state["rng"])
-    s, r, a, d = cfg.schedule, cfg.rollout, cfg.algorithm, cfg.diagnostics
+    schedule, rollout_cfg, algorithm = cfg.schedule, cfg.rollout, cfg.algorithm
+    groups, group_size = rollout_cfg.env_groups, rollout_cfg.group_size
     config_yaml = cfg.to_yaml()
     last_saved = start if found else -1
     empty_steps = 0  # consecutive steps the filter left empty (counted from this process's start)
@@ -403,32 +554,38 @@ def train(
             trainer.critic_opt,
             config_yaml,
             seed_counter,
-            s.keep_checkpoints,
+            schedule.keep_checkpoints,
         )
         last_saved = next_step
         sink.checkpoint(next_step, path)
 
-    for step in range(start, s.steps):
+    for step in range(start, schedule.steps):
         if should_stop():
             save(step)
             return "stopped"
-        t0 = time.time()
-        seeds = [seed_counter + g for g in range(r.env_groups) for _ in range(r.group_size)]
-        groups = [g for g in range(r.env_groups) for _ in range(r.group_size)]
-        seed_counter += r.env_groups
-        trajs = trainer.play(seeds, groups, r.temperature)
-        t1 = time.time()
-        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(
-            r.env_groups, r.group_size
+        started = time.time()
+        seeds = [seed_counter + g for g in range(groups) for _ in range(group_size)]
+        seed_counter += groups
+        trajs = trainer.play(
+            seeds, [g for g in range(groups) for _ in range(group_size)], rollout_cfg.temperature
         )
+        played = time.time()
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(groups, group_size)
         metrics = rollout_metrics(trajs, rewards)
-        if d.collapse_every and step % d.collapse_every == 0:
+        collapse_every = cfg.diagnostics.collapse_every
+        if collapse_every and step % collapse_every == 0:
             metrics.update(trainer.measure_collapse(step, trajs))
-        kept = keep_groups(rewards, a.filter, a.filter_value, a.filter_include_zero, a.filter_top_p_mode)
+        kept = keep_groups(
+            rewards,
+            algorithm.filter,
+            algorithm.filter_value,
+            algorithm.filter_include_zero,
+            algorithm.filter_top_p_mode,
+        )
         empty_steps = 0 if kept else empty_steps + 1
         metrics.update(
             {
-                "train/filter_kept_ratio": len(kept) / r.env_groups,
+                "train/filter_kept_ratio": len(kept) / groups,
                 "train/filter_zero_groups": float(zero_groups(rewards)),
                 "train/filter_skipped": float(not kept),
             }
@@ -436,31 +593,31 @@ def train(
         kept_trajs = [t for t in trajs if t.group in kept]
         if kept_trajs:
             metrics.update(trainer.update(kept_trajs, torch.tensor([t.group for t in kept_trajs])))
-        t2 = time.time()
-        if s.val_every and (step % s.val_every == 0 or step == s.steps - 1):
+        updated = time.time()
+        if schedule.val_every and (step % schedule.val_every == 0 or step == schedule.steps - 1):
             metrics.update(trainer.validation_metrics())
         generated = sum(t.response_tokens for t in trajs)
         metrics.update(
             {
-                "time/rollout_s": t1 - t0,
-                "time/update_s": t2 - t1,
-                "time/step_s": time.time() - t0,
-                "perf/tokens_per_s": generated / max(t1 - t0, 1e-9),
+                "time/rollout_s": played - started,
+                "time/update_s": updated - played,
+                "time/step_s": time.time() - started,
+                "perf/tokens_per_s": generated / max(played - started, 1e-9),
             }
         )
         sink.metrics(step, metrics)
-        spread = [trajs[g * r.group_size + i] for i in range(r.group_size) for g in range(r.env_groups)]
-        sink.samples(step, [t.sample(trainer.policy.tokenizer) for t in spread[: s.samples_per_step]])
-        sink.progress(step + 1, s.steps)
-        if s.checkpoint_every and (step + 1) % s.checkpoint_every == 0:
+        spread = [trajs[g * group_size + i] for i in range(group_size) for g in range(groups)]
+        sink.samples(step, [t.sample(trainer.policy.tokenizer) for t in spread[: schedule.samples_per_step]])
+        sink.progress(step + 1, schedule.steps)
+        if schedule.checkpoint_every and (step + 1) % schedule.checkpoint_every == 0:
             save(step + 1)
-        if a.filter_empty_stop_steps and empty_steps >= a.filter_empty_stop_steps:
+        if algorithm.filter_empty_stop_steps and empty_steps >= algorithm.filter_empty_stop_steps:
             save(step + 1)
             raise FilterStarved(
-                f"the rollout filter ({a.filter}) kept no group for {empty_steps} steps in a "
+                f"the rollout filter ({algorithm.filter}) kept no group for {empty_steps} steps in a "
                 f"row (every group's rewards were equal, or the threshold was not reached): "
                 f"training stopped at step {step + 1}, as RAGEN-2 does after "
-                f"algorithm.filter_empty_stop_steps={a.filter_empty_stop_steps}"
+                f"algorithm.filter_empty_stop_steps={algorithm.filter_empty_stop_steps}"
             )
-    save(max(s.steps, start))
+    save(max(schedule.steps, start))
     return "completed"

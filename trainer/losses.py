@@ -1,4 +1,5 @@
-"""Losses on (B, T) per-token tensors with a 0/1 `mask` of the model's tokens.
+"""Losses on (B, T) per-token tensors with a 0/1 `mask` of the model's tokens. How they combine into the
+StarPO / StarPO-S objective: the module docstring of trainer/loop.py.
 
 Aggregation divides by mini-batch totals (n_seqs, n_tokens) so that micro-batch losses add up to the
 mini-batch loss under gradient accumulation; by default they are this batch's own totals.
@@ -44,11 +45,12 @@ def policy_loss(
     loss = torch.maximum(unclipped, clipped)
     if dual_clip > 0:  # with A < 0 a huge ratio would push without bound: cap the loss at -c * A
         loss = torch.where(adv < 0, torch.minimum(loss, -adv * dual_clip), loss)
-    m = mask.bool()
+    tokens = mask.bool()
+    above_high = (ratio > 1 + eps_high) & (adv > 0)  # clipped at the upper bound 1 + eps_high
     stats = {
-        "clip_frac": (clipped > unclipped)[m].float().mean().item() if m.any() else 0.0,
-        "clip_frac_high": ((ratio > 1 + eps_high) & (adv > 0))[m].float().mean().item() if m.any() else 0.0,
-        "approx_kl": (old_logp - logp)[m].mean().item() if m.any() else 0.0,
+        "clip_frac": (clipped > unclipped)[tokens].float().mean().item() if tokens.any() else 0.0,
+        "clip_frac_high": above_high[tokens].float().mean().item() if tokens.any() else 0.0,
+        "approx_kl": (old_logp - logp)[tokens].mean().item() if tokens.any() else 0.0,
     }
     return aggregate(loss, mask, mode, n_seqs, n_tokens), stats
 
@@ -63,11 +65,6 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> to
     raise ValueError(f"unknown KL estimator {estimator!r}")
 
 
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
 def value_loss(values, old_values, returns, mask, clip: float, n_tokens: float | None = None):
     """0.5 * max((V - R)^2, (V_clipped - R)^2), V_clipped = V_old + clip(V - V_old, -c, c); token mean."""
     clipped = old_values + torch.clamp(values - old_values, -clip, clip)
@@ -76,8 +73,8 @@ def value_loss(values, old_values, returns, mask, clip: float, n_tokens: float |
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
-    m = mask.bool()
-    v, r = values[m], returns[m]
-    if r.numel() < 2 or r.var() == 0:
+    on_mask = mask.bool()
+    values, returns = values[on_mask], returns[on_mask]
+    if returns.numel() < 2 or returns.var() == 0:
         return 0.0
-    return (1 - (r - v).var() / r.var()).item()
+    return (1 - (returns - values).var() / returns.var()).item()
