@@ -121,7 +121,7 @@ def _csv_rows(reader: Any) -> list[_Row]:
             raise ValueError(f"line 1, column {i + 1}: the name {name!r} {key_problem(name)}")
     step_at = header.index("step")
     names = [name for name in header if name != "step"]
-    metric_cells = _cells_at([i for i, name in enumerate(header) if name != "step"])
+    metric_cells = cells_at([i for i, name in enumerate(header) if name != "step"])
     rows: list[_Row] = []
     for cells in reader:
         if not cells:
@@ -142,8 +142,8 @@ def _csv_rows(reader: Any) -> list[_Row]:
     return rows
 
 
-def _cells_at(indices: list[int]) -> Any:
-    """cells -> the cells at `indices`, as a sequence."""
+def cells_at(indices: list[int]) -> Any:
+    """A function: a sequence (a CSV row, a row's values) -> a tuple of its items at `indices` (in C)."""
     if len(indices) == 1:
         return lambda cells: (cells[indices[0]],)
     return operator.itemgetter(*indices) if indices else lambda cells: ()
