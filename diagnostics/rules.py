@@ -106,6 +106,10 @@ class SuccessTrend:
         self.window: deque[float] = deque(maxlen=self.BEFORE + self.RECENT)
         self.changes: deque[float] = deque(maxlen=self.NOISE_WINDOW)
         self.best_rise = 0.0  # the highest smoothed value above the start so far, in noise SDs
+        # Kept up to date by update() instead of being recomputed by every rule that asks, several times a
+        # step: both change only when a value arrives (the baseline only during the first START_STEPS).
+        self.noise = 0.0
+        self.baseline = math.nan
 
     def update(self, metrics: Metrics) -> None:
         if not self.metric:
@@ -115,9 +119,11 @@ class SuccessTrend:
             return
         if self.window:
             self.changes.append(abs(x - self.window[-1]))
+            self.noise = statistics.fmean(self.changes) * math.sqrt(math.pi) / 2
         self.window.append(x)
         if len(self.start) < self.START_STEPS:
             self.start.append(x)
+            self.baseline = statistics.fmean(self.start)
         self.value = self.ema.update(x)
         self.peak = max(self.peak, self.value)
         if self.known:
@@ -127,14 +133,6 @@ class SuccessTrend:
     def known(self) -> bool:
         """Enough steps to judge the start level and the noise."""
         return len(self.start) == self.START_STEPS
-
-    @property
-    def noise(self) -> float:
-        return statistics.fmean(self.changes) * math.sqrt(math.pi) / 2 if self.changes else 0.0
-
-    @property
-    def baseline(self) -> float:
-        return statistics.fmean(self.start)
 
     def rise(self) -> float:
         """The peak above the start, in noise SDs of the time it was reached (inf without noise)."""
@@ -452,9 +450,9 @@ class EntropyErratic(Rule):
         window = self.changes
         found = None
         if len(window) == window.maxlen:
-            mean = statistics.fmean(window)
+            mean = math.fsum(window) / len(window)  # statistics.fmean's arithmetic, without its checks
             # in floats: statistics.pstdev works in exact fractions, 3/4 of a long replay's time
-            spread = math.sqrt(math.fsum((c - mean) ** 2 for c in window) / len(window))
+            spread = math.sqrt(math.fsum([(c - mean) ** 2 for c in window]) / len(window))
             z = (change - mean) / spread if spread > 0 else 0.0
             signals = {"metric": self.metric, "value": smoothed, "change": change, "z": z}
             summary = f"entropy changed by {change:+.4g} (z = {z:+.1f} over the last {len(window)} changes)"
