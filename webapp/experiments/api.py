@@ -1,4 +1,4 @@
-"""JSON API for experiments and runs (documented in webapp/core/openapi.yaml, served at /api/schema)."""
+"""JSON API for experiments (documented in webapp/core/openapi.yaml, served at /api/schema)."""
 
 from django.core.paginator import Paginator
 from django.http import JsonResponse
@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, json_body
 from webapp.experiments import specs
-from webapp.experiments.models import Experiment, Run
+from webapp.experiments.models import Experiment
 
 MAX_PAGE_SIZE = 200
 
@@ -47,16 +47,3 @@ def experiments(request):
 def experiment(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     return JsonResponse(experiment.to_dict(runs=experiment.runs.all()))
-
-
-@api_view()
-def run(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user), pk=pk)
-    return JsonResponse(run.to_dict(config=True))
-
-
-@api_view(methods=("POST",))
-def run_stop(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user), pk=pk)
-    run.request_stop()
-    return JsonResponse(run.to_dict())
