@@ -226,6 +226,8 @@ class Run(models.Model):
 
     @property
     def progress_percent(self) -> int:
+        """Share of total_steps done, 0 to 100: the one formula behind the run page, the payload it polls
+        (webapp.metrics.api.run_state) and the experiment page."""
         if self.status == self.Status.COMPLETED:
             return 100
         return min(100, round(100 * self.step / self.total_steps)) if self.total_steps else 0

@@ -38,6 +38,7 @@ def run_state(run: Run) -> dict:
         "finished": run.is_finished,
         "step": run.step,
         "total_steps": run.total_steps,
+        "progress_percent": run.progress_percent,
         "eta_seconds": finite_or_none(run.eta_seconds),
         "error": run.error,
         "host": run.host,

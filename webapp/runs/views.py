@@ -181,7 +181,6 @@ def run_detail(request, pk):
             "run": run,
             "experiment": run.experiment,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
-            "progress_percent": round(100 * run.step / run.total_steps) if run.total_steps else 0,
             "rerun_url": _rerun_url(run),
             "step_error": step_error,
             "sections": sections,
