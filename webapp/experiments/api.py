@@ -5,7 +5,7 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, json_body
-from webapp.experiments import specs
+from webapp.experiments import spec_parsing, specs
 from webapp.experiments.models import Experiment
 
 MAX_PAGE_SIZE = 200
@@ -35,7 +35,7 @@ def _page(request, queryset, serialize):
 def experiments(request):
     if request.method == "POST":
         try:
-            spec = specs.spec_from_json(json_body(request))
+            spec = spec_parsing.spec_from_json(json_body(request))
             experiment = Experiment.create_with_runs(request.user, spec)
         except specs.SpecError as error:
             raise ApiError(400, "invalid experiment: " + str(error), error.errors) from None

@@ -53,9 +53,9 @@ class Experiment(models.Model):
     def create_with_runs(cls, owner, spec, planned=None) -> "Experiment":
         """Save the experiment and one run per (grid combination x seed), all or nothing, and send
         the runs to the workers once the transaction commits. Raises specs.SpecError when invalid."""
-        from webapp.experiments import specs
+        from webapp.experiments import run_planning
 
-        planned = planned if planned is not None else specs.plan(spec)
+        planned = planned if planned is not None else run_planning.plan(spec)
         with transaction.atomic():
             experiment = cls.objects.create(
                 owner=owner,
