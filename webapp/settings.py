@@ -164,7 +164,7 @@ NOTIFY_SENDING_TIMEOUT = env.integer("NOTIFY_SENDING_TIMEOUT", 300, minimum=1)
 IMPORT_MAX_BYTES = env.integer("IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 
 # Upper bounds on the sizes a run's config may ask for, checked for every run an experiment plans
-# (webapp/experiments/specs.py check_limits). Each is overridden by LIMIT_<NAME> in the environment (the
+# (webapp/experiments/run_planning.py check_limits). Each is overridden by LIMIT_<NAME> in the environment (the
 # last part of the field, upper case: LIMIT_GROUP_SIZE, LIMIT_ROLLOUT_TOKENS, ...; README "Configuration").
 # rollout_tokens bounds what one step generates: env_groups x group_size x max_turns x max_new_tokens (and
 # val_seeds x max_turns x max_new_tokens for validation), i.e. what a worker must hold.
