@@ -25,7 +25,8 @@ def _config_errors(errors: dict[str, str]) -> int:
 
 def _train_config(args):
     """The config a new run starts with: preset (or --config alone) + file + flags."""
-    from trainer.config import ConfigError, TrainConfig, apply_overrides, deep_merge
+    from trainer.config import ConfigError, TrainConfig
+    from trainer.overrides import apply_overrides, deep_merge
 
     user: dict = {}
     if args.config:
@@ -58,7 +59,8 @@ def _train_config(args):
 def _resumed_config(args, found: str):
     """A resumed run keeps the config it was started with (from its checkpoint); only --steps may change."""
     from trainer import checkpoint
-    from trainer.config import ConfigError, TrainConfig, set_dotted
+    from trainer.config import ConfigError, TrainConfig
+    from trainer.overrides import set_dotted
 
     changed = [
         flag
@@ -132,9 +134,10 @@ def cmd_train(args) -> int:
 
 def cmd_eval(args) -> int:
     from trainer import checkpoint
-    from trainer.config import ConfigError, TrainConfig, set_dotted
+    from trainer.config import ConfigError, TrainConfig
     from trainer.loop import Trainer
     from trainer.models import ModelLoadError
+    from trainer.overrides import set_dotted
 
     if args.episodes < 1:
         print("error: --episodes must be >= 1", file=sys.stderr)
@@ -169,8 +172,9 @@ def cmd_eval(args) -> int:
 
 
 def cmd_sft(args) -> int:
-    from trainer.config import ConfigError, TrainConfig, apply_overrides
+    from trainer.config import ConfigError, TrainConfig
     from trainer.models import ModelLoadError
+    from trainer.overrides import apply_overrides
     from trainer.sft import sft
 
     if args.episodes < 1 or args.epochs < 1 or not 0 <= args.noise <= 1:

@@ -1,12 +1,11 @@
 """One typed training config: nested dataclasses, validated as a whole, with presets.
 
-Validation collects every problem into ConfigError.errors = {"dotted.field": "message"}.
+Validation collects every problem into ConfigError.errors = {"dotted.field": "message"}. The dict helpers
+(deep_merge, set_dotted, apply_overrides) and ConfigError itself are trainer/overrides.py's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import dataclasses
 import math
 import typing
@@ -14,13 +13,9 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from trainer.overrides import ConfigError, apply_overrides, deep_merge, set_dotted
+
 TINY_MODEL = "tiny"  # the embedded model, built locally by trainer.tiny_model
-
-
-class ConfigError(ValueError):
-    def __init__(self, errors: dict[str, str]):
-        self.errors = dict(errors)
-        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
 
 
 @dataclass
@@ -378,48 +373,6 @@ TINY_PROFILE: dict = {
     "optim": {"actor_lr": 5e-4, "micro_batch_size": 16},
     "schedule": {"steps": 60, "val_every": 10, "checkpoint_every": 10},
 }
-
-
-# ---- dict helpers ----------------------------------------------------------------------------------
-def deep_merge(dst: dict, src: dict) -> dict:
-    for k, v in src.items():
-        if isinstance(v, dict) and isinstance(dst.get(k), dict) and k != "params":
-            deep_merge(dst[k], v)
-        elif isinstance(v, dict) and isinstance(dst.get(k), dict):
-            dst[k] = {**dst[k], **v}
-        else:
-            dst[k] = copy.deepcopy(v)  # never alias the caller's dicts
-    return dst
-
-
-def set_dotted(d: dict, key: str, value) -> None:
-    parts = key.split(".")
-    for p in parts[:-1]:
-        d = d.setdefault(p, {})
-        if not isinstance(d, dict):
-            raise ConfigError({key: f"cannot set a field inside the non-mapping {p!r}"})
-    d[parts[-1]] = value
-
-
-def apply_overrides(d: dict, overrides: list[str]) -> dict:
-    """Apply "a.b=value" strings (value parsed as YAML: 8 -> int, true -> bool, [x, y] -> list)."""
-    errors = {}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            errors[key.strip() or item] = f"override {item!r} must look like section.field=value"
-            continue
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
-            with contextlib.suppress(ValueError):
-                value = float(value)
-        set_dotted(d, key.strip(), value)
-    if errors:
-        raise ConfigError(errors)
-    return d
 
 
 def env_rollout_defaults(env_name) -> dict:

@@ -164,7 +164,7 @@ NOTIFY_SENDING_TIMEOUT = env.integer("NOTIFY_SENDING_TIMEOUT", 300, minimum=1)
 IMPORT_MAX_BYTES = env.integer("IMPORT_MAX_BYTES", 50 * 1024 * 1024, minimum=1)
 
 # Upper bounds on the sizes a run's config may ask for, checked for every run an experiment plans
-# (webapp/experiments/specs.py check_limits). Each is overridden by LIMIT_<NAME> in the environment (the
+# (webapp/experiments/run_planning.py check_limits). Each is overridden by LIMIT_<NAME> in the environment (the
 # last part of the field, upper case: LIMIT_GROUP_SIZE, LIMIT_ROLLOUT_TOKENS, ...; README "Configuration").
 # rollout_tokens bounds what one step generates: env_groups x group_size x max_turns x max_new_tokens (and
 # val_seeds x max_turns x max_new_tokens for validation), i.e. what a worker must hold.
@@ -193,7 +193,7 @@ MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")
 # Celery (worker/celery.py reads every CELERY_* setting).
 CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = env.broker(VAR_DIR / "broker")
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_DEFAULT_QUEUE = queues.DEFAULT
 CELERY_TASK_ROUTES = {queues.TRAIN_RUN: {"queue": queues.GPU}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -206,8 +206,8 @@ CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_DISABLE_PREFETCH = CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {
-        "task": "worker.tasks.sweep_runs",
-        "options": {"queue": "default"},
+        "task": queues.SWEEP_RUNS,
+        "options": {"queue": queues.DEFAULT},
         "schedule": timedelta(seconds=env.integer("RUN_SWEEP_EVERY", 30, minimum=1)),
     },
 }

@@ -4,8 +4,9 @@ finds as DetectorEvent rows and sends the notifications the alerts app decides o
 (Notification.create_for_event: collapses, warnings when asked, no repeats within the cooldown).
 
 Restarts: the detector is a pure function of the steps fed to it, so a resumed run rebuilds it by
-replaying the run's stored metrics up to the first step this attempt computes. Events are stored with
-get_or_create on (run, step, rule, level): a replayed or recomputed event is stored and announced once.
+replaying the run's stored metrics up to the first step this attempt computes. Events are stored by
+DetectorEvent.record, once per (run, step, rule, level): a replayed or recomputed event is stored and
+announced once.
 
 on_step may be called again for a step whose database writes failed; it then only retries the writes.
 """
@@ -16,7 +17,6 @@ from collections import defaultdict
 from django.db import transaction
 
 from webapp.alerts.models import DetectorEvent, Notification
-from webapp.core.jsonsafe import jsonb_safe
 from webapp.metrics.models import MetricPoint
 
 logger = logging.getLogger(__name__)
@@ -62,13 +62,7 @@ class EchoTrapHook(StepHook):
 
     def store(self, run, found: dict) -> None:
         with transaction.atomic():
-            event, created = DetectorEvent.objects.get_or_create(
-                run=run,
-                step=found["step"],
-                rule=found["rule"],
-                level=found["level"],
-                defaults={"message": found["message"], "signals": jsonb_safe(found.get("signals", {}))},
-            )
+            event, created = DetectorEvent.record(run, found)
             if not created:
                 return
             # Which events are announced (levels, recipients, cooldown) is the alerts app's decision.

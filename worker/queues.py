@@ -12,6 +12,8 @@ GPU, DEFAULT = "gpu", "default"
 TRAIN_RUN = "worker.tasks.train_run"
 SEND_NOTIFICATION = "worker.tasks.send_notification"
 DETECT_EXTERNAL_RUN = "worker.tasks.detect_external_run"
+SWEEP_RUNS = "worker.tasks.sweep_runs"  # sent by celery beat (settings.CELERY_BEAT_SCHEDULE)
+PING = "worker.tasks.ping"  # the wiring check's round trip through a worker
 
 # Connecting to the broker is retried briefly (about 2 s in all): with the broker down the caller goes on,
 # its record stays unsent in Postgres, and the sweeper sends it later.

@@ -9,19 +9,20 @@ import logging
 import smtplib
 import socket
 
+from worker import queues
 from worker.celery import app
 
 logger = logging.getLogger(__name__)
 
 
-@app.task(name="worker.tasks.ping")
-def ping(nonce: str, queue: str = "default") -> None:
+@app.task(name=queues.PING)
+def ping(nonce: str, queue: str = queues.DEFAULT) -> None:
     from webapp.core.models import WorkerPing
 
     WorkerPing.objects.get_or_create(nonce=nonce, defaults={"hostname": socket.gethostname(), "queue": queue})
 
 
-@app.task(name="worker.tasks.train_run")
+@app.task(name=queues.TRAIN_RUN)
 def train_run(run_id: int) -> str:
     """Train run `run_id` (gpu queue) if it is still queued; see worker/training.py."""
     from worker.training import train_run as train
@@ -31,7 +32,7 @@ def train_run(run_id: int) -> str:
     return outcome
 
 
-@app.task(name="worker.tasks.detect_external_run")
+@app.task(name=queues.DETECT_EXTERNAL_RUN)
 def detect_external_run(run_id: int) -> int:
     """Run the Echo Trap detector over the new steps of a run logged through the MLflow endpoint."""
     from worker.external import detect
@@ -39,7 +40,7 @@ def detect_external_run(run_id: int) -> int:
     return detect(run_id)
 
 
-@app.task(name="worker.tasks.sweep_runs")
+@app.task(name=queues.SWEEP_RUNS)
 def sweep_runs() -> dict:
     """Re-send lost runs and notifications, requeue runs whose worker died; see worker/sweeper.py."""
     from worker.sweeper import sweep_runs as sweep
@@ -47,7 +48,7 @@ def sweep_runs() -> dict:
     return sweep()
 
 
-@app.task(name="worker.tasks.send_notification", bind=True, max_retries=None)  # retry_delays() decides
+@app.task(name=queues.SEND_NOTIFICATION, bind=True, max_retries=None)  # retry_delays() decides
 def send_notification(self, notification_id: int) -> str:
     """Email one detector event to its recipients: claimed once, retried with backoff
     (Notification.retry_delays, next_try_at; the sweeper re-sends a retry whose message was lost), then

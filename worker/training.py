@@ -103,7 +103,7 @@ def loadable_model(name: str) -> str:
     """The model name through the web's resolver again: a config written to the database by other means
     than an experiment's plan must not load a folder outside MODEL_ROOT either."""
     from trainer.config import ConfigError
-    from webapp.experiments.specs import resolve_model
+    from webapp.experiments.spec_parsing import resolve_model
 
     try:
         return resolve_model(name)

@@ -8,7 +8,7 @@ import pytest
 from tests.factories import points
 from trainer.config import TrainConfig
 from webapp.compare import ablations
-from webapp.experiments import specs
+from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 from webapp.experiments.models import Experiment, Run
 
 
@@ -25,7 +25,9 @@ def forget_queued_messages():
 
 def planned(key, env=None, model="tiny", seeds=(1,)):
     ablation = ablations.ABLATIONS[key]
-    return specs.plan(ablations.build_spec(ablation, env or ablation.default_env, model, list(seeds), None))
+    return run_planning.plan(
+        ablations.build_spec(ablation, env or ablation.default_env, model, list(seeds), None)
+    )
 
 
 def values(runs, dotted):
@@ -59,18 +61,18 @@ def test_responses_per_prompt_keeps_the_batch_fixed(model):
 def test_each_ablation_grid_round_trips_through_the_forms_grid_text(key):
     """Re-run with changes shows the grid as text; submitting it unchanged must give the same grid."""
     grid = ablations.build_spec(ablations.ABLATIONS[key], "frozenlake", "tiny", [1], None).grid
-    assert specs.parse_grid(specs.grid_text(grid)) == grid
+    assert spec_parsing.parse_grid(form_inputs.grid_text(grid)) == grid
 
 
 def test_grid_values_may_be_flow_mappings_and_lists():
-    assert specs.parse_grid(
+    assert spec_parsing.parse_grid(
         "rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}\n"
         "model.lora_target_modules = [q_proj, v_proj], [o_proj]"
     ) == {
         "rollout": [{"env_groups": 32, "group_size": 4}, {"env_groups": 16, "group_size": 8}],
         "model.lora_target_modules": [["q_proj", "v_proj"], ["o_proj"]],
     }
-    assert specs.parse_grid("env.params = {names: 'a, b]'}, {names: \"c\"}") == {
+    assert spec_parsing.parse_grid("env.params = {names: 'a, b]'}, {names: \"c\"}") == {
         "env.params": [{"names": "a, b]"}, {"names": "c"}]
     }
 
@@ -79,7 +81,7 @@ def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():
     spec = ablations.build_spec(ablations.ABLATIONS["responses-per-prompt"], "frozenlake", "tiny", [1], None)
     spec.preset = "starpo-s"
     with pytest.raises(specs.SpecError) as error:
-        specs.plan(spec)
+        run_planning.plan(spec)
     assert "filter" in error.value.errors["rollout.group_size"]
 
 

@@ -85,6 +85,7 @@ def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
         "finished": False,
         "step": 10,
         "total_steps": 100,
+        "progress_percent": 10,
         "eta_seconds": 42.0,
         "error": "",
         "host": "",

@@ -54,6 +54,16 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
     assert drawn(page, "success")["shapes"] >= 1
     page.screenshot(path=str(ARTIFACTS / "run-live.png"), full_page=True)
 
+    # Progress as the API reports it (Run.progress_percent), not a second formula in the page: a step
+    # past total_steps (a resumed run's recount) reads 100%, never more.
+    for step, text in ((10, "step 10 / 40 (25%)"), (50, "step 50 / 40 (100%)")):
+        Run.objects.filter(pk=run.pk).update(step=step)
+        wait_for(
+            lambda text=text: page.locator("#run-progress-text").inner_text() == text,
+            timeout=15,
+            message=text,
+        )
+
 
 def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=3000, total_steps=4000)

@@ -2,11 +2,11 @@
 
 import pytest
 
-from webapp.experiments import specs
+from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 
 
 def test_grid_text_parses_typed_values_and_round_trips():
-    grid = specs.parse_grid(
+    grid = spec_parsing.parse_grid(
         "algorithm.filter_ratio = 0.25, 0.5  # comment\n\nrollout.thinking = true, false\n"
         "preset = starpo, starpo-s"
     )
@@ -15,7 +15,7 @@ def test_grid_text_parses_typed_values_and_round_trips():
         "rollout.thinking": [True, False],
         "preset": ["starpo", "starpo-s"],
     }
-    assert specs.parse_grid(specs.grid_text(grid)) == grid
+    assert spec_parsing.parse_grid(form_inputs.grid_text(grid)) == grid
 
 
 @pytest.mark.parametrize(
@@ -30,11 +30,11 @@ def test_grid_text_parses_typed_values_and_round_trips():
 )
 def test_bad_grid_lines_say_what_is_wrong(text, words):
     with pytest.raises(ValueError, match=words):
-        specs.parse_grid(text)
+        spec_parsing.parse_grid(text)
 
 
 def test_combinations_are_the_cartesian_product_in_order():
-    combos = specs.combinations({"a": [1, 2, 3], "b": ["x", "y"]})
+    combos = run_planning.combinations({"a": [1, 2, 3], "b": ["x", "y"]})
     assert len(combos) == 6
     assert combos[0] == {"a": 1, "b": "x"} and combos[-1] == {"a": 3, "b": "y"}
 
@@ -46,11 +46,11 @@ def test_plan_counts_runs_and_validates_each(db):
         env={"name": "bandit", "params": {}},
         grid={"rollout.group_size": [2, 4], "algorithm.kl_coef": [0.0, 0.1]},
     )
-    runs = specs.plan(spec)
+    runs = run_planning.plan(spec)
     assert len(runs) == 12 and len({run.label for run in runs}) == 12
     spec.grid["algorithm.kl_coef"].append(-1.0)
     with pytest.raises(specs.SpecError) as error:
-        specs.plan(spec)
+        run_planning.plan(spec)
     assert error.value.errors == {"grid": "algorithm.kl_coef = -1.0: must be >= 0"}
 
 
@@ -60,6 +60,6 @@ def test_describe_chooses_the_closest_preset():
     config = TrainConfig.preset(
         "starpo-s", env={"name": "bandit"}, algorithm={"entropy_coef": 0.01}
     ).to_dict()
-    described = specs.describe(config)
+    described = form_inputs.describe(config)
     assert described["preset"] == "starpo-s"
     assert described["overrides"] == {"algorithm": {"entropy_coef": 0.01}}

@@ -9,6 +9,8 @@ from django.db import models, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from webapp.core.jsonsafe import jsonb_safe
+
 
 class DetectorEvent(models.Model):
     class Level(models.TextChoices):
@@ -32,6 +34,19 @@ class DetectorEvent(models.Model):
 
     def __str__(self):
         return f"{self.level} {self.rule} at step {self.step}"
+
+    @classmethod
+    def record(cls, run, found: dict) -> tuple["DetectorEvent", bool]:
+        """Store an event as diagnostics.Detector reports it ({step, level, rule, message, signals}), once:
+        the same (run, step, rule, level) again (a replayed or recomputed step) returns the stored row and
+        False. The one way events are written: live training, MLflow-logged runs and imports."""
+        return cls.objects.get_or_create(
+            run=run,
+            step=found["step"],
+            rule=found["rule"],
+            level=found["level"],
+            defaults={"message": found["message"], "signals": jsonb_safe(found.get("signals", {}))},
+        )
 
 
 class Notification(models.Model):

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from trainer.config import TrainConfig
 from webapp.compare.selection import MAX_RUNS
-from webapp.experiments import specs
+from webapp.experiments import run_planning, spec_parsing, specs
 from webapp.experiments.models import Experiment
 
 RESPONSES_PER_PROMPT = (1, 2, 4, 8, 16)
@@ -179,7 +179,7 @@ def build_spec(ablation: Ablation, env: str, model: str, seeds: list[int], steps
         name=f"Ablation: {ablation.title} on {env}",
         description=f"{ablation.question}\nOne-click paper ablation '{ablation.key}'. {ablation.note}".strip(),
         seeds=seeds,
-        grid=specs.parse_grid(ablation.grid(base)),
+        grid=spec_parsing.parse_grid(ablation.grid(base)),
         preset=ablation.preset,
         env={"name": env, "params": {}},
         model=model,
@@ -193,7 +193,7 @@ def create(
 ) -> Experiment:
     """The ablation's experiment and runs, all or nothing; SpecError names the input at fault."""
     spec = build_spec(ablation, env, model, seeds, steps)
-    planned = specs.plan(spec)
+    planned = run_planning.plan(spec)
     if len(planned) > MAX_RUNS:
         settings_count = len(planned) // len(seeds)
         raise specs.SpecError(

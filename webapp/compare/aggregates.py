@@ -20,7 +20,7 @@ from django.db.models import Max, Min, OuterRef, Q, Subquery
 
 from diagnostics.metrics import TRAIN_SUCCESS, VAL_SUCCESS
 from webapp.alerts.models import DetectorEvent
-from webapp.experiments import specs
+from webapp.experiments import run_planning, specs
 from webapp.metrics.downsample import bucket_index, finite_or_none
 from webapp.metrics.models import MetricPoint
 
@@ -69,7 +69,8 @@ def config_diff(runs) -> list[DiffRow]:
     for key in keys:
         raw = [config.get(key, _MISSING) for config in flat if config is not None]
         shown = [
-            "" if config is None or key not in config else specs.format_value(config[key]) for config in flat
+            "" if config is None or key not in config else run_planning.format_value(config[key])
+            for config in flat
         ]
         rows.append(DiffRow(key, shown, len({repr(value) for value in raw}) > 1))
     return rows
@@ -94,7 +95,7 @@ def group_value(run, field: str) -> str:
                 return value
         return run.experiment.preset
     value = flatten(run.config or {}).get(field, _MISSING)
-    return "" if value is _MISSING else specs.format_value(value)
+    return "" if value is _MISSING else run_planning.format_value(value)
 
 
 def is_field(runs, field: str) -> bool:

@@ -1,8 +1,9 @@
 from django import forms
 
 import envs
+from trainer.config import TINY_MODEL
 from webapp.compare.ablations import ABLATIONS
-from webapp.experiments import specs
+from webapp.experiments import spec_parsing, specs
 
 
 class AblationForm(forms.Form):
@@ -15,7 +16,7 @@ class AblationForm(forms.Form):
         help_text="Empty: the environment the paper used for this ablation.",
     )
     model = forms.CharField(
-        initial=specs.TINY_MODEL,
+        initial=TINY_MODEL,
         max_length=300,
         help_text="'tiny' (CPU), a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a folder in MODEL_ROOT.",
     )
@@ -33,13 +34,13 @@ class AblationForm(forms.Form):
 
     def clean_model(self):
         try:
-            return specs.resolve_model(self.cleaned_data["model"])
+            return spec_parsing.resolve_model(self.cleaned_data["model"])
         except ValueError as error:
             raise forms.ValidationError(str(error)) from None
 
     def clean_seeds(self):
         try:
-            return specs.parse_seeds(self.cleaned_data["seeds"])
+            return spec_parsing.parse_seeds(self.cleaned_data["seeds"])
         except ValueError as error:
             raise forms.ValidationError(str(error)) from None
 

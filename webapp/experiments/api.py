@@ -1,12 +1,12 @@
-"""JSON API for experiments and runs (documented in webapp/core/openapi.yaml, served at /api/schema)."""
+"""JSON API for experiments (documented in webapp/core/openapi.yaml, served at /api/schema)."""
 
 from django.core.paginator import Paginator
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, json_body
-from webapp.experiments import specs
-from webapp.experiments.models import Experiment, Run
+from webapp.experiments import spec_parsing, specs
+from webapp.experiments.models import Experiment
 
 MAX_PAGE_SIZE = 200
 
@@ -35,7 +35,7 @@ def _page(request, queryset, serialize):
 def experiments(request):
     if request.method == "POST":
         try:
-            spec = specs.spec_from_json(json_body(request))
+            spec = spec_parsing.spec_from_json(json_body(request))
             experiment = Experiment.create_with_runs(request.user, spec)
         except specs.SpecError as error:
             raise ApiError(400, "invalid experiment: " + str(error), error.errors) from None
@@ -47,16 +47,3 @@ def experiments(request):
 def experiment(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     return JsonResponse(experiment.to_dict(runs=experiment.runs.all()))
-
-
-@api_view()
-def run(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user), pk=pk)
-    return JsonResponse(run.to_dict(config=True))
-
-
-@api_view(methods=("POST",))
-def run_stop(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user), pk=pk)
-    run.request_stop()
-    return JsonResponse(run.to_dict())

@@ -1,12 +1,13 @@
 """The new-experiment form. Environment parameters are generated from envs.registry(); the trainer's
-own validation (through specs.plan) decides what is valid, and its errors land next to the field
+own validation (through run_planning.plan) decides what is valid, and its errors land next to the field
 they name."""
 
 from django import forms
 
 import envs
 from trainer.config import PRESET_HELP, PRESETS, TINY_MODEL, TrainConfig
-from webapp.experiments import specs
+from trainer.overrides import deep_merge, get_dotted
+from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 
 MAX_IMPORT_BYTES = 256 * 1024
 
@@ -118,30 +119,32 @@ class ExperimentForm(forms.Form):
             raise forms.ValidationError(str(error)) from None
 
     def clean_model(self):
-        return self._parsed("model", specs.resolve_model)
+        return self._parsed("model", spec_parsing.resolve_model)
 
     def clean_warm_start(self):
-        return self._parsed("warm_start", lambda value: specs.resolve_model(value) if value.strip() else "")
+        return self._parsed(
+            "warm_start", lambda value: spec_parsing.resolve_model(value) if value.strip() else ""
+        )
 
     def clean_seeds(self):
-        return self._parsed("seeds", specs.parse_seeds)
+        return self._parsed("seeds", spec_parsing.parse_seeds)
 
     def clean_grid(self):
-        return self._parsed("grid", specs.parse_grid)
+        return self._parsed("grid", spec_parsing.parse_grid)
 
     def clean_overrides(self):
-        return self._parsed("overrides", specs.parse_overrides)
+        return self._parsed("overrides", spec_parsing.parse_overrides)
 
     def clean_detector_overrides(self):
         return self._parsed(
             "detector_overrides",
-            lambda text: specs.check_detector_overrides(
-                specs.parse_mapping(text, "grad_spike: {tolerance: 5.0}")
+            lambda text: spec_parsing.check_detector_overrides(
+                spec_parsing.parse_mapping(text, "grad_spike: {tolerance: 5.0}")
             ),
         )
 
     def clean_alert_recipients(self):
-        return self._parsed("alert_recipients", specs.parse_recipients)
+        return self._parsed("alert_recipients", spec_parsing.parse_recipients)
 
     def clean(self):
         data = super().clean()
@@ -167,14 +170,14 @@ class ExperimentForm(forms.Form):
             model=data["model"],
             steps=data["steps"],
             detector_overrides=data["detector_overrides"],
-            overrides=specs.deep_merge(data["overrides"], {"model": {"warm_start": data["warm_start"]}})
+            overrides=deep_merge(data["overrides"], {"model": {"warm_start": data["warm_start"]}})
             if data["warm_start"]
             else data["overrides"],
             alert_recipients=data["alert_recipients"],
             alert_on_warnings=data["alert_on_warnings"],
         )
         try:
-            self.planned = specs.plan(self.spec)
+            self.planned = run_planning.plan(self.spec)
         except specs.SpecError as error:
             for key, message in error.errors.items():
                 self._add_trainer_error(key, message)
@@ -191,7 +194,7 @@ class ExperimentForm(forms.Form):
             key = "env"
         if key in self.fields:
             self.add_error(key, message)
-        elif specs.dotted_get(self.spec.overrides, key) is not None:
+        elif get_dotted(self.spec.overrides, key) is not None:
             self.add_error("overrides", f"{key}: {message}")
         else:
             self.add_error(None, f"{key}: {message}")
@@ -199,12 +202,12 @@ class ExperimentForm(forms.Form):
     @classmethod
     def initial_from(cls, config: dict, preset: str = "", grid_keys=(), **extra) -> dict:
         """Initial values that reproduce `config` (a saved experiment's, or an imported YAML's)."""
-        inputs = specs.describe(config, preset, grid_keys)
+        inputs = form_inputs.describe(config, preset, grid_keys)
         initial = {
             "env": inputs["env"]["name"],
-            "model": specs.display_model(inputs["model"]),
+            "model": form_inputs.display_model(inputs["model"]),
             "preset": inputs["preset"],
-            "overrides": specs.dump_yaml(inputs["overrides"]),
+            "overrides": form_inputs.dump_yaml(inputs["overrides"]),
         }
         if isinstance(inputs["steps"], int):
             initial["steps"] = inputs["steps"]
@@ -222,8 +225,8 @@ class ExperimentForm(forms.Form):
             name=f"{experiment.name} (re-run)",
             description=experiment.description,
             seeds=", ".join(str(seed) for seed in experiment.seeds),
-            grid=specs.grid_text(experiment.grid),
-            detector_overrides=specs.dump_yaml(experiment.detector_overrides),
+            grid=form_inputs.grid_text(experiment.grid),
+            detector_overrides=form_inputs.dump_yaml(experiment.detector_overrides),
             alert_recipients=experiment.alert_recipients,
             alert_on_warnings=experiment.alert_on_warnings,
         )
@@ -254,7 +257,7 @@ class ImportConfigForm(forms.Form):
             self.add_error("text", "choose a YAML file or paste a config")
             return data
         try:
-            config = specs.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
+            config = spec_parsing.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
             data["config"] = TrainConfig.from_dict(config).to_dict()
         except ValueError as error:  # YAML problems and ConfigError alike
             self.add_error(field, str(error))

@@ -53,9 +53,9 @@ class Experiment(models.Model):
     def create_with_runs(cls, owner, spec, planned=None) -> "Experiment":
         """Save the experiment and one run per (grid combination x seed), all or nothing, and send
         the runs to the workers once the transaction commits. Raises specs.SpecError when invalid."""
-        from webapp.experiments import specs
+        from webapp.experiments import run_planning
 
-        planned = planned if planned is not None else specs.plan(spec)
+        planned = planned if planned is not None else run_planning.plan(spec)
         with transaction.atomic():
             experiment = cls.objects.create(
                 owner=owner,
@@ -226,6 +226,8 @@ class Run(models.Model):
 
     @property
     def progress_percent(self) -> int:
+        """Share of total_steps done, 0 to 100: the one formula behind the run page, the payload it polls
+        (webapp.metrics.api.run_state) and the experiment page."""
         if self.status == self.Status.COMPLETED:
             return 100
         return min(100, round(100 * self.step / self.total_steps)) if self.total_steps else 0

@@ -12,6 +12,4 @@ urlpatterns = [
     path("experiments/<id:pk>/export.yaml", views.experiment_export, name="experiment_export"),
     path("api/experiments", api.experiments, name="api_experiments"),
     path("api/experiments/<id:pk>", api.experiment, name="api_experiment"),
-    path("api/runs/<id:pk>", api.run, name="api_run"),
-    path("api/runs/<id:pk>/stop", api.run_stop, name="api_run_stop"),
 ]

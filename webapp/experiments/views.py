@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 import envs
 from trainer.config import PRESETS, TrainConfig
-from webapp.experiments import overview, specs
+from webapp.experiments import form_inputs, overview
 from webapp.experiments.forms import ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
 from webapp.runs import queue
@@ -96,7 +96,7 @@ def experiment_detail(request, pk):
             "experiment": experiment,
             "runs": runs,
             "counts": experiment.status_counts(),
-            "config_yaml": specs.dump_yaml(experiment.config),
+            "config_yaml": form_inputs.dump_yaml(experiment.config),
         },
     )
 
@@ -116,7 +116,7 @@ def experiment_stop(request, pk):
 @require_GET
 def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
-    response = HttpResponse(specs.dump_yaml(experiment.config), content_type="application/x-yaml")
+    response = HttpResponse(form_inputs.dump_yaml(experiment.config), content_type="application/x-yaml")
     filename = slugify(experiment.name) or f"experiment-{experiment.pk}"
     response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
     return response

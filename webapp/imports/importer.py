@@ -16,7 +16,6 @@ from diagnostics import Detector, load_series
 from diagnostics.aliases import canonical
 from diagnostics.series import cells_at
 from webapp.alerts.models import DetectorEvent
-from webapp.core.jsonsafe import jsonb_safe
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics.ingest import MAX_KEY_LENGTH, MAX_STEP
 from webapp.metrics.models import MetricPoint
@@ -110,17 +109,6 @@ def create_run(owner, name: str, filename: str, series) -> Run:
         )
         MetricPoint.insert_new(run.pk, points_by_key(series, sorted(latest)))
         _, found = replay.result()
-        DetectorEvent.objects.bulk_create(
-            [
-                DetectorEvent(
-                    run=run,
-                    step=event["step"],
-                    level=event["level"],
-                    rule=event["rule"],
-                    message=event["message"],
-                    signals=jsonb_safe(event.get("signals", {})),
-                )
-                for event in found
-            ]
-        )
+        for event in found:
+            DetectorEvent.record(run, event)
     return run

@@ -4,21 +4,17 @@ that is not theirs is a 404, exactly like one that does not exist."""
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, json_body
 from webapp.experiments.models import Run
 from webapp.metrics import export, ingest
 from webapp.metrics.downsample import finite_or_none, load_series
 from webapp.metrics.models import Sample
+from webapp.runs.owned import owned_run
 
 DEFAULT_MAX_POINTS = 1000
 MAX_MAX_POINTS = 20_000
 MAX_KEYS = 100
-
-
-def _run(request, pk) -> Run:
-    return get_object_or_404(Run.objects.for_user(request.user), pk=pk)
 
 
 def _int_param(request, name: str, default=None, low=None, high=None):
@@ -42,6 +38,7 @@ def run_state(run: Run) -> dict:
         "finished": run.is_finished,
         "step": run.step,
         "total_steps": run.total_steps,
+        "progress_percent": run.progress_percent,
         "eta_seconds": finite_or_none(run.eta_seconds),
         "error": run.error,
         "host": run.host,
@@ -52,7 +49,7 @@ def run_state(run: Run) -> dict:
 
 @api_view(methods=("GET", "POST"))
 def metrics(request, pk):
-    run = _run(request, pk)
+    run = owned_run(request, pk)
     return _ingest(request, run) if request.method == "POST" else _query(request, run)
 
 
@@ -108,7 +105,7 @@ def _ingest(request, run: Run):
 
 @api_view()
 def export_metrics(request, pk):
-    run = _run(request, pk)
+    run = owned_run(request, pk)
     fmt = request.GET.get("format", "csv")
     if fmt not in export.FORMATS:
         raise ApiError(400, f"format: must be one of {', '.join(export.FORMATS)}, got {fmt[:20]!r}")
@@ -119,14 +116,14 @@ def export_metrics(request, pk):
 
 @api_view()
 def events(request, pk):
-    run = _run(request, pk)
+    run = owned_run(request, pk)
     rows = run.events.values("id", "step", "level", "rule", "message", "signals", "created_at")
     return JsonResponse({"run": run_state(run), "events": list(rows)})
 
 
 @api_view()
 def samples(request, pk):
-    run = _run(request, pk)
+    run = owned_run(request, pk)
     steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
     step = _int_param(request, "step", steps[-1] if steps else None, low=0, high=ingest.MAX_STEP)
     rows = Sample.objects.filter(run=run, step=step).values("index", "data") if step is not None else []

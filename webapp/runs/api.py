@@ -1,10 +1,13 @@
-"""GET /api/runs: the runs table as JSON (documented in webapp/core/openapi.yaml)."""
+"""JSON API for runs (documented in webapp/core/openapi.yaml, served at /api/schema): GET /api/runs, the
+runs table; GET /api/runs/<id>, one run with its config; POST /api/runs/<id>/stop. A run's metrics,
+events and samples are webapp.metrics.api's."""
 
 from django.http import JsonResponse
 
 from webapp.accounts.api_auth import ApiError, api_view
 from webapp.runs import queue, table
 from webapp.runs.forms import RunTableForm
+from webapp.runs.owned import owned_run
 
 DEFAULT_PAGE_SIZE = 50
 
@@ -35,3 +38,16 @@ def runs(request):
             "results": [table.row(run, places.get(run.pk)) for run in items],
         }
     )
+
+
+@api_view()
+def run(request, pk):
+    run = owned_run(request, pk)
+    return JsonResponse(run.to_dict(config=True))
+
+
+@api_view(methods=("POST",))
+def run_stop(request, pk):
+    run = owned_run(request, pk)
+    run.request_stop()
+    return JsonResponse(run.to_dict())

@@ -9,6 +9,7 @@ from django.db import DatabaseError, connection
 from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce, Lower, Now, NullIf
 
+from trainer.overrides import get_dotted
 from webapp.alerts.models import DetectorEvent
 from webapp.compare.aggregates import SUCCESS, VAL_SUCCESS, best_finite, last_finite
 
@@ -157,21 +158,14 @@ def summary(run) -> dict:
     }
 
 
-def config_value(run, dotted: str):
-    value = run.config or {}
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
 def row(run, queue_position: int | None) -> dict:
     """One run of the table as GET /api/runs answers it."""
     return {
         **run.to_dict(),
         "display_name": run.display_name,
         "experiment_name": run.experiment.name,
-        "env": config_value(run, "env.name"),
-        "algorithm": config_value(run, "algorithm.advantage"),
+        "env": get_dotted(run.config, "env.name"),
+        "algorithm": get_dotted(run.config, "algorithm.advantage"),
         "summary": summary(run),
         "queue_position": queue_position,
     }

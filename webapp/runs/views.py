@@ -1,26 +1,30 @@
-"""The runs table across a user's experiments, a run's name, tags and notes, soft archiving, and the
-CSV export of several runs' metrics. Every queryset is the user's own: another user's run is a 404."""
+"""A run's pages: its live charts and status (run_detail), stop, and the sampled trajectories; the runs
+table across a user's experiments, a run's name, tags and notes, soft archiving, and the CSV export of
+several runs' metrics. Every queryset is the user's own: another user's run is a 404 (owned_run)."""
 
+import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseBadRequest, HttpResponseNotFound, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from webapp.alerts.models import Notification
 from webapp.compare import selection
 from webapp.experiments.models import Run
 from webapp.metrics import export
+from webapp.metrics.ingest import MAX_STEP
+from webapp.metrics.models import Sample
 from webapp.runs import queue, table
+from webapp.runs.charts import chart_sections
 from webapp.runs.forms import RunEditForm, RunTableForm
+from webapp.runs.owned import owned_run
+from webapp.runs.trajectories import board_legend, nearest_sampled, trajectory
 
 PAGE_SIZE = 50
 MAX_EXPORT_RUNS = 100
-
-
-def _owned_run(request, pk) -> Run:
-    return get_object_or_404(Run.objects.for_user(request.user).select_related("experiment"), pk=pk)
 
 
 def _back(request, fallback: str):
@@ -74,7 +78,7 @@ def run_list(request):
 
 @login_required
 def run_edit(request, pk):
-    run = _owned_run(request, pk)
+    run = owned_run(request, pk)
     form = RunEditForm(request.POST or None, instance=run)
     if request.method == "POST" and form.is_valid():
         form.save()
@@ -91,7 +95,7 @@ def run_edit(request, pk):
 @login_required
 @require_POST
 def run_archive(request, pk):
-    run = _owned_run(request, pk)
+    run = owned_run(request, pk)
     run.archive()
     messages.success(
         request, f"Archived {run.display_name}: it is listed under Archived, where you can restore it."
@@ -102,7 +106,7 @@ def run_archive(request, pk):
 @login_required
 @require_POST
 def run_restore(request, pk):
-    run = _owned_run(request, pk)
+    run = owned_run(request, pk)
     run.restore()
     messages.success(request, f"Restored {run.display_name}.")
     return redirect(_back(request, reverse("run_list") + "?archived=true"))
@@ -132,3 +136,96 @@ def runs_export(request):
     )
     response["Content-Disposition"] = f'attachment; filename="runs-{"-".join(map(str, ids[:10]))}.csv"'
     return response
+
+
+def _rerun_url(run: Run) -> str:
+    try:
+        return reverse("experiment_rerun", args=[run.experiment_id])
+    except NoReverseMatch:
+        return f"/experiments/{run.experiment_id}/rerun"
+
+
+def _step_param(request) -> tuple[int | None, str]:
+    """?step=N as (N, "") or (None, a message naming the problem); absent is (None, "")."""
+    text = request.GET.get("step", "").strip()
+    if not text:
+        return None, ""
+    if not text.isdigit() or int(text) > MAX_STEP:
+        return (
+            None,
+            f"step: expected a whole number from 0 to {MAX_STEP}, got {text[:20]!r}; showing the whole run",
+        )
+    return int(text), ""
+
+
+@login_required
+def run_detail(request, pk):
+    run = owned_run(request, pk)
+    cursor, step_error = _step_param(request)
+    sections = chart_sections(run)
+    page = {
+        "run": run.pk,
+        "finished": run.is_finished,
+        "charts": [chart for section in sections for chart in section["charts"]],
+        "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
+        "urls": {
+            "metrics": reverse("api_run_metrics", args=[run.pk]),
+            "events": reverse("api_run_events", args=[run.pk]),
+            "trajectories": reverse("run_trajectories", args=[run.pk]),
+        },
+    }
+    return render(
+        request,
+        "runs/detail.html",
+        {
+            "run": run,
+            "experiment": run.experiment,
+            "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
+            "rerun_url": _rerun_url(run),
+            "step_error": step_error,
+            "sections": sections,
+            "page": page,  # read by static/js/run.js through json_script
+            "notifications": Notification.objects.filter(event__run=run)
+            .select_related("event")
+            .order_by("id"),
+        },
+    )
+
+
+@login_required
+@require_POST
+def run_stop(request, pk):
+    run = owned_run(request, pk)
+    run.request_stop()
+    if run.status == Run.Status.STOPPED:
+        messages.success(request, "Stopped: the run was still queued and will not start.")
+    elif run.stop_requested and not run.is_finished:
+        messages.success(
+            request, "Stop requested: the run checkpoints at its next step boundary, then stops."
+        )
+    else:
+        messages.info(request, f"The run had already ended ({run.get_status_display().lower()}).")
+    return redirect(run)
+
+
+@login_required
+def run_trajectories(request, pk):
+    run = owned_run(request, pk)
+    steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
+    asked, step_error = _step_param(request)
+    step = nearest_sampled(steps, asked) if asked is not None else (steps[-1] if steps else None)
+    samples = Sample.objects.filter(run=run, step=step).order_by("index") if step is not None else []
+    return render(
+        request,
+        "runs/trajectories.html",
+        {
+            "run": run,
+            "steps": steps,
+            "step": step,
+            "step_position": steps.index(step) if step in steps else 0,
+            "asked_step": asked,
+            "legend": board_legend(run.config),
+            "step_error": step_error,
+            "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
+        },
+    )

@@ -2,20 +2,21 @@
 
 from django import template
 
+from trainer.overrides import get_dotted
 from webapp.core.templatetags.echolab import duration
-from webapp.runs import queue, table
+from webapp.runs import queue
 
 register = template.Library()
 
 # Columns whose cell is the run's value as plain text: column key -> how to read it from a run.
 TEXT = {
-    "env": lambda run: table.config_value(run, "env.name"),
-    "algorithm": lambda run: table.config_value(run, "algorithm.advantage"),
+    "env": lambda run: get_dotted(run.config, "env.name"),
+    "algorithm": lambda run: get_dotted(run.config, "algorithm.advantage"),
     "preset": lambda run: run.experiment.preset,
-    "model": lambda run: table.config_value(run, "model.name"),
-    "seed": lambda run: table.config_value(run, "seed"),
-    "filter_ratio": lambda run: table.config_value(run, "algorithm.filter_ratio"),
-    "actor_lr": lambda run: table.config_value(run, "optim.actor_lr"),
+    "model": lambda run: get_dotted(run.config, "model.name"),
+    "seed": lambda run: get_dotted(run.config, "seed"),
+    "filter_ratio": lambda run: get_dotted(run.config, "algorithm.filter_ratio"),
+    "actor_lr": lambda run: get_dotted(run.config, "optim.actor_lr"),
     "step": lambda run: f"{run.step} / {run.total_steps}",
     "final_val": lambda run: _fraction(run.final_val_success),
     "best_val": lambda run: _fraction(run.best_val_success),

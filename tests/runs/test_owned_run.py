@@ -1,0 +1,52 @@
+"""Every page and API view that loads a run by id goes through owned_run: another user's run is the same
+404 as a run that does not exist, an HTML page for pages and a JSON error under /api/."""
+
+import pytest
+from django.urls import reverse
+
+from tests.runs.conftest import make_run
+
+PAGES = [
+    ("GET", "run_detail"),
+    ("GET", "run_trajectories"),
+    ("GET", "run_edit"),
+    ("POST", "run_stop"),
+    ("POST", "run_archive"),
+    ("POST", "run_restore"),
+]
+APIS = [
+    ("GET", "api_run"),
+    ("POST", "api_run_stop"),
+    ("GET", "api_run_metrics"),
+    ("GET", "api_run_export"),
+    ("GET", "api_run_events"),
+    ("GET", "api_run_samples"),
+]
+MISSING_ID = 2**62
+
+
+def ask(client, method, name, pk):
+    url = reverse(name, args=[pk])
+    return client.get(url) if method == "GET" else client.post(url)
+
+
+@pytest.mark.parametrize("method,name", PAGES)
+def test_a_page_for_another_users_run_is_the_html_404_of_a_missing_run(bob_client, alice, method, name):
+    theirs = ask(bob_client, method, name, make_run(alice).pk)
+    missing = ask(bob_client, method, name, MISSING_ID)
+    assert theirs.status_code == missing.status_code == 404
+    assert theirs["Content-Type"].startswith("text/html")
+    assert theirs.content == missing.content
+
+
+@pytest.mark.parametrize("method,name", APIS)
+def test_an_api_view_for_another_users_run_is_the_json_404_of_a_missing_run(bob_client, alice, method, name):
+    theirs = ask(bob_client, method, name, make_run(alice).pk)
+    missing = ask(bob_client, method, name, MISSING_ID)
+    assert theirs.status_code == missing.status_code == 404
+    assert theirs.json() == missing.json() and theirs.json()["error"]
+
+
+@pytest.mark.parametrize("method,name", PAGES + APIS)
+def test_the_owner_gets_past_the_lookup(alice_client, alice, method, name):
+    assert ask(alice_client, method, name, make_run(alice).pk).status_code in (200, 302)

@@ -1,0 +1,72 @@
+"""Dotted settings on plain config dicts, before any TrainConfig exists: merge a section in, set or read
+"section.field", apply "section.field=value" strings. The web app builds every run's config from a
+user's inputs with these (webapp/experiments), the CLI from its --set flags, TrainConfig.preset from its
+keywords.
+
+ConfigError lives here because these helpers raise it too: errors = {"dotted.field": "message"}, the
+shape every config check in the project reports (trainer.config re-exports it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import yaml
+
+
+class ConfigError(ValueError):
+    def __init__(self, errors: dict[str, str]):
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+
+
+def deep_merge(dst: dict, src: dict) -> dict:
+    """src into dst, section by section; an env's `params` mapping is merged one level only."""
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict) and k != "params":
+            deep_merge(dst[k], v)
+        elif isinstance(v, dict) and isinstance(dst.get(k), dict):
+            dst[k] = {**dst[k], **v}
+        else:
+            dst[k] = copy.deepcopy(v)  # never alias the caller's dicts
+    return dst
+
+
+def set_dotted(d: dict, key: str, value) -> None:
+    parts = key.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+        if not isinstance(d, dict):
+            raise ConfigError({key: f"cannot set a field inside the non-mapping {p!r}"})
+    d[parts[-1]] = value
+
+
+def get_dotted(mapping, dotted: str):
+    """mapping["a"]["b"] for "a.b", or None where a part is missing or not a mapping."""
+    for part in dotted.split("."):
+        if not isinstance(mapping, dict) or part not in mapping:
+            return None
+        mapping = mapping[part]
+    return mapping
+
+
+def apply_overrides(d: dict, overrides: list[str]) -> dict:
+    """Apply "a.b=value" strings (value parsed as YAML: 8 -> int, true -> bool, [x, y] -> list)."""
+    errors = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            errors[key.strip() or item] = f"override {item!r} must look like section.field=value"
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
+            with contextlib.suppress(ValueError):
+                value = float(value)
+        set_dotted(d, key.strip(), value)
+    if errors:
+        raise ConfigError(errors)
+    return d

@@ -1,0 +1,182 @@
+"""An ExperimentSpec -> one validated trainer config per run. `plan(spec)` expands seeds x grid
+combinations and validates every run's config with the trainer and this server's limits
+(settings.RUN_LIMITS) before anything is saved; SpecError lists every problem, keyed by the input that
+caused it."""
+
+import copy
+import itertools
+from typing import Any
+
+import yaml
+from django.conf import settings
+
+from trainer.config import ConfigError, TrainConfig
+from trainer.overrides import deep_merge, get_dotted, set_dotted
+from webapp import environment
+from webapp.core import jsonsafe
+from webapp.experiments.spec_parsing import resolve_model
+from webapp.experiments.specs import (
+    GRID_PRESET_KEY,
+    MAX_LABEL_LENGTH,
+    MAX_RUNS,
+    MAX_STEPS,
+    OWN_FIELDS,
+    ExperimentSpec,
+    PlannedRun,
+    SpecError,
+)
+
+
+def _resolve_model_field(value: str) -> str:
+    try:
+        return resolve_model(value)
+    except ValueError as error:
+        raise ConfigError({"model.name": str(error)}) from None
+
+
+def combinations(grid: dict[str, list]) -> list[dict]:
+    keys = list(grid)
+    return [dict(zip(keys, values)) for values in itertools.product(*(grid[key] for key in keys))]
+
+
+def run_label(seed: int, combination: dict) -> str:
+    return " ".join([f"seed={seed}"] + [f"{key}={format_value(value)}" for key, value in combination.items()])
+
+
+def format_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
+
+
+def resolve(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
+    """One run's config: the spec with dotted assignments (a grid combination and the seed) applied."""
+    if spec.config is not None:
+        if GRID_PRESET_KEY in assignments:
+            raise ConfigError({GRID_PRESET_KEY: "only an experiment that starts from a preset can vary it"})
+        config = copy.deepcopy(spec.config)
+        for key, value in assignments.items():
+            set_dotted(config, key, value)
+        return TrainConfig.from_dict(config)
+    user = copy.deepcopy(spec.overrides)
+    deep_merge(
+        user,
+        {
+            "env": {"name": spec.env["name"], "params": dict(spec.env.get("params", {}))},
+            "model": {"name": spec.model},
+        },
+    )
+    if spec.steps is not None:
+        deep_merge(user, {"schedule": {"steps": spec.steps}})
+    preset = spec.preset
+    for key, value in assignments.items():
+        if key == GRID_PRESET_KEY:
+            preset = value
+        else:
+            set_dotted(user, key, value)
+    return TrainConfig.preset(preset, **user)
+
+
+def plan(spec: ExperimentSpec) -> list[PlannedRun]:
+    """Every run of the experiment, each config validated; SpecError lists every problem found."""
+    check_int64(spec)
+    combos = combinations(spec.grid) if spec.grid else [{}]
+    total = len(combos) * len(spec.seeds)
+    if total > MAX_RUNS:
+        where = "grid" if spec.grid else "seeds"
+        raise SpecError(
+            {
+                where: f"this makes {total} runs ({len(combos)} combinations x "
+                f"{len(spec.seeds)} seeds); the limit is {MAX_RUNS} per experiment"
+            }
+        )
+    errors: dict[str, str] = {}
+    runs = []
+    for combination in combos:
+        for seed in spec.seeds:
+            try:
+                config = resolve(spec, {**combination, "seed": seed})
+                # Every mode (preset, complete config, grid) meets the same resolver.
+                config.model.name = _resolve_model_field(config.model.name)
+                check_limits(config)
+            except ValueError as error:  # ConfigError from the trainer, the resolver or the limits
+                problems = error.errors
+                for key, message in problems.items():
+                    if key in combination:
+                        errors.setdefault("grid", f"{key} = {format_value(combination[key])}: {message}")
+                    else:
+                        errors.setdefault(input_name(spec, key), message)
+                continue
+            label = run_label(seed, combination)
+            if len(label) > MAX_LABEL_LENGTH:
+                errors.setdefault(
+                    "grid",
+                    f"the run label {label[:60]!r}... is longer than "
+                    f"{MAX_LABEL_LENGTH} characters: use fewer or shorter grid values",
+                )
+            if config.schedule.steps > MAX_STEPS:
+                errors.setdefault(input_name(spec, "schedule.steps"), f"must be at most {MAX_STEPS}")
+            runs.append(PlannedRun(label, config.to_dict()))
+    if errors:
+        raise SpecError(errors)
+    return runs
+
+
+def check_limits(config: TrainConfig) -> None:
+    """ConfigError naming each size above this server's limit (settings.RUN_LIMITS, LIMIT_<NAME>)."""
+    limits = settings.RUN_LIMITS
+    errors = {}
+
+    def over(field: str, value: int, what: str = ""):
+        if field in limits and value > limits[field] and field not in errors:
+            errors[field] = (
+                f"{what}{value} is above this server's limit of {limits[field]} "
+                f"(the operator sets it with {environment.limit_variable(field)})"
+            )
+
+    for name in limits:
+        if "." in name:
+            over(name, get_dotted(config.to_dict(), name))
+    r = config.rollout
+    over(
+        "rollout_tokens",
+        r.env_groups * r.group_size * r.max_turns * r.max_new_tokens,
+        "env_groups x group_size x max_turns x max_new_tokens = ",
+    )
+    over(
+        "rollout_tokens",
+        r.val_seeds * r.max_turns * r.max_new_tokens,
+        "val_seeds x max_turns x max_new_tokens = ",
+    )
+    if "rollout_tokens" in errors:  # named by the input a user sets
+        errors.setdefault("rollout.max_new_tokens", errors.pop("rollout_tokens"))
+        errors.pop("rollout_tokens", None)
+    if errors:
+        raise ConfigError(errors)
+
+
+def check_int64(spec: ExperimentSpec) -> None:
+    """SpecError naming the first integer beyond 64 bits in anything the experiment would store."""
+    errors = {}
+    inputs = {
+        "grid": spec.grid,
+        "overrides": spec.overrides,
+        "config": spec.config,
+        "env": spec.env,
+        "detector_overrides": spec.detector_overrides,
+    }
+    for name, value in inputs.items():
+        where = jsonsafe.beyond_int64(value)
+        if where:
+            errors[name] = f"{where}: integers must fit in 64 bits (at most {jsonsafe.INT64_MAX})"
+    if errors:
+        raise SpecError(errors)
+
+
+def input_name(spec: ExperimentSpec, config_key: str) -> str:
+    """The input a trainer error belongs to: its own field, or the dotted config key itself."""
+    if spec.config is not None:
+        return "seeds" if config_key == "seed" else f"config.{config_key}"
+    return OWN_FIELDS.get(config_key, config_key)

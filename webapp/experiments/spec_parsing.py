@@ -1,0 +1,292 @@
+"""The form's text or the API's JSON -> an ExperimentSpec (webapp.experiments.specs). Each parse_* takes
+one input (a string from the form, or a JSON value from the API) and returns it parsed or raises
+ValueError saying what is wrong; spec_from_json collects every field's problem into SpecError.errors.
+resolve_model is the one resolver for every way a model name enters."""
+
+import re
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+
+from trainer.config import PRESETS, TINY_MODEL
+from trainer.overrides import get_dotted
+from webapp.core import jsonsafe
+from webapp.experiments.specs import MAX_SEED, MAX_STEPS, OWN_FIELDS, ExperimentSpec, SpecError
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+
+
+def parse_seeds(value) -> list[int]:
+    """ "1, 2,3" or [1, 2, 3] -> [1, 2, 3]; each a distinct integer >= 0."""
+    items = value if isinstance(value, list) else [item for item in re.split(r"[,\s]+", str(value)) if item]
+    if not items:
+        raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
+    seeds = []
+    for item in items:
+        whole = isinstance(item, int) or (isinstance(item, str) and item.isdigit())
+        if isinstance(item, bool) or not whole:
+            raise ValueError(f"{item!r} is not a whole number >= 0")
+        if int(item) > MAX_SEED:
+            raise ValueError(f"seed {item} is too large (at most {MAX_SEED})")
+        if int(item) in seeds:
+            raise ValueError(f"seed {int(item)} is listed twice")
+        seeds.append(int(item))
+    return seeds
+
+
+def parse_grid(value) -> dict[str, list]:
+    """Lines like "algorithm.filter_ratio = 0.25, 0.5" (values read as YAML), or a JSON mapping."""
+    if isinstance(value, dict):
+        grid = value
+    elif isinstance(value, str):
+        grid = {}
+        for number, line in enumerate(value.splitlines(), start=1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            key, sep, raw = line.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"line {number}: expected 'section.field = value1, value2', got {line!r}")
+            if key.strip() in grid:
+                raise ValueError(f"line {number}: {key.strip()} is listed twice")
+            grid[key.strip()] = [
+                _yaml_scalar(item.strip(), number) for item in _top_level_items(raw) if item.strip()
+            ]
+    else:
+        raise ValueError("expected an object of field -> list of values")
+    for key, values in grid.items():
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+            raise ValueError(f"{key!r} is not a config field name like algorithm.filter_ratio")
+        if key == "seed":
+            raise ValueError("list seeds in the seeds field, not in the grid")
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{key}: give at least one value")
+        if len({repr(v) for v in values}) != len(values):
+            raise ValueError(f"{key}: a value is listed twice")
+    return grid
+
+
+def _top_level_items(text: str) -> list[str]:
+    """Split on the commas outside brackets, braces and quotes, so that a value may be a YAML flow list
+    or mapping: `rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}`."""
+    items, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        else:
+            depth += (char in "[{") - (char in "]}")
+            if char == "," and depth == 0:
+                items.append(text[start:i])
+                start = i + 1
+    return items + [text[start:]]
+
+
+def _yaml_scalar(text: str, line: int):
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, RecursionError):  # ValueError: an integer of over 4,300 digits
+        raise ValueError(f"line {line}: {text[:100]!r} is not a valid value") from None
+
+
+def parse_mapping(value, example: str) -> dict:
+    """A YAML/JSON mapping typed in a textarea (or already a dict from the API); empty means {}."""
+    if isinstance(value, dict):
+        return value
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if not isinstance(value, str):
+        raise ValueError(f"expected a mapping like {example}")
+    try:
+        loaded = yaml.safe_load(value)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ValueError(f"not valid YAML{where}: {problem}") from None
+    except (ValueError, RecursionError) as error:  # an integer of over 4,300 digits; nesting too deep
+        raise ValueError(f"not valid YAML: {str(error)[:200] or 'nested too deeply'}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"expected a mapping like {example}, got {type(loaded).__name__}")
+    if jsonsafe.depth(loaded) > jsonsafe.MAX_DEPTH:
+        raise ValueError(f"nested more than {jsonsafe.MAX_DEPTH} levels deep")
+    _check_keys(loaded, "")
+    return loaded
+
+
+def _check_keys(mapping: dict, prefix: str):
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise ValueError(f"{prefix}{key!r}: keys must be names, not {type(key).__name__}")
+        if isinstance(value, dict):
+            _check_keys(value, f"{prefix}{key}.")
+
+
+def parse_overrides(value) -> dict:
+    """Trainer settings on top of the preset; the fields with inputs of their own are refused here,
+    so that no value is silently ignored."""
+    overrides = parse_mapping(value, "{algorithm: {kl_coef: 0.0}}")
+    if "env" in overrides:
+        raise ValueError("env: choose the environment and its parameters with their own fields")
+    for dotted, name in OWN_FIELDS.items():
+        if dotted != "env.name" and get_dotted(overrides, dotted) is not None:
+            raise ValueError(f"{dotted}: set it in the {name} field instead")
+    if get_dotted(overrides, "model.warm_start"):  # a model folder: the model field's own checks
+        try:
+            overrides["model"]["warm_start"] = resolve_model(str(overrides["model"]["warm_start"]))
+        except ValueError as error:
+            raise ValueError(f"model.warm_start: {error}") from None
+    return overrides
+
+
+def parse_recipients(value) -> list[str]:
+    if not isinstance(value, list):
+        value = [item for item in re.split(r"[,;\s]+", str(value or "")) if item]
+    items = value
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError(f"{item!r} is not an email address")
+        try:
+            validate_email(item)
+        except ValidationError:
+            raise ValueError(f"{item!r} is not a valid email address") from None
+    return [item.strip() for item in items]
+
+
+def check_detector_overrides(overrides: dict) -> dict:
+    from diagnostics import Detector
+
+    Detector(overrides=overrides)  # ValueError naming rule.param
+    return overrides
+
+
+def resolve_model(value: str) -> str:
+    """The one resolver for every way a model name enters (form, API, grids, YAML import, re-run,
+    ablations, and the worker before it loads): "tiny", a Hugging Face hub id, or a folder strictly
+    inside MODEL_ROOT after resolving symlinks (returned as an absolute path), never inside
+    CHECKPOINT_ROOT (other runs' checkpoints). Every refused local path gets the same message, so an
+    error never tells whether a path outside MODEL_ROOT exists."""
+    value = (value or "").strip() if isinstance(value, str) else value
+    if not isinstance(value, str) or not value:
+        raise ValueError(
+            f"enter '{TINY_MODEL}', a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a folder in MODEL_ROOT"
+        )
+    if value == TINY_MODEL:
+        return value
+    root = Path(settings.MODEL_ROOT).resolve()
+    candidate = Path(value)
+    local = (
+        candidate.is_absolute()
+        or value.startswith((".", "~"))
+        or ".." in candidate.parts
+        or "\\" in value
+        or (root / candidate).is_dir()
+    )
+    if not local:
+        if HUB_ID.fullmatch(value):
+            return value
+        raise ValueError(
+            f"{value[:100]!r} is neither '{TINY_MODEL}', a hub id like org/name, nor a folder in MODEL_ROOT"
+        )
+    path = (root / candidate).resolve()
+    checkpoints = Path(settings.CHECKPOINT_ROOT).resolve()
+    if path == root or not path.is_relative_to(root) or path.is_relative_to(checkpoints) or not path.is_dir():
+        raise ValueError(
+            f"there is no model folder {value[:100]!r} inside MODEL_ROOT "
+            "(local models are folders inside MODEL_ROOT)"
+        )
+    return str(path)
+
+
+def spec_from_json(body) -> ExperimentSpec:
+    """The API's JSON body -> ExperimentSpec, or SpecError naming every bad field."""
+    if not isinstance(body, dict):
+        raise SpecError({"body": "expected a JSON object"})
+    errors: dict[str, str] = {}
+    known = {
+        "name",
+        "description",
+        "seeds",
+        "grid",
+        "preset",
+        "env",
+        "model",
+        "steps",
+        "overrides",
+        "config",
+        "detector_overrides",
+        "alert_recipients",
+        "alert_on_warnings",
+    }
+    for key in body:
+        if key not in known:
+            errors[key] = f"unknown field (known: {', '.join(sorted(known))})"
+    spec = ExperimentSpec(name="")
+
+    def take(key, parse):
+        if key in body:
+            try:
+                setattr(spec, key, parse(body[key]))
+            except ValueError as error:
+                errors[key] = str(error)
+
+    name = body.get("name")
+    if not isinstance(name, str) or not name.strip():
+        errors["name"] = "required: a non-empty string"
+    elif len(name) > 200:
+        errors["name"] = "at most 200 characters"
+    else:
+        spec.name = name.strip()
+    take("description", lambda v: _typed(v, str, "a string"))
+    take("seeds", parse_seeds)
+    take("grid", parse_grid)
+    take(
+        "detector_overrides",
+        lambda v: check_detector_overrides(parse_mapping(v, "{grad_spike: {tolerance: 5}}")),
+    )
+    take("alert_recipients", parse_recipients)
+    take("alert_on_warnings", lambda v: _typed(v, bool, "true or false"))
+    if "config" in body:
+        for key in ("preset", "env", "model", "steps", "overrides"):
+            if key in body:
+                errors[key] = "give either a complete 'config' or preset/env/model/steps/overrides, not both"
+        take("config", lambda v: _typed(v, dict, "an object (a complete trainer config)"))
+    else:
+        take("preset", _check_preset)
+        take("model", lambda v: resolve_model(_typed(v, str, "a string")))
+        take("steps", _check_steps)
+        take("overrides", parse_overrides)
+        env = body.get("env")
+        if not isinstance(env, dict) or not isinstance(env.get("name"), str):
+            errors["env"] = 'required: an object like {"name": "frozenlake", "params": {"size": 4}}'
+        elif not isinstance(env.get("params", {}), dict) or set(env) - {"name", "params"}:
+            errors["env"] = 'expected {"name": ..., "params": {...}} and nothing else'
+        else:
+            spec.env = {"name": env["name"], "params": dict(env.get("params", {}))}
+    if errors:
+        raise SpecError(errors)
+    return spec
+
+
+def _typed(value, kind, description):
+    if not isinstance(value, kind):
+        raise ValueError(f"expected {description}, got {value!r}")
+    return value
+
+
+def _check_preset(value):
+    if not isinstance(value, str) or value not in PRESETS:
+        raise ValueError(f"unknown preset {value!r}; choose from {', '.join(PRESETS)}")
+    return value
+
+
+def _check_steps(value):
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEPS:
+        raise ValueError(f"expected a whole number from 1 to {MAX_STEPS}, got {value!r}")
+    return value

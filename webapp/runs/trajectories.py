@@ -1,0 +1,62 @@
+"""The sampled trajectories page's data: each stored sample as the template shows it, whatever shape
+the trainer (or a bug) gave it, which sampled step a ?step= link means, and the board's legend."""
+
+import json
+
+import envs
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def trajectory(index: int, data) -> dict:
+    """A sample as the template shows it, whatever shape the trainer (or a bug) gave it."""
+    sample = _mapping(data)
+    turns = sample.get("turns") if isinstance(sample.get("turns"), list) else []
+    valid = [_mapping(turn).get("valid") for turn in turns]
+    return {
+        "index": index,
+        "group": sample.get("group"),
+        "seed": sample.get("seed"),
+        "reward": sample.get("reward"),
+        "success": sample.get("success"),
+        "text": _text(sample.get("text")),
+        "raw": "" if isinstance(data, dict) else _text(data),
+        "format_valid": all(value is not False for value in valid) if turns else None,
+        "turns": [
+            {
+                "state": _text(turn.get("state")),
+                "think": _text(turn.get("think")),
+                "answer": _text(turn.get("answer")),
+                "actions": ", ".join(map(_text, turn["actions"]))
+                if isinstance(turn.get("actions"), list)
+                else _text(turn.get("actions")),
+                "reward": turn.get("reward"),
+                "valid": turn.get("valid"),
+            }
+            for turn in map(_mapping, turns)
+        ],
+    }
+
+
+def nearest_sampled(steps: list[int], asked: int) -> int | None:
+    """The sampled step a link to `asked` means: the last one at or before it, else the first after."""
+    before = [step for step in steps if step <= asked]
+    return before[-1] if before else (steps[0] if steps else None)
+
+
+def board_legend(config: dict) -> dict[str, str]:
+    """Symbol -> meaning of the run's environment board, as the environment itself describes it to the
+    model; empty for a run whose config names no environment that builds (an imported run)."""
+    env = _mapping(_mapping(config).get("env"))
+    try:
+        return dict(envs.make(env.get("name", ""), **_mapping(env.get("params"))).symbols)
+    except Exception:  # an unknown name or stale params: the page still shows the samples
+        return {}
