@@ -4,7 +4,7 @@
 import pytest
 from django.urls import reverse
 
-from tests.runs.conftest import make_run
+from tests.factories import make_run
 
 PAGES = [
     ("GET", "run_detail"),
