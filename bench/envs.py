@@ -1,16 +1,21 @@
 """Environment speed: steps per second per environment, and Sokoban rooms per second against gym-sokoban;
 then the rooms themselves beside gym-sokoban's: optimal moves and pushes, wall density, player next to a box.
 
-    .venv/bin/python bench/envs.py [--gym-sokoban-python /tmp/gymsok-venv/bin/python] [--seconds 20] \
-        [--rooms 200] [--only-rooms]
+    .venv/bin/python bench/envs.py [--gym-sokoban-python /tmp/gymsok-venv/bin/python] [--seconds 10] \
+        [--samples 5] [--rooms 200] [--only-rooms]
 
 gym-sokoban needs old gym and numpy, so it runs in its own venv (see docs/ENVIRONMENTS.md); this script
-times it there in a child process, right after timing ours, so both share the machine's state.
+times it there in a child process (each sample its own child, timed inside it, so the child's start-up is
+not counted). Rooms per second: after one short untimed sample of each, --samples samples per side of
+--seconds / --samples seconds each, the two sides taking turns and the side that goes first alternating;
+the ratio is the median over the pairs of samples, with its range.
 """
 
 import argparse
 import json
+import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -154,7 +159,8 @@ def main() -> None:
         default="/tmp/gymsok-venv/bin/python",
         help="python of a venv with gym-sokoban installed",
     )
-    parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement")
+    parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement and side")
+    parser.add_argument("--samples", type=int, default=5, help="alternating samples per side for rooms/s")
     parser.add_argument("--rooms", type=int, default=200, help="rooms per generator for the room statistics")
     parser.add_argument("--only-rooms", action="store_true", help="skip the speed measurements")
     args = parser.parse_args()
@@ -193,16 +199,43 @@ def speeds(args, have_gym_sokoban: bool) -> None:
     for name in ("bandit", "sokoban", "sokoban-large", "frozenlake"):
         print(f"{name:<16}{steps_per_second(name, args.seconds / 5):>12,.0f}")
 
-    print(f"\n{'room generation':<16}{'ours rooms/s':>14}{'gym-sokoban rooms/s':>22}{'ratio':>9}")
+    load_before = os.getloadavg()
+    sample = args.seconds / args.samples
+    print(
+        f"\n{'room generation':<16}{'ours rooms/s':>14}{'gym-sokoban rooms/s':>22}{'ratio':>9}{'ratio range':>14}"
+        f"   ({args.samples} alternating samples of {sample:g} s per side, medians)"
+    )
     for dim, boxes in ROOM_PRESETS:
-        ours = our_rooms_per_second(dim, boxes, args.seconds)
         label = f"{dim}x{dim}, {boxes} box{'es' if boxes > 1 else ''}"
-        if have_gym_sokoban:
-            theirs = gym_sokoban_rooms_per_second(args.gym_sokoban_python, dim, boxes, args.seconds)
-            ratio = f"{ours / theirs:,.0f}x" if theirs else "n/a (0 rooms)"
-            print(f"{label:<16}{ours:>14,.1f}{theirs:>22,.2f}{ratio:>9}")
-        else:
+        if not have_gym_sokoban:
+            ours = statistics.median(our_rooms_per_second(dim, boxes, sample) for _ in range(args.samples))
             print(f"{label:<16}{ours:>14,.1f}{'not installed':>22}")
+            continue
+        sides = [
+            lambda seconds: our_rooms_per_second(dim, boxes, seconds),
+            lambda seconds: gym_sokoban_rooms_per_second(args.gym_sokoban_python, dim, boxes, seconds),
+        ]
+        for side in sides:
+            side(min(1.0, sample))  # warm-up, untimed
+        pairs = []
+        for i in range(args.samples):
+            rates = {}
+            for index in (0, 1) if i % 2 == 0 else (1, 0):
+                rates[index] = sides[index](sample)
+            pairs.append((rates[0], rates[1]))
+        ours = statistics.median(a for a, _ in pairs)
+        theirs = statistics.median(b for _, b in pairs)
+        ratios = [a / b for a, b in pairs if b]
+        if ratios:
+            ratio = f"{statistics.median(ratios):,.0f}x"
+            spread = f"{min(ratios):,.0f}-{max(ratios):,.0f}x"
+        else:
+            ratio, spread = "n/a", "(0 rooms)"
+        print(f"{label:<16}{ours:>14,.1f}{theirs:>22,.2f}{ratio:>9}{spread:>14}")
+    print(
+        f"load average before: {' '.join(f'{v:.2f}' for v in load_before)}, after: "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} CPUs)"
+    )
 
 
 if __name__ == "__main__":

@@ -6,11 +6,15 @@ The prompts are the first-turn prompts of `batch` environments (the rollout's ow
 padded. Ours samples with its stop checks (`</answer>` / EOS per row) and runs until every row has
 stopped, L decode steps; then `model.generate` (do_sample, same temperature, KV cache) is forced to
 exactly L new tokens for every row (min_new_tokens = max_new_tokens = L), so both do the same forwards
-over the same batch. Throughput = batch x L / seconds for both; the number reported is the overhead,
-ours / bare - 1, from the median time of `repeats` alternating rounds.
+over the same batch. After one untimed call of each, `repeats` rounds, each with its own sampling seed;
+the side that runs first alternates from round to round (a round where `model.generate` goes first takes
+L from an untimed run of ours with the same seed beforehand: the same seed samples the same tokens).
+Throughput = batch x L / seconds for both; the number reported is the time ratio ours / bare, the median
+over the rounds and their range.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -28,6 +32,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
+    load_before = os.getloadavg()
 
     import torch
 
@@ -86,26 +91,40 @@ def main():
         return time.perf_counter() - start
 
     ours(0), bare(0, 8)  # warm up
+    # The decode steps of the rounds where model.generate goes first, from an untimed run of ours.
+    planned = {r: ours(r + 1)[1] for r in range(1, args.repeats, 2)}
     rows = []
     for r in range(args.repeats):
-        t_ours, steps, useful = ours(r + 1)
-        t_bare = bare(r + 1, steps)
+        if r % 2 == 0:
+            t_ours, steps, useful = ours(r + 1)
+            t_bare = bare(r + 1, steps)
+        else:
+            t_bare = bare(r + 1, planned[r])
+            t_ours, steps, useful = ours(r + 1)
+            assert steps == planned[r], "the same seed sampled a different length"
         rows.append((t_ours, t_bare, steps, useful))
+        first = "ours" if r % 2 == 0 else "model.generate"
         print(
-            f"round {r}: {steps} decode steps x {len(prompts)} rows ({useful} tokens before the stops): "
-            f"ours {t_ours:.2f} s, model.generate {t_bare:.2f} s, ratio {t_ours / t_bare:.3f}",
+            f"round {r} ({first} first): {steps} decode steps x {len(prompts)} rows ({useful} tokens before the "
+            f"stops): ours {t_ours:.2f} s, model.generate {t_bare:.2f} s, ratio {t_ours / t_bare:.3f}",
             flush=True,
         )
     ratios = [a / b for a, b, _, _ in rows]
     tps_ours = statistics.median(len(prompts) * s / a for a, _, s, _ in rows)
     tps_bare = statistics.median(len(prompts) * s / b for _, b, s, _ in rows)
     print(
-        "| env | batch | decode steps (median) | ours tokens/s | model.generate tokens/s | time ratio (median) |"
+        "| env | batch | decode steps (median) | ours tokens/s | model.generate tokens/s "
+        "| time ratio ours / generate: median (range) |"
     )
     print("|---|---|---|---|---|---|")
     print(
         f"| {args.env} | {len(prompts)} | {statistics.median(s for *_, s, _ in rows)} | {tps_ours:.0f} "
-        f"| {tps_bare:.0f} | {statistics.median(ratios):.3f} (overhead {statistics.median(ratios) - 1:+.1%}) |"
+        f"| {tps_bare:.0f} | {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}; overhead "
+        f"{statistics.median(ratios) - 1:+.1%}) |"
+    )
+    print(
+        f"load average before: {' '.join(f'{v:.2f}' for v in load_before)}, after: "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} CPUs)"
     )
 
 

@@ -1,19 +1,26 @@
 """EchoLab's metric tracking side by side with an MLflow tracking server, on the same Postgres.
 
-  1. ingest: N points over HTTP in batches of 1,000 (ours: POST /api/runs/<id>/metrics; MLflow:
-     POST /api/2.0/mlflow/runs/log-batch), points/s for each;
+  1. ingest: N points per server over HTTP, KEYS keys a step, in batches of at most 1,000 (ours:
+     POST /api/runs/<id>/metrics; MLflow: POST /api/2.0/mlflow/runs/log-batch), points/s for each.
+     After --ingest-warmup untimed points each, the servers take turns, --ingest-chunk points at a
+     time, so both see the same machine load;
   2. chart query: one run with KEYS x STEPS points (loaded straight into each server's table with
      generate_series, so both hold the same rows), 6 keys at <= 1,000 points each, latency p50/p95
-     and payload size. Ours: one GET /api/runs/<id>/metrics; MLflow: metrics/get-history (the whole
-     series, as its REST API gives it) and get-history-bulk-interval (the sampled series its UI
-     charts), one request per key. Also: does a one-step spike survive in the 1,000-point answer?
+     and payload size. Ours: one GET /api/runs/<id>/metrics; MLflow: get-history-bulk-interval (the
+     sampled series its UI charts), one request per key, the 6 sent at once on 6 connections as a
+     browser sends them (and, for reference, one after another), and metrics/get-history (the whole
+     series, as its REST API gives it). After one untimed call of each, the requests take turns,
+     the side that goes first alternating. Also: does a one-step spike survive in the 1,000-point
+     answer?
   3. pollers (ours only; the target is absolute: p99 under 200 ms): --pollers run pages open on that
      run while a trainer ingests a step a second; each polls the incremental endpoint every 2 s, as
      run.js does, against gunicorn with the workers `./echolab run` starts.
 
-Both servers run as one worker process each (ours: gunicorn; MLflow: `mlflow server --workers 1`).
+Both servers run as one worker process each (ours: gunicorn; MLflow: `mlflow server --workers 1`, with
+MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false so that no job runner starts beside it and competes with the
+first minutes of its ingest). The load average is printed before and after each stage.
 MLflow lives in its own virtualenv (never EchoLab's):
-    python3.11 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install mlflow psycopg2-binary
+    python3.11 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install mlflow==3.17.2 psycopg2-binary
 Run:
     .venv/bin/python bench/tracking.py --mlflow /tmp/mlflow-venv/bin/mlflow
 """
@@ -25,6 +32,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -45,6 +53,12 @@ SPIKE_STEP, SPIKE_VALUE = 54_321, 1e4
 POLL_S, WRITE_S = 2.0, 1.0  # run.js polls every 2 s; a fast trainer logs a step a second
 # The web server as `./echolab run` starts it (webapp/core/management/commands/serve.py).
 SERVE_WORKERS = ("--workers", "2", "--threads", "4")
+BATCH = 1000  # points per ingest request: MLflow's log-batch limit
+BROWSER_CONNECTIONS = 6  # a browser's parallel HTTP/1.1 connections to one host
+
+
+def load_average() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def recreate_databases(names=(OURS_DB, MLFLOW_DB)):
@@ -142,6 +156,9 @@ def start_servers(mlflow_bin, logs: Path, servers: list):
             "--workers",
             "1",
         ],
+        # No job runner (and its Huey workers) starting beside the server: it would compete with the
+        # first minutes of MLflow's ingest, and EchoLab's side starts no background worker either.
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         stdout=open(logs / "mlflow.log", "w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -171,40 +188,74 @@ def mlflow_run(client, name):
     return run["run"]["info"]["run_id"]
 
 
-def batches(points, keys=10, size=1000):
-    """(step, key, value) in step order, keys interleaved, cut into batches of `size`."""
-    steps_per_batch = size // keys
-    for first in range(0, points // keys, steps_per_batch):
-        yield [
+def batches(first_step, points, keys):
+    """(step, key, value) in step order, `keys` keys a step, cut into batches of whole steps (at most BATCH
+    points each) until `points` points; returns the list of batches and the next step."""
+    steps_per_batch = BATCH // keys
+    steps = points // keys
+    out = [
+        [
             (step, f"metric/{k}", step * 0.001 + k)
-            for step in range(first, first + steps_per_batch)
+            for step in range(first, min(first + steps_per_batch, first_step + steps))
             for k in range(keys)
         ]
+        for first in range(first_step, first_step + steps, steps_per_batch)
+    ]
+    return out, first_step + steps
 
 
-def bench_ingest(points, ours, our_run_id, mlflow, mlflow_run_id):
-    results = {}
-    start = time.perf_counter()
-    for batch in batches(points):
-        ours.call(
-            "POST",
-            f"/api/runs/{our_run_id}/metrics",
-            [{"step": s, "key": k, "value": v} for s, k, v in batch],
-        )
-    results["ours"] = points / (time.perf_counter() - start)
-    start = time.perf_counter()
+class IngestTarget:
+    """One server's ingest: a run to log into, the next step, and the points and seconds timed so far."""
+
+    def __init__(self, name, send):
+        self.name, self.send = name, send
+        self.step, self.points, self.seconds = 0, 0, 0.0
+
+    def log(self, points, keys, timed=True):
+        chunk, self.step = batches(self.step, points, keys)  # built before the clock starts
+        start = time.perf_counter()
+        for batch in chunk:
+            self.send(batch)
+        if timed:
+            self.seconds += time.perf_counter() - start
+            self.points += sum(map(len, chunk))
+
+    @property
+    def rate(self):
+        return self.points / self.seconds
+
+
+def bench_ingest(points, keys, warmup, chunk, ours, our_run_id, mlflow, mlflow_run_id):
+    """Both servers take turns, `chunk` points at a time (the first to go alternating), after `warmup`
+    untimed points each; points/s of each over its timed turns."""
     now = int(time.time() * 1000)
-    for batch in batches(points):
-        mlflow.call(
-            "POST",
-            "/api/2.0/mlflow/runs/log-batch",
-            {
-                "run_id": mlflow_run_id,
-                "metrics": [{"key": k, "value": v, "timestamp": now, "step": s} for s, k, v in batch],
-            },
-        )
-    results["mlflow"] = points / (time.perf_counter() - start)
-    return results
+    targets = [
+        IngestTarget(
+            "ours",
+            lambda batch: ours.call(
+                "POST",
+                f"/api/runs/{our_run_id}/metrics",
+                [{"step": s, "key": k, "value": v} for s, k, v in batch],
+            ),
+        ),
+        IngestTarget(
+            "mlflow",
+            lambda batch: mlflow.call(
+                "POST",
+                "/api/2.0/mlflow/runs/log-batch",
+                {
+                    "run_id": mlflow_run_id,
+                    "metrics": [{"key": k, "value": v, "timestamp": now, "step": s} for s, k, v in batch],
+                },
+            ),
+        ),
+    ]
+    for target in targets:
+        target.log(warmup, keys, timed=False)
+    for turn in range(max(1, points // chunk)):
+        for target in targets if turn % 2 == 0 else targets[::-1]:
+            target.log(chunk, keys)
+    return {target.name: target for target in targets}
 
 
 def load_chart_data(our_run_id, mlflow_run_id, keys, steps):
@@ -238,24 +289,40 @@ def load_chart_data(our_run_id, mlflow_run_id, keys, steps):
         conn.execute("ANALYZE metrics")
 
 
-def timed(fn, repeats):
-    latencies, size = [], 0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        size = fn()
-        latencies.append(time.perf_counter() - start)
-    latencies.sort()
+def summary(latencies, size):
+    latencies = sorted(latencies)
     return {
         "p50_ms": 1000 * statistics.median(latencies),
         "p95_ms": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
+        "requests": len(latencies),
         "bytes": size,
     }
 
 
-def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
+def alternate(measures, repeats):
+    """Each measure (name -> (function returning the payload size, how many of the rounds it runs in))
+    once untimed, then `repeats` rounds in which they take turns, the order reversed every other round."""
+    for fn, _ in measures.values():
+        fn()
+    latencies, sizes = {name: [] for name in measures}, {}
+    names = list(measures)
+    for round_ in range(repeats):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            fn, rounds = measures[name]
+            if round_ >= rounds:
+                continue
+            start = time.perf_counter()
+            sizes[name] = fn()
+            latencies[name].append(time.perf_counter() - start)
+    return {name: summary(latencies[name], sizes[name]) for name in names}
+
+
+def bench_query(ours, our_run_id, mlflow_port, mlflow_run_id, repeats):
     from urllib.parse import quote
 
     spike = {}
+    # A browser's connections to the MLflow server: one keep-alive connection per parallel request.
+    connections = [Client(mlflow_port) for _ in CHART_KEYS]
 
     def ours_query():
         data = ours.call(
@@ -270,7 +337,7 @@ def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
         for key in CHART_KEYS:
             token = ""
             while True:
-                data = mlflow.call(
+                data = connections[0].call(
                     "GET",
                     f"/api/2.0/mlflow/metrics/get-history?run_id={mlflow_run_id}"
                     f"&metric_key={quote(key)}&max_results=25000" + (f"&page_token={token}" if token else ""),
@@ -281,24 +348,41 @@ def bench_query(ours, our_run_id, mlflow, mlflow_run_id, repeats):
                     break
         return total
 
-    def mlflow_sampled():
-        total = 0
-        for key in CHART_KEYS:
-            data = mlflow.call(
-                "GET",
-                f"/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval?run_ids={mlflow_run_id}"
-                f"&metric_key={quote(key)}&max_results=1000",
-            )
-            total += len(data)
-            if key == "actor/grad_norm":
-                spike["mlflow_sampled"] = any(m["value"] == SPIKE_VALUE for m in json.loads(data)["metrics"])
-        return total
+    def sampled(client, key):
+        data = client.call(
+            "GET",
+            f"/ajax-api/2.0/mlflow/metrics/get-history-bulk-interval?run_ids={mlflow_run_id}"
+            f"&metric_key={quote(key)}&max_results=1000",
+        )
+        if key == "actor/grad_norm":
+            spike["mlflow_sampled"] = any(m["value"] == SPIKE_VALUE for m in json.loads(data)["metrics"])
+        return len(data)
 
-    results = {
-        "ours": timed(ours_query, repeats),
-        "mlflow_sampled": timed(mlflow_sampled, repeats),
-        "mlflow_history": timed(mlflow_history, max(3, repeats // 5)),
-    }
+    def mlflow_sampled_concurrent():
+        sizes = [0] * len(CHART_KEYS)
+
+        def fetch(i):
+            sizes[i] = sampled(connections[i % BROWSER_CONNECTIONS], CHART_KEYS[i])
+
+        threads = [threading.Thread(target=fetch, args=(i,)) for i in range(len(CHART_KEYS))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return sum(sizes)
+
+    def mlflow_sampled_sequential():
+        return sum(sampled(connections[0], key) for key in CHART_KEYS)
+
+    results = alternate(
+        {
+            "ours": (ours_query, repeats),
+            "mlflow_sampled": (mlflow_sampled_concurrent, repeats),
+            "mlflow_sequential": (mlflow_sampled_sequential, repeats),
+            "mlflow_history": (mlflow_history, max(3, repeats // 5)),
+        },
+        repeats,
+    )
     return results, spike
 
 
@@ -307,7 +391,6 @@ def bench_pollers(port, token, run_id, first_step, pollers, seconds, keys):
     random phase) for the points after the last step it holds, then the run's events, as run.js does;
     meanwhile a trainer ingests one step of `keys` keys per WRITE_S. Latency of every metrics poll."""
     import random
-    import threading
     from urllib.parse import quote
 
     from webapp.runs.charts import CHARTS
@@ -368,13 +451,17 @@ def main():
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--mlflow", required=True, help="the mlflow executable of a separate virtualenv")
-    parser.add_argument("--ingest-points", type=int, default=1_000_000)
-    parser.add_argument("--keys", type=int, default=50)
+    parser.add_argument("--ingest-points", type=int, default=1_000_000, help="timed points per server")
+    parser.add_argument("--ingest-chunk", type=int, default=20_000, help="points per turn")
+    parser.add_argument("--ingest-warmup", type=int, default=5_000, help="untimed points per server first")
+    parser.add_argument("--keys", type=int, default=50, help="keys a step, in the ingest and the chart run")
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--pollers", type=int, default=50, help="concurrent run pages polling (0: skip)")
     parser.add_argument("--poll-seconds", type=int, default=60)
     args = parser.parse_args()
+    if not 0 < args.keys <= BATCH or args.keys < len(CHART_KEYS):
+        parser.error(f"--keys must lie between {len(CHART_KEYS)} (the charted keys) and {BATCH}")
 
     os.environ.update(our_env())
     sys.path.insert(0, str(ROOT))
@@ -396,30 +483,52 @@ def main():
         ours = Client(OURS_PORT, {"Authorization": f"Bearer {token}"})
         mlflow = Client(MLFLOW_PORT)
 
+        load = load_average()
         ingest = bench_ingest(
-            args.ingest_points, ours, our_run(user).pk, mlflow, mlflow_run(mlflow, "ingest")
+            args.ingest_points,
+            args.keys,
+            args.ingest_warmup,
+            args.ingest_chunk,
+            ours,
+            our_run(user).pk,
+            mlflow,
+            mlflow_run(mlflow, "ingest"),
         )
         print(
-            f"ingest {args.ingest_points} points, batches of 1000: ours {ingest['ours']:.0f} points/s, "
-            f"MLflow log-batch {ingest['mlflow']:.0f} points/s, ratio {ingest['ours'] / ingest['mlflow']:.2f}x",
+            f"ingest, {args.keys} keys a step, batches of {BATCH // args.keys * args.keys}, turns of "
+            f"{args.ingest_chunk:,} points after {args.ingest_warmup:,} untimed (load average before {load}, "
+            f"after {load_average()}, {os.cpu_count()} CPUs):",
             flush=True,
         )
+        for target in ingest.values():
+            print(
+                f"  {target.name:15s} {target.rate:9,.0f} points/s "
+                f"({target.points:,} points in {target.seconds:.1f} s)"
+            )
+        print(f"  ratio ours / MLflow: {ingest['ours'].rate / ingest['mlflow'].rate:.2f}x", flush=True)
 
         chart_run, mlflow_chart_run = our_run(user).pk, mlflow_run(mlflow, "chart")
         load_chart_data(chart_run, mlflow_chart_run, args.keys, args.steps)
-        query, spike = bench_query(ours, chart_run, mlflow, mlflow_chart_run, args.repeats)
-        print(f"chart query, 6 of {args.keys} keys x {args.steps} steps:")
+        load = load_average()
+        query, spike = bench_query(ours, chart_run, MLFLOW_PORT, mlflow_chart_run, args.repeats)
+        print(
+            f"chart query, 6 of {args.keys} keys x {args.steps} steps, turns after one untimed call each "
+            f"(load average before {load}, after {load_average()}):"
+        )
         for name, row in query.items():
             print(
-                f"  {name:15s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
-                f"payload {row['bytes']:>10,d} bytes"
+                f"  {name:17s} p50 {row['p50_ms']:8.1f} ms  p95 {row['p95_ms']:8.1f} ms  "
+                f"({row['requests']} timed)  payload {row['bytes']:>10,d} bytes"
             )
+        for name in ("mlflow_sampled", "mlflow_sequential", "mlflow_history"):
+            print(f"  ratio {name} / ours, p50: {query[name]['p50_ms'] / query['ours']['p50_ms']:.1f}x")
         print(
             f"  spike at step {SPIKE_STEP} kept in the 1,000-point answer: ours {spike['ours']}, "
             f"MLflow sampled {spike['mlflow_sampled']}"
         )
 
         if args.pollers:
+            load = load_average()
             start_ours(POLLERS_PORT, logs, servers, *SERVE_WORKERS)
             polls = bench_pollers(
                 POLLERS_PORT, token, chart_run, args.steps - 1, args.pollers, args.poll_seconds, args.keys
@@ -428,7 +537,7 @@ def main():
                 f"{args.pollers} pollers on the live run's incremental endpoint for {args.poll_seconds} s "
                 f"(gunicorn {' '.join(SERVE_WORKERS)}): {polls['requests']} polls, {polls['failures']} failed, "
                 f"p50 {polls['p50_ms']:.1f} ms, p95 {polls['p95_ms']:.1f} ms, p99 {polls['p99_ms']:.1f} ms, "
-                f"max {polls['max_ms']:.1f} ms",
+                f"max {polls['max_ms']:.1f} ms (load average before {load}, after {load_average()})",
                 flush=True,
             )
     finally:

@@ -1,21 +1,26 @@
 """Step time of our trainer vs TRL's GRPOTrainer: single-turn Bandit, the tiny model, 64 completions.
 
-    .venv/bin/python bench/vs_trl.py --trl-python /tmp/trl-venv/bin/python [--steps 12] [--threads 1]
+    .venv/bin/python bench/vs_trl.py [--steps 12] [--warmup 2] [--threads 1] [--trl-python PYTHON]
 
-TRL lives in its own virtualenv (never in .venv):
-    python3 -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install torch==2.13.0 trl transformers==5.24.0 peft==0.21.2
+TRL comes with the dev requirements (requirements-dev.txt), so both sides run on .venv's python by default;
+--trl-python picks another virtualenv's python for the TRL side.
 
-Both sides, back to back on the same machine: the same tiny model (var/models/tiny), the same
-first-turn Bandit prompts (our ChatFormat text, `<think>` opener included, given to TRL as plain-text
-prompts), 4 prompts x 16 completions = 64 completions per step, at most 64 new tokens, temperature 1,
-GRPO advantages, no KL, the same actor lr (--lr), one optimizer step per batch of 64 (no micro-batching),
-fp32 on CPU. Ours: `train()` with `--preset grpo`, rollout.max_turns=1. TRL: GRPOTrainer with
-num_generations=16, per_device_train_batch_size=64, steps_per_generation=1, a reward function that
-plays the Bandit answer the way our rollout does, and (unless --trl-eos-only) `</answer>` added to
-the model's generation_config.eos_token_id (TRL's own EOS list) so that TRL stops where our rollout
-stops (otherwise it samples all 64 tokens: the tiny model rarely emits EOS after `</answer>`).
-Step time: our `time/step_s`; TRL's from a callback (on_step_begin -> on_step_end). The first `--warmup`
-steps are dropped; the median of the rest is used.
+Both sides on the same machine, taking turns step by step: each runs in its own process and waits at a
+gate before every step (ours: the loop's `should_stop`; TRL: a callback's on_step_begin) until this
+script lets it go; one side's step runs, then the other's, and the side that goes first alternates
+from pair to pair, so both see the same machine load. The first --warmup pairs are dropped; the result
+is the median over the remaining pairs of (our step time / TRL's step time), with the range of those
+per-pair ratios as the spread. The same tiny model (var/models/tiny), the same first-turn Bandit prompts
+(our ChatFormat text, `<think>` opener included, given to TRL as plain-text prompts), 4 prompts x 16
+completions = 64 completions per step, at most 64 new tokens, temperature 1, GRPO advantages, no KL,
+the same actor lr (--lr), one optimizer step per batch of 64 (no micro-batching), fp32 on CPU, no
+gradient checkpointing on either side (TRL's GRPOConfig turns it on by default; ours is off). Ours:
+`train()` with `--preset grpo`, rollout.max_turns=1. TRL: GRPOTrainer with num_generations=16,
+per_device_train_batch_size=64, steps_per_generation=1, a reward function that plays the Bandit answer
+the way our rollout does, and (unless --trl-eos-only) `</answer>` added to the model's
+generation_config.eos_token_id (TRL's own EOS list) so that TRL stops where our rollout stops
+(otherwise it samples all 64 tokens: the tiny model rarely emits EOS after `</answer>`).
+Step time: our `time/step_s`; TRL's from a callback (on_step_begin -> on_step_end).
 """
 
 import argparse
@@ -32,6 +37,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 GROUPS, GROUP_SIZE, MAX_NEW = 4, 16, 64
+READY = "BENCH READY"  # a side's line to this script: at the gate before a step
+RESULT = "RESULT "  # a side's last line: its step times, as JSON
+
+
+def wait_for_turn() -> None:
+    """In a side's process, before each step: say so, and block until the bench lets this step run."""
+    print(READY, flush=True)
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit("the bench stopped this side")
 
 
 def prompts(n):
@@ -81,12 +95,23 @@ def ours(steps, threads, lr):
         schedule={"steps": steps, "val_every": 0, "checkpoint_every": 0, "samples_per_step": 0},
     )
     sink = MemorySink()
+
+    def gate() -> bool:  # the loop asks before each step, before its step clock starts
+        wait_for_turn()
+        return False
+
     with tempfile.TemporaryDirectory() as out:
-        train(cfg, sink, out)
-    return (
-        [r["time/step_s"] for r in sink.rows],
-        [r["response/tokens_mean"] for r in sink.rows],
-        [(r["time/rollout_s"], r["time/update_s"]) for r in sink.rows],
+        train(cfg, sink, out, should_stop=gate)
+    print(
+        RESULT
+        + json.dumps(
+            {
+                "times": [r["time/step_s"] for r in sink.rows],
+                "lengths": [r["response/tokens_mean"] for r in sink.rows],
+                "split": [(r["time/rollout_s"], r["time/update_s"]) for r in sink.rows],
+            }
+        ),
+        flush=True,
     )
 
 
@@ -133,6 +158,7 @@ def trl_side(steps, threads, stop_answer, lr):
 
     class Timer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
+            wait_for_turn()
             self.t = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
@@ -151,6 +177,7 @@ def trl_side(steps, threads, stop_answer, lr):
             gradient_accumulation_steps=1,
             steps_per_generation=1,
             max_completion_length=MAX_NEW,
+            gradient_checkpointing=False,  # TRL's default is on; ours is off
             temperature=1.0,
             top_p=1.0,
             beta=0.0,
@@ -182,7 +209,7 @@ def trl_side(steps, threads, stop_answer, lr):
     import trl
 
     print(
-        "RESULT "
+        RESULT
         + json.dumps(
             {
                 "times": times,
@@ -190,15 +217,49 @@ def trl_side(steps, threads, stop_answer, lr):
                 "trl": trl.__version__,
                 "transformers": transformers.__version__,
             }
-        )
+        ),
+        flush=True,
     )
+
+
+class Side:
+    """One side's process, stepped by the bench: `step()` lets one step run and returns when it has ended."""
+
+    def __init__(self, name: str, command: list[str], env: dict, log: Path):
+        self.name, self.log, self.result = name, log, None
+        self.proc = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(log, "w"),
+            text=True,
+            bufsize=1,
+        )
+
+    def wait(self) -> None:
+        """Until the side stands at its next gate, or has finished and printed its result."""
+        for line in self.proc.stdout:
+            if line.strip() == READY:
+                return
+            if line.startswith(RESULT):
+                self.result = json.loads(line[len(RESULT) :])
+                self.proc.wait()
+                return
+        self.proc.wait()
+        raise SystemExit(f"the {self.name} side ended without a result:\n{self.log.read_text()[-3000:]}")
+
+    def step(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        self.wait()
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trl-python", default="/tmp/trl-venv/bin/python")
-    p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--trl-python", default=sys.executable, help="python of the TRL side (default: this one)")
+    p.add_argument("--steps", type=int, default=12, help="steps per side, warm-up included")
+    p.add_argument("--warmup", type=int, default=2, help="first pairs of steps not counted")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(
         "--lr",
@@ -212,58 +273,73 @@ def main():
         action="store_true",
         help="let TRL stop only at EOS (default: also at `</answer>`, as our rollout does)",
     )
-    p.add_argument("--trl-side", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--side", choices=("ours", "trl"), help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.trl_side:
+    if args.side == "ours":
+        ours(args.steps, args.threads, args.lr)
+        return
+    if args.side == "trl":
         trl_side(args.steps, args.threads, not args.trl_eos_only, args.lr)
         return
+    if args.steps <= args.warmup:
+        p.error("--steps must exceed --warmup")
+
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
-    start = time.time()
-    our_times, our_len, our_split = ours(args.steps, args.threads, args.lr)
-    print(
-        f"ours: {time.time() - start:.0f} s; step times {[round(t, 2) for t in our_times]}; median rollout "
-        f"{statistics.median(a for a, _ in our_split[args.warmup :]):.2f} s, update "
-        f"{statistics.median(b for _, b in our_split[args.warmup :]):.2f} s",
-        flush=True,
-    )
-    start = time.time()
-    proc = subprocess.run(
-        [
-            args.trl_python,
-            __file__,
-            "--trl-side",
-            "--steps",
-            str(args.steps),
-            "--threads",
-            str(args.threads),
-            "--lr",
-            str(args.lr),
-        ]
-        + (["--trl-eos-only"] if args.trl_eos_only else []),
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if proc.returncode or line is None:
-        print(proc.stdout[-3000:], proc.stderr[-3000:])
-        raise SystemExit("the TRL side failed")
-    trl = json.loads(line[len("RESULT ") :])
-    print(
-        f"TRL {trl['trl']} (transformers {trl['transformers']}): {time.time() - start:.0f} s; "
-        f"step times {[round(t, 2) for t in trl['times']]}",
-        flush=True,
-    )
+    common = ["--steps", str(args.steps), "--threads", str(args.threads), "--lr", str(args.lr)]
+    logs = ROOT / "var" / "bench" / "vs_trl"
+    logs.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    sides = [
+        Side("ours", [sys.executable, __file__, "--side", "ours", *common], env, logs / "ours.log"),
+        Side(
+            "TRL",
+            [args.trl_python, __file__, "--side", "trl", *common]
+            + (["--trl-eos-only"] if args.trl_eos_only else []),
+            env,
+            logs / "trl.log",
+        ),
+    ]
+    try:
+        for side in sides:
+            side.wait()  # loaded, at the first gate
+        for pair in range(args.steps):
+            for side in sides if pair % 2 == 0 else sides[::-1]:
+                side.step()
+                print(f"pair {pair}: {side.name} step done", flush=True)
+    finally:
+        for side in sides:
+            if side.proc.poll() is None:
+                side.proc.kill()
+    ours_result, trl = sides[0].result, sides[1].result
     w = args.warmup
-    a, b = statistics.median(our_times[w:]), statistics.median(trl["times"][w:])
-    la = statistics.mean(our_len[w:])
+    our_times, trl_times = ours_result["times"], trl["times"]
+    ratios = [a / b for a, b in zip(our_times[w:], trl_times[w:])]
+    split = ours_result["split"][w:]
+    print(f"ours step times (s): {[round(t, 2) for t in our_times]}")
+    print(
+        f"TRL {trl['trl']} (transformers {trl['transformers']}) step times (s): {[round(t, 2) for t in trl_times]}"
+    )
+    print(f"per-pair ratios ours / TRL after {w} warm-up pairs: {[round(r, 2) for r in ratios]}")
+    la = statistics.mean(ours_result["lengths"][w:])
     lb = statistics.mean(trl["lengths"][w:]) if trl["lengths"] else float("nan")
+    stops = "EOS only" if args.trl_eos_only else "EOS or `</answer>`"
     print("| | median step time (s) | mean completion tokens |")
     print("|---|---|---|")
-    print(f"| ours (grpo, 1 turn) | {a:.2f} | {la:.1f} |")
-    stops = "EOS only" if args.trl_eos_only else "EOS or `</answer>`"
-    print(f"| TRL GRPOTrainer {trl['trl']} (stops at {stops}) | {b:.2f} | {lb:.1f} |")
-    print(f"| ratio ours / TRL | {a / b:.2f} | |")
+    print(
+        f"| ours (grpo, 1 turn): rollout {statistics.median(a for a, _ in split):.2f} s + update "
+        f"{statistics.median(b for _, b in split):.2f} s | {statistics.median(our_times[w:]):.2f} | {la:.1f} |"
+    )
+    print(
+        f"| TRL GRPOTrainer {trl['trl']} (stops at {stops}) | {statistics.median(trl_times[w:]):.2f} | {lb:.1f} |"
+    )
+    print(
+        f"| ours / TRL, median of {len(ratios)} alternating pairs (range) | {statistics.median(ratios):.2f} "
+        f"({min(ratios):.2f}-{max(ratios):.2f}) | |"
+    )
+    print(
+        f"load average before: {' '.join(f'{v:.2f}' for v in load_before)}, after: "
+        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} ({os.cpu_count()} CPUs)"
+    )
 
 
 if __name__ == "__main__":
