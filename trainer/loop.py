@@ -54,6 +54,7 @@ from trainer.config import TrainConfig
 from trainer.filter import keep_groups, zero_groups
 from trainer.models import Policy, load_policy
 from trainer.rollout import ChatFormat, Trajectory, rollout
+from trainer.sink import Sink
 
 TRAIN_SEED_BASE = 10_000  # training seeds: TRAIN_SEED_BASE + seed * 10^7 + counter
 VAL_SEED_BASE = 0  # validation seeds: 0 .. val_seeds-1, fixed
@@ -516,65 +517,72 @@ class Trainer:
         return {"actor/entropy_adv_cov": covariance, **stats.summary(with_critic=self.ppo)}
 
 
-def train(
-    cfg: TrainConfig,
-    sink,
-    out_dir: str,
-    should_stop: Callable[[], bool] = lambda: False,
-    resume: bool = False,
-) -> str:
-    """Run cfg.schedule.steps steps (from the latest checkpoint when resume). Returns "completed" | "stopped"."""
-    set_determinism(cfg)
-    os.makedirs(out_dir, exist_ok=True)
-    start, seed_counter = 0, TRAIN_SEED_BASE + cfg.seed * 10_000_000
-    found = checkpoint.latest(out_dir) if resume else None
-    trainer = Trainer(cfg, init_dir=found)
-    if found:
-        state = checkpoint.load_state(found)
-        start, seed_counter = state["step"], state["seed_counter"]
-        trainer.actor_opt.load_state_dict(state["optim"]["actor"])
-        if trainer.critic_opt is not None and state["optim"]["critic"] is not None:
-            trainer.critic_opt.load_state_dict(state["optim"]["critic"])
+@dataclass
+class TrainingRun:
+    """One call of `train`: the trainer, where its output goes, and the counters a checkpoint carries."""
+
+    cfg: TrainConfig
+    trainer: Trainer
+    sink: Sink
+    out_dir: str
+    seed_counter: int  # the next training seed
+    first_step: int = 0  # the resumed checkpoint's step, else 0
+    last_saved: int = -1  # the step of the checkpoint written or resumed last, -1 for none
+    empty_steps: int = 0  # consecutive steps the filter left empty (counted from this process's start)
+
+    @classmethod
+    def start(cls, cfg: TrainConfig, sink: Sink, out_dir: str, resume: bool) -> TrainingRun:
+        """A fresh run, or when resume the one of out_dir's latest checkpoint (none: a fresh run)."""
+        found = checkpoint.latest(out_dir) if resume else None
+        run = cls(cfg, Trainer(cfg, init_dir=found), sink, out_dir, TRAIN_SEED_BASE + cfg.seed * 10_000_000)
+        if found:
+            run.restore(found)
+        return run
+
+    def restore(self, path: str) -> None:
+        """The step, seed counter, optimizer states and RNG states of the checkpoint at path."""
+        state = checkpoint.load_state(path)
+        self.first_step = self.last_saved = state["step"]
+        self.seed_counter = state["seed_counter"]
+        self.trainer.actor_opt.load_state_dict(state["optim"]["actor"])
+        if self.trainer.critic_opt is not None and state["optim"]["critic"] is not None:
+            self.trainer.critic_opt.load_state_dict(state["optim"]["critic"])
         checkpoint.restore_rng(state["rng"])
-    schedule, rollout_cfg, algorithm = cfg.schedule, cfg.rollout, cfg.algorithm
-    groups, group_size = rollout_cfg.env_groups, rollout_cfg.group_size
-    config_yaml = cfg.to_yaml()
-    last_saved = start if found else -1
-    empty_steps = 0  # consecutive steps the filter left empty (counted from this process's start)
 
-    def save(next_step: int) -> None:
-        nonlocal last_saved
-        if last_saved == next_step:
-            return
-        path = checkpoint.save(
-            out_dir,
-            next_step,
-            trainer.policy,
-            trainer.actor_opt,
-            trainer.critic_opt,
-            config_yaml,
-            seed_counter,
-            schedule.keep_checkpoints,
-        )
-        last_saved = next_step
-        sink.checkpoint(next_step, path)
-
-    for step in range(start, schedule.steps):
-        if should_stop():
-            save(step)
-            return "stopped"
+    def step(self, step: int) -> None:
+        """One training step: play -> collapse probe -> filter -> update -> validate -> log -> checkpoint."""
         started = time.time()
-        seeds = [seed_counter + g for g in range(groups) for _ in range(group_size)]
-        seed_counter += groups
-        trajs = trainer.play(
-            seeds, [g for g in range(groups) for _ in range(group_size)], rollout_cfg.temperature
-        )
+        trajs = self.play()
         played = time.time()
-        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(groups, group_size)
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
+        rewards = rewards.view(self.cfg.rollout.env_groups, self.cfg.rollout.group_size)
         metrics = rollout_metrics(trajs, rewards)
-        collapse_every = cfg.diagnostics.collapse_every
-        if collapse_every and step % collapse_every == 0:
-            metrics.update(trainer.measure_collapse(step, trajs))
+        if due(self.cfg.diagnostics.collapse_every, step):
+            metrics.update(self.trainer.measure_collapse(step, trajs))
+        kept, filter_metrics = self.filter(trajs, rewards)
+        metrics.update(filter_metrics)
+        if kept:
+            metrics.update(self.trainer.update(kept, torch.tensor([t.group for t in kept])))
+        updated = time.time()
+        if self.validation_due(step):
+            metrics.update(self.trainer.validation_metrics())
+        metrics.update(timing_metrics(trajs, started, played, updated))
+        self.log(step, metrics, trajs)
+        self.end_step(step)
+
+    def play(self) -> list[Trajectory]:
+        """This step's P x N training episodes: group g plays the seed seed_counter + g, N times."""
+        groups, group_size = self.cfg.rollout.env_groups, self.cfg.rollout.group_size
+        seeds = [self.seed_counter + g for g in range(groups) for _ in range(group_size)]
+        self.seed_counter += groups
+        group_of = [g for g in range(groups) for _ in range(group_size)]
+        return self.trainer.play(seeds, group_of, self.cfg.rollout.temperature)
+
+    def filter(
+        self, trajs: list[Trajectory], rewards: torch.Tensor
+    ) -> tuple[list[Trajectory], dict[str, float]]:
+        """The trajectories of the groups the StarPO-S filter keeps (filter.py), and the filter's metrics."""
+        algorithm = self.cfg.algorithm
         kept = keep_groups(
             rewards,
             algorithm.filter,
@@ -582,42 +590,100 @@ def train(
             algorithm.filter_include_zero,
             algorithm.filter_top_p_mode,
         )
-        empty_steps = 0 if kept else empty_steps + 1
-        metrics.update(
-            {
-                "train/filter_kept_ratio": len(kept) / groups,
-                "train/filter_zero_groups": float(zero_groups(rewards)),
-                "train/filter_skipped": float(not kept),
-            }
+        self.empty_steps = 0 if kept else self.empty_steps + 1
+        metrics = {
+            "train/filter_kept_ratio": len(kept) / self.cfg.rollout.env_groups,
+            "train/filter_zero_groups": float(zero_groups(rewards)),
+            "train/filter_skipped": float(not kept),
+        }
+        return [t for t in trajs if t.group in kept], metrics
+
+    def validation_due(self, step: int) -> bool:
+        """Validation runs on step 0, every schedule.val_every steps, and the last step (never when 0)."""
+        schedule = self.cfg.schedule
+        return due(schedule.val_every, step) or (schedule.val_every > 0 and step == schedule.steps - 1)
+
+    def log(self, step: int, metrics: dict[str, float], trajs: list[Trajectory]) -> None:
+        """The step's metrics, schedule.samples_per_step samples (one per group in turn), and progress."""
+        rollout_cfg, schedule = self.cfg.rollout, self.cfg.schedule
+        self.sink.metrics(step, metrics)
+        one_per_group_in_turn = [
+            trajs[g * rollout_cfg.group_size + i]
+            for i in range(rollout_cfg.group_size)
+            for g in range(rollout_cfg.env_groups)
+        ]
+        tokenizer = self.trainer.policy.tokenizer
+        self.sink.samples(
+            step, [t.sample(tokenizer) for t in one_per_group_in_turn[: schedule.samples_per_step]]
         )
-        kept_trajs = [t for t in trajs if t.group in kept]
-        if kept_trajs:
-            metrics.update(trainer.update(kept_trajs, torch.tensor([t.group for t in kept_trajs])))
-        updated = time.time()
-        if schedule.val_every and (step % schedule.val_every == 0 or step == schedule.steps - 1):
-            metrics.update(trainer.validation_metrics())
-        generated = sum(t.response_tokens for t in trajs)
-        metrics.update(
-            {
-                "time/rollout_s": played - started,
-                "time/update_s": updated - played,
-                "time/step_s": time.time() - started,
-                "perf/tokens_per_s": generated / max(played - started, 1e-9),
-            }
-        )
-        sink.metrics(step, metrics)
-        spread = [trajs[g * group_size + i] for i in range(group_size) for g in range(groups)]
-        sink.samples(step, [t.sample(trainer.policy.tokenizer) for t in spread[: schedule.samples_per_step]])
-        sink.progress(step + 1, schedule.steps)
-        if schedule.checkpoint_every and (step + 1) % schedule.checkpoint_every == 0:
-            save(step + 1)
-        if algorithm.filter_empty_stop_steps and empty_steps >= algorithm.filter_empty_stop_steps:
-            save(step + 1)
+        self.sink.progress(step + 1, schedule.steps)
+
+    def end_step(self, step: int) -> None:
+        """Checkpoint on schedule; stop (checkpointed) when the filter has starved the run."""
+        if due(self.cfg.schedule.checkpoint_every, step + 1):
+            self.save(step + 1)
+        stop_after = self.cfg.algorithm.filter_empty_stop_steps
+        if stop_after and self.empty_steps >= stop_after:
+            self.save(step + 1)
             raise FilterStarved(
-                f"the rollout filter ({algorithm.filter}) kept no group for {empty_steps} steps in a "
-                f"row (every group's rewards were equal, or the threshold was not reached): "
+                f"the rollout filter ({self.cfg.algorithm.filter}) kept no group for {self.empty_steps} steps"
+                f" in a row (every group's rewards were equal, or the threshold was not reached): "
                 f"training stopped at step {step + 1}, as RAGEN-2 does after "
-                f"algorithm.filter_empty_stop_steps={algorithm.filter_empty_stop_steps}"
+                f"algorithm.filter_empty_stop_steps={stop_after}"
             )
-    save(max(schedule.steps, start))
+
+    def save(self, next_step: int) -> None:
+        """A checkpoint to resume at next_step, unless the last one written or resumed is that one."""
+        if self.last_saved == next_step:
+            return
+        trainer = self.trainer
+        path = checkpoint.save(
+            self.out_dir,
+            next_step,
+            trainer.policy,
+            trainer.actor_opt,
+            trainer.critic_opt,
+            self.cfg.to_yaml(),
+            self.seed_counter,
+            self.cfg.schedule.keep_checkpoints,
+        )
+        self.last_saved = next_step
+        self.sink.checkpoint(next_step, path)
+
+
+def due(every: int, step: int) -> bool:
+    """Whether a thing scheduled every `every` steps (0 = never) runs at `step`."""
+    return every > 0 and step % every == 0
+
+
+def timing_metrics(
+    trajs: list[Trajectory], started: float, played: float, updated: float
+) -> dict[str, float]:
+    """The step's time/ and perf/ metrics; the step's time runs until now, so it includes validation."""
+    generated = sum(t.response_tokens for t in trajs)
+    return {
+        "time/rollout_s": played - started,
+        "time/update_s": updated - played,
+        "time/step_s": time.time() - started,
+        "perf/tokens_per_s": generated / max(played - started, 1e-9),
+    }
+
+
+def train(
+    cfg: TrainConfig,
+    sink: Sink,
+    out_dir: str,
+    should_stop: Callable[[], bool] = lambda: False,
+    resume: bool = False,
+) -> str:
+    """Run cfg.schedule.steps steps (from the latest checkpoint when resume). Returns "completed" | "stopped"."""
+    set_determinism(cfg)
+    os.makedirs(out_dir, exist_ok=True)
+    run = TrainingRun.start(cfg, sink, out_dir, resume)
+    for step in range(run.first_step, cfg.schedule.steps):
+        if should_stop():
+            run.save(step)
+            return "stopped"
+        run.step(step)
+    run.save(max(cfg.schedule.steps, run.first_step))
     return "completed"
