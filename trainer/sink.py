@@ -91,11 +91,11 @@ class JsonlSink:
             self.start_step, self.start_time = step - 1, time.time() - self.last.get("time/step_s", 0.0)
         done = step - self.start_step
         eta = (time.time() - self.start_time) / max(done, 1) * (total - step)
-        m = self.last
-        val = f" | val {m['val/success']:.2f}" if "val/success" in m else ""
+        last = self.last
+        val = f" | val {last['val/success']:.2f}" if "val/success" in last else ""
         print(
             f"step {step}/{total} | eta {int(eta) // 60}m{int(eta) % 60:02d}s | success "
-            f"{m.get('train/success', float('nan')):.2f} | reward {m.get('train/reward_mean', float('nan')):.3f}"
+            f"{last.get('train/success', float('nan')):.2f} | reward {last.get('train/reward_mean', float('nan')):.3f}"
             f"{val}",
             file=self.stream,
             flush=True,
