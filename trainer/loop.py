@@ -48,6 +48,40 @@ from dataclasses import dataclass, field
 
 import torch
 
+from diagnostics.metrics import (
+    ACTOR_APPROX_KL,
+    ACTOR_CLIP_FRAC,
+    ACTOR_CLIP_FRAC_HIGH,
+    ACTOR_ENTROPY,
+    ACTOR_ENTROPY_ADV_COV,
+    ACTOR_GRAD_NORM,
+    ACTOR_KL_REF,
+    ACTOR_PG_LOSS,
+    ACTOR_SKIPPED_STEPS,
+    BY_KEY,
+    CRITIC_EXPLAINED_VAR,
+    CRITIC_GRAD_NORM,
+    CRITIC_SKIPPED_STEPS,
+    CRITIC_VF_LOSS,
+    PERF_TOKENS_PER_S,
+    RESPONSE_THINK_TOKENS_MEAN,
+    RESPONSE_TOKENS_MEAN,
+    TIME_COLLAPSE_S,
+    TIME_ROLLOUT_S,
+    TIME_STEP_S,
+    TIME_UPDATE_S,
+    TRAIN_ACTIONS_VALID,
+    TRAIN_FILTER_KEPT_RATIO,
+    TRAIN_FILTER_SKIPPED,
+    TRAIN_FILTER_ZERO_GROUPS,
+    TRAIN_FORMAT_VALID,
+    TRAIN_FRAC_ZERO_STD_GROUPS,
+    TRAIN_REWARD_MEAN,
+    TRAIN_REWARD_STD_IN_GROUP,
+    TRAIN_SUCCESS,
+    VAL_ENV_SUCCESS,
+    VAL_SUCCESS,
+)
 from trainer import advantages, checkpoint, losses, prefix
 from trainer.collapse import CollapseProbe
 from trainer.config import TrainConfig
@@ -58,6 +92,12 @@ from trainer.sink import Sink
 
 TRAIN_SEED_BASE = 10_000  # training seeds: TRAIN_SEED_BASE + seed * 10^7 + counter
 VAL_SEED_BASE = 0  # validation seeds: 0 .. val_seeds-1, fixed
+# losses.policy_loss's per-token statistics -> the actor/ metrics that report their means
+CLIP_STATS = {
+    ACTOR_CLIP_FRAC: "clip_frac",
+    ACTOR_CLIP_FRAC_HIGH: "clip_frac_high",
+    ACTOR_APPROX_KL: "approx_kl",
+}
 
 
 class FilterStarved(RuntimeError):
@@ -138,14 +178,14 @@ def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str,
     std = rewards.std(dim=1) if rewards.shape[1] > 1 else torch.zeros(rewards.shape[0])
     turns = [turn for t in trajs for turn in t.turns]
     return {
-        "train/success": _mean(float(t.success) for t in trajs),
-        "train/reward_mean": rewards.mean().item(),
-        "train/reward_std_in_group": std.mean().item(),
-        "train/frac_zero_std_groups": (std < 1e-6).float().mean().item(),
-        "train/format_valid": _mean(t.format_ok / max(len(t.turns), 1) for t in trajs) if turns else 0.0,
-        "train/actions_valid": sum(t.valid_actions for t in trajs) / max(sum(t.actions for t in trajs), 1),
-        "response/tokens_mean": _mean(t.response_tokens for t in trajs),
-        "response/think_tokens_mean": _mean(t.think_tokens for t in trajs),
+        TRAIN_SUCCESS: _mean(float(t.success) for t in trajs),
+        TRAIN_REWARD_MEAN: rewards.mean().item(),
+        TRAIN_REWARD_STD_IN_GROUP: std.mean().item(),
+        TRAIN_FRAC_ZERO_STD_GROUPS: (std < 1e-6).float().mean().item(),
+        TRAIN_FORMAT_VALID: _mean(t.format_ok / max(len(t.turns), 1) for t in trajs) if turns else 0.0,
+        TRAIN_ACTIONS_VALID: sum(t.valid_actions for t in trajs) / max(sum(t.actions for t in trajs), 1),
+        RESPONSE_TOKENS_MEAN: _mean(t.response_tokens for t in trajs),
+        RESPONSE_THINK_TOKENS_MEAN: _mean(t.think_tokens for t in trajs),
     }
 
 
@@ -192,7 +232,7 @@ class MicroBatch:
 class UpdateStats:
     """What the optimiser step saw over one update, summarised into the actor/ and critic/ metrics."""
 
-    token_sums: dict[str, float]  # per-token quantities summed over the model's tokens trained on
+    token_sums: dict[str, float]  # actor/ metrics of per-token quantities, summed over the tokens trained on
     tokens: float = 0.0
     pg_losses: list[float] = field(default_factory=list)  # per micro-batch; they add up to a mini-batch's
     vf_losses: list[float] = field(default_factory=list)
@@ -203,18 +243,18 @@ class UpdateStats:
 
     def summary(self, with_critic: bool) -> dict[str, float]:
         steps = max(len(self.grad_norms), 1)
-        metrics = {f"actor/{k}": v / max(self.tokens, 1.0) for k, v in self.token_sums.items()}
+        metrics = {key: total / max(self.tokens, 1.0) for key, total in self.token_sums.items()}
         metrics.update(
             {
-                "actor/pg_loss": sum(self.pg_losses) / steps,
-                "actor/grad_norm": _finite_mean(self.grad_norms),
-                "actor/skipped_steps": float(self.skipped),
+                ACTOR_PG_LOSS: sum(self.pg_losses) / steps,
+                ACTOR_GRAD_NORM: _finite_mean(self.grad_norms),
+                ACTOR_SKIPPED_STEPS: float(self.skipped),
             }
         )
         if with_critic:
-            metrics["critic/vf_loss"] = sum(self.vf_losses) / steps
-            metrics["critic/grad_norm"] = _finite_mean(self.critic_grad_norms)
-            metrics["critic/skipped_steps"] = float(self.critic_skipped)
+            metrics[CRITIC_VF_LOSS] = sum(self.vf_losses) / steps
+            metrics[CRITIC_GRAD_NORM] = _finite_mean(self.critic_grad_norms)
+            metrics[CRITIC_SKIPPED_STEPS] = float(self.critic_skipped)
         return metrics
 
 
@@ -272,10 +312,11 @@ class Trainer:
     def validation_metrics(self) -> dict[str, float]:
         """val/success in the training environment, and val/<env>/success for each of rollout.val_envs."""
         own = self.validate()
+        per_env = BY_KEY[VAL_ENV_SUCCESS]
         return {
-            "val/success": own,
+            VAL_SUCCESS: own,
             **{
-                f"val/{name}/success": own if name == self.cfg.env.name else self.validate(name)
+                per_env.fill(env=name): own if name == self.cfg.env.name else self.validate(name)
                 for name in self.cfg.rollout.val_envs
             },
         }
@@ -288,7 +329,7 @@ class Trainer:
             found = self.collapse.measure(
                 step, trajs, self.chat, policy.model, self.pad_id, self.cfg.optim.micro_batch_size
             )
-        return {**found, "time/collapse_s": time.time() - started}
+        return {**found, TIME_COLLAPSE_S: time.time() - started}
 
     def validate(self, env_name: str | None = None) -> float:
         rollout_cfg = self.cfg.rollout
@@ -370,7 +411,7 @@ class Trainer:
         metrics: dict[str, float] = {}
         kl_penalties = self.kl_penalties(batches) if self.kl_in_reward else []
         if kl_penalties:
-            metrics["actor/kl_ref"] = sum(kl.sum().item() for kl in kl_penalties) / sum(
+            metrics[ACTOR_KL_REF] = sum(kl.sum().item() for kl in kl_penalties) / sum(
                 b.mask.sum().item() for b in batches
             )
         for j, batch in enumerate(batches):
@@ -391,7 +432,7 @@ class Trainer:
                 batch.advantages = adv
         values = torch.cat([computed(b.old_values, "old values")[b.mask.bool()] for b in batches])
         returns = torch.cat([computed(b.returns, "returns")[b.mask.bool()] for b in batches])
-        metrics["critic/explained_var"] = losses.explained_variance(values, returns, torch.ones_like(returns))
+        metrics[CRITIC_EXPLAINED_VAR] = losses.explained_variance(values, returns, torch.ones_like(returns))
         return metrics
 
     def kl_penalties(self, batches: list[MicroBatch]) -> list[torch.Tensor]:
@@ -418,9 +459,14 @@ class Trainer:
 
     def optimise(self, batches: list[MicroBatch], first_order: list[int]) -> UpdateStats:
         """Step 3: epochs x mini-batches (one optimizer step each) x micro-batches (gradient accumulation)."""
-        token_sums = {"entropy": 0.0, "clip_frac": 0.0, "clip_frac_high": 0.0, "approx_kl": 0.0}
+        token_sums = {
+            ACTOR_ENTROPY: 0.0,
+            ACTOR_CLIP_FRAC: 0.0,
+            ACTOR_CLIP_FRAC_HIGH: 0.0,
+            ACTOR_APPROX_KL: 0.0,
+        }
         if self.kl_in_loss:
-            token_sums["kl_ref"] = 0.0
+            token_sums[ACTOR_KL_REF] = 0.0
         stats = UpdateStats(token_sums)
         self.policy.model.train()
         if self.policy.critic is not None:
@@ -483,14 +529,14 @@ class Trainer:
                 loss = loss + algorithm.kl_coef * losses.aggregate(
                     kl, mask, algorithm.loss_agg, n_seqs, n_tokens
                 )
-                stats.token_sums["kl_ref"] += (kl.detach() * mask).sum().item()
+                stats.token_sums[ACTOR_KL_REF] += (kl.detach() * mask).sum().item()
         loss.backward()
         tokens = mask.sum().item()
         stats.tokens += tokens
         stats.pg_losses.append(pg_loss.item())
-        stats.token_sums["entropy"] += (entropy * mask).sum().item()
-        for key in ("clip_frac", "clip_frac_high", "approx_kl"):
-            stats.token_sums[key] += clip_stats[key] * tokens
+        stats.token_sums[ACTOR_ENTROPY] += (entropy * mask).sum().item()
+        for key, name in CLIP_STATS.items():
+            stats.token_sums[key] += clip_stats[name] * tokens
 
     def critic_backward(self, batch: MicroBatch, n_tokens: float, stats: UpdateStats) -> None:
         """Back-propagate one micro-batch's share of L_critic (token mean over the mini-batch's n_tokens)."""
@@ -514,7 +560,7 @@ class Trainer:
             [computed(b.old_logp, "old log-probs") for b in batches],
             [b.mask for b in batches],
         )
-        return {"actor/entropy_adv_cov": covariance, **stats.summary(with_critic=self.ppo)}
+        return {ACTOR_ENTROPY_ADV_COV: covariance, **stats.summary(with_critic=self.ppo)}
 
 
 @dataclass
@@ -592,9 +638,9 @@ class TrainingRun:
         )
         self.empty_steps = 0 if kept else self.empty_steps + 1
         metrics = {
-            "train/filter_kept_ratio": len(kept) / self.cfg.rollout.env_groups,
-            "train/filter_zero_groups": float(zero_groups(rewards)),
-            "train/filter_skipped": float(not kept),
+            TRAIN_FILTER_KEPT_RATIO: len(kept) / self.cfg.rollout.env_groups,
+            TRAIN_FILTER_ZERO_GROUPS: float(zero_groups(rewards)),
+            TRAIN_FILTER_SKIPPED: float(not kept),
         }
         return [t for t in trajs if t.group in kept], metrics
 
@@ -662,10 +708,10 @@ def timing_metrics(
     """The step's time/ and perf/ metrics; the step's time runs until now, so it includes validation."""
     generated = sum(t.response_tokens for t in trajs)
     return {
-        "time/rollout_s": played - started,
-        "time/update_s": updated - played,
-        "time/step_s": time.time() - started,
-        "perf/tokens_per_s": generated / max(played - started, 1e-9),
+        TIME_ROLLOUT_S: played - started,
+        TIME_UPDATE_S: updated - played,
+        TIME_STEP_S: time.time() - started,
+        PERF_TOKENS_PER_S: generated / max(played - started, 1e-9),
     }
 
 

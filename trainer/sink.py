@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Protocol
 
+from diagnostics.metrics import TIME_STEP_S, TRAIN_REWARD_MEAN, TRAIN_SUCCESS, VAL_SUCCESS
+
 
 class Sink(Protocol):
     def metrics(self, step: int, values: dict[str, float]) -> None: ...
@@ -88,14 +90,14 @@ class JsonlSink:
 
     def progress(self, step, total):
         if self.start_step is None:
-            self.start_step, self.start_time = step - 1, time.time() - self.last.get("time/step_s", 0.0)
+            self.start_step, self.start_time = step - 1, time.time() - self.last.get(TIME_STEP_S, 0.0)
         done = step - self.start_step
         eta = (time.time() - self.start_time) / max(done, 1) * (total - step)
         last = self.last
-        val = f" | val {last['val/success']:.2f}" if "val/success" in last else ""
+        val = f" | val {last[VAL_SUCCESS]:.2f}" if VAL_SUCCESS in last else ""
         print(
             f"step {step}/{total} | eta {int(eta) // 60}m{int(eta) % 60:02d}s | success "
-            f"{last.get('train/success', float('nan')):.2f} | reward {last.get('train/reward_mean', float('nan')):.3f}"
+            f"{last.get(TRAIN_SUCCESS, float('nan')):.2f} | reward {last.get(TRAIN_REWARD_MEAN, float('nan')):.3f}"
             f"{val}",
             file=self.stream,
             flush=True,
