@@ -11,10 +11,10 @@ import sys
 import yaml
 
 
-def _threads(n: int | None) -> None:
+def _threads(count: int | None) -> None:
     import torch
 
-    torch.set_num_threads(n or int(os.environ.get("ECHOLAB_THREADS", 0)) or min(os.cpu_count() or 1, 8))
+    torch.set_num_threads(count or int(os.environ.get("ECHOLAB_THREADS", 0)) or min(os.cpu_count() or 1, 8))
 
 
 def _config_errors(errors: dict[str, str]) -> int:

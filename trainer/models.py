@@ -57,9 +57,9 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
-def _one_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
+def _one_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 def load_tokenizer(path: str, local: bool):
@@ -209,5 +209,5 @@ def load_policy(
 
 
 def trainable_state(module: nn.Module) -> dict[str, torch.Tensor]:
-    names = {n for n, p in module.named_parameters() if p.requires_grad}
-    return {k: v.detach().cpu() for k, v in module.state_dict().items() if k in names}
+    names = {name for name, param in module.named_parameters() if param.requires_grad}
+    return {name: tensor.detach().cpu() for name, tensor in module.state_dict().items() if name in names}

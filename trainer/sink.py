@@ -51,8 +51,9 @@ class MemorySink(NullSink):
         self.checkpoints.append((step, path))
 
 
-def _clean(v):
-    return None if isinstance(v, float) and not math.isfinite(v) else v
+def _clean(value):
+    """JSON has no NaN or infinity: such a value is written as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 class JsonlSink:
@@ -79,7 +80,7 @@ class JsonlSink:
         self._last_step[path] = step
         with open(path, "a") as f:
             for row in rows:
-                f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+                f.write(json.dumps({key: _clean(value) for key, value in row.items()}) + "\n")
 
     def metrics(self, step, values):
         self.last = values

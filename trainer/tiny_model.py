@@ -104,14 +104,14 @@ def _reply(rng: random.Random, actions: list[str], max_actions: int, thinking: b
     return f" {think} </think> <answer> {acts} </answer>"
 
 
-def _dialogues(n: int, rng: random.Random) -> list[list[tuple[str, str, bool]]]:
-    """n random dialogues over all environments: [(user message, reply, thinking), ...] per dialogue."""
+def _dialogues(count: int, rng: random.Random) -> list[list[tuple[str, str, bool]]]:
+    """`count` random dialogues over all environments: [(user message, reply, thinking), ...] per dialogue."""
     import envs
     from trainer.rollout import first_user_message, next_user_message
 
     names = sorted(envs.registry())  # every registered variant: their words must be in the vocabulary
     out = []
-    for index in range(n):
+    for index in range(count):
         env = envs.make(names[index % len(names)])
         thinking = rng.random() < 0.85
         obs = env.reset(seed=rng.randrange(10**9))
