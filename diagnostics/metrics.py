@@ -1,9 +1,10 @@
 """The metric keys: one entry per key the trainer writes, the one place that says what a key means.
 
-Everything else reads its keys from here: the run page's charts (`CHARTS`, drawn in this order), the
-compare page and API, the alert email's chart (`OUTCOME_KEYS`, `TRAIN_REWARD_STD_IN_GROUP`), the
-detector's rules (the key constants), the renaming of other trainers' names (`aliases.ALIASES`) and the
-key tables of docs/METRICS.md and docs/DETECTOR.md (`python -m diagnostics.metrics_tables`).
+The trainer writes its keys by the constants below, and everything else reads them from here: the run
+page's charts (`CHARTS`, drawn in this order), the compare page and API, the alert email's chart
+(`OUTCOME_KEYS`, `TRAIN_REWARD_STD_IN_GROUP`), the detector's rules (the key constants), the renaming of
+other trainers' names (`aliases.ALIASES`) and the key tables of docs/METRICS.md and docs/DETECTOR.md
+(`python -m diagnostics.metrics_tables`).
 
 A key with a part that varies (the validation environment of `val/<env>/success`) is registered once
 as a pattern; `registered(key)` finds the entry of any key, patterns included.
@@ -83,25 +84,50 @@ def _pattern(key: str) -> re.Pattern[str]:
     )
 
 
-# The keys code reads by name, spelled as the key is ("/" -> "_", upper case).
+# Every key, spelled as the key is ("/" -> "_", upper case): what reads or writes a key by name uses these.
 TRAIN_SUCCESS = "train/success"
 TRAIN_REWARD_MEAN = "train/reward_mean"
 TRAIN_REWARD_STD_IN_GROUP = "train/reward_std_in_group"
 TRAIN_FRAC_ZERO_STD_GROUPS = "train/frac_zero_std_groups"
 TRAIN_FORMAT_VALID = "train/format_valid"
+TRAIN_ACTIONS_VALID = "train/actions_valid"
+TRAIN_FILTER_KEPT_RATIO = "train/filter_kept_ratio"
+TRAIN_FILTER_ZERO_GROUPS = "train/filter_zero_groups"
+TRAIN_FILTER_SKIPPED = "train/filter_skipped"
 ACTOR_ENTROPY = "actor/entropy"
 ACTOR_GRAD_NORM = "actor/grad_norm"
 ACTOR_CLIP_FRAC = "actor/clip_frac"
 ACTOR_CLIP_FRAC_HIGH = "actor/clip_frac_high"
 ACTOR_APPROX_KL = "actor/approx_kl"
 ACTOR_KL_REF = "actor/kl_ref"
+ACTOR_PG_LOSS = "actor/pg_loss"
+ACTOR_SKIPPED_STEPS = "actor/skipped_steps"
+ACTOR_ENTROPY_ADV_COV = "actor/entropy_adv_cov"
+CRITIC_VF_LOSS = "critic/vf_loss"
+CRITIC_EXPLAINED_VAR = "critic/explained_var"
+CRITIC_GRAD_NORM = "critic/grad_norm"
+CRITIC_SKIPPED_STEPS = "critic/skipped_steps"
 RESPONSE_THINK_TOKENS_MEAN = "response/think_tokens_mean"
 RESPONSE_TOKENS_MEAN = "response/tokens_mean"
 VAL_SUCCESS = "val/success"
 VAL_ENV_SUCCESS = "val/<env>/success"
+TIME_ROLLOUT_S = "time/rollout_s"
+TIME_UPDATE_S = "time/update_s"
 TIME_STEP_S = "time/step_s"
+TIME_COLLAPSE_S = "time/collapse_s"
+PERF_TOKENS_PER_S = "perf/tokens_per_s"
 COLLAPSE_MI_ESTIMATE = "collapse/mi_estimate"
+COLLAPSE_MI_ESTIMATE_SEQ = "collapse/mi_estimate_seq"
+COLLAPSE_CONDITIONAL_ENTROPY = "collapse/conditional_entropy"
+COLLAPSE_REASONING_ENTROPY = "collapse/reasoning_entropy"
+COLLAPSE_RETRIEVAL_ACC = "collapse/retrieval_acc"
+COLLAPSE_RETRIEVAL_CHANCE = "collapse/retrieval_chance"
 COLLAPSE_RETRIEVAL_ABOVE_CHANCE = "collapse/retrieval_above_chance"
+COLLAPSE_MI_ZSCORE = "collapse/mi_zscore"
+COLLAPSE_MI_ZSCORE_EMA = "collapse/mi_zscore_ema"
+COLLAPSE_VALID_THINKING_RATE = "collapse/valid_thinking_rate"
+COLLAPSE_NUM_PROMPTS = "collapse/num_prompts"
+COLLAPSE_NUM_SAMPLES = "collapse/num_samples"
 
 # The run's outcome, as the detector's success trend and the alert email's chart pick it: the first of
 # these the run logs (success; a run without it, validation success; then mean reward).
@@ -173,25 +199,25 @@ METRICS = (
         known_as="RAGEN format reward",
     ),
     Metric(
-        "train/actions_valid",
+        TRAIN_ACTIONS_VALID,
         "valid action words / action words written (after the per-turn cut)",
         "fraction",
         aliases=(Alias(RAGEN, "action_is_valid", renamed=False),),
     ),
     Metric(
-        "train/filter_kept_ratio",
+        TRAIN_FILTER_KEPT_RATIO,
         "groups kept by the StarPO-S filter / P (1.0 with no filter)",
         "fraction",
         known_as="RAGEN rollout filter ratio",
     ),
     Metric(
-        "train/filter_zero_groups",
+        TRAIN_FILTER_ZERO_GROUPS,
         "groups whose rewards have no spread (unbiased std <= 1e-10)",
         "groups",
         aliases=(Alias(RAGEN, "rollout/filter_zero_count", renamed=False),),
     ),
     Metric(
-        "train/filter_skipped",
+        TRAIN_FILTER_SKIPPED,
         "1 when the filter kept no group, so the step trained on nothing, else 0",
         "0 or 1",
         aliases=(Alias(RAGEN, "rollout/empty_after_filter", renamed=False),),
@@ -250,37 +276,37 @@ METRICS = (
         ),
     ),
     Metric(
-        "actor/pg_loss",
+        ACTOR_PG_LOSS,
         "policy loss (incl. nothing else), summed over micro-batches, mean over mini-batches",
         aliases=(Alias(VERL, "actor/pg_loss"),),
     ),
     Metric(
-        "actor/skipped_steps",
+        ACTOR_SKIPPED_STEPS,
         "optimizer steps skipped in this step because the gradient norm was not finite",
         "optimizer steps",
     ),
     Metric(
-        "actor/entropy_adv_cov",
+        ACTOR_ENTROPY_ADV_COV,
         "mean over the kept trajectories' response tokens of (A_t - mean A)(log pi_old,t - mean log pi_old):"
         " the covariance that moves the policy's entropy (positive: entropy falls); A as used in the loss"
         " (PPO: whitened GAE; GRPO: group-normalised)",
         known_as="veRL's Clip-Cov / KL-Cov act on it (Cui et al., \"The Entropy Mechanism of RL for Reasoning"
         ' LMs"); not charted by veRL or TRL',
     ),
-    Metric("critic/vf_loss", "clipped value loss, PPO only", aliases=(Alias(VERL, "critic/vf_loss"),)),
+    Metric(CRITIC_VF_LOSS, "clipped value loss, PPO only", aliases=(Alias(VERL, "critic/vf_loss"),)),
     Metric(
-        "critic/explained_var",
+        CRITIC_EXPLAINED_VAR,
         "1 - Var(returns - V_old) / Var(returns) over the model's tokens, PPO only",
         "at most 1",
         aliases=(Alias(VERL, "critic/vf_explained_var", renamed=False),),
     ),
     Metric(
-        "critic/grad_norm",
+        CRITIC_GRAD_NORM,
         "critic gradient norm before clipping (mean over the steps taken), PPO only",
         aliases=(Alias(VERL, "critic/grad_norm"),),
     ),
     Metric(
-        "critic/skipped_steps",
+        CRITIC_SKIPPED_STEPS,
         "critic optimizer steps skipped in this step because its gradient norm was not finite, PPO only",
         "optimizer steps",
     ),
@@ -316,13 +342,13 @@ METRICS = (
         aliases=(Alias(RAGEN, "val-env/<tag>/success", renamed=False),),
     ),
     Metric(
-        "time/rollout_s",
+        TIME_ROLLOUT_S,
         "rollout (generation + environments)",
         "seconds",
         aliases=(Alias(VERL, "timing_s/gen", renamed=False),),
     ),
     Metric(
-        "time/update_s",
+        TIME_UPDATE_S,
         "filtering, advantages and updates",
         "seconds",
         aliases=(Alias(VERL, "timing_s/update_actor", renamed=False),),
@@ -334,12 +360,12 @@ METRICS = (
         aliases=(Alias(VERL, "timing_s/step", renamed=False),),
     ),
     Metric(
-        "time/collapse_s",
+        TIME_COLLAPSE_S,
         "the template-collapse estimate, on the steps it runs (counted in `time/update_s` and `time/step_s`)",
         "seconds",
     ),
     Metric(
-        "perf/tokens_per_s",
+        PERF_TOKENS_PER_S,
         "generated tokens / rollout seconds",
         "tokens/s",
         aliases=(Alias(VERL, "perf/throughput", renamed=False),),
@@ -351,43 +377,43 @@ METRICS = (
         "nats",
     ),
     Metric(
-        "collapse/mi_estimate_seq",
+        COLLAPSE_MI_ESTIMATE_SEQ,
         "the same with L summed over Z's tokens instead of averaged (RAGEN-2's `_seq` variant)",
         "nats",
     ),
     Metric(
-        "collapse/conditional_entropy",
+        COLLAPSE_CONDITIONAL_ENTROPY,
         "-mean(matched): H(Z given its own prompt), per token",
         "nats per token",
     ),
     Metric(
-        "collapse/reasoning_entropy",
+        COLLAPSE_REASONING_ENTROPY,
         "-mean(marginal): H(Z) under the batch's prompt mixture, per token",
         "nats per token",
     ),
-    Metric("collapse/retrieval_acc", "share of sampled Z whose best-scoring prompt is its own", "fraction"),
+    Metric(COLLAPSE_RETRIEVAL_ACC, "share of sampled Z whose best-scoring prompt is its own", "fraction"),
     Metric(
-        "collapse/retrieval_chance",
+        COLLAPSE_RETRIEVAL_CHANCE,
         "what guessing gives: 1 / J (the prompts are distinct, so one of J matches)",
         "fraction",
     ),
     Metric(COLLAPSE_RETRIEVAL_ABOVE_CHANCE, "`retrieval_acc - retrieval_chance`", "fraction"),
     Metric(
-        "collapse/mi_zscore",
+        COLLAPSE_MI_ZSCORE,
         "mean((matched - marginal) / (sigma + 0.001)), sigma = population SD of marginal over the pairs",
     ),
     Metric(
-        "collapse/mi_zscore_ema",
+        COLLAPSE_MI_ZSCORE_EMA,
         "the same with sigma_ema <- 0.9 sigma_ema + 0.1 sigma (first measurement: sigma); a resumed run"
         " starts it afresh",
     ),
     Metric(
-        "collapse/valid_thinking_rate",
+        COLLAPSE_VALID_THINKING_RATE,
         "share of the batch's trajectories whose first turn has a non-empty Z",
         "fraction",
     ),
-    Metric("collapse/num_prompts", "J: the distinct prompts among the sampled pairs", "prompts"),
-    Metric("collapse/num_samples", "the number of pairs scored", "pairs"),
+    Metric(COLLAPSE_NUM_PROMPTS, "J: the distinct prompts among the sampled pairs", "prompts"),
+    Metric(COLLAPSE_NUM_SAMPLES, "the number of pairs scored", "pairs"),
 )
 
 BY_KEY = {metric.key: metric for metric in METRICS}

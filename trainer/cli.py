@@ -11,10 +11,10 @@ import sys
 import yaml
 
 
-def _threads(n: int | None) -> None:
+def _threads(count: int | None) -> None:
     import torch
 
-    torch.set_num_threads(n or int(os.environ.get("ECHOLAB_THREADS", 0)) or min(os.cpu_count() or 1, 8))
+    torch.set_num_threads(count or int(os.environ.get("ECHOLAB_THREADS", 0)) or min(os.cpu_count() or 1, 8))
 
 
 def _config_errors(errors: dict[str, str]) -> int:
@@ -83,9 +83,9 @@ def _resumed_config(args, found: str):
     cfg = checkpoint.load_config(found)
     if args.steps is None:
         return cfg
-    d = cfg.to_dict()
-    set_dotted(d, "schedule.steps", args.steps)
-    return TrainConfig.from_dict(d)
+    values = cfg.to_dict()
+    set_dotted(values, "schedule.steps", args.steps)
+    return TrainConfig.from_dict(values)
 
 
 def _stopping_notice() -> None:
@@ -145,13 +145,12 @@ def cmd_eval(args) -> int:
     _threads(args.threads)
     try:
         path = checkpoint.find(args.checkpoint)
-        d = checkpoint.load_config(path).to_dict()
-        set_dotted(d, "rollout.val_seeds", args.episodes)
-        set_dotted(d, "algorithm.kl_coef", 0.0)
-        set_dotted(
-            d, "algorithm.advantage", "grpo" if d["rollout"]["group_size"] >= 2 else "ppo"
-        )  # no critic
-        cfg = TrainConfig.from_dict(d)
+        values = checkpoint.load_config(path).to_dict()
+        set_dotted(values, "rollout.val_seeds", args.episodes)
+        set_dotted(values, "algorithm.kl_coef", 0.0)
+        advantage_without_critic = "grpo" if values["rollout"]["group_size"] >= 2 else "ppo"
+        set_dotted(values, "algorithm.advantage", advantage_without_critic)
+        cfg = TrainConfig.from_dict(values)
         trainer = Trainer(cfg, init_dir=path)
     except ConfigError as e:
         return _config_errors(e.errors)
@@ -200,7 +199,7 @@ def cmd_sft(args) -> int:
             args.noise,
             args.epochs,
             args.lr,
-            log=lambda m: print(m, file=sys.stderr),
+            log=lambda message: print(message, file=sys.stderr),
         )
     except (ModelLoadError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -220,58 +219,66 @@ def cmd_build_tiny(args) -> int:
     _threads(args.threads)
     from trainer import tiny_model
 
-    tiny_model.build(args.dir, steps=args.steps, seed=args.seed, log=lambda m: print(m, file=sys.stderr))
+    tiny_model.build(
+        args.dir, steps=args.steps, seed=args.seed, log=lambda message: print(message, file=sys.stderr)
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description="StarPO / StarPO-S trainer")
     sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train a policy")
+    train_parser = sub.add_parser("train", help="train a policy")
     from trainer.config import PRESET_HELP
 
-    t.add_argument(
+    train_parser.add_argument(
         "--preset",
         choices=list(PRESET_HELP),
         help=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()).replace("%", "%%"),
     )
-    t.add_argument("--env")
-    t.add_argument("--model", help='hub id, local directory, or "tiny" (default)')
-    t.add_argument("--config", help="YAML file with config overrides (or a full config without --preset)")
-    t.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE")
-    t.add_argument("--steps", type=int)
-    t.add_argument("--out", required=True)
-    t.add_argument("--resume", action="store_true")
-    t.add_argument("--threads", type=int)
-    t.set_defaults(func=cmd_train)
-    e = sub.add_parser("eval", help="success of a checkpoint on fixed validation seeds")
-    e.add_argument("--checkpoint", required=True, help="a checkpoint dir or a run's out dir")
-    e.add_argument("--episodes", type=int, default=256)
-    e.add_argument("--threads", type=int)
-    e.set_defaults(func=cmd_eval)
-    f = sub.add_parser("sft", help="supervised fine-tuning on oracle play: a model folder to start RL from")
-    f.add_argument("--env", required=True)
-    f.add_argument("--episodes", type=int, default=1000)
-    f.add_argument("--out", required=True, help="a new folder (e.g. inside MODEL_ROOT) for the model")
-    f.add_argument("--model", default="tiny", help='hub id, local directory, or "tiny" (default)')
-    f.add_argument("--noise", type=float, default=0.0, help="probability that an action is random")
-    f.add_argument("--epochs", type=int, default=1)
-    f.add_argument("--lr", type=float, help="default: the profile's actor lr")
-    f.add_argument(
+    train_parser.add_argument("--env")
+    train_parser.add_argument("--model", help='hub id, local directory, or "tiny" (default)')
+    train_parser.add_argument(
+        "--config", help="YAML file with config overrides (or a full config without --preset)"
+    )
+    train_parser.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE")
+    train_parser.add_argument("--steps", type=int)
+    train_parser.add_argument("--out", required=True)
+    train_parser.add_argument("--resume", action="store_true")
+    train_parser.add_argument("--threads", type=int)
+    train_parser.set_defaults(func=cmd_train)
+    eval_parser = sub.add_parser("eval", help="success of a checkpoint on fixed validation seeds")
+    eval_parser.add_argument("--checkpoint", required=True, help="a checkpoint dir or a run's out dir")
+    eval_parser.add_argument("--episodes", type=int, default=256)
+    eval_parser.add_argument("--threads", type=int)
+    eval_parser.set_defaults(func=cmd_eval)
+    sft_parser = sub.add_parser(
+        "sft", help="supervised fine-tuning on oracle play: a model folder to start RL from"
+    )
+    sft_parser.add_argument("--env", required=True)
+    sft_parser.add_argument("--episodes", type=int, default=1000)
+    sft_parser.add_argument(
+        "--out", required=True, help="a new folder (e.g. inside MODEL_ROOT) for the model"
+    )
+    sft_parser.add_argument("--model", default="tiny", help='hub id, local directory, or "tiny" (default)')
+    sft_parser.add_argument("--noise", type=float, default=0.0, help="probability that an action is random")
+    sft_parser.add_argument("--epochs", type=int, default=1)
+    sft_parser.add_argument("--lr", type=float, help="default: the profile's actor lr")
+    sft_parser.add_argument(
         "--set",
         action="append",
         metavar="SECTION.FIELD=VALUE",
         help="rollout shape, model.lora_rank, optim.micro_batch_size, seed, ...",
     )
-    f.add_argument("--threads", type=int)
-    f.set_defaults(func=cmd_sft)
-    p = sub.add_parser("presets", help="print the presets")
-    p.set_defaults(func=cmd_presets)
-    b = sub.add_parser("build-tiny-model", help="build the tiny local model into DIR")
-    b.add_argument("dir")
-    b.add_argument("--steps", type=int, default=150)
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--threads", type=int)
-    b.set_defaults(func=cmd_build_tiny)
+    sft_parser.add_argument("--threads", type=int)
+    sft_parser.set_defaults(func=cmd_sft)
+    presets_parser = sub.add_parser("presets", help="print the presets")
+    presets_parser.set_defaults(func=cmd_presets)
+    build_parser = sub.add_parser("build-tiny-model", help="build the tiny local model into DIR")
+    build_parser.add_argument("dir")
+    build_parser.add_argument("--steps", type=int, default=150)
+    build_parser.add_argument("--seed", type=int, default=0)
+    build_parser.add_argument("--threads", type=int)
+    build_parser.set_defaults(func=cmd_build_tiny)
     args = parser.parse_args(argv)
     return args.func(args)

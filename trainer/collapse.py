@@ -23,6 +23,21 @@ import random
 
 import torch
 
+from diagnostics.metrics import (
+    COLLAPSE_CONDITIONAL_ENTROPY,
+    COLLAPSE_MI_ESTIMATE,
+    COLLAPSE_MI_ESTIMATE_SEQ,
+    COLLAPSE_MI_ZSCORE,
+    COLLAPSE_MI_ZSCORE_EMA,
+    COLLAPSE_NUM_PROMPTS,
+    COLLAPSE_NUM_SAMPLES,
+    COLLAPSE_REASONING_ENTROPY,
+    COLLAPSE_RETRIEVAL_ABOVE_CHANCE,
+    COLLAPSE_RETRIEVAL_ACC,
+    COLLAPSE_RETRIEVAL_CHANCE,
+    COLLAPSE_VALID_THINKING_RATE,
+)
+
 EPS = 1e-3  # RAGEN-2's floor on the marginal's spread in the z-score
 
 
@@ -85,16 +100,16 @@ def mi_metrics(scores: torch.Tensor, own: list[int], sigma_ema: float | None) ->
     gap = matched - marginal
     retrieval = (scores.argmax(dim=1) == own_t).float().mean().item()
     return {
-        "collapse/mi_estimate": (matched.mean() - marginal.mean()).item(),
-        "collapse/conditional_entropy": -matched.mean().item(),
-        "collapse/reasoning_entropy": -marginal.mean().item(),
-        "collapse/retrieval_acc": retrieval,
-        "collapse/retrieval_chance": 1.0 / J,
-        "collapse/retrieval_above_chance": retrieval - 1.0 / J,
-        "collapse/mi_zscore": (gap / (sigma + EPS)).mean().item(),
-        "collapse/mi_zscore_ema": (gap / (sigma_ema + EPS)).mean().item(),
-        "collapse/num_prompts": float(J),
-        "collapse/num_samples": float(R),
+        COLLAPSE_MI_ESTIMATE: (matched.mean() - marginal.mean()).item(),
+        COLLAPSE_CONDITIONAL_ENTROPY: -matched.mean().item(),
+        COLLAPSE_REASONING_ENTROPY: -marginal.mean().item(),
+        COLLAPSE_RETRIEVAL_ACC: retrieval,
+        COLLAPSE_RETRIEVAL_CHANCE: 1.0 / J,
+        COLLAPSE_RETRIEVAL_ABOVE_CHANCE: retrieval - 1.0 / J,
+        COLLAPSE_MI_ZSCORE: (gap / (sigma + EPS)).mean().item(),
+        COLLAPSE_MI_ZSCORE_EMA: (gap / (sigma_ema + EPS)).mean().item(),
+        COLLAPSE_NUM_PROMPTS: float(J),
+        COLLAPSE_NUM_SAMPLES: float(R),
     }, sigma_ema
 
 
@@ -119,6 +134,6 @@ class CollapseProbe:
         means, sums = cross_scores(model, [list(x) for x in prompts], thoughts, pad_id, micro_batch)
         own = [column[tuple(x)] for x, _ in sampled]
         metrics, self.sigma_ema = mi_metrics(means, own, self.sigma_ema)
-        metrics["collapse/mi_estimate_seq"] = mi_metrics(sums, own, None)[0]["collapse/mi_estimate"]
-        metrics["collapse/valid_thinking_rate"] = rate
+        metrics[COLLAPSE_MI_ESTIMATE_SEQ] = mi_metrics(sums, own, None)[0][COLLAPSE_MI_ESTIMATE]
+        metrics[COLLAPSE_VALID_THINKING_RATE] = rate
         return metrics

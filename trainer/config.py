@@ -129,9 +129,9 @@ class TrainConfig:
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict) -> TrainConfig:
+    def from_dict(cls, values: dict) -> TrainConfig:
         errors: dict[str, str] = {}
-        cfg = _build(cls, d if d is not None else {}, "", errors)
+        cfg = _build(cls, values if values is not None else {}, "", errors)
         if not errors:
             errors.update(cfg.validate_errors())
         if errors:
@@ -144,12 +144,12 @@ class TrainConfig:
     @classmethod
     def from_yaml(cls, text: str) -> TrainConfig:
         try:
-            d = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError({"config": f"is not valid YAML: {str(e).splitlines()[0]}"}) from None
-        if d is not None and not isinstance(d, dict):
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError({"config": f"is not valid YAML: {str(error).splitlines()[0]}"}) from None
+        if values is not None and not isinstance(values, dict):
             raise ConfigError({"config": "must be a mapping"})
-        return cls.from_dict(d or {})
+        return cls.from_dict(values or {})
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
@@ -175,44 +175,46 @@ class TrainConfig:
             if isinstance(user.get("model"), dict)
             else TINY_MODEL
         )
-        d = cls().to_dict()
+        values = cls().to_dict()
         env_name = (
-            user["env"].get("name", d["env"]["name"])
+            user["env"].get("name", values["env"]["name"])
             if isinstance(user.get("env"), dict)
-            else d["env"]["name"]
+            else values["env"]["name"]
         )
-        deep_merge(d, PRESETS[name])
-        deep_merge(d, {"rollout": env_rollout_defaults(env_name)})
+        deep_merge(values, PRESETS[name])
+        deep_merge(values, {"rollout": env_rollout_defaults(env_name)})
         if model_name == TINY_MODEL:
-            deep_merge(d, TINY_PROFILE)
-        deep_merge(d, user)
-        return cls.from_dict(d)
+            deep_merge(values, TINY_PROFILE)
+        deep_merge(values, user)
+        return cls.from_dict(values)
 
     # ---- cross-field checks ---------------------------------------------------------------------
     def validate_errors(self) -> dict[str, str]:
-        e: dict[str, str] = {}
-        r, a, o, s, m = self.rollout, self.algorithm, self.optim, self.schedule, self.model
+        errors: dict[str, str] = {}
+        model, rollout, algorithm = self.model, self.rollout, self.algorithm
+        optim, schedule = self.optim, self.schedule
 
         def need(ok: bool, key: str, msg: str) -> None:
-            if not ok and key not in e:
-                e[key] = msg
+            """Record msg for key when the check fails; a key keeps the first failure's message."""
+            if not ok and key not in errors:
+                errors[key] = msg
 
-        need(m.dtype in DTYPES, "model.dtype", f"must be one of {', '.join(DTYPES)}")
-        need(bool(m.name.strip()), "model.name", "must not be empty")
-        need(m.lora_rank >= 0, "model.lora_rank", "must be >= 0 (0 = full fine-tuning)")
-        need(m.lora_alpha > 0, "model.lora_alpha", "must be > 0")
-        need(0 <= m.lora_dropout < 1, "model.lora_dropout", "must be in [0, 1)")
+        need(model.dtype in DTYPES, "model.dtype", f"must be one of {', '.join(DTYPES)}")
+        need(bool(model.name.strip()), "model.name", "must not be empty")
+        need(model.lora_rank >= 0, "model.lora_rank", "must be >= 0 (0 = full fine-tuning)")
+        need(model.lora_alpha > 0, "model.lora_alpha", "must be > 0")
+        need(0 <= model.lora_dropout < 1, "model.lora_dropout", "must be in [0, 1)")
         need(
-            all(isinstance(t, str) for t in m.lora_target_modules),
+            all(isinstance(module, str) for module in model.lora_target_modules),
             "model.lora_target_modules",
             "must be a list of module names",
         )
         need(
-            m.lora_rank == 0 or len(m.lora_target_modules) > 0,
+            model.lora_rank == 0 or len(model.lora_target_modules) > 0,
             "model.lora_target_modules",
             "must not be empty when lora_rank > 0",
         )
-        for k in (
+        for field_name in (
             "env_groups",
             "group_size",
             "max_turns",
@@ -220,91 +222,102 @@ class TrainConfig:
             "max_actions_per_episode",
             "max_new_tokens",
         ):
-            need(getattr(r, k) >= 1, f"rollout.{k}", "must be >= 1")
-        need(r.temperature >= 0, "rollout.temperature", "must be >= 0 (0 = greedy)")
-        need(r.val_temperature >= 0, "rollout.val_temperature", "must be >= 0 (0 = greedy)")
-        need(0 < r.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
-        need(r.format_penalty <= 0, "rollout.format_penalty", "must be <= 0")
-        need(r.val_seeds >= 0, "rollout.val_seeds", "must be >= 0")
+            need(getattr(rollout, field_name) >= 1, f"rollout.{field_name}", "must be >= 1")
+        need(rollout.temperature >= 0, "rollout.temperature", "must be >= 0 (0 = greedy)")
+        need(rollout.val_temperature >= 0, "rollout.val_temperature", "must be >= 0 (0 = greedy)")
+        need(0 < rollout.top_p <= 1, "rollout.top_p", "must be in (0, 1]")
+        need(rollout.format_penalty <= 0, "rollout.format_penalty", "must be <= 0")
+        need(rollout.val_seeds >= 0, "rollout.val_seeds", "must be >= 0")
         need(self.diagnostics.collapse_every >= 0, "diagnostics.collapse_every", "must be >= 0 (0 = off)")
         need(self.diagnostics.collapse_samples >= 2, "diagnostics.collapse_samples", "must be >= 2")
         need(
-            r.val_seeds > 0 or s.val_every == 0,
+            rollout.val_seeds > 0 or schedule.val_every == 0,
             "rollout.val_seeds",
             "must be >= 1 when schedule.val_every > 0 (0 turns validation off)",
         )
         need(
-            all(isinstance(n, str) for n in r.val_envs) and len(set(r.val_envs)) == len(r.val_envs),
+            all(isinstance(name, str) for name in rollout.val_envs)
+            and len(set(rollout.val_envs)) == len(rollout.val_envs),
             "rollout.val_envs",
             "must be a list of distinct environment names",
         )
         need(
-            not r.val_envs or s.val_every > 0,
+            not rollout.val_envs or schedule.val_every > 0,
             "rollout.val_envs",
             "needs schedule.val_every > 0 (validation is off)",
         )
-        need(a.advantage in ADVANTAGES, "algorithm.advantage", f"must be one of {', '.join(ADVANTAGES)}")
         need(
-            a.kl_estimator in KL_ESTIMATORS,
+            algorithm.advantage in ADVANTAGES,
+            "algorithm.advantage",
+            f"must be one of {', '.join(ADVANTAGES)}",
+        )
+        need(
+            algorithm.kl_estimator in KL_ESTIMATORS,
             "algorithm.kl_estimator",
             f"must be one of {', '.join(KL_ESTIMATORS)}",
         )
-        need(a.filter in FILTERS, "algorithm.filter", f"must be one of {', '.join(FILTERS)}")
-        need(a.loss_agg in LOSS_AGGS, "algorithm.loss_agg", f"must be one of {', '.join(LOSS_AGGS)}")
-        need(0 <= a.gamma <= 1, "algorithm.gamma", "must be in [0, 1]")
-        need(0 <= a.lam <= 1, "algorithm.lam", "must be in [0, 1]")
-        need(0 <= a.eps_low < 1, "algorithm.eps_low", "must be in [0, 1)")
-        need(a.eps_high >= 0, "algorithm.eps_high", "must be >= 0")
-        need(a.dual_clip == 0 or a.dual_clip > 1, "algorithm.dual_clip", "must be 0 (off) or > 1")
-        need(a.value_clip > 0, "algorithm.value_clip", "must be > 0")
-        need(a.kl_coef >= 0, "algorithm.kl_coef", "must be >= 0")
-        need(a.entropy_coef >= 0, "algorithm.entropy_coef", "must be >= 0")
-        need(0 < a.filter_ratio <= 1, "algorithm.filter_ratio", "must be in (0, 1]")
-        need(0 < a.filter_top_p <= 1, "algorithm.filter_top_p", "must be in (0, 1]")
-        need(a.filter_top_k >= 1, "algorithm.filter_top_k", "must be >= 1")
-        need(0 < a.filter_min_p <= 1, "algorithm.filter_min_p", "must be in (0, 1]")
+        need(algorithm.filter in FILTERS, "algorithm.filter", f"must be one of {', '.join(FILTERS)}")
+        need(algorithm.loss_agg in LOSS_AGGS, "algorithm.loss_agg", f"must be one of {', '.join(LOSS_AGGS)}")
+        need(0 <= algorithm.gamma <= 1, "algorithm.gamma", "must be in [0, 1]")
+        need(0 <= algorithm.lam <= 1, "algorithm.lam", "must be in [0, 1]")
+        need(0 <= algorithm.eps_low < 1, "algorithm.eps_low", "must be in [0, 1)")
+        need(algorithm.eps_high >= 0, "algorithm.eps_high", "must be >= 0")
         need(
-            a.filter_top_p_mode in TOP_P_MODES,
+            algorithm.dual_clip == 0 or algorithm.dual_clip > 1,
+            "algorithm.dual_clip",
+            "must be 0 (off) or > 1",
+        )
+        need(algorithm.value_clip > 0, "algorithm.value_clip", "must be > 0")
+        need(algorithm.kl_coef >= 0, "algorithm.kl_coef", "must be >= 0")
+        need(algorithm.entropy_coef >= 0, "algorithm.entropy_coef", "must be >= 0")
+        need(0 < algorithm.filter_ratio <= 1, "algorithm.filter_ratio", "must be in (0, 1]")
+        need(0 < algorithm.filter_top_p <= 1, "algorithm.filter_top_p", "must be in (0, 1]")
+        need(algorithm.filter_top_k >= 1, "algorithm.filter_top_k", "must be >= 1")
+        need(0 < algorithm.filter_min_p <= 1, "algorithm.filter_min_p", "must be in (0, 1]")
+        need(
+            algorithm.filter_top_p_mode in TOP_P_MODES,
             "algorithm.filter_top_p_mode",
             f"must be one of {', '.join(TOP_P_MODES)}",
         )
         need(
-            a.filter_empty_stop_steps >= 0,
+            algorithm.filter_empty_stop_steps >= 0,
             "algorithm.filter_empty_stop_steps",
             "must be >= 0 (0 = never stop)",
         )
         need(
-            a.filter == "none" or r.group_size >= 2,
+            algorithm.filter == "none" or rollout.group_size >= 2,
             "rollout.group_size",
             "must be >= 2 when a rollout filter is on",
         )
         need(
-            a.advantage == "ppo" or r.group_size >= 2,
+            algorithm.advantage == "ppo" or rollout.group_size >= 2,
             "rollout.group_size",
-            f"must be >= 2 for {a.advantage} (group-normalised advantages)",
+            f"must be >= 2 for {algorithm.advantage} (group-normalised advantages)",
         )
-        need(o.actor_lr > 0, "optim.actor_lr", "must be > 0")
-        need(o.critic_lr > 0, "optim.critic_lr", "must be > 0")
-        need(o.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
-        need(o.grad_clip > 0, "optim.grad_clip", "must be > 0")
-        need(o.mini_batch_size >= 1, "optim.mini_batch_size", "must be >= 1")
-        need(o.micro_batch_size >= 1, "optim.micro_batch_size", "must be >= 1")
+        need(optim.actor_lr > 0, "optim.actor_lr", "must be > 0")
+        need(optim.critic_lr > 0, "optim.critic_lr", "must be > 0")
+        need(optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
+        need(optim.grad_clip > 0, "optim.grad_clip", "must be > 0")
+        need(optim.mini_batch_size >= 1, "optim.mini_batch_size", "must be >= 1")
+        need(optim.micro_batch_size >= 1, "optim.micro_batch_size", "must be >= 1")
         need(
-            o.mini_batch_size % max(o.micro_batch_size, 1) == 0,
+            optim.mini_batch_size % max(optim.micro_batch_size, 1) == 0,
             "optim.mini_batch_size",
-            f"must be a multiple of optim.micro_batch_size ({o.micro_batch_size})",
+            f"must be a multiple of optim.micro_batch_size ({optim.micro_batch_size})",
         )
-        need(o.updates_per_batch >= 1, "optim.updates_per_batch", "must be >= 1")
-        need(s.steps >= 0, "schedule.steps", "must be >= 0")
-        need(s.val_every >= 0, "schedule.val_every", "must be >= 0 (0 = off)")
-        need(s.checkpoint_every >= 0, "schedule.checkpoint_every", "must be >= 0 (0 = only at the end)")
-        need(s.keep_checkpoints >= 1, "schedule.keep_checkpoints", "must be >= 1")
-        need(s.samples_per_step >= 0, "schedule.samples_per_step", "must be >= 0")
+        need(optim.updates_per_batch >= 1, "optim.updates_per_batch", "must be >= 1")
+        need(schedule.steps >= 0, "schedule.steps", "must be >= 0")
+        need(schedule.val_every >= 0, "schedule.val_every", "must be >= 0 (0 = off)")
+        need(
+            schedule.checkpoint_every >= 0, "schedule.checkpoint_every", "must be >= 0 (0 = only at the end)"
+        )
+        need(schedule.keep_checkpoints >= 1, "schedule.keep_checkpoints", "must be >= 1")
+        need(schedule.samples_per_step >= 0, "schedule.samples_per_step", "must be >= 0")
         need(self.seed >= 0, "seed", "must be >= 0")
-        e.update(_env_errors(self.env))
-        if "rollout.val_envs" not in e:
-            e.update(_val_env_errors(r.val_envs))
-        return e
+        errors.update(_env_errors(self.env))
+        if "rollout.val_envs" not in errors:
+            errors.update(_val_env_errors(rollout.val_envs))
+        return errors
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -395,51 +408,51 @@ def preset_table() -> dict[str, dict]:
 
 
 # ---- typed building --------------------------------------------------------------------------------
-def _build(cls, d, prefix: str, errors: dict[str, str]):
-    if not isinstance(d, dict):
+def _build(cls, values, prefix: str, errors: dict[str, str]):
+    if not isinstance(values, dict):
         errors[prefix.rstrip(".") or "config"] = "must be a mapping"
         return cls()
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    for k in d:
-        if k not in names:
-            errors[f"{prefix}{k}"] = f"unknown key (known: {', '.join(sorted(names))})"
+    field_names = [config_field.name for config_field in dataclasses.fields(cls)]
+    for name in values:
+        if name not in field_names:
+            errors[f"{prefix}{name}"] = f"unknown key (known: {', '.join(sorted(field_names))})"
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in d:
+    for name in field_names:
+        if name not in values:
             continue
-        t, v, key = hints[f.name], d[f.name], f"{prefix}{f.name}"
-        if dataclasses.is_dataclass(t):
-            kwargs[f.name] = _build(t, v, key + ".", errors)
+        hint, given, key = hints[name], values[name], f"{prefix}{name}"
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, given, key + ".", errors)
         else:
-            ok, value = _coerce(t, v)
+            ok, value = _coerce(hint, given)
             if ok:
-                kwargs[f.name] = value
+                kwargs[name] = value
             else:
-                errors[key] = f"must be {_type_name(t)}, got {type(v).__name__} {v!r}"
+                errors[key] = f"must be {_type_name(hint)}, got {type(given).__name__} {given!r}"
     return cls(**kwargs)
 
 
-def _coerce(t, v):
-    if t is bool:
-        return isinstance(v, bool), v
-    if t is int:
-        return isinstance(v, int) and not isinstance(v, bool), v
-    if t is float:
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        return ok, float(v) if ok else v
-    if t is str:
-        return isinstance(v, str), v
-    if t is dict:
-        return isinstance(v, dict) and all(isinstance(k, str) for k in v), dict(v) if isinstance(
-            v, dict
-        ) else v
-    if t is list:
-        return isinstance(v, list), list(v) if isinstance(v, list) else v
-    return True, v
+def _coerce(hint, given):
+    """(whether given is a value of the type hint, the value as that type)."""
+    if hint is bool:
+        return isinstance(given, bool), given
+    if hint is int:
+        return isinstance(given, int) and not isinstance(given, bool), given
+    if hint is float:
+        ok = isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given)
+        return ok, float(given) if ok else given
+    if hint is str:
+        return isinstance(given, str), given
+    if hint is dict:
+        ok = isinstance(given, dict) and all(isinstance(key, str) for key in given)
+        return ok, dict(given) if isinstance(given, dict) else given
+    if hint is list:
+        return isinstance(given, list), list(given) if isinstance(given, list) else given
+    return True, given
 
 
-def _type_name(t) -> str:
+def _type_name(hint) -> str:
     return {
         bool: "a boolean",
         int: "an integer",
@@ -447,13 +460,13 @@ def _type_name(t) -> str:
         str: "a string",
         dict: "a mapping",
         list: "a list",
-    }.get(t, str(t))
+    }.get(hint, str(hint))
 
 
 def _val_env_errors(names: list) -> dict[str, str]:
     import envs
 
-    unknown = [n for n in names if n not in envs.registry()]
+    unknown = [name for name in names if name not in envs.registry()]
     if unknown:
         return {
             "rollout.val_envs": f"unknown environment {unknown[0]!r}; choose from "
@@ -471,8 +484,8 @@ def _env_errors(env: EnvConfig) -> dict[str, str]:
         return {"env.name": f"unknown environment {env.name!r}; choose from {', '.join(sorted(registry))}"}
     try:
         envs.make(env.name, **env.params)
-    except (ValueError, TypeError) as e:
-        message = str(e)
+    except (ValueError, TypeError) as error:
+        message = str(error)
         spec_names = [p.name for p in getattr(registry[env.name], "params", [])]
         for name in sorted(set(env.params) | set(spec_names), key=len, reverse=True):
             if name in message:

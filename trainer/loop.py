@@ -48,15 +48,56 @@ from dataclasses import dataclass, field
 
 import torch
 
+from diagnostics.metrics import (
+    ACTOR_APPROX_KL,
+    ACTOR_CLIP_FRAC,
+    ACTOR_CLIP_FRAC_HIGH,
+    ACTOR_ENTROPY,
+    ACTOR_ENTROPY_ADV_COV,
+    ACTOR_GRAD_NORM,
+    ACTOR_KL_REF,
+    ACTOR_PG_LOSS,
+    ACTOR_SKIPPED_STEPS,
+    BY_KEY,
+    CRITIC_EXPLAINED_VAR,
+    CRITIC_GRAD_NORM,
+    CRITIC_SKIPPED_STEPS,
+    CRITIC_VF_LOSS,
+    PERF_TOKENS_PER_S,
+    RESPONSE_THINK_TOKENS_MEAN,
+    RESPONSE_TOKENS_MEAN,
+    TIME_COLLAPSE_S,
+    TIME_ROLLOUT_S,
+    TIME_STEP_S,
+    TIME_UPDATE_S,
+    TRAIN_ACTIONS_VALID,
+    TRAIN_FILTER_KEPT_RATIO,
+    TRAIN_FILTER_SKIPPED,
+    TRAIN_FILTER_ZERO_GROUPS,
+    TRAIN_FORMAT_VALID,
+    TRAIN_FRAC_ZERO_STD_GROUPS,
+    TRAIN_REWARD_MEAN,
+    TRAIN_REWARD_STD_IN_GROUP,
+    TRAIN_SUCCESS,
+    VAL_ENV_SUCCESS,
+    VAL_SUCCESS,
+)
 from trainer import advantages, checkpoint, losses, prefix
 from trainer.collapse import CollapseProbe
 from trainer.config import TrainConfig
 from trainer.filter import keep_groups, zero_groups
 from trainer.models import Policy, load_policy
 from trainer.rollout import ChatFormat, Trajectory, rollout
+from trainer.sink import Sink
 
 TRAIN_SEED_BASE = 10_000  # training seeds: TRAIN_SEED_BASE + seed * 10^7 + counter
 VAL_SEED_BASE = 0  # validation seeds: 0 .. val_seeds-1, fixed
+# losses.policy_loss's per-token statistics -> the actor/ metrics that report their means
+CLIP_STATS = {
+    ACTOR_CLIP_FRAC: "clip_frac",
+    ACTOR_CLIP_FRAC_HIGH: "clip_frac_high",
+    ACTOR_APPROX_KL: "approx_kl",
+}
 
 
 class FilterStarved(RuntimeError):
@@ -137,14 +178,14 @@ def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str,
     std = rewards.std(dim=1) if rewards.shape[1] > 1 else torch.zeros(rewards.shape[0])
     turns = [turn for t in trajs for turn in t.turns]
     return {
-        "train/success": _mean(float(t.success) for t in trajs),
-        "train/reward_mean": rewards.mean().item(),
-        "train/reward_std_in_group": std.mean().item(),
-        "train/frac_zero_std_groups": (std < 1e-6).float().mean().item(),
-        "train/format_valid": _mean(t.format_ok / max(len(t.turns), 1) for t in trajs) if turns else 0.0,
-        "train/actions_valid": sum(t.valid_actions for t in trajs) / max(sum(t.actions for t in trajs), 1),
-        "response/tokens_mean": _mean(t.response_tokens for t in trajs),
-        "response/think_tokens_mean": _mean(t.think_tokens for t in trajs),
+        TRAIN_SUCCESS: _mean(float(t.success) for t in trajs),
+        TRAIN_REWARD_MEAN: rewards.mean().item(),
+        TRAIN_REWARD_STD_IN_GROUP: std.mean().item(),
+        TRAIN_FRAC_ZERO_STD_GROUPS: (std < 1e-6).float().mean().item(),
+        TRAIN_FORMAT_VALID: _mean(t.format_ok / max(len(t.turns), 1) for t in trajs) if turns else 0.0,
+        TRAIN_ACTIONS_VALID: sum(t.valid_actions for t in trajs) / max(sum(t.actions for t in trajs), 1),
+        RESPONSE_TOKENS_MEAN: _mean(t.response_tokens for t in trajs),
+        RESPONSE_THINK_TOKENS_MEAN: _mean(t.think_tokens for t in trajs),
     }
 
 
@@ -191,7 +232,7 @@ class MicroBatch:
 class UpdateStats:
     """What the optimiser step saw over one update, summarised into the actor/ and critic/ metrics."""
 
-    token_sums: dict[str, float]  # per-token quantities summed over the model's tokens trained on
+    token_sums: dict[str, float]  # actor/ metrics of per-token quantities, summed over the tokens trained on
     tokens: float = 0.0
     pg_losses: list[float] = field(default_factory=list)  # per micro-batch; they add up to a mini-batch's
     vf_losses: list[float] = field(default_factory=list)
@@ -202,18 +243,18 @@ class UpdateStats:
 
     def summary(self, with_critic: bool) -> dict[str, float]:
         steps = max(len(self.grad_norms), 1)
-        metrics = {f"actor/{k}": v / max(self.tokens, 1.0) for k, v in self.token_sums.items()}
+        metrics = {key: total / max(self.tokens, 1.0) for key, total in self.token_sums.items()}
         metrics.update(
             {
-                "actor/pg_loss": sum(self.pg_losses) / steps,
-                "actor/grad_norm": _finite_mean(self.grad_norms),
-                "actor/skipped_steps": float(self.skipped),
+                ACTOR_PG_LOSS: sum(self.pg_losses) / steps,
+                ACTOR_GRAD_NORM: _finite_mean(self.grad_norms),
+                ACTOR_SKIPPED_STEPS: float(self.skipped),
             }
         )
         if with_critic:
-            metrics["critic/vf_loss"] = sum(self.vf_losses) / steps
-            metrics["critic/grad_norm"] = _finite_mean(self.critic_grad_norms)
-            metrics["critic/skipped_steps"] = float(self.critic_skipped)
+            metrics[CRITIC_VF_LOSS] = sum(self.vf_losses) / steps
+            metrics[CRITIC_GRAD_NORM] = _finite_mean(self.critic_grad_norms)
+            metrics[CRITIC_SKIPPED_STEPS] = float(self.critic_skipped)
         return metrics
 
 
@@ -271,10 +312,11 @@ class Trainer:
     def validation_metrics(self) -> dict[str, float]:
         """val/success in the training environment, and val/<env>/success for each of rollout.val_envs."""
         own = self.validate()
+        per_env = BY_KEY[VAL_ENV_SUCCESS]
         return {
-            "val/success": own,
+            VAL_SUCCESS: own,
             **{
-                f"val/{name}/success": own if name == self.cfg.env.name else self.validate(name)
+                per_env.fill(env=name): own if name == self.cfg.env.name else self.validate(name)
                 for name in self.cfg.rollout.val_envs
             },
         }
@@ -287,7 +329,7 @@ class Trainer:
             found = self.collapse.measure(
                 step, trajs, self.chat, policy.model, self.pad_id, self.cfg.optim.micro_batch_size
             )
-        return {**found, "time/collapse_s": time.time() - started}
+        return {**found, TIME_COLLAPSE_S: time.time() - started}
 
     def validate(self, env_name: str | None = None) -> float:
         rollout_cfg = self.cfg.rollout
@@ -369,7 +411,7 @@ class Trainer:
         metrics: dict[str, float] = {}
         kl_penalties = self.kl_penalties(batches) if self.kl_in_reward else []
         if kl_penalties:
-            metrics["actor/kl_ref"] = sum(kl.sum().item() for kl in kl_penalties) / sum(
+            metrics[ACTOR_KL_REF] = sum(kl.sum().item() for kl in kl_penalties) / sum(
                 b.mask.sum().item() for b in batches
             )
         for j, batch in enumerate(batches):
@@ -390,7 +432,7 @@ class Trainer:
                 batch.advantages = adv
         values = torch.cat([computed(b.old_values, "old values")[b.mask.bool()] for b in batches])
         returns = torch.cat([computed(b.returns, "returns")[b.mask.bool()] for b in batches])
-        metrics["critic/explained_var"] = losses.explained_variance(values, returns, torch.ones_like(returns))
+        metrics[CRITIC_EXPLAINED_VAR] = losses.explained_variance(values, returns, torch.ones_like(returns))
         return metrics
 
     def kl_penalties(self, batches: list[MicroBatch]) -> list[torch.Tensor]:
@@ -417,9 +459,14 @@ class Trainer:
 
     def optimise(self, batches: list[MicroBatch], first_order: list[int]) -> UpdateStats:
         """Step 3: epochs x mini-batches (one optimizer step each) x micro-batches (gradient accumulation)."""
-        token_sums = {"entropy": 0.0, "clip_frac": 0.0, "clip_frac_high": 0.0, "approx_kl": 0.0}
+        token_sums = {
+            ACTOR_ENTROPY: 0.0,
+            ACTOR_CLIP_FRAC: 0.0,
+            ACTOR_CLIP_FRAC_HIGH: 0.0,
+            ACTOR_APPROX_KL: 0.0,
+        }
         if self.kl_in_loss:
-            token_sums["kl_ref"] = 0.0
+            token_sums[ACTOR_KL_REF] = 0.0
         stats = UpdateStats(token_sums)
         self.policy.model.train()
         if self.policy.critic is not None:
@@ -482,14 +529,14 @@ class Trainer:
                 loss = loss + algorithm.kl_coef * losses.aggregate(
                     kl, mask, algorithm.loss_agg, n_seqs, n_tokens
                 )
-                stats.token_sums["kl_ref"] += (kl.detach() * mask).sum().item()
+                stats.token_sums[ACTOR_KL_REF] += (kl.detach() * mask).sum().item()
         loss.backward()
         tokens = mask.sum().item()
         stats.tokens += tokens
         stats.pg_losses.append(pg_loss.item())
-        stats.token_sums["entropy"] += (entropy * mask).sum().item()
-        for key in ("clip_frac", "clip_frac_high", "approx_kl"):
-            stats.token_sums[key] += clip_stats[key] * tokens
+        stats.token_sums[ACTOR_ENTROPY] += (entropy * mask).sum().item()
+        for key, name in CLIP_STATS.items():
+            stats.token_sums[key] += clip_stats[name] * tokens
 
     def critic_backward(self, batch: MicroBatch, n_tokens: float, stats: UpdateStats) -> None:
         """Back-propagate one micro-batch's share of L_critic (token mean over the mini-batch's n_tokens)."""
@@ -513,68 +560,75 @@ class Trainer:
             [computed(b.old_logp, "old log-probs") for b in batches],
             [b.mask for b in batches],
         )
-        return {"actor/entropy_adv_cov": covariance, **stats.summary(with_critic=self.ppo)}
+        return {ACTOR_ENTROPY_ADV_COV: covariance, **stats.summary(with_critic=self.ppo)}
 
 
-def train(
-    cfg: TrainConfig,
-    sink,
-    out_dir: str,
-    should_stop: Callable[[], bool] = lambda: False,
-    resume: bool = False,
-) -> str:
-    """Run cfg.schedule.steps steps (from the latest checkpoint when resume). Returns "completed" | "stopped"."""
-    set_determinism(cfg)
-    os.makedirs(out_dir, exist_ok=True)
-    start, seed_counter = 0, TRAIN_SEED_BASE + cfg.seed * 10_000_000
-    found = checkpoint.latest(out_dir) if resume else None
-    trainer = Trainer(cfg, init_dir=found)
-    if found:
-        state = checkpoint.load_state(found)
-        start, seed_counter = state["step"], state["seed_counter"]
-        trainer.actor_opt.load_state_dict(state["optim"]["actor"])
-        if trainer.critic_opt is not None and state["optim"]["critic"] is not None:
-            trainer.critic_opt.load_state_dict(state["optim"]["critic"])
+@dataclass
+class TrainingRun:
+    """One call of `train`: the trainer, where its output goes, and the counters a checkpoint carries."""
+
+    cfg: TrainConfig
+    trainer: Trainer
+    sink: Sink
+    out_dir: str
+    seed_counter: int  # the next training seed
+    first_step: int = 0  # the resumed checkpoint's step, else 0
+    last_saved: int = -1  # the step of the checkpoint written or resumed last, -1 for none
+    empty_steps: int = 0  # consecutive steps the filter left empty (counted from this process's start)
+
+    @classmethod
+    def start(cls, cfg: TrainConfig, sink: Sink, out_dir: str, resume: bool) -> TrainingRun:
+        """A fresh run, or when resume the one of out_dir's latest checkpoint (none: a fresh run)."""
+        found = checkpoint.latest(out_dir) if resume else None
+        run = cls(cfg, Trainer(cfg, init_dir=found), sink, out_dir, TRAIN_SEED_BASE + cfg.seed * 10_000_000)
+        if found:
+            run.restore(found)
+        return run
+
+    def restore(self, path: str) -> None:
+        """The step, seed counter, optimizer states and RNG states of the checkpoint at path."""
+        state = checkpoint.load_state(path)
+        self.first_step = self.last_saved = state["step"]
+        self.seed_counter = state["seed_counter"]
+        self.trainer.actor_opt.load_state_dict(state["optim"]["actor"])
+        if self.trainer.critic_opt is not None and state["optim"]["critic"] is not None:
+            self.trainer.critic_opt.load_state_dict(state["optim"]["critic"])
         checkpoint.restore_rng(state["rng"])
-    schedule, rollout_cfg, algorithm = cfg.schedule, cfg.rollout, cfg.algorithm
-    groups, group_size = rollout_cfg.env_groups, rollout_cfg.group_size
-    config_yaml = cfg.to_yaml()
-    last_saved = start if found else -1
-    empty_steps = 0  # consecutive steps the filter left empty (counted from this process's start)
 
-    def save(next_step: int) -> None:
-        nonlocal last_saved
-        if last_saved == next_step:
-            return
-        path = checkpoint.save(
-            out_dir,
-            next_step,
-            trainer.policy,
-            trainer.actor_opt,
-            trainer.critic_opt,
-            config_yaml,
-            seed_counter,
-            schedule.keep_checkpoints,
-        )
-        last_saved = next_step
-        sink.checkpoint(next_step, path)
-
-    for step in range(start, schedule.steps):
-        if should_stop():
-            save(step)
-            return "stopped"
+    def step(self, step: int) -> None:
+        """One training step: play -> collapse probe -> filter -> update -> validate -> log -> checkpoint."""
         started = time.time()
-        seeds = [seed_counter + g for g in range(groups) for _ in range(group_size)]
-        seed_counter += groups
-        trajs = trainer.play(
-            seeds, [g for g in range(groups) for _ in range(group_size)], rollout_cfg.temperature
-        )
+        trajs = self.play()
         played = time.time()
-        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32).view(groups, group_size)
+        rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
+        rewards = rewards.view(self.cfg.rollout.env_groups, self.cfg.rollout.group_size)
         metrics = rollout_metrics(trajs, rewards)
-        collapse_every = cfg.diagnostics.collapse_every
-        if collapse_every and step % collapse_every == 0:
-            metrics.update(trainer.measure_collapse(step, trajs))
+        if due(self.cfg.diagnostics.collapse_every, step):
+            metrics.update(self.trainer.measure_collapse(step, trajs))
+        kept, filter_metrics = self.filter(trajs, rewards)
+        metrics.update(filter_metrics)
+        if kept:
+            metrics.update(self.trainer.update(kept, torch.tensor([t.group for t in kept])))
+        updated = time.time()
+        if self.validation_due(step):
+            metrics.update(self.trainer.validation_metrics())
+        metrics.update(timing_metrics(trajs, started, played, updated))
+        self.log(step, metrics, trajs)
+        self.end_step(step)
+
+    def play(self) -> list[Trajectory]:
+        """This step's P x N training episodes: group g plays the seed seed_counter + g, N times."""
+        groups, group_size = self.cfg.rollout.env_groups, self.cfg.rollout.group_size
+        seeds = [self.seed_counter + g for g in range(groups) for _ in range(group_size)]
+        self.seed_counter += groups
+        group_of = [g for g in range(groups) for _ in range(group_size)]
+        return self.trainer.play(seeds, group_of, self.cfg.rollout.temperature)
+
+    def filter(
+        self, trajs: list[Trajectory], rewards: torch.Tensor
+    ) -> tuple[list[Trajectory], dict[str, float]]:
+        """The trajectories of the groups the StarPO-S filter keeps (filter.py), and the filter's metrics."""
+        algorithm = self.cfg.algorithm
         kept = keep_groups(
             rewards,
             algorithm.filter,
@@ -582,42 +636,100 @@ def train(
             algorithm.filter_include_zero,
             algorithm.filter_top_p_mode,
         )
-        empty_steps = 0 if kept else empty_steps + 1
-        metrics.update(
-            {
-                "train/filter_kept_ratio": len(kept) / groups,
-                "train/filter_zero_groups": float(zero_groups(rewards)),
-                "train/filter_skipped": float(not kept),
-            }
+        self.empty_steps = 0 if kept else self.empty_steps + 1
+        metrics = {
+            TRAIN_FILTER_KEPT_RATIO: len(kept) / self.cfg.rollout.env_groups,
+            TRAIN_FILTER_ZERO_GROUPS: float(zero_groups(rewards)),
+            TRAIN_FILTER_SKIPPED: float(not kept),
+        }
+        return [t for t in trajs if t.group in kept], metrics
+
+    def validation_due(self, step: int) -> bool:
+        """Validation runs on step 0, every schedule.val_every steps, and the last step (never when 0)."""
+        schedule = self.cfg.schedule
+        return due(schedule.val_every, step) or (schedule.val_every > 0 and step == schedule.steps - 1)
+
+    def log(self, step: int, metrics: dict[str, float], trajs: list[Trajectory]) -> None:
+        """The step's metrics, schedule.samples_per_step samples (one per group in turn), and progress."""
+        rollout_cfg, schedule = self.cfg.rollout, self.cfg.schedule
+        self.sink.metrics(step, metrics)
+        one_per_group_in_turn = [
+            trajs[g * rollout_cfg.group_size + i]
+            for i in range(rollout_cfg.group_size)
+            for g in range(rollout_cfg.env_groups)
+        ]
+        tokenizer = self.trainer.policy.tokenizer
+        self.sink.samples(
+            step, [t.sample(tokenizer) for t in one_per_group_in_turn[: schedule.samples_per_step]]
         )
-        kept_trajs = [t for t in trajs if t.group in kept]
-        if kept_trajs:
-            metrics.update(trainer.update(kept_trajs, torch.tensor([t.group for t in kept_trajs])))
-        updated = time.time()
-        if schedule.val_every and (step % schedule.val_every == 0 or step == schedule.steps - 1):
-            metrics.update(trainer.validation_metrics())
-        generated = sum(t.response_tokens for t in trajs)
-        metrics.update(
-            {
-                "time/rollout_s": played - started,
-                "time/update_s": updated - played,
-                "time/step_s": time.time() - started,
-                "perf/tokens_per_s": generated / max(played - started, 1e-9),
-            }
-        )
-        sink.metrics(step, metrics)
-        spread = [trajs[g * group_size + i] for i in range(group_size) for g in range(groups)]
-        sink.samples(step, [t.sample(trainer.policy.tokenizer) for t in spread[: schedule.samples_per_step]])
-        sink.progress(step + 1, schedule.steps)
-        if schedule.checkpoint_every and (step + 1) % schedule.checkpoint_every == 0:
-            save(step + 1)
-        if algorithm.filter_empty_stop_steps and empty_steps >= algorithm.filter_empty_stop_steps:
-            save(step + 1)
+        self.sink.progress(step + 1, schedule.steps)
+
+    def end_step(self, step: int) -> None:
+        """Checkpoint on schedule; stop (checkpointed) when the filter has starved the run."""
+        if due(self.cfg.schedule.checkpoint_every, step + 1):
+            self.save(step + 1)
+        stop_after = self.cfg.algorithm.filter_empty_stop_steps
+        if stop_after and self.empty_steps >= stop_after:
+            self.save(step + 1)
             raise FilterStarved(
-                f"the rollout filter ({algorithm.filter}) kept no group for {empty_steps} steps in a "
-                f"row (every group's rewards were equal, or the threshold was not reached): "
+                f"the rollout filter ({self.cfg.algorithm.filter}) kept no group for {self.empty_steps} steps"
+                f" in a row (every group's rewards were equal, or the threshold was not reached): "
                 f"training stopped at step {step + 1}, as RAGEN-2 does after "
-                f"algorithm.filter_empty_stop_steps={algorithm.filter_empty_stop_steps}"
+                f"algorithm.filter_empty_stop_steps={stop_after}"
             )
-    save(max(schedule.steps, start))
+
+    def save(self, next_step: int) -> None:
+        """A checkpoint to resume at next_step, unless the last one written or resumed is that one."""
+        if self.last_saved == next_step:
+            return
+        trainer = self.trainer
+        path = checkpoint.save(
+            self.out_dir,
+            next_step,
+            trainer.policy,
+            trainer.actor_opt,
+            trainer.critic_opt,
+            self.cfg.to_yaml(),
+            self.seed_counter,
+            self.cfg.schedule.keep_checkpoints,
+        )
+        self.last_saved = next_step
+        self.sink.checkpoint(next_step, path)
+
+
+def due(every: int, step: int) -> bool:
+    """Whether a thing scheduled every `every` steps (0 = never) runs at `step`."""
+    return every > 0 and step % every == 0
+
+
+def timing_metrics(
+    trajs: list[Trajectory], started: float, played: float, updated: float
+) -> dict[str, float]:
+    """The step's time/ and perf/ metrics; the step's time runs until now, so it includes validation."""
+    generated = sum(t.response_tokens for t in trajs)
+    return {
+        TIME_ROLLOUT_S: played - started,
+        TIME_UPDATE_S: updated - played,
+        TIME_STEP_S: time.time() - started,
+        PERF_TOKENS_PER_S: generated / max(played - started, 1e-9),
+    }
+
+
+def train(
+    cfg: TrainConfig,
+    sink: Sink,
+    out_dir: str,
+    should_stop: Callable[[], bool] = lambda: False,
+    resume: bool = False,
+) -> str:
+    """Run cfg.schedule.steps steps (from the latest checkpoint when resume). Returns "completed" | "stopped"."""
+    set_determinism(cfg)
+    os.makedirs(out_dir, exist_ok=True)
+    run = TrainingRun.start(cfg, sink, out_dir, resume)
+    for step in range(run.first_step, cfg.schedule.steps):
+        if should_stop():
+            run.save(step)
+            return "stopped"
+        run.step(step)
+    run.save(max(cfg.schedule.steps, run.first_step))
     return "completed"

@@ -57,9 +57,9 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
-def _one_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__
+def _one_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 def load_tokenizer(path: str, local: bool):
@@ -134,13 +134,15 @@ class Policy:
 
 
 def load_policy(
-    m: ModelConfig, with_critic: bool, with_reference: bool, init_dir: str | None = None
+    model_cfg: ModelConfig, with_critic: bool, with_reference: bool, init_dir: str | None = None
 ) -> Policy:
     """Build policy (+critic, +reference). init_dir: a checkpoint's policy/critic to start from."""
-    path, local = resolve(m.warm_start or m.name)  # a warm start keeps model.name's profile, not its weights
+    path, local = resolve(
+        model_cfg.warm_start or model_cfg.name
+    )  # a warm start keeps model.name's profile, not its weights
     device = pick_device()
-    dtype = pick_dtype(m.dtype, device)
-    lora = m.lora_rank > 0
+    dtype = pick_dtype(model_cfg.dtype, device)
+    lora = model_cfg.lora_rank > 0
     tokenizer = load_tokenizer(path, local)
     base = load_causal_lm(path, local, dtype if lora else torch.float32, device)
     ref_model = None
@@ -155,14 +157,14 @@ def load_policy(
             critic.backbone = get_peft_model(
                 critic.backbone,
                 LoraConfig(
-                    r=m.lora_rank,
-                    lora_alpha=m.lora_alpha,
-                    lora_dropout=m.lora_dropout,
-                    target_modules=m.lora_target_modules,
+                    r=model_cfg.lora_rank,
+                    lora_alpha=model_cfg.lora_alpha,
+                    lora_dropout=model_cfg.lora_dropout,
+                    target_modules=model_cfg.lora_target_modules,
                     task_type="FEATURE_EXTRACTION",
                 ),
             )
-        if m.gradient_checkpointing:
+        if model_cfg.gradient_checkpointing:
             # nn.Module.__getattr__ is typed Tensor | Module; this is the transformers model's method
             critic.backbone.gradient_checkpointing_enable()  # type: ignore[operator]
         if init_dir:
@@ -179,16 +181,16 @@ def load_policy(
             model = get_peft_model(
                 base,
                 LoraConfig(
-                    r=m.lora_rank,
-                    lora_alpha=m.lora_alpha,
-                    lora_dropout=m.lora_dropout,
-                    target_modules=m.lora_target_modules,
+                    r=model_cfg.lora_rank,
+                    lora_alpha=model_cfg.lora_alpha,
+                    lora_dropout=model_cfg.lora_dropout,
+                    target_modules=model_cfg.lora_target_modules,
                     task_type="CAUSAL_LM",
                 ),
             )
     else:
         model = base
-    if m.gradient_checkpointing:
+    if model_cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         if lora:
             model.enable_input_require_grads()
@@ -207,5 +209,5 @@ def load_policy(
 
 
 def trainable_state(module: nn.Module) -> dict[str, torch.Tensor]:
-    names = {n for n, p in module.named_parameters() if p.requires_grad}
-    return {k: v.detach().cpu() for k, v in module.state_dict().items() if k in names}
+    names = {name for name, param in module.named_parameters() if param.requires_grad}
+    return {name: tensor.detach().cpu() for name, tensor in module.state_dict().items() if name in names}

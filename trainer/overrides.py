@@ -18,28 +18,28 @@ import yaml
 class ConfigError(ValueError):
     def __init__(self, errors: dict[str, str]):
         self.errors = dict(errors)
-        super().__init__("; ".join(f"{k}: {v}" for k, v in self.errors.items()))
+        super().__init__("; ".join(f"{field}: {message}" for field, message in self.errors.items()))
 
 
 def deep_merge(dst: dict, src: dict) -> dict:
     """src into dst, section by section; an env's `params` mapping is merged one level only."""
-    for k, v in src.items():
-        if isinstance(v, dict) and isinstance(dst.get(k), dict) and k != "params":
-            deep_merge(dst[k], v)
-        elif isinstance(v, dict) and isinstance(dst.get(k), dict):
-            dst[k] = {**dst[k], **v}
+    for key, value in src.items():
+        if isinstance(value, dict) and isinstance(dst.get(key), dict) and key != "params":
+            deep_merge(dst[key], value)
+        elif isinstance(value, dict) and isinstance(dst.get(key), dict):
+            dst[key] = {**dst[key], **value}
         else:
-            dst[k] = copy.deepcopy(v)  # never alias the caller's dicts
+            dst[key] = copy.deepcopy(value)  # never alias the caller's dicts
     return dst
 
 
-def set_dotted(d: dict, key: str, value) -> None:
+def set_dotted(values: dict, key: str, value) -> None:
     parts = key.split(".")
-    for p in parts[:-1]:
-        d = d.setdefault(p, {})
-        if not isinstance(d, dict):
-            raise ConfigError({key: f"cannot set a field inside the non-mapping {p!r}"})
-    d[parts[-1]] = value
+    for part in parts[:-1]:
+        values = values.setdefault(part, {})
+        if not isinstance(values, dict):
+            raise ConfigError({key: f"cannot set a field inside the non-mapping {part!r}"})
+    values[parts[-1]] = value
 
 
 def get_dotted(mapping, dotted: str):
@@ -51,7 +51,7 @@ def get_dotted(mapping, dotted: str):
     return mapping
 
 
-def apply_overrides(d: dict, overrides: list[str]) -> dict:
+def apply_overrides(values: dict, overrides: list[str]) -> dict:
     """Apply "a.b=value" strings (value parsed as YAML: 8 -> int, true -> bool, [x, y] -> list)."""
     errors = {}
     for item in overrides:
@@ -66,7 +66,7 @@ def apply_overrides(d: dict, overrides: list[str]) -> dict:
         if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
             with contextlib.suppress(ValueError):
                 value = float(value)
-        set_dotted(d, key.strip(), value)
+        set_dotted(values, key.strip(), value)
     if errors:
         raise ConfigError(errors)
-    return d
+    return values

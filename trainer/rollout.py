@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 import envs
+from trainer.config import RolloutConfig
 from trainer.prefix import cache_keyword, cache_of
 
 SYSTEM = "You are a helpful assistant. You play text games: think step by step, then answer with actions."
@@ -46,7 +47,7 @@ class ChatFormat:
     """Chat messages -> token ids through the tokenizer's chat template, one turn at a time."""
 
     def __init__(self, tokenizer, thinking: bool = True):
-        self.tok, self.thinking = tokenizer, thinking
+        self.tokenizer, self.thinking = tokenizer, thinking
         self.opener = "<think>" if thinking else "<answer>"
         probe = [
             {"role": "system", "content": SYSTEM},
@@ -60,18 +61,18 @@ class ChatFormat:
         self.stop_ids = stop_token_ids(tokenizer)
 
     def encode(self, text: str) -> list[int]:
-        return self.tok(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def first_prompt(self, user: str) -> list[int]:
         msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-        text = self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        text = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         return self.encode(text + self.opener)
 
     def next_prompt(self, user: str, reply_ids: list[int]) -> list[int]:
         """Tokens that follow the model's reply: end of its turn, the next user turn, the opener."""
         text = self.before_user + user + self.after_user + self.opener
         if reply_ids and reply_ids[-1] in self.stop_ids:  # the model already closed its turn itself
-            closing = self.tok.decode([reply_ids[-1]])
+            closing = self.tokenizer.decode([reply_ids[-1]])
             if text.startswith(closing):
                 text = text[len(closing) :]
         return self.encode(text)
@@ -80,18 +81,18 @@ class ChatFormat:
         """(think, answer) of `opener + reply`, or None when the reply is not well formatted."""
         text = self.opener + reply_text
         if self.thinking:
-            m = THINK_RE.search(text)
-            return (m.group(1).strip(), m.group(2).strip()) if m else None
-        m = ANSWER_RE.search(text)
-        return ("", m.group(1).strip()) if m else None
+            match = THINK_RE.search(text)
+            return (match.group(1).strip(), match.group(2).strip()) if match else None
+        match = ANSWER_RE.search(text)
+        return ("", match.group(1).strip()) if match else None
 
 
 def stop_token_ids(tokenizer) -> set[int]:
     ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-    for t in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
-        i = tokenizer.convert_tokens_to_ids(t)
-        if isinstance(i, int) and i != tokenizer.unk_token_id and i is not None:
-            ids.add(i)
+    for token in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(token_id, int) and token_id != tokenizer.unk_token_id:
+            ids.add(token_id)
     return ids
 
 
@@ -196,27 +197,33 @@ def rollout(
     env_params: dict,
     seeds: list[int],
     groups: list[int],
-    r,
+    rollout_cfg: RolloutConfig,
     temperature: float,
     context_len: int,
 ) -> list[Trajectory]:
-    """Play one episode per seed, all environments together. r: RolloutConfig."""
+    """Play one episode per seed, all environments together."""
     envs_ = [envs.make(env_name, **env_params) for _ in seeds]
-    trajs = [Trajectory(group=g, seed=s) for g, s in zip(groups, seeds)]
+    trajs = [Trajectory(group=group, seed=seed) for group, seed in zip(groups, seeds)]
     states = []
-    for env, tr in zip(envs_, trajs):
-        obs = env.reset(seed=tr.seed)
+    for env, traj in zip(envs_, trajs):
+        obs = env.reset(seed=traj.seed)
         states.append(obs)
-        tr.ids = chat.first_prompt(
-            first_user_message(env, obs, r.max_actions_per_turn, r.max_actions_per_episode, r.thinking)
+        traj.ids = chat.first_prompt(
+            first_user_message(
+                env,
+                obs,
+                rollout_cfg.max_actions_per_turn,
+                rollout_cfg.max_actions_per_episode,
+                rollout_cfg.thinking,
+            )
         )
-        tr.mask = [0] * len(tr.ids)
+        traj.mask = [0] * len(traj.ids)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    for turn in range(1, r.max_turns + 1):
-        active = [i for i, tr in enumerate(trajs) if not tr.done]
+    for turn in range(1, rollout_cfg.max_turns + 1):
+        active = [i for i, traj in enumerate(trajs) if not traj.done]
         if not active:
             break
-        limits = [min(r.max_new_tokens, context_len - len(trajs[i].ids)) for i in active]
+        limits = [min(rollout_cfg.max_new_tokens, context_len - len(trajs[i].ids)) for i in active]
         replies = generate(
             model,
             [trajs[i].ids for i in active],
@@ -225,36 +232,38 @@ def rollout(
             chat.stop_ids,
             tokenizer,
             temperature,
-            r.top_p,
+            rollout_cfg.top_p,
         )
         for i, limit, reply in zip(active, limits, replies):
-            tr, env, state = trajs[i], envs_[i], states[i]
-            tr.ids += reply
-            tr.mask += [1] * len(reply)
+            traj, env, state = trajs[i], envs_[i], states[i]
+            traj.ids += reply
+            traj.mask += [1] * len(reply)
             parsed = chat.parse(tokenizer.decode(reply, skip_special_tokens=True))
-            overflow = limit < r.max_new_tokens and parsed is None  # the reply ran into the context end
+            overflow = (
+                limit < rollout_cfg.max_new_tokens and parsed is None
+            )  # the reply ran into the context end
             think, answer = parsed if parsed else ("", "")
-            words = env.parse_actions(answer)[: r.max_actions_per_turn] if parsed else []
-            valid = [w for w in words if w in env.actions]
+            words = env.parse_actions(answer)[: rollout_cfg.max_actions_per_turn] if parsed else []
+            valid = [word for word in words if word in env.actions]
             turn_ok = parsed is not None and len(valid) > 0 and len(valid) == len(words)
-            tr.format_ok += parsed is not None
-            tr.actions += len(words)
-            tr.valid_actions += len(valid)
-            tr.think_tokens += len(chat.encode(think)) if think else 0
+            traj.format_ok += parsed is not None
+            traj.actions += len(words)
+            traj.valid_actions += len(valid)
+            traj.think_tokens += len(chat.encode(think)) if think else 0
             turn_reward, done = 0.0, False
-            for w in valid:
-                if tr.executed >= r.max_actions_per_episode:
+            for action in valid:
+                if traj.executed >= rollout_cfg.max_actions_per_episode:
                     break
-                states[i], rew, done, info = env.step(w)
-                tr.executed += 1
-                turn_reward += rew
-                tr.success = tr.success or bool(info.get("success", False))
+                states[i], action_reward, done, info = env.step(action)
+                traj.executed += 1
+                turn_reward += action_reward
+                traj.success = traj.success or bool(info.get("success", False))
                 if done:
                     break
             env_reward = turn_reward
-            turn_reward += 0.0 if turn_ok else r.format_penalty
-            tr.reward += turn_reward
-            tr.turns.append(
+            turn_reward += 0.0 if turn_ok else rollout_cfg.format_penalty
+            traj.reward += turn_reward
+            traj.turns.append(
                 {
                     "state": state,
                     "think": think,
@@ -264,13 +273,22 @@ def rollout(
                     "valid": turn_ok,
                 }
             )
-            tr.done = done or overflow or turn == r.max_turns or tr.executed >= r.max_actions_per_episode
-            if not tr.done:  # the model is told the environment's reward only, as in RAGEN (no penalty)
-                nxt = chat.next_prompt(next_user_message(env_reward, turn + 1, states[i], r.thinking), reply)
-                if len(tr.ids) + len(nxt) >= context_len:  # no room for another reply: end here, penalised
-                    tr.reward += r.format_penalty
-                    tr.done = True
+            traj.done = (
+                done
+                or overflow
+                or turn == rollout_cfg.max_turns
+                or traj.executed >= rollout_cfg.max_actions_per_episode
+            )
+            if not traj.done:  # the model is told the environment's reward only, as in RAGEN (no penalty)
+                following = chat.next_prompt(
+                    next_user_message(env_reward, turn + 1, states[i], rollout_cfg.thinking), reply
+                )
+                if (
+                    len(traj.ids) + len(following) >= context_len
+                ):  # no room for another reply: end here, penalised
+                    traj.reward += rollout_cfg.format_penalty
+                    traj.done = True
                 else:
-                    tr.ids += nxt
-                    tr.mask += [0] * len(nxt)
+                    traj.ids += following
+                    traj.mask += [0] * len(following)
     return trajs

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 import envs
-from trainer.config import TrainConfig
+from trainer.config import RolloutConfig, TrainConfig
 from trainer.loop import optimizer_step, pad_batch, set_determinism, token_logprobs
 from trainer.models import load_policy
 from trainer.rollout import ChatFormat, Trajectory, first_user_message, next_user_message
@@ -27,19 +27,29 @@ from trainer.rollout import ChatFormat, Trajectory, first_user_message, next_use
 SFT_SEED_BASE = 5_000_000_000  # far from validation (0..) and training (10_000 + 10^7 * seed + ...) seeds
 
 
-def oracle_episode(env, seed: int, r, chat: ChatFormat, noise: float, rng: random.Random) -> Trajectory:
-    """One oracle-played episode as token ids, mask 1 on the replies (r: RolloutConfig)."""
+def oracle_episode(
+    env, seed: int, rollout_cfg: RolloutConfig, chat: ChatFormat, noise: float, rng: random.Random
+) -> Trajectory:
+    """One oracle-played episode as token ids, mask 1 on the replies."""
     obs = env.reset(seed=seed)
     traj = Trajectory(group=0, seed=seed)
     traj.ids = chat.first_prompt(
-        first_user_message(env, obs, r.max_actions_per_turn, r.max_actions_per_episode, r.thinking)
+        first_user_message(
+            env,
+            obs,
+            rollout_cfg.max_actions_per_turn,
+            rollout_cfg.max_actions_per_episode,
+            rollout_cfg.thinking,
+        )
     )
     traj.mask = [0] * len(traj.ids)
-    for turn in range(1, r.max_turns + 1):
+    for turn in range(1, rollout_cfg.max_turns + 1):
         actions: list[str] = []
         turn_reward, done = 0.0, False
         while (
-            not done and len(actions) < r.max_actions_per_turn and traj.executed < r.max_actions_per_episode
+            not done
+            and len(actions) < rollout_cfg.max_actions_per_turn
+            and traj.executed < rollout_cfg.max_actions_per_episode
         ):
             action = rng.choice(env.actions) if rng.random() < noise else env.oracle_action()
             obs, reward, done, info = env.step(action)
@@ -48,13 +58,15 @@ def oracle_episode(env, seed: int, r, chat: ChatFormat, noise: float, rng: rando
             turn_reward += reward
             traj.success = traj.success or bool(info.get("success", False))
         answer = " || ".join(actions)
-        reply = chat.encode((" </think> " if r.thinking else " ") + f"<answer> {answer} </answer>")
+        reply = chat.encode((" </think> " if rollout_cfg.thinking else " ") + f"<answer> {answer} </answer>")
         traj.ids += reply
         traj.mask += [1] * len(reply)
         traj.reward += turn_reward
-        if done or traj.executed >= r.max_actions_per_episode or turn == r.max_turns:
+        if done or traj.executed >= rollout_cfg.max_actions_per_episode or turn == rollout_cfg.max_turns:
             break
-        following = chat.next_prompt(next_user_message(turn_reward, turn + 1, obs, r.thinking), reply)
+        following = chat.next_prompt(
+            next_user_message(turn_reward, turn + 1, obs, rollout_cfg.thinking), reply
+        )
         traj.ids += following
         traj.mask += [0] * len(following)
     return traj
@@ -92,15 +104,16 @@ def sft(
     )
     params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr or cfg.optim.actor_lr, weight_decay=cfg.optim.weight_decay)
-    mb, losses = cfg.optim.micro_batch_size, []
+    micro_batch_size, losses = cfg.optim.micro_batch_size, []
     policy.model.train()
     for epoch in range(epochs):
         order = torch.randperm(len(trajs)).tolist()
         epoch_losses = []
-        for start in range(0, len(order), mb):
-            ids, att, resp = pad_batch([trajs[i] for i in order[start : start + mb]], pad_id, policy.device)
+        for start in range(0, len(order), micro_batch_size):
+            chunk = [trajs[i] for i in order[start : start + micro_batch_size]]
+            ids, attention, resp = pad_batch(chunk, pad_id, policy.device)
             with policy.autocast():
-                logp, _ = token_logprobs(policy.model, ids, att, resp, 1.0)
+                logp, _ = token_logprobs(policy.model, ids, attention, resp, 1.0)
             loss = -(logp * resp).sum() / resp.sum()
             loss.backward()
             optimizer_step(params, optimizer, cfg.optim.grad_clip)

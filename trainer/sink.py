@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Protocol
 
+from diagnostics.metrics import TIME_STEP_S, TRAIN_REWARD_MEAN, TRAIN_SUCCESS, VAL_SUCCESS
+
 
 class Sink(Protocol):
     def metrics(self, step: int, values: dict[str, float]) -> None: ...
@@ -49,8 +51,9 @@ class MemorySink(NullSink):
         self.checkpoints.append((step, path))
 
 
-def _clean(v):
-    return None if isinstance(v, float) and not math.isfinite(v) else v
+def _clean(value):
+    """JSON has no NaN or infinity: such a value is written as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 class JsonlSink:
@@ -77,7 +80,7 @@ class JsonlSink:
         self._last_step[path] = step
         with open(path, "a") as f:
             for row in rows:
-                f.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+                f.write(json.dumps({key: _clean(value) for key, value in row.items()}) + "\n")
 
     def metrics(self, step, values):
         self.last = values
@@ -88,14 +91,14 @@ class JsonlSink:
 
     def progress(self, step, total):
         if self.start_step is None:
-            self.start_step, self.start_time = step - 1, time.time() - self.last.get("time/step_s", 0.0)
+            self.start_step, self.start_time = step - 1, time.time() - self.last.get(TIME_STEP_S, 0.0)
         done = step - self.start_step
         eta = (time.time() - self.start_time) / max(done, 1) * (total - step)
-        m = self.last
-        val = f" | val {m['val/success']:.2f}" if "val/success" in m else ""
+        last = self.last
+        val = f" | val {last[VAL_SUCCESS]:.2f}" if VAL_SUCCESS in last else ""
         print(
             f"step {step}/{total} | eta {int(eta) // 60}m{int(eta) % 60:02d}s | success "
-            f"{m.get('train/success', float('nan')):.2f} | reward {m.get('train/reward_mean', float('nan')):.3f}"
+            f"{last.get(TRAIN_SUCCESS, float('nan')):.2f} | reward {last.get(TRAIN_REWARD_MEAN, float('nan')):.3f}"
             f"{val}",
             file=self.stream,
             flush=True,

@@ -104,15 +104,15 @@ def _reply(rng: random.Random, actions: list[str], max_actions: int, thinking: b
     return f" {think} </think> <answer> {acts} </answer>"
 
 
-def _dialogues(n: int, rng: random.Random) -> list[list[tuple[str, str, bool]]]:
-    """n random dialogues over all environments: [(user message, reply, thinking), ...] per dialogue."""
+def _dialogues(count: int, rng: random.Random) -> list[list[tuple[str, str, bool]]]:
+    """`count` random dialogues over all environments: [(user message, reply, thinking), ...] per dialogue."""
     import envs
     from trainer.rollout import first_user_message, next_user_message
 
     names = sorted(envs.registry())  # every registered variant: their words must be in the vocabulary
     out = []
-    for k in range(n):
-        env = envs.make(names[k % len(names)])
+    for index in range(count):
+        env = envs.make(names[index % len(names)])
         thinking = rng.random() < 0.85
         obs = env.reset(seed=rng.randrange(10**9))
         per_turn = rng.choice([1, 2, 3, 5])
@@ -122,9 +122,9 @@ def _dialogues(n: int, rng: random.Random) -> list[list[tuple[str, str, bool]]]:
             reply = _reply(rng, env.actions, min(per_turn, 3), thinking)
             dialogue.append((user, reply, thinking))
             reward, done = 0.0, False
-            for w in env.parse_actions(reply.split("<answer>")[-1].replace("</answer>", "")):
-                obs, r, done, _ = env.step(w)
-                reward += r
+            for action in env.parse_actions(reply.split("<answer>")[-1].replace("</answer>", "")):
+                obs, action_reward, done, _ = env.step(action)
+                reward += action_reward
                 if done:
                     break
             if done:
@@ -138,19 +138,19 @@ def build_tokenizer(texts: list[str], vocab_size: int = 1024):
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=SPECIAL,
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(texts, trainer=trainer)
-    tok.add_tokens([AddedToken(t, normalized=False) for t in FORMAT_TOKENS])
+    bpe.train_from_iterator(texts, trainer=trainer)
+    bpe.add_tokens([AddedToken(t, normalized=False) for t in FORMAT_TOKENS])
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
@@ -168,20 +168,21 @@ def build(
     rng = random.Random(seed)
     torch.manual_seed(seed)
     data = _dialogues(dialogues, rng)
-    texts = [SYSTEM] + [u + r for d in data for u, r, _ in d] + [CHAT_TEMPLATE]
+    texts = [SYSTEM] + [user + reply for dialogue in data for user, reply, _ in dialogue] + [CHAT_TEMPLATE]
     tokenizer = build_tokenizer(texts)
     chats = {True: ChatFormat(tokenizer, True), False: ChatFormat(tokenizer, False)}
     examples = []  # (ids, mask): the rollout's own token layout, loss on the replies only
-    for d in data:
-        chat = chats[d[0][2]]
-        ids = chat.first_prompt(d[0][0])
+    for dialogue in data:
+        first_user, _, thinking = dialogue[0]
+        chat = chats[thinking]
+        ids = chat.first_prompt(first_user)
         mask = [0] * len(ids)
-        for t, (user, reply, _) in enumerate(d):
-            if t:
-                nxt = chat.next_prompt(user, ids)
-                ids, mask = ids + nxt, mask + [0] * len(nxt)
-            r = chat.encode(reply)
-            ids, mask = ids + r, mask + [1] * len(r)
+        for turn, (user, reply, _) in enumerate(dialogue):
+            if turn:
+                following = chat.next_prompt(user, ids)
+                ids, mask = ids + following, mask + [0] * len(following)
+            reply_ids = chat.encode(reply)
+            ids, mask = ids + reply_ids, mask + [1] * len(reply_ids)
         examples.append((ids, mask))
     config = Qwen2Config(
         vocab_size=len(tokenizer),
@@ -197,7 +198,7 @@ def build(
         pad_token_id=tokenizer.pad_token_id,
     )
     model = Qwen2ForCausalLM(config)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     model.train()
     loss = torch.tensor(float("nan"))
     for step in range(steps):
@@ -210,13 +211,13 @@ def build(
             input_ids[i, : len(ids)] = torch.tensor(ids)
             attention[i, : len(ids)] = 1
             labels[i, : len(ids)] = torch.where(torch.tensor(mask) == 1, torch.tensor(ids), -100)
-        for g in opt.param_groups:
-            g["lr"] = 3e-3 * min(1.0, (step + 1) / 20)
+        for param_group in optimizer.param_groups:
+            param_group["lr"] = 3e-3 * min(1.0, (step + 1) / 20)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-        opt.zero_grad()
+        optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        optimizer.step()
         if log and (step % 50 == 0 or step == steps - 1):
             log(f"tiny model warm-start {step + 1}/{steps}: loss {loss.item():.3f}")
     model.eval()

@@ -21,6 +21,7 @@ from django.db import close_old_connections, connection
 from django.db.utils import Error as DatabaseError
 from django.utils import timezone
 
+from diagnostics.metrics import TIME_STEP_S
 from webapp.core.jsonsafe import jsonb_safe
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample
@@ -70,7 +71,7 @@ class DatabaseSink:
         now = time.monotonic()
         if self._started is None:
             # The first reported step took time/step_s; count it so the first ETA is not empty.
-            step_seconds = float(self._latest.get("time/step_s") or 0.0)
+            step_seconds = float(self._latest.get(TIME_STEP_S) or 0.0)
             self._started = (step - 1, now - step_seconds)
         done = step - self._started[0]
         eta = (now - self._started[1]) / done * (total - step) if done > 0 else None
