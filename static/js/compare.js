@@ -76,7 +76,7 @@
       });
     }
     return page.runs.map(function (run) {
-      return { id: "run-" + run.id, name: "#" + run.id + " " + run.label, color: run.color,
+      return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: run.color,
                series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false };
     });
   }

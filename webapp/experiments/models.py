@@ -84,9 +84,10 @@ class Experiment(models.Model):
                 transaction.on_commit(run.enqueue)
         return experiment
 
-    def status_counts(self) -> dict[str, int]:
+    def status_counts(self, runs=None) -> dict[str, int]:
+        """Runs per status: of `runs` (a queryset of this experiment's runs) or of all of them."""
         counts = dict.fromkeys(Run.Status.values, 0)
-        for status in self.runs.values_list("status", flat=True):
+        for status in (self.runs.all() if runs is None else runs).values_list("status", flat=True):
             counts[status] += 1
         return counts
 

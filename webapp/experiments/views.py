@@ -1,7 +1,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
@@ -87,7 +87,13 @@ def _render_new(request, form, import_form, status=200):
 @require_GET
 def experiment_detail(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
-    runs = overview.annotated_runs(experiment.runs.all())
+    # Archived runs stay out of sight, as on the runs table, unless asked for (?archived=include).
+    archived_choice = request.GET.get("archived", "")
+    if archived_choice not in ("", "include"):
+        return HttpResponseBadRequest(f"archived: {archived_choice[:40]!r} is not a choice (include)")
+    include_archived = archived_choice == "include"
+    shown = experiment.runs.all() if include_archived else experiment.runs.active()
+    runs = overview.annotated_runs(shown)
     overview.attach_run_sparklines(runs)
     return render(
         request,
@@ -95,7 +101,9 @@ def experiment_detail(request, pk):
         {
             "experiment": experiment,
             "runs": runs,
-            "counts": experiment.status_counts(),
+            "include_archived": include_archived,
+            "archived_count": experiment.runs.archived().count(),
+            "counts": experiment.status_counts(shown),
             "config_yaml": specs.dump_yaml(experiment.config),
         },
     )
