@@ -64,6 +64,13 @@ class Ema:
 
 # Success first; a run without it is judged on validation success, then on mean reward.
 SUCCESS_KEYS = ("train/success", "val/success", "train/reward_mean")
+# What each of SUCCESS_KEYS measures, as an alert's headline names it: a reward-only run's collapse is
+# a collapse of its mean reward, not of a success rate it never logged.
+OUTCOME_NAMES = {
+    "train/success": "Success",
+    "val/success": "Validation success",
+    "train/reward_mean": "Mean reward",
+}
 
 
 class SuccessTrend:
@@ -174,6 +181,10 @@ class Rule(ABC):
     def __init__(self, params: RuleParams) -> None:
         self.params = params
         self.ema = Ema(params.smoothing)
+
+    def headline(self) -> str:
+        """The title of this rule's next event: `title`, unless the rule words it for what it measured."""
+        return self.title
 
     @abstractmethod
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
@@ -333,6 +344,9 @@ class Collapse(DropFromPeak):
     title = "Success collapsed"
     Params = CollapseParams
     params: CollapseParams
+
+    def headline(self) -> str:
+        return f"{OUTCOME_NAMES.get(self.metric, self.metric or 'Success')} collapsed"
 
     def value(self, metrics: Metrics, trend: SuccessTrend) -> float | None:
         self.metric = trend.metric

@@ -55,4 +55,6 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(page.base + "/")
     assert not page.get_by_role("button", name="Menu").is_visible()
-    assert page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs", exact=True).is_visible()
+    assert (
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs", exact=True).is_visible()
+    )

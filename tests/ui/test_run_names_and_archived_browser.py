@@ -37,7 +37,9 @@ def test_a_name_given_on_the_runs_table_names_the_run_everywhere(page):
     assert summary.get_by_role("link", name="baseline lr=7e-4").is_visible()
     # The legend above the charts (a click there hides the run's lines) calls it by its name.
     page.locator("#run-legend").get_by_text(f"#{named.pk} baseline lr=7e-4").wait_for()
-    assert f"#{named.pk} baseline lr=7e-4" in page.locator("#config-diff thead").inner_text().lower()  # CSS capitals
+    assert (
+        f"#{named.pk} baseline lr=7e-4" in page.locator("#config-diff thead").inner_text().lower()
+    )  # CSS capitals
     page.screenshot(path=str(ARTIFACTS / "compare-named-run.png"), full_page=True)
 
 
