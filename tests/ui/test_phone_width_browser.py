@@ -43,7 +43,7 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
         assert menu.get_attribute("aria-expanded") == "true"
         assert nav_link.is_visible()
         box = nav_link.bounding_box()
-        assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"], name
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], name
         assert page.get_by_role("button", name="Log out").is_visible()
         assert page_overflow(page) <= 0, name
         if name == "experiments":
