@@ -1,14 +1,14 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 
 import envs
 from trainer.config import PRESETS, TrainConfig
-from webapp.experiments import overview, specs
+from webapp.experiments import estimate, overview, specs
 from webapp.experiments.forms import ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
 from webapp.runs import queue
@@ -50,6 +50,20 @@ def experiment_new(request):
     else:
         form = ExperimentForm()
     return _render_new(request, form, ImportConfigForm())
+
+
+@login_required
+@require_POST
+def experiment_estimate(request):
+    """The new-experiment form, as it stands, checked: how many runs and how long each should take here
+    (static/js/experiment_form.js asks as the form changes); 400 with the form's errors while it is invalid."""
+    data = request.POST.copy()
+    data["name"] = data.get("name", "").strip() or "estimate"  # the name changes nothing here
+    form = ExperimentForm(data)
+    if not form.is_valid():
+        errors = {field: " ".join(problems) for field, problems in form.errors.items()}
+        return JsonResponse({"errors": errors}, status=400)
+    return JsonResponse({**estimate.summary(form.planned), "waits_for": queue.waits_for()})
 
 
 @login_required
