@@ -49,28 +49,16 @@
     return chosen ? chosen === "log" : Boolean(chart.log);
   }
 
-  const query = new URLSearchParams(window.location.search);
-
-  function numberParam(name, low, high) {
-    const text = query.get(name);
-    const value = text === null || text === "" ? NaN : Number(text);
-    return Number.isFinite(value) && value >= low && value <= high ? value : null;
-  }
-
-  function rangeParam(name) {
-    const parts = (query.get(name) || "").split(",").map(function (part) { return part === "" ? NaN : Number(part); });
-    return parts.length === 2 && parts.every(Number.isFinite) && parts[0] < parts[1] ? parts : null;
-  }
-
+  const view = window.EchoChartView.read();
   const state = {
-    xmode: query.get("x") === "time" ? "time" : "step",  // the x axis: "step" or "time" (minutes of training)
-    xrange: rangeParam("xrange"),  // every chart's x range, in the axis' units; null: the whole run
+    xmode: view.xmode,    // the x axis: "step" or "time" (minutes of training)
+    xrange: view.xrange,  // every chart's x range, in the axis' units; null: the whole run
     tables: {},      // chart id -> true while the chart shows as a table
     syncing: false,  // true while the page itself redraws, so its own relayouts are not taken as a zoom
     series: {},      // key -> {step, value, min, max, downsampled}
     lastStep: null,  // highest step received over all keys: the next poll's `after`
     events: [],
-    smoothing: numberParam("smooth", 0, 0.99) || 0,
+    smoothing: view.smoothing,
     finished: page.finished,
     revision: 0,     // bumped whenever held data changes: the charts' datarevision
     cursor: page.cursor,  // a step marked on every chart (?step=, or a click in the events list)
@@ -245,9 +233,7 @@
         datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
-        xaxis: state.xrange
-          ? { title: { text: X_TITLES[state.xmode] }, range: state.xrange.slice(), autorange: false }
-          : { title: { text: X_TITLES[state.xmode] }, autorange: true },
+        xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange),
         yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
@@ -269,25 +255,15 @@
   // A zoom, pan or double-click (back to the whole run) on one chart: every chart and the URL follow.
   function zoomed(change) {
     if (state.syncing) return;
-    let range;
-    if (change["xaxis.autorange"]) range = null;
-    else if (change["xaxis.range[0]"] !== undefined) range = [change["xaxis.range[0]"], change["xaxis.range[1]"]];
-    else if (Array.isArray(change["xaxis.range"])) range = change["xaxis.range"].slice();
-    else return;  // a y-only zoom stays on its chart
-    state.xrange = range && range.map(function (x) { return Number(Number(x).toFixed(3)); });
+    const range = window.EchoChartView.zoomedRange(change);
+    if (range === undefined) return;  // a y-only zoom stays on its chart
+    state.xrange = range;
     saveView();
     render();
   }
 
-  // The view in the address bar: x axis, zoom range, smoothing (the cursor's ?step= is setCursor's).
-  function saveView() {
-    const url = new URL(window.location.href);
-    const put = function (name, value) { if (value === null) url.searchParams.delete(name); else url.searchParams.set(name, value); };
-    put("x", state.xmode === "time" ? "time" : null);
-    put("xrange", state.xrange ? state.xrange.join(",") : null);
-    put("smooth", state.smoothing > 0 ? String(state.smoothing) : null);
-    window.history.replaceState(null, "", url);
-  }
+  // The view in the address bar (the cursor's ?step= is setCursor's).
+  function saveView() { window.EchoChartView.save(state); }
 
   // "Show as table": the chart's points (and smoothed values) as rows, within the zoom range.
   function showTable(chart, plot) {

@@ -9,6 +9,7 @@ import pytest
 from tests.drawn_charts import drawn, last_tick
 from tests.helpers import REPO_ROOT, wait_for
 from tests.runs.conftest import make_run
+from tests.ui.chart_helpers import drag_across, ticks
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -16,21 +17,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
 STEPS = 60
 STEP_SECONDS = 30.0  # 60 steps of 30 s: 30 minutes of training
-
-
-def ticks(page, chart):
-    return [float(t.replace("\u2212", "-").replace(",", "")) for t in drawn(page, chart)["xticks"] if t]
-
-
-def drag_across(page, chart, start=0.3, end=0.6):
-    """A mouse drag across the middle of a chart's plot area, as a person zooms."""
-    box = page.locator(f"#chart-{chart} .nsewdrag").first.bounding_box()
-    y = box["y"] + box["height"] / 2
-    page.mouse.move(box["x"] + box["width"] * start, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * (start + end) / 2, y, steps=5)
-    page.mouse.move(box["x"] + box["width"] * end, y, steps=5)
-    page.mouse.up()
 
 
 def test_time_axis_synced_zoom_view_in_the_url_and_table(page):
