@@ -61,6 +61,15 @@ def test_archived_runs_are_hidden_on_the_experiment_page_with_a_note_and_a_way_t
     assert page.locator(".badges").inner_text().strip() == "1 completed"
     page.screenshot(path=str(ARTIFACTS / "experiment-archived-hidden.png"), full_page=True)
 
+    # The experiment list counts the same runs, and says how many are archived.
+    page.goto(f"{page.base}/")
+    row = page.locator("table.experiments tbody tr").first
+    assert row.locator(".badge").all_text_contents() == ["1 completed", "2 archived"]
+    page.get_by_label("Run status").select_option("completed")
+    page.get_by_role("button", name="Filter").click()
+    assert page.locator("table.experiments tbody tr").first.get_by_role("link", name="seeds").is_visible()
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+
     note.get_by_role("link", name="Show them").click()
     assert rows.count() == 3
     assert [row.locator(".badge", has_text="archived").count() for row in rows.all()] == [0, 1, 1]
