@@ -28,6 +28,9 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
         "run": f"/runs/{runs[0].pk}/",
         "runs-table": "/runs/",
         "compare": f"/compare?runs={runs[0].pk},{runs[1].pk}",
+        "new-experiment": "/experiments/new/",
+        "import": "/import",
+        "trajectories": f"/runs/{runs[0].pk}/trajectories",
     }
     for name, path in pages.items():
         page.goto(page.base + path)
