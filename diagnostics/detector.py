@@ -44,7 +44,8 @@ class Alert:
         if self.streak < needed or check.held:
             return None
         self.firing, self.streak = check.breached, 0
-        title = self.rule.title if self.firing else f"Resolved: {self.rule.title.lower()}"
+        headline = self.rule.headline()
+        title = headline if self.firing else f"Resolved: {headline.lower()}"
         return {
             "step": step,
             "level": self.rule.level if self.firing else "resolved",

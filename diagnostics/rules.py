@@ -33,8 +33,10 @@ from .metrics import (
     OUTCOME_KEYS,
     RESPONSE_THINK_TOKENS_MEAN,
     TRAIN_FRAC_ZERO_STD_GROUPS,
+    TRAIN_REWARD_MEAN,
     TRAIN_REWARD_STD_IN_GROUP,
     TRAIN_SUCCESS,
+    VAL_SUCCESS,
 )
 
 # One step's metrics under our names (see aliases.canonical); values are floats, NaN/inf included.
@@ -71,6 +73,15 @@ class Ema:
     def update(self, x: float) -> float:
         self.value = x if self.value is None else self.smoothing * self.value + (1 - self.smoothing) * x
         return self.value
+
+
+# What each of OUTCOME_KEYS measures, as an alert's headline names it: a reward-only run's collapse is
+# a collapse of its mean reward, not of a success rate it never logged.
+OUTCOME_NAMES = {
+    TRAIN_SUCCESS: "Success",
+    VAL_SUCCESS: "Validation success",
+    TRAIN_REWARD_MEAN: "Mean reward",
+}
 
 
 class SuccessTrend:
@@ -179,6 +190,10 @@ class Rule(ABC):
     def __init__(self, params: RuleParams) -> None:
         self.params = params
         self.ema = Ema(params.smoothing)
+
+    def headline(self) -> str:
+        """The title of this rule's next event: `title`, unless the rule words it for what it measured."""
+        return self.title
 
     @abstractmethod
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
@@ -338,6 +353,9 @@ class Collapse(DropFromPeak):
     title = "Success collapsed"
     Params = CollapseParams
     params: CollapseParams
+
+    def headline(self) -> str:
+        return f"{OUTCOME_NAMES.get(self.metric, self.metric or 'Success')} collapsed"
 
     def value(self, metrics: Metrics, trend: SuccessTrend) -> float | None:
         self.metric = trend.metric

@@ -15,7 +15,8 @@
   const colorOf = {};
   page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
 
-  const state = { data: null, smoothing: 0, groupBy: page.group_by, bands: false, hidden: new Set(), nextPoll: null, loads: 0 };
+  const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
+  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: page.group_by, bands: false, hidden: new Set(), nextPoll: null, loads: 0 };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -76,7 +77,7 @@
       });
     }
     return page.runs.map(function (run) {
-      return { id: "run-" + run.id, name: "#" + run.id + " " + run.label, color: run.color,
+      return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: run.color,
                series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false };
     });
   }
@@ -144,7 +145,7 @@
         uirevision: "compare",
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 320,
-        xaxis: { title: { text: "step" } },
+        xaxis: window.EchoChartView.xaxis("step", state.xrange),
         yaxis: { type: chart.log ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: empty ? [] : all.flatMap(collapseLines),
@@ -155,7 +156,14 @@
       };
       const markers = empty ? [] : all.flatMap(eventTraces);
       const div = document.getElementById("chart-" + chart.id);
-      return Plotly.react(div, data.concat(markers), layout, window.EchoChartConfig);
+      state.syncing = true;
+      const drawing = Plotly.react(div, data.concat(markers), layout, window.EchoChartConfig);
+      state.syncing = false;
+      if (!div.dataset.zoomSynced) {
+        div.dataset.zoomSynced = "true";
+        div.on("plotly_relayout", zoomed);
+      }
+      return drawing;
     });
     // Read by tests and bench/compare.py: every chart has been drawn with the current data.
     return Promise.all(drawn).then(function () { document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1); });
@@ -203,6 +211,16 @@
     });
   }
 
+  // A zoom, pan or double-click on one chart: every chart and the address follow.
+  function zoomed(change) {
+    if (state.syncing) return;
+    const range = window.EchoChartView.zoomedRange(change);
+    if (range === undefined) return;
+    state.xrange = range;
+    window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
+    render();
+  }
+
   function toggle(id) {
     if (state.hidden.has(id)) state.hidden.delete(id); else state.hidden.add(id);
     render();
@@ -217,9 +235,12 @@
 
   function setupControls() {
     const slider = document.getElementById("smoothing");
+    slider.value = String(state.smoothing);
+    document.getElementById("smoothing-value").textContent = slider.value;
     slider.addEventListener("input", function () {
       state.smoothing = Number(slider.value);
       document.getElementById("smoothing-value").textContent = slider.value;
+      window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
       render();
     });
     document.getElementById("group-by").addEventListener("change", function (event) {

@@ -26,3 +26,45 @@
   preset.addEventListener("change", update);
   update();
 })();
+
+// Before submitting: how many runs the form makes and how long each should take on this server, asked
+// of the server (webapp/experiments/estimate.py) whenever the form settles after a change.
+(function () {
+  "use strict";
+  const form = document.getElementById("experiment-form");
+  const box = document.getElementById("run-estimate");
+  if (!form || !box) return;
+  let timer = null;
+  let asked = 0;
+
+  async function ask() {
+    const number = ++asked;
+    let text;
+    try {
+      const response = await fetch(box.dataset.url, {
+        method: "POST", body: new FormData(form), credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      });
+      const body = await response.json();
+      if (response.ok) {
+        text = "Estimate: " + body.text + " Each waits for " + body.waits_for + ".";
+      } else {
+        const first = Object.entries(body.errors || {})[0];
+        text = "No estimate until the form is valid" + (first ? " (" + first[0] + ": " + first[1] + ")" : "") + ".";
+      }
+    } catch (error) {
+      text = "No estimate: the server did not answer (" + error.message + ").";
+    }
+    if (number !== asked) return;  // a later change asked again
+    box.textContent = text;
+    box.hidden = false;
+  }
+
+  function later() {
+    window.clearTimeout(timer);
+    timer = window.setTimeout(ask, 400);
+  }
+  form.addEventListener("input", later);
+  form.addEventListener("change", later);
+  ask();
+})();

@@ -6,6 +6,11 @@
 // Plotly.react under a fixed `uirevision`, which keeps the user's zoom and pan. Plotly.react skips a
 // trace whose arrays are the same objects it drew last time, so every redraw hands it copies and a
 // new `datarevision`. Polling stops when the API says the run has finished.
+//
+// The x axis is the step or the training time (the running sum of the trainer's time/step_s: points
+// carry no timestamps). A zoom on one chart zooms every chart; the x axis, the zoom range and the
+// smoothing live in the URL (?x=time&xrange=10,50&smooth=0.6), so a copied address opens the same view.
+// Each chart can show its points as a table instead.
 (function () {
   "use strict";
 
@@ -15,7 +20,11 @@
   const LINE_COLORS = ["#1f77b4", "#ff7f0e"];
   const BAND_COLORS = ["rgba(31,119,180,0.2)", "rgba(255,127,14,0.2)"];
   const EVENT_COLORS = { info: "#4e79a7", warning: "#e69f00", collapse: "#d62728", resolved: "#2ca02c" };
+  // Seconds per step, logged by the trainer (and by veRL as timing_s/step): the clock of the time axis.
+  const TIME_KEY = "time/step_s";
+  const MAX_KEYS = 100;  // webapp.metrics.api.MAX_KEYS: the most keys one metrics request may ask for
   const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });
+  if (KEYS.indexOf(TIME_KEY) < 0 && KEYS.length < MAX_KEYS) KEYS.push(TIME_KEY);
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;
 
@@ -40,11 +49,16 @@
     return chosen ? chosen === "log" : Boolean(chart.log);
   }
 
+  const view = window.EchoChartView.read();
   const state = {
+    xmode: view.xmode,    // the x axis: "step" or "time" (minutes of training)
+    xrange: view.xrange,  // every chart's x range, in the axis' units; null: the whole run
+    tables: {},      // chart id -> true while the chart shows as a table
+    syncing: false,  // true while the page itself redraws, so its own relayouts are not taken as a zoom
     series: {},      // key -> {step, value, min, max, downsampled}
     lastStep: null,  // highest step received over all keys: the next poll's `after`
     events: [],
-    smoothing: 0,
+    smoothing: view.smoothing,
     finished: page.finished,
     revision: 0,     // bumped whenever held data changes: the charts' datarevision
     cursor: page.cursor,  // a step marked on every chart (?step=, or a click in the events list)
@@ -96,11 +110,46 @@
     });
   }
 
+  // Step -> minutes of training: the running sum of time/step_s, each value counted for the steps since the
+  // previous point (a downsampled series keeps one point per bucket), linear between points.
+  function clock() {
+    const s = state.series[TIME_KEY];
+    if (!s || !s.step.length) return null;
+    const steps = [s.step[0] - 1], minutes = [0];
+    let total = 0;
+    s.step.forEach(function (step, i) {
+      const seconds = s.value[i];
+      if (seconds !== null && Number.isFinite(seconds)) total += seconds * (step - steps[steps.length - 1]);
+      steps.push(step);
+      minutes.push(total / 60);
+    });
+    return { steps: steps, minutes: minutes };
+  }
+
+  function timeAt(time, step) {
+    const steps = time.steps, minutes = time.minutes;
+    if (step <= steps[0]) return minutes[0];
+    if (step >= steps[steps.length - 1]) return minutes[minutes.length - 1];
+    let low = 0, high = steps.length - 1;
+    while (high - low > 1) {
+      const middle = (low + high) >> 1;
+      if (steps[middle] <= step) low = middle; else high = middle;
+    }
+    const share = (step - steps[low]) / (steps[high] - steps[low]);
+    return minutes[low] + share * (minutes[high] - minutes[low]);
+  }
+
+  // The x of a step on the chosen axis.
+  function xOf(step) {
+    if (state.xmode !== "time") return step;
+    return state.time ? Number(timeAt(state.time, step).toFixed(4)) : null;
+  }
+
   function seriesTraces(key, index) {
     const s = state.series[key];
     if (!s || !s.step.length) return [];
     const color = LINE_COLORS[index % LINE_COLORS.length];
-    const steps = s.step.slice();
+    const steps = s.step.map(xOf);
     const mode = steps.length < MARKERS_BELOW ? "lines+markers" : "lines";
     const traces = [];
     if (s.downsampled) {
@@ -139,15 +188,15 @@
 
   function eventLayer() {
     const shapes = state.events.map(function (event) {
-      return { type: "line", xref: "x", yref: "paper", x0: event.step, x1: event.step, y0: 0, y1: 1,
+      return { type: "line", xref: "x", yref: "paper", x0: xOf(event.step), x1: xOf(event.step), y0: 0, y1: 1,
                line: { color: EVENT_COLORS[event.level] || "#888", width: 1, dash: event.level === "collapse" ? "solid" : "dot" } };
     });
     if (state.cursor !== null) {
-      shapes.push({ type: "line", xref: "x", yref: "paper", x0: state.cursor, x1: state.cursor, y0: 0, y1: 1,
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: xOf(state.cursor), x1: xOf(state.cursor), y0: 0, y1: 1,
                     line: { color: "#374151", width: 1.5, dash: "dash" } });
     }
     const markers = state.events.length ? [{
-      x: state.events.map(function (e) { return e.step; }),
+      x: state.events.map(function (e) { return xOf(e.step); }),
       y: state.events.map(function () { return 0.97; }),
       yaxis: "y2", mode: "markers", name: "detector events", showlegend: false,
       marker: { symbol: "triangle-down", size: 10, color: state.events.map(function (e) { return EVENT_COLORS[e.level] || "#888"; }) },
@@ -162,31 +211,123 @@
   }
 
   function cursorLabel() {
-    return { text: "step " + state.cursor, x: state.cursor, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+    return { text: "step " + state.cursor, x: xOf(state.cursor), xref: "x", y: 1, yref: "paper", yanchor: "bottom",
              showarrow: false, font: { size: 11, color: "#374151" } };
   }
 
+  const X_TITLES = { step: "step", time: "training time (minutes, sum of " + TIME_KEY + ")" };
+
   function render() {
+    state.time = clock();
     const events = eventLayer();
+    state.syncing = true;
     page.charts.forEach(function (chart) {
+      const plot = document.getElementById("chart-" + chart.id);
+      showTable(chart, plot);
+      if (state.tables[chart.id]) return;  // drawn when it shows again
       const traces = chart.keys.flatMap(seriesTraces);
       const empty = !traces.length;
       const layout = {
         title: { text: chart.title, font: { size: 14 } },
-        uirevision: "run-" + page.run,  // keeps zoom and pan across redraws
-        datarevision: state.revision,
+        uirevision: "run-" + page.run + "-" + state.xmode,  // keeps the y zoom and legend across redraws
+        datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
-        xaxis: { title: { text: "step" } },
+        xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange),
         yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
         legend: { orientation: "h", y: -0.25 },
         annotations: empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()],
       };
-      Plotly.react("chart-" + chart.id, traces.concat(empty ? [] : events.markers), layout,
-                   window.EchoChartConfig);
+      Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartConfig);
+      if (!plot.dataset.zoomSynced) {
+        plot.dataset.zoomSynced = "true";
+        plot.on("plotly_relayout", zoomed);
+      }
     });
+    state.syncing = false;
+    const note = document.getElementById("x-axis-note");
+    note.hidden = state.xmode !== "time" || state.time !== null;
+    note.textContent = "this run has logged no " + TIME_KEY + " yet: no training time to draw against";
+  }
+
+  // A zoom, pan or double-click (back to the whole run) on one chart: every chart and the URL follow.
+  function zoomed(change) {
+    if (state.syncing) return;
+    const range = window.EchoChartView.zoomedRange(change);
+    if (range === undefined) return;  // a y-only zoom stays on its chart
+    state.xrange = range;
+    saveView();
+    render();
+  }
+
+  // The view in the address bar (the cursor's ?step= is setCursor's).
+  function saveView() { window.EchoChartView.save(state); }
+
+  // "Show as table": the chart's points (and smoothed values) as rows, within the zoom range.
+  function showTable(chart, plot) {
+    const asTable = Boolean(state.tables[chart.id]);
+    plot.hidden = asTable;
+    let box = document.getElementById("table-" + chart.id);
+    if (!asTable) {
+      if (box) box.remove();
+      return;
+    }
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "table-" + chart.id;
+      box.className = "chart-table table-scroll";
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", chart.title + " as a table");
+      plot.parentNode.insertBefore(box, plot.nextSibling);
+    }
+    const keys = chart.keys.filter(function (key) { return state.series[key] && state.series[key].step.length; });
+    const rows = {};
+    keys.forEach(function (key, k) {
+      const s = state.series[key];
+      const smooth = state.smoothing > 0 ? window.EchoSmoothing.ema(s.value, state.smoothing) : null;
+      s.step.forEach(function (step, i) {
+        const row = rows[step] || (rows[step] = {});
+        row[k] = s.value[i];
+        if (smooth) row["s" + k] = smooth[i];
+      });
+    });
+    const headers = ["step"].concat(state.time ? ["minutes"] : []);
+    keys.forEach(function (key) {
+      headers.push(key);
+      if (state.smoothing > 0) headers.push(key + " (smoothed)");
+    });
+    const format = function (value) {
+      return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(5)));
+    };
+    const steps = Object.keys(rows).map(Number).sort(function (a, b) { return a - b; }).filter(function (step) {
+      const x = xOf(step);
+      return !state.xrange || (x !== null && x >= state.xrange[0] && x <= state.xrange[1]);
+    });
+    const table = document.createElement("table");
+    table.className = "data chart-values";
+    const caption = table.createCaption();
+    caption.textContent = chart.title + (keys.length ? " (" + steps.length + " rows)" : ": no data");
+    const head = table.createTHead().insertRow();
+    headers.forEach(function (text) {
+      const cell = document.createElement("th");
+      cell.scope = "col";
+      cell.textContent = text;
+      head.append(cell);
+    });
+    const body = table.createTBody();
+    steps.forEach(function (step) {
+      const row = body.insertRow();
+      const values = [String(step)].concat(state.time ? [format(timeAt(state.time, step))] : []);
+      keys.forEach(function (key, k) {
+        values.push(format(rows[step][k]));
+        if (state.smoothing > 0) values.push(format(rows[step]["s" + k]));
+      });
+      values.forEach(function (text) { row.insertCell().textContent = text; });
+    });
+    box.replaceChildren(table);
   }
 
   // The events list: one row per detector event; a click on its step moves the cursor there.
@@ -315,7 +456,17 @@
         render();
       });
       label.append(box, " log scale");
-      tools.append(label);
+      const tableLabel = document.createElement("label");
+      const tableBox = document.createElement("input");
+      tableBox.type = "checkbox";
+      tableBox.className = "show-table";
+      tableBox.setAttribute("aria-label", "Show " + chart.title + " as a table");
+      tableBox.addEventListener("change", function () {
+        state.tables[chart.id] = tableBox.checked;
+        render();
+      });
+      tableLabel.append(tableBox, " table");
+      tools.append(label, tableLabel);
       plot.parentNode.insertBefore(tools, plot);
     });
     document.querySelectorAll("details.chart-section").forEach(function (section) {
@@ -333,9 +484,20 @@
   function setupControls() {
     const slider = document.getElementById("smoothing");
     const output = document.getElementById("smoothing-value");
+    slider.value = String(state.smoothing);
+    output.textContent = slider.value;
     slider.addEventListener("input", function () {
       state.smoothing = Number(slider.value);
       output.textContent = slider.value;
+      saveView();
+      render();
+    });
+    const axis = document.getElementById("x-axis");
+    axis.value = state.xmode;
+    axis.addEventListener("change", function () {
+      state.xmode = axis.value;
+      state.xrange = null;  // a range in steps means nothing in minutes
+      saveView();
       render();
     });
     document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });

@@ -1,10 +1,11 @@
 """Each rule on hand-made series: fires, stays quiet, waits for its pending period, fires once, resolves."""
 
 import math
+from pathlib import Path
 
 import pytest
 
-from diagnostics import Detector
+from diagnostics import Detector, load_series
 from diagnostics.rules import RULES
 
 RAW = {"smoothing": 0.0}  # exact numbers in, so each test can say at which step a rule must fire
@@ -237,3 +238,21 @@ def test_replay_rebuilds_the_state_of_a_restarted_worker():
     after_restart = [e for step, m in history[50:] for e in restarted.update(step, m)]
     assert after_restart == after_live
     assert {e["level"] for e in after_live} >= {"collapse", "warning"}
+
+
+def test_a_collapse_is_named_for_the_outcome_the_run_logs():
+    """A run without success is judged on its mean reward: the event says so, never "Success collapsed"."""
+    path = Path(__file__).resolve().parent.parent / "data" / "detector" / "frozenlake-ppo-s0.csv"
+    series = load_series(str(path))
+    for key, headline in (
+        ("train/reward_mean", "Mean reward collapsed"),
+        ("val/success", "Validation success collapsed"),
+    ):
+        only = [(step, {key: values[key]}) for step, values in series if key in values]
+        collapses = [e for e in Detector.replay(only)[1] if e["rule"] == "collapse"]
+        assert collapses, key
+        assert all(
+            e["message"].startswith(f"{headline}: {key} ") for e in collapses if e["level"] == "collapse"
+        )
+    full = [e for e in Detector.replay(series)[1] if e["rule"] == "collapse"]
+    assert full and full[0]["message"].startswith("Success collapsed: train/success ")

@@ -149,3 +149,21 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
         ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
         assert ingest.status_code == 400, key
     assert Run.objects.count() == 1 and MetricPoint.objects.count() == 0
+
+
+def test_the_same_bytes_imported_again_name_the_earlier_run(client, auth, bob):
+    def post(body):
+        response = client.post(f"{URL}?format=csv", body, content_type="text/csv", **auth)
+        assert response.status_code == 201, response.content
+        return response.json()
+
+    body = b"step,train/success\n0,0.1\n1,0.2\n2,0.3\n"
+    first = post(body)
+    assert first["duplicate_of"] == []
+    second = post(body)
+    assert second["duplicate_of"] == [{"id": first["id"], "url": first["url"]}]
+    assert post(body + b"3,0.4\n")["duplicate_of"] == []
+    # Another user's import of the same bytes is none of this user's business.
+    bob_auth = {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(bob, 'script')[1]}"}
+    response = client.post(f"{URL}?format=csv", body, content_type="text/csv", **bob_auth)
+    assert response.json()["duplicate_of"] == []

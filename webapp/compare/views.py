@@ -89,6 +89,7 @@ def compare(request):
                     {
                         "id": run.pk,
                         "label": run.label,
+                        "name": run.display_name,
                         "experiment": run.experiment.name,
                         "color": colors[run.pk],
                         "url": run.get_absolute_url(),

@@ -33,6 +33,8 @@ class Experiment(models.Model):
     alert_recipients = models.TextField(blank=True, help_text="Comma-separated; empty means the owner.")
     alert_on_warnings = models.BooleanField(default=False)
     imported = models.BooleanField(default=False, help_text="Metrics uploaded from a file, not trained here.")
+    # Of an imported file's bytes: a second import of the same file is told which run already holds it.
+    import_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     # The paper ablation it was created for (webapp.compare.ablations.ABLATIONS key), "" otherwise.
     ablation = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -84,9 +86,10 @@ class Experiment(models.Model):
                 transaction.on_commit(run.enqueue)
         return experiment
 
-    def status_counts(self) -> dict[str, int]:
+    def status_counts(self, runs=None) -> dict[str, int]:
+        """Runs per status: of `runs` (a queryset of this experiment's runs) or of all of them."""
         counts = dict.fromkeys(Run.Status.values, 0)
-        for status in self.runs.values_list("status", flat=True):
+        for status in (self.runs.all() if runs is None else runs).values_list("status", flat=True):
             counts[status] += 1
         return counts
 

@@ -39,7 +39,7 @@ class ListFilters:
             experiments = experiments.filter(config__env__name=self.env)
         if self.status:
             # A subquery, not a join: a join would multiply the annotated counts.
-            with_status = Run.objects.filter(status=self.status).values("experiment_id")
+            with_status = Run.objects.active().filter(status=self.status).values("experiment_id")
             experiments = experiments.filter(pk__in=with_status)
         return experiments
 
@@ -48,18 +48,29 @@ class ListFilters:
 
 
 def annotated(experiments):
+    """Counts, progress and collapses of each experiment's runs, archived ones left out (as on its page and
+    the runs table); `runs_archived` says how many those are."""
     collapses = (
-        DetectorEvent.objects.filter(run__experiment=OuterRef("pk"), level=DetectorEvent.Level.COLLAPSE)
+        DetectorEvent.objects.filter(
+            run__experiment=OuterRef("pk"),
+            run__archived_at__isnull=True,
+            level=DetectorEvent.Level.COLLAPSE,
+        )
         .values("run__experiment")
         .annotate(n=Count("id"))
         .values("n")
     )
+    active = Q(runs__archived_at__isnull=True)
     return experiments.annotate(
-        run_count=Count("runs"),
-        **{f"runs_{status}": Count("runs", filter=Q(runs__status=status)) for status in Run.Status.values},
-        steps_done=Coalesce(Sum("runs__step"), 0),
-        steps_total=Coalesce(Sum("runs__total_steps"), 0),
-        eta_seconds=Max("runs__eta_seconds", filter=Q(runs__status=Run.Status.RUNNING)),
+        run_count=Count("runs", filter=active),
+        runs_archived=Count("runs", filter=Q(runs__archived_at__isnull=False)),
+        **{
+            f"runs_{status}": Count("runs", filter=active & Q(runs__status=status))
+            for status in Run.Status.values
+        },
+        steps_done=Coalesce(Sum("runs__step", filter=active), 0),
+        steps_total=Coalesce(Sum("runs__total_steps", filter=active), 0),
+        eta_seconds=Max("runs__eta_seconds", filter=active & Q(runs__status=Run.Status.RUNNING)),
         collapse_count=Coalesce(Subquery(collapses, output_field=IntegerField()), 0),
     )
 
@@ -71,28 +82,32 @@ def annotated_runs(runs):
 
 
 def attach_sparklines(experiments):
-    """Set `.sparkline` (SVG polyline points) on each experiment: mean success over its runs."""
-    _attach(experiments, "run__experiment_id")
+    """Set `.sparkline` (SVG polyline points) on each experiment: mean success over its runs that are
+    not archived (those its row counts)."""
+    _attach(experiments, "run__experiment_id", run__archived_at__isnull=True)
 
 
 def attach_run_sparklines(runs):
     _attach(runs, "run_id")
 
 
-def _attach(objects, group_field):
+def _attach(objects, group_field, **point_filter):
     objects = list(objects)
-    series = success_buckets({obj.pk for obj in objects}, group_field)
+    series = success_buckets({obj.pk for obj in objects}, group_field, **point_filter)
     for obj in objects:
         obj.sparkline = polyline(series.get(obj.pk, []))
 
 
-def success_buckets(ids, group_field) -> dict[int, list[tuple[int, float]]]:
-    """{id: [(bucket, mean success)]}: steps cut into SPARK_BUCKETS buckets of each run's length."""
+def success_buckets(ids, group_field, **point_filter) -> dict[int, list[tuple[int, float]]]:
+    """{id: [(bucket, mean success)]}: steps cut into SPARK_BUCKETS buckets of each run's length, over the
+    points `point_filter` keeps."""
     if not ids:
         return {}
     length = Greatest(F("run__total_steps"), F("run__step"), 1)
     rows = (
-        MetricPoint.objects.filter(**{f"{group_field}__in": ids}, key=TRAIN_SUCCESS, value__isnull=False)
+        MetricPoint.objects.filter(
+            **{f"{group_field}__in": ids}, key=TRAIN_SUCCESS, value__isnull=False, **point_filter
+        )
         .annotate(bucket=Cast(F("step") * SPARK_BUCKETS / length, IntegerField()))
         .values(group_field, "bucket")
         .annotate(mean=Avg("value"))

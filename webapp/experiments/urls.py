@@ -5,6 +5,7 @@ from webapp.experiments import api, views
 urlpatterns = [
     path("", views.experiment_list, name="experiment_list"),
     path("experiments/new/", views.experiment_new, name="experiment_new"),
+    path("experiments/estimate", views.experiment_estimate, name="experiment_estimate"),
     path("experiments/import/", views.experiment_import, name="experiment_import"),
     path("experiments/<id:pk>/", views.experiment_detail, name="experiment_detail"),
     path("experiments/<id:pk>/rerun/", views.experiment_rerun, name="experiment_rerun"),

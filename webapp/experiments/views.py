@@ -1,14 +1,14 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 
 import envs
 from trainer.config import PRESETS, TrainConfig
-from webapp.experiments import form_inputs, overview
+from webapp.experiments import estimate, form_inputs, overview
 from webapp.experiments.forms import ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
 from webapp.runs import queue
@@ -53,6 +53,20 @@ def experiment_new(request):
 
 
 @login_required
+@require_POST
+def experiment_estimate(request):
+    """The new-experiment form, as it stands, checked: how many runs and how long each should take here
+    (static/js/experiment_form.js asks as the form changes); 400 with the form's errors while it is invalid."""
+    data = request.POST.copy()
+    data["name"] = data.get("name", "").strip() or "estimate"  # the name changes nothing here
+    form = ExperimentForm(data)
+    if not form.is_valid():
+        errors = {field: " ".join(problems) for field, problems in form.errors.items()}
+        return JsonResponse({"errors": errors}, status=400)
+    return JsonResponse({**estimate.summary(form.planned), "waits_for": queue.waits_for()})
+
+
+@login_required
 @require_GET
 def experiment_rerun(request, pk):
     """ "Re-run with changes": the new-experiment form, prefilled from this experiment."""
@@ -87,7 +101,13 @@ def _render_new(request, form, import_form, status=200):
 @require_GET
 def experiment_detail(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
-    runs = overview.annotated_runs(experiment.runs.all())
+    # Archived runs stay out of sight, as on the runs table, unless asked for (?archived=include).
+    archived_choice = request.GET.get("archived", "")
+    if archived_choice not in ("", "include"):
+        return HttpResponseBadRequest(f"archived: {archived_choice[:40]!r} is not a choice (include)")
+    include_archived = archived_choice == "include"
+    shown = experiment.runs.all() if include_archived else experiment.runs.active()
+    runs = overview.annotated_runs(shown)
     overview.attach_run_sparklines(runs)
     return render(
         request,
@@ -95,7 +115,9 @@ def experiment_detail(request, pk):
         {
             "experiment": experiment,
             "runs": runs,
-            "counts": experiment.status_counts(),
+            "include_archived": include_archived,
+            "archived_count": experiment.runs.archived().count(),
+            "counts": experiment.status_counts(shown),
             "config_yaml": form_inputs.dump_yaml(experiment.config),
         },
     )

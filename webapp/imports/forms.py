@@ -47,14 +47,17 @@ class ImportForm(forms.Form):
             with _path_of(upload) as path:
                 fmt = cleaned.get("format") or importer.format_of(upload.name)
                 cleaned["series"] = importer.load(path, fmt)
+                cleaned["sha256"] = importer.sha256_of(path)
         except ValueError as error:
             self.add_error("file", f"{upload.name}: {error}")
         cleaned["name"] = cleaned.get("name", "").strip() or (PurePath(upload.name).stem or upload.name)[:200]
         return cleaned
 
     def save(self, owner):
+        """The new run; `self.duplicates` then holds the owner's earlier imports of the same bytes."""
         data = self.cleaned_data
-        return importer.create_run(owner, data["name"], data["file"].name, data["series"])
+        self.duplicates = importer.earlier_imports(owner, data["sha256"])
+        return importer.create_run(owner, data["name"], data["file"].name, data["series"], data["sha256"])
 
     def summary(self, run) -> dict:
         series = self.cleaned_data["series"]
@@ -62,4 +65,7 @@ class ImportForm(forms.Form):
             "steps": len(series),
             "points": sum(len(values) for _, values in series),
             "events": run.events.count(),
+            "duplicate_of": [
+                {"id": earlier.pk, "url": earlier.get_absolute_url()} for earlier in self.duplicates
+            ],
         }

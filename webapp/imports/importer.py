@@ -3,6 +3,7 @@ completed run of an imported experiment, with its metric points and the detector
 charted and diagnosed like a live one. Parsing is diagnostics.load_series (its errors name the line
 and column); the run, points and events are written in one transaction or not at all."""
 
+import hashlib
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -85,7 +86,26 @@ def _canonical_rows(series):
     return renamed
 
 
-def create_run(owner, name: str, filename: str, series) -> Run:
+def sha256_of(path: str) -> str:
+    """The hex SHA-256 of the file's bytes: the same file imported twice has the same one."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def earlier_imports(owner, sha256: str) -> list[Run]:
+    """The owner's imported runs that came from a file with these same bytes, oldest first."""
+    return list(
+        Run.objects.for_user(owner)
+        .filter(experiment__imported=True, experiment__import_sha256=sha256)
+        .select_related("experiment")
+        .order_by("created_at", "pk")
+    )
+
+
+def create_run(owner, name: str, filename: str, series, sha256: str = "") -> Run:
     """An imported experiment with one completed run holding `series` and its detector events. The points go
     in with one COPY (MetricPoint.insert_new) while another thread replays the detector over the series: the
     database works on the points as Python works on the rules."""
@@ -94,7 +114,9 @@ def create_run(owner, name: str, filename: str, series) -> Run:
         latest.update(values)
     now = timezone.now()
     with ThreadPoolExecutor(1) as pool, transaction.atomic():
-        experiment = Experiment.objects.create(owner=owner, name=name, config={}, imported=True)
+        experiment = Experiment.objects.create(
+            owner=owner, name=name, config={}, imported=True, import_sha256=sha256
+        )
         replay = pool.submit(Detector.replay, series, experiment.detector_overrides)
         run = Run.objects.create(
             experiment=experiment,

@@ -6,6 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import TemporaryUploadedFile
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_http_methods
 
 from webapp.accounts.api_auth import ApiError, api_view
@@ -25,13 +26,38 @@ def import_run(request):
             messages.success(
                 request,
                 f"Imported {summary['points']} metric points over {summary['steps']} "
-                f"steps; the detector found {summary['events']} events.",
+                f"steps; the detector found {summary['events']} event{'' if summary['events'] == 1 else 's'}.",
             )
+            if form.duplicates:
+                messages.warning(request, duplicate_warning(form.duplicates))
             if request.headers.get("X-Requested-With") == "XMLHttpRequest":  # static/js/import.js
                 return JsonResponse({"url": run.get_absolute_url()}, status=201)
             return redirect(run)
         return render(request, "imports/new.html", {"form": form}, status=400)
     return render(request, "imports/new.html", {"form": ImportForm()})
+
+
+def duplicate_warning(earlier_runs):
+    """The warning after an import whose file was imported before: which runs already hold it."""
+    links = format_html_join(
+        ", ",
+        '<a href="{}">{}</a> (experiment “{}”, imported {})',
+        (
+            (
+                run.get_absolute_url(),
+                run.display_name,
+                run.experiment.name,
+                f"{run.created_at:%Y-%m-%d %H:%M}",
+            )
+            for run in earlier_runs
+        ),
+    )
+    return format_html(
+        "This file has the same content as an earlier import, so this run repeats {}: {}. "
+        "Archive one of them on the runs table if it was not meant.",
+        "it" if len(earlier_runs) == 1 else f"{len(earlier_runs)} runs",
+        links,
+    )
 
 
 @api_view(methods=("POST",))

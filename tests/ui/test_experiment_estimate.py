@@ -1,0 +1,73 @@
+"""POST /experiments/estimate: the new-experiment form's time estimate, from step times measured here."""
+
+import math
+
+import pytest
+
+from webapp.experiments.models import Experiment
+from webapp.experiments.specs import ExperimentSpec
+from webapp.metrics.models import MetricPoint
+
+URL = "/experiments/estimate"
+
+
+def form(**fields):
+    data = {
+        "name": "x",
+        "env": "frozenlake",
+        "env__frozenlake__size": "4",
+        "env__frozenlake__frozen_prob": "0.8",
+        "model": "tiny",
+        "preset": "starpo",
+        "steps": "10",
+        "seeds": "1",
+    }
+    data.update(fields)
+    return data
+
+
+def trained_run(owner, seconds, imported=False, env="frozenlake"):
+    experiment = Experiment.create_with_runs(
+        owner, ExperimentSpec(name="m", env={"name": env, "params": {}}, steps=5)
+    )
+    if imported:
+        Experiment.objects.filter(pk=experiment.pk).update(imported=True)
+    run = experiment.runs.get()
+    MetricPoint.upsert(run.pk, [(step, "time/step_s", value) for step, value in enumerate(seconds)])
+    return run
+
+
+def test_no_measured_run_means_no_estimate(alice_client):
+    response = alice_client.post(URL, form(seeds="1,2"))
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["total_seconds"] is None and [run["seconds"] for run in body["runs"]] == [None, None]
+    assert body["text"].startswith("2 runs; no time estimate: no run of model tiny")
+
+
+def test_step_times_of_imported_runs_and_non_finite_values_are_left_out(alice, alice_client):
+    trained_run(alice, [2.0, 4.0, math.nan, math.inf])
+    trained_run(alice, [100.0, 100.0], imported=True)  # another machine's times
+    body = alice_client.post(URL, form(steps="10")).json()
+    assert body["runs"][0]["seconds"] == pytest.approx(3.0 * 10)
+    assert "from 1 run of model tiny on frozenlake" in body["text"]
+
+
+def test_the_same_environment_is_preferred_then_the_same_model(alice, alice_client):
+    trained_run(alice, [5.0], env="sokoban")
+    only_model = alice_client.post(URL, form()).json()
+    assert "of model tiny measured here" in only_model["runs"][0]["basis"]
+    trained_run(alice, [1.0])
+    same_env = alice_client.post(URL, form()).json()
+    assert same_env["runs"][0]["seconds"] == pytest.approx(1.0 * 10)
+
+
+def test_an_invalid_form_is_a_400_naming_the_field(alice_client):
+    response = alice_client.post(URL, form(steps="-3"))
+    assert response.status_code == 400 and "steps" in response.json()["errors"]
+
+
+def test_needs_login_and_post(alice_client):
+    assert alice_client.get(URL).status_code == 405
+    alice_client.logout()
+    assert alice_client.post(URL, form()).status_code == 302

@@ -1,0 +1,71 @@
+"""The new-experiment form says, before it is submitted, how many runs it makes and how long each should
+take on this server: from the step times runs trained here measured, scaled by rollout size; or that
+there is no estimate yet."""
+
+import re
+
+import pytest
+
+from tests.helpers import REPO_ROOT
+from webapp.experiments.models import Experiment
+from webapp.experiments.specs import ExperimentSpec
+from webapp.metrics.models import MetricPoint
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
+STEP_SECONDS = 3.0
+
+
+def tokens_per_step(config):
+    rollout = config["rollout"]
+    return rollout["env_groups"] * rollout["group_size"] * rollout["max_turns"] * rollout["max_new_tokens"]
+
+
+def minutes_and_seconds(seconds):
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m {secs:02d}s"
+
+
+def fill_form(page, steps, seeds):
+    page.get_by_label("Name:", exact=True).fill("estimate me")
+    page.get_by_label("Environment:", exact=True).select_option("frozenlake")
+    page.get_by_label("Steps:", exact=True).fill(str(steps))
+    page.get_by_label("Seeds:", exact=True).fill(seeds)
+
+
+def test_the_form_states_runs_and_time_each_before_submit(page):
+    page.goto(f"{page.base}/experiments/new/")
+    estimate = page.locator("#run-estimate")
+    fill_form(page, 20, "1, 2, 3")
+    page.get_by_text("3 runs; no time estimate").wait_for()
+    assert "3 runs; no time estimate: no run of model tiny has measured its step time on this server yet" in (
+        estimate.inner_text()
+    )
+
+    # A run of the tiny model trained here, with a smaller rollout (4 groups instead of 8), 3 s a step.
+    measured = Experiment.create_with_runs(
+        page.user,
+        ExperimentSpec(
+            name="measured",
+            env={"name": "frozenlake", "params": {"size": 4}},
+            steps=5,
+            overrides={"rollout": {"env_groups": 4}},
+        ),
+    ).runs.get()
+    MetricPoint.upsert(measured.pk, [(step, "time/step_s", STEP_SECONDS) for step in range(5)])
+
+    page.get_by_label("Steps:", exact=True).fill("30")
+    page.get_by_text("3 runs, about").wait_for()
+    text = estimate.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "new-experiment-estimate.png"), full_page=True)
+    page.get_by_role("button", name="Create experiment").click()
+    page.wait_for_url("**/experiments/*/")
+
+    created = Experiment.objects.get(name="estimate me").runs.order_by("pk")
+    assert created.count() == 3
+    scale = tokens_per_step(created[0].config) / tokens_per_step(measured.config)
+    assert scale == 2  # the form's default preset rolls out 8 groups
+    per_run = STEP_SECONDS * scale * 30
+    assert f"3 runs, about {minutes_and_seconds(per_run)} each" in text, text
+    assert re.search(r"from 1 run of model tiny on frozenlake measured here", text), text
+    assert "Each waits for a free worker." in text

@@ -1,0 +1,63 @@
+"""The main pages on a phone (390 px wide) in real chromium: the top bar's links fold behind a Menu button
+that opens them in a column, and no page scrolls sideways (wide tables scroll inside themselves)."""
+
+import pytest
+
+from tests.compare.conftest import make_experiment, make_run, points
+from tests.helpers import REPO_ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
+PHONE = {"width": 390, "height": 844}
+
+
+def page_overflow(page) -> int:
+    """How many CSS pixels the page is wider than the screen (0: no sideways scroll)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
+    experiment = make_experiment(page.user, "a rather long experiment name for a phone screen")
+    runs = [make_run(experiment, f"seed={seed} lr=7e-4", config={"seed": seed}, step=40) for seed in (1, 2)]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {s: (s % 7) / 7 + i / 10 for s in range(40)})
+    page.set_viewport_size(PHONE)
+    pages = {
+        "experiments": "/",
+        "experiment": f"/experiments/{experiment.pk}/",
+        "run": f"/runs/{runs[0].pk}/",
+        "runs-table": "/runs/",
+        "compare": f"/compare?runs={runs[0].pk},{runs[1].pk}",
+        "new-experiment": "/experiments/new/",
+        "import": "/import",
+        "trajectories": f"/runs/{runs[0].pk}/trajectories",
+    }
+    for name, path in pages.items():
+        page.goto(page.base + path)
+        if name in ("run", "compare"):
+            page.wait_for_selector("#chart-success .scatterlayer .trace path.js-line")
+        nav_link = page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs", exact=True)
+        menu = page.get_by_role("button", name="Menu")
+        assert menu.is_visible() and not nav_link.is_visible(), name
+        assert page_overflow(page) <= 0, name
+        page.screenshot(path=str(ARTIFACTS / f"phone-{name}.png"), full_page=True)
+
+        menu.click()
+        assert menu.get_attribute("aria-expanded") == "true"
+        assert nav_link.is_visible()
+        box = nav_link.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], name
+        assert page.get_by_role("button", name="Log out").is_visible()
+        assert page_overflow(page) <= 0, name
+        if name == "experiments":
+            page.screenshot(path=str(ARTIFACTS / "phone-menu-open.png"))
+        page.keyboard.press("Escape")
+        assert not nav_link.is_visible()
+
+    # A wide screen shows the links in the bar, no Menu button.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(page.base + "/")
+    assert not page.get_by_role("button", name="Menu").is_visible()
+    assert (
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs", exact=True).is_visible()
+    )

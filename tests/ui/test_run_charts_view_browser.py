@@ -1,0 +1,91 @@
+"""The run page's chart view in real chromium: the x axis by step or by training time, a zoom on one chart
+zooms every chart, the view (axis, zoom, smoothing) lives in the URL and a copied address reopens it, and
+a chart can show its points as a table."""
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.drawn_charts import drawn, last_tick
+from tests.helpers import REPO_ROOT, wait_for
+from tests.runs.conftest import make_run
+from tests.ui.chart_helpers import drag_across, ticks
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
+STEPS = 60
+STEP_SECONDS = 30.0  # 60 steps of 30 s: 30 minutes of training
+
+
+def test_time_axis_synced_zoom_view_in_the_url_and_table(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=STEPS, total_steps=STEPS)
+    zigzag = [(s * s % 7) / 7 for s in range(STEPS)]
+    MetricPoint.upsert(
+        run.pk,
+        [(s, "train/success", zigzag[s]) for s in range(STEPS)]
+        + [(s, "actor/entropy", 1 + zigzag[(s + 3) % STEPS]) for s in range(STEPS)]
+        + [(s, "time/step_s", STEP_SECONDS) for s in range(STEPS)],
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_selector("#chart-success .scatterlayer .trace path.js-line")
+    assert 50 <= last_tick(page, "success") < STEPS
+
+    # Training time: the same curve against minutes, 30 at the end.
+    page.get_by_label("X axis").select_option("time")
+    x_title = page.locator("#chart-success .g-xtitle text")
+    wait_for(
+        lambda: x_title.text_content().startswith("training time (minutes"), timeout=10, message="time axis"
+    )
+    assert 25 <= last_tick(page, "success") <= 30
+    assert 25 <= last_tick(page, "entropy") <= 30
+    assert parse_qs(urlparse(page.url).query)["x"] == ["time"]
+    page.get_by_label("X axis").select_option("step")
+
+    # A drag on the success chart zooms the entropy chart to the same steps.
+    drag_across(page, "success")
+    wait_for(lambda: last_tick(page, "success") < 45, timeout=10, message="the success chart zoomed")
+    wait_for(lambda: ticks(page, "entropy") == ticks(page, "success"), timeout=10, message="entropy follows")
+    zoomed = ticks(page, "success")
+    xrange = parse_qs(urlparse(page.url).query)["xrange"][0]
+    low, high = (float(x) for x in xrange.split(","))
+    assert 5 < low < high < 45 and min(zoomed) >= low and max(zoomed) <= high
+    page.screenshot(path=str(ARTIFACTS / "run-charts-synced-zoom.png"), full_page=False)
+
+    # Smoothing goes into the URL too; the copied address reopens the same view.
+    page.locator("#smoothing").fill("0.6")
+    wait_for(lambda: "smooth=0.6" in page.url, timeout=5, message="smoothing in the URL")
+    shared = page.url
+    page.goto(f"{page.base}/")
+    page.goto(shared)
+    page.wait_for_selector("#chart-success .scatterlayer .trace path.js-line")
+    wait_for(lambda: ticks(page, "success") == zoomed, timeout=10, message="the zoom restored")
+    assert ticks(page, "entropy") == zoomed
+    assert page.locator("#smoothing-value").inner_text() == "0.6"
+    assert len(drawn(page, "success")["lines"]) == 2  # the raw line and the smoothed one
+
+    # Show as table: the chart's rows in the zoom range, the smoothed column beside the value.
+    page.get_by_label("Show Success (train and validation) as a table").check()
+    table = page.get_by_role("region", name="Success (train and validation) as a table")
+    assert table.is_visible() and not page.locator("#chart-success").is_visible()
+    headers = table.locator("th").all_inner_texts()
+    assert headers == ["step", "minutes", "train/success", "train/success (smoothed)"]
+    steps = [int(cell) for cell in table.locator("tbody tr td:first-child").all_inner_texts()]
+    assert steps == [s for s in range(STEPS) if low <= s <= high]
+    first = table.locator("tbody tr").first.locator("td").all_inner_texts()
+    assert float(first[2]) == pytest.approx(zigzag[steps[0]], abs=1e-4)
+    assert float(first[1]) == pytest.approx((steps[0] + 1) * STEP_SECONDS / 60, abs=1e-3)
+    page.screenshot(path=str(ARTIFACTS / "run-chart-as-table.png"), full_page=False)
+    page.get_by_label("Show Success (train and validation) as a table").uncheck()
+    assert page.locator("#chart-success").is_visible() and not table.count()
+
+
+def test_a_run_without_step_times_says_it_has_no_time_axis(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=5, total_steps=5)
+    MetricPoint.upsert(run.pk, [(s, "train/success", s / 5) for s in range(5)])
+    page.goto(f"{page.base}/runs/{run.pk}/?x=time")
+    note = page.locator("#x-axis-note")
+    note.wait_for()
+    assert "has logged no time/step_s" in note.inner_text()
+    assert page.get_by_label("X axis").input_value() == "time"

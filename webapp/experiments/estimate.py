@@ -1,0 +1,111 @@
+"""Before an experiment is created: how long each planned run should take on this server. The basis is the
+step times (time/step_s) that runs trained here measured, of the same model (and environment when there are
+such runs), each scaled by how many tokens a step may generate, the rollout size. Imported runs are left
+out: their step times are another machine's."""
+
+import statistics
+from dataclasses import dataclass
+
+from django.db.models import Avg, Count
+
+from diagnostics.metrics import TIME_STEP_S
+from webapp.core.templatetags.echolab import duration
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+
+MEASURED_RUNS = 200  # the most recent runs with step times that an estimate looks at
+# Finite and sane: Postgres sorts NaN above every number, so an upper bound also leaves NaN out.
+MAX_STEP_SECONDS = 1e7
+
+
+def rollout_size(config: dict) -> int:
+    """The most tokens one training step may generate: env_groups x group_size x max_turns x max_new_tokens."""
+    rollout = config.get("rollout") or {}
+    size = 1
+    for name in ("env_groups", "group_size", "max_turns", "max_new_tokens"):
+        value = rollout.get(name)
+        size *= value if isinstance(value, int) and value > 0 else 1
+    return size
+
+
+@dataclass
+class Measured:
+    model: str
+    env: str
+    seconds_per_step: float
+    size: int
+
+
+def measured_runs() -> list[Measured]:
+    """The mean step time of each of the latest MEASURED_RUNS runs trained here that logged time/step_s."""
+    means = (
+        MetricPoint.objects.filter(
+            key=TIME_STEP_S, value__gt=0, value__lt=MAX_STEP_SECONDS, run__experiment__imported=False
+        )
+        .values("run_id")
+        .annotate(mean=Avg("value"), n=Count("id"))
+        .order_by("-run_id")[:MEASURED_RUNS]
+    )
+    mean_of = {row["run_id"]: row["mean"] for row in means}
+    configs = Run.objects.filter(pk__in=mean_of).values_list("pk", "config")
+    return [
+        Measured(
+            model=str((config.get("model") or {}).get("name", "")),
+            env=str((config.get("env") or {}).get("name", "")),
+            seconds_per_step=mean_of[pk],
+            size=rollout_size(config),
+        )
+        for pk, config in configs
+    ]
+
+
+@dataclass
+class RunEstimate:
+    label: str
+    seconds: float | None  # None: nothing similar measured here
+    basis: str
+
+
+def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstimate:
+    model = str((config.get("model") or {}).get("name", ""))
+    env = str((config.get("env") or {}).get("name", ""))
+    same_model = [m for m in measured if m.model == model]
+    same_env = [m for m in same_model if m.env == env]
+    similar, where = (same_env, f"model {model} on {env}") if same_env else (same_model, f"model {model}")
+    if not similar:
+        return RunEstimate(
+            label, None, f"no run of model {model} has measured its step time on this server yet"
+        )
+    size = rollout_size(config)
+    per_step = statistics.median(m.seconds_per_step * size / m.size for m in similar)
+    steps = (config.get("schedule") or {}).get("steps") or 0
+    basis = (
+        f"{per_step:.3g} s a step, from {len(similar)} run{'s' if len(similar) != 1 else ''} of {where} "
+        f"measured here, scaled by rollout size"
+    )
+    return RunEstimate(label, per_step * steps, basis)
+
+
+def summary(planned) -> dict:
+    """What the form shows: how many runs, the estimate of each, and one line saying it."""
+    measured = measured_runs()
+    runs = [estimate_run(run.label, run.config, measured) for run in planned]
+    known = [run.seconds for run in runs if run.seconds is not None]
+    count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    if not known:
+        text = f"{count}; no time estimate: {runs[0].basis}." if runs else "No runs planned."
+    elif len(known) == len(runs) and len({round(s) for s in known}) == 1:
+        text = f"{count}, about {duration(known[0])} each ({runs[0].basis})."
+    else:
+        low, high = min(known), max(known)
+        unknown = len(runs) - len(known)
+        text = (
+            f"{count}, about {duration(low)} to {duration(high)} each"
+            + (f" ({unknown} with no estimate)" if unknown else "")
+            + f" ({next(run.basis for run in runs if run.seconds is not None)})."
+        )
+    return {
+        "runs": [{"label": run.label, "seconds": run.seconds, "basis": run.basis} for run in runs],
+        "total_seconds": sum(known) if known else None,
+        "text": text,
+    }
