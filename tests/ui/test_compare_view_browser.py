@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.compare.conftest import make_experiment, make_run, points
+from tests.factories import make_experiment, points, trained_run
 from tests.helpers import wait_for
 from tests.ui.chart_helpers import drag_across, ticks
 
@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 def test_compare_zoom_is_shared_by_every_chart_and_kept_in_the_link(page):
     experiment = make_experiment(page.user, "pair")
-    runs = [make_run(experiment, f"seed={seed}", config={"seed": seed}, step=60) for seed in (1, 2)]
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=60) for seed in (1, 2)]
     for i, run in enumerate(runs):
         points(run, "train/success", {s: ((s * s + i) % 7) / 7 for s in range(60)})
         points(run, "actor/grad_norm", {s: 1 + ((s + i) % 5) for s in range(60)})

@@ -7,8 +7,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.drawn_charts import drawn, last_tick
+from tests.factories import make_run
 from tests.helpers import REPO_ROOT, wait_for
-from tests.runs.conftest import make_run
 from tests.ui.chart_helpers import drag_across, ticks
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
