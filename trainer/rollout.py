@@ -189,6 +189,19 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float) -> torc
     return torch.multinomial(probs.cpu(), 1).squeeze(-1)
 
 
+def opening_ids(chat: ChatFormat, env, obs: str, rollout_cfg: RolloutConfig) -> list[int]:
+    """An episode's first prompt as token ids: the chat template around the environment's first message."""
+    return chat.first_prompt(
+        first_user_message(
+            env,
+            obs,
+            rollout_cfg.max_actions_per_turn,
+            rollout_cfg.max_actions_per_episode,
+            rollout_cfg.thinking,
+        )
+    )
+
+
 def rollout(
     model,
     tokenizer,
@@ -208,15 +221,7 @@ def rollout(
     for env, traj in zip(envs_, trajs):
         obs = env.reset(seed=traj.seed)
         states.append(obs)
-        traj.ids = chat.first_prompt(
-            first_user_message(
-                env,
-                obs,
-                rollout_cfg.max_actions_per_turn,
-                rollout_cfg.max_actions_per_episode,
-                rollout_cfg.thinking,
-            )
-        )
+        traj.ids = opening_ids(chat, env, obs, rollout_cfg)
         traj.mask = [0] * len(traj.ids)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     for turn in range(1, rollout_cfg.max_turns + 1):

@@ -22,7 +22,7 @@ import envs
 from trainer.config import RolloutConfig, TrainConfig
 from trainer.loop import optimizer_step, pad_batch, set_determinism, token_logprobs
 from trainer.models import load_policy
-from trainer.rollout import ChatFormat, Trajectory, first_user_message, next_user_message
+from trainer.rollout import ChatFormat, Trajectory, next_user_message, opening_ids
 
 SFT_SEED_BASE = 5_000_000_000  # far from validation (0..) and training (10_000 + 10^7 * seed + ...) seeds
 
@@ -33,15 +33,7 @@ def oracle_episode(
     """One oracle-played episode as token ids, mask 1 on the replies."""
     obs = env.reset(seed=seed)
     traj = Trajectory(group=0, seed=seed)
-    traj.ids = chat.first_prompt(
-        first_user_message(
-            env,
-            obs,
-            rollout_cfg.max_actions_per_turn,
-            rollout_cfg.max_actions_per_episode,
-            rollout_cfg.thinking,
-        )
-    )
+    traj.ids = opening_ids(chat, env, obs, rollout_cfg)
     traj.mask = [0] * len(traj.ids)
     for turn in range(1, rollout_cfg.max_turns + 1):
         actions: list[str] = []
