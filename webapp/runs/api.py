@@ -17,9 +17,9 @@ from webapp.runs.owned import owned_run
 
 DEFAULT_PAGE_SIZE = 50
 # The most stored points of the detector's keys (STORED_READS) that one detector-inputs request replays:
-# about 25,000 steps of a run logging ten of them, a second or two of database and Python (see
+# 10,000 steps of a run logging ten of them, about a second of database and Python (measured: see
 # docs/DETECTOR.md). A longer run is refused, not cut short: a partial replay quotes different values.
-MAX_REPLAY_POINTS = 250_000
+MAX_REPLAY_POINTS = 100_000
 
 
 @api_view()
