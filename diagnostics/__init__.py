@@ -9,7 +9,7 @@ where it is charted: `diagnostics.metrics` (docs/METRICS.md).
 """
 
 from . import aliases, metrics
-from .detector import Detector, rule_params
+from .detector import Detector, replay_inputs, rule_params
 from .series import load_series
 
-__all__ = ["Detector", "aliases", "load_series", "metrics", "rule_params"]
+__all__ = ["Detector", "aliases", "load_series", "metrics", "replay_inputs", "rule_params"]

@@ -14,8 +14,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .aliases import canonical
-from .rules import RULES, Metrics, Rule, RuleParams, SuccessTrend
+from .aliases import ALIASES, canonical
+from .rules import READS, RULES, Metrics, Rule, RuleParams, SuccessTrend
 
 # An alert that changed state: step, level, rule, message and signals, as workers store and send it.
 Event = dict[str, Any]
@@ -81,6 +81,36 @@ class Detector:
         values = canonical(metrics)
         self.trend.update(values)
         return [event for alert in self.alerts if (event := alert.update(step, values, self.trend))]
+
+
+# Every stored key that can reach a rule: READS under our names and under the other trainers' names that
+# canonical() renames to them. A replay that loads a run's stored points may load only these.
+STORED_READS = READS | {foreign for foreign, ours in ALIASES.items() if ours in READS}
+
+
+def replay_inputs(
+    history: Iterable[tuple[int, Mapping[str, Any]]], overrides: Mapping[str, Any] | None = None
+) -> tuple[list[Event], list[dict[str, Any]]]:
+    """`Detector.replay`, also returning what each enabled rule judged: the series its EMA held after
+    every step that gave it a value, the number its signals quote as "value". One dict per rule, in the
+    detector's order: {rule, metric, smoothing, step: [...], value: [...]}. The events are replay's."""
+    detector = Detector(overrides)
+    rules = [alert.rule for alert in detector.alerts]
+    steps: list[list[int]] = [[] for _ in rules]
+    values: list[list[float]] = [[] for _ in rules]
+    events: list[Event] = []
+    for step, metrics in history:
+        before = [rule.ema.updates for rule in rules]
+        events.extend(detector.update(step, metrics))
+        for index, rule in enumerate(rules):
+            if rule.ema.updates != before[index] and rule.ema.value is not None:
+                steps[index].append(step)
+                values[index].append(rule.ema.value)
+    inputs = [
+        {"rule": rule.name, "metric": rule.metric, "smoothing": rule.params.smoothing, "step": s, "value": v}
+        for rule, s, v in zip(rules, steps, values)
+    ]
+    return events, inputs
 
 
 def build_params(overrides: Any) -> dict[str, RuleParams]:

@@ -42,6 +42,24 @@ from .metrics import (
 # One step's metrics under our names (see aliases.canonical); values are floats, NaN/inf included.
 Metrics = Mapping[str, float]
 
+# Every key a rule or the SuccessTrend reads from Metrics: a step's other keys cannot change any event, so a
+# replay may load only these (tests/diagnostics/test_detector_inputs.py checks that on the labelled set).
+READS = frozenset(
+    {
+        ACTOR_ENTROPY,
+        ACTOR_GRAD_NORM,
+        COLLAPSE_MI_ESTIMATE,
+        COLLAPSE_RETRIEVAL_ABOVE_CHANCE,
+        *OUTCOME_KEYS,
+        RESPONSE_THINK_TOKENS_MEAN,
+        TRAIN_FRAC_ZERO_STD_GROUPS,
+        TRAIN_REWARD_MEAN,
+        TRAIN_REWARD_STD_IN_GROUP,
+        TRAIN_SUCCESS,
+        VAL_SUCCESS,
+    }
+)
+
 
 def param(default: Any, help: str, min: float | None = None, max: float | None = None) -> Any:
     """A dataclass field with the help text and bounds that the detector's form and validation read."""
@@ -69,8 +87,10 @@ class Ema:
     def __init__(self, smoothing: float) -> None:
         self.smoothing = smoothing
         self.value: float | None = None
+        self.updates = 0  # values taken so far: a replay tells from it which steps moved the average
 
     def update(self, x: float) -> float:
+        self.updates += 1
         self.value = x if self.value is None else self.smoothing * self.value + (1 - self.smoothing) * x
         return self.value
 
@@ -185,6 +205,7 @@ class Rule(ABC):
     name = ""
     level = "warning"
     title = ""  # what a firing alert means, in a few words
+    metric = ""  # the key whose smoothed values `self.ema` holds: the value a Check's signals quote
     Params: type[RuleParams] = RuleParams
 
     def __init__(self, params: RuleParams) -> None:
@@ -240,7 +261,6 @@ class DropParams(RuleParams):
 class DropFromPeak(Rule):
     """Smoothed metric below `fraction` x its running peak, once the peak means something."""
 
-    metric = ""
     Params: type[DropParams] = DropParams
     params: DropParams
 

@@ -17,13 +17,14 @@ DRAWN = """(id) => {
     xticks: Array.from(chart.querySelectorAll('.xaxislayer-above .xtick text')).map((t) => t.textContent),
     yticks: Array.from(chart.querySelectorAll('.yaxislayer-above .ytick text')).map((t) => t.textContent),
     texts: Array.from(chart.querySelectorAll('.annotation-text, .gtitle')).map((t) => t.textContent),
+    legend: Array.from(chart.querySelectorAll('.legend .legendtext')).map((t) => t.textContent),
   };
 }"""
 
 
 def drawn(page, chart: str) -> dict:
     """What chart `chart-<chart>` draws: {lines: [vertices per trace], markers: [markers per trace],
-    shapes, xticks and yticks: [labels], texts: [title and annotations]}."""
+    shapes, xticks and yticks: [labels], texts: [title and annotations], legend: [entries' text]}."""
     return page.evaluate(DRAWN, f"chart-{chart}")
 
 

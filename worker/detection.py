@@ -12,7 +12,6 @@ on_step may be called again for a step whose database writes failed; it then onl
 """
 
 import logging
-from collections import defaultdict
 
 from django.db import transaction
 
@@ -54,11 +53,7 @@ class EchoTrapHook(StepHook):
 
     @staticmethod
     def history(run, before: int) -> list[tuple[int, dict]]:
-        steps = defaultdict(dict)
-        rows = MetricPoint.objects.filter(run=run, step__lt=before).values_list("step", "key", "value")
-        for step, key, value in rows.order_by("step").iterator(chunk_size=20000):
-            steps[step][key] = float("nan") if value is None else value
-        return sorted(steps.items())
+        return MetricPoint.steps(run.pk, through=before - 1)
 
     def store(self, run, found: dict) -> None:
         with transaction.atomic():

@@ -8,7 +8,6 @@ ExternalRun row is locked meanwhile, so two workers never judge the same steps.
 """
 
 import logging
-from collections import defaultdict
 
 from django.db import transaction
 
@@ -43,7 +42,7 @@ def detect(run_id: int) -> int:
             except ValueError as error:  # overrides the detector refuses
                 logger.warning("run %s: detector overrides rejected (%s); not judged", run_id, error)
                 return 0
-        steps = _steps(run_id, after=start, through=through)
+        steps = MetricPoint.steps(run_id, after=start, through=through)
         for step, metrics in steps:
             hook.on_step(external.run, step, metrics)
         ExternalRun.objects.filter(pk=run_id).update(detected_through=through)
@@ -53,12 +52,3 @@ def detect(run_id: int) -> int:
         else:
             _hooks[run_id] = hook
     return len(steps)
-
-
-def _steps(run_id: int, after: int, through: int) -> list[tuple[int, dict]]:
-    steps = defaultdict(dict)
-    rows = MetricPoint.objects.filter(run_id=run_id, step__gt=after, step__lte=through)
-    rows = rows.values_list("step", "key", "value").order_by("step")
-    for step, key, value in rows.iterator(chunk_size=20000):
-        steps[step][key] = float("nan") if value is None else value
-    return sorted(steps.items())

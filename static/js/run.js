@@ -11,6 +11,11 @@
 // carry no timestamps). A zoom on one chart zooms every chart; the x axis, the zoom range and the
 // smoothing live in the URL (?x=time&xrange=10,50&smooth=0.6), so a copied address opens the same view.
 // Each chart can show its points as a table instead.
+//
+// "Detector's view" overlays, on each chart of a metric a detector rule judges, the series that rule used
+// (its own smoothing, with the run's parameters), so the value an event quotes can be read off the chart
+// at the event's step. The server computes it by replaying the run through the detector
+// (/api/runs/<id>/detector-inputs): the page has no second copy of the rules' arithmetic.
 (function () {
   "use strict";
 
@@ -27,6 +32,9 @@
   if (KEYS.indexOf(TIME_KEY) < 0 && KEYS.length < MAX_KEYS) KEYS.push(TIME_KEY);
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;
+  // The detector's series: one colour per rule (in the API's rule order), dotted, over the metric's own.
+  const RULE_COLORS = ["#6a3d9a", "#b15928", "#1b7837", "#c51b7d", "#35978f", "#525252", "#8c510a", "#2166ac", "#762a83"];
+  const DETECTOR_POLL_MS = 10000;  // while live, a replay of the whole run at most this often
 
   // The user's panel choices, kept in this browser for every run: folded sections, each chart's y scale.
   const PREFS_KEY = "echolab.run-panels";
@@ -62,6 +70,9 @@
     finished: page.finished,
     revision: 0,     // bumped whenever held data changes: the charts' datarevision
     cursor: page.cursor,  // a step marked on every chart (?step=, or a click in the events list)
+    // The detector's view: on, the rules' series ({rule, metric, smoothing, step, value}), the data
+    // revision and time they were fetched at.
+    detector: { on: false, rules: [], revision: -1, fetchedAt: 0 },
   };
 
   function escapeHtml(text) {
@@ -171,6 +182,53 @@
     return traces;
   }
 
+  // The rules that judge `key`, each with its colour, while the detector's view is on.
+  function judging(key) {
+    if (!state.detector.on) return [];
+    return state.detector.rules.map(function (entry, index) {
+      return { entry: entry, color: RULE_COLORS[index % RULE_COLORS.length] };
+    }).filter(function (judged) { return judged.entry.metric === key && judged.entry.step.length; });
+  }
+
+  function ruleLabel(entry) { return "detector: " + entry.rule + " (smoothing " + entry.smoothing + ")"; }
+
+  function detectorTraces(key) {
+    return judging(key).map(function (judged) {
+      const entry = judged.entry;
+      return { x: entry.step.map(xOf), y: entry.value.slice(), name: ruleLabel(entry),
+               mode: entry.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
+               line: { color: judged.color, width: 2, dash: "dot" }, marker: { color: judged.color, size: 5 },
+               customdata: entry.step.slice(), hovertemplate: entry.rule + " judged %{y:.4g} at step %{customdata}<extra></extra>",
+               connectgaps: false, legendgroup: "detector-" + entry.rule };
+    });
+  }
+
+  // Fetch the rules' series when the view is on and the run's data changed since (at most every
+  // DETECTOR_POLL_MS while live, as each fetch replays the whole run); `force` on the first turn-on.
+  async function loadDetectorView(force) {
+    const detector = state.detector;
+    const note = document.getElementById("detector-view-state");
+    if (!detector.on || (!force && detector.revision === state.revision)) return;
+    if (!force && Date.now() - detector.fetchedAt < DETECTOR_POLL_MS) return;
+    const revision = state.revision;
+    detector.fetchedAt = Date.now();
+    note.hidden = false;
+    note.textContent = "replaying the run through the detector...";
+    try {
+      const body = await getJson(page.urls.detector_inputs);
+      detector.rules = body.rules;
+      detector.revision = revision;
+      const drawn = body.rules.filter(function (entry) {
+        return entry.step.length && KEYS.indexOf(entry.metric) >= 0;
+      });
+      note.textContent = drawn.length ? "dotted: each rule's series as it judged it, over " + body.steps + " steps"
+                                      : "no rule has judged this run's metrics yet";
+    } catch (error) {
+      detector.rules = [];
+      note.textContent = "detector's view unavailable: " + error.message;
+    }
+  }
+
   // The values a detector rule saw, as "name=value, ...", numbers to 4 significant digits.
   function signalText(event) {
     return Object.entries(event.signals || {}).map(function (pair) {
@@ -225,7 +283,7 @@
       const plot = document.getElementById("chart-" + chart.id);
       showTable(chart, plot);
       if (state.tables[chart.id]) return;  // drawn when it shows again
-      const traces = chart.keys.flatMap(seriesTraces);
+      const traces = chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
       const empty = !traces.length;
       const layout = {
         title: { text: chart.title, font: { size: 14 } },
@@ -284,6 +342,7 @@
       plot.parentNode.insertBefore(box, plot.nextSibling);
     }
     const keys = chart.keys.filter(function (key) { return state.series[key] && state.series[key].step.length; });
+    const judged = chart.keys.flatMap(judging);
     const rows = {};
     keys.forEach(function (key, k) {
       const s = state.series[key];
@@ -294,11 +353,17 @@
         if (smooth) row["s" + k] = smooth[i];
       });
     });
+    judged.forEach(function (rule, r) {
+      rule.entry.step.forEach(function (step, i) {
+        (rows[step] || (rows[step] = {}))["d" + r] = rule.entry.value[i];
+      });
+    });
     const headers = ["step"].concat(state.time ? ["minutes"] : []);
     keys.forEach(function (key) {
       headers.push(key);
       if (state.smoothing > 0) headers.push(key + " (smoothed)");
     });
+    judged.forEach(function (rule) { headers.push(ruleLabel(rule.entry)); });
     const format = function (value) {
       return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(5)));
     };
@@ -325,6 +390,7 @@
         values.push(format(rows[step][k]));
         if (state.smoothing > 0) values.push(format(rows[step]["s" + k]));
       });
+      judged.forEach(function (rule, r) { values.push(format(rows[step]["d" + r])); });
       values.forEach(function (text) { row.insertCell().textContent = text; });
     });
     box.replaceChildren(table);
@@ -415,6 +481,7 @@
     const events = (await getJson(page.urls.events)).events;
     if (JSON.stringify(events) !== JSON.stringify(state.events)) state.revision += 1;
     state.events = events;
+    await loadDetectorView(false);
     showRun(body.run);
     render();
     showEvents();
@@ -501,6 +568,14 @@
       render();
     });
     document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
+    const detectorBox = document.getElementById("detector-view");
+    detectorBox.checked = false;  // a reload's remembered checkbox would not match what is drawn
+    detectorBox.addEventListener("change", async function () {
+      state.detector.on = detectorBox.checked;
+      document.getElementById("detector-view-state").hidden = !detectorBox.checked;
+      if (detectorBox.checked) await loadDetectorView(true);
+      render();
+    });
     const copy = document.getElementById("copy-config");  // an imported run has no config
     if (copy) copy.addEventListener("click", function (event) {
       const text = document.getElementById("config-yaml").textContent;

@@ -2,6 +2,8 @@
 point, written in bulk and upserted on (run, key, step) so a retried or recomputed step overwrites,
 plus a per-100-steps rollup so a chart of a long series reads 1,000 rows per key instead of 100,000."""
 
+from collections import defaultdict
+
 import psycopg
 from django.db import IntegrityError, connection, models, transaction
 
@@ -30,6 +32,24 @@ class MetricPoint(models.Model):
 
     def __str__(self):
         return f"{self.key}@{self.step}={self.value}"
+
+    @classmethod
+    def steps(cls, run_id: int, *, keys=None, after=None, through=None) -> list[tuple[int, dict[str, float]]]:
+        """The run's points as the detector takes them: [(step, {key: value})] in step order, a stored
+        null as NaN; only `keys` when given, only steps in (after, through] when given."""
+        rows = cls.objects.filter(run_id=run_id)
+        if keys is not None:
+            rows = rows.filter(key__in=keys)
+        if after is not None:
+            rows = rows.filter(step__gt=after)
+        if through is not None:
+            rows = rows.filter(step__lte=through)
+        steps: dict[int, dict[str, float]] = defaultdict(dict)
+        for step, key, value in (
+            rows.values_list("step", "key", "value").order_by("step").iterator(chunk_size=20000)
+        ):
+            steps[step][key] = float("nan") if value is None else value
+        return sorted(steps.items())
 
     @classmethod
     def upsert(cls, run_id: int, points: list[tuple[int, str, float]]) -> int:

@@ -1,15 +1,25 @@
 """JSON API for runs (documented in webapp/core/openapi.yaml, served at /api/schema): GET /api/runs, the
-runs table; GET /api/runs/<id>, one run with its config; POST /api/runs/<id>/stop. A run's metrics,
-events and samples are webapp.metrics.api's."""
+runs table; GET /api/runs/<id>, one run with its config; POST /api/runs/<id>/stop; GET
+/api/runs/<id>/detector-inputs, the series each detector rule judged. A run's metrics, events and samples
+are webapp.metrics.api's."""
 
 from django.http import JsonResponse
 
+from diagnostics import replay_inputs
+from diagnostics.detector import STORED_READS
 from webapp.accounts.api_auth import ApiError, api_view
+from webapp.metrics.api import run_state
+from webapp.metrics.downsample import finite_or_none
+from webapp.metrics.models import MetricPoint
 from webapp.runs import queue, table
 from webapp.runs.forms import RunTableForm
 from webapp.runs.owned import owned_run
 
 DEFAULT_PAGE_SIZE = 50
+# The most stored points of the detector's keys (STORED_READS) that one detector-inputs request replays:
+# 10,000 steps of a run logging ten of them, about a second of database and Python (measured: see
+# docs/DETECTOR.md). A longer run is refused, not cut short: a partial replay quotes different values.
+MAX_REPLAY_POINTS = 100_000
 
 
 @api_view()
@@ -51,3 +61,28 @@ def run_stop(request, pk):
     run = owned_run(request, pk)
     run.request_stop()
     return JsonResponse(run.to_dict())
+
+
+@api_view()
+def detector_inputs(request, pk):
+    """Replay the run's stored metrics through the detector, with its experiment's overrides, and return
+    the series each rule judged: the values its events quote, step by step."""
+    run = owned_run(request, pk)
+    points = MetricPoint.objects.filter(run=run, key__in=STORED_READS)
+    if points[: MAX_REPLAY_POINTS + 1].count() > MAX_REPLAY_POINTS:
+        raise ApiError(
+            422,
+            f"run {run.pk} has more than {MAX_REPLAY_POINTS:,} points of the metrics the detector reads; "
+            f"the detector's view replays at most that many (its events are listed all the same)",
+        )
+    history = MetricPoint.steps(run.pk, keys=STORED_READS)
+    overrides = run.experiment.detector_overrides or {}
+    try:
+        _, inputs = replay_inputs(history, overrides)
+    except ValueError as error:  # overrides saved before a rule or parameter was renamed
+        raise ApiError(422, f"the experiment's detector overrides are rejected: {error}") from None
+    for entry in inputs:
+        entry["value"] = [finite_or_none(value) for value in entry["value"]]
+    return JsonResponse(
+        {"run": run_state(run), "steps": len(history), "overrides": overrides, "rules": inputs}
+    )

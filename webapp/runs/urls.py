@@ -14,4 +14,5 @@ urlpatterns = [
     path("api/runs", api.runs, name="api_runs"),
     path("api/runs/<id:pk>", api.run, name="api_run"),
     path("api/runs/<id:pk>/stop", api.run_stop, name="api_run_stop"),
+    path("api/runs/<id:pk>/detector-inputs", api.detector_inputs, name="api_run_detector_inputs"),
 ]

@@ -171,6 +171,7 @@ def run_detail(request, pk):
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
             "events": reverse("api_run_events", args=[run.pk]),
+            "detector_inputs": reverse("api_run_detector_inputs", args=[run.pk]),
             "trajectories": reverse("run_trajectories", args=[run.pk]),
         },
     }
