@@ -4,9 +4,9 @@ import contextlib
 import os
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from tests.helpers import WorkerProcess, as_function_predicate
+from tests.factories import make_user
+from tests.helpers import SmtpInbox, WorkerProcess, as_function_predicate, serve_smtp
 
 # Fixtures that make a test slow (a real process, a live server, the tiny model) or a browser test: such tests
 # are marked here, so `./echolab test --fast` never depends on every module remembering its marks.
@@ -76,12 +76,12 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture
 def alice(db):
-    return get_user_model().objects.create_user("alice", "alice@example.com", "alice-password-1")
+    return make_user("alice")
 
 
 @pytest.fixture
 def bob(db):
-    return get_user_model().objects.create_user("bob", "bob@example.com", "bob-password-1")
+    return make_user("bob")
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def page(live_server, transactional_db, monkeypatch):
 
     # Playwright's sync API runs an event loop in this thread; the ORM calls here are still synchronous.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    user = get_user_model().objects.create_user("carol", "carol@example.com", "pw-carol-123")
+    user = make_user("carol", "pw-carol-123")
     client = Client()
     client.force_login(user)
     with sync_api.sync_playwright() as playwright:
@@ -149,3 +149,24 @@ def page(live_server, transactional_db, monkeypatch):
         yield tab
         browser.close()
         assert errors == []
+
+
+@pytest.fixture
+def smtp_server():
+    """A real SMTP server (aiosmtpd) on a free localhost port; .port, .envelopes, .messages (parsed)."""
+    with serve_smtp(SmtpInbox()) as inbox:
+        yield inbox
+
+
+@pytest.fixture
+def use_smtp(settings):
+    """Point this process's Django email at an SMTP port."""
+
+    def use(port):
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+        settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+        settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+        settings.EMAIL_TIMEOUT = 5
+
+    return use

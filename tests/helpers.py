@@ -1,5 +1,8 @@
 """Helpers for tests that drive real processes."""
 
+import contextlib
+import email
+import email.policy
 import os
 import re
 import signal
@@ -9,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from aiosmtpd.controller import Controller
 from django.conf import settings
 from django.db import connection
 
@@ -142,3 +146,35 @@ def as_function_predicate(wait_for_function):
         return wait_for_function(expression, *args, **kwargs)
 
     return wait
+
+
+class SmtpInbox:
+    """An aiosmtpd handler that keeps every message it accepts, or answers every one with `reply`."""
+
+    def __init__(self, reply=None):
+        self.envelopes, self.reply = [], reply
+
+    async def handle_DATA(self, server, session, envelope):
+        if self.reply:
+            return self.reply
+        self.envelopes.append(envelope)
+        return "250 OK"
+
+    @property
+    def messages(self):
+        return [
+            email.message_from_bytes(envelope.content, policy=email.policy.default)
+            for envelope in self.envelopes
+        ]
+
+
+@contextlib.contextmanager
+def serve_smtp(inbox):
+    """A real SMTP server for `inbox` on a free localhost port, kept as inbox.port."""
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
+    controller.start()
+    inbox.port = controller.port
+    try:
+        yield inbox
+    finally:
+        controller.stop(no_assert=True)

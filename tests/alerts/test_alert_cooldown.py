@@ -2,11 +2,10 @@
 
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from tests.factories import make_experiment, make_run, make_user
 from webapp.alerts.models import Notification
-from webapp.experiments.models import Experiment, Run
 
 
 def age(notification, seconds):
@@ -14,57 +13,56 @@ def age(notification, seconds):
     Notification.objects.filter(pk=notification.pk).update(created_at=created_at)
 
 
-def test_collapse_notifies_the_experiment_recipients(make_event):
-    notification = Notification.create_for_event(make_event(alert_recipients="x@example.com ,y@example.com"))
+def test_collapse_notifies_the_experiment_recipients(alert_event):
+    notification = Notification.create_for_event(alert_event(alert_recipients="x@example.com ,y@example.com"))
     assert notification.recipients == ["x@example.com", "y@example.com"]
     assert notification.status == "pending"
 
 
-def test_owner_is_the_default_recipient(make_event):
-    assert Notification.create_for_event(make_event()).recipients == ["alice@example.com"]
+def test_owner_is_the_default_recipient(alert_event):
+    assert Notification.create_for_event(alert_event()).recipients == ["alice@example.com"]
 
 
-def test_same_rule_on_the_same_run_is_cooled_down(make_event, settings):
+def test_same_rule_on_the_same_run_is_cooled_down(alert_event, settings):
     settings.ALERT_COOLDOWN_SECONDS = 600
-    first = make_event(step=60)
+    first = alert_event(step=60)
     sent = Notification.create_for_event(first)
-    assert Notification.create_for_event(make_event(step=90, run=first.run)) is None
+    assert Notification.create_for_event(alert_event(step=90, run=first.run)) is None
 
     age(sent, 590)
-    assert Notification.create_for_event(make_event(step=91, run=first.run)) is None
+    assert Notification.create_for_event(alert_event(step=91, run=first.run)) is None
     age(sent, 601)
-    assert Notification.create_for_event(make_event(step=92, run=first.run)) is not None
+    assert Notification.create_for_event(alert_event(step=92, run=first.run)) is not None
     assert Notification.objects.count() == 2
 
 
-def test_cooldown_is_per_run_and_per_rule(make_event):
-    first = make_event(alert_on_warnings=True)
+def test_cooldown_is_per_run_and_per_rule(alert_event):
+    first = alert_event(alert_on_warnings=True)
     assert Notification.create_for_event(first) is not None
-    other_rule = make_event(level="warning", rule="grad_spike", run=first.run)
+    other_rule = alert_event(level="warning", rule="grad_spike", run=first.run)
     assert Notification.create_for_event(other_rule) is not None
-    other_run = make_event(label="seed 1", run=None)
+    other_run = alert_event(label="seed 1", run=None)
     assert Notification.create_for_event(other_run) is not None
     assert Notification.objects.count() == 3
 
 
-def test_warnings_only_when_the_experiment_asks_and_never_resolved(make_event):
-    quiet = make_event(level="warning", rule="reward_std_drop")
+def test_warnings_only_when_the_experiment_asks_and_never_resolved(alert_event):
+    quiet = alert_event(level="warning", rule="reward_std_drop")
     assert Notification.create_for_event(quiet) is None
-    loud = make_event(level="warning", rule="reward_std_drop", alert_on_warnings=True)
+    loud = alert_event(level="warning", rule="reward_std_drop", alert_on_warnings=True)
     assert Notification.create_for_event(loud) is not None
-    resolved = make_event(level="resolved", rule="collapse", alert_on_warnings=True)
+    resolved = alert_event(level="resolved", rule="collapse", alert_on_warnings=True)
     assert Notification.create_for_event(resolved) is None
 
 
-def test_info_events_are_never_emailed(make_event):
-    spike = make_event(level="info", rule="grad_spike", alert_on_warnings=True)
+def test_info_events_are_never_emailed(alert_event):
+    spike = alert_event(level="info", rule="grad_spike", alert_on_warnings=True)
     assert Notification.create_for_event(spike) is None
     assert spike.get_level_display() == "Info"
 
 
 def test_nobody_to_tell_means_no_notification(db):
-    owner = get_user_model().objects.create_user("noemail", "", "pw-noemail-123")
-    experiment = Experiment.objects.create(owner=owner, name="quiet", config={})
-    run = Run.objects.create(experiment=experiment, label="seed 0", config={})
+    owner = make_user("noemail", "pw-noemail-123", email="")
+    run = make_run(owner, experiment=make_experiment(owner, "quiet"), label="seed 0", config={})
     event = run.events.create(step=5, level="collapse", rule="collapse", message="m")
     assert Notification.create_for_event(event) is None

@@ -7,11 +7,9 @@ import re
 from datetime import timedelta
 
 import pytest
-from aiosmtpd.controller import Controller
 from django.utils import timezone
 
-from tests.alerts.conftest import Inbox
-from tests.helpers import free_port, wait_for
+from tests.helpers import SmtpInbox, free_port, serve_smtp, wait_for
 from webapp.alerts.models import Notification
 from worker.sweeper import sweep_runs
 from worker.tasks import send_notification
@@ -19,7 +17,7 @@ from worker.tasks import send_notification
 SITE = "https://echolab.example.com"
 
 
-class HangingInbox(Inbox):
+class HangingInbox(SmtpInbox):
     """Receives the whole message, then never answers: the sender is stuck mid-send."""
 
     async def handle_DATA(self, server, session, envelope):
@@ -30,12 +28,8 @@ class HangingInbox(Inbox):
 
 @pytest.fixture
 def hanging_smtp_server():
-    inbox = HangingInbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
-    controller.start()
-    inbox.port = controller.port
-    yield inbox
-    controller.stop(no_assert=True)
+    with serve_smtp(HangingInbox()) as inbox:
+        yield inbox
 
 
 def age(notification, **fields_seconds_ago):
@@ -46,13 +40,13 @@ def age(notification, **fields_seconds_ago):
 
 @pytest.mark.slow
 def test_a_sender_killed_mid_send_is_retried_with_the_same_message_id(
-    make_event, hanging_smtp_server, smtp_server, start_worker, purge_broker, settings
+    alert_event, hanging_smtp_server, smtp_server, start_worker, purge_broker, settings
 ):
     settings.SITE_URL = SITE
     stuck = start_worker(
         "default", name="stuck", EMAIL_URL=f"smtp://127.0.0.1:{hanging_smtp_server.port}", SITE_URL=SITE
     )
-    notification = Notification.create_for_event(make_event())
+    notification = Notification.create_for_event(alert_event())
     send_notification.delay(notification.pk)
     wait_for(lambda: hanging_smtp_server.envelopes, timeout=90, message="the message to reach SMTP")
     stuck.kill()
@@ -89,11 +83,11 @@ def test_retries_span_hours_with_exponential_backoff(settings):
 
 
 def test_a_failed_try_sets_next_try_at_and_the_sweeper_waits_for_it(
-    make_event, purge_broker, settings, use_smtp
+    alert_event, purge_broker, settings, use_smtp
 ):
     settings.RUN_RESEND_AFTER = 120
     use_smtp(free_port())  # nothing listens: connection refused
-    notification = Notification.create_for_event(make_event())
+    notification = Notification.create_for_event(alert_event())
     notification.claim()
     notification.mark_failed("ConnectionRefusedError: [Errno 111] Connection refused")
     notification.refresh_from_db()
@@ -109,8 +103,8 @@ def test_a_failed_try_sets_next_try_at_and_the_sweeper_waits_for_it(
     assert sweep_runs()["notifications"] == 1
 
 
-def test_the_second_failure_waits_twice_as_long(make_event, settings):
-    notification = Notification.create_for_event(make_event())
+def test_the_second_failure_waits_twice_as_long(alert_event, settings):
+    notification = Notification.create_for_event(alert_event())
     waits = []
     for _ in range(3):
         notification.claim()
@@ -118,18 +112,18 @@ def test_the_second_failure_waits_twice_as_long(make_event, settings):
     assert waits == Notification.retry_delays()[:3] == [60, 120, 240]
 
 
-def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, make_event):
-    sent = Notification.create_for_event(make_event(rule="collapse"))
+def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert_event):
+    sent = Notification.create_for_event(alert_event(rule="collapse"))
     sent.claim()
     sent.mark_sent()
     run = sent.event.run
     retrying = Notification.objects.create(
-        event=make_event(rule="grad_spike", step=70, run=run), recipients=["x@example.com"]
+        event=alert_event(rule="grad_spike", step=70, run=run), recipients=["x@example.com"]
     )
     retrying.claim()
     retrying.mark_failed("SMTPServerDisconnected: Connection unexpectedly closed")
     failed = Notification.objects.create(
-        event=make_event(rule="entropy_drop", step=80, run=run),
+        event=alert_event(rule="entropy_drop", step=80, run=run),
         recipients=["y@example.com"],
         status="failed",
         tries=18,
@@ -151,6 +145,6 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, make_
     assert failed.pk
 
 
-def test_a_run_without_alert_emails_shows_no_delivery_section(alice_client, make_event):
-    run = make_event().run
+def test_a_run_without_alert_emails_shows_no_delivery_section(alice_client, alert_event):
+    run = alert_event().run
     assert 'id="alert-delivery"' not in alice_client.get(run.get_absolute_url()).content.decode()

@@ -9,7 +9,8 @@ import math
 import pytest
 from PIL import Image
 
-from tests.alerts.conftest import EVENT_STEP, free_port
+from tests.alerts.conftest import EVENT_STEP
+from tests.helpers import free_port
 from webapp.alerts import emails
 from webapp.alerts.models import Notification
 from webapp.metrics.models import MetricPoint
@@ -37,8 +38,8 @@ def assert_png(data: bytes, size=(600, 240)):
     image.verify()
 
 
-def test_email_names_run_event_signals_and_links_to_the_step(make_event):
-    event = make_event(alert_recipients="a@example.com, b@example.com")
+def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
+    event = alert_event(alert_recipients="a@example.com, b@example.com")
     notification = Notification.create_for_event(event)
     message = parsed(notification)
     run = event.run
@@ -61,8 +62,8 @@ def test_email_names_run_event_signals_and_links_to_the_step(make_event):
     assert_png(found["image/png"].get_content())
 
 
-def test_email_is_related_multipart_with_an_inline_image(make_event):
-    message = parsed(Notification.create_for_event(make_event()))
+def test_email_is_related_multipart_with_an_inline_image(alert_event):
+    message = parsed(Notification.create_for_event(alert_event()))
     assert message.get_content_type() == "multipart/related"
     alternative, image = message.get_payload()
     assert alternative.get_content_type() == "multipart/alternative"
@@ -70,15 +71,15 @@ def test_email_is_related_multipart_with_an_inline_image(make_event):
     assert image.get_content_disposition() == "inline"
 
 
-def test_html_escapes_names_and_the_subject_does_not(make_event):
-    event = make_event(name="<b>R&D</b> run")
+def test_html_escapes_names_and_the_subject_does_not(alert_event):
+    event = alert_event(name="<b>R&D</b> run")
     message = parsed(Notification.create_for_event(event))
     assert message["Subject"] == "[EchoLab] collapse: collapse on <b>R&D</b> run / seed 0"
     assert "&lt;b&gt;R&amp;D&lt;/b&gt; run" in parts(message)["text/html"].get_content()
 
 
-def test_chart_shows_success_and_std_within_the_window_with_gaps(make_run):
-    run = make_run()
+def test_chart_shows_success_and_std_within_the_window_with_gaps(collapsing_run):
+    run = collapsing_run()
     series = emails.chart_series(run, EVENT_STEP)
     assert list(series) == ["train/success", "train/reward_std_in_group"]
     success = dict(series["train/success"])
@@ -88,8 +89,8 @@ def test_chart_shows_success_and_std_within_the_window_with_gaps(make_run):
     assert success[EVENT_STEP] == 0.8
 
 
-def test_chart_falls_back_to_mean_reward_and_draws_an_empty_window(make_run):
-    run = make_run()
+def test_chart_falls_back_to_mean_reward_and_draws_an_empty_window(collapsing_run):
+    run = collapsing_run()
     MetricPoint.objects.filter(run=run, key="train/success").delete()
     MetricPoint.upsert(run.pk, [(step, "train/reward_mean", 0.5) for step in range(0, 120, 5)])
     assert list(emails.chart_series(run, EVENT_STEP)) == ["train/reward_mean", "train/reward_std_in_group"]
@@ -97,9 +98,9 @@ def test_chart_falls_back_to_mean_reward_and_draws_an_empty_window(make_run):
     assert_png(emails.chart_png(run, 5000))
 
 
-def test_deliver_sends_one_message_through_smtp(make_event, smtp_server, use_smtp):
+def test_deliver_sends_one_message_through_smtp(alert_event, smtp_server, use_smtp):
     use_smtp(smtp_server.port)
-    event = make_event(alert_recipients="a@example.com, b@example.com")
+    event = alert_event(alert_recipients="a@example.com, b@example.com")
     Notification.create_for_event(event).deliver()
     [envelope] = smtp_server.envelopes
     assert sorted(envelope.rcpt_tos) == ["a@example.com", "b@example.com"]
@@ -108,8 +109,8 @@ def test_deliver_sends_one_message_through_smtp(make_event, smtp_server, use_smt
     assert_png(parts(message)["image/png"].get_content())
 
 
-def test_deliver_raises_when_smtp_is_down(make_event, use_smtp):
+def test_deliver_raises_when_smtp_is_down(alert_event, use_smtp):
     use_smtp(free_port())  # nothing listens there
-    notification = Notification.create_for_event(make_event())
+    notification = Notification.create_for_event(alert_event())
     with pytest.raises(OSError):
         notification.deliver()

@@ -1,8 +1,8 @@
 """worker.tasks.send_notification, the real task: through a real worker process to a real SMTP server.
 One email per notification however often the task is delivered; SMTP down: retried, then failed."""
 
-from tests.alerts.conftest import EVENT_STEP, free_port
-from tests.helpers import wait_for
+from tests.alerts.conftest import EVENT_STEP
+from tests.helpers import free_port, wait_for
 from webapp.alerts.models import Notification
 from worker.tasks import send_notification
 
@@ -10,12 +10,12 @@ SITE = "https://echolab.example.com"
 
 
 def test_worker_sends_one_email_even_when_the_task_comes_twice(
-    make_event, smtp_server, start_worker, purge_broker
+    alert_event, smtp_server, start_worker, purge_broker
 ):
     worker = start_worker(
         "default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}", SITE_URL=SITE
     )
-    event = make_event(alert_recipients="a@example.com, b@example.com")
+    event = alert_event(alert_recipients="a@example.com, b@example.com")
     notification = Notification.create_for_event(event)
 
     send_notification.delay(notification.pk)
@@ -35,10 +35,10 @@ def test_worker_sends_one_email_even_when_the_task_comes_twice(
     assert image.get_content().startswith(b"\x89PNG\r\n\x1a\n")
 
 
-def test_smtp_down_is_retried_then_recorded_as_failed(make_event, start_worker, purge_broker, settings):
+def test_smtp_down_is_retried_then_recorded_as_failed(alert_event, start_worker, purge_broker, settings):
     closed = free_port()
     worker = start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{closed}")
-    event = make_event()
+    event = alert_event()
     run_before = type(event.run).objects.values().get(pk=event.run_id)
     notification = Notification.create_for_event(event)
 

@@ -3,6 +3,7 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from tests.factories import make_run
 from tests.helpers import REPO_ROOT
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import DetectorEvent
@@ -138,8 +139,6 @@ def test_hostile_files_are_a_400_naming_the_line_and_nothing_is_saved(client, au
 def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     """A name one refuses, the other refuses too."""
     import json
-
-    from tests.runs.conftest import make_run
 
     run = make_run(alice, status=Run.Status.RUNNING)
     for key in ("", "  ", "a\u0000", "\ud800"):

@@ -5,7 +5,7 @@ import contextlib
 
 import pytest
 
-from tests.compare.conftest import points
+from tests.factories import points
 from trainer.config import TrainConfig
 from webapp.compare import ablations
 from webapp.experiments import specs

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from tests.compare.conftest import event, make_experiment, make_run, points
+from tests.factories import make_event, make_experiment, make_user, points, trained_run
 from webapp.accounts.models import ApiToken
 from webapp.compare.selection import MAX_RUNS
 
@@ -14,10 +14,10 @@ def grid_runs(alice):
     """Three seeds of filter_ratio 0.5 and one of 1.0, with hand-chosen success values."""
     experiment = make_experiment(alice, "filter grid")
     half = [
-        make_run(experiment, f"seed={s} ratio=0.5", "starpo-s", {"algorithm.filter_ratio": 0.5, "seed": s})
+        trained_run(experiment, f"seed={s} ratio=0.5", "starpo-s", {"algorithm.filter_ratio": 0.5, "seed": s})
         for s in (1, 2, 3)
     ]
-    full = make_run(experiment, "seed=1 ratio=1.0", "starpo-s", {"algorithm.filter_ratio": 1.0, "seed": 1})
+    full = trained_run(experiment, "seed=1 ratio=1.0", "starpo-s", {"algorithm.filter_ratio": 1.0, "seed": 1})
     points(half[0], "train/success", {0: 0.1, 1: 0.2, 2: 0.9})
     points(half[1], "train/success", {0: 0.3, 1: float("nan"), 2: 0.5})
     points(half[2], "train/success", {0: 0.5, 1: 0.6})  # has not reached step 2
@@ -49,7 +49,7 @@ def test_group_mean_min_max_over_seeds_aligned_by_step(alice_client, grid_runs):
 
 def test_group_aggregate_is_downsampled_without_losing_one_seeds_spike(alice_client, alice):
     experiment = make_experiment(alice)
-    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in (1, 2)]
+    runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in (1, 2)]
     for run in runs:
         points(run, "actor/grad_norm", {step: 1.0 for step in range(1000)})
     points(runs[1], "actor/grad_norm", {537: 400.0})
@@ -79,7 +79,7 @@ def test_group_aggregate_is_downsampled_without_losing_one_seeds_spike(alice_cli
 
 def test_per_run_series_are_downsampled_like_the_run_page(alice_client, alice):
     experiment = make_experiment(alice)
-    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in (1, 2, 3)]
+    runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in (1, 2, 3)]
     for i, run in enumerate(runs):
         points(run, "train/success", {step: i + step / 3000 for step in range(3000)})
     points(runs[2], "train/success", {1234: 99.0})
@@ -98,8 +98,8 @@ def test_per_run_series_are_downsampled_like_the_run_page(alice_client, alice):
 
 def test_events_come_with_each_run(alice_client, grid_runs):
     half, _ = grid_runs
-    event(half[0], 40, "warning")
-    event(half[0], 90, "collapse")
+    make_event(half[0], 40, "warning")
+    make_event(half[0], 90, "collapse")
     body = get(alice_client, runs=f"{half[0].pk},{half[1].pk}", keys="train/success").json()
     assert [(e["step"], e["level"]) for e in body["runs"][0]["events"]] == [(40, "warning"), (90, "collapse")]
     assert body["runs"][1]["events"] == []
@@ -133,7 +133,7 @@ def test_unknown_group_by_field_is_named(alice_client, grid_runs):
 
 def test_other_users_runs_are_dropped_exactly_like_missing_ones(client, alice, bob, grid_runs):
     half, _ = grid_runs
-    bobs = make_run(make_experiment(bob, "bob's"), "seed=1")
+    bobs = trained_run(make_experiment(bob, "bob's"), "seed=1")
     points(bobs, "train/success", {0: 0.77})
     client.force_login(alice)
     missing = bobs.pk + 1000
@@ -158,7 +158,7 @@ def test_needs_a_login_or_a_token(client, alice, grid_runs):
 
 
 def test_non_finite_values_are_gaps_not_errors(alice_client, alice):
-    run = make_run(make_experiment(alice), "seed=1")
+    run = trained_run(make_experiment(alice), "seed=1")
     points(run, "actor/grad_norm", {0: 1.0, 1: float("inf"), 2: float("nan"), 3: 2.0})
     body = get(alice_client, runs=str(run.pk), keys="actor/grad_norm", group_by="seed").json()
     assert body["series"][str(run.pk)]["actor/grad_norm"]["value"] == [1.0, None, None, 2.0]
@@ -171,8 +171,6 @@ def test_runs_loaded_side_by_side_match_one_after_another(transactional_db, clie
     """Outside a transaction the API loads runs on parallel connections; same answer as serially."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from django.contrib.auth import get_user_model
-
     from webapp.compare import api
 
     pools = []
@@ -181,9 +179,9 @@ def test_runs_loaded_side_by_side_match_one_after_another(transactional_db, clie
     from webapp.compare.api import CHART_KEYS
     from webapp.metrics.downsample import load_series
 
-    owner = get_user_model().objects.create_user("dora", "dora@example.com", "pw-dora-123")
+    owner = make_user("dora", "pw-dora-123")
     experiment = make_experiment(owner)
-    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in range(6)]
+    runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in range(6)]
     for i, run in enumerate(runs):
         points(run, "train/success", {step: (i * step) % 7 for step in range(400)})
         points(run, "actor/grad_norm", {step: i + step for step in range(0, 400, 3)})

@@ -4,8 +4,8 @@ hides a run everywhere, the diff table shows only differing fields, the summary 
 
 import pytest
 
-from tests.compare.conftest import event, make_experiment, make_run, points
 from tests.drawn_charts import drawn, last_tick, post_points
+from tests.factories import make_event, make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT, wait_for
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Run
@@ -25,16 +25,16 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     lr = make_experiment(page.user, "lr sweep")
     grpo = make_experiment(page.user, "grpo try")
     runs = [
-        make_run(lr, "seed=1 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 1}, step=100),
-        make_run(lr, "seed=2 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 2}, step=100),
-        make_run(lr, "seed=3 lr=7e-4", config={"optim.actor_lr": 0.0007, "seed": 3}, step=100),
-        make_run(grpo, "seed=1", preset="grpo", config={"seed": 1}, step=100),
+        trained_run(lr, "seed=1 lr=7e-4", overrides={"optim.actor_lr": 0.0007, "seed": 1}, step=100),
+        trained_run(lr, "seed=2 lr=7e-4", overrides={"optim.actor_lr": 0.0007, "seed": 2}, step=100),
+        trained_run(lr, "seed=3 lr=7e-4", overrides={"optim.actor_lr": 0.0007, "seed": 3}, step=100),
+        trained_run(grpo, "seed=1", preset="grpo", overrides={"seed": 1}, step=100),
     ]
     for i, run in enumerate(runs):
         points(run, "train/success", {s: min(1.0, (i + 1) * s / 400) for s in range(100)})
         points(run, "actor/grad_norm", {s: 1.0 + i for s in range(100)})
         points(run, "val/success", {s: i / 10 for s in range(0, 100, 10)})
-    event(runs[3], 60, "collapse")
+    make_event(runs[3], 60, "collapse")
     chosen = [runs[0], runs[2], runs[3]]
 
     page.goto(f"{page.base}/experiments/{lr.pk}/")
@@ -119,10 +119,10 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
 def test_charts_of_live_runs_move_with_each_poll(page):
     experiment = make_experiment(page.user, "live pair")
     runs = [
-        make_run(
+        trained_run(
             experiment,
             f"seed={seed}",
-            config={"seed": seed},
+            overrides={"seed": seed},
             status=Run.Status.RUNNING,
             step=0,
             total_steps=40,
@@ -150,7 +150,7 @@ def test_charts_of_live_runs_move_with_each_poll(page):
 
     # A detector event shows up as a marker without a reload; the polls stop once both runs have ended.
     page.evaluate("window.notReloaded = true")
-    event(runs[1], 4, "collapse")
+    make_event(runs[1], 4, "collapse")
     wait_for(lambda: drawn(page, "success")["markers"][-1:] == [1], timeout=15, message="a live event marker")
     Run.objects.filter(pk__in=[run.pk for run in runs]).update(status=Run.Status.COMPLETED)
     page.wait_for_function("!document.getElementById('load-state').textContent.includes('live')")
@@ -161,7 +161,9 @@ def test_charts_of_live_runs_move_with_each_poll(page):
 def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     experiment = make_experiment(page.user, "lr pair")
     runs = [
-        make_run(experiment, f"lr={lr} seed={seed}", config={"optim.actor_lr": lr, "seed": seed}, step=50)
+        trained_run(
+            experiment, f"lr={lr} seed={seed}", overrides={"optim.actor_lr": lr, "seed": seed}, step=50
+        )
         for lr in (0.001, 0.0001)
         for seed in (1, 2)
     ]

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.compare.conftest import event, make_experiment, make_run, points
+from tests.factories import make_event, make_experiment, make_run, points, trained_run
 from webapp.compare.aggregates import flatten
 from webapp.compare.selection import MAX_RUNS
 from webapp.experiments.models import Run
@@ -16,30 +16,30 @@ def three(alice):
     first = make_experiment(alice, "lr sweep")
     second = make_experiment(alice, "grpo try")
     start = timezone.now() - timedelta(hours=2)
-    a = make_run(
+    a = trained_run(
         first,
         "seed=1 optim.actor_lr=0.0007",
-        config={"optim.actor_lr": 0.0007, "seed": 1},
+        overrides={"optim.actor_lr": 0.0007, "seed": 1},
         step=200,
         started_at=start,
         finished_at=start + timedelta(hours=4),
         device="cuda:0 (H100)",
     )
-    b = make_run(
+    b = trained_run(
         first,
         "seed=2 optim.actor_lr=0.0007",
-        config={"optim.actor_lr": 0.0007, "seed": 2},
+        overrides={"optim.actor_lr": 0.0007, "seed": 2},
         step=50,
         status=Run.Status.RUNNING,
         started_at=start,
         heartbeat_at=start + timedelta(minutes=30),
     )
-    c = make_run(second, "seed=1", preset="grpo", config={"seed": 1})
+    c = trained_run(second, "seed=1", preset="grpo", overrides={"seed": 1})
     points(a, "train/success", {0: 0.1, 10: 0.8, 20: 0.4, 30: float("nan")})
     points(a, "val/success", {0: 0.0, 20: 0.35})
-    event(a, 12, "warning")
-    event(a, 25, "warning", rule="entropy")
-    event(a, 28, "collapse")
+    make_event(a, 12, "warning")
+    make_event(a, 25, "warning", rule="entropy")
+    make_event(a, 28, "collapse")
     return a, b, c
 
 
@@ -85,11 +85,9 @@ def test_config_diff_leaves_imported_runs_out_of_the_comparison(alice_client, al
     trained = make_experiment(alice, "trained")
     imported = make_experiment(alice, "imported", imported=True)
     runs = [
-        make_run(trained, "seed=1", config={"seed": 1}),
-        make_run(trained, "seed=2", config={"seed": 2}),
-        Run.objects.create(
-            experiment=imported, label="imported: a.csv", config={}, status=Run.Status.COMPLETED
-        ),
+        trained_run(trained, "seed=1", overrides={"seed": 1}),
+        trained_run(trained, "seed=2", overrides={"seed": 2}),
+        make_run(alice, experiment=imported, label="imported: a.csv", config={}, status=Run.Status.COMPLETED),
     ]
     html = alice_client.get("/compare", {"runs": ",".join(str(run.pk) for run in runs)}).content.decode()
     diff = html.split('id="config-diff"')[1].split("</table>")[0]
@@ -108,7 +106,7 @@ def test_group_by_offers_the_differing_fields_but_not_seed(alice_client, three):
 
 def test_missing_and_foreign_runs_get_the_same_notice(client, alice, bob, three):
     a, _, _ = three
-    bobs = make_run(make_experiment(bob, "secret"), "seed=9")
+    bobs = trained_run(make_experiment(bob, "secret"), "seed=9")
     client.force_login(alice)
     foreign = page(client, f"{a.pk},{bobs.pk}").content.decode()
     missing = page(client, f"{a.pk},{bobs.pk + 1000}").content.decode()
@@ -135,7 +133,7 @@ def test_non_numeric_ids_get_a_message_not_a_500(alice_client, three):
 
 def test_more_runs_than_the_page_shows_get_a_clear_message(alice_client, alice):
     experiment = make_experiment(alice)
-    runs = [make_run(experiment, f"seed={s}", config={"seed": s}) for s in range(MAX_RUNS + 3)]
+    runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in range(MAX_RUNS + 3)]
     response = page(alice_client, ",".join(str(run.pk) for run in runs))
     html = response.content.decode()
     assert f"You selected {MAX_RUNS + 3} runs; a compare page shows at most {MAX_RUNS}" in html

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.runs.conftest import make_run
+from tests.factories import make_run
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 

@@ -7,6 +7,7 @@ import math
 
 from django.http import StreamingHttpResponse
 
+from tests.factories import make_run
 from webapp.metrics.models import MetricPoint
 
 URL = "/api/runs/{}/export"
@@ -67,8 +68,6 @@ def pytest_fail(token):
 
 
 def test_jsonl_export_can_be_ingested_back(alice_client, run, alice_token, alice):
-    from tests.runs.conftest import make_run
-
     fill(run)
     copy = make_run(alice)
     points = [

@@ -5,17 +5,15 @@ import math
 
 import pytest
 
+from tests.factories import make_experiment, make_run, make_user
 from webapp.metrics.downsample import _bucketed_sql, key_stats, load_series
 from webapp.metrics.models import ROLLUP_WIDTH, MetricPoint, MetricRollup
 
 
 @pytest.fixture
-def run(db, django_user_model):
-    from webapp.experiments.models import Experiment, Run
-
-    owner = django_user_model.objects.create_user("rollup-owner", password="pw-12345678")
-    experiment = Experiment.objects.create(owner=owner, name="e", config={})
-    return Run.objects.create(experiment=experiment, label="r", config={})
+def run(db):
+    owner = make_user("rollup-owner", "pw-12345678")
+    return make_run(owner, experiment=make_experiment(owner, "e"), label="r", config={})
 
 
 def test_rollups_follow_every_write_including_overwrites(run):

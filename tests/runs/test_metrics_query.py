@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from tests.runs.conftest import insert_series
+from tests.factories import insert_series
 from webapp.metrics.downsample import _bucketed_sql, bucket_numpy, key_stats
 from webapp.metrics.models import MetricPoint
 

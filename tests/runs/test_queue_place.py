@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tests.runs.table_helpers import table_run
+from tests.factories import table_run
 from tests.webapp.forms import experiment_post
 from webapp.experiments.models import Run
 from webapp.runs import queue

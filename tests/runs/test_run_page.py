@@ -4,7 +4,7 @@ import json
 
 from django.test import Client
 
-from tests.runs.conftest import make_run
+from tests.factories import make_run
 from webapp.experiments.models import Run
 
 

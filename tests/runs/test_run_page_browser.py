@@ -6,8 +6,8 @@ import time
 import pytest
 
 from tests.drawn_charts import drawn, last_tick, post_points
+from tests.factories import insert_series, make_experiment, make_run
 from tests.helpers import REPO_ROOT, wait_for
-from tests.runs.conftest import insert_series, make_run
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
@@ -200,12 +200,9 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
 
 
 def test_an_imported_run_charts_its_own_columns_and_offers_no_training_controls(page):
-    from webapp.experiments.models import Experiment
-
-    experiment = Experiment.objects.create(
-        owner=page.user, name="imported: sokoban.csv", config={}, imported=True
-    )
-    run = Run.objects.create(
+    experiment = make_experiment(page.user, "imported: sokoban.csv", imported=True)
+    run = make_run(
+        page.user,
         experiment=experiment,
         label="imported: sokoban.csv",
         config={},

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.runs.table_helpers import table_run
+from tests.factories import table_run
 from webapp.core import openapi
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint

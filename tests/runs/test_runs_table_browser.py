@@ -5,7 +5,7 @@ run leaves the table and comes back when restored."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.runs.table_helpers import table_run
+from tests.factories import table_run
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 

@@ -2,8 +2,8 @@
 
 import pytest
 
+from tests.factories import make_run
 from tests.helpers import REPO_ROOT
-from tests.runs.conftest import make_run
 from webapp.experiments.models import Run
 from webapp.metrics.models import Sample
 

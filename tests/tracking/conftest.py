@@ -2,7 +2,6 @@
 
 import pytest
 
-from tests.alerts.conftest import smtp_server  # noqa: F401 (the real SMTP server fixture, shared)
 from webapp.accounts.models import ApiToken
 
 

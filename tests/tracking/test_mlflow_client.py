@@ -7,9 +7,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from tests.factories import make_experiment, make_run
 from tests.tracking.conftest import point_mlflow_at
 from webapp.accounts.models import ApiToken
-from webapp.experiments.models import Experiment, Run
+from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 from webapp.tracking.models import ExternalExperiment, ExternalRun
 
@@ -279,9 +280,8 @@ def test_an_external_run_compares_with_a_native_run(mlflow_alice, alice, client)
     with mlflow.start_run(run_name="trl") as run:
         for step in range(3):
             mlflow.log_metrics({"reward": step / 2, "reward_std": 0.3}, step=step)
-    native_experiment = Experiment.objects.create(owner=alice, name="native", config={})
-    native = Run.objects.create(
-        experiment=native_experiment, label="seed=1", config={}, status=Run.Status.COMPLETED
+    native = make_run(
+        alice, experiment=make_experiment(alice, "native"), config={}, status=Run.Status.COMPLETED
     )
     MetricPoint.upsert(native.pk, [(step, "train/reward_mean", 0.1) for step in range(3)])
     external = echolab_run(run.info.run_id)

@@ -3,6 +3,8 @@
 import pytest
 from django.contrib.auth import get_user_model
 
+from tests.factories import spec_experiment
+
 MODELS = [
     "experiments/experiment",
     "experiments/run",
@@ -13,8 +15,8 @@ MODELS = [
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_admin_changelists_open_for_staff(client, alice, make_experiment, model):
-    make_experiment(alice)
+def test_admin_changelists_open_for_staff(client, alice, model):
+    spec_experiment(alice)
     admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
     client.force_login(admin)
     assert client.get(f"/admin/{model}/").status_code == 200

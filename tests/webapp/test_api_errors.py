@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.runs.conftest import make_run
+from tests.factories import make_run
 from webapp.accounts.models import ApiToken
 from webapp.core import openapi
 

@@ -5,6 +5,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from tests.factories import spec_experiment
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment, Run
 
@@ -105,9 +106,9 @@ def test_malformed_bodies_are_400(client, api, raw):
     assert response.status_code == 400 and response.json()["error"]
 
 
-def test_list_and_detail_are_scoped_to_the_caller(client, api, alice, bob, make_experiment):
-    mine = make_experiment(alice, seeds=[1, 2])
-    theirs = make_experiment(bob, name="bob's")
+def test_list_and_detail_are_scoped_to_the_caller(client, api, alice, bob):
+    mine = spec_experiment(alice, seeds=[1, 2])
+    theirs = spec_experiment(bob, name="bob's")
     listed = client.get(reverse("api_experiments"), **api).json()
     assert [item["id"] for item in listed["results"]] == [mine.pk] and listed["count"] == 1
     detail = client.get(reverse("api_experiment", args=[mine.pk]), **api).json()
@@ -119,9 +120,9 @@ def test_list_and_detail_are_scoped_to_the_caller(client, api, alice, bob, make_
     assert Run.objects.get(pk=their_run.pk).status == "queued"
 
 
-def test_runs_list_filters_by_status_and_experiment(client, api, alice, make_experiment):
-    first = make_experiment(alice, seeds=[1, 2])
-    second = make_experiment(alice, name="other")
+def test_runs_list_filters_by_status_and_experiment(client, api, alice):
+    first = spec_experiment(alice, seeds=[1, 2])
+    second = spec_experiment(alice, name="other")
     Run.objects.filter(pk=first.runs.order_by("id").first().pk).update(status="running")
 
     def ids(**query):
@@ -137,8 +138,8 @@ def test_runs_list_filters_by_status_and_experiment(client, api, alice, make_exp
     assert client.get(reverse("api_runs"), {"page_size": "0"}, **api).status_code == 400
 
 
-def test_run_detail_has_config_and_stop_stops(client, api, alice, make_experiment):
-    run = make_experiment(alice).runs.get()
+def test_run_detail_has_config_and_stop_stops(client, api, alice):
+    run = spec_experiment(alice).runs.get()
     detail = client.get(reverse("api_run", args=[run.pk]), **api).json()
     assert detail["config"]["env"]["name"] == "frozenlake" and detail["status"] == "queued"
     assert client.get(reverse("api_run_stop", args=[run.pk]), **api).status_code == 405

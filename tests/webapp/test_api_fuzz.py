@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runs.conftest import make_run
+from tests.factories import make_run
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample

@@ -3,9 +3,9 @@ bad value and read the message, fix it, start the experiment, watch the run page
 while a real gpu worker process trains the tiny model, then read a transcript in the trajectory viewer."""
 
 import pytest
-from django.contrib.auth import get_user_model
 
 from tests.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.factories import make_user
 from tests.helpers import REPO_ROOT, as_function_predicate
 from webapp.experiments.models import Run
 
@@ -37,7 +37,7 @@ def test_configure_start_watch_and_read(
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM reads while Playwright's loop runs
-    get_user_model().objects.create_user("dana", "dana@example.com", "dana-password-1")
+    make_user("dana")
     start_worker(
         "gpu",
         name="gpu0",

@@ -5,8 +5,8 @@ import contextlib
 import os
 
 import pytest
-from django.contrib.auth import get_user_model
 
+from tests.factories import make_user
 from tests.helpers import REPO_ROOT
 from webapp.experiments.models import Experiment
 
@@ -56,7 +56,7 @@ def forget_queued_messages():
 
 
 def test_form_shows_error_then_creates_experiment(live_server, forget_queued_messages):
-    get_user_model().objects.create_user("carol", "carol@example.com", "carol-password-1")
+    make_user("carol")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with chromium_page() as page:
         drive_form(page, live_server.url)

@@ -5,7 +5,7 @@ and the trajectories page working under it."""
 import pytest
 from django.urls import reverse
 
-from tests.runs.conftest import make_run
+from tests.factories import make_run
 from webapp.experiments.models import Run
 from webapp.metrics.models import Sample
 

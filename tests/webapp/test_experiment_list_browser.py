@@ -2,13 +2,14 @@
 
 import pytest
 
+from tests.factories import spec_experiment
 from webapp.experiments.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_runs_badges_sit_inside_a_cell_as_tall_as_its_row(page, make_experiment):
-    experiment = make_experiment(page.user, seeds=[1, 2, 3])
+def test_runs_badges_sit_inside_a_cell_as_tall_as_its_row(page):
+    experiment = spec_experiment(page.user, seeds=[1, 2, 3])
     first, second, _ = experiment.runs.order_by("id")
     Run.objects.filter(pk=first.pk).update(status="running")
     Run.objects.filter(pk=second.pk).update(status="failed")

@@ -4,13 +4,14 @@ import re
 
 from django.urls import reverse
 
+from tests.factories import spec_experiment
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
 
-def test_other_users_experiment_is_404_everywhere(client, alice, bob, make_experiment):
-    experiment = make_experiment(alice)
+def test_other_users_experiment_is_404_everywhere(client, alice, bob):
+    experiment = spec_experiment(alice)
     client.force_login(bob)
     for name in ("experiment_detail", "experiment_rerun", "experiment_export"):
         assert client.get(reverse(name, args=[experiment.pk])).status_code == 404
@@ -19,16 +20,16 @@ def test_other_users_experiment_is_404_everywhere(client, alice, bob, make_exper
     assert experiment.name not in client.get("/").content.decode()
 
 
-def test_script_in_a_name_renders_as_text(alice_client, alice, make_experiment):
-    experiment = make_experiment(alice, name="<script>alert(1)</script>")
+def test_script_in_a_name_renders_as_text(alice_client, alice):
+    experiment = spec_experiment(alice, name="<script>alert(1)</script>")
     for url in ("/", experiment.get_absolute_url()):
         html = alice_client.get(url).content.decode()
         assert "<script>alert(1)</script>" not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
-def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_client, alice, make_experiment):
-    experiment = make_experiment(alice, seeds=[1, 2, 3], steps=10)
+def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_client, alice):
+    experiment = spec_experiment(alice, seeds=[1, 2, 3], steps=10)
     first, second, third = experiment.runs.order_by("id")
     Run.objects.filter(pk=first.pk).update(status="running", step=5, eta_seconds=125)
     Run.objects.filter(pk=second.pk).update(status="completed", step=10)
@@ -43,9 +44,9 @@ def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_cli
     assert "<polyline points=" in html
 
 
-def test_list_filters_by_name_env_and_status(alice_client, alice, make_experiment):
-    lake = make_experiment(alice, name="Lake alpha")
-    make_experiment(alice, name="Bandit beta", env={"name": "bandit", "params": {}})
+def test_list_filters_by_name_env_and_status(alice_client, alice):
+    lake = spec_experiment(alice, name="Lake alpha")
+    spec_experiment(alice, name="Bandit beta", env={"name": "bandit", "params": {}})
     Run.objects.filter(experiment=lake).update(status="failed")
 
     def names(query):
@@ -59,25 +60,25 @@ def test_list_filters_by_name_env_and_status(alice_client, alice, make_experimen
     assert sorted(names({"status": "bogus"})) == ["Bandit beta", "Lake alpha"]
 
 
-def test_list_is_paginated(alice_client, alice, make_experiment):
+def test_list_is_paginated(alice_client, alice):
     for index in range(22):
-        make_experiment(alice, name=f"exp {index}")
+        spec_experiment(alice, name=f"exp {index}")
     first = alice_client.get("/").context["page"]
     second = alice_client.get("/", {"page": 2}).context["page"]
     assert len(first.object_list) == 20 and len(second.object_list) == 2
     assert alice_client.get("/", {"page": "junk"}).status_code == 200
 
 
-def test_detail_links_each_run_to_its_page(alice_client, alice, make_experiment):
-    experiment = make_experiment(alice, seeds=[1, 2])
+def test_detail_links_each_run_to_its_page(alice_client, alice):
+    experiment = spec_experiment(alice, seeds=[1, 2])
     html = alice_client.get(experiment.get_absolute_url()).content.decode()
     for run in experiment.runs.all():
         assert f'href="{reverse("run_detail", args=[run.pk])}"' in html
         assert run.label in html
 
 
-def test_detail_shows_each_runs_latest_success_and_reward(alice_client, alice, make_experiment):
-    experiment = make_experiment(alice, seeds=[1])
+def test_detail_shows_each_runs_latest_success_and_reward(alice_client, alice):
+    experiment = spec_experiment(alice, seeds=[1])
     run = experiment.runs.get()
     Run.objects.filter(pk=run.pk).update(latest_metrics={"train/success": 0.5, "train/reward_mean": 0.375})
     html = alice_client.get(experiment.get_absolute_url()).content.decode()
@@ -85,8 +86,8 @@ def test_detail_shows_each_runs_latest_success_and_reward(alice_client, alice, m
     assert cells[4].strip().endswith("0.5") and cells[5].strip() == "0.375"  # Success, Reward columns
 
 
-def test_stop_all_stops_unfinished_runs(alice_client, alice, make_experiment):
-    experiment = make_experiment(alice, seeds=[1, 2, 3])
+def test_stop_all_stops_unfinished_runs(alice_client, alice):
+    experiment = spec_experiment(alice, seeds=[1, 2, 3])
     queued, running, done = experiment.runs.order_by("id")
     Run.objects.filter(pk=running.pk).update(status="running")
     Run.objects.filter(pk=done.pk).update(status="completed")

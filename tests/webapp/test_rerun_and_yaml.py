@@ -4,15 +4,14 @@ import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from tests.factories import make_experiment, spec_experiment
 from trainer.config import TrainConfig
 from webapp.experiments.models import Experiment
 
 
-def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(
-    alice_client, alice, make_experiment
-):
+def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(alice_client, alice):
     params = {"size": 5, "frozen_prob": 0.8, "slippery": False, "map": ""}
-    source = make_experiment(
+    source = spec_experiment(
         alice,
         preset="starpo-s",
         seeds=[1, 2],
@@ -40,8 +39,8 @@ def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(
     assert {run.label: run.config for run in copy.runs.all()} == original
 
 
-def test_export_is_a_trainer_yaml_that_imports_back(alice_client, alice, make_experiment):
-    experiment = make_experiment(alice, preset="grpo", overrides={"algorithm": {"entropy_coef": 0.02}})
+def test_export_is_a_trainer_yaml_that_imports_back(alice_client, alice):
+    experiment = spec_experiment(alice, preset="grpo", overrides={"algorithm": {"entropy_coef": 0.02}})
     response = alice_client.get(reverse("experiment_export", args=[experiment.pk]))
     assert response["Content-Disposition"] == 'attachment; filename="frozenlake-test.yaml"'
     text = response.content.decode()
@@ -80,7 +79,7 @@ def test_bad_yaml_import_is_reported_on_the_field(alice_client):
 
 def test_rerun_and_export_of_an_experiment_without_a_trainer_config(alice_client, alice):
     # Imported metrics files make experiments whose config is not a trainer config.
-    experiment = Experiment.objects.create(owner=alice, name="uploaded", config={}, imported=True)
+    experiment = make_experiment(alice, "uploaded", imported=True)
     assert alice_client.get(reverse("experiment_rerun", args=[experiment.pk])).status_code == 200
     assert alice_client.get(reverse("experiment_export", args=[experiment.pk])).status_code == 200
     assert alice_client.get(experiment.get_absolute_url()).status_code == 200

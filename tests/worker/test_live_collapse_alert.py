@@ -5,8 +5,8 @@ from email import message_from_bytes, policy
 
 import pytest
 
+from tests.factories import tiny_config
 from tests.helpers import wait_for
-from tests.worker.conftest import tiny_config
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
@@ -23,14 +23,14 @@ QUICK_COLLAPSE = {
 
 
 def test_a_collapsing_run_stores_the_event_and_emails_it_once(
-    make_run, start_gpu_worker, start_worker, tiny_model_dir, smtp_server
+    queued_run, start_gpu_worker, start_worker, tiny_model_dir, smtp_server
 ):
-    inbox = smtp_server()
+    inbox = smtp_server
     config = tiny_config(tiny_model_dir, steps=5)
     config["optim"].update(COLLAPSING["optim"])
     config["rollout"].update({"env_groups": 4, "group_size": 4, "max_new_tokens": 48})
     config["optim"].update({"mini_batch_size": 16, "micro_batch_size": 16})
-    run = make_run(config, detector_overrides=QUICK_COLLAPSE, alert_recipients="alerts@example.com")
+    run = queued_run(config, detector_overrides=QUICK_COLLAPSE, alert_recipients="alerts@example.com")
     start_gpu_worker("gpu0")
     start_worker(
         "default",
@@ -57,7 +57,7 @@ def test_a_collapsing_run_stores_the_event_and_emails_it_once(
         message="the alert email to be sent",
     )
     assert notification.recipients == ["alerts@example.com"]
-    [message] = inbox.messages
+    [message] = inbox.envelopes
     email = message_from_bytes(message.content, policy=policy.default)
     assert email["Subject"] == f"[EchoLab] collapse: collapse on {finished}"
     text = email.get_body(("plain",)).get_content()

@@ -3,7 +3,7 @@ a hub id from the hub, never from a same-named folder in its working directory."
 
 import pytest
 
-from tests.worker.conftest import tiny_config
+from tests.factories import tiny_config
 from webapp.experiments.models import Run
 from worker.training import train_run
 
@@ -19,12 +19,12 @@ def worker_settings(settings, tmp_path, tiny_model_dir, checkpoint_root, monkeyp
 
 @pytest.mark.parametrize("name", ["/etc", "../../etc", "{checkpoints}"])
 def test_a_config_written_around_the_resolver_fails_before_loading(
-    make_run, worker_settings, tiny_model_dir, checkpoint_root, name
+    queued_run, worker_settings, tiny_model_dir, checkpoint_root, name
 ):
     (checkpoint_root / "1").mkdir(parents=True)
     config = tiny_config(tiny_model_dir, steps=1)
     config["model"]["name"] = name.format(checkpoints=checkpoint_root / "1")
-    run = make_run(config)
+    run = queued_run(config)
     train_run(run.pk)
     run = Run.objects.get(pk=run.pk)
     assert run.status == "failed"
@@ -32,14 +32,14 @@ def test_a_config_written_around_the_resolver_fails_before_loading(
 
 
 def test_a_hub_id_is_not_loaded_from_the_working_directory(
-    make_run, worker_settings, tiny_model_dir, tmp_path, monkeypatch
+    queued_run, worker_settings, tiny_model_dir, tmp_path, monkeypatch
 ):
     (tmp_path / "cwd" / "someorg").mkdir(parents=True)
     (tmp_path / "cwd" / "someorg" / "model").symlink_to(tiny_model_dir)
     monkeypatch.chdir(tmp_path / "cwd")
     config = tiny_config(tiny_model_dir, steps=1)
     config["model"]["name"] = "someorg/model"
-    run = make_run(config)
+    run = queued_run(config)
     train_run(run.pk)
     run = Run.objects.get(pk=run.pk)
     assert run.status == "failed", "trained the folder in the working directory"

@@ -4,7 +4,7 @@ from email import message_from_bytes, policy
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import SmtpInbox, serve_smtp, wait_for
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.metrics.models import MetricPoint
 from worker.detection import EchoTrapHook
@@ -17,8 +17,8 @@ SUCCESS = [0.1] * 5 + [0.9, 0.9, 0.1, 0.1]
 
 
 @pytest.fixture
-def collapsing_run(make_run):
-    run = make_run({}, detector_overrides=SUDDEN_COLLAPSE, alert_recipients="a@example.com, b@example.com")
+def collapsing_run(queued_run):
+    run = queued_run({}, detector_overrides=SUDDEN_COLLAPSE, alert_recipients="a@example.com, b@example.com")
     run.claim("here", 1, "cpu")
     return run
 
@@ -45,14 +45,14 @@ def test_collapse_is_stored_once_and_announced_once(collapsing_run, purge_broker
     assert Notification.objects.count() == 1
 
 
-def test_warnings_are_announced_only_when_asked(make_run, purge_broker):
+def test_warnings_are_announced_only_when_asked(queued_run, purge_broker):
     overrides = {
         **SUDDEN_COLLAPSE,
         "collapse": {**SUDDEN_COLLAPSE["collapse"], "fraction": 0.0},
         "reward_std_drop": {"min_steps": 1, "pending": 1, "smoothing": 0.0},
     }
     for asked in (False, True):
-        run = make_run({}, detector_overrides=overrides, alert_on_warnings=asked, label=f"asked {asked}")
+        run = queued_run({}, detector_overrides=overrides, alert_on_warnings=asked, label=f"asked {asked}")
         hook = EchoTrapHook(run)
         for step, std in enumerate([0.5, 0.5, 0.1]):
             hook.on_step(run, step, {"train/reward_std_in_group": std, "train/success": 0.2})
@@ -61,8 +61,8 @@ def test_warnings_are_announced_only_when_asked(make_run, purge_broker):
         assert Notification.objects.filter(event=event).exists() == asked
 
 
-def test_an_isolated_gradient_spike_is_stored_as_info_and_never_emailed(make_run, purge_broker):
-    run = make_run({}, alert_on_warnings=True)
+def test_an_isolated_gradient_spike_is_stored_as_info_and_never_emailed(queued_run, purge_broker):
+    run = queued_run({}, alert_on_warnings=True)
     hook = EchoTrapHook(run)
     for step, norm in enumerate([1.0, 1.1, 0.9, 1.0, 1.05, 1.0, 40.0, 1.0, 0.95, 1.1]):
         hook.on_step(run, step, {"actor/grad_norm": norm})
@@ -71,14 +71,17 @@ def test_an_isolated_gradient_spike_is_stored_as_info_and_never_emailed(make_run
     assert not Notification.objects.exists()
 
 
-def test_bad_overrides_are_refused_naming_the_rule_parameter(make_run):
-    run = make_run({}, detector_overrides={"collapse": {"pending": 0}})
+def test_bad_overrides_are_refused_naming_the_rule_parameter(queued_run):
+    run = queued_run({}, detector_overrides={"collapse": {"pending": 0}})
     with pytest.raises(ValueError, match="collapse.pending"):
         EchoTrapHook(run)
 
 
-def test_notification_email_sent_by_a_worker_process(collapsing_run, smtp_server, start_worker, purge_broker):
-    inbox = smtp_server()
+def test_notification_email_sent_by_a_worker_process(
+    collapsing_run, smtp_server, use_smtp, start_worker, purge_broker
+):
+    inbox = smtp_server
+    use_smtp(inbox.port)
     start_worker(
         "default",
         name="mailer",
@@ -93,7 +96,7 @@ def test_notification_email_sent_by_a_worker_process(collapsing_run, smtp_server
         message="the notification to be sent",
     )
     assert notification.tries == 1
-    [message] = inbox.messages
+    [message] = inbox.envelopes
     assert sorted(message.rcpt_tos) == ["a@example.com", "b@example.com"]
     email = message_from_bytes(message.content, policy=policy.default)
     assert email["Subject"] == f"[EchoLab] collapse: collapse on {collapsing_run}"
@@ -101,18 +104,19 @@ def test_notification_email_sent_by_a_worker_process(collapsing_run, smtp_server
     assert f"https://echolab.example.com/runs/{collapsing_run.pk}/" in text
 
     send_notification.apply(args=[notification.pk])  # delivered again: nothing more is sent
-    assert len(inbox.messages) == 1
+    assert len(inbox.envelopes) == 1
 
 
-def test_smtp_errors_are_retried_then_recorded(collapsing_run, smtp_server, purge_broker):
-    inbox = smtp_server(reply="451 4.3.0 mailbox busy, try later")
-    feed(EchoTrapHook(collapsing_run), collapsing_run, range(len(SUCCESS)))
-    notification = Notification.objects.get()
+def test_smtp_errors_are_retried_then_recorded(collapsing_run, use_smtp, purge_broker):
+    with serve_smtp(SmtpInbox(reply="451 4.3.0 mailbox busy, try later")) as inbox:
+        use_smtp(inbox.port)
+        feed(EchoTrapHook(collapsing_run), collapsing_run, range(len(SUCCESS)))
+        notification = Notification.objects.get()
 
-    send_notification.apply(args=[notification.pk])  # eager: the retries run at once, no countdown
+        send_notification.apply(args=[notification.pk])  # eager: the retries run at once, no countdown
 
-    notification.refresh_from_db()
-    assert notification.status == "failed"
-    assert notification.tries == 1 + len(Notification.retry_delays())  # the first try and every retry
-    assert "mailbox busy" in notification.error
-    assert inbox.messages == []
+        notification.refresh_from_db()
+        assert notification.status == "failed"
+        assert notification.tries == 1 + len(Notification.retry_delays())  # the first try and every retry
+        assert "mailbox busy" in notification.error
+        assert inbox.envelopes == []

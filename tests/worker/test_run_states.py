@@ -3,8 +3,8 @@
 from webapp.experiments.models import Run
 
 
-def test_only_one_of_two_claims_wins(make_run):
-    run = make_run({})
+def test_only_one_of_two_claims_wins(queued_run):
+    run = queued_run({})
     first, second = Run.objects.get(pk=run.pk), Run.objects.get(pk=run.pk)
     assert first.claim("a", 1, "cpu") is True
     assert second.claim("b", 2, "cpu") is False
@@ -12,16 +12,16 @@ def test_only_one_of_two_claims_wins(make_run):
     assert (run.status, run.host, run.attempt) == ("running", "a", 1)
 
 
-def test_a_stopped_queued_run_cannot_be_claimed(make_run):
-    run = make_run({})
+def test_a_stopped_queued_run_cannot_be_claimed(queued_run):
+    run = queued_run({})
     run.request_stop()
     assert run.status == "stopped"
     assert run.claim("a", 1, "cpu") is False
     assert Run.objects.get(pk=run.pk).status == "stopped"
 
 
-def test_finish_belongs_to_the_attempt_that_claimed(make_run):
-    run = make_run({})
+def test_finish_belongs_to_the_attempt_that_claimed(queued_run):
+    run = queued_run({})
     run.claim("a", 1, "cpu")
     stale = Run.objects.get(pk=run.pk)
     assert run.requeue("worker lost") and run.claim("b", 2, "cpu")
@@ -33,8 +33,8 @@ def test_finish_belongs_to_the_attempt_that_claimed(make_run):
     assert [entry["host"] for entry in run.attempt_log] == ["a", "b"]
 
 
-def test_give_up_lists_every_attempt(make_run):
-    run = make_run({})
+def test_give_up_lists_every_attempt(queued_run):
+    run = queued_run({})
     for host in ("a", "b"):
         run.claim(host, 1, "cpu")
         run.requeue(f"no heartbeat from {host}")
@@ -50,10 +50,10 @@ def test_give_up_lists_every_attempt(make_run):
     assert run.give_up("again") is False
 
 
-def test_a_run_asked_to_stop_is_not_requeued(make_run):
+def test_a_run_asked_to_stop_is_not_requeued(queued_run):
     """A worker shutting down while the user clicks Stop: the run ends stopped, never queued again
     (a queued run with a stop request would be skipped by every worker and the sweeper)."""
-    run = make_run({})
+    run = queued_run({})
     run.claim("a", 1, "cpu")
     run.request_stop()
     assert run.requeue("worker shut down") is False

@@ -13,8 +13,8 @@ from worker.sink import DatabaseSink
 
 
 @pytest.fixture
-def running_run(make_run):
-    run = make_run({})
+def running_run(queued_run):
+    run = queued_run({})
     assert run.claim("here", 1, "cpu")
     return run
 

@@ -26,8 +26,8 @@ def age(run, **fields_seconds_ago):
     run.refresh_from_db()
 
 
-def test_a_run_whose_worker_died_is_requeued_and_sent(make_run, sweeper_settings, purge_broker):
-    dead, alive = make_run({}, label="dead"), make_run({}, label="alive")
+def test_a_run_whose_worker_died_is_requeued_and_sent(queued_run, sweeper_settings, purge_broker):
+    dead, alive = queued_run({}, label="dead"), queued_run({}, label="alive")
     for run in (dead, alive):
         run.claim("gpu-host-1", 4242, "cpu")
     age(dead, heartbeat_at=61)
@@ -45,8 +45,8 @@ def test_a_run_whose_worker_died_is_requeued_and_sent(make_run, sweeper_settings
     assert gpu_queue_depth() == 1
 
 
-def test_after_the_last_attempt_the_run_fails_with_every_reason(make_run, sweeper_settings, purge_broker):
-    run = make_run({})
+def test_after_the_last_attempt_the_run_fails_with_every_reason(queued_run, sweeper_settings, purge_broker):
+    run = queued_run({})
     for attempt in range(1, 4):
         assert run.claim(f"host{attempt}", 1, "cpu")
         age(run, heartbeat_at=61)
@@ -64,8 +64,8 @@ def test_after_the_last_attempt_the_run_fails_with_every_reason(make_run, sweepe
     assert all("worker lost" in line for line in lines[1:])
 
 
-def test_a_lost_run_that_was_asked_to_stop_is_stopped(make_run, sweeper_settings, purge_broker):
-    run = make_run({})
+def test_a_lost_run_that_was_asked_to_stop_is_stopped(queued_run, sweeper_settings, purge_broker):
+    run = queued_run({})
     run.claim("host", 1, "cpu")
     run.request_stop()
     age(run, heartbeat_at=61)
@@ -75,8 +75,10 @@ def test_a_lost_run_that_was_asked_to_stop_is_stopped(make_run, sweeper_settings
     assert gpu_queue_depth() == 0
 
 
-def test_queued_runs_are_resent_only_when_their_message_may_be_lost(make_run, sweeper_settings, purge_broker):
-    never_sent, waiting = make_run({}, label="never sent"), make_run({}, label="waiting")
+def test_queued_runs_are_resent_only_when_their_message_may_be_lost(
+    queued_run, sweeper_settings, purge_broker
+):
+    never_sent, waiting = queued_run({}, label="never sent"), queued_run({}, label="waiting")
     assert waiting.enqueue()
     age(waiting, enqueued_at=121)
 
@@ -98,8 +100,8 @@ def purge_broker_queues():
         conn.default_channel.queue_purge("gpu")
 
 
-def test_a_notification_left_pending_is_sent_again(make_run, sweeper_settings, purge_broker):
-    run = make_run({})
+def test_a_notification_left_pending_is_sent_again(queued_run, sweeper_settings, purge_broker):
+    run = queued_run({})
     event = DetectorEvent.objects.create(run=run, step=3, level="collapse", rule="collapse", message="m")
     old = Notification.objects.create(event=event, recipients=["a@example.com"])
     Notification.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(seconds=121))

@@ -8,8 +8,8 @@ import time
 import pytest
 from django.db import connection
 
+from tests.factories import tiny_config
 from tests.helpers import postgres_cluster, wait_for
-from tests.worker.conftest import tiny_config
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample
 from worker.celery import app
@@ -40,9 +40,9 @@ def assert_complete_series(run, steps):
     assert Sample.objects.filter(run=run).count() == 2 * steps
 
 
-def test_two_workers_train_two_runs_at_once_into_postgres(make_run, start_gpu_worker, tiny_model_dir):
+def test_two_workers_train_two_runs_at_once_into_postgres(queued_run, start_gpu_worker, tiny_model_dir):
     workers = [start_gpu_worker("gpu0"), start_gpu_worker("gpu1")]
-    runs = [make_run(tiny_config(tiny_model_dir, steps=5), label=f"seed {seed}") for seed in (0, 1)]
+    runs = [queued_run(tiny_config(tiny_model_dir, steps=5), label=f"seed {seed}") for seed in (0, 1)]
     for run in runs:
         assert run.enqueue()
 
@@ -72,9 +72,9 @@ def test_two_workers_train_two_runs_at_once_into_postgres(make_run, start_gpu_wo
     assert all("succeeded" in worker.output() for worker in workers)
 
 
-def test_a_message_delivered_twice_trains_once(make_run, start_gpu_worker, tiny_model_dir):
+def test_a_message_delivered_twice_trains_once(queued_run, start_gpu_worker, tiny_model_dir):
     workers = [start_gpu_worker("gpu0"), start_gpu_worker("gpu1")]
-    run = make_run(tiny_config(tiny_model_dir, steps=2))
+    run = queued_run(tiny_config(tiny_model_dir, steps=2))
     for _ in range(2):
         app.send_task("worker.tasks.train_run", args=[run.pk], queue="gpu")
 
@@ -92,12 +92,12 @@ def test_a_message_delivered_twice_trains_once(make_run, start_gpu_worker, tiny_
 
 
 def test_stop_is_honoured_within_a_step_and_a_stopped_queued_run_never_starts(
-    make_run, start_gpu_worker, tiny_model_dir, checkpoint_root
+    queued_run, start_gpu_worker, tiny_model_dir, checkpoint_root
 ):
-    never = make_run(tiny_config(tiny_model_dir, steps=3), label="stopped while queued")
+    never = queued_run(tiny_config(tiny_model_dir, steps=3), label="stopped while queued")
     assert never.enqueue()
     never.request_stop()
-    run = make_run(tiny_config(tiny_model_dir, steps=30), label="stopped while running")
+    run = queued_run(tiny_config(tiny_model_dir, steps=30), label="stopped while running")
     assert run.enqueue()
     start_gpu_worker()
 
@@ -115,10 +115,10 @@ def test_stop_is_honoured_within_a_step_and_a_stopped_queued_run_never_starts(
 
 
 def test_a_killed_worker_is_replaced_and_the_run_resumes_from_its_checkpoint(
-    make_run, start_gpu_worker, tiny_model_dir, settings
+    queued_run, start_gpu_worker, tiny_model_dir, settings
 ):
     settings.RUN_HEARTBEAT_TIMEOUT = 2
-    run = make_run(tiny_config(tiny_model_dir, steps=7))
+    run = queued_run(tiny_config(tiny_model_dir, steps=7))
     first = start_gpu_worker("doomed")
     assert run.enqueue()
     wait_for(lambda: fresh(run).step >= 3, timeout=90, message="three steps")
@@ -141,9 +141,9 @@ def test_a_killed_worker_is_replaced_and_the_run_resumes_from_its_checkpoint(
 
 
 def test_a_worker_shut_down_mid_run_checkpoints_and_requeues_it_at_once(
-    make_run, start_gpu_worker, tiny_model_dir, checkpoint_root
+    queued_run, start_gpu_worker, tiny_model_dir, checkpoint_root
 ):
-    run = make_run(tiny_config(tiny_model_dir, steps=7))
+    run = queued_run(tiny_config(tiny_model_dir, steps=7))
     leaving = start_gpu_worker("leaving")
     assert run.enqueue()
     wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
@@ -160,8 +160,8 @@ def test_a_worker_shut_down_mid_run_checkpoints_and_requeues_it_at_once(
     assert_complete_series(run, 7)
 
 
-def test_a_postgres_restart_during_a_run_loses_nothing(make_run, start_gpu_worker, tiny_model_dir):
-    run = make_run(tiny_config(tiny_model_dir, steps=6))
+def test_a_postgres_restart_during_a_run_loses_nothing(queued_run, start_gpu_worker, tiny_model_dir):
+    run = queued_run(tiny_config(tiny_model_dir, steps=6))
     worker = start_gpu_worker()
     assert run.enqueue()
     wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
@@ -215,9 +215,9 @@ def start_redis():
 
 
 def test_a_run_submitted_while_the_broker_is_down_is_sent_by_the_sweeper(
-    make_run, start_gpu_worker, tiny_model_dir, purge_broker
+    queued_run, start_gpu_worker, tiny_model_dir, purge_broker
 ):
-    run = make_run(tiny_config(tiny_model_dir, steps=1))
+    run = queued_run(tiny_config(tiny_model_dir, steps=1))
     try:
         stop_redis()
         assert run.enqueue() is False
@@ -235,14 +235,14 @@ def test_a_run_submitted_while_the_broker_is_down_is_sent_by_the_sweeper(
 
 
 def test_bad_config_and_unreachable_model_fail_at_once_with_their_message(
-    make_run, start_gpu_worker, tiny_model_dir, settings
+    queued_run, start_gpu_worker, tiny_model_dir, settings
 ):
     invalid = tiny_config(tiny_model_dir, steps=2)
     invalid["rollout"]["group_size"] = 1  # grpo needs groups of 2 or more
-    invalid_run = make_run(invalid, label="invalid")
+    invalid_run = queued_run(invalid, label="invalid")
     missing = tiny_config(tiny_model_dir, steps=2)
     missing["model"]["name"] = "/nonexistent/models/qwen"
-    missing_run = make_run(missing, label="missing model")
+    missing_run = queued_run(missing, label="missing model")
     start_gpu_worker()
     for run in (invalid_run, missing_run):
         assert run.enqueue()
