@@ -49,7 +49,9 @@ def test_time_axis_synced_zoom_view_in_the_url_and_table(page):
     # Training time: the same curve against minutes, 30 at the end.
     page.get_by_label("X axis").select_option("time")
     x_title = page.locator("#chart-success .g-xtitle text")
-    wait_for(lambda: x_title.text_content().startswith("training time (minutes"), timeout=10, message="time axis")
+    wait_for(
+        lambda: x_title.text_content().startswith("training time (minutes"), timeout=10, message="time axis"
+    )
     assert 25 <= last_tick(page, "success") <= 30
     assert 25 <= last_tick(page, "entropy") <= 30
     assert parse_qs(urlparse(page.url).query)["x"] == ["time"]
