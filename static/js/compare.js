@@ -24,7 +24,7 @@
   const colorOf = {};
   page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
 
-  const state = { data: null, smoothing: 0, groupBy: page.group_by, bands: true, hidden: new Set(), nextPoll: null, loads: 0,
+  const state = { data: null, smoothing: 0, groupBy: page.group_by, bands: true, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
                   selected: new Set(page.runs.map(function (run) { return run.id; })), redraw: null };
 
   function escapeHtml(text) {
@@ -59,6 +59,7 @@
     try {
       const response = await fetch(dataUrl(), { credentials: "same-origin", headers: { Accept: "application/json" } });
       const body = await response.json().catch(function () { return {}; });
+      await scriptsLoaded;
       if (ticket !== state.loads) return;
       if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
       state.data = body;
@@ -183,27 +184,50 @@
     colourSwatches(all);
     showSelection();
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
-    const drawn = page.charts.map(function (chart) {
-      const data = all.flatMap(function (entry) { return traces(chart, entry); });
-      const empty = !data.length;
-      const layout = {
-        title: { text: chart.title, font: { size: 14 } },
-        uirevision: "compare",
-        margin: { l: 50, r: 10, t: 36, b: 36 },
-        height: 320,
-        xaxis: { title: { text: "step" } },
-        yaxis: { type: chart.log ? "log" : "linear" },
-        yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
-        // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
-        // drawn in ten half-width charts cost more than the lines and squeezed the plots.
-        showlegend: false,
-        annotations: empty ? [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
-      };
-      const div = document.getElementById("chart-" + chart.id);
-      return Plotly.react(div, empty ? data : data.concat(markers), layout, window.EchoChartConfig);
+    const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
+    // One chart at a time, those in view first, the browser painting between them: with 100 runs each
+    // chart takes a while, and the first screen shows before the charts below it are drawn.
+    return chartsInViewFirst().reduce(function (previous, chart) {
+      return previous.then(function () {
+        if (ticket === state.renders) return drawChart(chart, all, markers).then(nextFrame);
+      });
+    }, Promise.resolve()).then(function () {
+      // Read by tests and bench/compare.py: every chart has been drawn with the current data.
+      if (ticket === state.renders) document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1);
     });
-    // Read by tests and bench/compare.py: every chart has been drawn with the current data.
-    return Promise.all(drawn).then(function () { document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1); });
+  }
+
+  function nextFrame() {
+    return new Promise(function (resolve) { window.requestAnimationFrame(function () { resolve(); }); });
+  }
+
+  function chartsInViewFirst() {
+    const distance = {};
+    page.charts.forEach(function (chart) {
+      const box = document.getElementById("chart-" + chart.id).getBoundingClientRect();
+      distance[chart.id] = box.bottom < 0 ? -box.bottom : Math.max(0, box.top - window.innerHeight);
+    });
+    return page.charts.slice().sort(function (a, b) { return distance[a.id] - distance[b.id]; });
+  }
+
+  function drawChart(chart, all, markers) {
+    const data = all.flatMap(function (entry) { return traces(chart, entry); });
+    const empty = !data.length;
+    const layout = {
+      title: { text: chart.title, font: { size: 14 } },
+      uirevision: "compare",
+      margin: { l: 50, r: 10, t: 36, b: 36 },
+      height: 320,
+      xaxis: { title: { text: "step" } },
+      yaxis: { type: chart.log ? "log" : "linear" },
+      yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+      // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
+      // drawn in ten half-width charts cost more than the lines and squeezed the plots.
+      showlegend: false,
+      annotations: empty ? [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+    };
+    const div = document.getElementById("chart-" + chart.id);
+    return Plotly.react(div, empty ? data : data.concat(markers), layout, window.EchoChartConfig);
   }
 
   // A button per run (or group) in its colour: click hides or shows it in every chart, double-click
@@ -338,6 +362,11 @@
     rows.forEach(function (row) { body.appendChild(row); });
   }
 
-  setupControls();
+  // The page loads this script before plotly.js, so that the data request runs while the browser
+  // parses plotly.js (0.3-0.5 s); drawing waits for the scripts after this one (Plotly, smoothing).
+  const scriptsLoaded = new Promise(function (resolve) {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", resolve); else resolve();
+  });
   load();
+  scriptsLoaded.then(setupControls);
 })();

@@ -48,9 +48,10 @@ def golden_angle_colors(count: int) -> list[str]:
 
 COLORS = NAMED_COLORS + golden_angle_colors(selection.MAX_RUNS - len(NAMED_COLORS))
 # Points per run and key the page asks for: the same total on screen whatever the number of runs
-# (2 runs: 1000 each, like the run page; 20 runs: 100), so 20 overlaid runs draw as fast as a few, and
-# 100 points of a 10k-step run are read from its 100-step rollups instead of from every point.
-POINTS_ON_SCREEN, MIN_POINTS, MAX_POINTS = 2000, 100, 1000
+# (2 runs: 1000 each, like the run page; 20 runs: 100; 40 runs and more: 50), so many overlaid runs draw
+# almost as fast as a few, and 50 points of a 10k-step run are read from its 100-step rollups instead
+# of from every point. Each point's min..max band keeps a one-step spike in sight at any of these.
+POINTS_ON_SCREEN, MIN_POINTS, MAX_POINTS = 2000, 50, 1000
 
 
 def page_points(runs: int) -> int:

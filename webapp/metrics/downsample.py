@@ -102,13 +102,17 @@ def key_stats(run_ids: list[int], keys: list[str], after: int | None) -> dict[Pa
 
 
 @contextmanager
-def _cursor_without_jit():
-    """A Postgres cursor with JIT compilation off until the block ends. The planner guesses thousands of
-    points per (run, key) pair, so a query over 20 pairs passes jit_above_cost and spends ~0.4 s
-    compiling itself to read a few thousand rows."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL jit = off")
-        yield cursor
+def _without_jit(runs: int):
+    """Postgres JIT compilation off until the block ends, for several runs. The planner guesses thousands
+    of points per (run, key) pair, so a query over 20 pairs passes jit_above_cost and spends ~0.4 s
+    compiling itself to read a few thousand rows; one run's queries stay below it."""
+    if connection.vendor != "postgresql" or runs < 2:
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+        yield
 
 
 def _unnest(pairs, *columns) -> list:
@@ -131,7 +135,7 @@ ORDER BY r.run_id, r.key, p.step
 def _raw(pairs: list[Pair], after: int | None) -> dict[Pair, Series]:
     series = {pair: Series([], []) for pair in pairs}
     if connection.vendor == "postgresql":
-        with _cursor_without_jit() as cursor:
+        with connection.cursor() as cursor:
             cursor.execute(_RAW_SQL, [*_unnest(pairs), -(2**31) if after is None else after])
             rows = cursor.fetchall()
     else:  # the sqlite dev default: both lists, then only the pairs asked for
@@ -169,7 +173,7 @@ def _bucketed_sql(stats: dict, after: int | None, max_points: int) -> dict[Pair,
     firsts = [stats[pair][1] for pair in pairs]
     spans = [stats[pair][2] - stats[pair][1] + 1 for pair in pairs]
     series = {pair: Series([], [], [], []) for pair in pairs}
-    with _cursor_without_jit() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
             _BUCKET_SQL, [*_unnest(pairs, firsts, spans), -(2**31) if after is None else after, max_points]
         )
@@ -194,7 +198,7 @@ def _bucketed_rollups(stats: dict, max_points: int) -> dict[Pair, Series]:
     """All pairs' rollups in one query, re-bucketed at once: a chart bucket ends where the pair or the
     bucket number changes."""
     pairs = list(stats)
-    with _cursor_without_jit() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(_ROLLUPS_SQL, _unnest(pairs, list(range(len(pairs)))))
         rows = cursor.fetchall()
     if not rows:
@@ -229,6 +233,11 @@ def load_many(
     """Per run and key, the points with step > after, reduced to at most max_points buckets when longer.
     A few queries whatever the number of runs: the step ranges, then the short series' points, the long
     series' rollups and (finer than the rollups, or after a step) the long series' points bucketed in SQL."""
+    with _without_jit(len(run_ids)):
+        return _load_many(run_ids, keys, after, max_points)
+
+
+def _load_many(run_ids, keys, after, max_points) -> dict[int, dict[str, Series]]:
     stats = key_stats(run_ids, keys, after)
     pairs = [(run, key) for run in run_ids for key in keys]
     short = [pair for pair in pairs if stats.get(pair, (0,))[0] <= max_points]
