@@ -3,7 +3,7 @@ that opens them in a column, and no page scrolls sideways (wide tables scroll in
 
 import pytest
 
-from tests.factories import make_experiment, make_run, points
+from tests.factories import make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -19,14 +19,7 @@ def page_overflow(page) -> int:
 def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
     experiment = make_experiment(page.user, "a rather long experiment name for a phone screen")
     runs = [
-        make_run(
-            experiment.owner,
-            experiment=experiment,
-            label=f"seed={seed} lr=7e-4",
-            config={"seed": seed},
-            step=40,
-        )
-        for seed in (1, 2)
+        trained_run(experiment, f"seed={seed} lr=7e-4", overrides={"seed": seed}, step=40) for seed in (1, 2)
     ]
     for i, run in enumerate(runs):
         points(run, "train/success", {s: (s % 7) / 7 + i / 10 for s in range(40)})

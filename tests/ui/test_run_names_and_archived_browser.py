@@ -3,7 +3,7 @@ compare page: its table and its chart legend), and archived runs stay off the ex
 
 import pytest
 
-from tests.factories import make_experiment, make_run, points
+from tests.factories import make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -13,10 +13,7 @@ ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
 def test_a_name_given_on_the_runs_table_names_the_run_everywhere(page):
     experiment = make_experiment(page.user, "lr sweep")
     named, other = (
-        make_run(
-            experiment.owner, experiment=experiment, label=f"seed={seed}", config={"seed": seed}, step=20
-        )
-        for seed in (1, 2)
+        trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)
     )
     for run in (named, other):
         points(run, "train/success", {s: (s % 5) / 5 for s in range(20)})
@@ -50,9 +47,7 @@ def test_a_name_given_on_the_runs_table_names_the_run_everywhere(page):
 
 def test_archived_runs_are_hidden_on_the_experiment_page_with_a_note_and_a_way_to_show_them(page):
     experiment = make_experiment(page.user, "seeds")
-    kept, archived, also_archived = (
-        make_run(experiment.owner, experiment=experiment, label=f"seed={seed}") for seed in (1, 2, 3)
-    )
+    kept, archived, also_archived = (trained_run(experiment, f"seed={seed}") for seed in (1, 2, 3))
 
     page.goto(f"{page.base}/runs/")
     for run in (archived, also_archived):
