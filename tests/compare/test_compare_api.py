@@ -6,6 +6,7 @@ import pytest
 
 from tests.factories import make_event, make_experiment, make_user, points, trained_run
 from webapp.accounts.models import ApiToken
+from webapp.compare.api import CHART_KEYS, MAX_POINTS_PER_REQUEST
 from webapp.compare.selection import MAX_RUNS
 
 
@@ -115,6 +116,11 @@ def test_events_come_with_each_run(alice_client, grid_runs):
         ({"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 2))}, "runs", f"at most {MAX_RUNS} runs"),
         ({"runs": "1", "max_points": "lots"}, None, "max_points: must be an integer"),
         ({"runs": "1", "max_points": "1"}, None, "max_points: must be between 2"),
+        (  # every run at 1,000 points is allowed (below), one point more per run and key is not
+            {"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 1)), "max_points": "1001"},
+            "max_points",
+            f"got {MAX_RUNS} x {len(CHART_KEYS)} x 1001",
+        ),
     ],
 )
 def test_bad_input_is_a_400_naming_the_problem(alice_client, params, field, fragment):
@@ -123,6 +129,12 @@ def test_bad_input_is_a_400_naming_the_problem(alice_client, params, field, frag
     assert fragment in response.json()["error"]
     if field:
         assert field in response.json()["errors"]
+
+
+def test_every_run_with_every_chart_key_at_1000_points_fits_one_request(alice_client):
+    assert MAX_RUNS * len(CHART_KEYS) * 1000 <= MAX_POINTS_PER_REQUEST
+    response = get(alice_client, runs=",".join(str(i) for i in range(1, MAX_RUNS + 1)), max_points=1000)
+    assert response.status_code == 200 and response.json()["not_found"] == list(range(1, MAX_RUNS + 1))
 
 
 def test_unknown_group_by_field_is_named(alice_client, grid_runs):
@@ -173,7 +185,6 @@ def test_runs_loaded_together_match_each_run_loaded_alone(db, client):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from webapp.compare.api import CHART_KEYS
     from webapp.metrics.downsample import load_series
 
     owner = make_user("dora", "pw-dora-123")
