@@ -1,13 +1,17 @@
-"""The compare page for 20 runs of 10,000 steps each, against the run page for one run.
+"""The compare page for 20 and for 100 runs of 10,000 steps each, against the run page for one run.
 
-  1. bulk data: GET /api/compare for 20 runs x every charted key (100 points per run and key, what the
-     page asks for with 20 runs), latency
-     p50/p95 over --repeats requests and payload size; peer: the same data as 20 run-page requests
-     (GET /api/runs/<id>/metrics, one per run, same points), timed the same way. Also the bulk request
-     with group_by=algorithm.filter_ratio (4 groups of 5 seeds: mean and min..max per step).
-  2. page: headless Debian chromium opens /compare?runs=<20 ids> and waits until every chart is drawn
+--runs runs are written once; each of --sizes (default 20 and 100) is measured on the first that many.
+  1. bulk data: GET /api/compare for N runs x every charted key with each bucket's min..max (what the
+     page asks for: 100 points per run and key from 20 runs on), latency p50/p95 over --repeats
+     requests and payload size; peer: the same data as N run-page requests (GET /api/runs/<id>/metrics,
+     one per run, same points), alternated with it. Also the bulk request with
+     group_by=algorithm.filter_ratio (4 groups: mean and min..max per step).
+  2. page: headless Debian chromium opens /compare?runs=<N ids> and waits until every chart is drawn
      (compare.js sets body[data-charts-drawn] when Plotly has rendered all panels with the data);
-     peer: the run page of one of the runs until all its panels hold data. Median of --loads loads each.
+     peer: the run page of one of the runs until all its panels hold data, alternated with it. Median
+     of --loads loads each, after one warm-up load of each; for the compare page also the time until the
+     charts in the first screen (1400 x 1000 px) are drawn. Then, on the drawn compare page, how long a
+     redraw takes after moving the smoothing slider and after unticking one run in the runs table.
 
 Points are written straight into a throwaway database (echolab_bench_compare) with generate_series;
 the server is gunicorn with one worker, as in bench/tracking.py.
@@ -183,7 +187,7 @@ def bench_api(ids, token, repeats):
     headers = {"Authorization": f"Bearer {token}"}
     conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=600)
     keys = ",".join(CHART_KEYS)
-    bulk_path = f"/api/compare?runs={','.join(map(str, ids))}&keys={keys}&max_points={points}"
+    bulk_path = f"/api/compare?runs={','.join(map(str, ids))}&keys={keys}&max_points={points}&bands=1"
     bulk, per_run, size = [], [], 0
     timed_get(conn, bulk_path, headers)  # warm up
     for _ in range(repeats):  # alternate, so load changes on the machine hit both alike
@@ -200,11 +204,40 @@ def bench_api(ids, token, repeats):
     return {"bulk": bulk, "per_run": per_run, "bytes": size, "max_points": points, "grouped": grouped}
 
 
+# In the page: run `action`, then resolve with the milliseconds until every chart has been drawn again.
+REDRAW_MS = """(action) => new Promise((resolve) => {
+  const before = Number(document.body.dataset.chartsDrawn);
+  const start = performance.now();
+  new MutationObserver((_, observer) => {
+    if (Number(document.body.dataset.chartsDrawn) > before) {
+      observer.disconnect();
+      resolve(performance.now() - start);
+    }
+  }).observe(document.body, { attributes: true, attributeFilter: ["data-charts-drawn"] });
+  if (action === "smoothing") {
+    const slider = document.getElementById("smoothing");
+    slider.value = slider.value === "0" ? "0.6" : "0";
+    slider.dispatchEvent(new Event("input"));
+  } else {
+    document.querySelector("#summary-table input.draw-run").click();
+  }
+})"""
+
+
+# The charts a person sees without scrolling all hold their data (Plotly.react draws in the same task).
+FIRST_SCREEN_DRAWN = """() => {
+  const shown = Array.from(document.querySelectorAll('.chart-plot')).filter((div) => {
+    const box = div.getBoundingClientRect();
+    return box.bottom > 0 && box.top < window.innerHeight;
+  });
+  return shown.length > 0 && shown.every((div) => div.data && div.data.length);
+}"""
+
+
 def bench_page(ids, loads):
     from playwright.sync_api import sync_playwright
 
-    conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
-    times = {"compare": [], "run": []}
+    times = {"first_screen": [], "compare": [], "run": [], "smoothing_ms": [], "untick_ms": []}
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
@@ -219,33 +252,69 @@ def bench_page(ids, loads):
         run_url = f"http://127.0.0.1:{PORT}/runs/{ids[0]}/"
         for i in range(loads + 1):  # the first load of each warms caches and is not counted
             page.goto(compare_url)
-            page.wait_for_function("document.body.dataset.chartsDrawn >= 1", polling=20)
+            page.wait_for_function(FIRST_SCREEN_DRAWN, polling=20)
+            first_screen = page.evaluate("performance.now()") / 1000
+            page.wait_for_function("() => Number(document.body.dataset.chartsDrawn) >= 1", polling=20)
             elapsed = page.evaluate("performance.now()") / 1000
             traces = page.evaluate("document.getElementById('chart-grad_norm').data.length")
+            webgl = page.evaluate("!!document.querySelector('#chart-grad_norm .gl-canvas')")
             if i:
+                times["first_screen"].append(first_screen)
                 times["compare"].append(elapsed)
+                for action in ("smoothing", "untick", "untick"):  # untick, then tick again
+                    redraw = page.evaluate(REDRAW_MS, action)
+                    times["smoothing_ms" if action == "smoothing" else "untick_ms"].append(redraw)
             page.goto(run_url)
             page.wait_for_function(
-                "Array.from(document.querySelectorAll('.chart-plot')).every(d => d.data && d.data.length)",
+                "() => Array.from(document.querySelectorAll('.chart-plot')).every(d => d.data && d.data.length)",
                 polling=20,
             )
             if i:
                 times["run"].append(page.evaluate("performance.now()") / 1000)
         page.goto(compare_url)
-        page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
-        page.screenshot(path=str(ROOT / "var" / "bench" / "compare-20-runs.png"), full_page=False)
+        page.wait_for_function("() => Number(document.body.dataset.chartsDrawn) >= 1")
+        page.locator("#chart-success").scroll_into_view_if_needed()
+        page.screenshot(path=str(ROOT / "var" / "bench" / f"compare-{len(ids)}-runs.png"), full_page=False)
         browser.close()
-    del conn
-    return times, traces
+    return times, traces, webgl
+
+
+def measure(ids, token, args) -> dict:
+    api = bench_api(ids, token, args.repeats)
+    times, traces, webgl = bench_page(ids, args.loads)
+    bulk, per_run = api["bulk"], api["per_run"]
+    return {
+        "runs": len(ids),
+        "bulk_p50_ms": 1000 * statistics.median(bulk),
+        "bulk_p95_ms": 1000 * percentile(bulk, 0.95),
+        "bulk_bytes": api["bytes"],
+        "max_points": api["max_points"],
+        "per_run_requests_p50_ms": 1000 * statistics.median(per_run),
+        "per_run_requests_p95_ms": 1000 * percentile(per_run, 0.95),
+        "bulk_over_per_run_ratio": statistics.median(bulk) / statistics.median(per_run),
+        "grouped_by_filter_ratio_p50_ms": 1000 * statistics.median(api["grouped"]),
+        "compare_first_screen_drawn_s": [round(t, 3) for t in times["first_screen"]],
+        "compare_first_screen_median_s": statistics.median(times["first_screen"]),
+        "compare_page_drawn_s": [round(t, 3) for t in times["compare"]],
+        "compare_page_median_s": statistics.median(times["compare"]),
+        "run_page_drawn_s": [round(t, 3) for t in times["run"]],
+        "run_page_median_s": statistics.median(times["run"]),
+        "compare_over_run_page_ratio": statistics.median(times["compare"]) / statistics.median(times["run"]),
+        "smoothing_redraw_median_ms": statistics.median(times["smoothing_ms"]),
+        "untick_redraw_median_ms": statistics.median(times["untick_ms"]),
+        "grad_norm_chart_traces": traces,
+        "webgl": webgl,
+    }
 
 
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=100, help="runs written to the database")
+    parser.add_argument("--sizes", default="20,100", help="how many of them each measurement compares")
     parser.add_argument("--steps", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--loads", type=int, default=5)
     parser.add_argument("--reuse", action="store_true", help="keep the database a previous run filled")
     args = parser.parse_args()
@@ -259,34 +328,23 @@ def main():
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env(), check=True)
         ids, token, count = populate(args.runs, args.steps)
     print(f"populated {len(ids)} runs, {count:,} points in {time.perf_counter() - start:.1f} s", flush=True)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    if max(sizes) > len(ids):
+        parser.error(f"--sizes: the database holds {len(ids)} runs")
     server = start_server(logs)
     try:
-        api = bench_api(ids, token, args.repeats)
-        times, traces = bench_page(ids, args.loads)
+        results = []
+        for size in sizes:
+            results.append(measure(ids[:size], token, args))
+            print(json.dumps(results[-1], indent=2), flush=True)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    bulk, per_run = api["bulk"], api["per_run"]
-    result = {
-        "runs": len(ids),
-        "steps": args.steps,
-        "points": count,
-        "bulk_p50_ms": 1000 * statistics.median(bulk),
-        "bulk_p95_ms": 1000 * percentile(bulk, 0.95),
-        "bulk_bytes": api["bytes"],
-        "max_points": api["max_points"],
-        "per_run_20_requests_p50_ms": 1000 * statistics.median(per_run),
-        "per_run_20_requests_p95_ms": 1000 * percentile(per_run, 0.95),
-        "bulk_over_per_run_ratio": statistics.median(bulk) / statistics.median(per_run),
-        "grouped_by_filter_ratio_p50_ms": 1000 * statistics.median(api["grouped"]),
-        "compare_page_drawn_s": [round(t, 3) for t in times["compare"]],
-        "compare_page_median_s": statistics.median(times["compare"]),
-        "run_page_drawn_s": [round(t, 3) for t in times["run"]],
-        "run_page_median_s": statistics.median(times["run"]),
-        "compare_over_run_page_ratio": statistics.median(times["compare"]) / statistics.median(times["run"]),
-        "grad_norm_chart_traces": traces,
-    }
-    print(json.dumps(result, indent=2))
+    print(
+        json.dumps(
+            {"steps": args.steps, "points": count, "loadavg": Path("/proc/loadavg").read_text().split()[:3]}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,13 @@
 // run in every chart. All chart data comes from one request to /api/compare; the server downsamples
 // each series like the run page and, when grouping, computes each group's mean and min..max per step.
 // Legend clicks hide a run (or group) in every chart at once, not only in the chart clicked.
+// The runs table's checkboxes choose which runs the charts draw (all by default); drawing another
+// subset needs no request, except when grouping (groups are aggregated over the runs drawn).
+// Each bucket's min..max band is drawn by default, as on the run page, so spikes stay visible.
+// The charts stay SVG: Plotly gives each WebGL chart two of the 16 contexts Chromium allows a page,
+// so ten WebGL charts lose the first ones' drawing (docs/BENCHMARKS.md, Compare). To stay fast with
+// 100 runs, each run's band is one filled polygon, not two traces, and the detector events of every
+// run are one marker trace and one trace of dotted collapse lines per chart.
 (function () {
   "use strict";
 
@@ -12,11 +19,14 @@
   const POLL_MS = 2000;
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;
+  // "Draw the top N rows": how many runs one chart shows legibly.
+  const TOP_ROWS = 10;
   const colorOf = {};
   page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
 
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
-  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: page.group_by, bands: false, hidden: new Set(), nextPoll: null, loads: 0 };
+  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: page.group_by, bands: true, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
+                  selected: new Set(page.runs.map(function (run) { return run.id; })), redraw: null };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -29,7 +39,9 @@
 
   function dataUrl() {
     const url = new URL(page.urls.data, window.location.origin);
-    url.searchParams.set("runs", page.runs.map(function (run) { return run.id; }).join(","));
+    // Grouped: only the runs drawn, since the server aggregates every run it is sent.
+    const runs = state.groupBy ? selectedRuns() : page.runs;
+    url.searchParams.set("runs", runs.map(function (run) { return run.id; }).join(","));
     url.searchParams.set("keys", KEYS.join(","));
     url.searchParams.set("max_points", String(page.max_points));
     if (state.bands) url.searchParams.set("bands", "1");
@@ -48,6 +60,7 @@
     try {
       const response = await fetch(dataUrl(), { credentials: "same-origin", headers: { Accept: "application/json" } });
       const body = await response.json().catch(function () { return {}; });
+      await scriptsLoaded;
       if (ticket !== state.loads) return;
       if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
       state.data = body;
@@ -63,6 +76,10 @@
     }
   }
 
+  function selectedRuns() {
+    return page.runs.filter(function (run) { return state.selected.has(run.id); });
+  }
+
   function smooth(values) {
     return state.smoothing > 0 ? window.EchoSmoothing.ema(values, state.smoothing) : values;
   }
@@ -76,10 +93,27 @@
                  color: page.colors[i % page.colors.length], series: group.series, runs: group.runs, group: true };
       });
     }
-    return page.runs.map(function (run) {
+    return selectedRuns().map(function (run) {
       return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: run.color,
                series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false };
     });
+  }
+
+  // A min..max band as closed shapes: forward along the maxima, back along the minima. A bucket with
+  // no finite value (null) ends one shape; the next finite bucket starts another.
+  function bandShape(steps, low, high) {
+    const x = [], y = [];
+    let start = 0;
+    for (let i = 0; i <= steps.length; i++) {
+      if (i < steps.length && low[i] !== null && high[i] !== null) continue;
+      if (i > start) {
+        if (x.length) { x.push(null); y.push(null); }
+        for (let j = start; j < i; j++) { x.push(steps[j]); y.push(high[j]); }
+        for (let j = i - 1; j >= start; j--) { x.push(steps[j]); y.push(low[j]); }
+      }
+      start = i + 1;
+    }
+    return { x: x, y: y };
   }
 
   function traces(chart, entry) {
@@ -92,11 +126,9 @@
       const line = entry.group ? s.mean : s.value;
       const low = s.min, high = s.max;
       if (low && high && (entry.group || state.bands)) {
-        out.push({ x: s.step, y: high, mode: "lines", line: { width: 0, color: entry.color }, hoverinfo: "skip",
-                   showlegend: false, legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
-        out.push({ x: s.step, y: low, mode: "lines", line: { width: 0, color: entry.color }, fill: "tonexty",
-                   fillcolor: rgba(entry.color, entry.group ? 0.18 : 0.12), hoverinfo: "skip", showlegend: false,
-                   legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
+        const band = bandShape(s.step, low, high);
+        out.push({ x: band.x, y: band.y, mode: "none", fill: "toself", fillcolor: rgba(entry.color, entry.group ? 0.18 : 0.12),
+                   hoverinfo: "skip", showlegend: false, legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
       }
       out.push({ x: s.step, y: smooth(line), mode: s.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
                  marker: { color: entry.color, size: 5 }, name: entry.name, legendgroup: entry.id,
@@ -108,65 +140,102 @@
     return out;
   }
 
-  // Detector events of the runs drawn, as markers along the top in the run's (or group's) colour.
-  function eventTraces(entry) {
-    const events = state.data.runs.filter(function (run) { return entry.runs.indexOf(run.id) >= 0; })
-      .flatMap(function (run) { return run.events.map(function (e) { return Object.assign({ run: run.id }, e); }); });
-    if (!events.length) return [];
-    return [{ x: events.map(function (e) { return e.step; }), y: events.map(function () { return 0.96; }),
-              yaxis: "y2", mode: "markers", legendgroup: entry.id, showlegend: false, meta: "events",
-              visible: state.hidden.has(entry.id) ? "legendonly" : true,
-              marker: { color: entry.color, size: 9, line: { width: 2, color: entry.color },
-                        symbol: events.map(function (e) { return LEVEL_SYMBOLS[e.level] || "circle"; }) },
-              hovertext: events.map(function (e) {
-                return "<b>#" + e.run + " " + escapeHtml(e.level + ": " + e.rule) + "</b> at step " + e.step + "<br>" + escapeHtml(e.message);
-              }), hoverinfo: "text" }];
+  // Detector events of the runs (or groups) shown, as markers along the top in their colour, and each
+  // collapse as a dotted vertical line. One trace each for all runs: a trace per run costs per chart.
+  function eventTraces(all) {
+    const marks = [];
+    all.forEach(function (entry) {
+      if (state.hidden.has(entry.id)) return;
+      state.data.runs.forEach(function (run) {
+        if (entry.runs.indexOf(run.id) < 0) return;
+        run.events.forEach(function (e) { marks.push({ run: run.id, color: entry.color, event: e }); });
+      });
+    });
+    if (!marks.length) return [];
+    const collapses = marks.filter(function (m) { return m.event.level === "collapse"; });
+    const out = [{ x: marks.map(function (m) { return m.event.step; }), y: marks.map(function () { return 0.96; }),
+                   yaxis: "y2", mode: "markers", showlegend: false, meta: "events",
+                   marker: { color: marks.map(function (m) { return m.color; }), size: 9,
+                             line: { width: 2, color: marks.map(function (m) { return m.color; }) },
+                             symbol: marks.map(function (m) { return LEVEL_SYMBOLS[m.event.level] || "circle"; }) },
+                   hovertext: marks.map(function (m) {
+                     return "<b>#" + m.run + " " + escapeHtml(m.event.level + ": " + m.event.rule) + "</b> at step " +
+                       m.event.step + "<br>" + escapeHtml(m.event.message);
+                   }), hoverinfo: "text" }];
+    if (collapses.length) {
+      out.unshift({ x: collapses.flatMap(function (m) { return [m.event.step, m.event.step, null]; }),
+                    y: collapses.flatMap(function () { return [0, 1, null]; }), yaxis: "y2", mode: "lines",
+                    line: { color: "#888", width: 1, dash: "dot" }, hoverinfo: "skip", showlegend: false,
+                    meta: "collapse-lines" });
+    }
+    return out;
   }
 
-  function collapseLines(entry) {
-    if (state.hidden.has(entry.id)) return [];
-    return state.data.runs.filter(function (run) { return entry.runs.indexOf(run.id) >= 0; })
-      .flatMap(function (run) { return run.events.filter(function (e) { return e.level === "collapse"; }); })
-      .map(function (e) {
-        return { type: "line", xref: "x", yref: "paper", x0: e.step, x1: e.step, y0: 0, y1: 1,
-                 line: { color: entry.color, width: 1, dash: "dot" } };
-      });
+  // Coalesces redraws: a slider drag or quick clicks redraw once per frame, with the latest state.
+  function scheduleRender() {
+    if (state.redraw === null) {
+      state.redraw = window.requestAnimationFrame(function () { state.redraw = null; render(); });
+    }
   }
 
   function render() {
+    if (!state.data) return Promise.resolve(showSelection());  // ticked before the data came
     const all = entries();
     drawLegend(all);
     colourSwatches(all);
-    const drawn = page.charts.map(function (chart) {
-      const data = all.flatMap(function (entry) { return traces(chart, entry); });
-      const empty = !data.length;
-      const layout = {
-        title: { text: chart.title, font: { size: 14 } },
-        uirevision: "compare",
-        margin: { l: 50, r: 10, t: 36, b: 36 },
-        height: 320,
-        xaxis: window.EchoChartView.xaxis("step", state.xrange),
-        yaxis: { type: chart.log ? "log" : "linear" },
-        yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
-        shapes: empty ? [] : all.flatMap(collapseLines),
-        // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
-        // drawn in ten half-width charts cost more than the lines and squeezed the plots.
-        showlegend: false,
-        annotations: empty ? [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
-      };
-      const markers = empty ? [] : all.flatMap(eventTraces);
-      const div = document.getElementById("chart-" + chart.id);
-      state.syncing = true;
-      const drawing = Plotly.react(div, data.concat(markers), layout, window.EchoChartConfig);
-      state.syncing = false;
-      if (!div.dataset.zoomSynced) {
-        div.dataset.zoomSynced = "true";
-        div.on("plotly_relayout", zoomed);
-      }
-      return drawing;
+    showSelection();
+    const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
+    const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
+    // One chart at a time, those in view first, the browser painting between them: with 100 runs each
+    // chart takes a while, and the first screen shows before the charts below it are drawn.
+    return chartsInViewFirst().reduce(function (previous, chart) {
+      return previous.then(function () {
+        if (ticket === state.renders) return drawChart(chart, all, markers).then(nextFrame);
+      });
+    }, Promise.resolve()).then(function () {
+      // Read by tests and bench/compare.py: every chart has been drawn with the current data.
+      if (ticket === state.renders) document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1);
     });
-    // Read by tests and bench/compare.py: every chart has been drawn with the current data.
-    return Promise.all(drawn).then(function () { document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1); });
+  }
+
+  function nextFrame() {
+    return new Promise(function (resolve) { window.requestAnimationFrame(function () { resolve(); }); });
+  }
+
+  function chartsInViewFirst() {
+    const distance = {};
+    page.charts.forEach(function (chart) {
+      const box = document.getElementById("chart-" + chart.id).getBoundingClientRect();
+      distance[chart.id] = box.bottom < 0 ? -box.bottom : Math.max(0, box.top - window.innerHeight);
+    });
+    return page.charts.slice().sort(function (a, b) { return distance[a.id] - distance[b.id]; });
+  }
+
+  function drawChart(chart, all, markers) {
+    const data = all.flatMap(function (entry) { return traces(chart, entry); });
+    const empty = !data.length;
+    const layout = {
+      title: { text: chart.title, font: { size: 14 } },
+      uirevision: "compare",
+      margin: { l: 50, r: 10, t: 36, b: 36 },
+      height: 320,
+      xaxis: window.EchoChartView.xaxis("step", state.xrange),
+      yaxis: { type: chart.log ? "log" : "linear" },
+      yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+      // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
+      // drawn in ten half-width charts cost more than the lines and squeezed the plots.
+      showlegend: false,
+      annotations: empty ? [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+    };
+    const div = document.getElementById("chart-" + chart.id);
+    state.syncing = true;
+    const drawing = Plotly.react(div, empty ? data : data.concat(markers), layout, window.EchoChartConfig);
+    state.syncing = false;
+    if (!div.dataset.zoomSynced) {
+      div.dataset.zoomSynced = "true";
+      div.on("plotly_relayout", zoomed);
+    }
+    return drawing;
   }
 
   // A button per run (or group) in its colour: click hides or shows it in every chart, double-click
@@ -218,19 +287,19 @@
     if (range === undefined) return;
     state.xrange = range;
     window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
-    render();
+    scheduleRender();
   }
 
   function toggle(id) {
     if (state.hidden.has(id)) state.hidden.delete(id); else state.hidden.add(id);
-    render();
+    scheduleRender();
   }
 
   function solo(id) {
     const ids = entries().map(function (entry) { return entry.id; });
     const alone = ids.every(function (other) { return other === id || state.hidden.has(other); }) && !state.hidden.has(id);
     state.hidden = new Set(alone ? [] : ids.filter(function (other) { return other !== id; }));
-    render();
+    scheduleRender();
   }
 
   function setupControls() {
@@ -241,7 +310,7 @@
       state.smoothing = Number(slider.value);
       document.getElementById("smoothing-value").textContent = slider.value;
       window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
-      render();
+      scheduleRender();
     });
     document.getElementById("group-by").addEventListener("change", function (event) {
       state.groupBy = event.target.value;
@@ -255,10 +324,46 @@
       document.getElementById("config-diff").classList.toggle("only-diff", event.target.checked);
     });
     document.querySelectorAll("table.sortable").forEach(function (table) {
-      table.querySelectorAll("thead th").forEach(function (th, column) {
-        th.addEventListener("click", function () { sortBy(table, th, column); });
+      table.querySelectorAll("thead th[data-type]").forEach(function (th) {
+        th.addEventListener("click", function () { sortBy(table, th, th.cellIndex); });
       });
     });
+    const table = document.getElementById("summary-table");
+    table.addEventListener("change", function (event) {
+      const box = event.target;
+      if (box.id === "draw-all") {
+        select(box.checked ? page.runs.map(function (run) { return run.id; }) : []);
+      } else if (box.classList.contains("draw-run")) {
+        if (box.checked) state.selected.add(Number(box.value)); else state.selected.delete(Number(box.value));
+        selectionChanged();
+      }
+    });
+    document.getElementById("draw-top").addEventListener("click", function () {
+      select(Array.from(table.tBodies[0].rows).slice(0, TOP_ROWS).map(function (row) { return Number(row.dataset.run); }));
+    });
+  }
+
+  function select(ids) {
+    state.selected = new Set(ids);
+    selectionChanged();
+  }
+
+  function selectionChanged() {
+    if (state.groupBy) load(); else scheduleRender();
+  }
+
+  // The table's checkboxes and counter follow the selection.
+  function showSelection() {
+    let ticked = 0;
+    document.querySelectorAll("#summary-table input.draw-run").forEach(function (box) {
+      box.checked = state.selected.has(Number(box.value));
+      ticked += box.checked;
+    });
+    const all = document.getElementById("draw-all");
+    all.checked = ticked === page.runs.length;
+    all.indeterminate = ticked > 0 && ticked < page.runs.length;
+    document.getElementById("draw-count").textContent = "Drawing " + ticked + " of " + page.runs.length + " run" +
+      (page.runs.length === 1 ? "" : "s") + ".";
   }
 
   // Click a header: ascending, click again: descending. Empty cells (unknown values) always go last.
@@ -278,6 +383,11 @@
     rows.forEach(function (row) { body.appendChild(row); });
   }
 
-  setupControls();
+  // The page loads this script before plotly.js, so that the data request runs while the browser
+  // parses plotly.js (0.3-0.5 s); drawing waits for the scripts after this one (Plotly, smoothing).
+  const scriptsLoaded = new Promise(function (resolve) {
+    if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", resolve); else resolve();
+  });
   load();
+  scriptsLoaded.then(setupControls);
 })();

@@ -131,12 +131,13 @@ def test_paper_numbers_stand_beside_ours(alice_client, alice, forget_queued_mess
     assert one["ours"] == "no data yet"
 
 
-def test_too_many_runs_for_one_compare_page_are_refused_before_saving(alice_client, alice):
+def test_too_many_runs_for_one_experiment_are_refused_before_saving(alice_client, alice):
+    seeds = ", ".join(str(seed) for seed in range(1, 11))
     response = alice_client.post(
-        "/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny", "seeds": "1, 2, 3"}
+        "/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny", "seeds": seeds}
     )
     assert response.status_code == 400
-    assert "7 settings x 3 seeds make 21 runs" in response.content.decode()
+    assert "this makes 70 runs (7 combinations x 10 seeds)" in response.content.decode()
     assert not Experiment.objects.exists() and not Run.objects.exists()
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from tests.factories import make_event, make_experiment, make_user, points, trained_run
 from webapp.accounts.models import ApiToken
+from webapp.compare.api import CHART_KEYS, MAX_POINTS_PER_REQUEST
 from webapp.compare.selection import MAX_RUNS
 
 
@@ -115,6 +116,11 @@ def test_events_come_with_each_run(alice_client, grid_runs):
         ({"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 2))}, "runs", f"at most {MAX_RUNS} runs"),
         ({"runs": "1", "max_points": "lots"}, None, "max_points: must be an integer"),
         ({"runs": "1", "max_points": "1"}, None, "max_points: must be between 2"),
+        (  # every run at 1,000 points is allowed (below), one point more per run and key is not
+            {"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 1)), "max_points": "1001"},
+            "max_points",
+            f"got {MAX_RUNS} x {len(CHART_KEYS)} x 1001",
+        ),
     ],
 )
 def test_bad_input_is_a_400_naming_the_problem(alice_client, params, field, fragment):
@@ -123,6 +129,12 @@ def test_bad_input_is_a_400_naming_the_problem(alice_client, params, field, frag
     assert fragment in response.json()["error"]
     if field:
         assert field in response.json()["errors"]
+
+
+def test_every_run_with_every_chart_key_at_1000_points_fits_one_request(alice_client):
+    assert MAX_RUNS * len(CHART_KEYS) * 1000 <= MAX_POINTS_PER_REQUEST
+    response = get(alice_client, runs=",".join(str(i) for i in range(1, MAX_RUNS + 1)), max_points=1000)
+    assert response.status_code == 200 and response.json()["not_found"] == list(range(1, MAX_RUNS + 1))
 
 
 def test_unknown_group_by_field_is_named(alice_client, grid_runs):
@@ -167,16 +179,12 @@ def test_non_finite_values_are_gaps_not_errors(alice_client, alice):
     assert not any(isinstance(v, float) and math.isnan(v) for v in group["mean"])
 
 
-def test_runs_loaded_side_by_side_match_one_after_another(transactional_db, client, monkeypatch):
-    """Outside a transaction the API loads runs on parallel connections; same answer as serially."""
-    from concurrent.futures import ThreadPoolExecutor
+def test_runs_loaded_together_match_each_run_loaded_alone(db, client):
+    """All runs' series come from the same few queries whatever the number of runs; the same answer as
+    the run page's query for each run (short series, rollup-bucketed and point-bucketed ones alike)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
 
-    from webapp.compare import api
-
-    pools = []
-    monkeypatch.setattr(api, "ThreadPoolExecutor", lambda n: pools.append(n) or ThreadPoolExecutor(n))
-
-    from webapp.compare.api import CHART_KEYS
     from webapp.metrics.downsample import load_series
 
     owner = make_user("dora", "pw-dora-123")
@@ -185,11 +193,16 @@ def test_runs_loaded_side_by_side_match_one_after_another(transactional_db, clie
     for i, run in enumerate(runs):
         points(run, "train/success", {step: (i * step) % 7 for step in range(400)})
         points(run, "actor/grad_norm", {step: i + step for step in range(0, 400, 3)})
+        points(run, "val/success", {step: i / 10 for step in range(0, 400, 40)})  # short: never bucketed
     client.force_login(owner)
-    body = client.get(
-        "/api/compare", {"runs": ",".join(str(r.pk) for r in runs), "max_points": 50, "bands": 1}
-    ).json()
-    for run in runs:
-        expected = {key: s.as_json() for key, s in load_series(run.pk, CHART_KEYS, max_points=50).items()}
-        assert body["series"][str(run.pk)] == expected
-    assert pools == [api.PARALLEL_RUNS]
+    for max_points in (50, 3):  # 400 steps in 50 buckets: from the points; in 3: from the rollups
+        queries = []
+        for chosen in (runs[:2], runs):
+            with CaptureQueriesContext(connection) as captured:
+                ids = ",".join(str(r.pk) for r in chosen)
+                body = client.get("/api/compare", {"runs": ids, "max_points": max_points, "bands": 1}).json()
+            queries.append(len(captured.captured_queries))
+        assert queries[0] == queries[1]
+        for run in runs:
+            alone = load_series(run.pk, CHART_KEYS, max_points=max_points)
+            assert body["series"][str(run.pk)] == {key: s.as_json() for key, s in alone.items()}

@@ -5,10 +5,11 @@ hides a run everywhere, the diff table shows only differing fields, the summary 
 import pytest
 
 from tests.drawn_charts import drawn, last_tick, post_points
-from tests.factories import make_event, make_experiment, points, trained_run
+from tests.factories import insert_series, make_event, make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT, wait_for
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "compare"
@@ -107,7 +108,7 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
 
     # Grouping by experiment draws a mean with a band per group.
     page.select_option("#group-by", "experiment")
-    page.wait_for_function("document.getElementById('chart-success').data.some(t => t.fill === 'tonexty')")
+    page.wait_for_function("document.getElementById('chart-success').data.some(t => t.fill === 'toself')")
     groups = page.evaluate(
         "document.getElementById('chart-success').data"
         ".filter(t => String(t.meta).startsWith('group-')).map(t => t.name)"
@@ -184,3 +185,114 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     assert swatches[0] == swatches[1] and swatches[2] == swatches[3] and swatches[0] != swatches[2]
     assert set(swatches) <= set(line_colours)
     page.screenshot(path=str(ARTIFACTS / "compare-grouped-colours.png"), full_page=True)
+
+
+# The vertical extent on screen (top and bottom, in px) of what a chart's SVG draws for one run: its
+# min..max band's fill (the trace before its line) and its line.
+EXTENT = """([chart, name]) => {
+  const div = document.getElementById(`chart-${chart}`);
+  const traces = Array.from(div.querySelectorAll('.scatterlayer .trace'));
+  const at = div._fullData.findIndex(t => t.name === name && t.meta !== 'band');
+  const box = (el) => { const b = el.getBoundingClientRect(); return [b.top, b.bottom]; };
+  return {
+    band: Array.from(traces[at - 1].querySelectorAll('.fills path')).map(box),
+    line: Array.from(traces[at].querySelectorAll('path.js-line')).map(box),
+  };
+}"""
+
+
+def spiky_runs(user, count, steps=3000):
+    """`count` runs of `steps` steps (more than the page's points per run: downsampled), gradient norm
+    about 1, and in the first run a one-step spike to 1000 in the middle of a chart bucket."""
+    experiment = make_experiment(user, "spiky")
+    runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}, step=steps) for s in range(count)]
+    for i, run in enumerate(runs):
+        insert_series(run, "actor/grad_norm", steps, f"1.0 + 0.1 * sin(s / 50.0 + {i})")
+        insert_series(run, "train/success", steps, f"{i / count} + 0.01 * s / {steps}")
+    MetricPoint.upsert(runs[0].pk, [(steps // 2 + 1, "actor/grad_norm", 1000.0)])
+    return runs
+
+
+def y_top(page, chart):
+    """The largest y tick label of a chart (log axes write 1000 as 1k)."""
+    labels = drawn(page, chart)["yticks"]
+    return max(float(t.replace("k", "e3").replace("\u2212", "-")) for t in labels if t)
+
+
+def test_a_one_step_spike_shows_as_the_runs_min_max_band(page):
+    runs = spiky_runs(page.user, 2)
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert page.is_checked("#bands")  # drawn by default
+    name = f"#{runs[0].pk} {runs[0].label}"
+    extent = page.evaluate(EXTENT, ["grad_norm", name])
+    ((band_top, band_bottom),) = extent["band"]
+    line_tops = [top for top, _ in extent["line"]]
+    # The 1000 at one step lies inside a bucket whose last point (the line) is about 1: only the band,
+    # reaching far above the line, shows it; the axis reaches 1000 for it.
+    assert band_top < min(line_tops) - 100
+    assert y_top(page, "grad_norm") >= 1000
+    page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-spike-band.png"))
+
+    page.uncheck("#bands")
+    page.wait_for_function("!document.getElementById('chart-grad_norm').querySelector('.fills path')")
+    assert y_top(page, "grad_norm") < 1000  # without the band the spike is gone from the chart
+
+
+def drawn_runs(page, chart):
+    """How many lines and how many band shapes a chart's SVG holds (each run: one of each here)."""
+    return page.evaluate(
+        """(id) => [document.querySelectorAll(`#${id} .scatterlayer path.js-line`).length,
+                    document.querySelectorAll(`#${id} .scatterlayer .fills path`).length]""",
+        f"chart-{chart}",
+    )
+
+
+def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
+    runs = spiky_runs(page.user, 12)
+    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    legend = page.locator("#run-legend .legend-entry")
+    assert legend.count() == 12
+    assert page.locator("#draw-count").text_content() == "Drawing 12 of 12 runs."
+    assert drawn_runs(page, "grad_norm") == [12, 12]  # every run: its line and its min..max band
+    assert y_top(page, "grad_norm") >= 1000  # run 0's band reaches its spike
+    page.screenshot(path=str(ARTIFACTS / "compare-12-runs.png"), full_page=True)
+
+    # Sort the runs table by final success, best first, and draw its top 10 rows.
+    header = page.locator("#summary-table th", has_text="Final success")
+    header.click()
+    header.click()
+    assert header.get_attribute("aria-sort") == "descending"
+    order = page.eval_on_selector_all(
+        "#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))"
+    )
+    assert order == [run.pk for run in reversed(runs)]  # run i ends at success i / 12 + 0.01
+    drawn_before = page.evaluate("Number(document.body.dataset.chartsDrawn)")
+    page.click("#draw-top")
+    page.wait_for_function(f"Number(document.body.dataset.chartsDrawn) > {drawn_before}")
+    assert page.locator("#draw-count").text_content() == "Drawing 10 of 12 runs."
+    assert legend.count() == 10
+    assert legend.first.text_content() == f"#{runs[2].pk} {runs[2].label}"  # page order, the best 10
+    assert not page.is_checked(f"input.draw-run[value='{runs[0].pk}']")
+    assert drawn_runs(page, "grad_norm") == [10, 10]
+    assert y_top(page, "grad_norm") < 1000  # the spiky run 0 is no longer drawn
+
+    # Untick three more: one line each in every chart for the 7 runs left.
+    for run in runs[2:5]:
+        page.uncheck(f"input.draw-run[value='{run.pk}']")
+    page.wait_for_function(
+        "document.querySelectorAll('#chart-success .scatterlayer path.js-line').length === 7"
+    )
+    assert {t[0] for t in line_traces(page, "success")} == {f"#{run.pk} {run.label}" for run in runs[5:]}
+    assert legend.count() == 7
+    assert page.evaluate("document.getElementById('draw-all').indeterminate") is True
+    page.screenshot(path=str(ARTIFACTS / "compare-7-of-12-runs.png"), full_page=True)
+
+    # The header box draws every run again, the spike with them.
+    page.check("#draw-all")
+    page.wait_for_function(
+        "document.querySelectorAll('#chart-grad_norm .scatterlayer path.js-line').length === 12"
+    )
+    assert page.locator("#draw-count").text_content() == "Drawing 12 of 12 runs."
+    assert y_top(page, "grad_norm") >= 1000

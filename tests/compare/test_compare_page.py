@@ -58,7 +58,7 @@ def test_summary_has_final_best_val_events_speed_and_device(alice_client, three)
     assert response.status_code == 200
     html = response.content.decode()
     row = summary_row(html, a)
-    cells = [part.split(">", 1)[1].split("<", 1)[0] for part in row.split("<td")[4:11]]
+    cells = [part.split(">", 1)[1].split("<", 1)[0] for part in row.split("<td")[5:12]]
     # final = last finite success (0.4; the NaN at 30 is a gap), best 0.8, last val 0.35,
     # first warning 12, collapse 28, 200 steps in 4 h = 50 steps/h
     assert cells[:3] == ["0.4", "0.8", "0.35"]

@@ -41,8 +41,8 @@ def test_a_chart_from_rollups_keeps_the_spike_and_matches_the_point_reduction(ru
     assert chart["step"][-1] == steps - 1 and chart["value"][-1] == pytest.approx(math.sin(steps - 1))
 
     # Chart buckets of 2 rollups each line up exactly: the same answer as reducing every point.
-    from_points = _bucketed_sql(run.pk, key_stats(run.pk, ["actor/grad_norm"], after=-1), None, 100)
-    assert chart == from_points["actor/grad_norm"].as_json()
+    from_points = _bucketed_sql(key_stats([run.pk], ["actor/grad_norm"], after=-1), None, 100)
+    assert chart == from_points[(run.pk, "actor/grad_norm")].as_json()
 
 
 def test_a_batch_overlapping_stored_points_overwrites_them_and_appends_the_rest(run):

@@ -56,7 +56,7 @@ def test_sql_bucketing_matches_the_numpy_reference(run):
 
     # Bucketing the points themselves (whole-series charts coarser than the rollups use those instead:
     # tests/runs/test_metric_rollups.py).
-    from_sql = _bucketed_sql(run.pk, key_stats(run.pk, ["k"], after=-1), None, 300)["k"].as_json()
+    from_sql = _bucketed_sql(key_stats([run.pk], ["k"], after=-1), None, 300)[(run.pk, "k")].as_json()
     reference = bucket_numpy(steps, [math.nan if v is None else v for v in values], 300).as_json()
 
     assert from_sql == reference

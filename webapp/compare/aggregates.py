@@ -16,13 +16,14 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from django.db import connection
 from django.db.models import Max, Min, OuterRef, Q, Subquery
 
 from diagnostics.metrics import TRAIN_SUCCESS, VAL_SUCCESS
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments import run_planning, specs
 from webapp.metrics.downsample import bucket_index, finite_or_none
-from webapp.metrics.models import MetricPoint
+from webapp.metrics.models import MetricPoint, MetricRollup
 
 SUCCESS = TRAIN_SUCCESS
 # Group-by fields that are not in Run.config.
@@ -189,13 +190,18 @@ def last_finite(key: str):
 
 
 def best_finite(key: str):
-    """The run's largest finite value of `key`."""
-    best = (
-        finite_points(run_id=OuterRef("pk"), key=key)
-        .values("run_id")
-        .annotate(best=Max("value"))
-        .values("best")
-    )
+    """The run's largest finite value of `key`: on Postgres the largest of its rollups' maxima (100 rows
+    for 10,000 steps instead of every point; 100 runs' summary took 0.4-0.6 s from the points)."""
+    if connection.vendor == "postgresql":
+        rows = MetricRollup.objects.filter(run_id=OuterRef("pk"), key=key)
+        best = rows.values("run_id").annotate(best=Max("high")).values("best")
+    else:
+        best = (
+            finite_points(run_id=OuterRef("pk"), key=key)
+            .values("run_id")
+            .annotate(best=Max("value"))
+            .values("best")
+        )
     return Subquery(best)
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from webapp.experiments.models import Run
 
-MAX_RUNS = 20
+MAX_RUNS = 100
 MAX_ID = 2**63 - 1
 
 

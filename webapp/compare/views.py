@@ -1,5 +1,7 @@
 """The compare page (/compare?runs=3,7,12) and the one-click paper ablations."""
 
+import colorsys
+
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -10,8 +12,9 @@ from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
 from webapp.experiments import specs
 
-# One colour per run, the same in every chart and table (plotly's D3 palette, then its light tones).
-COLORS = [
+# One colour per run, the same in every chart and table: plotly's D3 palette, then its light tones,
+# then hues a golden angle apart (each new hue falls in the widest gap left), in two lightnesses.
+NAMED_COLORS = [
     "#1f77b4",
     "#ff7f0e",
     "#2ca02c",
@@ -33,11 +36,22 @@ COLORS = [
     "#dbdb8d",
     "#9edae5",
 ]
-assert len(COLORS) >= selection.MAX_RUNS
+
+
+def golden_angle_colors(count: int) -> list[str]:
+    out = []
+    for i in range(count):
+        red, green, blue = colorsys.hls_to_rgb((i * 0.381966) % 1.0, 0.42 if i % 2 else 0.58, 0.65)
+        out.append(f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}")
+    return out
+
+
+COLORS = NAMED_COLORS + golden_angle_colors(selection.MAX_RUNS - len(NAMED_COLORS))
 # Points per run and key the page asks for: the same total on screen whatever the number of runs
-# (2 runs: 1000 each, like the run page; 20 runs: 100), so 20 overlaid runs draw as fast as a few, and
-# 100 points of a 10k-step run are read from its 100-step rollups instead of from every point.
-POINTS_ON_SCREEN, MIN_POINTS, MAX_POINTS = 2000, 100, 1000
+# (2 runs: 1000 each, like the run page; 20 runs: 100; 40 runs and more: 50), so many overlaid runs draw
+# almost as fast as a few, and 50 points of a 10k-step run are read from its 100-step rollups instead
+# of from every point. Each point's min..max band keeps a one-step spike in sight at any of these.
+POINTS_ON_SCREEN, MIN_POINTS, MAX_POINTS = 2000, 50, 1000
 
 
 def page_points(runs: int) -> int:

@@ -2,7 +2,15 @@ import math
 
 from django import template
 
+from webapp.compare.selection import MAX_RUNS
+
 register = template.Library()
+
+
+@register.simple_tag
+def compare_max_runs() -> int:
+    """How many runs one compare page shows (the selection tray warns beyond it)."""
+    return MAX_RUNS
 
 
 @register.filter
