@@ -237,7 +237,8 @@ _WRITE_POINTS = "SELECT count(*) FROM written"
 _WRITE_WITH_LATEST = f"""{_WRITE},
 newest AS (
     SELECT b.key, CASE WHEN stored.step > b.step THEN stored.value ELSE b.value END AS value
-    FROM (SELECT DISTINCT ON (key) key, step, value FROM batch ORDER BY key, step DESC) AS b
+    -- (grouped, not DISTINCT ON: sorting 1,000 keys by the database's collation costs milliseconds)
+    FROM (SELECT key, max(step) AS step, (max(ARRAY[step::float8, value]))[2] AS value FROM batch GROUP BY key) AS b
     LEFT JOIN LATERAL (
         SELECT s.step, s.value FROM metrics_metricpoint s
         WHERE s.run_id = %(run)b AND s.key = b.key ORDER BY s.step DESC LIMIT 1
