@@ -65,8 +65,8 @@ class MetricPoint(models.Model):
         whose status is in refuse_statuses gets nothing. Returns the run's status and the points written.
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
-        writes the points, the rollups and latest_metrics. Under a loaded machine each round trip to the
-        database costs milliseconds; this is two (the pipeline, the commit) where there were ten."""
+        writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
+        database costs a millisecond or more; this is one where there were ten."""
         latest = {(step, key): None if value is None else float(value) for step, key, value in points}
         steps, keys = (list(column) for column in zip(*latest)) if latest else ([], [])
         params = {
@@ -78,15 +78,17 @@ class MetricPoint(models.Model):
         }
         connection.ensure_connection()
         conn = connection.connection
-        # The write's snapshot is taken after the lock is held, so it sees every batch committed before.
-        with transaction.atomic(savepoint=False):
-            with conn.pipeline():
-                lock, write = psycopg.Cursor(conn), psycopg.Cursor(conn)
-                lock.execute(_LOCK_RUN, [run_id])
-                write.execute(_WRITE_WITH_LATEST if latest_metrics else _WRITE, params)
-            locked = lock.fetchone()
-            if locked is None:
-                raise Run.DoesNotExist(f"run {run_id} does not exist")
+        # One round trip: outside a transaction (autocommit) the statements sent before the pipeline's sync
+        # form one implicit transaction, committed at the sync (an error rolls all of them back); inside a
+        # caller's transaction they are part of it. The write's snapshot is taken once the lock is held, so
+        # it sees every batch committed before.
+        with conn.pipeline():
+            lock, write = psycopg.Cursor(conn), psycopg.Cursor(conn)
+            lock.execute(_LOCK_RUN, [run_id])
+            write.execute(_WRITE_WITH_LATEST if latest_metrics else _WRITE, params)
+        locked = lock.fetchone()
+        if locked is None:
+            raise Run.DoesNotExist(f"run {run_id} does not exist")
         return locked[0], write.fetchone()[0]
 
     @classmethod
