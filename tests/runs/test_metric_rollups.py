@@ -89,12 +89,21 @@ def _stored_rollups(run):
     }
 
 
-def test_rollups_equal_a_summary_of_the_points_after_any_mix_of_appends_and_overwrites(run):
+@pytest.mark.parametrize("in_transaction", [False, True])
+def test_rollups_equal_a_summary_of_the_points_after_any_mix_of_appends_and_overwrites(
+    transactional_db, in_transaction
+):
     """Appended points merge into a bucket's summary; a bucket where a point is overwritten is summarised
-    again. Random batches of both, with repeats inside a batch and values of every kind."""
+    again. Random batches of both, with repeats inside a batch and values of every kind; written on their
+    own (an append first, an upsert when a point exists) and within a caller's transaction (an upsert)."""
     import random
 
+    from django.db import transaction
+
     from webapp.metrics import ingest
+
+    owner = make_user("rollup-owner", "pw-12345678")
+    run = make_run(owner, experiment=make_experiment(owner, "e"), label="r", config={})
 
     rng = random.Random(20)
     kinds = [lambda: rng.uniform(-5, 5), lambda: None, lambda: math.nan, lambda: math.inf, lambda: -math.inf]
@@ -107,7 +116,11 @@ def test_rollups_equal_a_summary_of_the_points_after_any_mix_of_appends_and_over
             else:
                 step, next_step = next_step, next_step + rng.randint(1, 40)
             points.append((step, rng.choice(["loss", "acc"]), rng.choice(kinds)()))
-        ingest.write(run, points)
+        if in_transaction:
+            with transaction.atomic():
+                ingest.write(run, points)
+        else:
+            ingest.write(run, points)
         assert _stored_rollups(run) == _summaries_from_points(run)
         run.refresh_from_db()
         newest = {}

@@ -78,18 +78,29 @@ class MetricPoint(models.Model):
         }
         connection.ensure_connection()
         conn = connection.connection
+
         # One round trip: outside a transaction (autocommit) the statements sent before the pipeline's sync
         # form one implicit transaction, committed at the sync (an error rolls all of them back); inside a
-        # caller's transaction they are part of it. The write's snapshot is taken once the lock is held, so
-        # it sees every batch committed before.
-        with conn.pipeline():
-            lock, write = psycopg.Cursor(conn), psycopg.Cursor(conn)
-            lock.execute(_LOCK_RUN, [run_id])
-            write.execute(_WRITE_WITH_LATEST if latest_metrics else _WRITE, params)
-        locked = lock.fetchone()
+        # caller's transaction they are part of it, and there a failed append would abort that transaction,
+        # so it upserts straight away. The write's snapshot is taken once the lock is held, so it sees every
+        # batch committed before.
+        def send(upsert: bool):
+            with conn.pipeline():
+                lock, write = psycopg.Cursor(conn), psycopg.Cursor(conn)
+                lock.execute(_LOCK_RUN, [run_id])
+                write.execute(_WRITES[(upsert, latest_metrics)], params)
+            return lock.fetchone(), write.fetchone()[0]
+
+        if connection.in_atomic_block:
+            locked, written = send(upsert=True)
+        else:
+            try:
+                locked, written = send(upsert=False)
+            except psycopg.errors.UniqueViolation:
+                locked, written = send(upsert=True)
         if locked is None:
             raise Run.DoesNotExist(f"run {run_id} does not exist")
-        return locked[0], write.fetchone()[0]
+        return locked[0], written
 
     @classmethod
     def insert_new(cls, run_id: int, points) -> int:
@@ -189,9 +200,7 @@ WITH batch AS (
 written AS (
     INSERT INTO metrics_metricpoint AS p (run_id, step, key, value)
     SELECT %(run)b, step, key, value FROM batch
-    ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
-    -- xmax is 0 on a row this INSERT created, and set on one it updated (overwrote)
-    RETURNING p.key, p.step, p.value, p.xmax::text <> '0' AS overwrote
+    {{on_conflict}}
 ),
 touched AS (
     SELECT p.key, p.step / {ROLLUP_WIDTH} AS bucket, bool_or(p.overwrote) AS overwrote, {_SUMMARY}
@@ -234,6 +243,12 @@ rebuilt AS (
 )
 """
 _WRITE_POINTS = "SELECT count(*) FROM written"
+# A trainer appends: a plain INSERT first, a fifth cheaper than the upsert's speculative insertion; it fails
+# on a point that exists, and then the batch is sent again as an upsert.
+_APPEND = "RETURNING p.key, p.step, p.value, false AS overwrote"
+# xmax is 0 on a row this INSERT created, and set on one it updated (overwrote).
+_UPSERT = """ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
+    RETURNING p.key, p.step, p.value, p.xmax::text <> '0' AS overwrote"""
 # latest_metrics: for each key written, the value at its highest step, the batch's or a stored one.
 # (jsonb has no NaN or infinity.)
 _WRITE_WITH_LATEST = f"""{_WRITE},
@@ -255,7 +270,13 @@ run AS (
     WHERE id = %(run)b AND EXISTS (SELECT FROM batch)
 )
 {_WRITE_POINTS}"""
-_WRITE = _WRITE + _WRITE_POINTS
+_WRITES = {
+    (upsert, latest): (_WRITE_WITH_LATEST if latest else _WRITE + _WRITE_POINTS).replace(
+        "{on_conflict}", _UPSERT if upsert else _APPEND
+    )
+    for upsert in (False, True)
+    for latest in (False, True)
+}
 
 
 class Sample(models.Model):
