@@ -2,8 +2,11 @@
 
   1. ingest: N points per server over HTTP, KEYS keys a step, in batches of at most 1,000 (ours:
      POST /api/runs/<id>/metrics; MLflow: POST /api/2.0/mlflow/runs/log-batch), points/s for each.
-     After --ingest-warmup untimed points each, the servers take turns, --ingest-chunk points at a
-     time, so both see the same machine load;
+     Beside them, in the same turns: the database's own limit on the same rows from a bare psycopg
+     client (COPY into a table shaped like ours, with its unique index, one commit per batch; and one
+     COPY per turn), and ours called in this process (ingest.write, no HTTP). After --ingest-warmup
+     untimed points each, they take turns, --ingest-chunk points at a time, the first rotating, so all
+     see the same machine load. Ours runs under gunicorn as `./echolab run` starts it;
   2. chart query: one run with KEYS x STEPS points (loaded straight into each server's table with
      generate_series, so both hold the same rows), 6 keys at <= 1,000 points each, latency p50/p95
      and payload size. Ours: one GET /api/runs/<id>/metrics; MLflow: get-history-bulk-interval (the
@@ -16,12 +19,12 @@
      run while a trainer ingests a step a second; each polls the incremental endpoint every 2 s, as
      run.js does, against gunicorn with the workers `./echolab run` starts.
 
-Both servers run as one worker process each (ours: gunicorn; MLflow: `mlflow server --workers 1`, with
-MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false so that no job runner starts beside it and competes with the
-first minutes of its ingest). The load average is printed before and after each stage.
+Both servers run as one worker process each (ours: gunicorn, but for the ingest stage; MLflow:
+`mlflow server --workers 1`, with MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false so that no job runner starts
+beside it and competes with the first minutes of its ingest). The load average is printed before and after each stage.
 MLflow lives in its own virtualenv (never EchoLab's):
     python3.11 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install mlflow==3.17.2 psycopg2-binary
-Run:
+Run (--stages ingest for the first stage alone; the pollers need the query stage's run):
     .venv/bin/python bench/tracking.py --mlflow /tmp/mlflow-venv/bin/mlflow
 """
 
