@@ -66,7 +66,7 @@ class MetricPoint(models.Model):
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
-        database costs a millisecond or more; this is one where there were ten."""
+        database costs a millisecond or more; this is one where there were nine."""
         latest = {(step, key): None if value is None else float(value) for step, key, value in points}
         steps, keys = (list(column) for column in zip(*latest)) if latest else ([], [])
         params = {
