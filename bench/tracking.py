@@ -2,8 +2,11 @@
 
   1. ingest: N points per server over HTTP, KEYS keys a step, in batches of at most 1,000 (ours:
      POST /api/runs/<id>/metrics; MLflow: POST /api/2.0/mlflow/runs/log-batch), points/s for each.
-     After --ingest-warmup untimed points each, the servers take turns, --ingest-chunk points at a
-     time, so both see the same machine load;
+     Beside them, in the same turns: the database's own limit on the same rows from a bare psycopg
+     client (COPY into a table shaped like ours, with its unique index, one commit per batch; and one
+     COPY per turn), and ours called in this process (ingest.write, no HTTP). After --ingest-warmup
+     untimed points each, they take turns, --ingest-chunk points at a time, the first rotating, so all
+     see the same machine load. Ours runs under gunicorn as `./echolab run` starts it;
   2. chart query: one run with KEYS x STEPS points (loaded straight into each server's table with
      generate_series, so both hold the same rows), 6 keys at <= 1,000 points each, latency p50/p95
      and payload size. Ours: one GET /api/runs/<id>/metrics; MLflow: get-history-bulk-interval (the
@@ -16,12 +19,12 @@
      run while a trainer ingests a step a second; each polls the incremental endpoint every 2 s, as
      run.js does, against gunicorn with the workers `./echolab run` starts.
 
-Both servers run as one worker process each (ours: gunicorn; MLflow: `mlflow server --workers 1`, with
-MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false so that no job runner starts beside it and competes with the
-first minutes of its ingest). The load average is printed before and after each stage.
+Both servers run as one worker process each (ours: gunicorn, but for the ingest stage; MLflow:
+`mlflow server --workers 1`, with MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false so that no job runner starts
+beside it and competes with the first minutes of its ingest). The load average is printed before and after each stage.
 MLflow lives in its own virtualenv (never EchoLab's):
     python3.11 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install mlflow==3.17.2 psycopg2-binary
-Run:
+Run (--stages ingest for the first stage alone; the pollers need the query stage's run):
     .venv/bin/python bench/tracking.py --mlflow /tmp/mlflow-venv/bin/mlflow
 """
 
@@ -40,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PG = "postgres://postgres@127.0.0.1:5432"
 OURS_DB, MLFLOW_DB = "echolab_bench_tracking", "mlflow_bench_tracking"
-OURS_PORT, MLFLOW_PORT, POLLERS_PORT = 8765, 8766, 8768
+OURS_PORT, MLFLOW_PORT, POLLERS_PORT, INGEST_PORT = 8765, 8766, 8768, 8769
 CHART_KEYS = [
     "train/success",
     "val/success",
@@ -225,19 +228,59 @@ class IngestTarget:
         return self.points / self.seconds
 
 
-def bench_ingest(points, keys, warmup, chunk, ours, our_run_id, mlflow, mlflow_run_id):
-    """Both servers take turns, `chunk` points at a time (the first to go alternating), after `warmup`
-    untimed points each; points/s of each over its timed turns."""
+def copy_limit_targets():
+    """The database's own limit on the same rows, from a bare psycopg client: COPY into a table shaped like
+    ours (its columns and its unique (run, key, step) index), one commit per batch, as an acknowledged
+    batch needs (as run 1); and, for reference, one COPY and one commit per turn (as run 2)."""
+    import psycopg
+
+    conn = psycopg.connect(f"{PG}/{OURS_DB}")
+    conn.execute("DROP TABLE IF EXISTS bench_copy_limit")
+    conn.execute("CREATE TABLE bench_copy_limit (LIKE metrics_metricpoint INCLUDING ALL)")
+    conn.commit()
+    copy_sql = "COPY bench_copy_limit (run_id, step, key, value) FROM STDIN"
+
+    def copy(rows, run_id):
+        with conn.cursor() as cursor, cursor.copy(copy_sql) as stream:
+            for step, key, value in rows:
+                stream.write_row((run_id, step, key, value))
+
+    def per_batch(batch):
+        copy(batch, 1)
+        conn.commit()
+
+    class OneStream(IngestTarget):
+        def log(self, points, keys, timed=True):
+            chunk, self.step = batches(self.step, points, keys)
+            start = time.perf_counter()
+            copy((row for batch in chunk for row in batch), 2)
+            conn.commit()
+            if timed:
+                self.seconds += time.perf_counter() - start
+                self.points += sum(map(len, chunk))
+
+    return [IngestTarget("copy_per_batch", per_batch), OneStream("copy_one_stream", None)]
+
+
+def bench_ingest(points, keys, warmup, chunk, ours, our_runs, mlflow, mlflow_run_id):
+    """The targets take turns, `chunk` points at a time (which goes first rotating), after `warmup`
+    untimed points each; points/s of each over its timed turns. Targets: ours over HTTP; ours in this
+    process (ingest.write, no HTTP or Django request: what the request path adds); the COPY limit; MLflow."""
+    from webapp.metrics import ingest
+
     now = int(time.time() * 1000)
+    over_http, in_process = our_runs
     targets = [
         IngestTarget(
             "ours",
             lambda batch: ours.call(
                 "POST",
-                f"/api/runs/{our_run_id}/metrics",
+                f"/api/runs/{over_http.pk}/metrics",
                 [{"step": s, "key": k, "value": v} for s, k, v in batch],
             ),
         ),
+        IngestTarget("ours_in_process", lambda batch: ingest.write(in_process, batch)),
+        *copy_limit_targets(),
         IngestTarget(
             "mlflow",
             lambda batch: mlflow.call(
@@ -253,7 +296,8 @@ def bench_ingest(points, keys, warmup, chunk, ours, our_run_id, mlflow, mlflow_r
     for target in targets:
         target.log(warmup, keys, timed=False)
     for turn in range(max(1, points // chunk)):
-        for target in targets if turn % 2 == 0 else targets[::-1]:
+        first = turn % len(targets)
+        for target in targets[first:] + targets[:first]:
             target.log(chunk, keys)
     return {target.name: target for target in targets}
 
@@ -446,6 +490,40 @@ def bench_pollers(port, token, run_id, first_step, pollers, seconds, keys):
     }
 
 
+def proc_loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return f.read().strip()
+
+
+def bench_ingest_stage(args, token, user, mlflow):
+    before = proc_loadavg()
+    ingest = bench_ingest(
+        args.ingest_points,
+        args.keys,
+        args.ingest_warmup,
+        args.ingest_chunk,
+        Client(INGEST_PORT, {"Authorization": f"Bearer {token}"}),
+        (our_run(user), our_run(user)),
+        mlflow,
+        mlflow_run(mlflow, "ingest"),
+    )
+    print(
+        f"ingest, {args.keys} keys a step, batches of {BATCH // args.keys * args.keys}, turns of "
+        f"{args.ingest_chunk:,} points after {args.ingest_warmup:,} untimed, {os.cpu_count()} CPUs; "
+        f"/proc/loadavg before: {before}, after: {proc_loadavg()}",
+        flush=True,
+    )
+    for target in ingest.values():
+        print(
+            f"  {target.name:16s} {target.rate:9,.0f} points/s "
+            f"({target.points:,} points in {target.seconds:.1f} s)"
+        )
+    ours, limit = ingest["ours"].rate, ingest["copy_per_batch"].rate
+    print(f"  ratio ours / COPY limit (one commit per batch): {ours / limit:.0%}")
+    print(f"  ratio ours / COPY, one stream: {ours / ingest['copy_one_stream'].rate:.0%}")
+    print(f"  ratio ours / MLflow: {ours / ingest['mlflow'].rate:.2f}x", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -456,10 +534,16 @@ def main():
     parser.add_argument("--ingest-warmup", type=int, default=5_000, help="untimed points per server first")
     parser.add_argument("--keys", type=int, default=50, help="keys a step, in the ingest and the chart run")
     parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument(
+        "--stages",
+        default="ingest,query,pollers",
+        help="which of ingest, query, pollers to run (comma-separated)",
+    )
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--pollers", type=int, default=50, help="concurrent run pages polling (0: skip)")
     parser.add_argument("--poll-seconds", type=int, default=60)
     args = parser.parse_args()
+    args.stages = set(args.stages.split(","))
     if not 0 < args.keys <= BATCH or args.keys < len(CHART_KEYS):
         parser.error(f"--keys must lie between {len(CHART_KEYS)} (the charted keys) and {BATCH}")
 
@@ -483,30 +567,12 @@ def main():
         ours = Client(OURS_PORT, {"Authorization": f"Bearer {token}"})
         mlflow = Client(MLFLOW_PORT)
 
-        load = load_average()
-        ingest = bench_ingest(
-            args.ingest_points,
-            args.keys,
-            args.ingest_warmup,
-            args.ingest_chunk,
-            ours,
-            our_run(user).pk,
-            mlflow,
-            mlflow_run(mlflow, "ingest"),
-        )
-        print(
-            f"ingest, {args.keys} keys a step, batches of {BATCH // args.keys * args.keys}, turns of "
-            f"{args.ingest_chunk:,} points after {args.ingest_warmup:,} untimed (load average before {load}, "
-            f"after {load_average()}, {os.cpu_count()} CPUs):",
-            flush=True,
-        )
-        for target in ingest.values():
-            print(
-                f"  {target.name:15s} {target.rate:9,.0f} points/s "
-                f"({target.points:,} points in {target.seconds:.1f} s)"
-            )
-        print(f"  ratio ours / MLflow: {ingest['ours'].rate / ingest['mlflow'].rate:.2f}x", flush=True)
-
+        if "ingest" in args.stages:
+            # The server as `./echolab run` starts it (gthread workers: keep-alive).
+            start_ours(INGEST_PORT, logs, servers, *SERVE_WORKERS)
+            bench_ingest_stage(args, token, user, mlflow)
+        if "query" not in args.stages:
+            return
         chart_run, mlflow_chart_run = our_run(user).pk, mlflow_run(mlflow, "chart")
         load_chart_data(chart_run, mlflow_chart_run, args.keys, args.steps)
         load = load_average()
@@ -527,7 +593,7 @@ def main():
             f"MLflow sampled {spike['mlflow_sampled']}"
         )
 
-        if args.pollers:
+        if "pollers" in args.stages and args.pollers:
             load = load_average()
             start_ours(POLLERS_PORT, logs, servers, *SERVE_WORKERS)
             polls = bench_pollers(

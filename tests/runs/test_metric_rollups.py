@@ -60,3 +60,111 @@ def test_deleting_a_run_deletes_its_points_and_rollups(run):
     MetricPoint.upsert(run.pk, [(step, "loss", 1.0) for step in range(5)])
     run.experiment.delete()
     assert not MetricPoint.objects.exists() and not MetricRollup.objects.exists()
+
+
+def _summaries_from_points(run):
+    """Each (key, bucket)'s rollup, computed here from the stored points."""
+    buckets = {}
+    for key, step, value in MetricPoint.objects.filter(run=run).values_list("key", "step", "value"):
+        buckets.setdefault((key, step // ROLLUP_WIDTH), []).append((step, value))
+    summaries = {}
+    for where, points in buckets.items():
+        finite = [value for _, value in points if value is not None and math.isfinite(value)]
+        steps = [step for step, _ in points]
+        summaries[where] = (
+            len(points),
+            min(steps),
+            max(steps),
+            repr(max(points)[1]),  # repr: NaN equals NaN
+            min(finite, default=None),
+            max(finite, default=None),
+        )
+    return summaries
+
+
+def _stored_rollups(run):
+    return {
+        (r.key, r.bucket): (r.count, r.first_step, r.last_step, repr(r.last_value), r.low, r.high)
+        for r in MetricRollup.objects.filter(run=run)
+    }
+
+
+@pytest.mark.parametrize("in_transaction", [False, True])
+def test_rollups_equal_a_summary_of_the_points_after_any_mix_of_appends_and_overwrites(
+    transactional_db, in_transaction
+):
+    """Appended points merge into a bucket's summary; a bucket where a point is overwritten is summarised
+    again. Random batches of both, with repeats inside a batch and values of every kind; written on their
+    own (an append first, an upsert when a point exists) and within a caller's transaction (an upsert)."""
+    import random
+
+    from django.db import transaction
+
+    from webapp.metrics import ingest
+
+    owner = make_user("rollup-owner", "pw-12345678")
+    run = make_run(owner, experiment=make_experiment(owner, "e"), label="r", config={})
+
+    rng = random.Random(20)
+    kinds = [lambda: rng.uniform(-5, 5), lambda: None, lambda: math.nan, lambda: math.inf, lambda: -math.inf]
+    next_step = 0
+    for _ in range(30):
+        points, resend = [], rng.random() < 0.25  # a batch of earlier steps only: latest_metrics stay
+        for _ in range(rng.randint(1, 60)):
+            if next_step and (resend or rng.random() < 0.3):  # a step already written, perhaps in this batch
+                step = rng.randrange(next_step)
+            else:
+                step, next_step = next_step, next_step + rng.randint(1, 40)
+            points.append((step, rng.choice(["loss", "acc"]), rng.choice(kinds)()))
+        if in_transaction:
+            with transaction.atomic():
+                ingest.write(run, points)
+        else:
+            ingest.write(run, points)
+        assert _stored_rollups(run) == _summaries_from_points(run)
+        run.refresh_from_db()
+        newest = {}
+        for key, value in MetricPoint.objects.filter(run=run).order_by("step").values_list("key", "value"):
+            newest[key] = value if value is not None and math.isfinite(value) else None
+        assert run.latest_metrics == newest
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_batches_for_one_run_take_turns_and_keep_the_rollups_exact():
+    """Each batch reads stored points (an overwritten bucket, the newest step) in a snapshot taken once it
+    holds the run's row lock: batches sent at once, on their own connections, lose nothing."""
+    import threading
+
+    from django.db import connection
+
+    from webapp.metrics import ingest
+
+    owner = make_user("rollup-writer", "pw-12345678")
+    run = make_run(owner, experiment=make_experiment(owner, "e"), label="r", config={})
+    errors = []
+
+    def writer(offset):
+        try:
+            for round_ in range(8):  # every writer overwrites the others' steps, bucket by bucket
+                ingest.write(
+                    run,
+                    [
+                        (step, "loss", float(offset * 1000 + round_))
+                        for step in range(round_ * 30, round_ * 30 + 60)
+                    ],
+                )
+        except Exception as error:  # noqa: BLE001 - reported by the assertion below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(offset,)) for offset in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert _stored_rollups(run) == _summaries_from_points(run)
+    run.refresh_from_db()
+    newest = MetricPoint.objects.filter(run=run).order_by("-step").values_list("value", flat=True)[0]
+    assert run.latest_metrics == {"loss": newest}

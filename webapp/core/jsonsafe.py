@@ -42,16 +42,20 @@ def loads(text):
 
 def depth(value) -> int:
     """How many objects and lists deep `value` is (0 for a scalar), without recursion; counting stops past
-    MAX_DEPTH, so a self-referencing YAML alias ends too."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            if deepest > MAX_DEPTH:
-                return deepest
-            stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
-    return deepest
+    MAX_DEPTH, so a self-referencing YAML alias ends too. Level by level, each container once a level (an
+    alias shared by many is not walked many times): a 1,000-point metrics batch is three list
+    comprehensions, not a loop over its 4,000 values."""
+    level, layer = 0, [value]
+    while True:
+        containers = {id(item): item for item in layer if isinstance(item, (dict, list))}
+        if not containers or level >= MAX_DEPTH + 1:
+            return level
+        level += 1
+        layer = [
+            inner
+            for item in containers.values()
+            for inner in (item.values() if isinstance(item, dict) else item)
+        ]
 
 
 def beyond_int64(value, where: str = "") -> str | None:

@@ -5,7 +5,9 @@ plus a per-100-steps rollup so a chart of a long series reads 1,000 rows per key
 from collections import defaultdict
 
 import psycopg
-from django.db import IntegrityError, connection, models, transaction
+from django.db import connection, models, transaction
+
+from webapp.experiments.models import Run
 
 ROLLUP_WIDTH = 100  # steps per MetricRollup bucket
 
@@ -52,39 +54,73 @@ class MetricPoint(models.Model):
         return sorted(steps.items())
 
     @classmethod
-    def upsert(cls, run_id: int, points: list[tuple[int, str, float]]) -> int:
+    def upsert(cls, run_id: int, points: list[tuple[int, str, float | None]]) -> int:
         """Write (step, key, value) points; an existing (run, key, step) is overwritten. A point listed
         twice keeps its last value."""
+        if connection.vendor == "postgresql":
+            return cls.write_batch(run_id, points)[1]
+        # Other databases keep no rollups (charts read the points) and take no row locks.
         latest = {(step, key): None if value is None else float(value) for step, key, value in points}
-        if not latest:
-            return 0
-        if connection.vendor != "postgresql":  # which keeps no rollups: charts read the points
-            cls.objects.bulk_create(
-                [
-                    cls(run_id=run_id, step=step, key=key, value=value)
-                    for (step, key), value in latest.items()
-                ],
-                batch_size=2000,
-                update_conflicts=True,
-                unique_fields=["run", "key", "step"],
-                update_fields=["value"],
-            )
-            return len(latest)
-        # Three arrays and one statement: building a model instance per point costs more than the
-        # database's own work for a 1,000-point batch.
-        steps, keys = map(list, zip(*latest))
-        arrays = [run_id, steps, keys, list(latest.values())]
-        with transaction.atomic(savepoint=False):
-            try:
-                # A trainer appends, so first a plain INSERT: a third cheaper than the upsert's speculative
-                # insertion. In a savepoint, so that a batch that does overwrite points can still upsert.
-                with transaction.atomic(), _binary_cursor() as cursor:
-                    cursor.execute(_INSERT_POINTS, arrays)
-            except IntegrityError:
-                with _binary_cursor() as cursor:
-                    cursor.execute(_UPSERT_POINTS, arrays)
-            MetricRollup.refresh(run_id, {(key, step // ROLLUP_WIDTH) for step, key in latest})
+        cls.objects.bulk_create(
+            [cls(run_id=run_id, step=step, key=key, value=value) for (step, key), value in latest.items()],
+            batch_size=2000,
+            update_conflicts=True,
+            unique_fields=["run", "key", "step"],
+            update_fields=["value"],
+        )
         return len(latest)
+
+    @classmethod
+    def write_batch(
+        cls,
+        run_id: int,
+        points: list[tuple[int, str, float | None]],
+        *,
+        latest_metrics: bool = False,
+        refuse_statuses: tuple[str, ...] = (),
+    ) -> tuple[str, int]:
+        """upsert on Postgres, rollups included, under the run's row lock: batches for one run take turns,
+        so they neither lose each other's rollup counts nor deadlock on each other's points. With
+        latest_metrics, run.latest_metrics follows (the value at each written key's highest step). A run
+        whose status is in refuse_statuses gets nothing. Returns the run's status and the points written.
+
+        Two statements, sent in one round trip, in one transaction: the lock, then one statement that
+        writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
+        database costs a millisecond or more; this is one where there were nine."""
+        latest = {(step, key): None if value is None else float(value) for step, key, value in points}
+        steps, keys = (list(column) for column in zip(*latest)) if latest else ([], [])
+        params = {
+            "run": run_id,
+            "steps": steps,
+            "keys": keys,
+            "values": list(latest.values()),
+            "refuse": list(refuse_statuses),
+        }
+        connection.ensure_connection()
+        conn = connection.connection
+
+        # One round trip: outside a transaction (autocommit) the statements sent before the pipeline's sync
+        # form one implicit transaction, committed at the sync (an error rolls all of them back); inside a
+        # caller's transaction they are part of it, and there a failed append would abort that transaction,
+        # so it upserts straight away. The write's snapshot is taken once the lock is held, so it sees every
+        # batch committed before.
+        def send(upsert: bool):
+            with conn.pipeline():
+                lock, write = psycopg.Cursor(conn), psycopg.Cursor(conn)
+                lock.execute(_LOCK_RUN, [run_id])
+                write.execute(_WRITES[(upsert, latest_metrics)], params)
+            return lock.fetchone(), write.fetchone()[0]
+
+        if connection.in_atomic_block:
+            locked, written = send(upsert=True)
+        else:
+            try:
+                locked, written = send(upsert=False)
+            except psycopg.errors.UniqueViolation:
+                locked, written = send(upsert=True)
+        if locked is None:
+            raise Run.DoesNotExist(f"run {run_id} does not exist")
+        return locked[0], written
 
     @classmethod
     def insert_new(cls, run_id: int, points) -> int:
@@ -139,62 +175,128 @@ class MetricRollup(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "key", "bucket"], name="metric_rollup_unique")]
 
     @classmethod
-    def refresh(cls, run_id: int, buckets: set[tuple[str, int]] | None = None) -> None:
-        """Recompute the given (key, bucket) summaries from the points; all of the run's when None."""
-        if connection.vendor != "postgresql" or buckets == set():
+    def refresh(cls, run_id: int) -> None:
+        """Recompute all of the run's summaries from its points (after a bulk write that bypassed them)."""
+        if connection.vendor != "postgresql":
             return
-        params = {"run": run_id, "width": ROLLUP_WIDTH}
-        if buckets:
-            keys, numbers = zip(*sorted(buckets))
-            params.update(keys=list(keys), buckets=list(numbers))
         with connection.cursor() as cursor:
-            cursor.execute(_REFRESH_BUCKETS if buckets else _REFRESH_RUN, params)
+            cursor.execute(_REFRESH_RUN, {"run": run_id, "width": ROLLUP_WIDTH})
 
 
-def _binary_cursor():
-    """A cursor that sends parameters apart from the query, in binary where it says %b (Django's own cursors
-    write them into the query text)."""
-    connection.ensure_connection()
-    return connection.make_cursor(psycopg.Cursor(connection.connection))
-
-
-# Arrays go in binary: Postgres parses a 1,000-element text array literal slower than it inserts the rows.
-_INSERT_POINTS = """
-INSERT INTO metrics_metricpoint (run_id, step, key, value)
-SELECT %b, * FROM unnest(%b::int[], %b::text[], %b::float8[])
-"""
 _COPY_POINTS = "COPY metrics_metricpoint (run_id, step, key, value) FROM STDIN"
-_UPSERT_POINTS = _INSERT_POINTS + "ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value"
 _LATEST_VALUES = """
 SELECT k.key, p.value FROM unnest(%s::text[]) AS k(key)
 CROSS JOIN LATERAL (SELECT value FROM metrics_metricpoint
                     WHERE run_id = %s AND key = k.key ORDER BY step DESC LIMIT 1) AS p
 """
-_FINITE = "p.value NOT IN ('NaN', 'Infinity', '-Infinity')"
-_SUMMARY = f"""
-SELECT p.run_id, p.key, p.step / {ROLLUP_WIDTH}, count(*), min(p.step), max(p.step),
-       -- the value at the highest step: steps are unique within a key, so the step decides the max
-       (max(ARRAY[p.step::float8, p.value]))[2],
-       min(p.value) FILTER (WHERE {_FINITE}), max(p.value) FILTER (WHERE {_FINITE})
-"""
-_UPSERT = """
-INSERT INTO metrics_metricrollup (run_id, key, bucket, count, first_step, last_step, last_value, low, high)
-{select}
+_FINITE = "{0}.value NOT IN ('NaN', 'Infinity', '-Infinity')"
+# A summary of rows p(step, value) grouped by key and bucket. The value at the highest step: steps are
+# unique within a key, so the step decides the max.
+_SUMMARY = f"""count(*) AS count, min(p.step) AS first_step, max(p.step) AS last_step,
+       (max(ARRAY[p.step::float8, p.value]))[2] AS last_value,
+       min(p.value) FILTER (WHERE {_FINITE.format("p")}) AS low,
+       max(p.value) FILTER (WHERE {_FINITE.format("p")}) AS high"""
+_ROLLUP_COLUMNS = "(run_id, key, bucket, count, first_step, last_step, last_value, low, high)"
+_REFRESH_RUN = f"""
+INSERT INTO metrics_metricrollup {_ROLLUP_COLUMNS}
+SELECT p.run_id, p.key, p.step / %(width)s, {_SUMMARY}
+FROM metrics_metricpoint p WHERE p.run_id = %(run)s
 GROUP BY p.run_id, p.key, p.step / %(width)s
 ON CONFLICT (run_id, key, bucket) DO UPDATE SET
     count = EXCLUDED.count, first_step = EXCLUDED.first_step, last_step = EXCLUDED.last_step,
     last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high
 """
-# Touched buckets only: one index range scan on (run, key, step) per bucket.
-_REFRESH_BUCKETS = _UPSERT.format(
-    select=_SUMMARY
-    + f"""
-FROM unnest(%(keys)s::text[], %(buckets)s::int[]) AS t(key, bucket)
-JOIN metrics_metricpoint p ON p.run_id = %(run)s AND p.key = t.key
-     AND p.step >= t.bucket * {ROLLUP_WIDTH} AND p.step < (t.bucket + 1)::bigint * {ROLLUP_WIDTH}"""
+
+_LOCK_RUN = "SELECT status FROM experiments_run WHERE id = %s FOR UPDATE"
+# One statement: the points, then their rollups, from what the points' INSERT returns. Its sub-statements
+# share one snapshot, taken before any of them writes: a point read from the table is one stored before
+# this batch. The arrays go in binary: Postgres parses a 1,000-element text array literal slower than it
+# inserts the rows.
+_WRITE = f"""
+WITH batch AS (
+    SELECT * FROM unnest(%(steps)b::int[], %(keys)b::text[], %(values)b::float8[]) AS b(step, key, value)
+    WHERE EXISTS (SELECT FROM experiments_run WHERE id = %(run)b AND status <> ALL(%(refuse)b::text[]))
+),
+written AS (
+    INSERT INTO metrics_metricpoint AS p (run_id, step, key, value)
+    SELECT %(run)b, step, key, value FROM batch
+    {{on_conflict}}
+),
+touched AS (
+    SELECT p.key, p.step / {ROLLUP_WIDTH} AS bucket, bool_or(p.overwrote) AS overwrote, {_SUMMARY}
+    FROM written p GROUP BY p.key, p.step / {ROLLUP_WIDTH}
+),
+-- A bucket that only gained points: its summary merges with the batch's, without reading its points.
+merged AS (
+    INSERT INTO metrics_metricrollup AS r {_ROLLUP_COLUMNS}
+    SELECT %(run)b, key, bucket, count, first_step, last_step, last_value, low, high
+    FROM touched WHERE NOT overwrote
+    ON CONFLICT (run_id, key, bucket) DO UPDATE SET
+        count = r.count + EXCLUDED.count,
+        first_step = LEAST(r.first_step, EXCLUDED.first_step),
+        last_step = GREATEST(r.last_step, EXCLUDED.last_step),
+        last_value = CASE WHEN EXCLUDED.last_step > r.last_step THEN EXCLUDED.last_value ELSE r.last_value END,
+        low = LEAST(r.low, EXCLUDED.low),  -- LEAST and GREATEST skip nulls (a bucket with no finite value)
+        high = GREATEST(r.high, EXCLUDED.high)
+    RETURNING 1
+),
+-- A bucket where a point was overwritten: summarised again from its stored points, less those the batch
+-- replaced, plus the batch's.
+rebuilt AS (
+    INSERT INTO metrics_metricrollup AS r {_ROLLUP_COLUMNS}
+    SELECT %(run)b, t.key, t.bucket, {_SUMMARY}
+    FROM touched t CROSS JOIN LATERAL (
+        SELECT s.step, s.value FROM metrics_metricpoint s
+        WHERE s.run_id = %(run)b AND s.key = t.key AND s.step >= t.bucket * {ROLLUP_WIDTH}
+              -- (bigint: the bucket after the last step, 2**31 - 1, ends beyond the integer range)
+              AND s.step < (t.bucket + 1)::bigint * {ROLLUP_WIDTH}
+              AND NOT EXISTS (SELECT FROM written w WHERE w.key = s.key AND w.step = s.step)
+        UNION ALL
+        SELECT w.step, w.value FROM written w WHERE w.key = t.key AND w.step / {ROLLUP_WIDTH} = t.bucket
+    ) AS p
+    WHERE t.overwrote
+    GROUP BY t.key, t.bucket
+    ON CONFLICT (run_id, key, bucket) DO UPDATE SET
+        count = EXCLUDED.count, first_step = EXCLUDED.first_step, last_step = EXCLUDED.last_step,
+        last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high
+    RETURNING 1
 )
-# (bigint: the bucket after the last step, 2**31 - 1, ends beyond the integer range)
-_REFRESH_RUN = _UPSERT.format(select=_SUMMARY + "FROM metrics_metricpoint p WHERE p.run_id = %(run)s")
+"""
+_WRITE_POINTS = "SELECT count(*) FROM written"
+# A trainer appends: a plain INSERT first, a fifth cheaper than the upsert's speculative insertion; it fails
+# on a point that exists, and then the batch is sent again as an upsert.
+_APPEND = "RETURNING p.key, p.step, p.value, false AS overwrote"
+# xmax is 0 on a row this INSERT created, and set on one it updated (overwrote).
+_UPSERT = """ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
+    RETURNING p.key, p.step, p.value, p.xmax::text <> '0' AS overwrote"""
+# latest_metrics: for each key written, the value at its highest step, the batch's or a stored one.
+# (jsonb has no NaN or infinity.)
+_WRITE_WITH_LATEST = f"""{_WRITE},
+newest AS (
+    SELECT b.key, CASE WHEN stored.step > b.step THEN stored.value ELSE b.value END AS value
+    -- (grouped, not DISTINCT ON: sorting 1,000 keys by the database's collation costs milliseconds)
+    FROM (SELECT key, max(step) AS step, (max(ARRAY[step::float8, value]))[2] AS value FROM batch GROUP BY key) AS b
+    LEFT JOIN LATERAL (
+        SELECT s.step, s.value FROM metrics_metricpoint s
+        WHERE s.run_id = %(run)b AND s.key = b.key ORDER BY s.step DESC LIMIT 1
+    ) AS stored ON true
+),
+run AS (
+    UPDATE experiments_run SET latest_metrics = latest_metrics || (
+        SELECT jsonb_object_agg(
+            n.key, CASE WHEN {_FINITE.format("n")} THEN to_jsonb(n.value) END
+        ) FROM newest n
+    )
+    WHERE id = %(run)b AND EXISTS (SELECT FROM batch)
+)
+{_WRITE_POINTS}"""
+_WRITES = {
+    (upsert, latest): (_WRITE_WITH_LATEST if latest else _WRITE + _WRITE_POINTS).replace(
+        "{on_conflict}", _UPSERT if upsert else _APPEND
+    )
+    for upsert in (False, True)
+    for latest in (False, True)
+}
 
 
 class Sample(models.Model):
