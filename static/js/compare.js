@@ -26,7 +26,7 @@
 
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
   const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: page.group_by, bands: true, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
-                  selected: new Set(page.runs.map(function (run) { return run.id; })), redraw: null };
+                  selected: new Set(drawnInAddress()), redraw: null };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -349,7 +349,26 @@
   }
 
   function selectionChanged() {
+    saveDrawn();
     if (state.groupBy) load(); else scheduleRender();
+  }
+
+  // The runs drawn, when not every compared run, kept in the address (?draw=3,7): a copied link draws
+  // the same subset. Ids not compared are ignored; no ?draw= draws them all.
+  function drawnInAddress() {
+    const ids = page.runs.map(function (run) { return run.id; });
+    const text = new URLSearchParams(window.location.search).get("draw");
+    if (text === null) return ids;
+    const asked = new Set(text.split(",").map(Number));
+    return ids.filter(function (id) { return asked.has(id); });
+  }
+
+  function saveDrawn() {
+    const url = new URL(window.location.href);
+    const drawn = page.runs.filter(function (run) { return state.selected.has(run.id); });
+    if (drawn.length === page.runs.length) url.searchParams.delete("draw");
+    else url.searchParams.set("draw", drawn.map(function (run) { return run.id; }).join(","));
+    window.history.replaceState(null, "", url);
   }
 
   // The table's checkboxes and counter follow the selection.

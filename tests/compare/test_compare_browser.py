@@ -289,10 +289,20 @@ def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
     assert page.evaluate("document.getElementById('draw-all').indeterminate") is True
     page.screenshot(path=str(ARTIFACTS / "compare-7-of-12-runs.png"), full_page=True)
 
+    # The subset is in the address: the copied link draws the same 7 runs.
+    shared = page.url
+    assert "draw=" in shared
+    page.goto(f"{page.base}/")
+    page.goto(shared)
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert page.locator("#draw-count").text_content() == "Drawing 7 of 12 runs."
+    assert {t[0] for t in line_traces(page, "success")} == {f"#{run.pk} {run.label}" for run in runs[5:]}
+
     # The header box draws every run again, the spike with them.
     page.check("#draw-all")
     page.wait_for_function(
         "document.querySelectorAll('#chart-grad_norm .scatterlayer path.js-line').length === 12"
     )
     assert page.locator("#draw-count").text_content() == "Drawing 12 of 12 runs."
+    assert "draw=" not in page.url
     assert y_top(page, "grad_norm") >= 1000
