@@ -1,6 +1,7 @@
 // The view of a page's charts kept in its address, so that a copied link opens the same view: the x
-// axis (?x=time, the run page's), the x range every chart shows (?xrange=10,50) and the smoothing
-// (?smooth=0.6). Shared by the run and compare pages; each keeps the rest of its address as it is.
+// axis (?x=time, the run page's), the x range every chart shows (?xrange=10,50), the smoothing
+// (?smooth=0.6) and the run page's detector's view (?detector=1). Shared by the run and compare pages;
+// each keeps the rest of its address as it is.
 window.EchoChartView = {
   read: function () {
     const query = new URLSearchParams(window.location.search);
@@ -11,6 +12,7 @@ window.EchoChartView = {
       xmode: query.get("x") === "time" ? "time" : "step",
       xrange: parts.length === 2 && parts.every(Number.isFinite) && parts[0] < parts[1] ? parts : null,
       smoothing: Number.isFinite(weight) && weight >= 0 && weight <= 0.99 ? weight : 0,
+      detector: query.get("detector") === "1",  // the run page's detector's view
     };
   },
 
@@ -20,6 +22,7 @@ window.EchoChartView = {
     put("x", view.xmode === "time" ? "time" : null);
     put("xrange", view.xrange ? view.xrange.join(",") : null);
     put("smooth", view.smoothing > 0 ? String(view.smoothing) : null);
+    put("detector", view.detector ? "1" : null);
     window.history.replaceState(null, "", url);
   },
 

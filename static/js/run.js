@@ -72,7 +72,7 @@
     cursor: page.cursor,  // a step marked on every chart (?step=, or a click in the events list)
     // The detector's view: on, the rules' series ({rule, metric, smoothing, step, value}), the data
     // revision and time they were fetched at.
-    detector: { on: false, rules: [], revision: -1, fetchedAt: 0 },
+    detector: { on: view.detector, rules: [], revision: -1, fetchedAt: 0 },
   };
 
   function escapeHtml(text) {
@@ -321,7 +321,9 @@
   }
 
   // The view in the address bar (the cursor's ?step= is setCursor's).
-  function saveView() { window.EchoChartView.save(state); }
+  function saveView() {
+    window.EchoChartView.save({ xmode: state.xmode, xrange: state.xrange, smoothing: state.smoothing, detector: state.detector.on });
+  }
 
   // "Show as table": the chart's points (and smoothed values) as rows, within the zoom range.
   function showTable(chart, plot) {
@@ -569,9 +571,10 @@
     });
     document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
     const detectorBox = document.getElementById("detector-view");
-    detectorBox.checked = false;  // a reload's remembered checkbox would not match what is drawn
+    detectorBox.checked = state.detector.on;  // from the address, not a reload's remembered checkbox
     detectorBox.addEventListener("change", async function () {
       state.detector.on = detectorBox.checked;
+      saveView();
       document.getElementById("detector-view-state").hidden = !detectorBox.checked;
       if (detectorBox.checked) await loadDetectorView(true);
       render();

@@ -62,7 +62,20 @@ def test_the_toggle_draws_each_rules_series_and_takes_it_away(page):
     assert f"{collapse.signals['value']:.4g}" in collapse.message  # the message quotes that same number
     page.get_by_label("Show Success (train and validation) as a table").uncheck()
 
+    # The view is in the address: a copied link opens with the rules' series drawn.
+    shared = page.url
+    assert "detector=1" in shared
+    page.goto(f"{page.base}/")
+    page.goto(shared)
+    wait_for(
+        lambda: "detector: collapse (smoothing 0.6)" in drawn(page, "success")["legend"],
+        timeout=15,
+        message="the detector's view restored from the address",
+    )
+    assert page.get_by_label("Detector's view").is_checked()
+
     page.get_by_label("Detector's view").uncheck()
+    assert "detector=1" not in page.url
     wait_for(
         lambda: not any("detector:" in text for text in drawn(page, "success")["legend"]),
         timeout=15,
