@@ -115,10 +115,12 @@ class SuccessTrend:
     - A peak is *real* when the smoothed value once stood `k` noise SDs (the noise of that time) above
       the mean of the first `START_STEPS` values: a run that never learned (success noisy around
       0.05-0.1) has no peak.
-    - *Falling*: the mean of the last `RECENT` values is below the mean of the `BEFORE` values ahead of
-      them by `k` standard errors (a two-window z-test: a plateau's noise rarely passes it, unlike
-      "below the running peak", which a noisy plateau is half of the time), or the smoothed value is
-      already below half its peak.
+    - *Falling*: the mean of the last `RECENT` values, or the last value alone, is below the mean of the
+      `BEFORE` values ahead of them by `k` standard errors (two-window z-tests: a plateau's noise rarely
+      passes them, unlike "below the running peak", which a noisy plateau is half of the time), or the
+      smoothed value is below half its peak by `k` standard errors of the smoothed value (a slow drift).
+      Every branch is measured in the run's own noise: a single noisy step that takes the smoothed value
+      just under half a peak (itself the maximum of a noisy series) is not a fall.
     The metric is the first of OUTCOME_KEYS the run logs, chosen at the first step that has one and then
     kept, so the peak is never compared across scales.
     """
@@ -126,6 +128,11 @@ class SuccessTrend:
     SMOOTHING = 0.3  # light: the half-peak test must not lag a sudden fall
     START_STEPS = 5
     NOISE_WINDOW = 30
+    # The fall tests divide by the larger of the noise over NOISE_WINDOW changes and over this many: 30
+    # changes give an estimate ~17% uncertain, and success rates of a few dozen episodes repeat values,
+    # so a quiet stretch reads low and ordinary steps then look significant (on simulated 0.55 plateaus
+    # of 16 episodes, 5 runs in 40 warned with the 30-change noise alone, 1 in 40 with this).
+    FALL_NOISE_WINDOW = 60
     RECENT, BEFORE = 5, 10
 
     def __init__(self) -> None:
@@ -135,11 +142,12 @@ class SuccessTrend:
         self.peak = -math.inf
         self.start: list[float] = []
         self.window: deque[float] = deque(maxlen=self.BEFORE + self.RECENT)
-        self.changes: deque[float] = deque(maxlen=self.NOISE_WINDOW)
+        self.changes: deque[float] = deque(maxlen=self.FALL_NOISE_WINDOW)
         self.best_rise = 0.0  # the highest smoothed value above the start so far, in noise SDs
         # Kept up to date by update() instead of being recomputed by every rule that asks, several times a
         # step: both change only when a value arrives (the baseline only during the first START_STEPS).
         self.noise = 0.0
+        self.fall_noise = 0.0  # the noise the fall tests use (see FALL_NOISE_WINDOW)
         self.baseline = math.nan
 
     def update(self, metrics: Metrics) -> None:
@@ -150,7 +158,9 @@ class SuccessTrend:
             return
         if self.window:
             self.changes.append(abs(x - self.window[-1]))
-            self.noise = statistics.fmean(self.changes) * math.sqrt(math.pi) / 2
+            recent = list(self.changes)[-self.NOISE_WINDOW :]
+            self.noise = statistics.fmean(recent) * math.sqrt(math.pi) / 2
+            self.fall_noise = max(self.noise, statistics.fmean(self.changes) * math.sqrt(math.pi) / 2)
         self.window.append(x)
         if len(self.start) < self.START_STEPS:
             self.start.append(x)
@@ -181,20 +191,37 @@ class SuccessTrend:
             return None
         values = list(self.window)
         before, recent = statistics.fmean(values[: self.BEFORE]), statistics.fmean(values[self.BEFORE :])
-        return _in_sds(before - recent, self.noise * math.sqrt(1 / self.BEFORE + 1 / self.RECENT))
+        return _in_sds(before - recent, self.fall_noise * math.sqrt(1 / self.BEFORE + 1 / self.RECENT))
+
+    def dip(self) -> float | None:
+        """How far the last value sits below the BEFORE values ahead of it, in standard errors (a sudden
+        fall, seen a few steps before the RECENT window's mean shows it); None until there are enough."""
+        if len(self.window) < self.BEFORE + 1:
+            return None
+        values = list(self.window)[-self.BEFORE - 1 :]
+        before = statistics.fmean(values[:-1])
+        return _in_sds(before - values[-1], self.fall_noise * math.sqrt(1 + 1 / self.BEFORE))
+
+    def below_half(self) -> float:
+        """How far the smoothed value sits below half its peak, in standard deviations of the smoothed
+        value (an EMA of weight a over values of SD `noise` has SD noise * sqrt((1 - a) / (1 + a)))."""
+        a = self.SMOOTHING
+        return _in_sds(self.peak / 2 - (self.value or 0.0), self.fall_noise * math.sqrt((1 - a) / (1 + a)))
 
     def holding(self, peak_sigmas: float, fall_sigmas: float) -> bool | None:
         """False only when success is falling from a real peak (`peak_sigmas` above the start; falling by
-        `fall_sigmas` standard errors, or below half the peak). True while it rises, holds a plateau, or
-        never learned (nothing to lose); None when too early to tell (rules then judge without it)."""
+        `fall_sigmas` standard errors: the last RECENT values, the last value, or the smoothed value
+        under half the peak). True while it rises, holds a plateau, or never learned (nothing to lose);
+        None when too early to tell (rules then judge without it)."""
         if not self.known or self.value is None:  # known implies a value: one update per start value
             return None
         if self.rise() < peak_sigmas:
             return True
         if fall_sigmas == 0:
             return False
-        drop = self.drop()
-        return not ((drop is not None and drop >= fall_sigmas) or self.value < self.peak / 2)
+        return not any(
+            z is not None and z >= fall_sigmas for z in (self.drop(), self.dip(), self.below_half())
+        )
 
 
 def _in_sds(difference: float, sd: float) -> float:
@@ -225,8 +252,9 @@ class Rule(ABC):
 class GuardedParams(RuleParams):
     success_sigmas: float = param(
         3.5,
-        "hold the alert until success falls: its last 5 values this many "
-        "standard errors below the 10 before them (or below half its peak); "
+        "hold the alert until success falls: its last 5 values, or its last "
+        "value, this many standard errors below the 10 before them (or its "
+        "smoothed value this many SDs below half its peak); "
         "0 = do not wait for a fall",
         min=0.0,
     )
