@@ -436,7 +436,7 @@ class ZeroStdParams(GuardedParams):
         0.0,
         "hold the alert until success falls (see reward_std_drop); 0, the "
         "default, = do not wait: most groups agreeing is more than learning "
-        "explains, and waiting cost 3 of 15 synthetic collapses their lead",
+        "explains, and waiting (3.5) leaves 7 of 15 synthetic collapses caught",
         min=0.0,
     )
     threshold: float = param(0.5, "breach only when the smoothed fraction is at least this", min=0.0, max=1.0)
