@@ -7,12 +7,17 @@ and for all rules together, on the synthetic and on the real runs separately: co
 i.e. a warning or collapse event, strictly before the step where success falls below half its peak),
 median and minimum lead (steps from that alarm to the half-peak step), false collapses (collapse events
 on healthy runs) and healthy runs with any alarm. Info markers (grad_spike) are not alarms.
+Simulated (seeded, not tuned on): how often a plateau that learned and holds warns while its groups agree
+(reward std down, success on 16 or 32 episodes a step, or half of it all-or-nothing per prompt), and how
+often a learned 0.7 that falls to 0.05 over 15 steps, its reward std down 30 steps before, is warned of
+before success halves: runs the labelled set has too few of to judge the success guard on.
 Cost: microseconds per update() over a 10k-step and a 100k-step run of all metrics; the ratio of the
 two per-step costs is ~1 when the update is O(1) in the run's length.
 """
 
 import argparse
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -23,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnostics import Detector  # noqa: E402
-from diagnostics.calibration import load_labelled_set, score, summarize  # noqa: E402
+from diagnostics.calibration import ALARMS, load_labelled_set, score, summarize  # noqa: E402
 from diagnostics.rules import RULES  # noqa: E402
 
 
@@ -54,6 +59,59 @@ def quality(overrides):
                 f"| {rule or '**all rules**'} | {m['caught_in_time']}/{m['collapsing_runs']} | {lead} "
                 f"| {m['healthy_with_collapse_event']} | {m['healthy_with_warning']}/{m['healthy_runs']} |"
             )
+
+
+SUCCESS, STD = "train/success", "train/reward_std_in_group"
+
+
+def episodes(p, n, rng):
+    return sum(rng.random() < p for _ in range(n)) / n
+
+
+def plateau(kind, seed):
+    """Success 0.1 for 10 steps, then a plateau; reward std falls at step 30 (learning, not collapse)."""
+    rng, rows = random.Random(seed), []
+    for step in range(150):
+        p = 0.1 if step < 10 else 0.6
+        x = {
+            "16 episodes": episodes(p, 16, rng),
+            "32 episodes": episodes(p, 32, rng),
+            "half all-or-nothing": episodes(p, 4, rng) / 2 + episodes(p, 16, rng) / 2,
+        }[kind]
+        rows.append({SUCCESS: x, STD: 0.45 if step < 30 else 0.1})
+    return rows
+
+
+def falling(seed):
+    """Learns 0.1 -> 0.7 by step 30, reward std falls at 50, success falls 0.7 -> 0.05 over steps 80-95."""
+    rng, rows = random.Random(seed), []
+    p_of = [
+        0.1 + 0.6 * min(t / 30, 1) if t < 80 else max(0.7 - 0.65 * (t - 80) / 15, 0.05) for t in range(130)
+    ]
+    for step, p in enumerate(p_of):
+        rows.append({SUCCESS: episodes(p, 32, rng), STD: 0.45 if step < 50 else 0.08})
+    return rows, next(t for t in range(80, 130) if p_of[t] < 0.35)
+
+
+def simulated(overrides):
+    def alarms(rows):
+        return [
+            e["step"] for e in Detector.replay(list(enumerate(rows)), overrides)[1] if e["level"] in ALARMS
+        ]
+
+    print("| simulated runs | result |")
+    print("|---|---|")
+    for kind in ("16 episodes", "32 episodes", "half all-or-nothing"):
+        warned = sum(bool(alarms(plateau(kind, seed))) for seed in range(40))
+        print(f"| 0.6 plateau, {kind} a step (healthy) | {warned}/40 warned |")
+    leads = []
+    for seed in range(20):
+        rows, half = falling(seed)
+        first = alarms(rows)
+        if first and first[0] < half:
+            leads.append(half - first[0])
+    lead = f", lead median {sorted(leads)[len(leads) // 2]} / min {min(leads)}" if leads else ""
+    print(f"| 0.7 falling to 0.05 over 15 steps (collapse) | {len(leads)}/20 caught{lead} |")
 
 
 def run_of(steps, seed=0):
@@ -94,7 +152,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overrides", default="{}", help="rule parameters as JSON")
     args = parser.parse_args()
-    quality(json.loads(args.overrides))
+    overrides = json.loads(args.overrides)
+    quality(overrides)
+    print()
+    simulated(overrides)
     print()
     cost()
 

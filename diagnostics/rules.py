@@ -130,8 +130,8 @@ class SuccessTrend:
     NOISE_WINDOW = 30
     # The fall tests divide by the larger of the noise over NOISE_WINDOW changes and over this many: 30
     # changes give an estimate ~17% uncertain, and success rates of a few dozen episodes repeat values,
-    # so a quiet stretch reads low and ordinary steps then look significant (on simulated 0.55 plateaus
-    # of 16 episodes, 5 runs in 40 warned with the 30-change noise alone, 1 in 40 with this).
+    # so a quiet stretch reads low and ordinary steps then look significant (bench/detector.py's simulated
+    # plateaus: 2, 4 and 4 runs in 40 warned with the 30-change noise alone, 2, 2 and 1 with this).
     FALL_NOISE_WINDOW = 60
     RECENT, BEFORE = 5, 10
 

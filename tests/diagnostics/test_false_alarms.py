@@ -72,7 +72,8 @@ def test_a_noisy_plateau_rarely_warns_though_its_smoothed_value_dips_under_half_
     # Success learned 0.1 -> 0.55 and holds it, on 16 episodes a step (noise ~0.12), while the groups
     # agree (reward std down: breached and held). The smoothed value's peak is the maximum of a noisy
     # series, and single bad steps take the smoothed value under half of it: that is noise, not a fall
-    # (a guard that let it through warned on 39 of 40 such runs). Seeds are not chosen: the share is.
+    # (the guard that let it through warned on most such runs: bench/detector.py, simulated runs).
+    # Seeds are not chosen: the share is.
     warned, dipped = 0, 0
     for seed in range(20):
         rng = random.Random(seed)
