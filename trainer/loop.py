@@ -77,6 +77,7 @@ from diagnostics.metrics import (
     TRAIN_FORMAT_VALID,
     TRAIN_FRAC_ZERO_STD_GROUPS,
     TRAIN_REWARD_MEAN,
+    TRAIN_REWARD_STD_HIST,
     TRAIN_REWARD_STD_IN_GROUP,
     TRAIN_SUCCESS,
     VAL_ENV_SUCCESS,
@@ -85,7 +86,7 @@ from diagnostics.metrics import (
 from trainer import advantages, checkpoint, losses, prefix
 from trainer.collapse import CollapseProbe
 from trainer.config import TrainConfig
-from trainer.filter import keep_groups, zero_groups
+from trainer.filter import group_scores, keep_groups, zero_groups
 from trainer.models import Policy, load_policy
 from trainer.rollout import ChatFormat, Trajectory, rollout
 from trainer.sink import Sink
@@ -613,6 +614,7 @@ class TrainingRun:
         if self.validation_due(step):
             metrics.update(self.trainer.validation_metrics())
         metrics.update(timing_metrics(trajs, started, played, updated))
+        self.sink.records(step, TRAIN_REWARD_STD_HIST, group_scores(rewards).tolist())  # the filter's input
         self.log(step, metrics, trajs)
         self.end_step(step)
 
