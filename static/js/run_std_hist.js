@@ -37,11 +37,17 @@
   }
 
   async function load() {
-    const response = await fetch(page.urls.reward_std_hist, {
-      credentials: "same-origin", headers: { Accept: "application/json" },
-    });
-    if (!response.ok) { return; }
-    const body = await response.json();
+    let body;
+    try {
+      const response = await fetch(page.urls.reward_std_hist, {
+        credentials: "same-origin", headers: { Accept: "application/json" },
+      });
+      if (!response.ok) { return; }  // not the user's run any more: nothing to draw
+      body = await response.json();
+    } catch (error) {  // the server restarting: try again, as the charts' polling does
+      window.setTimeout(load, POLL_MS);
+      return;
+    }
     draw(body);
     if (!body.run.finished) { window.setTimeout(load, POLL_MS); }
   }
