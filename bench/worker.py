@@ -73,6 +73,9 @@ class StepClock:
     def samples(self, step, samples):
         self.inner.samples(step, samples)
 
+    def records(self, step, key, values):
+        self.inner.records(step, key, values)
+
     def checkpoint(self, step, path):
         self.inner.checkpoint(step, path)
 

@@ -88,6 +88,7 @@ def _pattern(key: str) -> re.Pattern[str]:
 TRAIN_SUCCESS = "train/success"
 TRAIN_REWARD_MEAN = "train/reward_mean"
 TRAIN_REWARD_STD_IN_GROUP = "train/reward_std_in_group"
+TRAIN_REWARD_STD_HIST = "train/reward_std_hist"
 TRAIN_FRAC_ZERO_STD_GROUPS = "train/frac_zero_std_groups"
 TRAIN_FORMAT_VALID = "train/format_valid"
 TRAIN_ACTIONS_VALID = "train/actions_valid"
@@ -183,6 +184,12 @@ METRICS = (
         log=True,
         # TRL averages the per-group std: an in-group std too
         aliases=(Alias(RAGEN, "rollout/in_group_std"), Alias(TRL, "reward_std")),
+    ),
+    Metric(
+        TRAIN_REWARD_STD_HIST,
+        "every group's within-group std (unbiased) of raw rewards, P values per step, before the filter (its"
+        " input): a record per step (Sink.records), not a point; the run page draws it as a heat strip",
+        "reward",
     ),
     Metric(
         TRAIN_FRAC_ZERO_STD_GROUPS,

@@ -23,6 +23,18 @@ def zero_groups(rewards: torch.Tensor) -> int:
     return int((group_scores(rewards).abs() <= ZERO_SCORE).sum().item())
 
 
+def most_kept(groups: int, mode: str, value: float = 1.0) -> int:
+    """The most groups keep_groups can keep of `groups`: top_ratio and top_k_abs keep a fixed count (at least
+    1), the other rules up to every group, depending on the rewards."""
+    if mode == "top_ratio":
+        count = int(value * groups)
+    elif mode == "top_k_abs":
+        count = int(value)
+    else:
+        return groups
+    return max(1, min(count, groups))
+
+
 def keep_groups(
     rewards: torch.Tensor,
     mode: str,
@@ -50,8 +62,7 @@ def keep_groups(
     order = torch.sort(cand_scores, descending=True, stable=True).indices  # stable: lower index first on ties
     ranked, ranked_scores = candidates[order], cand_scores[order]
     if mode in ("top_ratio", "top_k_abs"):
-        k = int(value * P) if mode == "top_ratio" else int(value)
-        return sorted(ranked[: max(1, min(k, ranked.numel()))].tolist())
+        return sorted(ranked[: min(most_kept(P, mode, value), ranked.numel())].tolist())
     if mode == "top_p":
         if value >= 1.0:
             return sorted(candidates.tolist())

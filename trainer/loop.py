@@ -77,6 +77,7 @@ from diagnostics.metrics import (
     TRAIN_FORMAT_VALID,
     TRAIN_FRAC_ZERO_STD_GROUPS,
     TRAIN_REWARD_MEAN,
+    TRAIN_REWARD_STD_HIST,
     TRAIN_REWARD_STD_IN_GROUP,
     TRAIN_SUCCESS,
     VAL_ENV_SUCCESS,
@@ -85,7 +86,7 @@ from diagnostics.metrics import (
 from trainer import advantages, checkpoint, losses, prefix
 from trainer.collapse import CollapseProbe
 from trainer.config import TrainConfig
-from trainer.filter import keep_groups, zero_groups
+from trainer.filter import group_scores, keep_groups, zero_groups
 from trainer.models import Policy, load_policy
 from trainer.rollout import ChatFormat, Trajectory, rollout
 from trainer.sink import Sink
@@ -173,9 +174,15 @@ def _finite_mean(norms: list[float]) -> float:
     return _mean(finite) if finite else float("nan")
 
 
+def in_group_std(rewards: torch.Tensor) -> torch.Tensor:
+    """(P, N) raw trajectory rewards -> (P,) each group's unbiased std (the filter's score); 0 for groups of
+    one, which have no spread."""
+    return group_scores(rewards) if rewards.shape[1] > 1 else torch.zeros(rewards.shape[0])
+
+
 def rollout_metrics(trajs: list[Trajectory], rewards: torch.Tensor) -> dict[str, float]:
     """rewards: (P, N) raw trajectory rewards."""
-    std = rewards.std(dim=1) if rewards.shape[1] > 1 else torch.zeros(rewards.shape[0])
+    std = in_group_std(rewards)
     turns = [turn for t in trajs for turn in t.turns]
     return {
         TRAIN_SUCCESS: _mean(float(t.success) for t in trajs),
@@ -613,6 +620,7 @@ class TrainingRun:
         if self.validation_due(step):
             metrics.update(self.trainer.validation_metrics())
         metrics.update(timing_metrics(trajs, started, played, updated))
+        self.sink.records(step, TRAIN_REWARD_STD_HIST, in_group_std(rewards).tolist())  # the filter's input
         self.log(step, metrics, trajs)
         self.end_step(step)
 

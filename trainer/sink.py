@@ -1,4 +1,5 @@
-"""Where the loop's output goes. JsonlSink: OUT/config.yaml, OUT/metrics.jsonl, OUT/samples.jsonl."""
+"""Where the loop's output goes. JsonlSink: OUT/config.yaml, OUT/metrics.jsonl, OUT/samples.jsonl,
+OUT/records.jsonl."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from diagnostics.metrics import TIME_STEP_S, TRAIN_REWARD_MEAN, TRAIN_SUCCESS, V
 class Sink(Protocol):
     def metrics(self, step: int, values: dict[str, float]) -> None: ...
     def samples(self, step: int, samples: list[dict]) -> None: ...
+    def records(self, step: int, key: str, values: list[float]) -> None: ...
     def progress(self, step: int, total: int) -> None: ...
     def checkpoint(self, step: int, path: str) -> None: ...
 
@@ -24,6 +26,9 @@ class NullSink:
         pass
 
     def samples(self, step, samples):
+        pass
+
+    def records(self, step, key, values):
         pass
 
     def progress(self, step, total):
@@ -39,6 +44,7 @@ class MemorySink(NullSink):
     def __init__(self):
         self.rows: list[dict] = []
         self.sample_rows: list[tuple[int, list[dict]]] = []
+        self.record_rows: list[tuple[int, str, list[float]]] = []
         self.checkpoints: list[tuple[int, str]] = []
 
     def metrics(self, step, values):
@@ -46,6 +52,9 @@ class MemorySink(NullSink):
 
     def samples(self, step, samples):
         self.sample_rows.append((step, samples))
+
+    def records(self, step, key, values):
+        self.record_rows.append((step, key, list(values)))
 
     def checkpoint(self, step, path):
         self.checkpoints.append((step, path))
@@ -67,6 +76,7 @@ class JsonlSink:
                 f.write(config_yaml)
         self.metrics_path = os.path.join(out_dir, "metrics.jsonl")
         self.samples_path = os.path.join(out_dir, "samples.jsonl")
+        self.records_path = os.path.join(out_dir, "records.jsonl")
         self.last: dict = {}
         self._last_step: dict[str, int] = {}
         self.start_time, self.start_step = time.time(), None
@@ -88,6 +98,11 @@ class JsonlSink:
 
     def samples(self, step, samples):
         self._append(self.samples_path, step, [{"step": step, **s} for s in samples])
+
+    def records(self, step, key, values):
+        self._append(
+            self.records_path, step, [{"step": step, "key": key, "values": [_clean(v) for v in values]}]
+        )
 
     def progress(self, step, total):
         if self.start_step is None:

@@ -24,7 +24,7 @@ from django.utils import timezone
 from diagnostics.metrics import TIME_STEP_S
 from webapp.core.jsonsafe import jsonb_safe
 from webapp.experiments.models import Run
-from webapp.metrics.models import MetricPoint, Sample
+from webapp.metrics.models import MetricPoint, Sample, StepRecord
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class DatabaseSink:
         self._flush_lock = threading.Lock()  # one flush at a time (flusher thread or close())
         self._points: list[tuple[int, str, float]] = []
         self._samples: list[tuple[int, int, dict]] = []
+        self._records: list[tuple[int, str, list]] = []
         self._steps: list[tuple[int, dict]] = []  # finished steps waiting for the hook
         self._latest = dict(run.latest_metrics)
         self._progress: tuple[int, int, float | None] | None = None
@@ -66,6 +67,10 @@ class DatabaseSink:
     def samples(self, step: int, samples: list[dict]) -> None:
         with self._lock:
             self._samples.extend((step, index, jsonb_safe(data)) for index, data in enumerate(samples))
+
+    def records(self, step: int, key: str, values: list[float]) -> None:
+        with self._lock:
+            self._records.append((step, key, jsonb_safe(list(values))))
 
     def progress(self, step: int, total: int) -> None:
         now = time.monotonic()
@@ -97,7 +102,7 @@ class DatabaseSink:
 
     def pending(self) -> int:
         with self._lock:
-            return len(self._points) + len(self._samples) + len(self._steps)
+            return len(self._points) + len(self._samples) + len(self._records) + len(self._steps)
 
     def close(self, timeout: float = 120.0) -> None:
         """Stop the flusher and write what is left, retrying through a database outage up to `timeout`."""
@@ -156,7 +161,7 @@ class DatabaseSink:
 
     def _write_rows(self):
         with self._lock:
-            points, samples = list(self._points), list(self._samples)
+            points, samples, records = list(self._points), list(self._samples), list(self._records)
         if points:
             MetricPoint.upsert(self.run.pk, points)
         if samples:
@@ -170,9 +175,21 @@ class DatabaseSink:
                 unique_fields=["run", "step", "index"],
                 update_fields=["data"],
             )
+        if records:
+            StepRecord.objects.bulk_create(
+                [
+                    StepRecord(run_id=self.run.pk, step=step, key=key, values=values)
+                    for step, key, values in records
+                ],
+                batch_size=500,
+                update_conflicts=True,
+                unique_fields=["run", "key", "step"],
+                update_fields=["values"],
+            )
         with self._lock:  # only what was written; more may have arrived meanwhile
             del self._points[: len(points)]
             del self._samples[: len(samples)]
+            del self._records[: len(records)]
 
     def _run_hook(self):
         while True:

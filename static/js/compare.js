@@ -9,6 +9,9 @@
 // so ten WebGL charts lose the first ones' drawing (docs/BENCHMARKS.md, Compare). To stay fast with
 // 100 runs, each run's band is one filled polygon, not two traces, and the detector events of every
 // run are one marker trace and one trace of dotted collapse lines per chart.
+// "Align at onset" draws one line per run with x = step - the run's first collapse step (the server's
+// page.runs[].onset), so the runs' signals line up at their collapse; runs that never collapsed are left
+// out and named in a note. The summary table's Lead columns give each rule's lead per run.
 (function () {
   "use strict";
 
@@ -26,7 +29,7 @@
 
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
   const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: page.group_by, bands: true, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
-                  selected: new Set(drawnInAddress()), redraw: null };
+                  selected: new Set(drawnInAddress()), redraw: null, aligned: false };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -93,10 +96,25 @@
                  color: page.colors[i % page.colors.length], series: group.series, runs: group.runs, group: true };
       });
     }
-    return selectedRuns().map(function (run) {
+    const drawn = state.aligned ? selectedRuns().filter(function (run) { return run.onset !== null; }) : selectedRuns();
+    return drawn.map(function (run) {
       return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: run.color,
-               series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false };
+               series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false,
+               offset: state.aligned ? run.onset : 0 };
     });
+  }
+
+  function shifted(steps, offset) {
+    return offset ? steps.map(function (step) { return step - offset; }) : steps;
+  }
+
+  // Aligned: which ticked runs are left out for want of a collapse event.
+  function showAlignNote() {
+    const note = document.getElementById("align-note");
+    const left = state.aligned ? selectedRuns().filter(function (run) { return run.onset === null; }) : [];
+    note.hidden = !left.length;
+    note.textContent = left.length ? "Aligned at each run's first collapse; left out, with no collapse event: " +
+      left.map(function (run) { return "#" + run.id + " " + run.name; }).join(", ") + "." : "";
   }
 
   // A min..max band as closed shapes: forward along the maxima, back along the minima. A bucket with
@@ -125,16 +143,18 @@
       if (!s || !s.step.length) return;
       const line = entry.group ? s.mean : s.value;
       const low = s.min, high = s.max;
+      const steps = shifted(s.step, entry.offset);
       if (low && high && (entry.group || state.bands)) {
-        const band = bandShape(s.step, low, high);
+        const band = bandShape(steps, low, high);
         out.push({ x: band.x, y: band.y, mode: "none", fill: "toself", fillcolor: rgba(entry.color, entry.group ? 0.18 : 0.12),
                    hoverinfo: "skip", showlegend: false, legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
       }
-      out.push({ x: s.step, y: smooth(line), mode: s.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
+      out.push({ x: steps, y: smooth(line), mode: s.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
                  marker: { color: entry.color, size: 5 }, name: entry.name, legendgroup: entry.id,
                  showlegend: !legendShown, visible: visible, connectgaps: false, meta: entry.id,
                  line: { color: entry.color, width: entry.group ? 2.2 : 1.6, dash: DASHES[k % DASHES.length] },
-                 hovertemplate: escapeHtml(entry.name) + "<br>" + escapeHtml(key) + " %{y:.4g} at step %{x}<extra></extra>" });
+                 hovertemplate: escapeHtml(entry.name) + "<br>" + escapeHtml(key) + " %{y:.4g} at " +
+                   (entry.offset ? "%{x} steps from its first collapse" : "step %{x}") + "<extra></extra>" });
       legendShown = true;
     });
     return out;
@@ -148,12 +168,12 @@
       if (state.hidden.has(entry.id)) return;
       state.data.runs.forEach(function (run) {
         if (entry.runs.indexOf(run.id) < 0) return;
-        run.events.forEach(function (e) { marks.push({ run: run.id, color: entry.color, event: e }); });
+        run.events.forEach(function (e) { marks.push({ run: run.id, color: entry.color, event: e, x: e.step - (entry.offset || 0) }); });
       });
     });
     if (!marks.length) return [];
     const collapses = marks.filter(function (m) { return m.event.level === "collapse"; });
-    const out = [{ x: marks.map(function (m) { return m.event.step; }), y: marks.map(function () { return 0.96; }),
+    const out = [{ x: marks.map(function (m) { return m.x; }), y: marks.map(function () { return 0.96; }),
                    yaxis: "y2", mode: "markers", showlegend: false, meta: "events",
                    marker: { color: marks.map(function (m) { return m.color; }), size: 9,
                              line: { width: 2, color: marks.map(function (m) { return m.color; }) },
@@ -163,7 +183,7 @@
                        m.event.step + "<br>" + escapeHtml(m.event.message);
                    }), hoverinfo: "text" }];
     if (collapses.length) {
-      out.unshift({ x: collapses.flatMap(function (m) { return [m.event.step, m.event.step, null]; }),
+      out.unshift({ x: collapses.flatMap(function (m) { return [m.x, m.x, null]; }),
                     y: collapses.flatMap(function () { return [0, 1, null]; }), yaxis: "y2", mode: "lines",
                     line: { color: "#888", width: 1, dash: "dot" }, hoverinfo: "skip", showlegend: false,
                     meta: "collapse-lines" });
@@ -184,6 +204,7 @@
     drawLegend(all);
     colourSwatches(all);
     showSelection();
+    showAlignNote();
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
     const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
     // One chart at a time, those in view first, the browser painting between them: with 100 runs each
@@ -219,7 +240,7 @@
       uirevision: "compare",
       margin: { l: 50, r: 10, t: 36, b: 36 },
       height: 320,
-      xaxis: window.EchoChartView.xaxis("step", state.xrange),
+      xaxis: window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", state.xrange),
       yaxis: { type: chart.log ? "log" : "linear" },
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
@@ -314,7 +335,20 @@
     });
     document.getElementById("group-by").addEventListener("change", function (event) {
       state.groupBy = event.target.value;
+      if (state.groupBy) document.getElementById("align-onset").checked = state.aligned = false;
       load();
+    });
+    // Aligned lines are one per run: a group's runs collapse at different steps.
+    document.getElementById("align-onset").addEventListener("change", function (event) {
+      state.aligned = event.target.checked;
+      state.xrange = null;  // steps and steps-from-onset share no range
+      window.EchoChartView.save({ xmode: "step", xrange: null, smoothing: state.smoothing });
+      if (state.aligned && state.groupBy) {
+        document.getElementById("group-by").value = state.groupBy = "";
+        load();
+      } else {
+        scheduleRender();
+      }
     });
     document.getElementById("bands").addEventListener("change", function (event) {
       state.bands = event.target.checked;

@@ -66,7 +66,8 @@ def test_summary_has_final_best_val_events_speed_and_device(alice_client, three)
     assert 'data-sort="0.4"' in row and 'data-sort="28.0"' in row
     row_b = summary_row(html, b)
     assert "100</td>" in row_b  # running: 50 steps by the last heartbeat, 30 min after the start
-    assert row_b.count('data-sort=""') == 6  # final, best, val, warning, collapse, device: sorted last
+    # final, best, val, warning, collapse, device and each rule's lead (b never collapsed): sorted last
+    assert row_b.count('data-sort=""') == 6 + html.count('class="lead-column"')
 
 
 def test_config_diff_marks_only_the_differing_fields(alice_client, three):

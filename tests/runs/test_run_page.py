@@ -35,6 +35,7 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
         "events": f"/api/runs/{run.pk}/events",
         "detector_inputs": f"/api/runs/{run.pk}/detector-inputs",
         "trajectories": f"/runs/{run.pk}/trajectories",
+        "reward_std_hist": f"/api/runs/{run.pk}/reward-std-hist",
     }
     keys = [key for chart in data["charts"] for key in chart["keys"]]
     assert {

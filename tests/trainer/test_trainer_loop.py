@@ -65,6 +65,15 @@ def test_each_environment_trains_and_reports(tiny_model_dir, tmp_path, preset, e
     for row in rows:
         assert STEP_KEYS | expect <= set(row)
         assert all(v is None or math.isfinite(v) for v in row.values())
+    # every group's in-group std, one record per step: their mean is the step's train/reward_std_in_group
+    records = [json.loads(line) for line in open(tmp_path / "records.jsonl")]
+    assert [(r["step"], r["key"], len(r["values"])) for r in records] == [
+        (step, "train/reward_std_hist", cfg.rollout.env_groups) for step in (0, 1)
+    ]
+    for record, row in zip(records, rows):
+        assert sum(record["values"]) / len(record["values"]) == pytest.approx(
+            row["train/reward_std_in_group"]
+        )
     samples = [json.loads(line) for line in open(tmp_path / "samples.jsonl")]
     assert len(samples) == 4
     assert {"group", "seed", "reward", "success", "turns", "text"} <= set(samples[0])

@@ -145,3 +145,21 @@ def test_jsonl_sink_replaces_steps_logged_again(tmp_path):
         {"step": 1, "train/success": 0.5},
         {"step": 2, "train/success": None},
     ]
+
+
+def test_jsonl_sink_keeps_a_steps_record_whole_and_replaces_it_when_logged_again(tmp_path):
+    import io
+    import json
+
+    from trainer.sink import JsonlSink
+
+    sink = JsonlSink(str(tmp_path), "seed: 0\n", stream=io.StringIO())
+    sink.records(0, "train/reward_std_hist", [0.5, 0.0])
+    sink.records(1, "train/reward_std_hist", [0.25, 0.75])
+    resumed = JsonlSink(str(tmp_path), stream=io.StringIO())
+    resumed.records(1, "train/reward_std_hist", [float("nan"), 0.1])
+    rows = [json.loads(line) for line in open(tmp_path / "records.jsonl")]
+    assert rows == [
+        {"step": 0, "key": "train/reward_std_hist", "values": [0.5, 0.0]},
+        {"step": 1, "key": "train/reward_std_hist", "values": [None, 0.1]},
+    ]

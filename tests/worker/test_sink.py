@@ -8,7 +8,7 @@ from django.db import connection
 
 from tests.helpers import postgres_cluster, wait_for
 from webapp.experiments.models import Run
-from webapp.metrics.models import MetricPoint, Sample
+from webapp.metrics.models import MetricPoint, Sample, StepRecord
 from worker.sink import DatabaseSink
 
 
@@ -69,6 +69,21 @@ def test_a_recomputed_step_overwrites_its_rows(running_run):
     second.metrics(1, {"loss": 3.0})
     second.close()
     assert points(running_run) == {(0, "loss"): 1.0, (1, "loss"): 3.0}
+
+
+def test_records_are_written_whole_and_a_recomputed_step_replaces_its_record(running_run):
+    first = DatabaseSink(running_run, flush_interval=60)
+    first.records(0, "train/reward_std_hist", [0.5, 0.0, math.nan])
+    first.records(1, "train/reward_std_hist", [0.25])
+    first.close()
+    second = DatabaseSink(running_run, flush_interval=60)
+    second.records(1, "train/reward_std_hist", [0.75, 0.1])
+    second.close()
+    stored = StepRecord.objects.filter(run=running_run).order_by("step").values_list("step", "key", "values")
+    assert list(stored) == [
+        (0, "train/reward_std_hist", [0.5, 0.0, None]),  # NaN has no JSON spelling
+        (1, "train/reward_std_hist", [0.75, 0.1]),
+    ]
 
 
 def test_writes_nothing_once_another_attempt_owns_the_run(running_run):

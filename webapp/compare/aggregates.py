@@ -239,3 +239,33 @@ def steps_per_hour(run) -> float | None:
         return None
     hours = (end - run.started_at).total_seconds() / 3600
     return run.step / hours if hours > 0 else None
+
+
+# ---- align at onset -------------------------------------------------------------------------------
+
+
+def onset_leads(runs) -> tuple[list[str], dict[int, dict]]:
+    """The rules that warned in any of the runs (sorted), and per run id: "onset", the step of its first
+    collapse event (None without one), and "leads", per rule, the steps from that rule's first warning at
+    or before the onset to the onset (None when the rule did not warn before it, or the run never
+    collapsed). A warning after the collapse gives no lead."""
+    ids = [run.pk for run in runs]
+    onsets = dict(
+        DetectorEvent.objects.filter(run_id__in=ids, level=DetectorEvent.Level.COLLAPSE)
+        .values("run_id")
+        .annotate(first=Min("step"))
+        .values_list("run_id", "first")
+    )
+    first_warnings = list(
+        DetectorEvent.objects.filter(run_id__in=ids, level=DetectorEvent.Level.WARNING)
+        .values("run_id", "rule")
+        .annotate(first=Min("step"))
+        .values_list("run_id", "rule", "first")
+    )
+    rules = sorted({rule for _, rule, _ in first_warnings})
+    leads: dict[int, dict[str, int | None]] = {pk: dict.fromkeys(rules) for pk in ids}
+    for pk, rule, first in first_warnings:
+        onset = onsets.get(pk)
+        if onset is not None and first <= onset:
+            leads[pk][rule] = onset - first
+    return rules, {pk: {"onset": onsets.get(pk), "leads": leads[pk]} for pk in ids}

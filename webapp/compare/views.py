@@ -75,6 +75,7 @@ def compare(request):
     colors = {run.pk: COLORS[i] for i, run in enumerate(runs)}
     diff = aggregates.config_diff(runs)
     summaries = aggregates.summaries(runs)
+    lead_rules, onsets = aggregates.onset_leads(runs)
     ablation_keys = [key for key in dict.fromkeys(run.experiment.ablation for run in runs) if key]
     group_fields = aggregates.group_fields(runs, diff)
     return render(
@@ -83,7 +84,16 @@ def compare(request):
         {
             "runs": runs,
             "notices": chosen.notices(),
-            "rows": [{"run": run, "color": colors[run.pk], **summaries[run.pk]} for run in runs],
+            "rows": [
+                {
+                    "run": run,
+                    "color": colors[run.pk],
+                    **summaries[run.pk],
+                    "leads": [onsets[run.pk]["leads"][rule] for rule in lead_rules],
+                }
+                for run in runs
+            ],
+            "lead_rules": lead_rules,
             "diff": diff,
             "differing": sum(row.differs for row in diff),
             "without_config": [run for run in runs if not aggregates.has_config(run)],
@@ -107,6 +117,7 @@ def compare(request):
                         "experiment": run.experiment.name,
                         "color": colors[run.pk],
                         "url": run.get_absolute_url(),
+                        "onset": onsets[run.pk]["onset"],  # "align at onset" draws x = step - onset
                     }
                     for run in runs
                 ],

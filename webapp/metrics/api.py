@@ -5,13 +5,15 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse, StreamingHttpResponse
 
+from diagnostics.metrics import TRAIN_REWARD_STD_HIST
 from webapp.accounts.api_auth import ApiError, api_view, json_body
 from webapp.experiments.models import Run
 from webapp.metrics import export, ingest
 from webapp.metrics.downsample import finite_or_none, load_series
-from webapp.metrics.models import Sample
+from webapp.metrics.models import Sample, StepRecord
 from webapp.runs.owned import owned_run
 
+HIST_BINS = 20  # the heat strip's std bins, equal width from 0 to the run's largest value
 DEFAULT_MAX_POINTS = 1000
 MAX_MAX_POINTS = 20_000
 MAX_KEYS = 100
@@ -128,3 +130,32 @@ def samples(request, pk):
     step = _int_param(request, "step", steps[-1] if steps else None, low=0, high=ingest.MAX_STEP)
     rows = Sample.objects.filter(run=run, step=step).values("index", "data") if step is not None else []
     return JsonResponse({"run": run_state(run), "steps": steps, "step": step, "samples": list(rows)})
+
+
+def histogram_strip(rows: list[tuple[int, list]], bins: int = HIST_BINS) -> dict:
+    """(step, values) rows -> per step, how many values fall in each of `bins` equal bins from 0 to the
+    largest finite value of the run (the last bin closed); non-finite values are left out."""
+    finite = [
+        [v for v in values if v is not None and v == v and abs(v) != float("inf")] for _, values in rows
+    ]
+    top = max((max(values) for values in finite if values), default=0.0) or 1.0
+    edges = [top * i / bins for i in range(bins + 1)]
+    counts = []
+    for values in finite:
+        row = [0] * bins
+        for value in values:
+            row[min(max(int(value / top * bins), 0), bins - 1)] += 1
+        counts.append(row)
+    return {"steps": [step for step, _ in rows], "bin_edges": edges, "counts": counts}
+
+
+@api_view()
+def reward_std_hist(request, pk):
+    """Every group's in-group reward std per step (train/reward_std_hist), binned for the heat strip."""
+    run = owned_run(request, pk)
+    rows = list(
+        StepRecord.objects.filter(run=run, key=TRAIN_REWARD_STD_HIST)
+        .order_by("step")
+        .values_list("step", "values")
+    )
+    return JsonResponse({"run": run_state(run), "key": TRAIN_REWARD_STD_HIST, **histogram_strip(rows)})

@@ -299,6 +299,20 @@ _WRITES = {
 }
 
 
+class StepRecord(models.Model):
+    """A list of numbers a step logs under one registered key (train/reward_std_hist: every group's in-group
+    reward std), kept whole like a Sample rather than as one point."""
+
+    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="step_records")
+    step = models.IntegerField()
+    key = models.CharField(max_length=200)
+    values = models.JSONField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key", "step"], name="step_record_unique")]
+        ordering = ["key", "step"]
+
+
 class Sample(models.Model):
     """One sampled trajectory at a step, as the trainer reports it (turns, think, answer, rewards)."""
 

@@ -3,6 +3,7 @@
 from diagnostics import metrics
 from webapp.experiments.models import Run
 from webapp.metrics.api import MAX_KEYS
+from webapp.runs.notes import chart_notes
 
 # Chart id -> title, metric keys, log: True for a log y axis; the page draws them in this order. Generated
 # from the metric registry (diagnostics.metrics), where each key says which chart draws it.
@@ -17,8 +18,13 @@ def standard_charts(config: dict) -> list[dict]:
 
 def chart_sections(run: Run) -> list[dict]:
     """The standard charts, then one chart per other key the run logged (custom keys, other trainers'
-    columns), as many as one metrics request may ask for; each group a section the page can fold."""
-    standard = standard_charts(run.config)
+    columns), as many as one metrics request may ask for; each group a section the page can fold. A chart
+    with a note (webapp.runs.notes) carries it as "note"."""
+    notes = chart_notes(run)
+    standard = [
+        chart | {"note": notes[chart["id"]]} if chart["id"] in notes else chart
+        for chart in standard_charts(run.config)
+    ]
     charted = [key for chart in standard for key in chart["keys"]]
     others = sorted(set(run.latest_metrics) - set(charted))[: MAX_KEYS - len(charted)]
     sections = [{"id": "training", "title": "Training", "charts": standard}]

@@ -173,6 +173,7 @@ def run_detail(request, pk):
             "events": reverse("api_run_events", args=[run.pk]),
             "detector_inputs": reverse("api_run_detector_inputs", args=[run.pk]),
             "trajectories": reverse("run_trajectories", args=[run.pk]),
+            "reward_std_hist": reverse("api_run_reward_std_hist", args=[run.pk]),
         },
     }
     return render(

@@ -1,0 +1,56 @@
+// Run page: the heat strip of train/reward_std_hist, every group's in-group reward std per step (the
+// StarPO-S filter's input). The server bins it (/api/runs/<id>/reward-std-hist: counts per step and std
+// bin); this draws the counts as a Plotly heatmap, steps across, std bins up, and redraws while the run
+// is live.
+(function () {
+  "use strict";
+
+  const page = JSON.parse(document.getElementById("run-page-data").textContent);
+  const plot = document.getElementById("reward-std-hist-plot");
+  const empty = document.getElementById("reward-std-hist-empty");
+  const POLL_MS = 5000;
+  if (!plot || !page.urls.reward_std_hist) { return; }
+
+  function binCentres(edges) {
+    return edges.slice(1).map(function (edge, i) { return (edges[i] + edge) / 2; });
+  }
+
+  function draw(body) {
+    const drawn = body.steps.length > 0;
+    empty.hidden = drawn;
+    plot.hidden = !drawn;
+    if (!drawn) { return; }
+    const bins = binCentres(body.bin_edges);
+    // z[bin][step]: Plotly's heatmap rows are y
+    const z = bins.map(function (_, b) { return body.counts.map(function (row) { return row[b]; }); });
+    const trace = {
+      type: "heatmap", x: body.steps, y: bins, z: z, colorscale: "Viridis",
+      colorbar: { title: { text: "groups" } },
+      hovertemplate: "step %{x}<br>std ≈ %{y:.3g}<br>%{z} groups<extra></extra>",
+    };
+    const layout = {
+      title: { text: "In-group reward std per group" },
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "in-group reward std" } },
+      margin: { t: 40, r: 10, b: 40, l: 60 }, height: 260, uirevision: "std-hist",
+    };
+    Plotly.react(plot, [trace], layout, window.EchoChartConfig);
+  }
+
+  async function load() {
+    let body;
+    try {
+      const response = await fetch(page.urls.reward_std_hist, {
+        credentials: "same-origin", headers: { Accept: "application/json" },
+      });
+      if (!response.ok) { return; }  // not the user's run any more: nothing to draw
+      body = await response.json();
+    } catch (error) {  // the server restarting: try again, as the charts' polling does
+      window.setTimeout(load, POLL_MS);
+      return;
+    }
+    draw(body);
+    if (!body.run.finished) { window.setTimeout(load, POLL_MS); }
+  }
+
+  load();
+})();

@@ -1,0 +1,54 @@
+"""Compare page, "align at onset", in a real browser: the runs that collapsed are overlaid with x = steps
+from their first collapse, the others left out with a note; the summary lists each rule's lead."""
+
+import pytest
+
+from tests.factories import make_event, make_experiment, points, trained_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def run_lines(page, chart):
+    """{trace name: (first x, last x)} of a chart's per-run lines."""
+    return page.evaluate(f"""Object.fromEntries(document.getElementById('chart-{chart}').data
+        .filter(t => String(t.meta).startsWith('run-') && t.line && t.line.width > 0)
+        .map(t => [t.name, [t.x[0], t.x[t.x.length - 1]]]))""")
+
+
+def test_align_at_onset_overlays_collapsed_runs_and_leaves_the_others_out_with_a_note(page):
+    experiment = make_experiment(page.user, "lr sweep")
+    early = trained_run(experiment, "seed=1", step=100)
+    late = trained_run(experiment, "seed=2", step=100)
+    healthy = trained_run(experiment, "seed=3", step=100)
+    for run in (early, late, healthy):
+        points(run, "train/success", {s: 0.5 for s in range(100)})
+    make_event(early, 40, "collapse", rule="success_collapse")
+    make_event(early, 25, "warning", rule="reward_std_drop")
+    make_event(late, 60, "collapse", rule="success_collapse")
+    make_event(late, 52, "warning", rule="reward_std_drop")
+    page.goto(f"{page.base}/compare?runs={early.pk},{late.pk},{healthy.pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    name = {run: f"#{run.pk} {run.label}" for run in (early, late, healthy)}
+    assert run_lines(page, "success") == {name[early]: [0, 99], name[late]: [0, 99], name[healthy]: [0, 99]}
+    leads = page.locator("#summary-table tbody tr td.lead").all_text_contents()
+    assert leads == ["15 steps", "8 steps", "–"]
+    assert not page.locator("#align-note").is_visible()
+
+    drawn_before = page.evaluate("Number(document.body.dataset.chartsDrawn)")
+    page.check("#align-onset")
+    page.wait_for_function(f"Number(document.body.dataset.chartsDrawn) > {drawn_before}")
+    assert run_lines(page, "success") == {name[early]: [-40, 59], name[late]: [-60, 39]}
+    collapse_x = page.evaluate(
+        "document.getElementById('chart-success').data.find(t => t.meta === 'collapse-lines').x"
+    )
+    assert [x for x in collapse_x if x is not None] == [0, 0, 0, 0]  # both collapses at the origin
+    assert page.locator("#chart-success .xtitle").text_content() == "steps from the run's first collapse"
+    note = page.locator("#align-note")
+    assert note.is_visible() and name[healthy] in note.text_content()
+    assert name[early] not in note.text_content()
+
+    drawn_before = page.evaluate("Number(document.body.dataset.chartsDrawn)")
+    page.uncheck("#align-onset")
+    page.wait_for_function(f"Number(document.body.dataset.chartsDrawn) > {drawn_before}")
+    assert run_lines(page, "success")[name[healthy]] == [0, 99]
+    assert not note.is_visible()
