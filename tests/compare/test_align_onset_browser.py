@@ -4,6 +4,7 @@ from their first collapse, the others left out with a note; the summary lists ea
 import pytest
 
 from tests.factories import make_event, make_experiment, points, trained_run
+from tests.helpers import REPO_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -46,6 +47,9 @@ def test_align_at_onset_overlays_collapsed_runs_and_leaves_the_others_out_with_a
     note = page.locator("#align-note")
     assert note.is_visible() and name[healthy] in note.text_content()
     assert name[early] not in note.text_content()
+    page.screenshot(
+        path=str(REPO_ROOT / "test-artifacts" / "compare" / "compare-align-onset.png"), full_page=True
+    )
 
     drawn_before = page.evaluate("Number(document.body.dataset.chartsDrawn)")
     page.uncheck("#align-onset")

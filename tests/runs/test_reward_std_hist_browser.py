@@ -4,6 +4,7 @@ data" without them."""
 import pytest
 
 from tests.factories import make_run
+from tests.helpers import REPO_ROOT
 from webapp.experiments.models import Run
 from webapp.metrics.models import StepRecord
 
@@ -24,6 +25,9 @@ def test_heat_strip_draws_the_groups_stds_per_step(page):
     assert page.locator("#reward-std-hist-plot .gtitle").text_content() == "In-group reward std per group"
     assert page.locator("#reward-std-hist-plot .heatmaplayer .hm").count() == 1
     assert not page.locator("#reward-std-hist-empty").is_visible()
+    page.locator("#reward-std-hist").screenshot(
+        path=str(REPO_ROOT / "test-artifacts" / "runs" / "run-std-hist.png")
+    )
 
 
 def test_heat_strip_says_no_data_without_records(page):
