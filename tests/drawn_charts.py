@@ -25,7 +25,12 @@ DRAWN = """(id) => {
 def drawn(page, chart: str) -> dict:
     """What chart `chart-<chart>` draws: {lines: [vertices per trace], markers: [markers per trace],
     shapes, xticks and yticks: [labels], texts: [title and annotations], legend: [entries' text]}."""
-    return page.evaluate(DRAWN, f"chart-{chart}")
+    return drawn_element(page, f"chart-{chart}")
+
+
+def drawn_element(page, element_id: str) -> dict:
+    """What the Plotly chart in the element `element_id` draws, as drawn() says."""
+    return page.evaluate(DRAWN, element_id)
 
 
 def last_tick(page, chart: str) -> float:

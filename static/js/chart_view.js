@@ -42,4 +42,56 @@ window.EchoChartView = {
     return range ? { title: { text: title }, range: range.slice(), autorange: false }
                  : { title: { text: title }, autorange: true };
   },
+
+  // The run page's view shared with the panels its other scripts draw over steps (the reward-std heat
+  // strip, the collapse panel's MI chart): run.js announces {xmode, xrange, cursor} with share(), which
+  // fires "echolab:view" on document when it changes; a panel draws its x axis with stepAxis() and
+  // joins with joinStepAxis(), whose x zoom fires "echolab:zoom" ({xrange}) for run.js to apply to the
+  // whole page. One mechanism, so every step chart on the page zooms and marks the cursor alike.
+  shared: { xmode: "step", xrange: null, cursor: null },
+
+  share: function (view) {
+    const next = { xmode: view.xmode, xrange: view.xrange ? view.xrange.slice() : null, cursor: view.cursor };
+    if (JSON.stringify(next) === JSON.stringify(this.shared)) return;
+    this.shared = next;
+    document.dispatchEvent(new CustomEvent("echolab:view", { detail: next }));
+  },
+
+  // Layout for a panel whose x is the step: the page's x range when the page's axis is the step too
+  // (in training time the panel keeps its own zoom and its title says why), and the cursor's line.
+  // The uirevision changes with the axis so that a zoom kept from one axis does not outlive it.
+  stepAxis: function (name) {
+    const view = this.shared;
+    const following = view.xmode === "step";
+    const xaxis = following ? this.xaxis("step", view.xrange)
+                            : { title: { text: "step (not training time: this chart has no time axis)" }, autorange: true };
+    const cursor = view.cursor === null || view.cursor === undefined ? [] : [view.cursor];
+    return {
+      xaxis: xaxis,
+      uirevision: name + "-" + view.xmode,
+      shapes: cursor.map(function (step) {
+        return { type: "line", xref: "x", yref: "paper", x0: step, x1: step, y0: 0, y1: 1,
+                 line: { color: "#374151", width: 1.5, dash: "dash" } };
+      }),
+      annotations: cursor.map(function (step) {
+        return { text: "step " + step, x: step, xref: "x", y: 1, yref: "paper", yanchor: "bottom",
+                 showarrow: false, font: { size: 11, color: "#374151" } };
+      }),
+    };
+  },
+
+  // Call after each draw of a panel's plot: the first time, its x zoom (on the step axis) becomes the
+  // page's and the page's view changes redraw it (redraw: the panel's own draw of its last data).
+  joinStepAxis: function (plot, redraw) {
+    if (plot.dataset.stepAxisJoined) return;
+    plot.dataset.stepAxisJoined = "true";
+    const chartView = this;
+    plot.on("plotly_relayout", function (change) {
+      const range = chartView.zoomedRange(change);
+      if (range === undefined || chartView.shared.xmode !== "step") return;  // in training time the zoom stays here
+      if (JSON.stringify(range) === JSON.stringify(chartView.shared.xrange)) return;  // the page's own range, drawn
+      document.dispatchEvent(new CustomEvent("echolab:zoom", { detail: { xrange: range } }));
+    });
+    document.addEventListener("echolab:view", redraw);
+  },
 };

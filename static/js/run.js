@@ -305,6 +305,7 @@
       }
     });
     state.syncing = false;
+    window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, cursor: state.cursor });
     const note = document.getElementById("x-axis-note");
     note.hidden = state.xmode !== "time" || state.time !== null;
     note.textContent = "this run has logged no " + TIME_KEY + " yet: no training time to draw against";
@@ -315,10 +316,17 @@
     if (state.syncing) return;
     const range = window.EchoChartView.zoomedRange(change);
     if (range === undefined) return;  // a y-only zoom stays on its chart
+    zoomTo(range);
+  }
+
+  function zoomTo(range) {
     state.xrange = range;
     saveView();
     render();
   }
+
+  // The panels drawn by their own scripts over steps (heat strip, collapse panel) zoom the page too.
+  document.addEventListener("echolab:zoom", function (event) { zoomTo(event.detail.xrange); });
 
   // The view in the address bar (the cursor's ?step= is setCursor's).
   function saveView() {
@@ -599,5 +607,7 @@
 
   setupPanels();
   setupControls();
+  // The address' view, for the panels that draw before the first poll answers.
+  window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, cursor: state.cursor });
   poll();
 })();

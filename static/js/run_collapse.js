@@ -37,25 +37,29 @@
              connectgaps: false, yaxis: key === "collapse/mi_estimate" ? "y" : "y2" };
   }
 
+  let drawnSeries = null;  // the last answer drawn, redrawn when the page's view changes
+
   function draw(series) {
+    drawnSeries = series;
     const mi = series["collapse/mi_estimate"];
     const empty = !mi || mi.step.length === 0;
     document.getElementById("collapse-no-data").hidden = !empty;
     document.getElementById("collapse-charts").hidden = empty;
     if (empty) return;
     const layout = { margin: { t: 30, r: 50, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };
-    Plotly.react("collapse-mi", [
+    const miPlot = document.getElementById("collapse-mi");
+    // x: the page's step range and cursor (chart_view.js stepAxis)
+    Plotly.react(miPlot, [
       line(series, "collapse/mi_estimate", "MI estimate (nats)", { color: "#1f77b4" }),
       line(series, "collapse/retrieval_acc", "retrieval accuracy", { color: "#ff7f0e" }),
       line(series, "collapse/retrieval_chance", "chance", { color: "#7f7f7f", dash: "dash" }),
     ], Object.assign({}, layout, {
       title: { text: "Input dependence", font: { size: 14 } },
-      xaxis: { title: { text: "step" } },
       yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero" },
       yaxis2: { title: { text: "retrieval" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
                 tickformat: ".0%", showgrid: false },
-      uirevision: "collapse",
-    }), { displaylogo: false, responsive: true });
+    }, window.EchoChartView.stepAxis("collapse")), { displaylogo: false, responsive: true });
+    window.EchoChartView.joinStepAxis(miPlot, function () { draw(drawnSeries); });
     const regime = pairs(series, "collapse/mi_estimate", "collapse/conditional_entropy");
     Plotly.react("collapse-regime", [{
       x: regime.x, y: regime.y, mode: "markers", name: "measured steps",

@@ -15,7 +15,10 @@
     return edges.slice(1).map(function (edge, i) { return (edges[i] + edge) / 2; });
   }
 
+  let drawnBody = null;  // the last answer drawn, redrawn when the page's view changes
+
   function draw(body) {
+    drawnBody = body;
     const drawn = body.steps.length > 0;
     empty.hidden = drawn;
     plot.hidden = !drawn;
@@ -28,12 +31,14 @@
       colorbar: { title: { text: "groups" } },
       hovertemplate: "step %{x}<br>std ≈ %{y:.3g}<br>%{z} groups<extra></extra>",
     };
-    const layout = {
+    // x: the page's step range and cursor (chart_view.js stepAxis)
+    const layout = Object.assign({
       title: { text: "In-group reward std per group" },
-      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "in-group reward std" } },
-      margin: { t: 40, r: 10, b: 40, l: 60 }, height: 260, uirevision: "std-hist",
-    };
+      yaxis: { title: { text: "in-group reward std" } },
+      margin: { t: 40, r: 10, b: 40, l: 60 }, height: 260,
+    }, window.EchoChartView.stepAxis("std-hist"));
     Plotly.react(plot, [trace], layout, window.EchoChartConfig);
+    window.EchoChartView.joinStepAxis(plot, function () { draw(drawnBody); });
   }
 
   async function load() {
