@@ -50,6 +50,12 @@ def url_xrange(page):
     return low, high
 
 
+def screenshot(page, name):
+    """The heat strip and the collapse panel's MI chart, on screen together."""
+    page.evaluate("document.getElementById('reward-std-hist').scrollIntoView()")
+    page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "runs" / name))
+
+
 def shows_range(page, element_id, low, high):
     """The chart's x ticks lie in [low, high] and span most of it: it is drawn over that range."""
     drawn_ticks = element_ticks(page, element_id)
@@ -73,7 +79,7 @@ def test_zoom_on_a_chart_zooms_the_panels_and_a_zoom_on_a_panel_zooms_the_charts
     assert 5 < low < high < 45
     for element_id in PANELS:
         wait_for(lambda: shows_range(page, element_id, low, high), timeout=10, message=f"{element_id} follows")
-    page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "runs" / "run-panels-follow-zoom.png"), full_page=True)
+    screenshot(page, "run-panels-follow-zoom.png")
 
     page.dblclick("#chart-success .nsewdrag")  # back to the whole run, everywhere
     wait_for(lambda: "xrange=" not in page.url, timeout=10, message="zoom reset")
@@ -95,6 +101,7 @@ def test_address_range_and_cursor_draw_on_the_panels_and_time_axis_keeps_their_s
         wait_for(lambda: shows_range(page, element_id, 10, 50), timeout=10, message=f"{element_id} at 10-50")
         assert "step 20" in drawn_element(page, element_id)["texts"]  # the cursor's label
         assert drawn_element(page, element_id)["shapes"] >= 1  # and its line
+    screenshot(page, "run-panels-cursor.png")
 
     page.get_by_label("X axis").select_option("time")
     x_title = page.locator("#collapse-mi .g-xtitle text")
@@ -107,4 +114,4 @@ def test_address_range_and_cursor_draw_on_the_panels_and_time_axis_keeps_their_s
     wait_for(lambda: max(element_ticks(page, "collapse-mi")) < 50, timeout=10, message="the MI chart zoomed")
     assert "xrange=" not in page.url
     assert max(ticks(page, "success")) <= 30  # the charts keep their minutes
-    page.screenshot(path=str(REPO_ROOT / "test-artifacts" / "runs" / "run-panels-time-axis.png"), full_page=True)
+    screenshot(page, "run-panels-time-axis.png")
