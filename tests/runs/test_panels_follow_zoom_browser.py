@@ -78,20 +78,26 @@ def test_zoom_on_a_chart_zooms_the_panels_and_a_zoom_on_a_panel_zooms_the_charts
     low, high = url_xrange(page)
     assert 5 < low < high < 45
     for element_id in PANELS:
-        wait_for(lambda: shows_range(page, element_id, low, high), timeout=10, message=f"{element_id} follows")
+        wait_for(
+            lambda: shows_range(page, element_id, low, high), timeout=10, message=f"{element_id} follows"
+        )
     screenshot(page, "run-panels-follow-zoom.png")
 
     page.dblclick("#chart-success .nsewdrag")  # back to the whole run, everywhere
     wait_for(lambda: "xrange=" not in page.url, timeout=10, message="zoom reset")
     for element_id in PANELS:
-        wait_for(lambda: max(element_ticks(page, element_id)) >= 50, timeout=10, message=f"{element_id} reset")
+        wait_for(
+            lambda: max(element_ticks(page, element_id)) >= 50, timeout=10, message=f"{element_id} reset"
+        )
 
     drag_element(page, "collapse-mi", 0.5, 0.8)
     wait_for(lambda: "xrange=" in page.url, timeout=10, message="the MI chart's zoom in the URL")
     low, high = url_xrange(page)
     assert 20 < low < high <= STEPS
     wait_for(lambda: shows_range(page, "chart-success", low, high), timeout=10, message="success follows MI")
-    wait_for(lambda: shows_range(page, "reward-std-hist-plot", low, high), timeout=10, message="heat strip too")
+    wait_for(
+        lambda: shows_range(page, "reward-std-hist-plot", low, high), timeout=10, message="heat strip too"
+    )
 
 
 def test_address_range_and_cursor_draw_on_the_panels_and_time_axis_keeps_their_steps(page):
@@ -105,7 +111,9 @@ def test_address_range_and_cursor_draw_on_the_panels_and_time_axis_keeps_their_s
 
     page.get_by_label("X axis").select_option("time")
     x_title = page.locator("#collapse-mi .g-xtitle text")
-    wait_for(lambda: "not training time" in x_title.text_content(), timeout=10, message="MI says it keeps steps")
+    wait_for(
+        lambda: "not training time" in x_title.text_content(), timeout=10, message="MI says it keeps steps"
+    )
     assert "not training time" in page.locator("#reward-std-hist-plot .g-xtitle text").text_content()
     assert max(element_ticks(page, "collapse-mi")) >= 50  # steps, the whole run: no minutes range on steps
     assert "step 20" in drawn_element(page, "collapse-mi")["texts"]  # the cursor is a step: still shown
