@@ -377,7 +377,8 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         TIME_COLLAPSE_S,
-        "the template-collapse estimate, on the steps it runs (counted in `time/update_s` and `time/step_s`)",
+        "the template-collapse estimate (both samplings), on the steps it runs (counted in `time/update_s`"
+        " and `time/step_s`)",
         "seconds",
     ),
     Metric(
