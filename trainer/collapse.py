@@ -176,11 +176,11 @@ def estimate(
 
 
 class CollapseProbe:
-    """Measures template collapse on a rollout batch, both samplings; keeps each one's z-score EMA across
-    steps (a resumed run starts them afresh)."""
+    """Measures template collapse on a rollout batch: the first-turn sampling, and the trajectory sampling
+    when traj_samples > 0; keeps each one's z-score EMA across steps (a resumed run starts them afresh)."""
 
-    def __init__(self, num_samples: int, seed: int):
-        self.num_samples, self.seed = num_samples, seed
+    def __init__(self, num_samples: int, seed: int, traj_samples: int = 0):
+        self.num_samples, self.seed, self.traj_samples = num_samples, seed, traj_samples
         self.sigma_ema: float | None = None
         self.traj_sigma_ema: float | None = None
 
@@ -194,8 +194,10 @@ class CollapseProbe:
         )
         if metrics:
             metrics[COLLAPSE_VALID_THINKING_RATE] = rate
+        if not self.traj_samples:
+            return metrics
         traj_rng = random.Random(f"collapse-traj:{self.seed}:{step}")
-        sampled, draws, rate = trajectory_pairs(trajs, chat, self.num_samples, traj_rng)
+        sampled, draws, rate = trajectory_pairs(trajs, chat, self.traj_samples, traj_rng)
         traj, self.traj_sigma_ema = estimate(sampled, draws, model, pad_id, micro_batch, self.traj_sigma_ema)
         if traj:
             traj[COLLAPSE_VALID_THINKING_RATE] = rate

@@ -11,7 +11,7 @@ import torch
 
 from trainer import collapse
 from trainer.collapse import CollapseProbe, cross_scores, mi_metrics
-from trainer.config import TrainConfig
+from trainer.config import ConfigError, TrainConfig
 from trainer.loop import Trainer, entropy_adv_cov, train
 from trainer.rollout import Trajectory
 from trainer.sink import JsonlSink
@@ -179,9 +179,11 @@ def test_the_trajectory_variant_logs_its_own_keys_reproducibly_and_leaves_the_fi
         conversation(chat, g, user, [f"{user} {turn}" for turn in range(3)])
         for g, user in enumerate(["go left", "go left", "push up", "push up"])
     ]
-    found = CollapseProbe(num_samples=64, seed=3).measure(1, trajs, chat, model, pad, 8)
-    again = CollapseProbe(num_samples=64, seed=3).measure(1, trajs, chat, model, pad, 8)
+    found = CollapseProbe(num_samples=64, seed=3, traj_samples=64).measure(1, trajs, chat, model, pad, 8)
+    again = CollapseProbe(num_samples=64, seed=3, traj_samples=64).measure(1, trajs, chat, model, pad, 8)
     assert found == again  # seeded by (seed, step)
+    off = CollapseProbe(num_samples=64, seed=3).measure(1, trajs, chat, model, pad, 8)
+    assert off and not any(key.startswith("collapse/traj/") for key in off)  # off unless asked
     first = {k: v for k, v in found.items() if not k.startswith("collapse/traj/")}
     traj = {
         k.replace("collapse/traj/", "collapse/"): v
@@ -205,7 +207,8 @@ def test_the_trajectory_variant_is_skipped_when_all_its_prompts_are_identical(ti
         conversation(chat, 0, "a", ["stay"]),
         conversation(chat, 1, "b", [""]),
     ]
-    found = CollapseProbe(num_samples=64, seed=0).measure(0, same, chat, tiny.policy.model, tiny.pad_id, 8)
+    probe = CollapseProbe(num_samples=64, seed=0, traj_samples=64)
+    found = probe.measure(0, same, chat, tiny.policy.model, tiny.pad_id, 8)
     assert found == {}  # one distinct prompt with a valid Z in either sampling: skipped, not NaN
 
 
@@ -241,3 +244,9 @@ def test_entropy_adv_cov_on_hand_computed_tokens():
     masks = [torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1.0, 0.0]])]
     expected = ((1 / 3) * 1 + (4 / 3) * (-1) + (-5 / 3) * 0) / 3
     assert entropy_adv_cov(advs, logps, masks) == pytest.approx(expected)
+
+
+def test_the_trajectory_variant_is_off_by_default_and_its_draws_are_checked():
+    assert TrainConfig.preset("starpo-s").diagnostics.collapse_traj_samples == 0
+    with pytest.raises(ConfigError, match="diagnostics.collapse_traj_samples"):
+        TrainConfig.preset("starpo-s", diagnostics={"collapse_traj_samples": 1})
