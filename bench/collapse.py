@@ -60,6 +60,9 @@ def main():
     print(f"| steps measured | {len(measured)} of {len(rows)} |")
     scored = [m.get("collapse/num_samples", 0) * m.get("collapse/num_prompts", 0) for m in measured]
     print(f"| pairs x prompts scored per measurement (mean) | {statistics.fmean(scored):.0f} |")
+    # The trajectory variant scores each distinct drawn pair once against its distinct prompts.
+    traj = [m.get("collapse/traj/num_samples", 0) * m.get("collapse/traj/num_prompts", 0) for m in measured]
+    print(f"| trajectory variant: draws x prompts per measurement (mean) | {statistics.fmean(traj):.0f} |")
     print(f"| cross-scoring time per measured step (mean) | {collapse_s / max(len(measured), 1):.2f} s |")
     print(f"| step time (mean, all steps) | {step_s / len(rows):.2f} s |")
     print(f"| share of step time, averaged over all steps | **{collapse_s / step_s:.1%}** |")

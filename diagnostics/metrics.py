@@ -129,6 +129,15 @@ COLLAPSE_MI_ZSCORE_EMA = "collapse/mi_zscore_ema"
 COLLAPSE_VALID_THINKING_RATE = "collapse/valid_thinking_rate"
 COLLAPSE_NUM_PROMPTS = "collapse/num_prompts"
 COLLAPSE_NUM_SAMPLES = "collapse/num_samples"
+# The trajectory variant of template collapse logs every collapse/<name> above as collapse/traj/<name>.
+COLLAPSE_PREFIX = "collapse/"
+COLLAPSE_TRAJ_PREFIX = "collapse/traj/"
+
+
+def collapse_traj(key: str) -> str:
+    """The trajectory variant's key of a first-turn collapse key: collapse/mi_estimate -> collapse/traj/mi_estimate."""
+    return COLLAPSE_TRAJ_PREFIX + key.removeprefix(COLLAPSE_PREFIX)
+
 
 # The run's outcome, as the detector's success trend and the alert email's chart pick it: the first of
 # these the run logs (success; a run without it, validation success; then mean reward).
@@ -160,7 +169,7 @@ CHART_ORDER = (
 # One chart per environment of the run's rollout.val_envs, after the charts above.
 VAL_ENV_CHART = Chart("val_<env>", "Validation success on <env>")
 
-METRICS = (
+METRICS: tuple[Metric, ...] = (
     Metric(
         TRAIN_SUCCESS,
         'fraction of this step\'s P x N training episodes that succeeded (env `info["success"]`)',
@@ -368,7 +377,8 @@ METRICS = (
     ),
     Metric(
         TIME_COLLAPSE_S,
-        "the template-collapse estimate, on the steps it runs (counted in `time/update_s` and `time/step_s`)",
+        "the template-collapse estimate (both samplings), on the steps it runs (counted in `time/update_s`"
+        " and `time/step_s`)",
         "seconds",
     ),
     Metric(
@@ -421,6 +431,20 @@ METRICS = (
     ),
     Metric(COLLAPSE_NUM_PROMPTS, "J: the distinct prompts among the sampled pairs", "prompts"),
     Metric(COLLAPSE_NUM_SAMPLES, "the number of pairs scored", "pairs"),
+)
+# The trajectory variant (a uniform trajectory, then a uniform turn): the same quantities on its pairs.
+_TRAJ_MEANINGS = {
+    COLLAPSE_VALID_THINKING_RATE: "share of all the batch's turns (every trajectory, every turn) with a non-empty Z",
+    COLLAPSE_NUM_SAMPLES: "the number of pairs drawn (a pair drawn twice counts twice, is scored once)",
+}
+METRICS += tuple(
+    Metric(
+        collapse_traj(m.key),
+        _TRAJ_MEANINGS.get(m.key, f"`{m.key}` on the trajectory variant's pairs"),
+        m.unit,
+    )
+    for m in METRICS
+    if m.key.startswith(COLLAPSE_PREFIX)
 )
 
 BY_KEY = {metric.key: metric for metric in METRICS}

@@ -13,12 +13,11 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .metrics import METRICS, RAGEN, TRL, TRL_PREFIX, VERL, Alias, Metric, chart_log
+from .metrics import COLLAPSE_PREFIX, METRICS, RAGEN, TRL, TRL_PREFIX, VERL, Alias, Metric, chart_log
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 DOC_FILES = ("METRICS.md", "DETECTOR.md")
 BLOCK = re.compile(r"(<!-- metrics table: (\w+) -->\n)(.*?)(<!-- end metrics table -->)", re.DOTALL)
-COLLAPSE_PREFIX = "collapse/"
 
 
 def _cell(text: str) -> str:

@@ -12,8 +12,15 @@ when all prompts score it alike, it is a template (I(X; Z) ~ 0).
     L[r, j] = mean log pi(z_r tokens | x_j)  (mean over z_r's tokens; the `_seq` key uses their sum)
     matched_r = L[r, own(r)],  marginal_r = logsumexp_j L[r, j] - log J  (J distinct prompts)
 
+Two samplings, as RAGEN-2: the first-turn pairs above (keys `collapse/<name>`), and the trajectory
+variant (keys `collapse/traj/<name>`, RAGEN-2's `collapse_trajectory_sample/<name>`): pick a trajectory
+uniformly, then one of its turns uniformly, with replacement; X = the conversation up to and including
+that turn's `<think>`, Z = that turn's reasoning. Later turns' prompts carry the earlier replies and
+observations, so this asks whether the reasoning still depends on the state reached, not only on the
+starting one.
+
 Computed on the rollout batch before filtering (see `trainer/loop.py`). Fewer than 2 distinct prompts
-(or no valid Z): no estimate that step, so no `collapse/*` keys rather than NaN.
+(or no valid Z): no estimate that step for that sampling, so no keys of it rather than NaN.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from diagnostics.metrics import (
     COLLAPSE_RETRIEVAL_ACC,
     COLLAPSE_RETRIEVAL_CHANCE,
     COLLAPSE_VALID_THINKING_RATE,
+    collapse_traj,
 )
 
 EPS = 1e-3  # RAGEN-2's floor on the marginal's spread in the z-score
@@ -53,6 +61,42 @@ def pairs(trajs, chat, num_samples: int, rng: random.Random) -> tuple[list, floa
         valid.append((t.ids[:first_reply], chat.encode(think)))
     rate = len(valid) / len(trajs) if trajs else 0.0
     return rng.sample(valid, min(num_samples, len(valid))), rate
+
+
+def reply_starts(mask: list[int]) -> list[int]:
+    """Where each reply begins: the first token of every run of 1s in a trajectory's mask. Everything
+    before a reply is its prompt context, ending with the `<think>` we open."""
+    return [i for i, m in enumerate(mask) if m and (i == 0 or not mask[i - 1])]
+
+
+def trajectory_pairs(trajs, chat, num_samples: int, rng: random.Random) -> tuple[list, list, float]:
+    """The trajectory variant's draws: min(num_samples, valid turns) times, a trajectory uniformly among
+    those with a turn of non-empty Z, then one of those turns uniformly (with replacement, as RAGEN-2).
+
+    Returns the distinct (x_ids, z_ids) pairs drawn, for each draw the index of its pair (a pair drawn
+    twice is scored once and counted twice), and the share of all turns with a non-empty Z."""
+    candidates, turns = [], 0
+    for t in trajs:
+        turns += len(t.turns)
+        valid = [
+            (start, turn["think"]) for start, turn in zip(reply_starts(t.mask), t.turns) if turn["think"]
+        ]
+        if valid:
+            candidates.append((t, valid))
+    rate = sum(len(valid) for _, valid in candidates) / turns if turns else 0.0
+    distinct: dict[tuple[int, int], int] = {}
+    found: list[tuple[list[int], list[int]]] = []
+    draws: list[int] = []
+    for _ in range(min(num_samples, sum(len(valid) for _, valid in candidates))):
+        m = rng.randrange(len(candidates))
+        t, valid = candidates[m]
+        k = rng.randrange(len(valid))
+        if (m, k) not in distinct:
+            start, think = valid[k]
+            distinct[(m, k)] = len(found)
+            found.append((t.ids[:start], chat.encode(think)))
+        draws.append(distinct[(m, k)])
+    return found, draws, rate
 
 
 @torch.no_grad()
@@ -113,27 +157,48 @@ def mi_metrics(scores: torch.Tensor, own: list[int], sigma_ema: float | None) ->
     }, sigma_ema
 
 
-class CollapseProbe:
-    """Measures template collapse on a rollout batch; keeps the z-score's EMA across steps (a resumed run
-    starts it afresh)."""
+def estimate(
+    sampled: list, draws: list[int], model, pad_id: int, micro_batch: int, sigma_ema: float | None
+) -> tuple[dict, float | None]:
+    """The collapse/* keys of one sampling: draw r is the pair `sampled[draws[r]]`; each distinct pair is
+    scored once. {} (and the EMA unchanged) with fewer than 2 distinct prompts."""
+    prompts = list(dict.fromkeys(tuple(x) for x, _ in sampled))
+    if len(prompts) < 2:
+        return {}, sigma_ema
+    column = {x: j for j, x in enumerate(prompts)}
+    thoughts = [z for _, z in sampled]
+    means, sums = cross_scores(model, [list(x) for x in prompts], thoughts, pad_id, micro_batch)
+    rows = torch.tensor(draws)
+    own = [column[tuple(sampled[d][0])] for d in draws]
+    metrics, sigma_ema = mi_metrics(means[rows], own, sigma_ema)
+    metrics[COLLAPSE_MI_ESTIMATE_SEQ] = mi_metrics(sums[rows], own, None)[0][COLLAPSE_MI_ESTIMATE]
+    return metrics, sigma_ema
 
-    def __init__(self, num_samples: int, seed: int):
-        self.num_samples, self.seed = num_samples, seed
+
+class CollapseProbe:
+    """Measures template collapse on a rollout batch: the first-turn sampling, and the trajectory sampling
+    when traj_samples > 0; keeps each one's z-score EMA across steps (a resumed run starts them afresh)."""
+
+    def __init__(self, num_samples: int, seed: int, traj_samples: int = 0):
+        self.num_samples, self.seed, self.traj_samples = num_samples, seed, traj_samples
         self.sigma_ema: float | None = None
+        self.traj_sigma_ema: float | None = None
 
     def measure(self, step: int, trajs, chat, model, pad_id: int, micro_batch: int) -> dict[str, float]:
-        # Its own random stream per step: measuring never shifts the training samples, and a resumed run
-        # draws the same pairs.
+        # Each sampling has its own random stream per step: measuring never shifts the training samples, a
+        # resumed run draws the same pairs, and the first-turn draws do not depend on the trajectory ones.
         rng = random.Random(f"collapse:{self.seed}:{step}")
         sampled, rate = pairs(trajs, chat, self.num_samples, rng)
-        prompts = list(dict.fromkeys(tuple(x) for x, _ in sampled))
-        if len(prompts) < 2:
-            return {}
-        column = {x: j for j, x in enumerate(prompts)}
-        thoughts = [z for _, z in sampled]
-        means, sums = cross_scores(model, [list(x) for x in prompts], thoughts, pad_id, micro_batch)
-        own = [column[tuple(x)] for x, _ in sampled]
-        metrics, self.sigma_ema = mi_metrics(means, own, self.sigma_ema)
-        metrics[COLLAPSE_MI_ESTIMATE_SEQ] = mi_metrics(sums, own, None)[0][COLLAPSE_MI_ESTIMATE]
-        metrics[COLLAPSE_VALID_THINKING_RATE] = rate
-        return metrics
+        metrics, self.sigma_ema = estimate(
+            sampled, list(range(len(sampled))), model, pad_id, micro_batch, self.sigma_ema
+        )
+        if metrics:
+            metrics[COLLAPSE_VALID_THINKING_RATE] = rate
+        if not self.traj_samples:
+            return metrics
+        traj_rng = random.Random(f"collapse-traj:{self.seed}:{step}")
+        sampled, draws, rate = trajectory_pairs(trajs, chat, self.traj_samples, traj_rng)
+        traj, self.traj_sigma_ema = estimate(sampled, draws, model, pad_id, micro_batch, self.traj_sigma_ema)
+        if traj:
+            traj[COLLAPSE_VALID_THINKING_RATE] = rate
+        return {**metrics, **{collapse_traj(key): value for key, value in traj.items()}}

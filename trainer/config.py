@@ -113,6 +113,9 @@ class ScheduleConfig:
 class DiagnosticsConfig:
     collapse_every: int = 5  # template-collapse MI estimate at step 1 and every N steps; 0 = off
     collapse_samples: int = 64  # (prompt, reasoning) pairs cross-scored per measurement
+    # Trajectory-variant draws (any turn, collapse/traj/*); 0 = off. Off by default: on multi-turn runs
+    # nearly every context is distinct, so 64 draws cost about half of a step (docs/BENCHMARKS.md).
+    collapse_traj_samples: int = 0
 
 
 @dataclass
@@ -230,6 +233,11 @@ class TrainConfig:
         need(rollout.val_seeds >= 0, "rollout.val_seeds", "must be >= 0")
         need(self.diagnostics.collapse_every >= 0, "diagnostics.collapse_every", "must be >= 0 (0 = off)")
         need(self.diagnostics.collapse_samples >= 2, "diagnostics.collapse_samples", "must be >= 2")
+        need(
+            self.diagnostics.collapse_traj_samples == 0 or self.diagnostics.collapse_traj_samples >= 2,
+            "diagnostics.collapse_traj_samples",
+            "must be 0 (off) or >= 2",
+        )
         need(
             rollout.val_seeds > 0 or schedule.val_every == 0,
             "rollout.val_seeds",

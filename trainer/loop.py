@@ -276,7 +276,9 @@ class Trainer:
             cfg.model, with_critic=self.ppo, with_reference=algorithm.kl_coef > 0, init_dir=init_dir
         )
         self.chat = ChatFormat(self.policy.tokenizer, cfg.rollout.thinking)
-        self.collapse = CollapseProbe(cfg.diagnostics.collapse_samples, cfg.seed)
+        self.collapse = CollapseProbe(
+            cfg.diagnostics.collapse_samples, cfg.seed, cfg.diagnostics.collapse_traj_samples
+        )
         tokenizer = self.policy.tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.actor_params = [p for p in self.policy.model.parameters() if p.requires_grad]

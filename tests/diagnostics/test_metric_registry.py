@@ -86,7 +86,7 @@ EVERY_FEATURE = {
     },
     "optim": {"mini_batch_size": 4, "micro_batch_size": 2},
     "schedule": {"steps": 2, "val_every": 1, "checkpoint_every": 0, "samples_per_step": 0},
-    "diagnostics": {"collapse_every": 1},
+    "diagnostics": {"collapse_every": 1, "collapse_traj_samples": 64},
 }
 
 

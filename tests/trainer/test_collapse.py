@@ -11,7 +11,7 @@ import torch
 
 from trainer import collapse
 from trainer.collapse import CollapseProbe, cross_scores, mi_metrics
-from trainer.config import TrainConfig
+from trainer.config import ConfigError, TrainConfig
 from trainer.loop import Trainer, entropy_adv_cov, train
 from trainer.rollout import Trajectory
 from trainer.sink import JsonlSink
@@ -115,6 +115,103 @@ def test_fewer_than_two_distinct_prompts_is_skipped_not_nan(tiny):
     assert found["collapse/num_prompts"] == 2 and all(math.isfinite(v) for v in found.values())
 
 
+def conversation(chat, group, user, thinks):
+    """A multi-turn trajectory: the first prompt, then per turn a reply and the next user turn's prompt."""
+    ids = chat.first_prompt(user)
+    mask = [0] * len(ids)
+    for turn, think in enumerate(thinks):
+        reply = chat.encode(f" {think} </think> <answer> Left </answer>")
+        ids, mask = ids + reply, mask + [1] * len(reply)
+        if turn < len(thinks) - 1:
+            following = chat.next_prompt(f"Turn {turn + 2}: the box moved", reply)
+            ids, mask = ids + following, mask + [0] * len(following)
+    turns = [{"think": think, "answer": "Left"} for think in thinks]
+    return Trajectory(group=group, seed=group, ids=ids, mask=mask, turns=turns)
+
+
+def test_trajectory_pairs_take_the_conversation_so_far_through_each_turns_think(tiny):
+    chat = tiny.chat
+    trajs = [
+        conversation(chat, 0, "a", ["one", "two", "three"]),
+        conversation(chat, 1, "b", ["uno", "", "tres"]),
+    ]
+    sampled, draws, rate = collapse.trajectory_pairs(trajs, chat, num_samples=64, rng=random.Random(0))
+    assert rate == pytest.approx(5 / 6)  # every turn of every trajectory counts; the empty Z does not
+    assert len(draws) == 5 and len(sampled) == len(set(draws))  # draws capped at the valid turns
+    think_id = chat.encode("<think>")[-1]
+    by_z = {
+        tuple(chat.encode(turn["think"])): (t, k)
+        for t in trajs
+        for k, turn in enumerate(t.turns)
+        if turn["think"]
+    }
+    for x, z in sampled:
+        t, k = by_z[tuple(z)]
+        start = collapse.reply_starts(t.mask)[k]
+        assert x == t.ids[:start] and x[-1] == think_id  # the whole conversation before turn k's reply
+    first = {tuple(chat.first_prompt(u)) for u in ("a", "b")}
+    # Over a few seeded batches the draws reach turns beyond the first, whose prompts hold earlier replies.
+    later = [
+        x
+        for seed in range(5)
+        for x, _ in collapse.trajectory_pairs(trajs, chat, 64, random.Random(seed))[0]
+        if tuple(x) not in first
+    ]
+    assert later and all(any(x[: len(f)] == list(f) for f in first) for x in later)
+
+
+def test_trajectory_pairs_pick_a_trajectory_uniformly_then_a_turn(tiny):
+    chat = tiny.chat
+    short, long = conversation(chat, 0, "a", ["only"]), conversation(chat, 1, "b", ["w", "x", "y", "z"])
+    only = chat.encode("only")
+    hits = draws = 0
+    for seed in range(200):
+        sampled, drawn, _ = collapse.trajectory_pairs([short, long], chat, 64, random.Random(seed))
+        hits += sum(sampled[d][1] == only for d in drawn)
+        draws += len(drawn)
+    # Uniform over trajectories gives the one-turn trajectory half the draws; uniform over turns, a fifth.
+    assert 0.4 < hits / draws < 0.6
+
+
+def test_the_trajectory_variant_logs_its_own_keys_reproducibly_and_leaves_the_first_turn_alone(tiny):
+    chat, model, pad = tiny.chat, tiny.policy.model, tiny.pad_id
+    trajs = [
+        conversation(chat, g, user, [f"{user} {turn}" for turn in range(3)])
+        for g, user in enumerate(["go left", "go left", "push up", "push up"])
+    ]
+    found = CollapseProbe(num_samples=64, seed=3, traj_samples=64).measure(1, trajs, chat, model, pad, 8)
+    again = CollapseProbe(num_samples=64, seed=3, traj_samples=64).measure(1, trajs, chat, model, pad, 8)
+    assert found == again  # seeded by (seed, step)
+    off = CollapseProbe(num_samples=64, seed=3).measure(1, trajs, chat, model, pad, 8)
+    assert off and not any(key.startswith("collapse/traj/") for key in off)  # off unless asked
+    first = {k: v for k, v in found.items() if not k.startswith("collapse/traj/")}
+    traj = {
+        k.replace("collapse/traj/", "collapse/"): v
+        for k, v in found.items()
+        if k.startswith("collapse/traj/")
+    }
+    assert set(first) == set(traj) and all(math.isfinite(v) for v in found.values())
+    # The first-turn estimate is what the first-turn sampling alone gives: same stream, same pairs.
+    sampled, rate = collapse.pairs(trajs, chat, 64, random.Random("collapse:3:1"))
+    alone, _ = collapse.estimate(sampled, list(range(len(sampled))), model, pad, 8, None)
+    assert first == {**alone, "collapse/valid_thinking_rate": rate}
+    assert first["collapse/num_prompts"] == 2  # identical prompts are one column
+    assert traj["collapse/num_samples"] == 12 and traj["collapse/num_prompts"] > 2  # later turns differ
+    assert traj["collapse/retrieval_chance"] == pytest.approx(1 / traj["collapse/num_prompts"])
+
+
+def test_the_trajectory_variant_is_skipped_when_all_its_prompts_are_identical(tiny):
+    chat = tiny.chat
+    same = [
+        conversation(chat, 0, "a", ["go"]),
+        conversation(chat, 0, "a", ["stay"]),
+        conversation(chat, 1, "b", [""]),
+    ]
+    probe = CollapseProbe(num_samples=64, seed=0, traj_samples=64)
+    found = probe.measure(0, same, chat, tiny.policy.model, tiny.pad_id, 8)
+    assert found == {}  # one distinct prompt with a valid Z in either sampling: skipped, not NaN
+
+
 @pytest.mark.parametrize("every,measured", [(0, []), (2, [0, 2])])
 def test_the_loop_measures_at_the_first_step_and_every_n(tiny_model_dir, tmp_path, every, measured):
     cfg = TrainConfig.preset(
@@ -147,3 +244,9 @@ def test_entropy_adv_cov_on_hand_computed_tokens():
     masks = [torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1.0, 0.0]])]
     expected = ((1 / 3) * 1 + (4 / 3) * (-1) + (-5 / 3) * 0) / 3
     assert entropy_adv_cov(advs, logps, masks) == pytest.approx(expected)
+
+
+def test_the_trajectory_variant_is_off_by_default_and_its_draws_are_checked():
+    assert TrainConfig.preset("starpo-s").diagnostics.collapse_traj_samples == 0
+    with pytest.raises(ConfigError, match="diagnostics.collapse_traj_samples"):
+        TrainConfig.preset("starpo-s", diagnostics={"collapse_traj_samples": 1})
