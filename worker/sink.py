@@ -164,28 +164,19 @@ class DatabaseSink:
             points, samples, records = list(self._points), list(self._samples), list(self._records)
         if points:
             MetricPoint.upsert(self.run.pk, points)
-        if samples:
-            Sample.objects.bulk_create(
-                [
-                    Sample(run_id=self.run.pk, step=step, index=index, data=data)
-                    for step, index, data in samples
-                ],
-                batch_size=500,
-                update_conflicts=True,
-                unique_fields=["run", "step", "index"],
-                update_fields=["data"],
-            )
-        if records:
-            StepRecord.objects.bulk_create(
-                [
-                    StepRecord(run_id=self.run.pk, step=step, key=key, values=values)
-                    for step, key, values in records
-                ],
-                batch_size=500,
-                update_conflicts=True,
-                unique_fields=["run", "key", "step"],
-                update_fields=["values"],
-            )
+        run = self.run.pk
+        _replace(
+            Sample,
+            [Sample(run_id=run, step=step, index=index, data=data) for step, index, data in samples],
+            unique=["run", "step", "index"],
+            update=["data"],
+        )
+        _replace(
+            StepRecord,
+            [StepRecord(run_id=run, step=step, key=key, values=values) for step, key, values in records],
+            unique=["run", "key", "step"],
+            update=["values"],
+        )
         with self._lock:  # only what was written; more may have arrived meanwhile
             del self._points[: len(points)]
             del self._samples[: len(samples)]
@@ -222,3 +213,12 @@ class DatabaseSink:
         self.last_error = error
         with contextlib.suppress(DatabaseError):
             connection.close()
+
+
+def _replace(model, rows: list, unique: list[str], update: list[str]) -> None:
+    """Insert rows; one whose `unique` fields match a stored row (a step its earlier attempt wrote) updates
+    that row's `update` fields instead."""
+    if rows:
+        model.objects.bulk_create(
+            rows, batch_size=500, update_conflicts=True, unique_fields=unique, update_fields=update
+        )

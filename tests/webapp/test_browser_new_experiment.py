@@ -6,20 +6,12 @@ import os
 
 import pytest
 
+from tests.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.factories import make_user
 from tests.helpers import REPO_ROOT
 from webapp.experiments.models import Experiment
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "webapp"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 pytestmark = [
     pytest.mark.browser,
