@@ -1,19 +1,22 @@
-"""Learning curves of the tiny model on CPU: StarPO vs StarPO-S, two seeds, Bandit and FrozenLake 4x4.
+"""Learning curves of the tiny model on CPU: StarPO vs StarPO-S over seeds, Bandit and FrozenLake 4x4.
 
     .venv/bin/python bench/learning.py [--minutes-per-run bandit=10,frozenlake=20] [--only bandit]
-        [--seeds 0,1] [--threads 1] [--jobs 2] [--set optim.actor_lr=5e-4 ...] [--report-only]
+        [--seeds 0,1,2] [--threads 1] [--jobs 2] [--set model.warm_start=DIR --variant warm] [--report-only]
 
 Each run is a fresh subprocess (`--one ENV PRESET SEED`): it validates the untrained model on the fixed
-validation seeds, trains until the wall-clock cap (the loop's should_stop), validates the final policy
-on the same seeds, and writes bench/out/learning/<env>-<preset>-s<seed>/{metrics.jsonl, summary.json}
-(and the final checkpoint, a few MB).
-Then the table (markdown) is printed and the curves are drawn to docs/img/learning_<env>.png.
+validation seeds, trains until the CPU-time cap (the loop's should_stop), validates the final policy
+on the same seeds, and writes bench/out/learning/<env>-<preset>[-<variant>]-s<seed>/{metrics.jsonl,
+summary.json} (and the final checkpoint, a few MB).
+Then two tables (markdown) are printed, one row per run and one per setting (mean and standard error
+over seeds, median, worst), and the curves are drawn to docs/img/learning_<env>.png.
 """
 
 import argparse
 import concurrent.futures
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -32,7 +35,11 @@ PRESETS = ("starpo", "starpo-s")
 DEFAULT_MINUTES = {"bandit": 10.0, "frozenlake": 20.0}
 
 
-def run_one(env, preset, seed, minutes, threads, steps, overrides, val_seeds):
+def run_dir(env: str, preset: str, seed: int, variant: str) -> Path:
+    return OUT / f"{env}-{preset}{'-' + variant if variant else ''}-s{seed}"
+
+
+def run_one(env, preset, seed, minutes, threads, steps, overrides, val_seeds, variant):
     import torch
 
     torch.set_num_threads(threads)
@@ -40,7 +47,7 @@ def run_one(env, preset, seed, minutes, threads, steps, overrides, val_seeds):
     from trainer.loop import Trainer, train
     from trainer.sink import JsonlSink
 
-    out = OUT / f"{env}-{preset}-s{seed}"
+    out = run_dir(env, preset, seed, variant)
     if out.exists():
         for f in out.rglob("*"):
             if f.is_file():
@@ -62,10 +69,12 @@ def run_one(env, preset, seed, minutes, threads, steps, overrides, val_seeds):
     start = time.time()
     val_start = Trainer(val_cfg).validate()
     t_val = time.time() - start
-    deadline = time.time() + minutes * 60
+    # The cap is the run's own CPU time (one thread: one core's worth), not the wall clock, so that other
+    # jobs on a shared machine cost a run wall time but not training steps.
+    cpu_start, wall_start = time.process_time(), time.time()
     sink = JsonlSink(str(out), cfg.to_yaml(), stream=open(os.devnull, "w"))
-    result = train(cfg, sink, str(out), should_stop=lambda: time.time() > deadline)
-    train_s = time.time() - deadline + minutes * 60
+    result = train(cfg, sink, str(out), should_stop=lambda: time.process_time() - cpu_start > minutes * 60)
+    train_cpu_s, train_wall_s = time.process_time() - cpu_start, time.time() - wall_start
     from trainer import checkpoint
 
     t0 = time.time()
@@ -75,12 +84,14 @@ def run_one(env, preset, seed, minutes, threads, steps, overrides, val_seeds):
     summary = {
         "env": env,
         "preset": preset,
+        "variant": variant,
         "seed": seed,
         "result": result,
         "steps": len(rows),
         "val_start": val_start,
         "val_end": val_end,
-        "train_wall_s": train_s,
+        "train_cpu_s": train_cpu_s,
+        "train_wall_s": train_wall_s,
         "val_wall_s": t_val + time.time() - t0,
         "val_seeds": val_seeds,
         "overrides": overrides,
@@ -158,22 +169,69 @@ def reference_policies(env_name: str, seeds: int, budget: int = 10) -> dict[str,
     return result
 
 
+def setting(summary: dict) -> str:
+    """A run's setting: the preset, and the variant when one was given (e.g. a warm start)."""
+    return summary["preset"] + (f" ({summary['variant']})" if summary.get("variant") else "")
+
+
+def success_se(p: float, n: int) -> float:
+    """Standard error of a success rate p measured on n episodes."""
+    return math.sqrt(max(p * (1 - p), 0.0) / n)
+
+
+def gain_se(summary: dict) -> float:
+    """Standard error of val end - val start, the two measured on val_seeds episodes each."""
+    n = summary["val_seeds"]
+    return math.hypot(success_se(summary["val_start"], n), success_se(summary["val_end"], n))
+
+
+def train_time(summary: dict) -> str:
+    cpu = summary.get("train_cpu_s")  # runs before the CPU-time cap recorded the wall time only
+    wall = f"{summary['train_wall_s'] / 60:.1f} min"
+    return f"{cpu / 60:.1f} / {wall}" if cpu is not None else f"- / {wall}"
+
+
 def table(envs):
     print(
-        "| env | preset | seed | train success step 0 | final (mean last 5) | best | val start | val end "
-        "| first step >= 0.9 (s of step time) | steps | train wall |"
+        "| env | setting | seed | train success step 0 | final (mean last 5) | best | val start | val end "
+        "| gain / its SE | first step >= 0.9 (s of step time) | steps | train CPU / wall |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for env in envs:
         for s, rows in load(env):
             succ = [r["train/success"] for r in rows]
             last = succ[-5:]
             step90, t90 = first_reach(rows, "train/success", 0.9)
             reach = f"{step90} ({t90:.0f} s)" if step90 is not None else "never"
+            gain = s["val_end"] - s["val_start"]
             print(
-                f"| {env} | {s['preset']} | {s['seed']} | {succ[0]:.2f} | {sum(last) / len(last):.2f} "
-                f"| {max(succ):.2f} | {s['val_start']:.2f} | {s['val_end']:.2f} | {reach} | {s['steps']} "
-                f"| {s['train_wall_s'] / 60:.1f} min |"
+                f"| {env} | {setting(s)} | {s['seed']} | {succ[0]:.2f} | {sum(last) / len(last):.2f} "
+                f"| {max(succ):.2f} | {s['val_start']:.3f} | {s['val_end']:.3f} | {gain:+.3f} / "
+                f"{gain_se(s):.3f} | {reach} | {s['steps']} | {train_time(s)} |"
+            )
+
+
+def spread(envs):
+    """Per setting, over its seeds: validation start and end as mean ± standard error over seeds, the
+    median and worst end, and how many runs ended above their start by at least two standard errors."""
+    print(
+        "\n| env | setting | runs | val start | val end (mean ± SE over seeds) | median end | worst end "
+        "| worst gain | runs with end > start + 2 SE |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for env in envs:
+        by_setting: dict[str, list[dict]] = {}
+        for s, _ in load(env):
+            by_setting.setdefault(setting(s), []).append(s)
+        for name, runs in by_setting.items():
+            ends = [s["val_end"] for s in runs]
+            starts = [s["val_start"] for s in runs]
+            se = statistics.stdev(ends) / math.sqrt(len(ends)) if len(ends) > 1 else float("nan")
+            above = sum(s["val_end"] - s["val_start"] >= 2 * gain_se(s) for s in runs)
+            print(
+                f"| {env} | {name} | {len(runs)} | {statistics.fmean(starts):.3f} "
+                f"| {statistics.fmean(ends):.3f} ± {se:.3f} | {statistics.median(ends):.3f} "
+                f"| {min(ends):.3f} | {min(e - b for e, b in zip(ends, starts)):+.3f} | {above} of {len(runs)} |"
             )
 
 
@@ -187,23 +245,25 @@ def plot(env):
     if not runs:
         return
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), dpi=80)
-    colors = {"starpo": "tab:blue", "starpo-s": "tab:orange"}
+    settings = sorted({setting(s) for s, _ in runs})
+
+    def color(summary: dict) -> str:
+        return f"C{settings.index(setting(summary))}"
+
     for s, rows in runs:
         t, elapsed = [], 0.0
         for r in rows:
             elapsed += r.get("time/step_s", 0.0)
             t.append(elapsed / 60)
-        style = "-" if s["seed"] == 0 else "--"
-        label = f"{s['preset']} s{s['seed']}"
-        axes[0].plot(
-            t, [r["train/success"] for r in rows], style, color=colors[s["preset"]], label=label, lw=1
-        )
+        style = ("-", "--", ":")[s["seed"] % 3]
+        label = f"{setting(s)} s{s['seed']}"
+        axes[0].plot(t, [r["train/success"] for r in rows], style, color=color(s), label=label, lw=1)
         val = (
             [(0.0, s["val_start"])]
             + [(t[i], r["val/success"]) for i, r in enumerate(rows) if r.get("val/success") is not None]
             + [(t[-1], s["val_end"])]
         )
-        axes[1].plot(*zip(*val), style, marker=".", color=colors[s["preset"]], label=label, lw=1)
+        axes[1].plot(*zip(*val), style, marker=".", color=color(s), label=label, lw=1)
     for ax, title in zip(axes, ("train/success", "val/success (fixed seeds)")):
         ax.set_title(f"{env}: {title}", fontsize=9)
         ax.set_xlabel("minutes of step time", fontsize=8)
@@ -221,12 +281,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--minutes-per-run", default="", help="e.g. bandit=5,frozenlake=7 or one number for all")
     p.add_argument("--only", choices=list(ENVS))
-    p.add_argument("--seeds", default="0,1")
+    p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--presets", default=",".join(PRESETS))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--jobs", type=int, default=2, help="runs at once (one per core at --threads 1)")
     p.add_argument(
-        "--max-steps", type=int, default=1000, help="step cap; the wall-clock cap usually ends a run"
+        "--max-steps", type=int, default=1000, help="step cap; the CPU-time cap usually ends a run"
     )
     p.add_argument(
         "--set",
@@ -236,13 +296,28 @@ def main():
         help="override the tiny profile, as in `python -m trainer train --set`",
     )
     p.add_argument("--val-seeds", type=int, default=256, help="episodes of the start and end validation")
+    p.add_argument(
+        "--variant",
+        default="",
+        help="a name for what --set changes (e.g. warm-sft): kept apart from the preset's plain runs",
+    )
     p.add_argument("--report-only", action="store_true", help="only print the table and draw the plots")
     p.add_argument("--one", nargs=3, metavar=("ENV", "PRESET", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--minutes", type=float, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         env, preset, seed = args.one
-        run_one(env, preset, int(seed), args.minutes, args.threads, args.max_steps, args.set, args.val_seeds)
+        run_one(
+            env,
+            preset,
+            int(seed),
+            args.minutes,
+            args.threads,
+            args.max_steps,
+            args.set,
+            args.val_seeds,
+            args.variant,
+        )
         return
     minutes = dict(DEFAULT_MINUTES)
     if args.minutes_per_run:
@@ -268,6 +343,8 @@ def main():
                 str(args.max_steps),
                 "--val-seeds",
                 str(args.val_seeds),
+                "--variant",
+                args.variant,
             ]
             + [f"--set={item}" for item in args.set]
             for env in envs
@@ -277,6 +354,7 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda command: subprocess.run(command, check=True), commands))
     table(envs)
+    spread(envs)
     for env in envs:
         policies = reference_policies(env, args.val_seeds)
         print(

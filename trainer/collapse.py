@@ -45,6 +45,7 @@ from diagnostics.metrics import (
     COLLAPSE_VALID_THINKING_RATE,
     collapse_traj,
 )
+from trainer import prefix
 
 EPS = 1e-3  # RAGEN-2's floor on the marginal's spread in the z-score
 
@@ -105,27 +106,27 @@ def cross_scores(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(L_mean, L_sum), each (R, J): log pi(thoughts[r] | prompts[j]), mean and sum over thought tokens.
 
-    All R x J teacher-forced sequences run in micro-batches of `micro_batch` rows, right padded."""
+    The R x J teacher-forced sequences run prompt by prompt, in micro-batches of `micro_batch` thoughts
+    behind the same prompt, so each micro-batch computes its prompt once (trainer/prefix.py): a
+    trajectory-variant prompt is a whole conversation, many times longer than the reasoning scored."""
     device = next(model.parameters()).device
-    rows = [(r, j) for r in range(len(thoughts)) for j in range(len(prompts))]
     sums = torch.zeros(len(thoughts), len(prompts))
-    for start in range(0, len(rows), micro_batch):
-        chunk = rows[start : start + micro_batch]
-        seqs = [prompts[j] + thoughts[r] for r, j in chunk]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(seqs), width), dtype=torch.long)
-        target = torch.zeros((len(seqs), width - 1), dtype=torch.bool)  # positions predicting a z token
-        for i, ((_, j), seq) in enumerate(zip(chunk, seqs)):
-            ids[i, : len(seq)] = torch.tensor(seq)
-            attention[i, : len(seq)] = 1
-            target[i, len(prompts[j]) - 1 : len(seq) - 1] = True
-        ids, attention, target = ids.to(device), attention.to(device), target.to(device)
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        per_row = (logp * target).sum(-1).cpu()
-        for (r, j), total in zip(chunk, per_row.tolist()):
-            sums[r, j] = total
+    for j, prompt in enumerate(prompts):
+        for start in range(0, len(thoughts), micro_batch):
+            rows = range(start, min(start + micro_batch, len(thoughts)))
+            seqs = [prompt + thoughts[r] for r in rows]
+            width = max(len(s) for s in seqs)
+            ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+            attention = torch.zeros((len(seqs), width), dtype=torch.long)
+            target = torch.zeros((len(seqs), width - 1), dtype=torch.bool)  # positions predicting z tokens
+            for i, seq in enumerate(seqs):
+                ids[i, : len(seq)] = torch.tensor(seq)
+                attention[i, : len(seq)] = 1
+                target[i, len(prompt) - 1 : len(seq) - 1] = True
+            ids, attention, target = ids.to(device), attention.to(device), target.to(device)
+            logits = prefix.forward(model, ids, attention, lambda out: out.logits)[:, :-1].float()
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+            sums[list(rows), j] = (logp * target).sum(-1).cpu()
     lengths = torch.tensor([len(z) for z in thoughts], dtype=torch.float32).unsqueeze(1)
     return sums / lengths, sums
 
