@@ -134,6 +134,9 @@ class SuccessTrend:
     # plateaus: 2, 4 and 4 runs in 40 warned with the 30-change noise alone, 2, 2 and 1 with this).
     FALL_NOISE_WINDOW = 60
     RECENT, BEFORE = 5, 10
+    # A start level below this has nothing to lose (see lost_start): the mean of five noisy steps of a run
+    # that never learned (0.05-0.1) reads up to ~0.12, and its fall to 0 is then a few noise SDs.
+    MIN_START = 0.2
 
     def __init__(self) -> None:
         self.metric = ""
@@ -208,15 +211,28 @@ class SuccessTrend:
         a = self.SMOOTHING
         return _in_sds(self.peak / 2 - (self.value or 0.0), self.fall_noise * math.sqrt((1 - a) / (1 + a)))
 
+    def below_start(self) -> float:
+        """How far the smoothed value sits below the start level, in standard deviations of the smoothed
+        value (see below_half)."""
+        a = self.SMOOTHING
+        return _in_sds(self.baseline - (self.value or 0.0), self.fall_noise * math.sqrt((1 - a) / (1 + a)))
+
+    def lost_start(self, sigmas: float) -> bool:
+        """Success fell `sigmas` SDs below where the run began: a run that never rose above its start can
+        still lose what it could do at the start (an untrained model that answers in format, then stops).
+        A start under MIN_START is noise around nothing."""
+        return sigmas > 0 and self.baseline >= self.MIN_START and self.below_start() >= sigmas
+
     def holding(self, peak_sigmas: float, fall_sigmas: float) -> bool | None:
         """False only when success is falling from a real peak (`peak_sigmas` above the start; falling by
         `fall_sigmas` standard errors: the last RECENT values, the last value, or the smoothed value
-        under half the peak). True while it rises, holds a plateau, or never learned (nothing to lose);
-        None when too early to tell (rules then judge without it)."""
+        under half the peak), or fell `peak_sigmas` below its start. True while it rises, holds a plateau,
+        or never learned and keeps its start level (nothing to lose); None when too early to tell (rules
+        then judge without it)."""
         if not self.known or self.value is None:  # known implies a value: one update per start value
             return None
         if self.rise() < peak_sigmas:
-            return True
+            return not self.lost_start(peak_sigmas)
         if fall_sigmas == 0:
             return False
         return not any(
@@ -261,7 +277,8 @@ class GuardedParams(RuleParams):
     peak_sigmas: float = param(
         3.0,
         "hold it while success never rose this many noise SDs above the run's "
-        "start (it never learned: nothing to lose); 0 = judge those runs too",
+        "start (it never learned: nothing to lose) unless it fell this many "
+        "below a start of at least 0.2; 0 = judge those runs too",
         min=0.0,
     )
 
@@ -382,7 +399,8 @@ class CollapseParams(DropParams):
     peak_sigmas: float = param(
         3.0,
         "... and so is a peak less than this many noise SDs above the mean of "
-        "the run's first 5 values (a run that never learned has no peak); "
+        "the run's first 5 values (a run that never learned has no peak), "
+        "unless success fell this many SDs below a start of at least 0.2; "
         "0 = any peak",
         min=0.0,
     )
@@ -390,7 +408,8 @@ class CollapseParams(DropParams):
 
 
 class Collapse(DropFromPeak):
-    """The outcome that confirms the Echo Trap: success fell from a real peak and stayed down.
+    """The outcome that confirms the Echo Trap: success fell from a real peak, or far below where the run
+    started, and stayed down.
 
     The metric is the SuccessTrend's: the first of OUTCOME_KEYS the run logs. The peak is real when it
     stands `peak_sigmas` noise SDs above the run's start (see SuccessTrend).
@@ -418,6 +437,12 @@ class Collapse(DropFromPeak):
         # Real then and real in the light of the noise seen since: a collapse event is never a guess.
         rise = min(trend.rise(), trend.rise_now())
         found.signals.update(start=trend.baseline, noise=trend.noise, rise_sigmas=rise)
+        if rise < self.params.peak_sigmas and trend.lost_start(self.params.peak_sigmas):
+            summary = (
+                f"{found.summary}; it never rose above its start {trend.baseline:.4g}, and is now "
+                f"{trend.below_start():.1f} noise SDs below it"
+            )
+            return found._replace(summary=summary)
         if rise < self.params.peak_sigmas:
             summary = (
                 f"{found.summary}, but that peak is only {rise:.1f} noise SDs above the start "

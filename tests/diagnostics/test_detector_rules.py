@@ -179,10 +179,15 @@ def test_collapse_ignores_an_early_peak_before_min_steps():
     assert feed(det, "train/success", [0.1] * 5 + [0.9, 0.2]) == []
 
 
-def test_collapse_needs_a_peak_above_the_start_not_a_high_start():
-    # Success that starts high and drifts down never rose above its own start: no peak was reached.
+def test_collapse_of_a_run_that_starts_high_is_a_loss_of_its_start_not_of_a_peak():
+    # Success that starts high (a warm start) and falls never rose above its own start, but lost it.
     det = only("collapse", pending=2, min_steps=5, **RAW)
-    assert feed(det, "train/success", [0.9, 0.85, 0.9, 0.88, 0.9] + [0.2] * 10) == []
+    events = feed(det, "train/success", [0.9, 0.85, 0.9, 0.88, 0.9] + [0.2] * 10)
+    assert levels(events)[:1] == [(6, "collapse")]
+    assert "never rose above its start 0.886" in events[0]["message"]
+    # A small drift below a high start is not a loss: within the run's own noise.
+    det = only("collapse", pending=2, min_steps=5, **RAW)
+    assert feed(det, "train/success", [0.9, 0.7, 0.9, 0.75, 0.9, 0.8] * 3 + [0.75] * 10) == []
 
 
 @pytest.mark.parametrize("key", ["val/success", "train/reward_mean", "critic/score/mean"])

@@ -35,6 +35,29 @@ def test_a_run_that_never_learned_is_never_collapsed(seed):
 
 
 @pytest.mark.parametrize("seed", range(5))
+def test_a_run_that_loses_its_start_level_without_ever_rising_is_collapsed(seed):
+    # Success 0.45 from the first step (an untrained model that already answers in format), no rise, then
+    # every reply breaks: success 0 and every group's rewards equal. Nothing was learned, but what the run
+    # could do at its start is lost: a collapse, and the held zero-std warning fires.
+    rng = random.Random(seed)
+    rows = [
+        {SUCCESS: sampled(0.45, 32, rng), STD: 0.3, "train/frac_zero_std_groups": 0.0} for _ in range(8)
+    ] + [{SUCCESS: 0.0, STD: 0.0, "train/frac_zero_std_groups": 1.0} for _ in range(20)]
+    found = alarms(replay(rows))
+    assert ("collapse", "collapse") in {(level, rule) for _, level, rule in found}
+    assert any(rule == "zero_std_groups" for _, _, rule in found)
+    assert min(step for step, _, _ in found) < 15
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_never_learning_run_drifting_near_zero_has_not_lost_its_start(seed):
+    # Noise around 0.07 that drifts to 0.02: a start below MIN_START has nothing to lose.
+    rng = random.Random(seed)
+    rows = [{SUCCESS: sampled(0.07 if step < 80 else 0.02, 32, rng)} for step in range(150)]
+    assert alarms(replay(rows)) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
 def test_rising_success_with_falling_reward_std_gives_no_warning(seed):
     # Learning: success climbs 0.3 -> 0.9, the groups agree more and more, the policy grows confident.
     rng = random.Random(seed)
