@@ -8,7 +8,7 @@
      group_by=algorithm.filter_ratio (4 groups: mean and min..max per step).
   2. page: headless Debian chromium opens /compare?runs=<N ids> and waits until every chart is drawn
      (compare.js sets body[data-charts-drawn] when Plotly has rendered all panels with the data);
-     peer: the run page of one of the runs until all its panels hold data, alternated with it. Median
+     peer: the run page of one of the runs until all its metric charts hold data, alternated with it. Median
      of --loads loads each, after one warm-up load of each; for the compare page also the time until the
      charts in the first screen (1400 x 1000 px) are drawn. Then, on the drawn compare page, how long a
      redraw takes after moving the smoothing slider and after unticking one run in the runs table.
@@ -266,7 +266,8 @@ def bench_page(ids, loads):
                     times["smoothing_ms" if action == "smoothing" else "untick_ms"].append(redraw)
             page.goto(run_url)
             page.wait_for_function(
-                "() => Array.from(document.querySelectorAll('.chart-plot')).every(d => d.data && d.data.length)",
+                "() => Array.from(document.querySelectorAll('.chart-section .chart-plot'))"
+                ".every(d => d.data && d.data.length)",
                 polling=20,
             )
             if i:

@@ -7,8 +7,8 @@
 // Each bucket's min..max band is drawn by default, as on the run page, so spikes stay visible.
 // The charts stay SVG: Plotly gives each WebGL chart two of the 16 contexts Chromium allows a page,
 // so ten WebGL charts lose the first ones' drawing (docs/BENCHMARKS.md, Compare). To stay fast with
-// 100 runs, each run's band is one filled polygon, not two traces, and the detector events of every
-// run are one marker trace and one trace of dotted collapse lines per chart.
+// 100 runs, the bands of all runs are at most 20 filled traces per chart (one per band colour), and the
+// detector events of every run are one marker trace and one trace of dotted collapse lines per chart.
 // "Align at onset" draws one line per run with x = step - the run's first collapse step (the server's
 // page.runs[].onset), so the runs' signals line up at their collapse; runs that never collapsed are left
 // out and named in a note. The summary table's Lead columns give each rule's lead per run.
@@ -117,24 +117,70 @@
       left.map(function (run) { return "#" + run.id + " " + run.name; }).join(", ") + "." : "";
   }
 
-  // A min..max band as closed shapes: forward along the maxima, back along the minima. A bucket with
-  // no finite value (null) ends one shape; the next finite bucket starts another.
-  function bandShape(steps, low, high) {
-    const x = [], y = [];
+  // A band colour for each run colour: itself among the first BAND_COLOURS of the palette (plotly's
+  // D3 colours and their light tones), else the nearest of those, so that at most BAND_COLOURS filled
+  // traces draw every band of a chart (see bandTraces).
+  const BAND_COLOURS = 20;
+  const bandColourOf = {};
+  function bandColour(hex) {
+    if (!(hex in bandColourOf)) {
+      const rgb = function (c) { const n = parseInt(c.slice(1), 16); return [n >> 16, (n >> 8) & 255, n & 255]; };
+      const [r, g, b] = rgb(hex);
+      let best = hex, distance = Infinity;
+      page.colors.slice(0, BAND_COLOURS).forEach(function (colour) {
+        const [r2, g2, b2] = rgb(colour);
+        const d = (r - r2) ** 2 + (g - g2) ** 2 + (b - b2) ** 2;
+        if (d < distance) { best = colour; distance = d; }
+      });
+      bandColourOf[hex] = best;
+    }
+    return bandColourOf[hex];
+  }
+
+  // Adds a min..max band to `band` as closed shapes: forward along the maxima, back along the minima,
+  // shapes separated by nulls. A bucket with no finite value (null) ends one shape; the next finite
+  // bucket starts another. Each vertex's hover text names the run and key ("max" or "min").
+  function addBand(band, steps, low, high, name) {
     let start = 0;
     for (let i = 0; i <= steps.length; i++) {
       if (i < steps.length && low[i] !== null && high[i] !== null) continue;
       if (i > start) {
-        if (x.length) { x.push(null); y.push(null); }
-        for (let j = start; j < i; j++) { x.push(steps[j]); y.push(high[j]); }
-        for (let j = i - 1; j >= start; j--) { x.push(steps[j]); y.push(low[j]); }
+        if (band.x.length) { band.x.push(null); band.y.push(null); band.text.push(null); }
+        for (let j = start; j < i; j++) { band.x.push(steps[j]); band.y.push(high[j]); band.text.push(name + " max"); }
+        for (let j = i - 1; j >= start; j--) { band.x.push(steps[j]); band.y.push(low[j]); band.text.push(name + " min"); }
       }
       start = i + 1;
     }
-    return { x: x, y: y };
   }
 
-  function traces(chart, entry) {
+  // Every band of one colour in a chart is one filled trace: a filled trace per run and key cost
+  // Plotly more than the run's line (100 runs, one chart: 335 ms with a band trace per run, 143 ms
+  // with one for all, docs/BENCHMARKS.md). Lines stay a trace per run and key: each run has its own
+  // colour (and each key its dash), and a Plotly line has one. Bands come first, under every line.
+  // Every trace has a uid (Plotly makes it a CSS class: letters, digits, dashes), so that Plotly.react
+  // redraws each trace's SVG in place of its own: matched by index, a band took the SVG of a line that
+  // had that index before and kept drawing its line (seen in the runs-table browser test).
+  function bandTraces(chart, all) {
+    const bands = new Map();
+    all.forEach(function (entry) {
+      if (state.hidden.has(entry.id) || !(entry.group || state.bands)) return;
+      const colour = bandColour(entry.color);
+      chart.keys.forEach(function (key) {
+        const s = entry.series[key];
+        if (!s || !s.step.length || !s.min || !s.max) return;
+        if (!bands.has(colour)) bands.set(colour, { x: [], y: [], text: [], alpha: entry.group ? 0.18 : 0.12 });
+        addBand(bands.get(colour), shifted(s.step, entry.offset), s.min, s.max, escapeHtml(entry.name) + "<br>" + escapeHtml(key));
+      });
+    });
+    const at = state.aligned ? "%{x} steps from its first collapse" : "step %{x}";
+    return Array.from(bands, function ([colour, band]) {
+      return { x: band.x, y: band.y, text: band.text, mode: "none", fill: "toself", fillcolor: rgba(colour, band.alpha),
+               hoveron: "points", hovertemplate: "%{text} %{y:.4g} in the bucket at " + at + "<extra></extra>",
+               showlegend: false, connectgaps: false, meta: "band", uid: "band-" + colour.slice(1) };
+    });
+  }
+
+  function lineTraces(chart, entry) {
     const out = [];
     let legendShown = false;
     const visible = state.hidden.has(entry.id) ? "legendonly" : true;
@@ -142,16 +188,9 @@
       const s = entry.series[key];
       if (!s || !s.step.length) return;
       const line = entry.group ? s.mean : s.value;
-      const low = s.min, high = s.max;
-      const steps = shifted(s.step, entry.offset);
-      if (low && high && (entry.group || state.bands)) {
-        const band = bandShape(steps, low, high);
-        out.push({ x: band.x, y: band.y, mode: "none", fill: "toself", fillcolor: rgba(entry.color, entry.group ? 0.18 : 0.12),
-                   hoverinfo: "skip", showlegend: false, legendgroup: entry.id, visible: visible, connectgaps: false, meta: "band" });
-      }
-      out.push({ x: steps, y: smooth(line), mode: s.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
+      out.push({ x: shifted(s.step, entry.offset), y: smooth(line), mode: s.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
                  marker: { color: entry.color, size: 5 }, name: entry.name, legendgroup: entry.id,
-                 showlegend: !legendShown, visible: visible, connectgaps: false, meta: entry.id,
+                 showlegend: !legendShown, visible: visible, connectgaps: false, meta: entry.id, uid: entry.id + "-" + k,
                  line: { color: entry.color, width: entry.group ? 2.2 : 1.6, dash: DASHES[k % DASHES.length] },
                  hovertemplate: escapeHtml(entry.name) + "<br>" + escapeHtml(key) + " %{y:.4g} at " +
                    (entry.offset ? "%{x} steps from its first collapse" : "step %{x}") + "<extra></extra>" });
@@ -174,7 +213,7 @@
     if (!marks.length) return [];
     const collapses = marks.filter(function (m) { return m.event.level === "collapse"; });
     const out = [{ x: marks.map(function (m) { return m.x; }), y: marks.map(function () { return 0.96; }),
-                   yaxis: "y2", mode: "markers", showlegend: false, meta: "events",
+                   yaxis: "y2", mode: "markers", showlegend: false, meta: "events", uid: "events",
                    marker: { color: marks.map(function (m) { return m.color; }), size: 9,
                              line: { width: 2, color: marks.map(function (m) { return m.color; }) },
                              symbol: marks.map(function (m) { return LEVEL_SYMBOLS[m.event.level] || "circle"; }) },
@@ -186,7 +225,7 @@
       out.unshift({ x: collapses.flatMap(function (m) { return [m.x, m.x, null]; }),
                     y: collapses.flatMap(function () { return [0, 1, null]; }), yaxis: "y2", mode: "lines",
                     line: { color: "#888", width: 1, dash: "dot" }, hoverinfo: "skip", showlegend: false,
-                    meta: "collapse-lines" });
+                    meta: "collapse-lines", uid: "collapse-lines" });
     }
     return out;
   }
@@ -233,8 +272,9 @@
   }
 
   function drawChart(chart, all, markers) {
-    const data = all.flatMap(function (entry) { return traces(chart, entry); });
-    const empty = !data.length;
+    const lines = all.flatMap(function (entry) { return lineTraces(chart, entry); });
+    const empty = !lines.length;
+    const data = bandTraces(chart, all).concat(lines);
     const layout = {
       title: { text: chart.title, font: { size: 14 } },
       uirevision: "compare",

@@ -187,18 +187,38 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     page.screenshot(path=str(ARTIFACTS / "compare-grouped-colours.png"), full_page=True)
 
 
-# The vertical extent on screen (top and bottom, in px) of what a chart's SVG draws for one run: its
-# min..max band's fill (the trace before its line) and its line.
+# The vertical extent on screen (top and bottom, in px) of what a chart's SVG draws for one run: the
+# fill of the band trace whose hover text names the run (the bands of one colour share a trace) and
+# the run's line.
 EXTENT = """([chart, name]) => {
   const div = document.getElementById(`chart-${chart}`);
   const traces = Array.from(div.querySelectorAll('.scatterlayer .trace'));
-  const at = div._fullData.findIndex(t => t.name === name && t.meta !== 'band');
+  const line = div._fullData.findIndex(t => t.name === name && t.meta !== 'band');
+  const band = div._fullData.findIndex(t => t.meta === 'band' && t.text.some(s => s && s.startsWith(name)));
   const box = (el) => { const b = el.getBoundingClientRect(); return [b.top, b.bottom]; };
   return {
-    band: Array.from(traces[at - 1].querySelectorAll('.fills path')).map(box),
-    line: Array.from(traces[at].querySelectorAll('path.js-line')).map(box),
+    band: Array.from(traces[band].querySelectorAll('.fills path')).map(box),
+    line: Array.from(traces[line].querySelectorAll('path.js-line')).map(box),
   };
 }"""
+
+# The page position of the highest vertex of the band trace whose hover text names the run.
+BAND_TOP = """([chart, name]) => {
+  const div = document.getElementById(`chart-${chart}`);
+  const band = div._fullData.find(t => t.meta === 'band' && t.text.some(s => s && s.startsWith(name)));
+  let top = band.y.findIndex(y => y !== null);
+  band.y.forEach((y, i) => { if (y !== null && y > band.y[top]) top = i; });
+  const xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis, box = div.getBoundingClientRect();
+  return [box.left + xa._offset + xa.c2p(band.x[top]), box.top + ya._offset + ya.c2p(band.y[top])];
+}"""
+
+
+def hover_text(page, x, y):
+    """The hover label Plotly shows with the pointer at (x, y)."""
+    page.mouse.move(x, y)
+    label = page.locator(".hoverlayer .hovertext")
+    label.first.wait_for()
+    return " ".join(label.all_text_contents())
 
 
 def spiky_runs(user, count, steps=3000):
@@ -232,6 +252,10 @@ def test_a_one_step_spike_shows_as_the_runs_min_max_band(page):
     # reaching far above the line, shows it; the axis reaches 1000 for it.
     assert band_top < min(line_tops) - 100
     assert y_top(page, "grad_norm") >= 1000
+    # The band's top, pointed at, names the run that spiked, its key and its maximum.
+    page.locator("#chart-grad_norm").scroll_into_view_if_needed()
+    label = hover_text(page, *page.evaluate(BAND_TOP, ["grad_norm", name]))
+    assert name in label and "actor/grad_norm max 1000" in label, label
     page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-spike-band.png"))
 
     page.uncheck("#bands")
@@ -306,3 +330,28 @@ def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
     assert page.locator("#draw-count").text_content() == "Drawing 12 of 12 runs."
     assert "draw=" not in page.url
     assert y_top(page, "grad_norm") >= 1000
+
+
+def test_beyond_twenty_runs_the_bands_share_the_palettes_twenty_colours(page):
+    runs = spiky_runs(page.user, 24, steps=1000)
+    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    # A line per run in its own colour, the bands in at most 20 filled shapes (one per colour).
+    assert drawn_runs(page, "grad_norm") == [24, 20]
+    assert len({t[1] for t in line_traces(page, "grad_norm")}) == 24
+    assert y_top(page, "grad_norm") >= 1000  # run 0's band still reaches its spike
+    # The 21st run's band is drawn, in one of the first 20 runs' colours, and its hover names it.
+    name = f"#{runs[20].pk} {runs[20].label}"
+    fill = page.evaluate(
+        """(name) => document.getElementById('chart-grad_norm')._fullData
+            .find(t => t.meta === 'band' && t.text.some(s => s && s.startsWith(name))).fillcolor""",
+        name,
+    )
+    swatches = page.evaluate(
+        """(runs) => runs.map(run => getComputedStyle(
+            document.querySelector(`#summary-table .swatch[data-run='${run}']`)).backgroundColor)""",
+        [run.pk for run in runs],
+    )
+    assert fill.replace(",0.12)", ")").replace("rgba", "rgb").replace(",", ", ") in swatches[:20]
+    assert swatches[20] not in swatches[:20]
+    page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-24-runs-bands.png"))
