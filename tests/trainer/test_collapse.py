@@ -246,7 +246,8 @@ def test_entropy_adv_cov_on_hand_computed_tokens():
     assert entropy_adv_cov(advs, logps, masks) == pytest.approx(expected)
 
 
-def test_the_trajectory_variant_is_off_by_default_and_its_draws_are_checked():
-    assert TrainConfig.preset("starpo-s").diagnostics.collapse_traj_samples == 0
+def test_the_trajectory_variant_is_on_by_default_and_its_draws_are_checked():
+    assert TrainConfig.preset("starpo-s").diagnostics.collapse_traj_samples == 64
+    assert TrainConfig.preset("starpo-s", diagnostics={"collapse_traj_samples": 0})
     with pytest.raises(ConfigError, match="diagnostics.collapse_traj_samples"):
         TrainConfig.preset("starpo-s", diagnostics={"collapse_traj_samples": 1})
