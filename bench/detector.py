@@ -5,8 +5,9 @@
 Quality over tests/data/detector/, with the default parameters unless overridden: per run, then per rule
 and for all rules together, on the synthetic and on the real runs separately: collapses caught (an alarm,
 i.e. a warning or collapse event, strictly before the step where success falls below half its peak),
-median and minimum lead (steps from that alarm to the half-peak step), false collapses (collapse events
-on healthy runs) and healthy runs with any alarm. Info markers (grad_spike) are not alarms.
+median and minimum lead (steps from that alarm to the half-peak step), collapsing runs that got a
+collapse event at any step, false collapses (collapse events on healthy runs) and healthy runs with any
+alarm. Info markers (grad_spike) are not alarms.
 Simulated (seeded, not tuned on): how often a plateau that learned and holds warns while its groups agree
 (reward std down, success on 16 or 32 episodes a step, or half of it all-or-nothing per prompt), and how
 often a learned 0.7 that falls to 0.05 over 15 steps, its reward std down 30 steps before, is warned of
@@ -46,9 +47,9 @@ def quality(overrides):
     print()
     print(
         "| runs | rule | collapses caught (alarm before half-peak) | median / min lead (steps) "
-        "| false collapses | healthy runs with a warning |"
+        "| collapse event, any step | false collapses | healthy runs with a warning |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for source in ("synthetic", "real"):
         subset = [r for r in results if r.source == source]
         for rule in (*RULES, None):
@@ -57,6 +58,7 @@ def quality(overrides):
             print(
                 f"| {source} ({m['collapsing_runs']} collapse, {m['healthy_runs']} healthy) "
                 f"| {rule or '**all rules**'} | {m['caught_in_time']}/{m['collapsing_runs']} | {lead} "
+                f"| {m['collapses_with_collapse_event']}/{m['collapsing_runs']} "
                 f"| {m['healthy_with_collapse_event']} | {m['healthy_with_warning']}/{m['healthy_runs']} |"
             )
 

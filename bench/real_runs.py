@@ -9,8 +9,11 @@ The label comes from the success curve, smoothed with a centred 5-step moving av
 step's train/success is a noisy estimate (32-128 episodes):
   collapse  = after a real peak (smoothed peak at least 0.1 above the smoothed start) the smoothed
               success falls below half of the peak and stays below it to the end of the run (at least
-              3 steps);
-  half_peak_step = the first step after the peak where the smoothed success is below half the peak.
+              3 steps); a run without a real peak that starts at 0.2 or more is judged the same way
+              against its start (it can lose what it could do before training: a too-high learning
+              rate breaks a working policy in a few steps);
+  half_peak_step = the first step after the peak (or start) where the smoothed success is below half
+              of it.
 The printed curve is there to check each label by eye before committing. `--collapse NAME=STEP`
 overrides the rule for a run cut off right after its fall (the rule needs 3 steps down); the
 override and its reason (--note) are recorded in the label.
@@ -29,6 +32,7 @@ from diagnostics.aliases import KEYS  # noqa: E402
 REAL = ROOT / "tests/data/detector/real"
 # The detector's keys, and the template-collapse measurements its template_collapse rule reads.
 KEEP = set(KEYS) | {"collapse/mi_estimate", "collapse/retrieval_above_chance"}
+MIN_START = 0.2  # a lower start is noise around nothing: a never-learning run has nothing to lose
 
 
 def smooth(xs, k=5):
@@ -43,9 +47,14 @@ def label(rows):
     start = s[0]
     label = {"collapse": False, "peak": round(s[top], 3), "peak_step": steps[top], "start": round(start, 3)}
     if s[top] - start >= 0.1:
-        below = [i for i in range(top, len(s)) if s[i] < s[top] / 2]
-        if below and all(s[i] < s[top] / 2 for i in range(below[0], len(s))) and len(s) - below[0] >= 3:
-            label.update(collapse=True, half_peak_step=steps[below[0]])
+        level, since = s[top], top
+    elif start >= MIN_START:
+        level, since = start, 0
+    else:
+        return label
+    below = [i for i in range(since, len(s)) if s[i] < level / 2]
+    if below and all(s[i] < level / 2 for i in range(below[0], len(s))) and len(s) - below[0] >= 3:
+        label.update(collapse=True, half_peak_step=steps[below[0]])
     return label
 
 
@@ -69,7 +78,8 @@ def main():
     labels["about"] = (
         "Runs of our trainer (tiny model, CPU), trimmed to the detector's keys. Labelled from "
         "the 5-step moving average of train/success by bench/real_runs.py: collapse = after a "
-        "peak at least 0.1 above the start, below half the peak to the end of the run."
+        "peak at least 0.1 above the start (or, without one, from a start of at least 0.2), "
+        "below half the peak (or start) to the end of the run."
     )
     for item in args.runs:
         name, run_dir = item.split("=", 1)

@@ -100,7 +100,8 @@ def summarize(results: list[RunResult], rule: str | None = None) -> dict[str, An
 
     caught_in_time: collapsing runs with an alarm strictly before the half-peak step; their leads give
     median_lead and min_lead. healthy_with_warning: healthy runs with any alarm; healthy_with_collapse_event:
-    healthy runs with a collapse event (a false collapse).
+    healthy runs with a collapse event (a false collapse); collapses_with_collapse_event: collapsing runs
+    that got a collapse event at any step (the email that says the run is lost, in time or not).
     """
     collapsing = [r for r in results if r.run.collapse]
     healthy = [r for r in results if not r.run.collapse]
@@ -115,6 +116,7 @@ def summarize(results: list[RunResult], rule: str | None = None) -> dict[str, An
         "precision": len(leads) / (len(leads) + len(false_alarms)) if leads or false_alarms else None,
         "healthy_with_warning": len(false_alarms),
         "healthy_with_collapse_event": sum(1 for r in collapse_events if not r.run.collapse),
+        "collapses_with_collapse_event": sum(1 for r in collapse_events if r.run.collapse),
         "collapse_event_recall": (
             sum(1 for r in collapse_events if r.run.collapse) / len(collapsing) if collapsing else None
         ),

@@ -137,6 +137,11 @@ class SuccessTrend:
     # A start level below this has nothing to lose (see lost_start): the mean of five noisy steps of a run
     # that never learned (0.05-0.1) reads up to ~0.12, and its fall to 0 is then a few noise SDs.
     MIN_START = 0.2
+    # Flatlined (see flatlined()): this many values in a row at the run's lowest, unlikely at the rate
+    # the run's earlier values sat there (below FLAT_CHANCE), after earlier values that averaged at least
+    # MIN_START above it.
+    FLAT_STEPS = 10
+    FLAT_CHANCE = 1e-3
 
     def __init__(self) -> None:
         self.metric = ""
@@ -152,6 +157,13 @@ class SuccessTrend:
         self.noise = 0.0
         self.fall_noise = 0.0  # the noise the fall tests use (see FALL_NOISE_WINDOW)
         self.baseline = math.nan
+        # For flatlined(): the lowest value, how many values sat at it (in all, and in a row at the end),
+        # and the count and sum of all values.
+        self.low = math.inf
+        self.at_low = 0
+        self.at_low_in_a_row = 0
+        self.count = 0
+        self.total = 0.0
 
     def update(self, metrics: Metrics) -> None:
         if not self.metric:
@@ -165,6 +177,7 @@ class SuccessTrend:
             self.noise = statistics.fmean(recent) * math.sqrt(math.pi) / 2
             self.fall_noise = max(self.noise, statistics.fmean(self.changes) * math.sqrt(math.pi) / 2)
         self.window.append(x)
+        self._track_low(x)
         if len(self.start) < self.START_STEPS:
             self.start.append(x)
             self.baseline = statistics.fmean(self.start)
@@ -172,6 +185,17 @@ class SuccessTrend:
         self.peak = max(self.peak, self.value)
         if self.known:
             self.best_rise = max(self.best_rise, _in_sds(self.value - self.baseline, self.noise))
+
+    def _track_low(self, x: float) -> None:
+        if x < self.low:
+            self.low, self.at_low, self.at_low_in_a_row = x, 0, 0
+        if x == self.low:
+            self.at_low += 1
+            self.at_low_in_a_row += 1
+        else:
+            self.at_low_in_a_row = 0
+        self.count += 1
+        self.total += x
 
     @property
     def known(self) -> bool:
@@ -223,6 +247,30 @@ class SuccessTrend:
         A start under MIN_START is noise around nothing."""
         return sigmas > 0 and self.baseline >= self.MIN_START and self.below_start() >= sigmas
 
+    def flatlined(self) -> bool:
+        """Success has sat at the run's lowest value, unchanged, for the last FLAT_STEPS values, after
+        earlier values that averaged MIN_START above it and rarely touched it: a run that broke inside
+        its first steps (every reply out of format from step 2 on) and so has no start level to lose.
+        Rarely: at the earlier values' rate of sitting at the lowest (Laplace's estimate), FLAT_STEPS in
+        a row has a chance under FLAT_CHANCE, so a run noisy around zero, or one episode a step, is not
+        flatlined by a run of zeros."""
+        stretch = self.at_low_in_a_row
+        before = self.count - stretch
+        if stretch < self.FLAT_STEPS or before == 0:
+            return False
+        rate = (self.at_low - stretch + 1) / (before + 2)
+        return self.earlier_mean() - self.low >= self.MIN_START and rate**self.FLAT_STEPS < self.FLAT_CHANCE
+
+    def earlier_mean(self) -> float:
+        """The mean of the values before the run's current stretch at its lowest."""
+        before = self.count - self.at_low_in_a_row
+        return (self.total - self.at_low_in_a_row * self.low) / before if before else math.nan
+
+    def lost(self, sigmas: float) -> bool:
+        """Lost what the run could do at its start, or flatlined: either counts as falling without a
+        real peak."""
+        return self.lost_start(sigmas) or self.flatlined()
+
     def holding(self, peak_sigmas: float, fall_sigmas: float) -> bool | None:
         """False only when success is falling from a real peak (`peak_sigmas` above the start; falling by
         `fall_sigmas` standard errors: the last RECENT values, the last value, or the smoothed value
@@ -232,7 +280,7 @@ class SuccessTrend:
         if not self.known or self.value is None:  # known implies a value: one update per start value
             return None
         if self.rise() < peak_sigmas:
-            return not self.lost_start(peak_sigmas)
+            return not self.lost(peak_sigmas)
         if fall_sigmas == 0:
             return False
         return not any(
@@ -441,6 +489,12 @@ class Collapse(DropFromPeak):
             summary = (
                 f"{found.summary}; it never rose above its start {trend.baseline:.4g}, and is now "
                 f"{trend.below_start():.1f} noise SDs below it"
+            )
+            return found._replace(summary=summary)
+        if rise < self.params.peak_sigmas and trend.flatlined():
+            summary = (
+                f"{found.summary}; it has been {trend.low:.4g} for the last {trend.at_low_in_a_row} "
+                f"values, after averaging {trend.earlier_mean():.4g}"
             )
             return found._replace(summary=summary)
         if rise < self.params.peak_sigmas:

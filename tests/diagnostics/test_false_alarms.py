@@ -49,6 +49,26 @@ def test_a_run_that_loses_its_start_level_without_ever_rising_is_collapsed(seed)
     assert min(step for step, _, _ in found) < 15
 
 
+def test_a_run_that_breaks_inside_its_first_steps_is_collapsed():
+    # real/bandit-grpo-kl0-lr2e-3-s2: 0.25, 0.41, then every reply out of format. The five-step start
+    # averages in the zeros (0.13, under MIN_START) and no peak is real, yet the run is dead.
+    rows = [{SUCCESS: 0.25}, {SUCCESS: 0.41}] + [{SUCCESS: 0.0} for _ in range(30)]
+    found = alarms(replay(rows))
+    collapse = [step for step, level, _ in found if level == "collapse"]
+    assert collapse and collapse[0] < 20
+
+
+@pytest.mark.parametrize("p", [0.05, 0.3])
+@pytest.mark.parametrize("seed", range(5))
+def test_runs_of_zeros_are_not_flatlined_when_zero_is_common(p, seed):
+    # One episode a step: success is 0 or 1, and ten zeros in a row are ordinary (0.7^10 = 3% at p 0.3).
+    rng = random.Random(seed)
+    trend = SuccessTrend()
+    for _ in range(300):
+        trend.update({SUCCESS: sampled(p, 1, rng)})
+        assert not trend.flatlined()
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_a_never_learning_run_drifting_near_zero_has_not_lost_its_start(seed):
     # Noise around 0.07 that drifts to 0.02: a start below MIN_START has nothing to lose.
