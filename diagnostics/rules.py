@@ -137,11 +137,12 @@ class SuccessTrend:
     # A start level below this has nothing to lose (see lost_start): the mean of five noisy steps of a run
     # that never learned (0.05-0.1) reads up to ~0.12, and its fall to 0 is then a few noise SDs.
     MIN_START = 0.2
-    # Flatlined (see flatlined()): this many values in a row at the run's lowest, unlikely at the rate
-    # the run's earlier values sat there (below FLAT_CHANCE), after earlier values that averaged at least
-    # MIN_START above it.
+    # Flatlined (see flatlined()): at least this many success rates in a row at the run's lowest, a
+    # stretch whose chance anywhere in the run, at the rate its earlier values sat there, is below
+    # FLAT_CHANCE; the earlier values averaged at least MIN_START above it.
     FLAT_STEPS = 10
     FLAT_CHANCE = 1e-3
+    FLAT_TOLERANCE = 1e-9  # "unchanged": success averaged over ranks may differ in its last bits
 
     def __init__(self) -> None:
         self.metric = ""
@@ -187,9 +188,9 @@ class SuccessTrend:
             self.best_rise = max(self.best_rise, _in_sds(self.value - self.baseline, self.noise))
 
     def _track_low(self, x: float) -> None:
-        if x < self.low:
+        if x < self.low - self.FLAT_TOLERANCE:
             self.low, self.at_low, self.at_low_in_a_row = x, 0, 0
-        if x == self.low:
+        if abs(x - self.low) <= self.FLAT_TOLERANCE:
             self.at_low += 1
             self.at_low_in_a_row += 1
         else:
@@ -248,39 +249,44 @@ class SuccessTrend:
         return sigmas > 0 and self.baseline >= self.MIN_START and self.below_start() >= sigmas
 
     def flatlined(self) -> bool:
-        """Success has sat at the run's lowest value, unchanged, for the last FLAT_STEPS values, after
-        earlier values that averaged MIN_START above it and rarely touched it: a run that broke inside
-        its first steps (every reply out of format from step 2 on) and so has no start level to lose.
-        Rarely: at the earlier values' rate of sitting at the lowest (Laplace's estimate), FLAT_STEPS in
-        a row has a chance under FLAT_CHANCE, so a run noisy around zero, or one episode a step, is not
-        flatlined by a run of zeros."""
+        """Success (a rate: not the mean-reward fallback, whose scale MIN_START does not fit) has sat at
+        the run's lowest value, unchanged, for the last FLAT_STEPS values or more, after earlier values
+        that averaged MIN_START above it and rarely sat at it: a run that broke inside its first steps
+        (every reply out of format from step 2 on) and so has no start level to lose.
+        Rarely: at the earlier values' rate of sitting at the lowest (Laplace's estimate), a stretch this
+        long anywhere among the run's values (a union bound over its positions) has a chance under
+        FLAT_CHANCE, so runs of zeros in a run noisy around zero, or of one episode a step, are not
+        flatlined unless they are far longer than the run's own past makes likely."""
         stretch = self.at_low_in_a_row
         before = self.count - stretch
-        if stretch < self.FLAT_STEPS or before == 0:
+        if self.metric == TRAIN_REWARD_MEAN or stretch < self.FLAT_STEPS or before < 2:
             return False
         rate = (self.at_low - stretch + 1) / (before + 2)
-        return self.earlier_mean() - self.low >= self.MIN_START and rate**self.FLAT_STEPS < self.FLAT_CHANCE
+        return (
+            self.earlier_mean() - self.low >= self.MIN_START and rate**stretch * self.count < self.FLAT_CHANCE
+        )
 
     def earlier_mean(self) -> float:
         """The mean of the values before the run's current stretch at its lowest."""
         before = self.count - self.at_low_in_a_row
         return (self.total - self.at_low_in_a_row * self.low) / before if before else math.nan
 
-    def lost(self, sigmas: float) -> bool:
-        """Lost what the run could do at its start, or flatlined: either counts as falling without a
-        real peak."""
+    def fell_without_peak(self, sigmas: float) -> bool:
+        """Lost what the run could do at its start, or flatlined: either counts as falling for a run
+        without a real peak."""
         return self.lost_start(sigmas) or self.flatlined()
 
     def holding(self, peak_sigmas: float, fall_sigmas: float) -> bool | None:
         """False only when success is falling from a real peak (`peak_sigmas` above the start; falling by
         `fall_sigmas` standard errors: the last RECENT values, the last value, or the smoothed value
-        under half the peak), or fell `peak_sigmas` below its start. True while it rises, holds a plateau,
+        under half the peak), or fell `peak_sigmas` below its start or flatlined (fell_without_peak). True
+        while it rises, holds a plateau,
         or never learned and keeps its start level (nothing to lose); None when too early to tell (rules
         then judge without it)."""
         if not self.known or self.value is None:  # known implies a value: one update per start value
             return None
         if self.rise() < peak_sigmas:
-            return not self.lost(peak_sigmas)
+            return not self.fell_without_peak(peak_sigmas)
         if fall_sigmas == 0:
             return False
         return not any(
@@ -326,7 +332,7 @@ class GuardedParams(RuleParams):
         3.0,
         "hold it while success never rose this many noise SDs above the run's "
         "start (it never learned: nothing to lose) unless it fell this many "
-        "below a start of at least 0.2; 0 = judge those runs too",
+        "below a start of at least 0.2 (or flatlined at its lowest); 0 = judge those runs too",
         min=0.0,
     )
 
@@ -448,7 +454,8 @@ class CollapseParams(DropParams):
         3.0,
         "... and so is a peak less than this many noise SDs above the mean of "
         "the run's first 5 values (a run that never learned has no peak), "
-        "unless success fell this many SDs below a start of at least 0.2; "
+        "unless success fell this many SDs below a start of at least 0.2 "
+        "(or flatlined at its lowest); "
         "0 = any peak",
         min=0.0,
     )
