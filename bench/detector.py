@@ -29,20 +29,34 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnostics import Detector  # noqa: E402
-from diagnostics.calibration import ALARMS, load_labelled_set, score, summarize  # noqa: E402
+from diagnostics.calibration import ALARMS, HELD, load_labelled_set, score, summarize  # noqa: E402
 from diagnostics.rules import RULES  # noqa: E402
 
 
 def quality(overrides):
     s = score(load_labelled_set(ROOT / "tests/data/detector"), overrides)
     results = s["results"]
-    print("| run | label | first alarm | half-peak step | lead | collapse event |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| run | label | first alarm | success at it / best before (5-step average) | half-peak step "
+        "| lead | collapse event |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    held = {"synthetic": [], "real": []}
     for r in results:
         collapse_at = r.collapse_events[0]["step"] if r.collapse_events else "-"
+        at = r.run.success_at(r.first_alarm) if r.first_alarm is not None else None
+        if r.warned_while_success_held:
+            held[r.source].append(r.run.name)
         print(
             f"| {r.run.name} | {'collapse' if r.run.collapse else 'healthy'} | {r.first_alarm or '-'} "
+            f"| {'-' if at is None else f'{at[0]:.2f} / {at[1]:.2f}'} "
             f"| {r.run.half_peak_step or '-'} | {'-' if r.lead is None else r.lead} | {collapse_at} |"
+        )
+    print()
+    for source, names in held.items():
+        print(
+            f"{source}: healthy runs whose first alarm came while success held (its 5-step average at "
+            f"least {HELD:.0%} of its best before): {len(names)} {names}"
         )
     print()
     print(

@@ -91,9 +91,7 @@ def main() -> None:
     # spawn: a forked child would inherit torch's thread pools from the parent
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
-        futures = [
-            pool.submit(one_seed, seed, common, out, args.episodes, args.noise) for seed in args.seeds
-        ]
+        futures = [pool.submit(one_seed, seed, common, out, args.episodes, args.noise) for seed in args.seeds]
         per_seed = [f.result() for f in futures]
     results = {name: [r[name] for r in per_seed] for name in ("sft", "rl", "sft-then-rl")}
     print(

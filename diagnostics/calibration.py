@@ -29,8 +29,22 @@ class LabelledRun:
     collapse: bool
     half_peak_step: int | None
 
+    def success_at(self, step: int) -> tuple[float, float] | None:
+        """(the 5-step centred average of train/success at `step`, its best at or before `step`), the
+        smoothing the labels use; None when the run does not log train/success at that step."""
+        points = [(t, v[SUCCESS]) for t, v in self.series if SUCCESS in v]
+        steps = [t for t, _ in points]
+        if step not in steps:
+            return None
+        windows = [[x for _, x in points[max(0, i - 2) : i + 3]] for i in range(len(points))]
+        averages = [sum(w) / len(w) for w in windows]
+        i = steps.index(step)
+        return averages[i], max(averages[: i + 1])
+
 
 ALARMS = ("warning", "collapse")  # info markers and resolutions are not alarms
+SUCCESS = "train/success"
+HELD = 0.75  # an alarm comes "while success held" when its 5-step average is at least this share of its best
 
 
 @dataclass
@@ -65,6 +79,14 @@ class RunResult:
     @property
     def lead(self) -> int | None:
         return self.lead_of()
+
+    @property
+    def warned_while_success_held(self) -> bool:
+        """A healthy run's first alarm came while success held (see HELD), not in a fall it came back
+        from: the alarm the issue calls crying wolf."""
+        first = self.first_alarm
+        at = None if self.run.collapse or first is None else self.run.success_at(first)
+        return at is not None and at[0] >= HELD * at[1]
 
     @property
     def source(self) -> str:
