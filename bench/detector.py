@@ -7,7 +7,7 @@ and for all rules together, on the synthetic and on the real runs separately: co
 i.e. a warning or collapse event, strictly before the step where success falls below half its peak),
 median and minimum lead (steps from that alarm to the half-peak step), collapsing runs that got a
 collapse event at any step, false collapses (collapse events on healthy runs) and healthy runs with any
-alarm. Info markers (grad_spike) are not alarms.
+alarm. Info markers (grad_spike, policy_shift) are not alarms.
 Simulated (seeded, not tuned on): how often a plateau that learned and holds warns while its groups agree
 (reward std down, success on 16 or 32 episodes a step, or half of it all-or-nothing per prompt), and how
 often a learned 0.7 that falls to 0.05 over 15 steps, its reward std down 30 steps before, is warned of
@@ -140,6 +140,7 @@ def run_of(steps, seed=0):
         "train/frac_zero_std_groups": rng.uniform(0, 0.3, steps),
         "actor/entropy": 1.0 + 0.01 * rng.standard_normal(steps),
         "actor/grad_norm": np.where(t % 997 == 0, np.nan, np.exp(rng.normal(0, 0.3, steps))),
+        "actor/approx_kl": 0.001 * rng.standard_normal(steps),
         "response/think_tokens_mean": 120 + 5 * rng.standard_normal(steps),
     }
     return [{k: float(v[i]) for k, v in columns.items()} for i in range(steps)]

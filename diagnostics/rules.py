@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from .aliases import finite
 from .metrics import (
+    ACTOR_APPROX_KL,
     ACTOR_ENTROPY,
     ACTOR_GRAD_NORM,
     COLLAPSE_MI_ESTIMATE,
@@ -46,6 +47,7 @@ Metrics = Mapping[str, float]
 # replay may load only these (tests/diagnostics/test_detector_inputs.py checks that on the labelled set).
 READS = frozenset(
     {
+        ACTOR_APPROX_KL,
         ACTOR_ENTROPY,
         ACTOR_GRAD_NORM,
         COLLAPSE_MI_ESTIMATE,
@@ -686,6 +688,7 @@ class GradSpike(Rule):
     level = "info"
     title = "Gradient norm spiked"
     metric = ACTOR_GRAD_NORM
+    quantity = "gradient norm"  # what the summary calls the value
     Params = GradSpikeParams
     params: GradSpikeParams
 
@@ -695,20 +698,27 @@ class GradSpike(Rule):
         self.ordered: list[float] = []  # the same values, sorted, for the median
 
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
-        x = metrics.get(self.metric)
+        x = self.value(metrics)
         if x is None:
             return None
         if not math.isfinite(x):
-            return Check(True, {"metric": self.metric, "value": str(x)}, f"gradient norm is {x}")
+            return Check(True, {"metric": self.metric, "value": str(x)}, f"{self.quantity} is {x}")
         value = self.ema.update(x)
         found = None
         if len(self.ordered) >= self.params.min_steps:
             median = self.median()
             limit = (1 + self.params.tolerance) * median
             signals = {"metric": self.metric, "value": value, "median": median, "limit": limit}
-            found = Check(value > limit, signals, f"gradient norm {value:.4g} vs running median {median:.4g}")
+            summary = f"{self.quantity} {value:.4g} vs running median {median:.4g}"
+            found = Check(self.breached(value, limit), signals, summary)
         self.remember(value)
         return found
+
+    def value(self, metrics: Metrics) -> float | None:
+        return metrics.get(self.metric)
+
+    def breached(self, value: float, limit: float) -> bool:
+        return value > limit
 
     def median(self) -> float:
         values, n = self.ordered, len(self.ordered)
@@ -738,6 +748,39 @@ class GradUnstable(GradSpike):
     level = "warning"
     title = "Gradient norm stayed high"
     Params = GradUnstableParams
+
+
+@dataclass
+class PolicyShiftParams(GradSpikeParams):
+    tolerance: float = param(
+        29.0, "breach when the absolute approx KL exceeds (1 + tolerance) x its running median", min=0.0
+    )
+    min_value: float = param(
+        0.01,
+        "... and is at least this (nats per token): PPO implementations stop an epoch near 0.01-0.02",
+        min=0.0,
+    )
+
+
+class PolicyShift(GradSpike):
+    """One update moved the policy far more than the updates before it: |approx KL| between the rollout
+    policy and the updated one, against its running median. A marker, not an alarm: such a lurch often
+    comes and goes with a dip of success, and once (real/bandit-starpo-cpu10-s2) it was the only sign,
+    one step before every reply turned to the wrong answer."""
+
+    name = "policy_shift"
+    title = "One update moved the policy far"
+    metric = ACTOR_APPROX_KL
+    quantity = "|approx KL|"
+    Params = PolicyShiftParams
+    params: PolicyShiftParams
+
+    def value(self, metrics: Metrics) -> float | None:
+        x = metrics.get(self.metric)
+        return None if x is None else abs(x)  # the estimator's sign is noise around a small drift
+
+    def breached(self, value: float, limit: float) -> bool:
+        return value > limit and value >= self.params.min_value
 
 
 # --- template collapse (RAGEN-2): reasoning no longer depends on the input ---------------------------
@@ -838,6 +881,7 @@ RULES: dict[str, type[Rule]] = {
         ThinkingDecay,
         GradSpike,
         GradUnstable,
+        PolicyShift,
         TemplateCollapse,
         Collapse,
     )

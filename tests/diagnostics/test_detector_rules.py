@@ -261,3 +261,20 @@ def test_a_collapse_is_named_for_the_outcome_the_run_logs():
         )
     full = [e for e in Detector.replay(series)[1] if e["rule"] == "collapse"]
     assert full and full[0]["message"].startswith("Success collapsed: train/success ")
+
+
+KL = "actor/approx_kl"
+
+
+def test_policy_shift_marks_one_far_update_of_either_sign_at_info_level():
+    # |approx KL| around 0.001 a step (its sign is estimator noise), then one update 100 times larger.
+    quiet = [0.001, -0.0012, 0.0009, -0.001, 0.0011, 0.001] * 2
+    events = feed(only("policy_shift", recovery=3), KL, [*quiet, -0.1, 0.001, -0.001, 0.0012])
+    assert levels(events) == [(12, "info"), (15, "resolved")]
+    assert "|approx KL| 0.1 vs running median 0.001" in events[0]["message"]
+
+
+def test_policy_shift_ignores_large_ratios_of_tiny_drifts():
+    # 50x a median of 1e-5 is still a drift of 5e-4 nats a token: below min_value, no marker.
+    assert feed(only("policy_shift"), KL, [1e-5] * 10 + [5e-4]) == []
+    assert levels(feed(only("policy_shift", min_value=1e-4), KL, [1e-5] * 10 + [5e-4])) == [(10, "info")]
