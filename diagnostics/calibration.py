@@ -11,7 +11,9 @@ An alarm is any warning or collapse event. A collapse is caught when an alarm co
 `half_peak_step`; its lead is the number of steps between the two.
 """
 
+import bisect
 import json
+import math
 import os
 import statistics
 from dataclasses import dataclass
@@ -30,16 +32,20 @@ class LabelledRun:
     half_peak_step: int | None
 
     def success_at(self, step: int) -> tuple[float, float] | None:
-        """(the 5-step centred average of train/success at `step`, its best at or before `step`), the
-        smoothing the labels use; None when the run does not log train/success at that step."""
-        points = [(t, v[SUCCESS]) for t, v in self.series if SUCCESS in v]
-        steps = [t for t, _ in points]
-        if step not in steps:
+        """(the 5-step centred average of train/success at the last value logged at or before `step`,
+        its best up to there), the smoothing bench/real_runs.py labels with; None before the run's first
+        success value or when it logs none (a reward-only run). Non-finite values are skipped."""
+        points = [(t, v[SUCCESS]) for t, v in self.series if SUCCESS in v and math.isfinite(v[SUCCESS])]
+        i = bisect.bisect_right([t for t, _ in points], step) - 1
+        if i < 0:
             return None
-        windows = [[x for _, x in points[max(0, i - 2) : i + 3]] for i in range(len(points))]
+        windows = [[x for _, x in points[max(0, j - 2) : j + 3]] for j in range(i + 1)]
         averages = [sum(w) / len(w) for w in windows]
-        i = steps.index(step)
         return averages[i], max(averages[: i + 1])
+
+    def raw_success(self, step: int) -> float | None:
+        """The train/success logged at `step`, if any."""
+        return next((v.get(SUCCESS) for t, v in self.series if t == step), None)
 
 
 ALARMS = ("warning", "collapse")  # info markers and resolutions are not alarms
@@ -83,10 +89,13 @@ class RunResult:
     @property
     def warned_while_success_held(self) -> bool:
         """A healthy run's first alarm came while success held (see HELD), not in a fall it came back
-        from: the alarm the issue calls crying wolf."""
+        from: the alarm the issue calls crying wolf. A run without success at its alarm counts as
+        held: what cannot be told apart counts against the detector."""
         first = self.first_alarm
-        at = None if self.run.collapse or first is None else self.run.success_at(first)
-        return at is not None and at[0] >= HELD * at[1]
+        if self.run.collapse or first is None:
+            return False
+        at = self.run.success_at(first)
+        return at is None or at[0] >= HELD * at[1]
 
     @property
     def source(self) -> str:

@@ -776,7 +776,8 @@ class PolicyShift(GradSpike):
     params: PolicyShiftParams
 
     def value(self, metrics: Metrics) -> float | None:
-        x = metrics.get(self.metric)
+        # NaN/inf is no data here: it comes with non-finite log-probs, which grad_spike already marks.
+        x = finite(metrics.get(self.metric))
         return None if x is None else abs(x)  # the estimator's sign is noise around a small drift
 
     def breached(self, value: float, limit: float) -> bool:

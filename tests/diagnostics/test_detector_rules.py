@@ -278,3 +278,8 @@ def test_policy_shift_ignores_large_ratios_of_tiny_drifts():
     # 50x a median of 1e-5 is still a drift of 5e-4 nats a token: below min_value, no marker.
     assert feed(only("policy_shift"), KL, [1e-5] * 10 + [5e-4]) == []
     assert levels(feed(only("policy_shift", min_value=1e-4), KL, [1e-5] * 10 + [5e-4])) == [(10, "info")]
+
+
+def test_policy_shift_takes_a_non_finite_approx_kl_as_no_data():
+    quiet = [0.001, -0.0012, 0.0009, -0.001, 0.0011, 0.001] * 2
+    assert feed(only("policy_shift"), KL, [*quiet, math.nan, math.inf, 0.001]) == []

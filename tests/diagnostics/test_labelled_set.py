@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnostics.calibration import load_labelled_set, load_labels, score
+from diagnostics.calibration import HELD, load_labelled_set, load_labels, score
 
 FOLDER = Path(__file__).resolve().parents[1] / "data" / "detector"
 
@@ -37,11 +37,12 @@ def test_the_set_has_both_kinds(scored):
 
 
 def sudden(run):
-    """Success still at 75% of its best one step before the step its average halves: a one-step fall
-    (real/bandit-starpo-cpu10-s2: 0.94, then 0 as one update turned every reply to the wrong arm)."""
-    before = run.success_at(run.half_peak_step - 1)
-    raw = dict((t, v.get("train/success")) for t, v in run.series).get(run.half_peak_step - 1)
-    return before is not None and raw is not None and raw >= 0.75 * before[1]
+    """Success still on its plateau (each of the 3 raw values before the step its average halves at
+    least HELD x its best average) and then below half: a one-step fall (real/bandit-starpo-cpu10-s2:
+    0.94, then 0 as one update turned every reply to the wrong arm), unlike a noisy decline."""
+    best = run.success_at(run.half_peak_step - 1)
+    raw = [run.raw_success(run.half_peak_step - k) for k in (1, 2, 3)]
+    return best is not None and all(x is not None and x >= HELD * best[1] for x in raw)
 
 
 def test_every_collapse_after_the_first_ten_steps_is_flagged_before_success_halves(scored):
