@@ -28,21 +28,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnostics.aliases import KEYS  # noqa: E402
+from diagnostics.calibration import centred_average  # noqa: E402
+from diagnostics.rules import SuccessTrend  # noqa: E402
 
 REAL = ROOT / "tests/data/detector/real"
 # The detector's keys, and the template-collapse measurements its template_collapse rule reads.
 KEEP = set(KEYS) | {"collapse/mi_estimate", "collapse/retrieval_above_chance"}
-MIN_START = 0.2  # a lower start is noise around nothing: a never-learning run has nothing to lose
-
-
-def smooth(xs, k=5):
-    h = k // 2
-    return [sum(xs[max(0, i - h) : i + h + 1]) / len(xs[max(0, i - h) : i + h + 1]) for i in range(len(xs))]
+# A lower start is noise around nothing (a never-learning run has nothing to lose): the detector's floor.
+MIN_START = SuccessTrend.MIN_START
 
 
 def label(rows):
     steps = [r["step"] for r in rows]
-    s = smooth([r["train/success"] for r in rows])
+    s = centred_average([r["train/success"] for r in rows])
     top = max(range(len(s)), key=s.__getitem__)
     start = s[0]
     label = {"collapse": False, "peak": round(s[top], 3), "peak_step": steps[top], "start": round(start, 3)}
@@ -101,7 +99,7 @@ def main():
         if name in manual:
             entry.update(collapse=True, half_peak_step=manual[name], labelled="by eye (--collapse)")
         labels["runs"][f"{name}.jsonl"] = entry
-        curve = " ".join(f"{x:.2f}" for x in smooth([r["train/success"] for r in rows]))
+        curve = " ".join(f"{x:.2f}" for x in centred_average([r["train/success"] for r in rows]))
         print(f"{name}: {entry}\n  smoothed success: {curve}\n  config: {config.exists()}")
     path.write_text(json.dumps(labels, indent=1, sort_keys=True) + "\n")
 

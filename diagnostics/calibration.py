@@ -24,6 +24,14 @@ from .detector import Detector, Event
 from .series import Series, load_series
 
 
+def centred_average(xs: list[float], k: int = 5) -> list[float]:
+    """Each value's centred k-step moving average (shorter windows at the ends): the smoothing the real
+    runs' labels are decided with (bench/real_runs.py), one step's success being a noisy estimate."""
+    h = k // 2
+    windows = [xs[max(0, i - h) : i + h + 1] for i in range(len(xs))]
+    return [sum(w) / len(w) for w in windows]
+
+
 @dataclass
 class LabelledRun:
     name: str
@@ -39,8 +47,7 @@ class LabelledRun:
         i = bisect.bisect_right([t for t, _ in points], step) - 1
         if i < 0:
             return None
-        windows = [[x for _, x in points[max(0, j - 2) : j + 3]] for j in range(i + 1)]
-        averages = [sum(w) / len(w) for w in windows]
+        averages = centred_average([x for _, x in points[: i + 3]])
         return averages[i], max(averages[: i + 1])
 
     def raw_success(self, step: int) -> float | None:
@@ -139,6 +146,7 @@ def summarize(results: list[RunResult], rule: str | None = None) -> dict[str, An
     leads = [lead for r in collapsing if (lead := r.lead_of(rule)) is not None and lead > 0]
     false_alarms = [r for r in healthy if r.alarms(rule)]
     collapse_events = [r for r in results if any(e["level"] == "collapse" for e in r.alarms(rule))]
+    collapses_with_event = sum(1 for r in collapse_events if r.run.collapse)
     return {
         "collapsing_runs": len(collapsing),
         "healthy_runs": len(healthy),
@@ -147,10 +155,8 @@ def summarize(results: list[RunResult], rule: str | None = None) -> dict[str, An
         "precision": len(leads) / (len(leads) + len(false_alarms)) if leads or false_alarms else None,
         "healthy_with_warning": len(false_alarms),
         "healthy_with_collapse_event": sum(1 for r in collapse_events if not r.run.collapse),
-        "collapses_with_collapse_event": sum(1 for r in collapse_events if r.run.collapse),
-        "collapse_event_recall": (
-            sum(1 for r in collapse_events if r.run.collapse) / len(collapsing) if collapsing else None
-        ),
+        "collapses_with_collapse_event": collapses_with_event,
+        "collapse_event_recall": collapses_with_event / len(collapsing) if collapsing else None,
         "median_lead": statistics.median(leads) if leads else None,
         "min_lead": min(leads) if leads else None,
     }

@@ -494,25 +494,25 @@ class Collapse(DropFromPeak):
         # Real then and real in the light of the noise seen since: a collapse event is never a guess.
         rise = min(trend.rise(), trend.rise_now())
         found.signals.update(start=trend.baseline, noise=trend.noise, rise_sigmas=rise)
-        if rise < self.params.peak_sigmas and trend.lost_start(self.params.peak_sigmas):
-            summary = (
-                f"{found.summary}; it never rose above its start {trend.baseline:.4g}, and is now "
+        if rise >= self.params.peak_sigmas:
+            return found
+        if trend.lost_start(self.params.peak_sigmas):
+            reason = (
+                f"it never rose above its start {trend.baseline:.4g}, and is now "
                 f"{trend.below_start():.1f} noise SDs below it"
             )
-            return found._replace(summary=summary)
-        if rise < self.params.peak_sigmas and trend.flatlined():
-            summary = (
-                f"{found.summary}; it has been {trend.low:.4g} for the last {trend.at_low_in_a_row} "
-                f"values, after averaging {trend.earlier_mean():.4g}"
+        elif trend.flatlined():
+            reason = (
+                f"it has been {trend.low:.4g} for the last {trend.at_low_in_a_row} values, after "
+                f"averaging {trend.earlier_mean():.4g}"
             )
-            return found._replace(summary=summary)
-        if rise < self.params.peak_sigmas:
+        else:
             summary = (
                 f"{found.summary}, but that peak is only {rise:.1f} noise SDs above the start "
                 f"{trend.baseline:.4g}: not a real peak"
             )
             return found._replace(breached=False, summary=summary)
-        return found
+        return found._replace(summary=f"{found.summary}; {reason}")
 
 
 # --- rising above a floor: zero-std groups --------------------------------------------------------

@@ -45,24 +45,24 @@ def sudden(run):
     return best is not None and all(x is not None and x >= HELD * best[1] for x in raw)
 
 
+def missed_after_step_10(scored):
+    """Collapses whose success halves after step 10 with no alarm before it."""
+    return [
+        r
+        for r in scored["results"]
+        if r.run.collapse and r.run.half_peak_step > 10 and not (r.lead and r.lead > 0)
+    ]
+
+
 def test_every_collapse_after_the_first_ten_steps_is_flagged_before_success_halves(scored):
     # Before step 10 no drop rule has judged (min_steps) and the run's start is barely known; such a
     # collapse (real/bandit-grpo-lr2e-3-s1, success halved at step 7) is scored by bench/detector.py.
     # A one-step fall from the plateau leaves nothing to see before it: it is held to its collapse event.
-    late = [
-        r.run.name
-        for r in scored["results"]
-        if r.run.collapse and r.run.half_peak_step > 10 and not sudden(r.run) and not (r.lead and r.lead > 0)
-    ]
-    assert late == []
+    assert [r.run.name for r in missed_after_step_10(scored) if not sudden(r.run)] == []
 
 
 def test_a_sudden_collapse_missed_before_it_gets_its_collapse_event_within_five_steps(scored):
-    falls = [
-        r
-        for r in scored["results"]
-        if r.run.collapse and r.run.half_peak_step > 10 and sudden(r.run) and not (r.lead and r.lead > 0)
-    ]
+    falls = [r for r in missed_after_step_10(scored) if sudden(r.run)]
     assert [r.run.name for r in falls] == ["real/bandit-starpo-cpu10-s2.jsonl"]
     for r in falls:
         assert r.collapse_events and r.collapse_events[0]["step"] - r.run.half_peak_step <= 5, r.run.name
