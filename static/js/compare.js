@@ -1,5 +1,5 @@
 // Compare page: the run page's charts with one line per run (or per group of runs), one colour per
-// run in every chart. All chart data comes from one request to /api/compare; the server downsamples
+// run in every chart (up to 20 runs drawn; beyond, runs share the palette's 20 colours). All chart data comes from one request to /api/compare; the server downsamples
 // each series like the run page and, when grouping, computes each group's mean and min..max per step.
 // Legend clicks hide a run (or group) in every chart at once, not only in the chart clicked.
 // The runs table's checkboxes choose which runs the charts draw (all by default); drawing another
@@ -7,7 +7,8 @@
 // Each bucket's min..max band is drawn by default, as on the run page, so spikes stay visible.
 // The charts stay SVG: Plotly gives each WebGL chart two of the 16 contexts Chromium allows a page,
 // so ten WebGL charts lose the first ones' drawing (docs/BENCHMARKS.md, Compare). To stay fast with
-// 100 runs, the bands of all runs are at most 20 filled traces per chart (one per band colour), and the
+// 100 runs, a chart's bands are at most 20 filled traces (one per palette colour); with more than 20
+// runs drawn, runs share those 20 colours and the lines of one colour and key are one trace; the
 // detector events of every run are one marker trace and one trace of dotted collapse lines per chart.
 // "Align at onset" draws one line per run with x = step - the run's first collapse step (the server's
 // page.runs[].onset), so the runs' signals line up at their collapse; runs that never collapsed are left
@@ -87,6 +88,27 @@
     return state.smoothing > 0 ? window.EchoSmoothing.ema(values, state.smoothing) : values;
   }
 
+  // The palette's first PALETTE_COLOURS colours (plotly's D3 colours and their light tones) are the ones
+  // a reader tells apart. Beyond them a run's colour is drawn as the nearest of those: every band of a
+  // chart is at most PALETTE_COLOURS filled traces (see bandTraces), and with more runs drawn than that,
+  // the lines too (see lineTraces); a run's hover text names it.
+  const PALETTE_COLOURS = 20;
+  const paletteColourOf = {};
+  function paletteColour(hex) {
+    if (!(hex in paletteColourOf)) {
+      const rgb = function (c) { const n = parseInt(c.slice(1), 16); return [n >> 16, (n >> 8) & 255, n & 255]; };
+      const [r, g, b] = rgb(hex);
+      let best = hex, distance = Infinity;
+      page.colors.slice(0, PALETTE_COLOURS).forEach(function (colour) {
+        const [r2, g2, b2] = rgb(colour);
+        const d = (r - r2) ** 2 + (g - g2) ** 2 + (b - b2) ** 2;
+        if (d < distance) { best = colour; distance = d; }
+      });
+      paletteColourOf[hex] = best;
+    }
+    return paletteColourOf[hex];
+  }
+
   // One entry per thing drawn: a run, or a group of runs. `series[key]` has step and value (or mean).
   function entries() {
     if (state.groupBy && state.data.groups) {
@@ -97,8 +119,9 @@
       });
     }
     const drawn = state.aligned ? selectedRuns().filter(function (run) { return run.onset !== null; }) : selectedRuns();
+    const shared = drawn.length > PALETTE_COLOURS;  // more runs than colours one can tell apart
     return drawn.map(function (run) {
-      return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: run.color,
+      return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: shared ? paletteColour(run.color) : run.color,
                series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false,
                offset: state.aligned ? run.onset : 0 };
     });
@@ -115,26 +138,6 @@
     note.hidden = !left.length;
     note.textContent = left.length ? "Aligned at each run's first collapse; left out, with no collapse event: " +
       left.map(function (run) { return "#" + run.id + " " + run.name; }).join(", ") + "." : "";
-  }
-
-  // A band colour for each run colour: itself among the first BAND_COLOURS of the palette (plotly's
-  // D3 colours and their light tones), else the nearest of those, so that at most BAND_COLOURS filled
-  // traces draw every band of a chart (see bandTraces).
-  const BAND_COLOURS = 20;
-  const bandColourOf = {};
-  function bandColour(hex) {
-    if (!(hex in bandColourOf)) {
-      const rgb = function (c) { const n = parseInt(c.slice(1), 16); return [n >> 16, (n >> 8) & 255, n & 255]; };
-      const [r, g, b] = rgb(hex);
-      let best = hex, distance = Infinity;
-      page.colors.slice(0, BAND_COLOURS).forEach(function (colour) {
-        const [r2, g2, b2] = rgb(colour);
-        const d = (r - r2) ** 2 + (g - g2) ** 2 + (b - b2) ** 2;
-        if (d < distance) { best = colour; distance = d; }
-      });
-      bandColourOf[hex] = best;
-    }
-    return bandColourOf[hex];
   }
 
   // Adds a min..max band to `band` as closed shapes: forward along the maxima, back along the minima,
@@ -164,7 +167,7 @@
     const bands = new Map();
     all.forEach(function (entry) {
       if (state.hidden.has(entry.id) || !(entry.group || state.bands)) return;
-      const colour = bandColour(entry.color);
+      const colour = paletteColour(entry.color);
       chart.keys.forEach(function (key) {
         const s = entry.series[key];
         if (!s || !s.step.length || !s.min || !s.max) return;
@@ -180,23 +183,38 @@
     });
   }
 
-  function lineTraces(chart, entry) {
-    const out = [];
-    let legendShown = false;
-    const visible = state.hidden.has(entry.id) ? "legendonly" : true;
-    chart.keys.forEach(function (key, k) {
-      const s = entry.series[key];
-      if (!s || !s.step.length) return;
-      const line = entry.group ? s.mean : s.value;
-      out.push({ x: shifted(s.step, entry.offset), y: smooth(line), mode: s.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
-                 marker: { color: entry.color, size: 5 }, name: entry.name, legendgroup: entry.id,
-                 showlegend: !legendShown, visible: visible, connectgaps: false, meta: entry.id, uid: entry.id + "-" + k,
-                 line: { color: entry.color, width: entry.group ? 2.2 : 1.6, dash: DASHES[k % DASHES.length] },
-                 hovertemplate: escapeHtml(entry.name) + "<br>" + escapeHtml(key) + " %{y:.4g} at " +
-                   (entry.offset ? "%{x} steps from its first collapse" : "step %{x}") + "<extra></extra>" });
-      legendShown = true;
+  // A line trace per colour and key: with up to PALETTE_COLOURS entries drawn, each has its own colour and
+  // so its own trace per key; beyond, runs share the palette's colours (see entries) and the lines
+  // of one colour are one trace, runs separated by nulls, each point's hover text naming its run. A trace
+  // per run and key cost most of the drawing at 100 runs (1,400 traces; docs/BENCHMARKS.md, Compare).
+  // Series shorter than MARKERS_BELOW draw markers and keep traces of their own kind.
+  function lineTraces(chart, all) {
+    const traces = new Map();
+    all.forEach(function (entry) {
+      if (state.hidden.has(entry.id)) return;
+      chart.keys.forEach(function (key, k) {
+        const s = entry.series[key];
+        if (!s || !s.step.length) return;
+        const markers = s.step.length < MARKERS_BELOW;
+        const id = entry.color.slice(1) + "-" + k + (markers ? "-m" : "");
+        if (!traces.has(id)) traces.set(id, { id: id, key: key, k: k, markers: markers, color: entry.color, entries: [], x: [], y: [], text: [] });
+        const trace = traces.get(id);
+        if (trace.x.length) { trace.x.push(null); trace.y.push(null); trace.text.push(null); }
+        const x = shifted(s.step, entry.offset), y = smooth(entry.group ? s.mean : s.value), name = escapeHtml(entry.name);
+        for (let i = 0; i < x.length; i++) { trace.x.push(x[i]); trace.y.push(y[i]); trace.text.push(name); }
+        trace.entries.push(entry);
+      });
     });
-    return out;
+    const at = state.aligned ? "%{x} steps from its first collapse" : "step %{x}";
+    return Array.from(traces.values(), function (trace) {
+      const single = trace.entries.length === 1 ? trace.entries[0] : null;
+      return { x: trace.x, y: trace.y, text: trace.text, mode: trace.markers ? "lines+markers" : "lines",
+               marker: { color: trace.color, size: 5 }, name: single ? single.name : trace.entries.length + " runs",
+               showlegend: false, connectgaps: false, meta: single ? single.id : "runs-" + trace.id,
+               uid: single ? single.id + "-" + trace.k : "lines-" + trace.id,
+               line: { color: trace.color, width: single && single.group ? 2.2 : 1.6, dash: DASHES[trace.k % DASHES.length] },
+               hovertemplate: "%{text}<br>" + escapeHtml(trace.key) + " %{y:.4g} at " + at + "<extra></extra>" };
+    });
   }
 
   // Detector events of the runs (or groups) shown, as markers along the top in their colour, and each
@@ -272,7 +290,7 @@
   }
 
   function drawChart(chart, all, markers) {
-    const lines = all.flatMap(function (entry) { return lineTraces(chart, entry); });
+    const lines = lineTraces(chart, all);
     const empty = !lines.length;
     const data = bandTraces(chart, all).concat(lines);
     const layout = {

@@ -74,14 +74,15 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     legend_entry.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
     assert legend_entry.get_attribute("aria-pressed") == "false"
-    for chart in ("success", "grad_norm"):
-        assert [t[2] for t in line_traces(page, chart) if t[0].startswith(f"#{runs[2].pk}")][
-            0
-        ] == "legendonly"
-        assert all(t[2] is True for t in line_traces(page, chart) if not t[0].startswith(f"#{runs[2].pk}"))
+    for chart, lines_per_run in (("success", 2), ("grad_norm", 1)):
+        assert [t[0] for t in line_traces(page, chart)] == [
+            f"#{run.pk} {run.label}" for run in (runs[0], runs[3]) for _ in range(lines_per_run)
+        ]
+        # line paths in the SVG: two runs' lines and the dotted line at runs[3]'s collapse
+        assert drawn_runs(page, chart)[0] == 2 * lines_per_run + 1
     legend_entry.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 3")
-    assert all(t[2] is True for t in line_traces(page, "grad_norm"))
+    assert drawn_runs(page, "grad_norm")[0] == 3 + 1
     assert legend_entry.get_attribute("aria-pressed") == "true"
 
     # Config diff: only the differing fields until "differences only" is unticked.
@@ -332,15 +333,23 @@ def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
     assert y_top(page, "grad_norm") >= 1000
 
 
-def test_beyond_twenty_runs_the_bands_share_the_palettes_twenty_colours(page):
+# The stroke colours of the line paths a chart's SVG draws, one per path.
+LINE_STROKES = """(id) => Array.from(document.querySelectorAll(`#${id} .scatterlayer path.js-line`))
+    .map(p => getComputedStyle(p).stroke)"""
+
+
+def test_beyond_twenty_runs_the_runs_share_the_palettes_twenty_colours(page):
     runs = spiky_runs(page.user, 24, steps=1000)
     page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
-    # A line per run in its own colour, the bands in at most 20 filled shapes (one per colour).
+    # A line and a band per run, in at most 20 colours: at most 20 line traces and 20 band traces a key.
     assert drawn_runs(page, "grad_norm") == [24, 20]
-    assert len({t[1] for t in line_traces(page, "grad_norm")}) == 24
+    strokes = page.evaluate(LINE_STROKES, "chart-grad_norm")
+    assert len(set(strokes)) == 20
+    assert page.evaluate("document.getElementById('chart-grad_norm').data.length") <= 20 + 20 + 2
     assert y_top(page, "grad_norm") >= 1000  # run 0's band still reaches its spike
-    # The 21st run's band is drawn, in one of the first 20 runs' colours, and its hover names it.
+    # The 21st run's line, band and table swatch share one of the first 20 runs' colours; its line's
+    # hover names it.
     name = f"#{runs[20].pk} {runs[20].label}"
     fill = page.evaluate(
         """(name) => document.getElementById('chart-grad_norm')._fullData
@@ -352,6 +361,31 @@ def test_beyond_twenty_runs_the_bands_share_the_palettes_twenty_colours(page):
             document.querySelector(`#summary-table .swatch[data-run='${run}']`)).backgroundColor)""",
         [run.pk for run in runs],
     )
-    assert fill.replace(",0.12)", ")").replace("rgba", "rgb").replace(",", ", ") in swatches[:20]
-    assert swatches[20] not in swatches[:20]
+    assert fill.replace(",0.12)", ")").replace("rgba", "rgb").replace(",", ", ") == swatches[20]
+    assert swatches[20] in swatches[:20] and set(swatches) == set(strokes)
+    # (on the success chart, where the runs' lines lie apart: run i at about i / 24)
+    page.locator("#chart-success").scroll_into_view_if_needed()
+    label = hover_text(page, *page.evaluate(LINE_POINT, ["success", name, 500]))
+    assert name in label and "train/success" in label, label
     page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-24-runs-bands.png"))
+
+    # Drawing 20 of them, each run has its own colour and its own line trace again.
+    page.uncheck(f"input.draw-run[value='{runs[22].pk}']")
+    page.uncheck(f"input.draw-run[value='{runs[23].pk}']")
+    page.uncheck(f"input.draw-run[value='{runs[21].pk}']")
+    page.uncheck(f"input.draw-run[value='{runs[0].pk}']")
+    page.wait_for_function("document.querySelectorAll('#chart-grad_norm .scatterlayer path.js-line').length === 20")
+    assert len(set(page.evaluate(LINE_STROKES, "chart-grad_norm"))) == 20
+    assert {t[0] for t in line_traces(page, "grad_norm")} == {f"#{run.pk} {run.label}" for run in runs[1:21]}
+
+
+# The page position of the point of a run's line at (or just before) a step, found through the trace
+# that draws it (its hover text names the run).
+LINE_POINT = """([chart, name, step]) => {
+  const div = document.getElementById(`chart-${chart}`);
+  const trace = div._fullData.find(t => t.meta !== 'band' && t.text && t.text.some(s => s && s === name));
+  let at = -1;
+  trace.x.forEach((x, i) => { if (trace.text[i] === name && x !== null && x <= step) at = i; });
+  const xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis, box = div.getBoundingClientRect();
+  return [box.left + xa._offset + xa.c2p(trace.x[at]), box.top + ya._offset + ya.c2p(trace.y[at])];
+}"""

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tests.factories import make_experiment, make_run, make_user
-from webapp.metrics.downsample import _bucketed_sql, key_stats, load_series
+from webapp.metrics.downsample import _bucketed_sql, key_stats, load_many, load_series
 from webapp.metrics.models import ROLLUP_WIDTH, MetricPoint, MetricRollup
 
 
@@ -43,6 +43,34 @@ def test_a_chart_from_rollups_keeps_the_spike_and_matches_the_point_reduction(ru
     # Chart buckets of 2 rollups each line up exactly: the same answer as reducing every point.
     from_points = _bucketed_sql(key_stats([run.pk], ["actor/grad_norm"], after=-1), None, 100)
     assert chart == from_points[(run.pk, "actor/grad_norm")].as_json()
+
+
+def test_many_runs_charts_from_rollups_match_the_point_reduction_with_gaps_and_non_finite_values(run):
+    """load_many re-buckets every pair's rollups in one query: per pair, the same answer as bucketing the
+    points, with NaN and infinities (at bucket ends too), a rollup of only NaN, missing steps and a second
+    run whose series are shorter."""
+    import random
+
+    other = make_run(run.experiment.owner, experiment=run.experiment, label="r2", config={})
+    rng = random.Random(3)
+    for target, steps in ((run, 60 * ROLLUP_WIDTH), (other, 40 * ROLLUP_WIDTH)):
+        for key in ("a", "b"):
+            points = [
+                (step, key, rng.choice([math.nan, math.inf, -math.inf]) if rng.random() < 0.05 else rng.gauss(0, 1))
+                for step in range(steps)
+                if not 1_000 <= step < 1_300  # a gap of three rollups
+            ]
+            points = [(s, k, math.nan if 2_000 <= s < 2_100 else v) for s, k, v in points]  # a rollup of NaN
+            points[299] = (299, key, math.inf)  # the last point of the first chart bucket
+            MetricPoint.upsert(target.pk, points)
+
+    charts = load_many([run.pk, other.pk], ["a", "b", "missing"], max_points=20)
+    for target in (run, other):
+        for key in ("a", "b"):
+            from_points = _bucketed_sql(key_stats([target.pk], [key], after=-1), None, 20)[(target.pk, key)]
+            assert charts[target.pk][key].as_json() == from_points.as_json()
+        assert charts[target.pk]["missing"].as_json() == {"step": [], "value": [], "downsampled": False}
+    assert charts[run.pk]["a"].as_json()["value"][0] is None  # the infinity at step 299
 
 
 def test_a_batch_overlapping_stored_points_overwrites_them_and_appends_the_rest(run):

@@ -22,7 +22,7 @@ from django.db.models import Max, Min, OuterRef, Q, Subquery
 from diagnostics.metrics import TRAIN_SUCCESS, VAL_SUCCESS
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments import run_planning, specs
-from webapp.metrics.downsample import bucket_index, finite_or_none
+from webapp.metrics.downsample import bucket_index, finite_or_none_list
 from webapp.metrics.models import MetricPoint, MetricRollup
 
 SUCCESS = TRAIN_SUCCESS
@@ -173,9 +173,9 @@ def _aggregate(runs: list, max_points: int) -> dict:
     keep = np.isfinite(band_low) | present.any(axis=0)
     return {
         "step": last_step.max(axis=0)[keep].tolist(),
-        "mean": [finite_or_none(v) for v in mean[keep]],
-        "min": [finite_or_none(v) for v in band_low[keep]],
-        "max": [finite_or_none(v) for v in band_high[keep]],
+        "mean": finite_or_none_list(mean[keep].tolist()),
+        "min": finite_or_none_list(band_low[keep].tolist()),
+        "max": finite_or_none_list(band_high[keep].tolist()),
         "n": present.sum(axis=0)[keep].tolist(),
         "downsampled": downsampled,
     }

@@ -9,7 +9,7 @@ from diagnostics import replay_inputs
 from diagnostics.detector import STORED_READS
 from webapp.accounts.api_auth import ApiError, api_view
 from webapp.metrics.api import run_state
-from webapp.metrics.downsample import finite_or_none
+from webapp.metrics.downsample import finite_or_none_list
 from webapp.metrics.models import MetricPoint
 from webapp.runs import queue, table
 from webapp.runs.forms import RunTableForm
@@ -82,7 +82,7 @@ def detector_inputs(request, pk):
     except ValueError as error:  # overrides saved before a rule or parameter was renamed
         raise ApiError(422, f"the experiment's detector overrides are rejected: {error}") from None
     for entry in inputs:
-        entry["value"] = [finite_or_none(value) for value in entry["value"]]
+        entry["value"] = finite_or_none_list(entry["value"])
     return JsonResponse(
         {"run": run_state(run), "steps": len(history), "overrides": overrides, "rules": inputs}
     )
