@@ -374,7 +374,9 @@ def test_beyond_twenty_runs_the_runs_share_the_palettes_twenty_colours(page):
     page.uncheck(f"input.draw-run[value='{runs[23].pk}']")
     page.uncheck(f"input.draw-run[value='{runs[21].pk}']")
     page.uncheck(f"input.draw-run[value='{runs[0].pk}']")
-    page.wait_for_function("document.querySelectorAll('#chart-grad_norm .scatterlayer path.js-line').length === 20")
+    page.wait_for_function(
+        "document.querySelectorAll('#chart-grad_norm .scatterlayer path.js-line').length === 20"
+    )
     assert len(set(page.evaluate(LINE_STROKES, "chart-grad_norm"))) == 20
     assert {t[0] for t in line_traces(page, "grad_norm")} == {f"#{run.pk} {run.label}" for run in runs[1:21]}
 

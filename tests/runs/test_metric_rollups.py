@@ -56,7 +56,11 @@ def test_many_runs_charts_from_rollups_match_the_point_reduction_with_gaps_and_n
     for target, steps in ((run, 60 * ROLLUP_WIDTH), (other, 40 * ROLLUP_WIDTH)):
         for key in ("a", "b"):
             points = [
-                (step, key, rng.choice([math.nan, math.inf, -math.inf]) if rng.random() < 0.05 else rng.gauss(0, 1))
+                (
+                    step,
+                    key,
+                    rng.choice([math.nan, math.inf, -math.inf]) if rng.random() < 0.05 else rng.gauss(0, 1),
+                )
                 for step in range(steps)
                 if not 1_000 <= step < 1_300  # a gap of three rollups
             ]
