@@ -207,13 +207,15 @@
     });
     const at = state.aligned ? "%{x} steps from its first collapse" : "step %{x}";
     return Array.from(traces.values(), function (trace) {
+      // A run's own trace names it in the template: a text per point costs Plotly time per chart.
       const single = trace.entries.length === 1 ? trace.entries[0] : null;
-      return { x: trace.x, y: trace.y, text: trace.text, mode: trace.markers ? "lines+markers" : "lines",
+      const who = single ? escapeHtml(single.name) : "%{text}";
+      return { x: trace.x, y: trace.y, text: single ? undefined : trace.text, mode: trace.markers ? "lines+markers" : "lines",
                marker: { color: trace.color, size: 5 }, name: single ? single.name : trace.entries.length + " runs",
                showlegend: false, connectgaps: false, meta: single ? single.id : "runs-" + trace.id,
                uid: single ? single.id + "-" + trace.k : "lines-" + trace.id,
                line: { color: trace.color, width: single && single.group ? 2.2 : 1.6, dash: DASHES[trace.k % DASHES.length] },
-               hovertemplate: "%{text}<br>" + escapeHtml(trace.key) + " %{y:.4g} at " + at + "<extra></extra>" };
+               hovertemplate: who + "<br>" + escapeHtml(trace.key) + " %{y:.4g} at " + at + "<extra></extra>" };
     });
   }
 

@@ -66,13 +66,18 @@ def config_diff(runs) -> list[DiffRow]:
     its cells are empty and take no part in whether a field differs, else every field would."""
     flat = [flatten(run.config) if has_config(run) else None for run in runs]
     keys = sorted({key for config in flat if config is not None for key in config})
+    formatted: dict[str, str] = {}  # runs of a grid share most values; formatting one is a YAML dump
+
+    def show(value) -> str:
+        text = repr(value)
+        if text not in formatted:
+            formatted[text] = run_planning.format_value(value)
+        return formatted[text]
+
     rows = []
     for key in keys:
         raw = [config.get(key, _MISSING) for config in flat if config is not None]
-        shown = [
-            "" if config is None or key not in config else run_planning.format_value(config[key])
-            for config in flat
-        ]
+        shown = ["" if config is None or key not in config else show(config[key]) for config in flat]
         rows.append(DiffRow(key, shown, len({repr(value) for value in raw}) > 1))
     return rows
 
