@@ -58,7 +58,7 @@
       yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero" },
       yaxis2: { title: { text: "retrieval" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
                 tickformat: ".0%", showgrid: false },
-    }, window.EchoChartView.stepAxis("collapse")), { displaylogo: false, responsive: true });
+    }, window.EchoChartView.stepAxis("collapse")), window.EchoChartConfig);
     window.EchoChartView.joinStepAxis(miPlot, function () { draw(drawnSeries); });
     const regime = pairs(series, "collapse/mi_estimate", "collapse/conditional_entropy");
     Plotly.react("collapse-regime", [{
@@ -71,7 +71,7 @@
       xaxis: { title: { text: "MI estimate (nats)" }, rangemode: "tozero" },
       yaxis: { title: { text: "conditional entropy (nats/token)" } },
       uirevision: "collapse",
-    }), { displaylogo: false, responsive: true });
+    }), window.EchoChartConfig);
   }
 
   async function refresh() {
