@@ -229,8 +229,9 @@ REDRAW_MS = """(action) => new Promise((resolve) => {
 # Added to every page before its scripts: at each animation frame, until each is true, it notes the time
 # when (a) the compare page's charts are all drawn (compare.js counts its renders in body[data-charts-drawn]),
 # (b) the charts a person sees without scrolling all hold their data, (c) the run page's metric charts all
-# hold their data. Checked in the frame callbacks, where the browser lays out the page anyway: polling from
-# outside every 20 ms forced a layout of the page mid-drawing and delayed what it measured.
+# hold their data. Checked once a frame, in the frame callbacks (the first-screen check measures the
+# charts, a layout at most once a frame until it is noted): polling from outside every 20 ms forced a
+# layout of the page mid-drawing and delayed what it measured.
 MARKS = """
 window.__marks = {};
 (function () {

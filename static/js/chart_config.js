@@ -3,4 +3,6 @@
 // A double-click (zoom back to the whole run) may take 500 ms between its clicks, the desktop systems'
 // default, not Plotly's 300 ms: on a busy machine the page handled the second click too late and saw two
 // single clicks (a browser test failed so under a loaded CI run).
-window.EchoChartConfig = Object.freeze({ responsive: true, displaylogo: false, showSendToCloud: false, doubleClickDelay: 500 });
+window.EchoChartConfig = Object.freeze({
+  responsive: true, displaylogo: false, showSendToCloud: false, doubleClickDelay: 500,
+});

@@ -1,6 +1,7 @@
 // Compare page: the run page's charts with one line per run (or per group of runs), one colour per
-// run in every chart (up to 20 runs drawn; beyond, runs share the palette's 20 colours). All chart data comes from one request to /api/compare; the server downsamples
-// each series like the run page and, when grouping, computes each group's mean and min..max per step.
+// run in every chart (up to 20 runs drawn; beyond, runs share the palette's 20 colours). All chart
+// data comes from one request to /api/compare; the server downsamples each series like the run page
+// and, when grouping, computes each group's mean and min..max per step.
 // Legend clicks hide a run (or group) in every chart at once, not only in the chart clicked.
 // The runs table's checkboxes choose which runs the charts draw (all by default); drawing another
 // subset needs no request, except when grouping (groups are aggregated over the runs drawn).
@@ -8,7 +9,8 @@
 // The charts stay SVG: Plotly gives each WebGL chart two of the 16 contexts Chromium allows a page,
 // so ten WebGL charts lose the first ones' drawing (docs/BENCHMARKS.md, Compare). To stay fast with
 // 100 runs, a chart's bands are at most 20 filled traces (one per palette colour); with more than 20
-// runs drawn, runs share those 20 colours and the lines of one colour and key are one trace; the
+// runs drawn, runs share those 20 colours and the lines of one colour and key are one trace (two when
+// some of those series are short enough to draw markers); the
 // detector events of every run are one marker trace and one trace of dotted collapse lines per chart.
 // "Align at onset" draws one line per run with x = step - the run's first collapse step (the server's
 // page.runs[].onset), so the runs' signals line up at their collapse; runs that never collapsed are left
@@ -112,10 +114,12 @@
   // One entry per thing drawn: a run, or a group of runs. `series[key]` has step and value (or mean).
   function entries() {
     if (state.groupBy && state.data.groups) {
+      const sharedColours = state.data.groups.length > PALETTE_COLOURS;
       return state.data.groups.map(function (group, i) {
         return { id: "group-" + i, name: state.groupBy + " = " + (group.value === "" ? "(none)" : group.value) +
                  " (" + group.runs.length + " run" + (group.runs.length === 1 ? "" : "s") + ")",
-                 color: page.colors[i % page.colors.length], series: group.series, runs: group.runs, group: true };
+                 color: sharedColours ? paletteColour(page.colors[i % page.colors.length]) : page.colors[i % page.colors.length],
+                 series: group.series, runs: group.runs, group: true };
       });
     }
     const drawn = state.aligned ? selectedRuns().filter(function (run) { return run.onset !== null; }) : selectedRuns();
@@ -158,8 +162,9 @@
 
   // Every band of one colour in a chart is one filled trace: a filled trace per run and key cost
   // Plotly more than the run's line (100 runs, one chart: 335 ms with a band trace per run, 143 ms
-  // with one for all, docs/BENCHMARKS.md). Lines stay a trace per run and key: each run has its own
-  // colour (and each key its dash), and a Plotly line has one. Bands come first, under every line.
+  // with one for all, docs/BENCHMARKS.md); lines are merged the same way (lineTraces). A band takes
+  // its entry's colour, which entries() keeps to PALETTE_COLOURS colours when more are drawn. Bands
+  // come first, under every line.
   // Every trace has a uid (Plotly makes it a CSS class: letters, digits, dashes), so that Plotly.react
   // redraws each trace's SVG in place of its own: matched by index, a band took the SVG of a line that
   // had that index before and kept drawing its line (seen in the runs-table browser test).
@@ -167,7 +172,7 @@
     const bands = new Map();
     all.forEach(function (entry) {
       if (state.hidden.has(entry.id) || !(entry.group || state.bands)) return;
-      const colour = paletteColour(entry.color);
+      const colour = entry.color;
       chart.keys.forEach(function (key) {
         const s = entry.series[key];
         if (!s || !s.step.length || !s.min || !s.max) return;
@@ -293,7 +298,10 @@
 
   function drawChart(chart, all, markers) {
     const lines = lineTraces(chart, all);
-    const empty = !lines.length;
+    // "no data" when no entry has any: hidden entries draw nothing but still have data
+    const empty = !all.some(function (entry) {
+      return chart.keys.some(function (key) { return entry.series[key] && entry.series[key].step.length; });
+    });
     const data = bandTraces(chart, all).concat(lines);
     const layout = {
       title: { text: chart.title, font: { size: 14 } },

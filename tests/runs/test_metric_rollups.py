@@ -77,6 +77,38 @@ def test_many_runs_charts_from_rollups_match_the_point_reduction_with_gaps_and_n
     assert charts[run.pk]["a"].as_json()["value"][0] is None  # the infinity at step 299
 
 
+def _rebucketed_rollups(run_id, key, max_points):
+    """A chart from the stored rollups, re-bucketed here: a rollup counts in the chart bucket of its last
+    step; a bucket takes its last rollup's last point and the least and greatest finite values."""
+    rollups = list(MetricRollup.objects.filter(run_id=run_id, key=key).order_by("bucket"))
+    first, last = rollups[0].first_step, rollups[-1].last_step
+    buckets = {}
+    for rollup in rollups:
+        buckets.setdefault((rollup.last_step - first) * max_points // (last - first + 1), []).append(rollup)
+    chart = {"step": [], "value": [], "min": [], "max": [], "downsampled": True}
+    for _, members in sorted(buckets.items()):
+        lows = [r.low for r in members if r.low is not None]
+        highs = [r.high for r in members if r.high is not None]
+        value = members[-1].last_value
+        chart["step"].append(members[-1].last_step)
+        chart["value"].append(value if value is not None and math.isfinite(value) else None)
+        chart["min"].append(min(lows, default=None))
+        chart["max"].append(max(highs, default=None))
+    return chart
+
+
+@pytest.mark.parametrize("max_points", [7, 13])
+def test_charts_from_rollups_in_buckets_that_do_not_line_up_with_them(run, max_points):
+    """Chart buckets that cut through rollups (a rollup counts where its last step falls), a series that
+    starts mid-rollup at step 550, and a chart bucket whose rollups hold only NaN (no band there)."""
+    steps = range(550, 550 + 30 * ROLLUP_WIDTH)
+    points = [(s, "k", math.nan if 1_000 <= s < 1_900 else math.sin(s / 7)) for s in steps]
+    MetricPoint.upsert(run.pk, points)
+    chart = load_many([run.pk], ["k"], max_points=max_points)[run.pk]["k"].as_json()
+    assert chart == _rebucketed_rollups(run.pk, "k", max_points)
+    assert None in chart["min"] and len(chart["step"]) == max_points
+
+
 def test_a_batch_overlapping_stored_points_overwrites_them_and_appends_the_rest(run):
     MetricPoint.upsert(run.pk, [(step, "loss", 1.0) for step in range(10)])
     # Steps 5-9 exist: the plain INSERT fails on them and the batch is upserted as a whole.

@@ -198,9 +198,9 @@ def _bucketed_sql(stats: dict, after: int | None, max_points: int) -> dict[Pair,
 
 # The rollups re-bucketed into chart buckets by Postgres, one row of arrays per pair: a chart bucket takes
 # its rollups' last point and their least and greatest finite values. Fetched in binary, the arrays become
-# lists in psycopg's C code; reading every rollup row into Python and re-bucketing there took 0.6 s of a
-# 100-run compare (140,000 rows), this a fifth of that (docs/BENCHMARKS.md, Compare). Grouped per pair in a
-# LATERAL subquery: grouped over all pairs at once, the 140,000 rows were sorted on disk.
+# lists in psycopg's C code; reading every rollup row into Python and re-bucketing there made load_many
+# take 530-780 ms for a 100-run compare (140,000 rows), now 200-300 ms (docs/BENCHMARKS.md, Compare).
+# Grouped per pair in a LATERAL subquery: grouped over all pairs at once, the rows were sorted on disk.
 _ROLLUPS_SQL = f"""
 SELECT r.pair, b.steps, b.values, b.lows, b.highs
 FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::bigint[], %s::int[])
@@ -227,6 +227,8 @@ def _bucketed_rollups(stats: dict, max_points: int) -> dict[Pair, Series]:
     spans = [stats[pair][2] - stats[pair][1] + 1 for pair in pairs]
     series = {pair: Series([], [], [], []) for pair in pairs}
     connection.ensure_connection()
+    # A psycopg cursor of its own (binary results; Django's cursors bind on the client and return text):
+    # Django's query log and execute wrappers do not see this query.
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(
             _ROLLUPS_SQL, [*_unnest(pairs, firsts, spans, list(range(len(pairs)))), max_points], binary=True
