@@ -111,21 +111,26 @@
     return paletteColourOf[hex];
   }
 
+  // The colour an entry is drawn in when `count` entries are drawn: its own, or beyond PALETTE_COLOURS
+  // the nearest palette colour.
+  function drawnColour(hex, count) {
+    return count > PALETTE_COLOURS ? paletteColour(hex) : hex;
+  }
+
   // One entry per thing drawn: a run, or a group of runs. `series[key]` has step and value (or mean).
   function entries() {
     if (state.groupBy && state.data.groups) {
-      const sharedColours = state.data.groups.length > PALETTE_COLOURS;
+      const count = state.data.groups.length;
       return state.data.groups.map(function (group, i) {
         return { id: "group-" + i, name: state.groupBy + " = " + (group.value === "" ? "(none)" : group.value) +
                  " (" + group.runs.length + " run" + (group.runs.length === 1 ? "" : "s") + ")",
-                 color: sharedColours ? paletteColour(page.colors[i % page.colors.length]) : page.colors[i % page.colors.length],
+                 color: drawnColour(page.colors[i % page.colors.length], count),
                  series: group.series, runs: group.runs, group: true };
       });
     }
     const drawn = state.aligned ? selectedRuns().filter(function (run) { return run.onset !== null; }) : selectedRuns();
-    const shared = drawn.length > PALETTE_COLOURS;  // more runs than colours one can tell apart
     return drawn.map(function (run) {
-      return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: shared ? paletteColour(run.color) : run.color,
+      return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: drawnColour(run.color, drawn.length),
                series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false,
                offset: state.aligned ? run.onset : 0 };
     });

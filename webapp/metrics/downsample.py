@@ -163,6 +163,11 @@ def _raw(pairs: list[Pair], after: int | None) -> dict[Pair, Series]:
     return series
 
 
+def _ranges(stats: dict, pairs: list[Pair]) -> tuple[list[int], list[int]]:
+    """Each pair's first step and number of steps spanned: the chart buckets' origin and width."""
+    return [stats[pair][1] for pair in pairs], [stats[pair][2] - stats[pair][1] + 1 for pair in pairs]
+
+
 _BUCKET_SQL = f"""
 SELECT r.run_id, r.key,
        max(p.step) AS last_step,
@@ -180,8 +185,7 @@ ORDER BY r.run_id, r.key, last_step
 
 def _bucketed_sql(stats: dict, after: int | None, max_points: int) -> dict[Pair, Series]:
     pairs = list(stats)
-    firsts = [stats[pair][1] for pair in pairs]
-    spans = [stats[pair][2] - stats[pair][1] + 1 for pair in pairs]
+    firsts, spans = _ranges(stats, pairs)
     series = {pair: Series([], [], [], []) for pair in pairs}
     with connection.cursor() as cursor:
         cursor.execute(
@@ -223,8 +227,7 @@ CROSS JOIN LATERAL (
 def _bucketed_rollups(stats: dict, max_points: int) -> dict[Pair, Series]:
     """All pairs' rollups, re-bucketed in one query."""
     pairs = list(stats)
-    firsts = [stats[pair][1] for pair in pairs]
-    spans = [stats[pair][2] - stats[pair][1] + 1 for pair in pairs]
+    firsts, spans = _ranges(stats, pairs)
     series = {pair: Series([], [], [], []) for pair in pairs}
     connection.ensure_connection()
     # A psycopg cursor of its own (binary results; Django's cursors bind on the client and return text):
