@@ -38,6 +38,12 @@
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   }
 
+  // Text written into a hovertemplate: Plotly would fill in a "%{...}" in a run's label or a key, so its
+  // "%" goes in as an entity, which Plotly draws as "%" after filling in the template.
+  function templateText(text) {
+    return escapeHtml(text).replace(/%/g, "&#37;");
+  }
+
   function rgba(hex, alpha) {
     const n = parseInt(hex.slice(1), 16);
     return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
@@ -219,13 +225,13 @@
     return Array.from(traces.values(), function (trace) {
       // A run's own trace names it in the template: a text per point costs Plotly time per chart.
       const single = trace.entries.length === 1 ? trace.entries[0] : null;
-      const who = single ? escapeHtml(single.name) : "%{text}";
+      const who = single ? templateText(single.name) : "%{text}";
       return { x: trace.x, y: trace.y, text: single ? undefined : trace.text, mode: trace.markers ? "lines+markers" : "lines",
                marker: { color: trace.color, size: 5 }, name: single ? single.name : trace.entries.length + " runs",
                showlegend: false, connectgaps: false, meta: single ? single.id : "runs-" + trace.id,
                uid: single ? single.id + "-" + trace.k : "lines-" + trace.id,
                line: { color: trace.color, width: single && single.group ? 2.2 : 1.6, dash: DASHES[trace.k % DASHES.length] },
-               hovertemplate: who + "<br>" + escapeHtml(trace.key) + " %{y:.4g} at " + at + "<extra></extra>" };
+               hovertemplate: who + "<br>" + templateText(trace.key) + " %{y:.4g} at " + at + "<extra></extra>" };
     });
   }
 

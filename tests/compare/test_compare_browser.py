@@ -391,3 +391,26 @@ LINE_POINT = """([chart, name, step]) => {
   const xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis, box = div.getBoundingClientRect();
   return [box.left + xa._offset + xa.c2p(trace.x[at]), box.top + ya._offset + ya.c2p(trace.y[at])];
 }"""
+
+
+# The page position of the middle vertex of the line trace drawn for one run.
+LINE_MIDDLE = """([chart, name]) => {
+  const div = document.getElementById(`chart-${chart}`);
+  const line = div._fullData.find(t => t.name === name && t.meta !== 'band');
+  const i = Math.floor(line.x.length / 2);
+  const xa = div._fullLayout.xaxis, ya = div._fullLayout.yaxis, box = div.getBoundingClientRect();
+  return [box.left + xa._offset + xa.c2p(line.x[i]), box.top + ya._offset + ya.c2p(line.y[i])];
+}"""
+
+
+def test_a_label_that_looks_like_a_plotly_template_is_shown_as_written(page):
+    experiment = make_experiment(page.user, "templates")
+    runs = [trained_run(experiment, label, step=30) for label in ("lr 50%{y} %{x}", "plain")]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {s: 0.2 + 0.3 * i + s / 100 for s in range(30)})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    name = f"#{runs[0].pk} lr 50%{{y}} %{{x}}"
+    page.locator("#chart-success").scroll_into_view_if_needed()
+    label = hover_text(page, *page.evaluate(LINE_MIDDLE, ["success", name]))
+    assert name in label and "train/success" in label, label

@@ -1,0 +1,107 @@
+"""jsonsafe.loads parses with orjson where it can; what it returns, and what it refuses, must be what the
+standard library's reading (integer hook, depth limit) gives."""
+
+import json
+import math
+import random
+import struct
+
+import pytest
+
+from webapp.core import jsonsafe
+
+
+def reference(text):
+    """The standard library's reading, as jsonsafe documents it."""
+    try:
+        value = json.loads(text, parse_int=jsonsafe._parse_int)
+    except RecursionError:
+        raise ValueError("nested") from None
+    if jsonsafe.depth(value) > jsonsafe.MAX_DEPTH:
+        raise ValueError("nested")
+    return value
+
+
+def same(a, b) -> bool:
+    """Equal values of equal types, NaN equal to NaN, OversizedIntegers by their digits."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return repr(a) == repr(b)
+    if isinstance(a, jsonsafe.OversizedInteger):
+        return a.digits == b.digits
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+EDGES = [
+    "18446744073709551615",  # the largest unsigned 64-bit integer: orjson keeps it exact
+    "18446744073709551616",  # one beyond: orjson would make it a float
+    "-9223372036854775809",  # below int64 with 19 digits: orjson would make it a float
+    "-9223372036854775808",
+    "1" + "0" * 500,  # an OversizedInteger
+    "1" + "0" * 330,  # an int beyond the float range, but no OversizedInteger
+    "1e400",  # infinity to the standard library, an error to orjson
+    "-1e400",
+    "NaN",
+    '{"value": Infinity}',
+    '"\\ud800"',  # a lone surrogate
+    "\ufeff{}",
+    '{"a": 1, "a": 2}',
+    "0.1234567890123456789",  # a 19-digit run in a float
+    "[" * 64 + "]" * 64,
+    "[" * 65 + "]" * 65,
+    "[" * 2000 + "]" * 2000,  # beyond orjson's own limit too
+    '{"a": ' * 70 + "1" + "}" * 70,
+    "",
+    "[1,]",
+    "nul",
+    '"\\u0000"',
+    "-0",
+    "-0.0",
+    '[{"step": 3.0, "key": "k", "value": null}]',
+]
+
+
+@pytest.mark.parametrize("text", EDGES)
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_loads_reads_what_the_standard_library_reads(text, as_bytes):
+    given = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    try:
+        expected = reference(given)
+    except ValueError:
+        with pytest.raises(ValueError):
+            jsonsafe.loads(given)
+        return
+    assert same(jsonsafe.loads(given), expected)
+
+
+def test_loads_reads_random_numbers_and_strings_like_the_standard_library():
+    rng = random.Random(7)
+    for _ in range(3000):
+        bits = struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0]
+        number = rng.choice(
+            [
+                repr(bits) if math.isfinite(bits) else "1.5",
+                str(rng.randint(-(2**70), 2**70)),
+                f"{rng.randint(0, 10**17)}.{rng.randint(0, 10**20)}e{rng.randint(-330, 310)}",
+            ]
+        )
+        text = json.dumps({"key": "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(5))})[:-1]
+        text += f', "value": [{number}]}}'
+        assert same(jsonsafe.loads(text.encode()), reference(text.encode())), text
+
+
+def test_too_deep_is_refused_with_the_limit_named():
+    with pytest.raises(ValueError, match=f"nested more than {jsonsafe.MAX_DEPTH} levels deep"):
+        jsonsafe.loads("[" * 100 + "]" * 100)
+
+
+def test_depth_counts_levels_and_stops_past_the_limit():
+    assert [jsonsafe.depth(v) for v in (1, [], {}, [[]], {"a": [1, {"b": {}}]})] == [0, 1, 1, 2, 4]
+    looped = []
+    looped.append(looped)  # a self-referencing alias, as YAML can make
+    assert jsonsafe.depth(looped) == jsonsafe.MAX_DEPTH + 1
