@@ -39,6 +39,17 @@ def test_last_use_is_written_at_most_once_a_minute(alice):
     assert ApiToken.objects.get(pk=token.pk).last_used_at > first
 
 
+def test_a_token_answers_for_its_own_user_and_not_once_the_user_is_deactivated(client, alice, bob):
+    _, plain = ApiToken.issue(alice, "script")
+    ApiToken.issue(bob, "script")
+    assert ApiToken.authenticate(plain) == alice
+    alice.is_active = False
+    alice.save()
+    assert ApiToken.authenticate(plain) is None
+    response = client.get(reverse("api_experiments"), HTTP_AUTHORIZATION=f"Bearer {plain}")
+    assert response.status_code == 401 and response.json() == {"error": "invalid API token"}
+
+
 def test_wrong_token_is_401(client, alice):
     ApiToken.issue(alice, "script")
     response = client.get(reverse("api_experiments"), HTTP_AUTHORIZATION="Bearer elab_wrong")

@@ -6,6 +6,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import models
 from django.utils import timezone
 
@@ -44,12 +45,22 @@ class ApiToken(models.Model):
 
     @classmethod
     def authenticate(cls, plain: str):
-        """The user owning this token, or None."""
-        token = cls.objects.select_related("user").filter(token_hash=hash_token(plain)).first()
-        if token is None or not token.user.is_active:
+        """The user owning this token, or None. Every API call with a token asks this: one raw query, which
+        spares the ORM's compiling of a join (half of a millisecond of a 1,000-point ingest request)."""
+        users = get_user_model().objects.raw(cls._user_of_token(), [hash_token(plain)])
+        user = next(iter(users), None)
+        if user is None or not user.is_active:
             return None
         now = timezone.now()
         # A minute's precision is enough to tell tokens in use apart, and spares a write per request.
-        if token.last_used_at is None or now - token.last_used_at > LAST_USED_PRECISION:
-            cls.objects.filter(pk=token.pk).update(last_used_at=now)
-        return token.user
+        if user.token_last_used_at is None or now - user.token_last_used_at > LAST_USED_PRECISION:
+            cls.objects.filter(pk=user.token_id).update(last_used_at=now)
+        return user
+
+    @classmethod
+    def _user_of_token(cls) -> str:
+        users = get_user_model()._meta
+        return (
+            f"SELECT u.*, t.id AS token_id, t.last_used_at AS token_last_used_at FROM {users.db_table} u "
+            f"JOIN {cls._meta.db_table} t ON t.user_id = u.{users.pk.column} WHERE t.token_hash = %s"
+        )

@@ -8,6 +8,7 @@ import psycopg
 from django.db import connection, models, transaction
 
 from webapp.experiments.models import Run
+from webapp.metrics import binary_arrays
 
 ROLLUP_WIDTH = 100  # steps per MetricRollup bucket
 
@@ -91,9 +92,9 @@ class MetricPoint(models.Model):
         steps, keys = (list(column) for column in zip(*latest)) if latest else ([], [])
         params = {
             "run": run_id,
-            "steps": steps,
-            "keys": keys,
-            "values": list(latest.values()),
+            "steps": binary_arrays.fixed(steps, binary_arrays.INT4),
+            "keys": binary_arrays.text(keys),
+            "values": binary_arrays.fixed(list(latest.values()), binary_arrays.FLOAT8),
             "refuse": list(refuse_statuses),
         }
         connection.ensure_connection()
@@ -107,6 +108,7 @@ class MetricPoint(models.Model):
         def send(upsert: bool):
             with conn.pipeline():
                 lock, write = psycopg.Cursor(conn), psycopg.Cursor(conn)
+                binary_arrays.register(write)
                 lock.execute(_LOCK_RUN, [run_id])
                 write.execute(_WRITES[(upsert, latest_metrics)], params)
             return lock.fetchone(), write.fetchone()[0]
