@@ -3,8 +3,8 @@
 psycopg writes of the same rows on a connection of their own. Sides alternate, batch by batch, after a
 warm-up; medians per batch, with /proc/loadavg.
 
-Phases: auth (the token's lookup), ownership (the run's), body (reading and decoding the JSON), parse
-(validating the points), write (ingest.write: the lock, points, rollups and latest_metrics in one round
+Phases: auth (the token's lookup), body (reading and decoding the JSON), parse (validating the points),
+write (ingest.write: the run's lock and ownership check, points, rollups and latest_metrics in one round
 trip), request (the whole request through the middleware). Bare writes, each batch its own transaction
 into a table shaped like MetricPoint's (columns, unique (run, key, step) index): COPY, the INSERT of three
 binary arrays that ingest.write's append uses, and the same as an upsert.
@@ -84,7 +84,6 @@ def main():
         return wrapper
 
     ApiToken.authenticate = classmethod(timed("auth", ApiToken.authenticate.__func__))
-    api.owned_run = timed("ownership", api.owned_run)
     api.json_body = timed("body", api.json_body)
     ingest.parse = timed("parse", ingest.parse)
     ingest.write = timed("write", ingest.write)
@@ -144,7 +143,7 @@ def main():
         f"/proc/loadavg: {load}"
     )
     print("the metrics view, in process (median ms per batch):")
-    for name in ("auth", "ownership", "body", "parse", "write", "request"):
+    for name in ("auth", "body", "parse", "write", "request"):
         print(f"  {name:14s} {1000 * statistics.median(phases[name]):6.2f}")
     print("bare psycopg, one transaction per batch (median ms per batch):")
     for name, times in bare_times.items():

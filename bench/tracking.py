@@ -279,7 +279,7 @@ def bench_ingest(points, keys, warmup, chunk, ours, our_runs, mlflow, mlflow_run
                 [{"step": s, "key": k, "value": v} for s, k, v in batch],
             ),
         ),
-        IngestTarget("ours_in_process", lambda batch: ingest.write(in_process, batch)),
+        IngestTarget("ours_in_process", lambda batch: ingest.write(in_process.pk, batch)),
         *copy_limit_targets(),
         IngestTarget(
             "mlflow",

@@ -182,9 +182,9 @@ def test_rollups_equal_a_summary_of_the_points_after_any_mix_of_appends_and_over
             points.append((step, rng.choice(["loss", "acc"]), rng.choice(kinds)()))
         if in_transaction:
             with transaction.atomic():
-                ingest.write(run, points)
+                ingest.write(run.pk, points)
         else:
-            ingest.write(run, points)
+            ingest.write(run.pk, points)
         assert _stored_rollups(run) == _summaries_from_points(run)
         run.refresh_from_db()
         newest = {}
@@ -211,7 +211,7 @@ def test_concurrent_batches_for_one_run_take_turns_and_keep_the_rollups_exact():
         try:
             for round_ in range(8):  # every writer overwrites the others' steps, bucket by bucket
                 ingest.write(
-                    run,
+                    run.pk,
                     [
                         (step, "loss", float(offset * 1000 + round_))
                         for step in range(round_ * 30, round_ * 30 + 60)

@@ -176,6 +176,13 @@ def test_another_users_run_is_404_and_untouched(client, run, bob_token):
     response = post(client, run, [{"step": 0, "key": "k", "value": 1}], bob_token)
     assert response.status_code == 404
     assert stored(run) == []
+    missing = client.post(
+        f"/api/runs/{2**62}/metrics",
+        json.dumps([{"step": 0, "key": "k", "value": 1}]),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {bob_token}",
+    )
+    assert missing.status_code == 404 and missing.json() == response.json() == {"error": "run not found"}
 
 
 def test_missing_or_wrong_token_is_401(client, run):

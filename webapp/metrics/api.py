@@ -3,7 +3,7 @@ that is not theirs is a 404, exactly like one that does not exist."""
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import Http404, JsonResponse, StreamingHttpResponse
 
 from diagnostics.metrics import TRAIN_REWARD_STD_HIST
 from webapp.accounts.api_auth import ApiError, api_view, json_body
@@ -11,7 +11,7 @@ from webapp.experiments.models import Run
 from webapp.metrics import export, ingest
 from webapp.metrics.downsample import finite_or_none, load_series
 from webapp.metrics.models import Sample, StepRecord
-from webapp.runs.owned import owned_run
+from webapp.runs.owned import NOT_FOUND, owned_run
 
 HIST_BINS = 20  # the heat strip's std bins, equal width from 0 to the run's largest value
 DEFAULT_MAX_POINTS = 1000
@@ -51,8 +51,9 @@ def run_state(run: Run) -> dict:
 
 @api_view(methods=("GET", "POST"))
 def metrics(request, pk):
-    run = owned_run(request, pk)
-    return _ingest(request, run) if request.method == "POST" else _query(request, run)
+    if request.method == "POST":
+        return _ingest(request, pk)  # which checks ownership in the write, under the run's lock
+    return _query(request, owned_run(request, pk))
 
 
 def _query(request, run: Run):
@@ -77,7 +78,7 @@ def _query(request, run: Run):
     )
 
 
-def _ingest(request, run: Run):
+def _ingest(request, pk: int):
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if declared.isdigit() and int(declared) > ingest.MAX_BODY_BYTES:
         raise ApiError(
@@ -99,7 +100,9 @@ def _ingest(request, run: Run):
     except ingest.Invalid as error:
         raise ApiError(400, error.message, error.errors) from None
     try:
-        written = ingest.write(run, points)
+        written, run = ingest.write(pk, points, owner=request.user)
+    except Run.DoesNotExist:
+        raise Http404(NOT_FOUND) from None
     except ingest.RunFinished as error:
         raise ApiError(409, str(error)) from None
     return JsonResponse({"written": written, "run": run_state(run)})

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 
 from diagnostics.series import key_problem
 from webapp.experiments.models import Run
-from webapp.metrics.models import MetricPoint
+from webapp.metrics.models import RUN_STATE, MetricPoint
 
 MAX_POINTS = 10_000
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -140,35 +140,47 @@ def _batch_errors(points: list, prefix: str) -> dict[str, str]:
     return errors
 
 
-def write(run: Run, points: list[tuple[int, str, float | None]], *, finished_ok: bool = False) -> int:
-    """Upsert the points and refresh run.latest_metrics (the value at each key's highest step).
+def write(
+    run_id: int, points: list[tuple[int, str, float | None]], *, owner=None, finished_ok: bool = False
+) -> tuple[int, Run]:
+    """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step).
+    With owner, only a run of that user is written (else Run.DoesNotExist, as for a run that does not
+    exist): the ingest API's ownership check, made under the run's lock instead of in a query of its own.
     RunFinished when the run is completed, failed or stopped (imported runs are created completed), unless
-    finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow."""
+    finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
+    Returns the points written and the run as its row was locked (its RUN_STATE fields)."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
     if connection.vendor == "postgresql":
-        # The lock, the check, the points, their rollups and latest_metrics, in one round trip.
-        status, written = MetricPoint.write_batch(run.pk, points, latest_metrics=True, refuse_statuses=refuse)
-        if status in refuse:
-            raise _finished(run, status)
-        return written
+        # The lock, the checks, the points, their rollups and latest_metrics, in one round trip.
+        state, written = MetricPoint.write_batch(
+            run_id,
+            points,
+            owner_id=None if owner is None else owner.pk,
+            latest_metrics=True,
+            refuse_statuses=refuse,
+        )
+        if state["status"] in refuse:
+            raise _finished(run_id, state["status"])
+        return written, Run(id=run_id, **state)
     keys = sorted({key for _, key, _ in points})
+    runs = Run.objects if owner is None else Run.objects.for_user(owner)
     with transaction.atomic():
         # The run's row lock first: batches for one run take turns, so they do not overwrite each other's
         # latest_metrics; and a run finishing meanwhile is seen here.
-        locked = Run.objects.select_for_update().only("latest_metrics", "status").get(pk=run.pk)
+        locked = runs.select_for_update().only("latest_metrics", *RUN_STATE).get(pk=run_id)
         if locked.status in refuse:
-            raise _finished(run, locked.status)
-        written = MetricPoint.upsert(run.pk, points)
+            raise _finished(run_id, locked.status)
+        written = MetricPoint.upsert(run_id, points)
         latest = dict(locked.latest_metrics)
-        for key, value in MetricPoint.latest_values(run.pk, keys).items():
+        for key, value in MetricPoint.latest_values(run_id, keys).items():
             # jsonb has no NaN or infinity.
             latest[key] = value if value is not None and math.isfinite(value) else None
-        Run.objects.filter(pk=run.pk).update(latest_metrics=latest)
-    return written
+        Run.objects.filter(pk=run_id).update(latest_metrics=latest)
+    return written, locked
 
 
-def _finished(run: Run, status: str) -> RunFinished:
+def _finished(run_id: int, status: str) -> RunFinished:
     return RunFinished(
-        f"run {run.pk} is {status}: a finished run's metrics are final "
+        f"run {run_id} is {status}: a finished run's metrics are final "
         "(its detector events were computed from them); start a new run"
     )

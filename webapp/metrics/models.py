@@ -77,13 +77,16 @@ class MetricPoint(models.Model):
         run_id: int,
         points: list[tuple[int, str, float | None]],
         *,
+        owner_id: int | None = None,
         latest_metrics: bool = False,
         refuse_statuses: tuple[str, ...] = (),
-    ) -> tuple[str, int]:
+    ) -> tuple[dict, int]:
         """upsert on Postgres, rollups included, under the run's row lock: batches for one run take turns,
         so they neither lose each other's rollup counts nor deadlock on each other's points. With
         latest_metrics, run.latest_metrics follows (the value at each written key's highest step). A run
-        whose status is in refuse_statuses gets nothing. Returns the run's status and the points written.
+        whose status is in refuse_statuses gets nothing; with owner_id, neither does a run of another user
+        (Run.DoesNotExist, as for a run that does not exist: Run.objects.for_user's scope, checked under the
+        lock). Returns the run's RUN_STATE columns as the lock found them, and the points written.
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -92,6 +95,7 @@ class MetricPoint(models.Model):
         steps, keys = (list(column) for column in zip(*latest)) if latest else ([], [])
         params = {
             "run": run_id,
+            "owner": owner_id,
             "steps": binary_arrays.fixed(steps, binary_arrays.INT4),
             "keys": binary_arrays.text(keys),
             "values": binary_arrays.fixed(list(latest.values()), binary_arrays.FLOAT8),
@@ -109,7 +113,7 @@ class MetricPoint(models.Model):
             with conn.pipeline():
                 lock, write = psycopg.Cursor(conn), psycopg.Cursor(conn)
                 binary_arrays.register(write)
-                lock.execute(_LOCK_RUN, [run_id])
+                lock.execute(_LOCK_RUN, {"run": run_id, "owner": owner_id})
                 write.execute(_WRITES[(upsert, latest_metrics)], params)
             return lock.fetchone(), write.fetchone()[0]
 
@@ -122,7 +126,7 @@ class MetricPoint(models.Model):
                 locked, written = send(upsert=True)
         if locked is None:
             raise Run.DoesNotExist(f"run {run_id} does not exist")
-        return locked[0], written
+        return dict(zip(RUN_STATE, locked)), written
 
     @classmethod
     def insert_new(cls, run_id: int, points) -> int:
@@ -209,7 +213,12 @@ ON CONFLICT (run_id, key, bucket) DO UPDATE SET
     last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high
 """
 
-_LOCK_RUN = "SELECT status FROM experiments_run WHERE id = %s FOR UPDATE"
+# What a run's row tells an ingest request's answer (webapp.metrics.api.run_state).
+RUN_STATE = ("status", "step", "total_steps", "eta_seconds", "error", "host", "device", "attempt")
+# The run, if it is the owner's (or owner is null: the trainer's own writes and imports).
+_RUN_OF_OWNER = """r.id = %(run)b AND (%(owner)b::bigint IS NULL OR r.experiment_id IN (
+    SELECT id FROM experiments_experiment WHERE owner_id = %(owner)b))"""
+_LOCK_RUN = f"SELECT {', '.join(RUN_STATE)} FROM experiments_run r WHERE {_RUN_OF_OWNER} FOR UPDATE"
 # One statement: the points, then their rollups, from what the points' INSERT returns. Its sub-statements
 # share one snapshot, taken before any of them writes: a point read from the table is one stored before
 # this batch. The arrays go in binary: Postgres parses a 1,000-element text array literal slower than it
@@ -217,7 +226,7 @@ _LOCK_RUN = "SELECT status FROM experiments_run WHERE id = %s FOR UPDATE"
 _WRITE = f"""
 WITH batch AS (
     SELECT * FROM unnest(%(steps)b::int[], %(keys)b::text[], %(values)b::float8[]) AS b(step, key, value)
-    WHERE EXISTS (SELECT FROM experiments_run WHERE id = %(run)b AND status <> ALL(%(refuse)b::text[]))
+    WHERE EXISTS (SELECT FROM experiments_run r WHERE {_RUN_OF_OWNER} AND r.status <> ALL(%(refuse)b::text[]))
 ),
 written AS (
     INSERT INTO metrics_metricpoint AS p (run_id, step, key, value)

@@ -196,7 +196,7 @@ class ExternalRun(models.Model):
                 if RUN_NAME_TAG in tags:
                     Run.objects.filter(pk=run.pk).update(label=tags[RUN_NAME_TAG][:300])
             if points:
-                ingest.write(self.run, points, finished_ok=True)  # which locks the run's row first
+                ingest.write(self.run_id, points, finished_ok=True)  # which locks the run's row first
             self._heard_from(max((step for step, _, _ in points), default=None))
         if points:
             transaction.on_commit(lambda: send_detection(self.run_id))
