@@ -9,13 +9,14 @@ automatically by browsers, so token requests need no CSRF token.
 import functools
 import logging
 
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.accounts.models import ApiToken
 from webapp.core import jsonsafe
+from webapp.core.json_response import JsonResponse
 
 logger = logging.getLogger(__name__)
 

@@ -7,12 +7,11 @@ MAX_POINTS_PER_REQUEST) &bands=1 (add each bucket's min..max)
 Ids that do not exist or are not the caller's are left out and listed in `not_found` alike.
 """
 
-from django.http import JsonResponse
-
 from diagnostics.metrics import CHART_KEYS
 from webapp.accounts.api_auth import ApiError, api_view
 from webapp.alerts.models import DetectorEvent
 from webapp.compare import aggregates, selection
+from webapp.core.json_response import JsonResponse
 from webapp.metrics import ingest
 from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, _int_param, run_state
 from webapp.metrics.downsample import load_many

@@ -1,10 +1,10 @@
-from django.http import JsonResponse
 from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.defaults import page_not_found
 
 from webapp.core import health, openapi
+from webapp.core.json_response import JsonResponse
 
 
 @never_cache

@@ -1,10 +1,10 @@
 """JSON API for experiments (documented in webapp/core/openapi.yaml, served at /api/schema)."""
 
 from django.core.paginator import Paginator
-from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, json_body
+from webapp.core.json_response import JsonResponse
 from webapp.experiments import spec_parsing, specs
 from webapp.experiments.models import Experiment
 

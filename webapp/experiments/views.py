@@ -1,13 +1,14 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 
 import envs
 from trainer.config import PRESETS, TrainConfig
+from webapp.core.json_response import JsonResponse
 from webapp.experiments import estimate, form_inputs, overview
 from webapp.experiments.forms import ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run

@@ -4,12 +4,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import TemporaryUploadedFile
-from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_http_methods
 
 from webapp.accounts.api_auth import ApiError, api_view
+from webapp.core.json_response import JsonResponse
 from webapp.imports.forms import ImportForm
 
 CHUNK = 1024 * 1024

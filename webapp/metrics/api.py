@@ -3,10 +3,11 @@ that is not theirs is a 404, exactly like one that does not exist."""
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.http import Http404, StreamingHttpResponse
 
 from diagnostics.metrics import TRAIN_REWARD_STD_HIST
 from webapp.accounts.api_auth import ApiError, api_view, json_body
+from webapp.core.json_response import JsonResponse
 from webapp.experiments.models import Run
 from webapp.metrics import export, ingest
 from webapp.metrics.downsample import finite_or_none, load_series

@@ -3,11 +3,10 @@ runs table; GET /api/runs/<id>, one run with its config; POST /api/runs/<id>/sto
 /api/runs/<id>/detector-inputs, the series each detector rule judged. A run's metrics, events and samples
 are webapp.metrics.api's."""
 
-from django.http import JsonResponse
-
 from diagnostics import replay_inputs
 from diagnostics.detector import STORED_READS
 from webapp.accounts.api_auth import ApiError, api_view
+from webapp.core.json_response import JsonResponse
 from webapp.metrics.api import run_state
 from webapp.metrics.downsample import finite_or_none_list
 from webapp.metrics.models import MetricPoint

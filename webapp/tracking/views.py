@@ -6,13 +6,13 @@ import functools
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from diagnostics.aliases import ALIASES
 from webapp.accounts.api_auth import ApiError, json_body
 from webapp.accounts.models import ApiToken
+from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
 from webapp.tracking import protocol
 from webapp.tracking.models import ExternalExperiment, ExternalRun, from_millis
