@@ -172,6 +172,16 @@ def test_body_beyond_djangos_upload_limit_is_413_not_400(client, run, alice_toke
     assert response.json()["error"] == "request body is larger than the server's limit of 1024 bytes"
 
 
+def test_an_owner_who_is_not_signed_in_owns_no_run(run):
+    from django.contrib.auth.models import AnonymousUser
+
+    from webapp.experiments.models import Run
+
+    with pytest.raises(Run.DoesNotExist):
+        ingest.write(run.pk, [(0, "k", 1.0)], owner=AnonymousUser())
+    assert stored(run) == []
+
+
 def test_another_users_run_is_404_and_untouched(client, run, bob_token):
     response = post(client, run, [{"step": 0, "key": "k", "value": 1}], bob_token)
     assert response.status_code == 404

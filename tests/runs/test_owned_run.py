@@ -1,5 +1,6 @@
-"""Every page and API view that loads a run by id goes through owned_run: another user's run is the same
-404 as a run that does not exist, an HTML page for pages and a JSON error under /api/."""
+"""Every page and API view that loads a run by id goes through owned_run (the metrics ingest checks the same
+scope in its write: tests/runs/test_metrics_ingest.py): another user's run is the same 404 as a run that
+does not exist, an HTML page for pages and a JSON error under /api/."""
 
 import pytest
 from django.urls import reverse

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy
 
 from webapp.core.json_response import JsonResponse, dumps
 
-UTC = datetime.timezone.utc
+UTC = datetime.UTC
 
 
 def django_reading(data):

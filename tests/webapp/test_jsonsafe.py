@@ -22,6 +22,9 @@ def reference(text):
     return value
 
 
+NESTED = f"nested more than {jsonsafe.MAX_DEPTH} levels deep"
+
+
 def same(a, b) -> bool:
     """Equal values of equal types, NaN equal to NaN, OversizedIntegers by their digits."""
     if type(a) is not type(b):
@@ -72,9 +75,10 @@ def test_loads_reads_what_the_standard_library_reads(text, as_bytes):
     given = text.encode("utf-8", "surrogatepass") if as_bytes else text
     try:
         expected = reference(given)
-    except ValueError:
-        with pytest.raises(ValueError):
+    except ValueError as refused:
+        with pytest.raises(ValueError) as error:
             jsonsafe.loads(given)
+        assert str(error.value) == (NESTED if str(refused) == "nested" else str(refused))
         return
     assert same(jsonsafe.loads(given), expected)
 
@@ -87,7 +91,7 @@ def test_loads_reads_random_numbers_and_strings_like_the_standard_library():
             [
                 repr(bits) if math.isfinite(bits) else "1.5",
                 str(rng.randint(-(2**70), 2**70)),
-                f"{rng.randint(0, 10**17)}.{rng.randint(0, 10**20)}e{rng.randint(-330, 310)}",
+                f"{rng.randint(0, 10**8)}.{rng.randint(0, 10**9)}e{rng.randint(-330, 310)}",  # orjson reads it
             ]
         )
         text = json.dumps({"key": "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(5))})[:-1]

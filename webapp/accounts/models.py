@@ -3,7 +3,7 @@ is enough; a slow password hash would add latency to every API call)."""
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -16,6 +16,14 @@ LAST_USED_PRECISION = timedelta(minutes=1)
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    """A datetime column read by a raw query, which skips the field's converters: SQLite gives it naive,
+    in UTC as Django stores it there."""
+    if value is not None and timezone.is_naive(value):
+        return timezone.make_aware(value, UTC)
+    return value
 
 
 class ApiTokenQuerySet(models.QuerySet):
@@ -51,9 +59,9 @@ class ApiToken(models.Model):
         user = next(iter(users), None)
         if user is None or not user.is_active:
             return None
-        now = timezone.now()
+        now, last_used = timezone.now(), _aware(user.token_last_used_at)
         # A minute's precision is enough to tell tokens in use apart, and spares a write per request.
-        if user.token_last_used_at is None or now - user.token_last_used_at > LAST_USED_PRECISION:
+        if last_used is None or now - last_used > LAST_USED_PRECISION:
             cls.objects.filter(pk=user.token_id).update(last_used_at=now)
         return user
 

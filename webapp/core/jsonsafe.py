@@ -39,7 +39,7 @@ def _parse_int(literal: str):
 # validator names it): a literal with a run of 19 digits goes to the standard library.
 _LONG_DIGIT_RUN = "0" * 19
 _DIGITS_TO_ZERO = str.maketrans(dict.fromkeys("0123456789", "0"))
-_DIGITS_TO_ZERO_BYTES = bytes(ord("0") if chr(byte).isdigit() else ord(" ") for byte in range(256))
+_DIGITS_TO_ZERO_BYTES = bytes(ord("0") if byte in b"0123456789" else ord(" ") for byte in range(256))
 
 
 def _has_long_digit_run(text) -> bool:

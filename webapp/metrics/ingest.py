@@ -150,6 +150,8 @@ def write(
     finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
     Returns the points written and the run as its row was locked (its RUN_STATE fields)."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
+    if owner is not None and not owner.is_authenticated:  # owner=None means "any run": never by accident
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
     if connection.vendor == "postgresql":
         # The lock, the checks, the points, their rollups and latest_metrics, in one round trip.
         state, written = MetricPoint.write_batch(
