@@ -414,3 +414,4 @@ def test_a_label_that_looks_like_a_plotly_template_is_shown_as_written(page):
     page.locator("#chart-success").scroll_into_view_if_needed()
     label = hover_text(page, *page.evaluate(LINE_MIDDLE, ["success", name]))
     assert name in label and "train/success" in label, label
+    page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "compare-template-label.png"))
