@@ -36,6 +36,26 @@ def subprocess_env(**extra) -> dict:
     return env
 
 
+def on_sqlite(tmp_path: Path, script: str) -> str:
+    """Migrate a fresh embedded SQLite database (`./echolab run` without DATABASE_URL) in tmp_path, run
+    `script` in `manage.py shell` against it, and return what it printed."""
+    env = {
+        key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "CELERY_BROKER_URL")
+    }
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'echolab.sqlite3'}", ECHOLAB_VAR=str(tmp_path))
+    for command in (["migrate", "-v", "0"], ["shell", "-c", script]):
+        done = subprocess.run(
+            [sys.executable, "manage.py", *command],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 class WorkerProcess:
     """A real `celery worker` child process; stopped (or killed) by the fixture."""
 

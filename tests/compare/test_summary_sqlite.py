@@ -2,13 +2,10 @@
 stores NaN as NULL, which once made the finite-value filter drop every row."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import on_sqlite
 
 SCRIPT = """
 import json, math
@@ -29,21 +26,8 @@ print("SUMMARY " + json.dumps({key: row[key] for key in ("final_success", "best_
 
 @pytest.mark.slow
 def test_summary_success_columns_skip_nan_and_inf_on_sqlite(tmp_path):
-    env = {
-        key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "CELERY_BROKER_URL")
-    }
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'echolab.sqlite3'}", ECHOLAB_VAR=str(tmp_path))
-    for command in (["migrate", "-v", "0"], ["shell", "-c", SCRIPT]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *command],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-    line = next(line for line in done.stdout.splitlines() if line.startswith("SUMMARY "))
+    printed = on_sqlite(tmp_path, SCRIPT)
+    line = next(line for line in printed.splitlines() if line.startswith("SUMMARY "))
     assert json.loads(line.removeprefix("SUMMARY ")) == {
         "final_success": 0.75,
         "best_success": 0.75,

@@ -1,14 +1,11 @@
 """API tokens: created on a page, shown once, stored hashed, accepted as Bearer, revocable."""
 
-import os
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
 from django.urls import reverse
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import on_sqlite
 from webapp.accounts.models import LAST_USED_PRECISION, ApiToken, hash_token
 
 
@@ -102,18 +99,4 @@ print("TOKENS OK")
 def test_tokens_authenticate_again_and_again_on_sqlite(tmp_path):
     """The embedded database (`./echolab run` without DATABASE_URL) reads the raw query's last_used_at
     without the field's converters: a naive datetime, once a 500 on every second use of a token."""
-    env = {
-        key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "CELERY_BROKER_URL")
-    }
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'echolab.sqlite3'}", ECHOLAB_VAR=str(tmp_path))
-    for command in (["migrate", "-v", "0"], ["shell", "-c", SQLITE_SCRIPT]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *command],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-    assert "TOKENS OK" in done.stdout
+    assert "TOKENS OK" in on_sqlite(tmp_path, SQLITE_SCRIPT)
