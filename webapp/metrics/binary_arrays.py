@@ -21,16 +21,12 @@ _FIXED = {INT4: ">i4", FLOAT8: ">f8"}
 
 
 class BinaryArray(bytes):
-    """An array already in the binary format; `element` is its element type's oid."""
-
-    element: int
+    """An array already in the binary format."""
 
 
-def _array_type(element: int) -> type[BinaryArray]:
-    return type(f"BinaryArray{element}", (BinaryArray,), {"element": element})
-
-
-_TYPES = {element: _array_type(element) for element in _ARRAY_OIDS}
+# One subclass per element type: psycopg picks a dumper by the Python type, and the dumper's oid names
+# the array type.
+_TYPES = {element: type(f"BinaryArray{element}", (BinaryArray,), {}) for element in _ARRAY_OIDS}
 
 
 def _dumper(element: int) -> type[Dumper]:
