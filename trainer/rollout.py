@@ -138,18 +138,26 @@ def generate(
     temperature: float,
     top_p: float,
 ) -> list[list[int]]:
-    """Sample up to limits[i] tokens for each prompt (left padded, KV cache); stop at `</answer>` or EOS."""
+    """Sample up to limits[i] tokens for each prompt (left padded, KV cache); stop at `</answer>` or EOS.
+
+    Identical prompts are prefilled once: a group's N episodes open with the same prompt, so the first
+    turn's prefill runs on P rows instead of P x N, and the cache is then copied out to every row."""
     device = next(model.parameters()).device
+    distinct: dict[tuple[int, ...], int] = {}
+    row_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts], device=device)
     B, T = len(prompts), max(len(p) for p in prompts)
-    input_ids = torch.full((B, T), pad_id, dtype=torch.long)
-    attention = torch.zeros((B, T), dtype=torch.long)
-    for i, p in enumerate(prompts):
+    input_ids = torch.full((len(distinct), T), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(distinct), T), dtype=torch.long)
+    for i, p in enumerate(distinct):
         input_ids[i, T - len(p) :] = torch.tensor(p)
         attention[i, T - len(p) :] = 1
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
     past, logits = cache_of(out), out.logits[:, -1, :]
+    if len(distinct) < B:
+        past.reorder_cache(row_of)
+        logits, attention, positions = logits[row_of], attention[row_of], positions[row_of]
     cache_kw = cache_keyword(model)
     generated: list[list[int]] = [[] for _ in range(B)]
     finished = [limit <= 0 for limit in limits]

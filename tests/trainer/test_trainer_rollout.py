@@ -113,3 +113,35 @@ def test_missing_model_dir_is_one_line_error():
     with pytest.raises(ModelLoadError) as e:
         load_policy(m, with_critic=False, with_reference=False)
     assert "\n" not in str(e.value) and "does not exist" in str(e.value)
+
+
+def test_identical_prompts_are_prefilled_once_and_continue_as_if_prefilled_alone(policy):
+    chat = R.ChatFormat(policy.tokenizer, True)
+    env = envs.make("frozenlake")
+    first = R.opening_ids(chat, env, env.reset(seed=1), TrainConfig().rollout)
+    second = first + chat.encode(" </think> <answer>")  # continues differently: with an action
+    prefill_rows = []
+    hook = policy.model.register_forward_pre_hook(
+        lambda module, args, kwargs: prefill_rows.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+
+    def greedy(prompts):
+        return R.generate(
+            policy.model,
+            prompts,
+            [12] * len(prompts),
+            policy.tokenizer.pad_token_id,
+            chat.stop_ids,
+            policy.tokenizer,
+            0.0,
+            1.0,
+        )
+
+    try:
+        together = greedy([first, second, first, first, second])
+        assert prefill_rows[0] == (2, len(second))  # two distinct prompts, left padded to the longer
+        alone = [greedy([first])[0], greedy([second])[0]]
+    finally:
+        hook.remove()
+    assert together == [alone[0], alone[1], alone[0], alone[0], alone[1]]
+    assert alone[0] != alone[1]
