@@ -1,16 +1,19 @@
-"""One forward pass over a micro-batch whose rows start with the same tokens, computing that prefix once.
+"""One forward pass over a micro-batch whose rows start alike, computing each shared start once.
 
 A group's N trajectories begin with the same prompt (Bandit: ~200 prompt tokens before a ~20-token
-reply), so a plain forward spends most of its work on N copies of one prefix. Here the prefix runs once
-with the KV cache on, the cache is repeated N times, and only the rows' own continuations run on top
-of it. Gradients flow back through the repeated cache into the one prefix computation, so the result
-and its gradients equal the plain forward's (up to float rounding; tested). Rows of very different
-lengths run in separate chunks (each recomputes the prefix once) instead of all padded to the longest.
+reply), so a plain forward spends most of its work on N copies of one prompt. Here the rows are split
+into clusters that start alike (a micro-batch of several groups: one cluster per group, or one for all
+when their prompts differ only at the end), each cluster's shared start runs once with the KV cache on,
+the cache is repeated for the cluster's rows, and only the rows' own continuations run on top of it.
+Gradients flow back through the repeated cache into the one prefix computation, so the result and its
+gradients equal the plain forward's (up to float rounding; tested). Rows of very different lengths run in
+separate chunks (each recomputes its prefix once) instead of all padded to the longest.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 
 import torch
@@ -28,21 +31,33 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
     """pick(model output) for the whole (B, T) batch, e.g. pick = lambda out: out.logits. Positions past a
     row's end hold whatever its padding produced (callers read only positions inside the row)."""
     lengths = attention.sum(1).tolist()
-    # at least one own token per row for the continuation
-    shared = min(shared_prefix_len(ids, attention), min(lengths) - 1)
     # Gradient checkpointing runs without a KV cache. Decided per model, not per mode, so that old
     # log-probs (eval) and the training forward take the same path.
-    if (
-        ids.shape[0] == 1
-        or shared < MIN_SHARED_TOKENS
-        or getattr(model, "is_activation_checkpointing", False)
-    ):
+    clusters = [] if getattr(model, "is_activation_checkpointing", False) else prefix_clusters(ids, lengths)
+    if not clusters:
         return pick(model(input_ids=ids, attention_mask=attention, use_cache=False))
+    chunks = [
+        ([rows[i] for i in chunk], shared)
+        for rows, shared in clusters
+        for chunk in length_chunks([lengths[i] for i in rows], shared)
+    ]
+    alone = sorted(set(range(len(lengths))) - {i for rows, _ in clusters for i in rows})
     out: torch.Tensor | None = None
-    for rows in length_chunks(lengths, shared):
+    for rows, shared in chunks + ([(alone, 0)] if alone else []):
         length = max(lengths[i] for i in rows)
         index = torch.tensor(rows, device=ids.device)
-        head = model(input_ids=ids[:1, :shared], attention_mask=attention[:1, :shared], use_cache=True)
+        if not shared:
+            part = pick(
+                model(
+                    input_ids=ids[index, :length], attention_mask=attention[index, :length], use_cache=False
+                )
+            )
+            out = out if out is not None else part.new_zeros((ids.shape[0], ids.shape[1], *part.shape[2:]))
+            out[index, :length] = part
+            continue
+        head = model(
+            input_ids=ids[index[:1], :shared], attention_mask=attention[index[:1], :shared], use_cache=True
+        )
         cache = cache_of(head)
         cache.batch_repeat_interleave(len(rows))
         tail = pick(
@@ -53,13 +68,44 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
                 **{cache_keyword(model): cache},
             )
         )
-        first = pick(head)
-        if out is None:
-            out = tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))
-        out[index, :shared] = first  # broadcast over the chunk's rows; no per-row copy held alongside
+        out = out if out is not None else tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))
+        out[index, :shared] = pick(head)  # broadcast over the chunk's rows; no per-row copy held alongside
         out[index, shared:length] = tail
-    assert out is not None, "two or more rows make at least one chunk"
+    assert out is not None
     return out
+
+
+def prefix_clusters(ids: torch.Tensor, lengths: list[int]) -> list[tuple[list[int], int]]:
+    """(rows, shared tokens) of the clusters worth a shared prefix; rows in none run plainly.
+
+    Rows sorted by their tokens put rows that start alike next to each other; cutting that order wherever
+    neighbours share fewer than c tokens gives one clustering per c. The one kept computes the fewest
+    tokens: each cluster's shared start once, plus every row's own tokens. (A cluster's rows keep at least
+    one own token each, for the continuation.)"""
+    if len(lengths) < 2:
+        return []
+    rows = [row[:n] for row, n in zip(ids.tolist(), lengths)]
+    order = sorted(range(len(rows)), key=rows.__getitem__)
+    common = [
+        next((k for k, (a, b) in enumerate(zip(rows[i], rows[j])) if a != b), min(lengths[i], lengths[j]))
+        for i, j in zip(order, order[1:])
+    ]
+
+    def clusters_below(cut: float) -> list[tuple[list[int], int]]:
+        found, start = [], 0
+        for k in range(len(order)):
+            if k == len(order) - 1 or common[k] < cut:
+                members = order[start : k + 1]
+                shared = min([*common[start:k], *(lengths[i] - 1 for i in members)])
+                if len(members) > 1 and shared >= MIN_SHARED_TOKENS:
+                    found.append((members, shared))
+                start = k + 1
+        return found
+
+    def cost(found: list[tuple[list[int], int]]) -> int:
+        return sum(lengths) - sum(shared * (len(members) - 1) for members, shared in found)
+
+    return min((clusters_below(cut) for cut in [*sorted(set(common)), math.inf]), key=cost)
 
 
 def length_chunks(lengths: list[int], shared: int) -> list[list[int]]:
