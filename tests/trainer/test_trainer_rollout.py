@@ -120,9 +120,13 @@ def test_identical_prompts_are_prefilled_once_and_continue_as_if_prefilled_alone
     env = envs.make("frozenlake")
     first = R.opening_ids(chat, env, env.reset(seed=1), TrainConfig().rollout)
     second = first + chat.encode(" </think> <answer>")  # continues differently: with an action
-    prefill_rows = []
+    prefill_rows, logit_positions = [], set()
     hook = policy.model.register_forward_pre_hook(
         lambda module, args, kwargs: prefill_rows.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+    # a long conversation's logits at every position would outweigh the model: only the last is computed
+    logits_hook = policy.model.register_forward_hook(
+        lambda module, args, out: logit_positions.add(out.logits.shape[1])
     )
 
     def greedy(prompts):
@@ -143,5 +147,7 @@ def test_identical_prompts_are_prefilled_once_and_continue_as_if_prefilled_alone
         alone = [greedy([first])[0], greedy([second])[0]]
     finally:
         hook.remove()
+        logits_hook.remove()
+    assert logit_positions == {1}
     assert together == [alone[0], alone[1], alone[0], alone[0], alone[1]]
     assert alone[0] != alone[1]
