@@ -202,7 +202,9 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float) -> torc
         drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix reaching top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-    return torch.multinomial(probs.cpu(), 1).squeeze(-1)
+    return torch.multinomial(probs, 1).squeeze(
+        -1
+    )  # on the logits' device: a GPU's rows x vocabulary stay there
 
 
 def opening_ids(chat: ChatFormat, env, obs: str, rollout_cfg: RolloutConfig) -> list[int]:
