@@ -127,5 +127,10 @@ def cache_of(out):  # transformers >= 5.x names the KV cache `cache`, earlier ve
 
 
 def cache_keyword(model) -> str:
+    return "cache" if accepts(model, "cache") else "past_key_values"
+
+
+def accepts(model, keyword: str) -> bool:
+    """Whether the (base) model's forward takes `keyword`."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    return keyword in inspect.signature(base.forward).parameters

@@ -14,7 +14,7 @@ import torch
 
 import envs
 from trainer.config import RolloutConfig
-from trainer.prefix import cache_keyword, cache_of
+from trainer.prefix import accepts, cache_keyword, cache_of
 
 SYSTEM = "You are a helpful assistant. You play text games: think step by step, then answer with actions."
 THINK_FORMAT = (
@@ -153,14 +153,11 @@ def generate(
         attention[i, T - len(p) :] = 1
     input_ids, attention = input_ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    # logits of the last position only: all of them, for a long conversation and a 150k vocabulary, would
-    # take more memory than the model (128 rows x 2,000 tokens x 151,936 in bf16: 78 GB)
+    # The last position's logits only, where the model allows: all of them, for a long conversation and a
+    # 150k vocabulary, would take more memory than the model (128 rows x 2,000 tokens x 151,936 in bf16: 78 GB).
+    last_only = {"logits_to_keep": 1} if accepts(model, "logits_to_keep") else {}
     out = model(
-        input_ids=input_ids,
-        attention_mask=attention,
-        position_ids=positions,
-        use_cache=True,
-        logits_to_keep=1,
+        input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **last_only
     )
     past, logits = cache_of(out), out.logits[:, -1, :]
     if len(distinct) < B:
@@ -202,9 +199,8 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float) -> torc
         drop = sorted_p.cumsum(-1) - sorted_p > top_p  # keep the smallest prefix reaching top_p
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
-    return torch.multinomial(probs, 1).squeeze(
-        -1
-    )  # on the logits' device: a GPU's rows x vocabulary stay there
+    # sampled on the logits' device: a GPU's rows x vocabulary would otherwise cross to the host every token
+    return torch.multinomial(probs, 1).squeeze(-1)
 
 
 def opening_ids(chat: ChatFormat, env, obs: str, rollout_cfg: RolloutConfig) -> list[int]:
