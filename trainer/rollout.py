@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -127,6 +128,22 @@ class Trajectory:
         }
 
 
+@dataclass
+class Conversation:
+    """A batch's conversations on the model's side, kept from one turn to the next: the KV cache of every
+    token so far, and the attention mask over it (0 on padding and on tokens sampled after a row stopped).
+    A later turn then runs only its new tokens instead of the whole conversation again."""
+
+    cache: Any = None
+    attention: torch.Tensor | None = None
+
+    def keep(self, rows: list[int]) -> None:
+        """Only these rows go on (the others' episodes ended)."""
+        if self.attention is not None and rows != list(range(self.attention.shape[0])):
+            self.cache.reorder_cache(torch.tensor(rows, device=self.attention.device))
+            self.attention = self.attention[rows]
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -137,39 +154,30 @@ def generate(
     tokenizer,
     temperature: float,
     top_p: float,
+    conversation: Conversation | None = None,
 ) -> list[list[int]]:
     """Sample up to limits[i] tokens for each prompt (left padded, KV cache); stop at `</answer>` or EOS.
 
+    With a `conversation` that holds a cache, each prompt is the row's new tokens since its last reply
+    and is run on top of that cache; the conversation is left holding this turn's cache for the next.
     Identical prompts are prefilled once: a group's N episodes open with the same prompt, so the first
     turn's prefill runs on P rows instead of P x N, and the cache is then copied out to every row."""
     device = next(model.parameters()).device
-    distinct: dict[tuple[int, ...], int] = {}
-    row_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts], device=device)
-    B, T = len(prompts), max(len(p) for p in prompts)
-    input_ids = torch.full((len(distinct), T), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(distinct), T), dtype=torch.long)
-    for i, p in enumerate(distinct):
-        input_ids[i, T - len(p) :] = torch.tensor(p)
-        attention[i, T - len(p) :] = 1
-    input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    # The last position's logits only, where the model allows: all of them, for a long conversation and a
-    # 150k vocabulary, would take more memory than the model (128 rows x 2,000 tokens x 151,936 in bf16: 78 GB).
-    last_only = {"logits_to_keep": 1} if accepts(model, "logits_to_keep") else {}
-    out = model(
-        input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True, **last_only
-    )
-    past, logits = cache_of(out), out.logits[:, -1, :]
-    if len(distinct) < B:
-        past.reorder_cache(row_of)
-        logits, attention, positions = logits[row_of], attention[row_of], positions[row_of]
+    if conversation is not None and conversation.cache is not None:
+        past, logits, attention = extend(model, conversation, prompts, pad_id)
+    else:
+        past, logits, attention = prefill(model, prompts, pad_id, device)
+    positions = (attention.cumsum(-1)[:, -1:] - 1).clamp(min=0)
+    kept = [attention]  # what a later turn attends to: not the tokens sampled after a row stopped
     cache_kw = cache_keyword(model)
+    B = len(prompts)
     generated: list[list[int]] = [[] for _ in range(B)]
     finished = [limit <= 0 for limit in limits]
     for _ in range(max(limits, default=0)):
         if all(finished):
             break
         next_ids = sample_token(logits.float(), temperature, top_p).tolist()
+        kept.append(torch.tensor([[not f] for f in finished], dtype=attention.dtype, device=device))
         for i, t in enumerate(next_ids):
             if finished[i]:
                 continue
@@ -178,7 +186,7 @@ def generate(
             finished[i] = t in stop_ids or "</answer>" in tail or len(generated[i]) >= limits[i]
         step_ids = torch.tensor(next_ids, device=device).unsqueeze(1)  # finished rows keep going, ignored
         attention = torch.cat([attention, attention.new_ones((B, 1))], dim=1)
-        positions = positions[:, -1:] + 1
+        positions = positions + 1
         out = model(
             input_ids=step_ids,
             attention_mask=attention,
@@ -187,7 +195,60 @@ def generate(
             **{cache_kw: past},
         )
         past, logits = cache_of(out), out.logits[:, -1, :]
+    if conversation is not None:
+        conversation.cache, conversation.attention = past, torch.cat(kept, dim=1)
     return generated
+
+
+def prefill(model, prompts: list[list[int]], pad_id: int, device) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """(cache, last logits, attention mask) of the left-padded prompts, each distinct prompt run once."""
+    distinct: dict[tuple[int, ...], int] = {}
+    row_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts], device=device)
+    input_ids, attention = left_padded(list(distinct), pad_id, device)
+    past, logits = last_logits(model, input_ids, attention, (attention.cumsum(-1) - 1).clamp(min=0))
+    if len(distinct) < len(prompts):
+        past.reorder_cache(row_of)
+        logits, attention = logits[row_of], attention[row_of]
+    return past, logits, attention
+
+
+def extend(
+    model, conversation: Conversation, prompts: list[list[int]], pad_id: int
+) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """(cache, last logits, attention mask) of the conversation continued by each row's new tokens."""
+    assert conversation.attention is not None
+    input_ids, new = left_padded(prompts, pad_id, conversation.attention.device)
+    attention = torch.cat([conversation.attention, new], dim=1)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
+    past, logits = last_logits(model, input_ids, attention, positions, conversation.cache)
+    return past, logits, attention
+
+
+def left_padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    T = max(len(row) for row in rows)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), T), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, T - len(row) :] = torch.tensor(row)
+        attention[i, T - len(row) :] = 1
+    return ids.to(device), attention.to(device)
+
+
+def last_logits(model, input_ids, attention, positions, cache=None) -> tuple[Any, torch.Tensor]:
+    """One forward with the KV cache on: (the cache, the last position's logits)."""
+    # The last position's logits only, where the model allows: all of them, for a long conversation and a
+    # 150k vocabulary, would take more memory than the model (128 rows x 2,000 tokens x 151,936 in bf16: 78 GB).
+    last_only = {"logits_to_keep": 1} if accepts(model, "logits_to_keep") else {}
+    with_cache = {cache_keyword(model): cache} if cache is not None else {}
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        use_cache=True,
+        **last_only,
+        **with_cache,
+    )
+    return cache_of(out), out.logits[:, -1, :]
 
 
 def sample_token(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -238,20 +299,26 @@ def rollout(
         traj.ids = opening_ids(chat, env, obs, rollout_cfg)
         traj.mask = [0] * len(traj.ids)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    conversation, in_cache = Conversation(), []  # in_cache: the trajectory of each cached row
+    new_tokens = [traj.ids for traj in trajs]  # what each conversation has that the cache does not
     for turn in range(1, rollout_cfg.max_turns + 1):
         active = [i for i, traj in enumerate(trajs) if not traj.done]
         if not active:
             break
+        if in_cache:
+            conversation.keep([in_cache.index(i) for i in active])
+        in_cache = active
         limits = [min(rollout_cfg.max_new_tokens, context_len - len(trajs[i].ids)) for i in active]
         replies = generate(
             model,
-            [trajs[i].ids for i in active],
+            [new_tokens[i] for i in active],
             limits,
             pad_id,
             chat.stop_ids,
             tokenizer,
             temperature,
             rollout_cfg.top_p,
+            conversation,
         )
         for i, limit, reply in zip(active, limits, replies):
             traj, env, state = trajs[i], envs_[i], states[i]
@@ -310,4 +377,5 @@ def rollout(
                 else:
                     traj.ids += following
                     traj.mask += [0] * len(following)
+                    new_tokens[i] = following
     return trajs

@@ -151,3 +151,48 @@ def test_identical_prompts_are_prefilled_once_and_continue_as_if_prefilled_alone
     assert logit_positions == {1}
     assert together == [alone[0], alone[1], alone[0], alone[0], alone[1]]
     assert alone[0] != alone[1]
+
+
+def test_later_turns_continue_from_the_cache_as_a_fresh_prefill_of_the_conversation_would(policy):
+    cfg = TrainConfig.preset(
+        "starpo", env={"name": "frozenlake"}, rollout={"max_turns": 3, "max_new_tokens": 40}
+    )
+    chat = R.ChatFormat(policy.tokenizer, True)
+    args = (policy.tokenizer.pad_token_id, chat.stop_ids, policy.tokenizer, 0.0, 1.0)
+    trajs = R.rollout(
+        policy.model,
+        policy.tokenizer,
+        chat,
+        "frozenlake",
+        {},
+        [5, 5, 6, 7],
+        [0, 0, 1, 2],
+        cfg.rollout,
+        0.0,
+        policy.context_len,
+    )
+    later_turns = 0
+    for t in trajs:
+        for a, b in runs(t.mask):
+            limit = min(cfg.rollout.max_new_tokens, policy.context_len - a)
+            assert R.generate(policy.model, [t.ids[:a]], [limit], *args) == [t.ids[a:b]]
+            later_turns += a > len(t.ids[: runs(t.mask)[0][0]])
+    assert later_turns > 0
+
+
+def test_a_row_that_stopped_early_continues_without_what_was_sampled_after_it_stopped(policy):
+    chat = R.ChatFormat(policy.tokenizer, True)
+    args = (policy.tokenizer.pad_token_id, chat.stop_ids, policy.tokenizer, 0.0, 1.0)
+    env = envs.make("frozenlake")
+    prompts = [R.opening_ids(chat, env, env.reset(seed=seed), TrainConfig().rollout) for seed in (1, 2)]
+    conversation = R.Conversation()
+    replies = R.generate(policy.model, prompts, [3, 30], *args, conversation)
+    assert len(replies[0]) == 3 < len(replies[1])  # row 0's cache then holds tokens past its reply
+    assert conversation.attention.sum(1).tolist() == [len(p) + len(r) for p, r in zip(prompts, replies)]
+    following = chat.encode(" </think> <answer>")
+    continued = R.generate(policy.model, [following, following[1:]], [20, 20], *args, conversation)
+    fresh = [
+        R.generate(policy.model, [prompts[0] + replies[0] + following], [20], *args)[0],
+        R.generate(policy.model, [prompts[1] + replies[1] + following[1:]], [20], *args)[0],
+    ]
+    assert continued == fresh
