@@ -288,8 +288,11 @@ def rollout(
     rollout_cfg: RolloutConfig,
     temperature: float,
     context_len: int,
+    keep_cache: bool = True,
 ) -> list[Trajectory]:
-    """Play one episode per seed, all environments together."""
+    """Play one episode per seed, all environments together. Each turn continues from the KV cache of the
+    conversation so far; keep_cache=False prefills every turn's whole conversation instead (same tokens,
+    for comparison: bench/rollout_turns.py)."""
     envs_ = [envs.make(env_name, **env_params) for _ in seeds]
     trajs = [Trajectory(group=group, seed=seed) for group, seed in zip(groups, seeds)]
     states = []
@@ -318,7 +321,7 @@ def rollout(
             tokenizer,
             temperature,
             rollout_cfg.top_p,
-            conversation,
+            conversation if keep_cache else None,
         )
         for i, limit, reply in zip(active, limits, replies):
             traj, env, state = trajs[i], envs_[i], states[i]
@@ -377,5 +380,5 @@ def rollout(
                 else:
                     traj.ids += following
                     traj.mask += [0] * len(following)
-                    new_tokens[i] = following
+                    new_tokens[i] = following if keep_cache else traj.ids
     return trajs
