@@ -31,9 +31,11 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
     """pick(model output) for the whole (B, T) batch, e.g. pick = lambda out: out.logits. Positions past a
     row's end hold whatever its padding produced (callers read only positions inside the row)."""
     lengths = attention.sum(1).tolist()
-    # Gradient checkpointing runs without a KV cache. Decided per model, not per mode, so that old
+    # Gradient checkpointing runs without a KV cache, and a repeated cache is only a plain one's equal
+    # when every layer attends to the whole sequence. Decided per model, not per mode, so that old
     # log-probs (eval) and the training forward take the same path.
-    clusters = [] if getattr(model, "is_activation_checkpointing", False) else prefix_clusters(ids, lengths)
+    cached = full_attention(model) and not getattr(model, "is_activation_checkpointing", False)
+    clusters = prefix_clusters(ids, lengths) if cached else []
     if not clusters:
         return pick(model(input_ids=ids, attention_mask=attention, use_cache=False))
     chunks = [
@@ -128,6 +130,14 @@ def cache_of(out):  # transformers >= 5.x names the KV cache `cache`, earlier ve
 
 def cache_keyword(model) -> str:
     return "cache" if accepts(model, "cache") else "past_key_values"
+
+
+def full_attention(model) -> bool:
+    """Whether every layer attends to the whole sequence (no sliding window, no recurrent state)."""
+    config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config
+    return all(
+        kind == "full_attention" for kind in getattr(config, "layer_types", None) or ["full_attention"]
+    )
 
 
 def accepts(model, keyword: str) -> bool:

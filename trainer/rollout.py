@@ -8,6 +8,7 @@ the `<think>` opener we write ourselves).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ import torch
 
 import envs
 from trainer.config import RolloutConfig
-from trainer.prefix import accepts, cache_keyword, cache_of
+from trainer.prefix import accepts, cache_keyword, cache_of, full_attention
 
 SYSTEM = "You are a helpful assistant. You play text games: think step by step, then answer with actions."
 THINK_FORMAT = (
@@ -143,6 +144,12 @@ class Conversation:
             self.cache.reorder_cache(torch.tensor(rows, device=self.attention.device))
             self.attention = self.attention[rows]
 
+    def mostly_dead_slots(self) -> bool:
+        """Whether padding and tokens sampled after rows stopped fill over a third of the cache. Every turn
+        adds the longest new prompt and the longest reply to every row, so a row that keeps stopping early
+        carries a growing tail of masked slots; then prefilling the real conversations costs less."""
+        return self.attention is not None and self.attention.shape[1] > 1.5 * int(self.attention.sum(1).max())
+
 
 @torch.no_grad()
 def generate(
@@ -224,12 +231,12 @@ def extend(
     return past, logits, attention
 
 
-def left_padded(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def left_padded(rows: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     T = max(len(row) for row in rows)
     ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
     attention = torch.zeros((len(rows), T), dtype=torch.long)
     for i, row in enumerate(rows):
-        ids[i, T - len(row) :] = torch.tensor(row)
+        ids[i, T - len(row) :] = torch.tensor(list(row))
         attention[i, T - len(row) :] = 1
     return ids.to(device), attention.to(device)
 
@@ -291,8 +298,9 @@ def rollout(
     keep_cache: bool = True,
 ) -> list[Trajectory]:
     """Play one episode per seed, all environments together. Each turn continues from the KV cache of the
-    conversation so far; keep_cache=False prefills every turn's whole conversation instead (same tokens,
-    for comparison: bench/rollout_turns.py)."""
+    conversation so far, for models whose layers all attend to the whole sequence (a sliding window or a
+    recurrent state would count the masked slots); keep_cache=False prefills every turn's whole
+    conversation instead (the same tokens up to float rounding; bench/rollout_turns.py compares them)."""
     envs_ = [envs.make(env_name, **env_params) for _ in seeds]
     trajs = [Trajectory(group=group, seed=seed) for group, seed in zip(groups, seeds)]
     states = []
@@ -302,7 +310,9 @@ def rollout(
         traj.ids = opening_ids(chat, env, obs, rollout_cfg)
         traj.mask = [0] * len(traj.ids)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    conversation, in_cache = Conversation(), []  # in_cache: the trajectory of each cached row
+    keep_cache = keep_cache and full_attention(model)
+    conversation = Conversation()
+    in_cache: list[int] = []  # the trajectory of each cached row
     new_tokens = [traj.ids for traj in trajs]  # what each conversation has that the cache does not
     for turn in range(1, rollout_cfg.max_turns + 1):
         active = [i for i, traj in enumerate(trajs) if not traj.done]
@@ -310,11 +320,13 @@ def rollout(
             break
         if in_cache:
             conversation.keep([in_cache.index(i) for i in active])
+        if conversation.mostly_dead_slots():
+            conversation = Conversation()
         in_cache = active
         limits = [min(rollout_cfg.max_new_tokens, context_len - len(trajs[i].ids)) for i in active]
         replies = generate(
             model,
-            [new_tokens[i] for i in active],
+            [new_tokens[i] if conversation.cache is not None else trajs[i].ids for i in active],
             limits,
             pad_id,
             chat.stop_ids,
@@ -380,5 +392,5 @@ def rollout(
                 else:
                     traj.ids += following
                     traj.mask += [0] * len(following)
-                    new_tokens[i] = following if keep_cache else traj.ids
+                    new_tokens[i] = following
     return trajs

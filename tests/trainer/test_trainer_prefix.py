@@ -114,3 +114,15 @@ def test_prompts_that_differ_only_at_their_end_share_their_common_start_instead(
     ids, attention = two_groups_and_a_stranger(1000, common=60, own=2)
     clusters = prefix.prefix_clusters(ids, attention.sum(1).tolist())
     assert [(sorted(rows), shared) for rows, shared in clusters] == [(list(range(8)), 60)]
+
+
+def test_only_models_whose_layers_all_see_the_whole_sequence_share_a_cache():
+    from types import SimpleNamespace
+
+    from transformers import Qwen2Config
+
+    def model(**config):
+        return SimpleNamespace(config=Qwen2Config(num_hidden_layers=3, **config))
+
+    assert prefix.full_attention(model())
+    assert not prefix.full_attention(model(use_sliding_window=True, sliding_window=64, max_window_layers=1))

@@ -175,7 +175,8 @@ def test_later_turns_from_the_cache_sample_what_prefilling_the_whole_conversatio
         )
         played.append([(t.ids, t.mask, t.reward) for t in trajs])
     assert played[0] == played[1]
-    assert max(len(runs(mask)) for _, mask, _ in played[0]) >= 3
+    turns = [len(runs(mask)) for _, mask, _ in played[0]]
+    assert max(turns) >= 3 and len(set(turns)) > 1  # later turns ran with some episodes already over
 
 
 def test_a_row_that_stopped_early_continues_without_what_was_sampled_after_it_stopped(policy):
@@ -194,3 +195,10 @@ def test_a_row_that_stopped_early_continues_without_what_was_sampled_after_it_st
         R.generate(policy.model, [prompts[1] + replies[1] + following[1:]], [20], *args)[0],
     ]
     assert continued == fresh
+
+
+def test_a_cache_mostly_of_dead_slots_is_dropped_for_a_fresh_prefill():
+    mostly_real = R.Conversation(attention=torch.tensor([[0, 0, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]]))
+    mostly_dead = R.Conversation(attention=torch.tensor([[1, 0, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 0, 0]]))
+    assert not mostly_real.mostly_dead_slots() and mostly_dead.mostly_dead_slots()
+    assert not R.Conversation().mostly_dead_slots()
