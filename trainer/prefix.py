@@ -48,30 +48,30 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
     for rows, shared in chunks + ([(alone, 0)] if alone else []):
         length = max(lengths[i] for i in rows)
         index = torch.tensor(rows, device=ids.device)
-        if not shared:
-            part = pick(
-                model(
-                    input_ids=ids[index, :length], attention_mask=attention[index, :length], use_cache=False
-                )
+        on_top = {}  # the rows' own tokens run on top of their shared start's cache, if any
+        if shared:
+            head = model(
+                input_ids=ids[index[:1], :shared],
+                attention_mask=attention[index[:1], :shared],
+                use_cache=True,
             )
-            out = out if out is not None else part.new_zeros((ids.shape[0], ids.shape[1], *part.shape[2:]))
-            out[index, :length] = part
-            continue
-        head = model(
-            input_ids=ids[index[:1], :shared], attention_mask=attention[index[:1], :shared], use_cache=True
-        )
-        cache = cache_of(head)
-        cache.batch_repeat_interleave(len(rows))
+            cache = cache_of(head)
+            cache.batch_repeat_interleave(len(rows))
+            on_top = {cache_keyword(model): cache}
         tail = pick(
             model(
                 input_ids=ids[index, shared:length],
                 attention_mask=attention[index, :length],
-                use_cache=True,
-                **{cache_keyword(model): cache},
+                use_cache=bool(shared),
+                **on_top,
             )
         )
-        out = out if out is not None else tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))
-        out[index, :shared] = pick(head)  # broadcast over the chunk's rows; no per-row copy held alongside
+        if out is None:
+            out = tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))
+        if shared:
+            out[index, :shared] = pick(
+                head
+            )  # broadcast over the chunk's rows; no per-row copy held alongside
         out[index, shared:length] = tail
     assert out is not None
     return out
@@ -142,5 +142,10 @@ def full_attention(model) -> bool:
 
 def accepts(model, keyword: str) -> bool:
     """Whether the (base) model's forward takes `keyword`."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return keyword in inspect.signature(base.forward).parameters
+    base = type(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    if base not in _FORWARD_PARAMETERS:  # asked every decode step: inspect once per model class
+        _FORWARD_PARAMETERS[base] = frozenset(inspect.signature(base.forward).parameters)
+    return keyword in _FORWARD_PARAMETERS[base]
+
+
+_FORWARD_PARAMETERS: dict[type, frozenset[str]] = {}

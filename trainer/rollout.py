@@ -174,9 +174,7 @@ def generate(
         past, logits, attention = extend(model, conversation, prompts, pad_id)
     else:
         past, logits, attention = prefill(model, prompts, pad_id, device)
-    positions = (attention.cumsum(-1)[:, -1:] - 1).clamp(min=0)
     kept = [attention]  # what a later turn attends to: not the tokens sampled after a row stopped
-    cache_kw = cache_keyword(model)
     B = len(prompts)
     generated: list[list[int]] = [[] for _ in range(B)]
     finished = [limit <= 0 for limit in limits]
@@ -193,15 +191,7 @@ def generate(
             finished[i] = t in stop_ids or "</answer>" in tail or len(generated[i]) >= limits[i]
         step_ids = torch.tensor(next_ids, device=device).unsqueeze(1)  # finished rows keep going, ignored
         attention = torch.cat([attention, attention.new_ones((B, 1))], dim=1)
-        positions = positions + 1
-        out = model(
-            input_ids=step_ids,
-            attention_mask=attention,
-            position_ids=positions,
-            use_cache=True,
-            **{cache_kw: past},
-        )
-        past, logits = cache_of(out), out.logits[:, -1, :]
+        past, logits = last_logits(model, step_ids, attention, past)
     if conversation is not None:
         conversation.cache, conversation.attention = past, torch.cat(kept, dim=1)
     return generated
@@ -212,7 +202,7 @@ def prefill(model, prompts: list[list[int]], pad_id: int, device) -> tuple[Any, 
     distinct: dict[tuple[int, ...], int] = {}
     row_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts], device=device)
     input_ids, attention = left_padded(list(distinct), pad_id, device)
-    past, logits = last_logits(model, input_ids, attention, (attention.cumsum(-1) - 1).clamp(min=0))
+    past, logits = last_logits(model, input_ids, attention)
     if len(distinct) < len(prompts):
         past.reorder_cache(row_of)
         logits, attention = logits[row_of], attention[row_of]
@@ -226,8 +216,7 @@ def extend(
     assert conversation.attention is not None
     input_ids, new = left_padded(prompts, pad_id, conversation.attention.device)
     attention = torch.cat([conversation.attention, new], dim=1)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
-    past, logits = last_logits(model, input_ids, attention, positions, conversation.cache)
+    past, logits = last_logits(model, input_ids, attention, conversation.cache)
     return past, logits, attention
 
 
@@ -241,8 +230,11 @@ def left_padded(rows: Sequence[Sequence[int]], pad_id: int, device) -> tuple[tor
     return ids.to(device), attention.to(device)
 
 
-def last_logits(model, input_ids, attention, positions, cache=None) -> tuple[Any, torch.Tensor]:
-    """One forward with the KV cache on: (the cache, the last position's logits)."""
+def last_logits(model, input_ids, attention, cache=None) -> tuple[Any, torch.Tensor]:
+    """One forward of input_ids, the last columns of `attention`, on top of `cache` (None: from the start),
+    with the KV cache on: (the cache, the last position's logits). Positions count a row's attended tokens
+    only, so padding and tokens masked out after a row stopped take none."""
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
     # The last position's logits only, where the model allows: all of them, for a long conversation and a
     # 150k vocabulary, would take more memory than the model (128 rows x 2,000 tokens x 151,936 in bf16: 78 GB).
     last_only = {"logits_to_keep": 1} if accepts(model, "logits_to_keep") else {}
