@@ -25,6 +25,45 @@ def runs(mask: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+def play(policy, chat, env_name, rollout_cfg, seeds, groups, context_len=None, keep_cache=True):
+    """One rollout of the tiny policy, sampling at temperature 1."""
+    return R.rollout(
+        policy.model,
+        policy.tokenizer,
+        chat,
+        env_name,
+        {},
+        seeds,
+        groups,
+        rollout_cfg,
+        1.0,
+        context_len or policy.context_len,
+        keep_cache=keep_cache,
+    )
+
+
+def opening(chat, seed):
+    """The first prompt of a FrozenLake episode."""
+    env = envs.make("frozenlake")
+    return R.opening_ids(chat, env, env.reset(seed=seed), TrainConfig().rollout)
+
+
+def greedy(policy, chat, prompts, limits, conversation=None):
+    """generate's replies at temperature 0."""
+    tokenizer = policy.tokenizer
+    return R.generate(
+        policy.model,
+        prompts,
+        limits,
+        tokenizer.pad_token_id,
+        chat.stop_ids,
+        tokenizer,
+        0.0,
+        1.0,
+        conversation,
+    )
+
+
 def test_loss_mask_is_exactly_the_generated_tokens(policy, monkeypatch):
     produced: dict[int, list[list[int]]] = {}
     real_generate = R.generate
@@ -41,18 +80,7 @@ def test_loss_mask_is_exactly_the_generated_tokens(policy, monkeypatch):
     )
     chat = R.ChatFormat(policy.tokenizer, True)
     torch.manual_seed(0)
-    trajs = R.rollout(
-        policy.model,
-        policy.tokenizer,
-        chat,
-        "frozenlake",
-        {},
-        [5, 5, 6, 6],
-        [0, 0, 1, 1],
-        cfg.rollout,
-        1.0,
-        policy.context_len,
-    )
+    trajs = play(policy, chat, "frozenlake", cfg.rollout, [5, 5, 6, 6], [0, 0, 1, 1])
     multi_turn = 0
     for t in trajs:
         spans = runs(t.mask)
@@ -99,9 +127,7 @@ def test_context_overflow_ends_trajectory_with_penalty(policy):
     env = envs.make("sokoban")
     prompt_len = len(chat.first_prompt(R.first_user_message(env, env.reset(seed=3), 5, 10, True)))
     torch.manual_seed(0)
-    trajs = R.rollout(
-        policy.model, policy.tokenizer, chat, "sokoban", {}, [3, 3], [0, 0], cfg.rollout, 1.0, prompt_len + 5
-    )
+    trajs = play(policy, chat, "sokoban", cfg.rollout, [3, 3], [0, 0], context_len=prompt_len + 5)
     for t in trajs:
         assert t.done and len(t.turns) == 1 and len(t.ids) <= prompt_len + 5
         assert t.reward <= cfg.rollout.format_penalty + 1e-9
@@ -117,8 +143,7 @@ def test_missing_model_dir_is_one_line_error():
 
 def test_identical_prompts_are_prefilled_once_and_continue_as_if_prefilled_alone(policy):
     chat = R.ChatFormat(policy.tokenizer, True)
-    env = envs.make("frozenlake")
-    first = R.opening_ids(chat, env, env.reset(seed=1), TrainConfig().rollout)
+    first = opening(chat, 1)
     second = first + chat.encode(" </think> <answer>")  # continues differently: with an action
     prefill_rows, logit_positions = [], set()
     hook = policy.model.register_forward_pre_hook(
@@ -128,23 +153,10 @@ def test_identical_prompts_are_prefilled_once_and_continue_as_if_prefilled_alone
     logits_hook = policy.model.register_forward_hook(
         lambda module, args, out: logit_positions.add(out.logits.shape[1])
     )
-
-    def greedy(prompts):
-        return R.generate(
-            policy.model,
-            prompts,
-            [12] * len(prompts),
-            policy.tokenizer.pad_token_id,
-            chat.stop_ids,
-            policy.tokenizer,
-            0.0,
-            1.0,
-        )
-
     try:
-        together = greedy([first, second, first, first, second])
+        together = greedy(policy, chat, [first, second, first, first, second], [12] * 5)
         assert prefill_rows[0] == (2, len(second))  # two distinct prompts, left padded to the longer
-        alone = [greedy([first])[0], greedy([second])[0]]
+        alone = [greedy(policy, chat, [first], [12])[0], greedy(policy, chat, [second], [12])[0]]
     finally:
         hook.remove()
         logits_hook.remove()
@@ -160,19 +172,8 @@ def test_later_turns_from_the_cache_sample_what_prefilling_the_whole_conversatio
     played = []
     for keep_cache in (True, False):
         torch.manual_seed(0)
-        trajs = R.rollout(
-            policy.model,
-            policy.tokenizer,
-            chat,
-            env_name,
-            {},
-            [5, 5, 5, 6, 6, 7],
-            [0, 0, 0, 1, 1, 2],
-            cfg.rollout,
-            1.0,
-            policy.context_len,
-            keep_cache=keep_cache,
-        )
+        seeds, groups = [5, 5, 5, 6, 6, 7], [0, 0, 0, 1, 1, 2]
+        trajs = play(policy, chat, env_name, cfg.rollout, seeds, groups, keep_cache=keep_cache)
         played.append([(t.ids, t.mask, t.reward) for t in trajs])
     assert played[0] == played[1]
     turns = [len(runs(mask)) for _, mask, _ in played[0]]
@@ -181,18 +182,16 @@ def test_later_turns_from_the_cache_sample_what_prefilling_the_whole_conversatio
 
 def test_a_row_that_stopped_early_continues_without_what_was_sampled_after_it_stopped(policy):
     chat = R.ChatFormat(policy.tokenizer, True)
-    args = (policy.tokenizer.pad_token_id, chat.stop_ids, policy.tokenizer, 0.0, 1.0)
-    env = envs.make("frozenlake")
-    prompts = [R.opening_ids(chat, env, env.reset(seed=seed), TrainConfig().rollout) for seed in (1, 2)]
+    prompts = [opening(chat, 1), opening(chat, 2)]
     conversation = R.Conversation()
-    replies = R.generate(policy.model, prompts, [3, 30], *args, conversation)
+    replies = greedy(policy, chat, prompts, [3, 30], conversation)
     assert len(replies[0]) == 3 < len(replies[1])  # row 0's cache then holds tokens past its reply
     assert conversation.attention.sum(1).tolist() == [len(p) + len(r) for p, r in zip(prompts, replies)]
     following = chat.encode(" </think> <answer>")
-    continued = R.generate(policy.model, [following, following[1:]], [20, 20], *args, conversation)
+    continued = greedy(policy, chat, [following, following[1:]], [20, 20], conversation)
     fresh = [
-        R.generate(policy.model, [prompts[0] + replies[0] + following], [20], *args)[0],
-        R.generate(policy.model, [prompts[1] + replies[1] + following[1:]], [20], *args)[0],
+        greedy(policy, chat, [prompts[0] + replies[0] + following], [20])[0],
+        greedy(policy, chat, [prompts[1] + replies[1] + following[1:]], [20])[0],
     ]
     assert continued == fresh
 
