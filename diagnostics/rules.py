@@ -238,17 +238,31 @@ class SuccessTrend:
         a = self.SMOOTHING
         return _in_sds(self.peak / 2 - (self.value or 0.0), self.fall_noise * math.sqrt((1 - a) / (1 + a)))
 
+    def recent_mean(self) -> float:
+        """The mean of the last RECENT values (fewer early in the run)."""
+        return statistics.fmean(list(self.window)[-self.RECENT :])
+
     def below_start(self) -> float:
-        """How far the smoothed value sits below the start level, in standard deviations of the smoothed
-        value (see below_half)."""
-        a = self.SMOOTHING
-        return _in_sds(self.baseline - (self.value or 0.0), self.fall_noise * math.sqrt((1 - a) / (1 + a)))
+        """How far the last RECENT values sit below the start level, in standard errors of the difference
+        of the two means: the start is itself a mean of START_STEPS noisy values, and a start that read
+        high by chance is not a level the run lost."""
+        recent = min(len(self.window), self.RECENT)
+        sd = self.fall_noise * math.sqrt(1 / recent + 1 / self.START_STEPS)
+        return _in_sds(self.baseline - self.recent_mean(), sd)
 
     def lost_start(self, sigmas: float) -> bool:
-        """Success fell `sigmas` SDs below where the run began: a run that never rose above its start can
-        still lose what it could do at the start (an untrained model that answers in format, then stops).
-        A start under MIN_START is noise around nothing."""
-        return sigmas > 0 and self.baseline >= self.MIN_START and self.below_start() >= sigmas
+        """Success fell below half of where the run began, by `sigmas` standard errors: a run that never
+        rose above its start can still lose what it could do at the start (an untrained model that answers
+        in format, then stops). A start under MIN_START is noise around nothing. Half, as well as the
+        standard errors, because the test runs at every step against one start level: by the standard
+        errors alone, 10-15% of simulated runs that hold one level for 150 steps lost their start at some
+        step (0-5% with the half; tests/diagnostics/test_false_alarms.py)."""
+        return (
+            sigmas > 0
+            and self.baseline >= self.MIN_START
+            and self.recent_mean() < self.baseline / 2
+            and self.below_start() >= sigmas
+        )
 
     def flatlined(self) -> bool:
         """Success (a rate: not the mean-reward fallback, whose scale MIN_START does not fit) has sat at
@@ -291,9 +305,20 @@ class SuccessTrend:
             return not self.fell_without_peak(peak_sigmas)
         if fall_sigmas == 0:
             return False
+        if self.recovered():
+            return True
         return not any(
             z is not None and z >= fall_sigmas for z in (self.drop(), self.dip(), self.below_half())
         )
+
+    def recovered(self) -> bool:
+        """The last value is back at or above the mean of the BEFORE values ahead of the RECENT window: a
+        dip that is over still weighs on the RECENT mean and the smoothed value for a few steps, but
+        success is not falling now."""
+        if len(self.window) < self.BEFORE + self.RECENT:
+            return False
+        values = list(self.window)
+        return values[-1] >= statistics.fmean(values[: self.BEFORE])
 
 
 def _in_sds(difference: float, sd: float) -> float:
@@ -498,8 +523,8 @@ class Collapse(DropFromPeak):
             return found
         if trend.lost_start(self.params.peak_sigmas):
             reason = (
-                f"it never rose above its start {trend.baseline:.4g}, and is now "
-                f"{trend.below_start():.1f} noise SDs below it"
+                f"it never rose above its start {trend.baseline:.4g}; its last values average "
+                f"{trend.recent_mean():.4g}, {trend.below_start():.1f} standard errors below it"
             )
         elif trend.flatlined():
             reason = (
