@@ -125,11 +125,13 @@ def first_reach(rows, key, threshold):
 def reference_policies(env_name: str, seeds: int, budget: int = 10) -> dict[str, float]:
     """Success on the validation seeds of policies that need no model, for scale: uniformly random actions
     and the optimum (exact), both with the episode's action budget; on FrozenLake also heading for the goal
-    (a random action among those that shorten the distance to it, blind to holes and slipping)."""
+    (a random action among those that shorten the distance to it, blind to holes and slipping) and the
+    SFT teacher's turn plans (`oracle_plan`, 5 actions a turn)."""
     import random
 
     from envs.frozenlake import ACTIONS, MOVES
     from envs.registry import make, validate_params
+    from trainer.config import RolloutConfig
     from trainer.loop import VAL_SEED_BASE
 
     env = make(env_name, **validate_params(env_name, ENVS[env_name]))
@@ -162,9 +164,21 @@ def reference_policies(env_name: str, seeds: int, budget: int = 10) -> dict[str,
                 break
         return info["success"]
 
+    def planned() -> bool:
+        """Each turn's actions chosen from the turn's state (the SFT teacher on slippery ice)."""
+        per_turn, used = RolloutConfig().max_actions_per_turn, 0
+        while True:
+            length = min(per_turn, budget - used)
+            for action in env.oracle_plan(length, budget - used - length) or []:
+                _, _, done, info = env.step(action)
+                used += 1
+                if done or used == budget:
+                    return info["success"]
+
     result = {"random": mean_over_seeds(lambda: success(lambda: rng.choice(env.actions)))}
     if env_name == "frozenlake":
         result["toward the goal"] = mean_over_seeds(lambda: success(toward_goal))
+        result["oracle turn plans"] = mean_over_seeds(planned)
     result["optimal"] = mean_over_seeds(lambda: env.optimal_success(budget))
     return result
 

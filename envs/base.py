@@ -80,6 +80,14 @@ class TextEnv(ABC):
     def oracle_action(self) -> str:
         """An optimal action from the current state (the SFT baseline's teacher)."""
 
+    def oracle_plan(self, length: int, actions_after: int) -> list[str] | None:
+        """The oracle's `length` actions for one turn, chosen from the current state alone, as a model must
+        choose them (it sees the state once a turn and writes the turn's actions at once);
+        `actions_after`: the episode's actions left after this turn. None where the dynamics are
+        deterministic: there oracle_action after oracle_action, each on the state the last one made, is a
+        plan the model can read off the turn's state."""
+        return None
+
     @abstractmethod
     def optimal_success(self, max_actions: int | None = None) -> float:
         """Success of the optimal policy from the current initial state (called right after reset)."""

@@ -1,11 +1,12 @@
 """The SFT baseline (RAGEN paper, Appendix C): supervised fine-tuning on the environments' oracle play.
 
 Episodes are played by the environment's oracle (`env.oracle_action()`: BFS for Sokoban, value iteration
-for FrozenLake, the better arm for Bandit), optionally noisy (each action random with probability
-`noise`), and written in the rollout's own chat format: the same prompts, turns, action budget and
-`Reward:` feedback, so the model learns exactly the text it will later act in. The loss is the token mean
-of -log p over the replies only. The result is a plain model folder (LoRA merged) that `model.name` can
-start an experiment from.
+for FrozenLake, the better arm for Bandit; on slippery ice `env.oracle_plan()`, a turn's actions chosen
+from the turn's state, since the model writes them without seeing where each one slid), optionally noisy
+(each action random with probability `noise`), and written in the rollout's own chat format: the same
+prompts, turns, action budget and `Reward:` feedback, so the model learns exactly the text it will later
+act in. The loss is the token mean of -log p over the replies only. The result is a plain model folder
+(LoRA merged) that `model.name` can start an experiment from.
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ def oracle_episode(
     for turn in range(1, rollout_cfg.max_turns + 1):
         actions: list[str] = []
         turn_reward, done = 0.0, False
-        while (
-            not done
-            and len(actions) < rollout_cfg.max_actions_per_turn
-            and traj.executed < rollout_cfg.max_actions_per_episode
-        ):
-            action = rng.choice(env.actions) if rng.random() < noise else env.oracle_action()
+        left = rollout_cfg.max_actions_per_episode - traj.executed
+        length = min(rollout_cfg.max_actions_per_turn, left)
+        after = min(left - length, (rollout_cfg.max_turns - turn) * rollout_cfg.max_actions_per_turn)
+        plan = env.oracle_plan(length, after)
+        while not done and len(actions) < (length if plan is None else len(plan)):
+            taught = env.oracle_action() if plan is None else plan[len(actions)]
+            action = rng.choice(env.actions) if rng.random() < noise else taught
             obs, reward, done, info = env.step(action)
             actions.append(action)
             traj.executed += 1

@@ -55,6 +55,18 @@ def test_noisy_oracle_takes_random_actions(tokenizer):
     assert sum(t.success for t in noisy) < 20
 
 
+def test_on_slippery_ice_a_turn_is_the_plan_made_from_its_state(tokenizer):
+    # The step-by-step oracle's later actions in a turn depend on slides the model never sees.
+    cfg = TrainConfig.preset("starpo-s", env={"name": "frozenlake"})
+    chat, env = ChatFormat(tokenizer, True), envs.make("frozenlake", size=4)
+    for seed in range(3):
+        traj = oracle_episode(env, seed, cfg.rollout, chat, 0.0, random.Random(seed))
+        env.reset(seed=seed)
+        _, answer = chat.parse(replies(tokenizer, traj)[0])
+        planned = env.oracle_plan(5, 5)
+        assert env.parse_actions(answer) == planned[: len(env.parse_actions(answer))]
+
+
 def test_sft_writes_a_model_an_experiment_starts_from(tiny_model_dir, tmp_path, tokenizer):
     cfg = TrainConfig.preset("starpo-s", env={"name": "bandit"}, optim={"micro_batch_size": 8})
     out = tmp_path / "sft-bandit"
