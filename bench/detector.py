@@ -11,7 +11,9 @@ alarm. Info markers (grad_spike, policy_shift) are not alarms.
 Simulated (seeded, not tuned on): how often a plateau that learned and holds warns while its groups agree
 (reward std down, success on 16 or 32 episodes a step, or half of it all-or-nothing per prompt), and how
 often a learned 0.7 that falls to 0.05 over 15 steps, its reward std down 30 steps before, is warned of
-before success halves: runs the labelled set has too few of to judge the success guard on.
+before success halves, and how often a run that never learned and holds one level near or above the
+0.2 floor for 150 steps "loses its start" at some step: runs the labelled set has too few of to judge
+the success guard on.
 Cost: microseconds per update() over a 10k-step and a 100k-step run of all metrics; the ratio of the
 two per-step costs is ~1 when the update is O(1) in the run's length.
 """
@@ -30,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from diagnostics import Detector  # noqa: E402
 from diagnostics.calibration import ALARMS, HELD, load_labelled_set, score, summarize  # noqa: E402
-from diagnostics.rules import RULES  # noqa: E402
+from diagnostics.rules import RULES, SuccessTrend  # noqa: E402
 
 
 def quality(overrides):
@@ -128,6 +130,25 @@ def simulated(overrides):
             leads.append(half - first[0])
     lead = f", lead median {sorted(leads)[len(leads) // 2]} / min {min(leads)}" if leads else ""
     print(f"| 0.7 falling to 0.05 over 15 steps (collapse) | {len(leads)}/20 caught{lead} |")
+    for p, n in HELD_LEVELS:
+        lost = sum(lost_its_start(p, n, seed) for seed in range(100))
+        print(
+            f"| {p} on {n} episodes for 150 steps, never learning (healthy) | {lost}/100 lost their start |"
+        )
+
+
+# Levels a run that never learned holds, near and above SuccessTrend.MIN_START: success rate, episodes a step.
+HELD_LEVELS = ((0.21, 64), (0.3, 16), (0.45, 32))
+
+
+def lost_its_start(p, n, seed):
+    """Whether a run holding success p (n episodes a step) for 150 steps "loses its start" at some step."""
+    rng, trend = random.Random(seed), SuccessTrend()
+    for _ in range(150):
+        trend.update({SUCCESS: episodes(p, n, rng)})
+        if trend.lost_start(3):
+            return True
+    return False
 
 
 def run_of(steps, seed=0):

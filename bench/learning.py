@@ -167,13 +167,15 @@ def reference_policies(env_name: str, seeds: int, budget: int = 10) -> dict[str,
     def planned() -> bool:
         """Each turn's actions chosen from the turn's state (the SFT teacher on slippery ice)."""
         per_turn, used = RolloutConfig().max_actions_per_turn, 0
-        while True:
+        while used < budget:
             length = min(per_turn, budget - used)
-            for action in env.oracle_plan(length, budget - used - length) or []:
+            plan = env.oracle_plan(length, budget - used - length)
+            for action in plan or [env.oracle_action()]:  # None: deterministic, the oracle step by step
                 _, _, done, info = env.step(action)
                 used += 1
-                if done or used == budget:
+                if done:
                     return info["success"]
+        return False
 
     result = {"random": mean_over_seeds(lambda: success(lambda: rng.choice(env.actions)))}
     if env_name == "frozenlake":

@@ -139,6 +139,8 @@ class SuccessTrend:
     # A start level below this has nothing to lose (see lost_start): the mean of five noisy steps of a run
     # that never learned (0.05-0.1) reads up to ~0.12, and its fall to 0 is then a few noise SDs.
     MIN_START = 0.2
+    # Lost start (see lost_start): the last RECENT values average under this fraction of the start.
+    LOST_FRACTION = 0.5
     # Flatlined (see flatlined()): at least this many success rates in a row at the run's lowest, a
     # stretch whose chance anywhere in the run, at the rate its earlier values sat there, is below
     # FLAT_CHANCE; the earlier values averaged at least MIN_START above it.
@@ -247,20 +249,20 @@ class SuccessTrend:
         of the two means: the start is itself a mean of START_STEPS noisy values, and a start that read
         high by chance is not a level the run lost."""
         recent = min(len(self.window), self.RECENT)
+        # Early on the two windows share values, whose difference is then less noisy: the SD errs large.
         sd = self.fall_noise * math.sqrt(1 / recent + 1 / self.START_STEPS)
         return _in_sds(self.baseline - self.recent_mean(), sd)
 
     def lost_start(self, sigmas: float) -> bool:
-        """Success fell below half of where the run began, by `sigmas` standard errors: a run that never
-        rose above its start can still lose what it could do at the start (an untrained model that answers
-        in format, then stops). A start under MIN_START is noise around nothing. Half, as well as the
-        standard errors, because the test runs at every step against one start level: by the standard
-        errors alone, 10-15% of simulated runs that hold one level for 150 steps lost their start at some
-        step (0-5% with the half; tests/diagnostics/test_false_alarms.py)."""
+        """Success fell below LOST_FRACTION of where the run began, and `sigmas` standard errors below the
+        start: a run that never rose above its start can still lose what it could do at the start (an
+        untrained model that answers in format, then stops). A start under MIN_START is noise around
+        nothing. The fraction as well as the standard errors, because the test runs at every step against
+        one start level (docs/DETECTOR.md, "Lost start"; tests/diagnostics/test_false_alarms.py)."""
         return (
             sigmas > 0
             and self.baseline >= self.MIN_START
-            and self.recent_mean() < self.baseline / 2
+            and self.recent_mean() < self.baseline * self.LOST_FRACTION
             and self.below_start() >= sigmas
         )
 
@@ -294,27 +296,24 @@ class SuccessTrend:
 
     def holding(self, peak_sigmas: float, fall_sigmas: float) -> bool | None:
         """False only when success is falling from a real peak (`peak_sigmas` above the start; falling by
-        `fall_sigmas` standard errors: the last RECENT values, the last value, or the smoothed value
-        under half the peak), or fell `peak_sigmas` below its start or flatlined (fell_without_peak). True
-        while it rises, holds a plateau,
-        or never learned and keeps its start level (nothing to lose); None when too early to tell (rules
-        then judge without it)."""
+        `fall_sigmas` standard errors: the last RECENT values unless the last value is back (recovered),
+        the last value, or the smoothed value under half the peak), or lost its start or flatlined
+        (fell_without_peak). True while it rises, holds a plateau, or never learned and keeps its start
+        level (nothing to lose); None when too early to tell (rules then judge without it)."""
         if not self.known or self.value is None:  # known implies a value: one update per start value
             return None
         if self.rise() < peak_sigmas:
             return not self.fell_without_peak(peak_sigmas)
         if fall_sigmas == 0:
             return False
-        if self.recovered():
-            return True
-        return not any(
-            z is not None and z >= fall_sigmas for z in (self.drop(), self.dip(), self.below_half())
-        )
+        drop = None if self.recovered() else self.drop()
+        return not any(z is not None and z >= fall_sigmas for z in (drop, self.dip(), self.below_half()))
 
     def recovered(self) -> bool:
         """The last value is back at or above the mean of the BEFORE values ahead of the RECENT window: a
-        dip that is over still weighs on the RECENT mean and the smoothed value for a few steps, but
-        success is not falling now."""
+        dip that is over still weighs on the RECENT mean for a few steps, but success is not falling now.
+        It exempts only that window test: a run that fell and stays down (its last value equal to the
+        mean before it, both low) is still under half its peak."""
         if len(self.window) < self.BEFORE + self.RECENT:
             return False
         values = list(self.window)
@@ -358,8 +357,9 @@ class GuardedParams(RuleParams):
     peak_sigmas: float = param(
         3.0,
         "hold it while success never rose this many noise SDs above the run's "
-        "start (it never learned: nothing to lose) unless it fell this many "
-        "below a start of at least 0.2 (or flatlined at its lowest); 0 = judge those runs too",
+        "start (it never learned: nothing to lose) unless its last 5 values fell "
+        "under half a start of at least 0.2, this many standard errors below it "
+        "(or it flatlined at its lowest); 0 = judge those runs too",
         min=0.0,
     )
 
@@ -481,8 +481,8 @@ class CollapseParams(DropParams):
         3.0,
         "... and so is a peak less than this many noise SDs above the mean of "
         "the run's first 5 values (a run that never learned has no peak), "
-        "unless success fell this many SDs below a start of at least 0.2 "
-        "(or flatlined at its lowest); "
+        "unless its last 5 values fell under half a start of at least 0.2, this "
+        "many standard errors below it (or it flatlined at its lowest); "
         "0 = any peak",
         min=0.0,
     )

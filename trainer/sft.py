@@ -44,8 +44,10 @@ def oracle_episode(
         after = min(left - length, (rollout_cfg.max_turns - turn) * rollout_cfg.max_actions_per_turn)
         plan = env.oracle_plan(length, after)
         while not done and len(actions) < (length if plan is None else len(plan)):
-            taught = env.oracle_action() if plan is None else plan[len(actions)]
-            action = rng.choice(env.actions) if rng.random() < noise else taught
+            if rng.random() < noise:
+                action = rng.choice(env.actions)  # a plan goes on as planned: the model would not replan
+            else:
+                action = env.oracle_action() if plan is None else plan[len(actions)]
             obs, reward, done, info = env.step(action)
             actions.append(action)
             traj.executed += 1

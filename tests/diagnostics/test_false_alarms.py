@@ -165,6 +165,15 @@ def test_a_dip_that_is_over_no_longer_releases_the_guard():
     assert trend.recovered() and trend.holding(3, 3.5) is True
 
 
+def test_a_run_that_fell_and_stays_down_is_still_falling():
+    # Every reply broke: success 0 from step 50 on. Long after the fall the last value equals the mean
+    # before it (both 0): "recovered" must not hold a warning whose signal arrives late.
+    rows = [{SUCCESS: 0.1}] * 10 + [{SUCCESS: 0.9}] * 40 + [{SUCCESS: 0.0}] * 60
+    rows = [{**row, STD: 0.4 if step < 80 else 0.0} for step, row in enumerate(rows)]
+    std = [e for e in alarms(replay(rows)) if e[2] == "reward_std_drop"]
+    assert std and 80 <= std[0][0] <= 85
+
+
 @pytest.mark.parametrize(("p", "episodes"), [(0.21, 64), (0.3, 16), (0.45, 32)])
 def test_a_run_that_holds_its_start_level_rarely_loses_it(p, episodes):
     # real/fl-starpo-s-warm-sft-cpu20-s2: success noisy around 0.17 whose first five steps averaged 0.21.

@@ -185,7 +185,7 @@ def turn_policy_success(lake, choose, turns=5, per_turn=5, budget=10):
     return won
 
 
-def test_frozenlake_turn_plans_are_the_best_a_model_can_read_off_the_turns_state():
+def test_frozenlake_turn_plans_beat_repeating_the_oracles_first_action():
     # A model writes a turn's actions at once, not seeing where each slid. Repeating the step-by-step
     # oracle's first action is such a plan too; valuing a plan's end state without the episode's
     # action budget (the first version) did worse than that.

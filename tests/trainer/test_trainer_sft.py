@@ -56,15 +56,26 @@ def test_noisy_oracle_takes_random_actions(tokenizer):
 
 
 def test_on_slippery_ice_a_turn_is_the_plan_made_from_its_state(tokenizer):
-    # The step-by-step oracle's later actions in a turn depend on slides the model never sees.
+    # The step-by-step oracle's later actions in a turn depend on slides the model never sees. Replaying
+    # the episode (the env's slides are seeded), every turn's answer is the plan made at the turn's start.
     cfg = TrainConfig.preset("starpo-s", env={"name": "frozenlake"})
+    per_turn, budget = cfg.rollout.max_actions_per_turn, cfg.rollout.max_actions_per_episode
     chat, env = ChatFormat(tokenizer, True), envs.make("frozenlake", size=4)
-    for seed in range(3):
+    turns_seen = 0
+    for seed in range(6):
         traj = oracle_episode(env, seed, cfg.rollout, chat, 0.0, random.Random(seed))
         env.reset(seed=seed)
-        _, answer = chat.parse(replies(tokenizer, traj)[0])
-        planned = env.oracle_plan(5, 5)
-        assert env.parse_actions(answer) == planned[: len(env.parse_actions(answer))]
+        used, done = 0, False
+        for text in replies(tokenizer, traj):
+            answer = env.parse_actions(chat.parse(text)[1])
+            plan = env.oracle_plan(min(per_turn, budget - used), max(budget - used - per_turn, 0))
+            assert answer == plan[: len(answer)] and answer
+            for action in answer:
+                _, _, done, _ = env.step(action)
+            used += len(answer)
+            assert done or answer == plan  # a turn is cut short only by the episode's end
+            turns_seen += 1
+    assert turns_seen > 6  # some episodes reached a second turn, whose plan has no actions after it
 
 
 def test_sft_writes_a_model_an_experiment_starts_from(tiny_model_dir, tmp_path, tokenizer):
