@@ -191,7 +191,8 @@ class FrozenLakeEnv(TextEnv):
     def oracle_action(self) -> str:
         """The action with the highest probability of reaching the goal (value iteration); among equally
         safe actions the one that gets there soonest (values discounted by ORACLE_DISCOUNT): no waiting."""
-        safe, soon = self._values(None), self._values(None, ORACLE_DISCOUNT)
+        moves = self._moves()
+        safe, soon = self._values(None, moves=moves), self._values(None, ORACLE_DISCOUNT, moves)
 
         def expected(value, action):
             return sum(p * value[after] for after, p in self.transitions(self.position, action).items())
@@ -211,14 +212,13 @@ class FrozenLakeEnv(TextEnv):
         plan at 5 actions, half a second at 7."""
         if not self.slippery:
             return None
-        value, soon = self._values(actions_after), self._values(None, ORACLE_DISCOUNT)
-        ice = {cell for cell, tile in self._tiles() if tile in "SF"}
-        model = {(cell, action): self.transitions(cell, action).items() for cell in ice for action in ACTIONS}
+        moves = self._moves()
+        value, soon = self._values(actions_after, moves=moves), self._values(None, ORACLE_DISCOUNT, moves)
         best: tuple[tuple[float, float], list[str]] = ((-1.0, -1.0), [])
 
         def search(where: dict[tuple[int, int], float], plan: list[str]) -> None:
             nonlocal best
-            moving = {cell: p for cell, p in where.items() if cell in ice}
+            moving = {cell: p for cell, p in where.items() if cell in moves}
             if len(plan) == length or not moving:
                 score = (
                     round(sum(p * value[cell] for cell, p in where.items()), 9),
@@ -230,7 +230,7 @@ class FrozenLakeEnv(TextEnv):
             for action in ACTIONS:
                 after = {cell: p for cell, p in where.items() if cell not in moving}
                 for cell, p in moving.items():
-                    for to, q in model[cell, action]:
+                    for to, q in moves[cell][action].items():
                         after[to] = after.get(to, 0.0) + p * q
                 plan.append(action)
                 search(after, plan)
@@ -239,13 +239,22 @@ class FrozenLakeEnv(TextEnv):
         search({self.position: 1.0}, [])
         return best[1]
 
-    def _tiles(self) -> list[tuple[tuple[int, int], str]]:
-        return [((r, c), tile) for r, row in enumerate(self.rows) for c, tile in enumerate(row)]
+    def _moves(self) -> dict[tuple[int, int], dict[str, dict[tuple[int, int], float]]]:
+        """{cell on the ice: {action: next-position probabilities}}: the model value iteration and the
+        plans search, built once per question."""
+        return {
+            (r, c): {action: self.transitions((r, c), action) for action in ACTIONS}
+            for r, row in enumerate(self.rows)
+            for c, tile in enumerate(row)
+            if tile in "SF"
+        }
 
-    def _values(self, max_actions: int | None, discount: float = 1.0) -> dict[tuple[int, int], float]:
-        cells = [cell for cell, _ in self._tiles()]
-        walkable = [cell for cell, tile in self._tiles() if tile in "SF"]
-        model = {cell: [self.transitions(cell, action) for action in ACTIONS] for cell in walkable}
+    def _values(
+        self, max_actions: int | None, discount: float = 1.0, moves: dict | None = None
+    ) -> dict[tuple[int, int], float]:
+        cells = [(r, c) for r in range(len(self.rows)) for c in range(len(self.rows[0]))]
+        model = moves if moves is not None else self._moves()
+        walkable = list(model)
         value = {cell: 1.0 if self.rows[cell[0]][cell[1]] == "G" else 0.0 for cell in cells}
         iteration = 0
         while max_actions is None or iteration < max_actions:
@@ -254,7 +263,10 @@ class FrozenLakeEnv(TextEnv):
                 **value,
                 **{
                     cell: discount
-                    * max(sum(p * value[after] for after, p in outcomes.items()) for outcomes in model[cell])
+                    * max(
+                        sum(p * value[after] for after, p in outcomes.items())
+                        for outcomes in model[cell].values()
+                    )
                     for cell in walkable
                 },
             }

@@ -68,10 +68,8 @@ def forward(model, ids: torch.Tensor, attention: torch.Tensor, pick: Callable) -
         )
         if out is None:
             out = tail.new_zeros((ids.shape[0], ids.shape[1], *tail.shape[2:]))
-        if shared:
-            out[index, :shared] = pick(
-                head
-            )  # broadcast over the chunk's rows; no per-row copy held alongside
+        if shared:  # broadcast over the chunk's rows; no per-row copy held alongside
+            out[index, :shared] = pick(head)
         out[index, shared:length] = tail
     assert out is not None
     return out
@@ -134,7 +132,7 @@ def cache_keyword(model) -> str:
 
 def full_attention(model) -> bool:
     """Whether every layer attends to the whole sequence (no sliding window, no recurrent state)."""
-    config = (model.get_base_model() if hasattr(model, "get_base_model") else model).config
+    config = _base(model).config
     return all(
         kind == "full_attention" for kind in getattr(config, "layer_types", None) or ["full_attention"]
     )
@@ -142,10 +140,15 @@ def full_attention(model) -> bool:
 
 def accepts(model, keyword: str) -> bool:
     """Whether the (base) model's forward takes `keyword`."""
-    base = type(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    base = type(_base(model))
     if base not in _FORWARD_PARAMETERS:  # asked every decode step: inspect once per model class
         _FORWARD_PARAMETERS[base] = frozenset(inspect.signature(base.forward).parameters)
     return keyword in _FORWARD_PARAMETERS[base]
 
 
 _FORWARD_PARAMETERS: dict[type, frozenset[str]] = {}
+
+
+def _base(model):
+    """The model under a PEFT wrapper (LoRA), or the model itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
