@@ -14,7 +14,11 @@ def worker_settings(settings, tmp_path, tiny_model_dir, checkpoint_root, monkeyp
 
     settings.MODEL_ROOT = Path(tiny_model_dir).parent
     monkeypatch.setenv("ECHOLAB_THREADS", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network here: a hub id cannot load, and says so
+    # No network here: a hub id cannot load, and says so at once. huggingface_hub reads the variable when
+    # it is first imported, which an earlier test may have done, so its constant is set too (without it
+    # the load waits out the hub's connection retries: ~45 s of the suite).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
 
 
 @pytest.mark.parametrize("name", ["/etc", "../../etc", "{checkpoints}"])
