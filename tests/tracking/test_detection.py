@@ -78,3 +78,30 @@ def test_the_sweeper_resends_detection_for_a_run_whose_message_was_lost(run):
     assert sweep_runs()["detections"] == 1
     external.detect(run.pk)
     assert sweep_runs()["detections"] == 0 and judged(run) == 1
+
+
+def test_points_sent_to_the_metrics_api_move_the_run_on_and_are_judged(
+    run, client, alice, monkeypatch, django_capture_on_commit_callbacks
+):
+    from webapp.accounts.models import ApiToken
+    from webapp.experiments.models import Run
+
+    sent = []
+    monkeypatch.setattr("webapp.tracking.models.send_detection", sent.append)
+    token = ApiToken.issue(alice, "script")[1]
+    points = [{"step": step, "key": "train/frac_zero_std_groups", "value": 1.0} for step in (0, 1)]
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(
+            f"/api/runs/{run.pk}/metrics",
+            points,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["run"]["step"] == 1
+    assert Run.objects.get(pk=run.pk).step == 1
+    assert sent == [run.pk]
+    assert external.detect(run.pk) == 1 and judged(run) == 0  # step 1 may still get keys
+    assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", "rule")) == [
+        (0, "zero_std_groups")
+    ]

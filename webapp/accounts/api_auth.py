@@ -77,11 +77,17 @@ def api_view(methods=("GET",)):
     return decorate
 
 
-def json_body(request, max_bytes: int = 10 * 1024 * 1024):
-    """The request's JSON body, or ApiError(400/413) with a message saying what is wrong."""
+def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
+    """The request's JSON body, or ApiError(400/413) with a message saying what is wrong. Text that is not
+    valid Unicode (JSON can escape a lone surrogate) is refused here for every API, named by its path:
+    nothing could store it. `items`: what a top-level list holds, to name its elements by (`points[3]`)."""
     if len(request.body) > max_bytes:
         raise ApiError(413, f"request body is {len(request.body)} bytes; the limit is {max_bytes}")
     try:
-        return jsonsafe.loads(request.body or b"null")
+        body = jsonsafe.loads(request.body or b"null")
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
         raise ApiError(400, f"request body is not valid JSON: {error}") from None
+    where = jsonsafe.not_unicode(body, items if isinstance(body, list) else "")
+    if where:
+        raise ApiError(400, f"{where}: {jsonsafe.NOT_UNICODE}", {where: jsonsafe.NOT_UNICODE})
+    return body

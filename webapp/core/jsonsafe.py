@@ -105,6 +105,41 @@ def beyond_int64(value, where: str = "") -> str | None:
     return None
 
 
+def readable(text: str) -> str:
+    """`text` with every lone surrogate written as its escape (\\ud800), so a message can quote it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON's "\\ud800" escape decodes to one
+        return False
+    return True
+
+
+def not_unicode(value, where: str = "") -> str | None:
+    """The dotted path of the first string in `value` (nested dicts and lists, keys included) that is not
+    valid Unicode text (it holds a lone surrogate, which no database or page can store), else None."""
+    stack = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str) and not _is_unicode(item):
+            return path or "value"
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                inner_path = f"{path}.{readable(str(key))}" if path else readable(str(key))
+                if isinstance(key, str) and not _is_unicode(key):
+                    return inner_path
+                stack.append((inner_path, inner))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
+    return None
+
+
+NOT_UNICODE = "must be valid Unicode text (a lone surrogate such as \\ud800 is not)"
+
+
 def jsonb_safe(value):
     """What Postgres JSON columns refuse, made storable: NaN and infinities become null (charts draw a
     gap) and NUL characters, which a collapsing model does generate, become U+FFFD."""

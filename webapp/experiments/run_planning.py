@@ -81,7 +81,7 @@ def resolve(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
 
 def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     """Every run of the experiment, each config validated; SpecError lists every problem found."""
-    check_int64(spec)
+    check_storable(spec)
     combos = combinations(spec.grid) if spec.grid else [{}]
     total = len(combos) * len(spec.seeds)
     if total > MAX_RUNS:
@@ -157,10 +157,13 @@ def check_limits(config: TrainConfig) -> None:
         raise ConfigError(errors)
 
 
-def check_int64(spec: ExperimentSpec) -> None:
-    """SpecError naming the first integer beyond 64 bits in anything the experiment would store."""
+def check_storable(spec: ExperimentSpec) -> None:
+    """SpecError naming, in anything the experiment would store, the first integer beyond 64 bits and the
+    first text that is not valid Unicode (a YAML or JSON escape can make a lone surrogate)."""
     errors = {}
     inputs = {
+        "name": spec.name,
+        "description": spec.description,
         "grid": spec.grid,
         "overrides": spec.overrides,
         "config": spec.config,
@@ -171,6 +174,11 @@ def check_int64(spec: ExperimentSpec) -> None:
         where = jsonsafe.beyond_int64(value)
         if where:
             errors[name] = f"{where}: integers must fit in 64 bits (at most {jsonsafe.INT64_MAX})"
+        where = jsonsafe.not_unicode(value)
+        if where:
+            errors.setdefault(
+                name, jsonsafe.NOT_UNICODE if where == "value" else f"{where}: {jsonsafe.NOT_UNICODE}"
+            )
     if errors:
         raise SpecError(errors)
 

@@ -13,6 +13,7 @@ from webapp.metrics import export, ingest
 from webapp.metrics.downsample import finite_or_none, load_series
 from webapp.metrics.models import Sample, StepRecord
 from webapp.runs.owned import NOT_FOUND, owned_run
+from webapp.tracking.models import ExternalRun
 
 HIST_BINS = 20  # the heat strip's std bins, equal width from 0 to the run's largest value
 DEFAULT_MAX_POINTS = 1000
@@ -88,7 +89,7 @@ def _ingest(request, pk: int):
             f"send at most {ingest.MAX_POINTS} points per request",
         )
     try:
-        body = json_body(request, max_bytes=ingest.MAX_BODY_BYTES)
+        body = json_body(request, max_bytes=ingest.MAX_BODY_BYTES, items="points")
     except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE, e.g. a lying Content-Length
         raise ApiError(
             413,
@@ -106,6 +107,7 @@ def _ingest(request, pk: int):
         raise Http404(NOT_FOUND) from None
     except ingest.RunFinished as error:
         raise ApiError(409, str(error)) from None
+    ExternalRun.ingested(run, points)
     return JsonResponse({"written": written, "run": run_state(run)})
 
 

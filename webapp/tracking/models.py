@@ -134,6 +134,8 @@ class ExternalRun(models.Model):
 
     objects = ExternalRunQuerySet.as_manager()
 
+    HOST = "mlflow client"  # an MLflow run's Run.host: what tells one apart in a run's state, at no query
+
     def __str__(self):
         return self.run_uuid
 
@@ -165,7 +167,7 @@ class ExternalRun(models.Model):
                 attempt=1,
                 started_at=start_time,
                 heartbeat_at=timezone.now(),
-                host="mlflow client",
+                host=cls.HOST,
             )
             return cls.objects.create(run=run, user_id=user_id[:255], tags={**tags, RUN_NAME_TAG: name})
 
@@ -200,6 +202,18 @@ class ExternalRun(models.Model):
             self._heard_from(max((step for step, _, _ in points), default=None))
         if points:
             transaction.on_commit(lambda: send_detection(self.run_id))
+
+    @classmethod
+    def ingested(cls, run: Run, points: list[tuple[int, str, float | None]]) -> None:
+        """`points` were written into `run` through POST /api/runs/<id>/metrics: if it is an MLflow run, its
+        progress, heartbeat and detector are kept as log-batch keeps them (a script may use both).
+        `run.step` becomes the run's new step."""
+        if run.host != cls.HOST or not points:
+            return
+        newest = max(step for step, _, _ in points)
+        cls.objects.get(pk=run.pk)._heard_from(newest)
+        run.step = max(run.step or 0, newest)
+        transaction.on_commit(lambda: send_detection(run.pk))
 
     def _add_tags(self, tags: dict[str, str]) -> None:
         """Under the run's row lock: the tags as stored now, not as this request read them."""

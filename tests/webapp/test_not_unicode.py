@@ -1,0 +1,86 @@
+"""Text that is not valid Unicode (JSON and YAML can escape a lone surrogate, which no database or page can
+store) is a 400 naming where it is, in every API and in the form's YAML fields, and nothing is stored."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from tests.webapp.forms import experiment_post
+from webapp.accounts.models import ApiToken
+from webapp.core import jsonsafe
+from webapp.experiments.models import Experiment
+from webapp.tracking.models import ExternalExperiment
+
+LONE = "a\ud800b"
+
+
+@pytest.fixture
+def token(alice):
+    return {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(alice, 'tests')[1]}"}
+
+
+def post_json(client, token, url, body):
+    # json.dumps writes the lone surrogate as the escape \ud800, as any client that sends one does
+    return client.post(url, json.dumps(body), content_type="application/json", **token)
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"name": LONE}, "name"),
+        ({"description": LONE}, "description"),
+        ({"env": {"name": "bandit", "params": {"low_risk_name": LONE}}}, "env.params.low_risk_name"),
+        ({"grid": {"env.params.low_risk_name": ["ok", LONE]}}, "grid.env.params.low_risk_name[1]"),
+        ({"grid": {LONE: [1]}}, "grid.a\\ud800b"),
+    ],
+)
+def test_the_experiments_api_names_the_text_and_stores_nothing(client, token, changes, field):
+    body = {"name": "x", "env": {"name": "bandit"}, "model": "tiny", **changes}
+    response = post_json(client, token, reverse("api_experiments"), body)
+    assert response.status_code == 400, response.content
+    assert list(response.json()["errors"]) == [field]
+    assert "valid Unicode" in response.json()["error"]
+    assert not Experiment.objects.exists()
+
+
+def test_the_metrics_api_names_the_point(client, token, alice):
+    from tests.factories import make_run
+
+    run = make_run(alice)
+    points = [{"step": 0, "key": "ok", "value": 1}, {"step": 1, "key": "ok", "value": 1, LONE: 1}]
+    response = post_json(client, token, f"/api/runs/{run.pk}/metrics", points)
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["points[1].a\\ud800b"]
+
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("experiments/create", {"name": LONE}),
+        ("runs/create", {"experiment_id": "EXPERIMENT", "run_name": LONE}),
+    ],
+)
+def test_the_mlflow_endpoint_answers_in_mlflows_shape(client, token, alice, path, body):
+    experiment = ExternalExperiment.create(alice, "raw")
+    body = {key: str(experiment.pk) if value == "EXPERIMENT" else value for key, value in body.items()}
+    response = post_json(client, token, f"/api/2.0/mlflow/{path}", body)
+    assert response.status_code == 400
+    assert response.json()["error_code"] == "INVALID_PARAMETER_VALUE"
+    assert "valid Unicode" in response.json()["message"]
+    assert ExternalExperiment.objects.count() == 1
+
+
+def test_a_yaml_escape_in_the_form_is_named_under_its_field(alice_client):
+    data = experiment_post(overrides='rollout:\n  think_prompt: "a\\ud800b"\n')
+    response = alice_client.post(reverse("experiment_new"), data)
+    assert response.status_code == 200
+    assert "rollout.think_prompt: must be valid Unicode text" in response.content.decode()
+    assert not Experiment.objects.exists()
+
+
+def test_not_unicode_finds_keys_values_and_nested_items():
+    assert jsonsafe.not_unicode({"a": ["ok", {"b": LONE}]}) == "a[1].b"
+    assert jsonsafe.not_unicode([{LONE: 1}], "points") == "points[0].a\\ud800b"
+    assert jsonsafe.not_unicode(LONE) == "value"
+    assert jsonsafe.not_unicode({"a": ["ok", "\U0001f680 \u202e"], "b": 1.5}) is None
