@@ -71,3 +71,35 @@ def test_needs_login_and_post(alice_client):
     assert alice_client.get(URL).status_code == 405
     alice_client.logout()
     assert alice_client.post(URL, form()).status_code == 302
+
+
+def sized_run(owner, seconds, group_size):
+    run = trained_run(owner, [seconds])
+    run.config["rollout"]["group_size"] = group_size
+    run.save(update_fields=["config"])
+    return run
+
+
+def test_a_run_of_the_same_rollout_size_is_taken_as_it_is(alice, alice_client):
+    sized_run(alice, 50.0, group_size=2)
+    sized_run(alice, 3.0, group_size=16)
+    body = alice_client.post(URL, form(overrides="rollout:\n  group_size: 16\n")).json()
+    assert body["runs"][0]["seconds"] == pytest.approx(3.0 * 10)
+    assert "of the same rollout size" in body["text"]
+
+
+def test_other_sizes_are_fitted_as_a_fixed_cost_plus_a_cost_per_token(alice, alice_client):
+    # 2 s of fixed cost and 0.25 s per group member: 2.5 s at 2, 4 s at 8; 16 should take 6 s a step, where
+    # scaling the smaller run in proportion would say 20 s.
+    sized_run(alice, 2.5, group_size=2)
+    sized_run(alice, 4.0, group_size=8)
+    body = alice_client.post(URL, form(overrides="rollout:\n  group_size: 16\n")).json()
+    assert body["runs"][0]["seconds"] == pytest.approx(6.0 * 10)
+    assert "fixed cost plus a cost per token" in body["text"]
+
+
+def test_one_other_size_is_scaled_in_proportion(alice, alice_client):
+    sized_run(alice, 2.0, group_size=8)
+    body = alice_client.post(URL, form(overrides="rollout:\n  group_size: 16\n")).json()
+    assert body["runs"][0]["seconds"] == pytest.approx(4.0 * 10)
+    assert "scaled by rollout size" in body["text"]

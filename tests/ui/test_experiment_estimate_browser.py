@@ -1,5 +1,6 @@
 """The new-experiment form says, before it is submitted, how many runs it makes and how long each should
-take on this server: from the step times runs trained here measured, scaled by rollout size; or that
+take on this server: from the step times runs trained here measured (here one run of another rollout size,
+scaled in proportion); or that
 there is no estimate yet."""
 
 import re

@@ -1,7 +1,11 @@
 """Before an experiment is created: how long each planned run should take on this server. The basis is the
 step times (time/step_s) that runs trained here measured, of the same model (and environment when there are
-such runs), each scaled by how many tokens a step may generate, the rollout size. Imported runs are left
-out: their step times are another machine's."""
+such runs). A step's time grows with how many tokens it may generate, the rollout size, but not in
+proportion: a step also has a fixed cost (the update, validation, the logging), which dominates a small
+rollout. So runs of the same rollout size are taken as they are; else, with runs of two or more sizes,
+step time is fitted as a fixed cost plus a cost per token of rollout size; with one size only, scaled in
+proportion (an upper bound when scaling up). Imported runs are left out: their step times are another
+machine's."""
 
 import statistics
 from dataclasses import dataclass
@@ -76,14 +80,27 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
         return RunEstimate(
             label, None, f"no run of model {model} has measured its step time on this server yet"
         )
-    size = rollout_size(config)
-    per_step = statistics.median(m.seconds_per_step * size / m.size for m in similar)
+    per_step, how = step_seconds(similar, rollout_size(config))
     steps = (config.get("schedule") or {}).get("steps") or 0
     basis = (
         f"{per_step:.3g} s a step, from {len(similar)} run{'s' if len(similar) != 1 else ''} of {where} "
-        f"measured here, scaled by rollout size"
+        f"measured here, {how}"
     )
     return RunEstimate(label, per_step * steps, basis)
+
+
+def step_seconds(similar: list[Measured], size: int) -> tuple[float, str]:
+    """The step time expected at rollout size `size` from runs `similar` to it, and how it was found."""
+    same = [m.seconds_per_step for m in similar if m.size == size]
+    if same:
+        return statistics.median(same), "of the same rollout size"
+    if len({m.size for m in similar}) >= 2:
+        slope, fixed = statistics.linear_regression(
+            [m.size for m in similar], [m.seconds_per_step for m in similar]
+        )
+        if slope > 0 and fixed >= 0:
+            return fixed + slope * size, "fitted as a fixed cost plus a cost per token of rollout size"
+    return statistics.median(m.seconds_per_step * size / m.size for m in similar), "scaled by rollout size"
 
 
 def summary(planned) -> dict:
