@@ -268,6 +268,11 @@
              x: 0.5, y: 0.5, showarrow: false };
   }
 
+  function noClockNote() {
+    return { text: "no " + TIME_KEY + " logged: nothing to draw against training time", xref: "paper", yref: "paper",
+             x: 0.5, y: 0.5, showarrow: false };
+  }
+
   function cursorLabel() {
     return { text: "step " + state.cursor, x: xOf(state.cursor), xref: "x", y: 1, yref: "paper", yanchor: "bottom",
              showarrow: false, font: { size: 11, color: "#374151" } };
@@ -283,7 +288,10 @@
       const plot = document.getElementById("chart-" + chart.id);
       showTable(chart, plot);
       if (state.tables[chart.id]) return;  // drawn when it shows again
-      const traces = chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
+      // Against training time a run without a clock has no x at all: no trace (Plotly would draw the
+      // values against their index), the chart says why.
+      const noClock = state.xmode === "time" && state.time === null;
+      const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
       const empty = !traces.length;
       const layout = {
         title: { text: chart.title, font: { size: 14 } },
@@ -296,7 +304,7 @@
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
         legend: { orientation: "h", y: -0.25 },
-        annotations: empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()],
+        annotations: noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()],
       };
       Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartConfig);
       if (!plot.dataset.zoomSynced) {

@@ -89,3 +89,6 @@ def test_a_run_without_step_times_says_it_has_no_time_axis(page):
     note.wait_for()
     assert "has logged no time/step_s" in note.inner_text()
     assert page.get_by_label("X axis").input_value() == "time"
+    chart = page.locator("#chart-success")
+    chart.get_by_text("no time/step_s logged: nothing to draw against training time").wait_for()
+    assert chart.locator(".scatterlayer .trace").count() == 0, "drew the values against their index"
