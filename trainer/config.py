@@ -485,7 +485,8 @@ def _val_env_errors(names: list) -> dict[str, str]:
 
 
 def _env_errors(env: EnvConfig) -> dict[str, str]:
-    """Validate env params through envs' own validation; map its ValueError to env.params.<name>."""
+    """Validate env params through envs' own validation; map its error to env.params.<name>: the name a
+    ParamError carries, else the parameter its message names."""
     import envs
 
     registry = envs.registry()
@@ -493,6 +494,8 @@ def _env_errors(env: EnvConfig) -> dict[str, str]:
         return {"env.name": f"unknown environment {env.name!r}; choose from {', '.join(sorted(registry))}"}
     try:
         envs.make(env.name, **env.params)
+    except envs.ParamError as error:  # names its parameter (an unknown one too)
+        return {f"env.params.{error.field}": str(error)}
     except (ValueError, TypeError) as error:
         message = str(error)
         spec_names = [p.name for p in getattr(registry[env.name], "params", [])]

@@ -50,7 +50,8 @@
         text = "Estimate: " + body.text + " Each waits for " + body.waits_for + ".";
       } else {
         const first = Object.entries(body.errors || {})[0];
-        text = "No estimate until the form is valid" + (first ? " (" + first[0] + ": " + first[1] + ")" : "") + ".";
+        const where = first && first[0] !== "__all__" ? first[0] + ": " : "";  // the form's own errors name no field
+        text = "No estimate until the form is valid" + (first ? " (" + where + first[1] + ")" : "") + ".";
       }
     } catch (error) {
       text = "No estimate: the server did not answer (" + error.message + ").";

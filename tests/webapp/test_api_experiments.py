@@ -81,6 +81,16 @@ def test_create_from_a_complete_config(client, api):
         ({"name": ""}, "name", "required"),
         ({"colour": "blue"}, "colour", "unknown field"),
         ({"config": {}}, "preset", "not both"),
+        (
+            {"env": {"name": "frozenlake", "params": {"zzz": 1}}},
+            "env.params.zzz",
+            "frozenlake.zzz is not a parameter",
+        ),
+        ({"grid": {"nope.key": [1, 2]}}, "grid", "nope.key = 1: nope: unknown key"),
+        ({"grid": {"algorithm.filter_ratio": 0.5}}, "grid", "expected a list of values, got a number"),
+        ({"grid": "algorithm.filter_ratio = 0.25,,0.5"}, "grid", "an empty value between commas"),
+        ({"seeds": {"a": 1}}, "seeds", "got an object"),
+        ({"seeds": True}, "seeds", "got a boolean"),
     ],
 )
 def test_create_rejects_bad_input_naming_the_field(client, api, change, field, words):

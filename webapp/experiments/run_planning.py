@@ -104,8 +104,11 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
             except ValueError as error:  # ConfigError from the trainer, the resolver or the limits
                 problems = error.errors
                 for key, message in problems.items():
-                    if key in combination:
-                        errors.setdefault("grid", f"{key} = {format_value(combination[key])}: {message}")
+                    # A grid key's problem, or its section's (`nope.key`: "nope" is unknown)
+                    cell = next((c for c in combination if c == key or c.startswith(key + ".")), None)
+                    if cell is not None:
+                        problem = message if cell == key else f"{key}: {message}"
+                        errors.setdefault("grid", f"{cell} = {format_value(combination[cell])}: {problem}")
                     else:
                         errors.setdefault(input_name(spec, key), message)
                 continue

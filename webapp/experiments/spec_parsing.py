@@ -21,6 +21,8 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 
 def parse_seeds(value) -> list[int]:
     """ "1, 2,3" or [1, 2, 3] -> [1, 2, 3]; each a distinct integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (list, str, int)):
+        raise ValueError(f"expected a list of whole numbers or text like 1,2,3, got {_json_type(value)}")
     items = value if isinstance(value, list) else [item for item in re.split(r"[,\s]+", str(value)) if item]
     if not items:
         raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
@@ -52,9 +54,12 @@ def parse_grid(value) -> dict[str, list]:
                 raise ValueError(f"line {number}: expected 'section.field = value1, value2', got {line!r}")
             if key.strip() in grid:
                 raise ValueError(f"line {number}: {key.strip()} is listed twice")
-            grid[key.strip()] = [
-                _yaml_scalar(item.strip(), number) for item in _top_level_items(raw) if item.strip()
-            ]
+            items = [item.strip() for item in _top_level_items(raw)]
+            if len(items) > 1 and "" in items:
+                raise ValueError(
+                    f"line {number}: {key.strip()} has an empty value between commas (write null for no value)"
+                )
+            grid[key.strip()] = [_yaml_scalar(item, number) for item in items if item]
     else:
         raise ValueError("expected an object of field -> list of values")
     for key, values in grid.items():
@@ -62,11 +67,29 @@ def parse_grid(value) -> dict[str, list]:
             raise ValueError(f"{key!r} is not a config field name like algorithm.filter_ratio")
         if key == "seed":
             raise ValueError("list seeds in the seeds field, not in the grid")
-        if not isinstance(values, list) or not values:
+        if not isinstance(values, list):
+            raise ValueError(f"{key}: expected a list of values, got {_json_type(values)}")
+        if not values:
             raise ValueError(f"{key}: give at least one value")
         if len({repr(v) for v in values}) != len(values):
             raise ValueError(f"{key}: a value is listed twice")
     return grid
+
+
+_JSON_TYPES = (
+    (bool, "a boolean"),
+    (dict, "an object"),
+    (list, "a list"),
+    (str, "a string"),
+    ((int, float), "a number"),
+)
+
+
+def _json_type(value) -> str:
+    """What a JSON value is, in JSON's words: a message about an API body names the type a user sent."""
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
 
 
 def _top_level_items(text: str) -> list[str]:
