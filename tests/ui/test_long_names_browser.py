@@ -1,0 +1,48 @@
+"""Names are the user's text: a 200-character name without a space wraps inside its cell instead of pushing
+the table's other columns off the screen, and a right-to-left override in a name stays inside the name."""
+
+import pytest
+
+from tests.factories import make_experiment, trained_run
+from tests.helpers import REPO_ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
+LONG = "sweep_" + "x" * 194
+RTL = "\u5b9e\u9a8c \u202eRTL"  # "实验 ", then RIGHT-TO-LEFT OVERRIDE, never closed
+
+
+def right_edge(page, selector) -> float:
+    box = page.locator(selector).first.bounding_box()
+    return box["x"] + box["width"]
+
+
+@pytest.mark.parametrize("path, last_column", [("/", "Created"), ("/runs/", "Status")])
+def test_a_long_name_wraps_and_every_column_stays_on_screen(page, path, last_column):
+    page.set_viewport_size({"width": 1280, "height": 900})
+    experiment = make_experiment(page.user, LONG)
+    trained_run(experiment, "seed=1", step=3)
+    page.goto(page.base + path)
+    header = page.locator("table.data th", has_text=last_column).first
+    header.wait_for()
+    page.screenshot(path=str(ARTIFACTS / f"long-name{path.replace('/', '-')}.png"), full_page=False)
+    assert right_edge(page, f"table.data th:has-text('{last_column}')") <= 1280
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+
+
+def test_a_right_to_left_override_in_a_name_does_not_turn_the_text_after_it(page):
+    experiment = make_experiment(page.user, RTL, preset="starpo-s")
+    trained_run(experiment, "seed=1", step=3)
+    page.goto(page.base + "/")
+    cell = page.locator("table.data td", has_text="starpo-s").first
+    cell.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "rtl-name-home.png"), full_page=False)
+    # Drawn left to right, "starpo-s" starts at its "s" and ends at its last "s" whatever the direction;
+    # what shows the order is where "-" falls: after "starpo" (6 letters in) unless the override leaked.
+    preset = cell.locator("span.muted")
+    letters = preset.evaluate(
+        """span => { const range = document.createRange(); const text = span.firstChild;
+             return Array.from(text.data, (_, i) => { range.setStart(text, i); range.setEnd(text, i + 1);
+                                                       return range.getBoundingClientRect().x; }); }"""
+    )
+    assert letters == sorted(letters), "the preset's letters are drawn right to left"
