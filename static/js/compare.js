@@ -316,7 +316,7 @@
     const data = bandTraces(chart, all).concat(lines);
     const layout = {
       title: { text: chart.title, font: { size: 14 } },
-      uirevision: "compare",
+      uirevision: "compare-" + (state.aligned ? "onset" : "step"),  // steps and steps-from-onset share no axis
       margin: { l: 50, r: 10, t: 36, b: 36 },
       height: 320,
       xaxis: window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", state.xrange),

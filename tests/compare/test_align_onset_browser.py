@@ -23,6 +23,7 @@ def test_align_at_onset_overlays_collapsed_runs_and_leaves_the_others_out_with_a
     healthy = trained_run(experiment, "seed=3", step=100)
     for run in (early, late, healthy):
         points(run, "train/success", {s: 0.5 for s in range(100)})
+    points(healthy, "actor/clip_frac", {s: 0.1 for s in range(100)})  # only a run left out when aligned
     make_event(early, 40, "collapse", rule="success_collapse")
     make_event(early, 25, "warning", rule="reward_std_drop")
     make_event(late, 60, "collapse", rule="success_collapse")
@@ -44,6 +45,10 @@ def test_align_at_onset_overlays_collapsed_runs_and_leaves_the_others_out_with_a
     )
     assert [x for x in collapse_x if x is not None] == [0, 0, 0, 0]  # both collapses at the origin
     assert page.locator("#chart-success .xtitle").text_content() == "steps from the run's first collapse"
+    # The clip chart has no aligned run to draw: "no data", and not the step axis (0-99) it had before
+    clip = page.locator("#chart-clip")
+    assert clip.get_by_text("no data").is_visible()
+    assert "80" not in clip.locator(".xtick").all_text_contents()
     note = page.locator("#align-note")
     assert note.is_visible() and name[healthy] in note.text_content()
     assert name[early] not in note.text_content()
