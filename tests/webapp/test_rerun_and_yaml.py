@@ -71,6 +71,10 @@ def test_bad_yaml_import_is_reported_on_the_field(alice_client):
     assert "not valid YAML" in " ".join(response.context["import_form"].errors["text"])
     response = alice_client.post(reverse("experiment_import"), {"text": "rollout: {group_size: zero}"})
     assert "rollout.group_size" in " ".join(response.context["import_form"].errors["text"])
+    response = alice_client.post(reverse("experiment_import"), {"text": "rollout: {group_size: 99999}"})
+    assert "rollout.group_size: 99999 is above this server's limit of 64" in " ".join(
+        response.context["import_form"].errors["text"]
+    )
     upload = SimpleUploadedFile("x.yaml", b"\xff\xfe", content_type="application/x-yaml")
     response = alice_client.post(reverse("experiment_import"), {"file": upload})
     assert "not UTF-8" in " ".join(response.context["import_form"].errors["file"])

@@ -258,7 +258,9 @@ class ImportConfigForm(forms.Form):
             return data
         try:
             config = spec_parsing.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
-            data["config"] = TrainConfig.from_dict(config).to_dict()
+            parsed = TrainConfig.from_dict(config)
+            run_planning.check_limits(parsed)  # this server's limits, said now rather than at create
+            data["config"] = parsed.to_dict()
         except ValueError as error:  # YAML problems and ConfigError alike
             self.add_error(field, str(error))
         return data
