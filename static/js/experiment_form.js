@@ -46,7 +46,7 @@
         headers: { Accept: "application/json" },
       });
       const body = await response.json();
-      if (response.ok) {
+      if (response.ok && !body.errors) {
         text = "Estimate: " + body.text + " Each waits for " + body.waits_for + ".";
       } else {
         const first = Object.entries(body.errors || {})[0];

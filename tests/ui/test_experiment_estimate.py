@@ -62,9 +62,10 @@ def test_the_same_environment_is_preferred_then_the_same_model(alice, alice_clie
     assert same_env["runs"][0]["seconds"] == pytest.approx(1.0 * 10)
 
 
-def test_an_invalid_form_is_a_400_naming_the_field(alice_client):
+def test_an_invalid_form_answers_its_errors_naming_the_field(alice_client):
     response = alice_client.post(URL, form(steps="-3"))
-    assert response.status_code == 400 and "steps" in response.json()["errors"]
+    assert response.status_code == 200 and "steps" in response.json()["errors"]
+    assert "runs" not in response.json()
 
 
 def test_needs_login_and_post(alice_client):

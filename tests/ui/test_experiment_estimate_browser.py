@@ -35,6 +35,8 @@ def fill_form(page, steps, seeds):
 
 
 def test_the_form_states_runs_and_time_each_before_submit(page):
+    console_errors = []
+    page.on("console", lambda message: message.type == "error" and console_errors.append(message.text))
     page.goto(f"{page.base}/experiments/new/")
     estimate = page.locator("#run-estimate")
     fill_form(page, 20, "1, 2, 3")
@@ -42,6 +44,11 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
     assert "3 runs; no time estimate: no run of model tiny has measured its step time on this server yet" in (
         estimate.inner_text()
     )
+
+    # Half-typed, the form is invalid: the box says which field, and the browser logs no failed request.
+    page.get_by_label("Steps:", exact=True).fill("-3")
+    page.get_by_text("No estimate until the form is valid (steps:").wait_for()
+    assert console_errors == []
 
     # A run of the tiny model trained here, with a smaller rollout (4 groups instead of 8), 3 s a step.
     measured = Experiment.create_with_runs(
