@@ -81,26 +81,22 @@ def sized_run(owner, seconds, group_size):
     return run
 
 
-def test_a_run_of_the_same_rollout_size_is_taken_as_it_is(alice, alice_client):
-    sized_run(alice, 50.0, group_size=2)
-    sized_run(alice, 3.0, group_size=16)
+@pytest.mark.parametrize(
+    "measured, per_step, how",
+    [
+        # {group size: seconds a step} of runs trained here, for a run of group size 16
+        ({2: 50.0, 16: 3.0}, 3.0, "of the same rollout size"),
+        # 2 s of fixed cost and 0.25 s per group member: 2.5 s at 2, 4 s at 8, so 6 s at 16, where scaling
+        # the smaller run in proportion would say 20 s
+        ({2: 2.5, 8: 4.0}, 6.0, "fitted as a fixed cost plus a cost per token"),
+        ({8: 2.0}, 4.0, "scaled by rollout size"),
+    ],
+)
+def test_the_step_time_comes_from_runs_of_the_same_size_else_a_fit_else_a_scaling(
+    alice, alice_client, measured, per_step, how
+):
+    for group_size, seconds in measured.items():
+        sized_run(alice, seconds, group_size)
     body = alice_client.post(URL, form(overrides="rollout:\n  group_size: 16\n")).json()
-    assert body["runs"][0]["seconds"] == pytest.approx(3.0 * 10)
-    assert "of the same rollout size" in body["text"]
-
-
-def test_other_sizes_are_fitted_as_a_fixed_cost_plus_a_cost_per_token(alice, alice_client):
-    # 2 s of fixed cost and 0.25 s per group member: 2.5 s at 2, 4 s at 8; 16 should take 6 s a step, where
-    # scaling the smaller run in proportion would say 20 s.
-    sized_run(alice, 2.5, group_size=2)
-    sized_run(alice, 4.0, group_size=8)
-    body = alice_client.post(URL, form(overrides="rollout:\n  group_size: 16\n")).json()
-    assert body["runs"][0]["seconds"] == pytest.approx(6.0 * 10)
-    assert "fixed cost plus a cost per token" in body["text"]
-
-
-def test_one_other_size_is_scaled_in_proportion(alice, alice_client):
-    sized_run(alice, 2.0, group_size=8)
-    body = alice_client.post(URL, form(overrides="rollout:\n  group_size: 16\n")).json()
-    assert body["runs"][0]["seconds"] == pytest.approx(4.0 * 10)
-    assert "scaled by rollout size" in body["text"]
+    assert body["runs"][0]["seconds"] == pytest.approx(per_step * 10)
+    assert how in body["text"]
