@@ -46,3 +46,16 @@ def test_a_right_to_left_override_in_a_name_does_not_turn_the_text_after_it(page
                                                        return range.getBoundingClientRect().x; }); }"""
     )
     assert letters == sorted(letters), "the preset's letters are drawn right to left"
+
+
+def test_a_crowded_table_keeps_names_readable(page):
+    """The compare page's runs table has a dozen columns: the run's name keeps a column wide enough for
+    words (it once shrank to one letter a line, each row a screen tall)."""
+    experiment = make_experiment(page.user, "crowded")
+    runs = [trained_run(experiment, f"collapse-run-{seed} lr=3e-3", step=3) for seed in (1, 2)]
+    page.set_viewport_size({"width": 1024, "height": 800})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    name = page.get_by_role("link", name="collapse-run-1 lr=3e-3")
+    name.wait_for()
+    page.screenshot(path=str(ARTIFACTS / "long-name-compare-table.png"), full_page=False)
+    assert name.bounding_box()["height"] < 45, "the name wraps over more than two lines"
