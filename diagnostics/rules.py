@@ -274,10 +274,12 @@ class SuccessTrend:
         Rarely: at the earlier values' rate of sitting at the lowest (Laplace's estimate), a stretch this
         long anywhere among the run's values (a union bound over its positions) has a chance under
         FLAT_CHANCE, so runs of zeros in a run noisy around zero, or of one episode a step, are not
-        flatlined unless they are far longer than the run's own past makes likely."""
+        flatlined unless they are far longer than the run's own past makes likely. One earlier value is
+        enough: a run that breaks after its first step (0.31, then every reply out of format) has only
+        that one, and Laplace's estimate from it (1/3) still needs a stretch of ~8 to pass FLAT_CHANCE."""
         stretch = self.at_low_in_a_row
         before = self.count - stretch
-        if self.metric == TRAIN_REWARD_MEAN or stretch < self.FLAT_STEPS or before < 2:
+        if self.metric == TRAIN_REWARD_MEAN or stretch < self.FLAT_STEPS or before < 1:
             return False
         rate = (self.at_low - stretch + 1) / (before + 2)
         return (

@@ -58,6 +58,27 @@ def test_a_run_that_breaks_inside_its_first_steps_is_collapsed():
     assert collapse and collapse[0] < 20
 
 
+def test_a_run_that_breaks_after_its_first_step_is_collapsed():
+    # A native run in a browser test (StarPO, actor lr 3e-3, KL off): success 0.31 at step 0, then every
+    # reply out of format and success 0 to the end of its 25 steps. One value is all it has before the break.
+    rows = [{SUCCESS: 0.3125}] + [{SUCCESS: 0.0} for _ in range(24)]
+    found = alarms(replay(rows))
+    collapse = [step for step, level, _ in found if level == "collapse"]
+    assert collapse and collapse[0] < 20
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_lucky_first_step_then_zeros_of_a_run_that_never_learned_is_not_flatlined(seed):
+    # A run around 0.05 on 16 episodes (a zero in 44% of steps) whose first step read 0.25 by chance: its
+    # ordinary stretches of zeros are not a flatline.
+    rng = random.Random(seed)
+    trend = SuccessTrend()
+    trend.update({SUCCESS: 0.25})
+    for _ in range(300):
+        trend.update({SUCCESS: sampled(0.05, 16, rng)})
+        assert not trend.flatlined()
+
+
 @pytest.mark.parametrize("p", [0.05, 0.3, 0.5])
 @pytest.mark.parametrize("seed", range(5))
 def test_runs_of_zeros_are_not_flatlined_when_zero_is_common(p, seed):
