@@ -476,8 +476,9 @@
     progress.max = Math.max(run.total_steps, 1);
     progress.value = run.step;
     // The percentage is the server's (Run.progress_percent), the same number the page opened with.
-    document.getElementById("run-progress-text").textContent =
-      "step " + run.step + " / " + run.total_steps + " (" + run.progress_percent + "%)";
+    // A run trained elsewhere (MLflow) has no planned number of steps: its step alone.
+    document.getElementById("run-progress-text").textContent = "step " + run.step +
+      (run.total_steps ? " / " + run.total_steps + " (" + run.progress_percent + "%)" : "");
     document.getElementById("run-eta").textContent =
       run.eta_seconds !== null && !run.finished ? "ETA " + duration(run.eta_seconds) : "";
     const queue = document.getElementById("queue-place");  // the place in the queue, as of page load

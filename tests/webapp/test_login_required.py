@@ -16,6 +16,7 @@ PAGES = [
 ]
 POSTS = [
     ("experiment_stop", [1]),
+    ("experiment_alerts", [1]),
     ("experiment_import", []),
     ("token_revoke", [1]),
     ("run_edit", [1]),

@@ -43,7 +43,36 @@ def experiments(request):
     return _page(request, Experiment.objects.for_user(request.user), lambda e: e.to_dict())
 
 
-@api_view()
+ALERT_FIELDS = ("alert_recipients", "alert_on_warnings")
+
+
+@api_view(methods=("GET", "PATCH"))
 def experiment(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    if request.method == "PATCH":
+        _set_alerts(experiment, json_body(request))
     return JsonResponse(experiment.to_dict(runs=experiment.runs.all()))
+
+
+def _set_alerts(experiment: Experiment, body) -> None:
+    """PATCH: the alert settings, the one part of an experiment that changes after it is created."""
+    if not isinstance(body, dict) or not body:
+        raise ApiError(400, f"body: must be an object with {' and/or '.join(ALERT_FIELDS)}")
+    errors = {
+        key: f"unknown field; only {', '.join(ALERT_FIELDS)} can change"
+        for key in body
+        if key not in ALERT_FIELDS
+    }
+    try:
+        recipients = spec_parsing.parse_recipients(
+            body.get("alert_recipients", experiment.listed_recipients())
+        )
+    except ValueError as error:
+        errors["alert_recipients"] = str(error)
+    on_warnings = body.get("alert_on_warnings", experiment.alert_on_warnings)
+    if not isinstance(on_warnings, bool):
+        errors["alert_on_warnings"] = "must be true or false"
+    if errors:
+        field, problem = next(iter(errors.items()))
+        raise ApiError(400, f"{field}: {problem}", errors)
+    experiment.set_alerts(recipients, on_warnings)

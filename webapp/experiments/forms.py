@@ -29,7 +29,23 @@ def _param_field(param) -> forms.Field:
     return forms.CharField(strip=False, **common)
 
 
-class ExperimentForm(forms.Form):
+class AlertsForm(forms.Form):
+    """Who gets an experiment's alert emails, and whether warnings are emailed too: set when it is created
+    (ExperimentForm has these fields) and changed later on its page."""
+
+    alert_recipients = forms.CharField(
+        required=False, max_length=2000, help_text="Comma-separated emails; empty means you."
+    )
+    alert_on_warnings = forms.BooleanField(required=False, label="Also alert on warnings")
+
+    def clean_alert_recipients(self):
+        try:
+            return spec_parsing.parse_recipients(self.cleaned_data["alert_recipients"])
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+
+
+class ExperimentForm(AlertsForm):
     name = forms.CharField(max_length=200)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     env = forms.ChoiceField(label="Environment")
@@ -81,10 +97,6 @@ class ExperimentForm(forms.Form):
             attrs={"rows": 3, "class": "code", "placeholder": "grad_spike:\n  tolerance: 5.0"}
         ),
     )
-    alert_recipients = forms.CharField(
-        required=False, max_length=2000, help_text="Comma-separated emails; empty means you."
-    )
-    alert_on_warnings = forms.BooleanField(required=False, label="Also alert on warnings")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -142,9 +154,6 @@ class ExperimentForm(forms.Form):
                 spec_parsing.parse_mapping(text, "grad_spike: {tolerance: 5.0}")
             ),
         )
-
-    def clean_alert_recipients(self):
-        return self._parsed("alert_recipients", spec_parsing.parse_recipients)
 
     def clean(self):
         data = super().clean()

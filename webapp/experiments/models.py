@@ -113,9 +113,18 @@ class Experiment(models.Model):
             data["runs"] = [run.to_dict() for run in runs]
         return data
 
+    def set_alerts(self, recipients: list[str], on_warnings: bool) -> None:
+        """Who gets this experiment's alert emails (empty: the owner), and whether warnings are sent too."""
+        self.alert_recipients = ", ".join(recipients)
+        self.alert_on_warnings = on_warnings
+        self.save(update_fields=["alert_recipients", "alert_on_warnings"])
+
+    def listed_recipients(self) -> list[str]:
+        """The addresses set on the experiment; none means the owner."""
+        return [address.strip() for address in self.alert_recipients.split(",") if address.strip()]
+
     def recipients(self) -> list[str]:
-        listed = [address.strip() for address in self.alert_recipients.split(",") if address.strip()]
-        return listed or ([self.owner.email] if self.owner.email else [])
+        return self.listed_recipients() or ([self.owner.email] if self.owner.email else [])
 
 
 class RunQuerySet(models.QuerySet):

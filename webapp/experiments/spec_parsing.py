@@ -169,8 +169,12 @@ def parse_overrides(value) -> dict:
 
 
 def parse_recipients(value) -> list[str]:
+    if not isinstance(value, (list, str)):
+        raise ValueError(
+            f"expected a list of emails or text like a@example.com, b@example.com, got {_json_type(value)}"
+        )
     if not isinstance(value, list):
-        value = [item for item in re.split(r"[,;\s]+", str(value or "")) if item]
+        value = [item for item in re.split(r"[,;\s]+", value) if item]
     items = value
     for item in items:
         if not isinstance(item, str):

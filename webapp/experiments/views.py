@@ -10,7 +10,7 @@ import envs
 from trainer.config import PRESETS, TrainConfig
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import estimate, form_inputs, overview
-from webapp.experiments.forms import ExperimentForm, ImportConfigForm
+from webapp.experiments.forms import AlertsForm, ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
 from webapp.runs import queue
 
@@ -103,6 +103,26 @@ def _render_new(request, form, import_form, status=200):
 @require_GET
 def experiment_detail(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    initial = {
+        "alert_recipients": experiment.alert_recipients,
+        "alert_on_warnings": experiment.alert_on_warnings,
+    }
+    return _render_detail(request, experiment, AlertsForm(initial=initial))
+
+
+@login_required
+@require_POST
+def experiment_alerts(request, pk):
+    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    form = AlertsForm(request.POST)
+    if not form.is_valid():
+        return _render_detail(request, experiment, form, status=400)
+    experiment.set_alerts(form.cleaned_data["alert_recipients"], form.cleaned_data["alert_on_warnings"])
+    messages.success(request, "Alert settings saved.")
+    return redirect(experiment)
+
+
+def _render_detail(request, experiment, alerts_form, status=200):
     # Archived runs stay out of sight, as on the runs table, unless asked for (?archived=include).
     archived_choice = request.GET.get("archived", "")
     if archived_choice not in ("", "include"):
@@ -121,7 +141,9 @@ def experiment_detail(request, pk):
             "archived_count": experiment.runs.archived().count(),
             "counts": experiment.status_counts(shown),
             "config_yaml": form_inputs.dump_yaml(experiment.config),
+            "alerts_form": alerts_form,
         },
+        status=status,
     )
 
 

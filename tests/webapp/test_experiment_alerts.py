@@ -1,0 +1,105 @@
+"""An experiment's alert settings (recipients, warnings too) change after it is created: on its page and
+with PATCH /api/experiments/<id>. Bad input is named and changes nothing; another user's is a 404."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from tests.factories import make_experiment
+from webapp.accounts.models import ApiToken
+from webapp.experiments.models import Experiment
+
+
+@pytest.fixture
+def experiment(alice):
+    return make_experiment(alice, "sweep", alert_recipients="first@example.com")
+
+
+def stored(experiment):
+    experiment = Experiment.objects.get(pk=experiment.pk)
+    return experiment.alert_recipients, experiment.alert_on_warnings
+
+
+def test_the_page_saves_them_and_shows_them(alice_client, experiment):
+    url = reverse("experiment_alerts", args=[experiment.pk])
+    data = {"alert_recipients": "me@example.com, team@example.com", "alert_on_warnings": "on"}
+    response = alice_client.post(url, data, follow=True)
+    assert stored(experiment) == ("me@example.com, team@example.com", True)
+    page = response.content.decode()
+    assert "Alert settings saved." in page
+    assert "alerts to me@example.com, team@example.com (warnings too)" in page
+
+
+def test_a_bad_address_is_named_keeps_what_was_typed_and_changes_nothing(alice_client, experiment):
+    url = reverse("experiment_alerts", args=[experiment.pk])
+    response = alice_client.post(url, {"alert_recipients": "me@example.com, not-an-email"})
+    assert response.status_code == 400
+    assert "&#x27;not-an-email&#x27; is not a valid email address" in response.content.decode()
+    assert 'value="me@example.com, not-an-email"' in response.content.decode()
+    assert stored(experiment) == ("first@example.com", False)
+
+
+def test_another_users_experiment_is_a_404(bob_client, experiment):
+    url = reverse("experiment_alerts", args=[experiment.pk])
+    assert bob_client.post(url, {"alert_recipients": "bob@example.com"}).status_code == 404
+    assert stored(experiment) == ("first@example.com", False)
+
+
+@pytest.fixture
+def patch(client, alice):
+    token = ApiToken.issue(alice, "tests")[1]
+
+    def send(experiment, body):
+        return client.patch(
+            reverse("api_experiment", args=[experiment.pk]),
+            json.dumps(body),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+
+    return send
+
+
+def test_patch_changes_what_it_names_and_keeps_the_rest(patch, experiment):
+    response = patch(experiment, {"alert_on_warnings": True})
+    assert response.status_code == 200, response.content
+    assert response.json()["alert_recipients"] == ["first@example.com"]
+    assert stored(experiment) == ("first@example.com", True)
+    response = patch(experiment, {"alert_recipients": ["a@example.com", "b@example.com"]})
+    assert response.json()["alert_recipients"] == ["a@example.com", "b@example.com"]
+    assert stored(experiment) == ("a@example.com, b@example.com", True)
+    patch(experiment, {"alert_recipients": ""})  # empty: the owner
+    assert Experiment.objects.get(pk=experiment.pk).recipients() == ["alice@example.com"]
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"alert_recipients": ["a@example.com", "nope"]}, "alert_recipients"),
+        ({"alert_on_warnings": "yes"}, "alert_on_warnings"),
+        ({"alert_recipients": {}}, "alert_recipients"),
+        ({"alert_recipients": None}, "alert_recipients"),
+        ({"name": "renamed"}, "name"),
+        ({}, None),
+        ([], None),
+    ],
+)
+def test_patch_refuses_bad_input_naming_it(patch, experiment, body, field):
+    response = patch(experiment, body)
+    assert response.status_code == 400
+    if field:
+        assert list(response.json()["errors"]) == [field]
+    assert stored(experiment) == ("first@example.com", False)
+
+
+def test_patch_on_another_users_experiment_is_a_404(client, bob, experiment):
+    token = ApiToken.issue(bob, "bob")[1]
+    response = client.patch(
+        reverse("api_experiment", args=[experiment.pk]),
+        json.dumps({"alert_on_warnings": True}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 404
+    assert stored(experiment) == ("first@example.com", False)
