@@ -60,3 +60,15 @@ def test_legend_filters_and_labels_that_stand_apart(page):
     text = page.locator(".think .think-text").first.bounding_box()
     assert text["x"] >= label["x"] + label["width"] + 4  # "thinking" does not run into the text
     page.screenshot(path=str(ARTIFACTS / "trajectories.png"), full_page=True)
+
+
+def test_an_endless_word_wraps_inside_its_sample(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, config={"env": {"name": "frozenlake"}})
+    word = "verylongwordwithoutspaces" * 40
+    Sample.objects.create(
+        run=run, step=1, index=0, data={"reward": 0, "success": False, "turns": [turn(think=word)]}
+    )
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{page.base}/runs/{run.pk}/trajectories")
+    page.locator(".think-text").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
