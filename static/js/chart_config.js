@@ -6,3 +6,12 @@
 window.EchoChartConfig = Object.freeze({
   responsive: true, displaylogo: false, showSendToCloud: false, doubleClickDelay: 500,
 });
+
+// Each chart's toolbar is 9 buttons: on a run page of 50 charts, 450 Tab stops before the events table.
+// Keyboard users get the page's own controls instead (smoothing, x axis, "Show as table", the events
+// list); the toolbar stays a mouse tool, out of the Tab order.
+new MutationObserver(function () {
+  document.querySelectorAll(".modebar-btn:not([tabindex='-1'])").forEach(function (button) {
+    button.tabIndex = -1;
+  });
+}).observe(document.documentElement, { childList: true, subtree: true });

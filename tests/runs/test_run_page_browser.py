@@ -153,6 +153,11 @@ def test_a_single_point_is_drawn_and_the_toolbar_has_no_share_button(page):
     )
     assert "Download plot as a PNG" in titles
     assert not [title for title in titles if "Share" in title]
+    # Tabbing through the page never stops on a toolbar button (9 a chart, 50 charts on a run page)
+    page.locator("#chart-entropy").click()
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        assert not page.evaluate("document.activeElement.classList.contains('modebar-btn')")
 
 
 def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor(page):
