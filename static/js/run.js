@@ -303,7 +303,9 @@
         yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: events.shapes,
-        legend: { orientation: "h", y: -0.25 },
+        // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of
+        // the plot's height it reached up into the title when it wrapped on a narrow window.
+        legend: { orientation: "h", y: -0.38, yanchor: "top" },
         annotations: noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()],
       };
       Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartConfig);
