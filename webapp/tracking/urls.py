@@ -1,5 +1,6 @@
 """MLflow's REST paths, under /api/2.0/mlflow/ and the /ajax-api/2.0/mlflow/ spelling its UI uses. Kept out
-of /api/schema (the OpenAPI document describes EchoLab's own API); docs/MLFLOW.md documents them."""
+of /api/schema (the OpenAPI document describes EchoLab's own API); docs/MLFLOW.md documents them. And the
+page of an MLflow run id."""
 
 from django.urls import path, re_path
 
@@ -28,4 +29,6 @@ urlpatterns = [
     for endpoint, view in ENDPOINTS.items()
 ] + [
     re_path(r"^(?:api|ajax-api)/[\d.]+/(?P<path>mlflow(?:-artifacts)?/.*)$", views.unsupported),
+    # The page of an MLflow run id: where the links the mlflow client prints land (static/js/mlflow_link.js)
+    path("mlflow/runs/<slug:run_uuid>/", views.run_page, name="mlflow_run_page"),
 ]

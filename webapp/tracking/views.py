@@ -5,7 +5,10 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 import functools
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
@@ -309,3 +312,12 @@ def get_metric_history(request, fields):
         ],
         **({"next_page_token": token} if token else {}),
     }
+
+
+@login_required
+def run_page(request, run_uuid: str):
+    """The run page of the user's MLflow run with that id; another user's is a 404 like a missing one."""
+    found = ExternalRun.objects.for_user(request.user).filter(run_uuid=run_uuid).select_related("run").first()
+    if found is None:
+        raise Http404("no run of yours has that MLflow run id")
+    return redirect(found.run)

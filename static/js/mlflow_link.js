@@ -1,0 +1,9 @@
+// The links the mlflow client prints (`{tracking URI}/#/experiments/<id>/runs/<run id>`, MLflow's UI
+// routes) reach EchoLab's home page with the route in the fragment, which no server sees: go to the page
+// it means, the experiment's or the run's.
+(function () {
+  "use strict";
+  const route = location.hash.match(/^#\/experiments\/(\d+)(?:\/runs\/([0-9a-f]{32}))?/);
+  if (!route) return;
+  location.replace(route[2] ? "/mlflow/runs/" + route[2] + "/" : "/experiments/" + route[1] + "/");
+})();
