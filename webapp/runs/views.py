@@ -163,7 +163,9 @@ def run_detail(request, pk):
     run = owned_run(request, pk)
     cursor, step_error = _step_param(request)
     last = run.step if run.is_finished else max(run.step, run.total_steps or 0)
-    if cursor is not None and cursor > last:  # a cursor far past the run would squash its curves into a corner
+    if (
+        cursor is not None and cursor > last
+    ):  # a cursor far past the run would squash its curves into a corner
         cursor, step_error = None, f"step: this run ends at step {last}, got {cursor}; showing the whole run"
     sections = chart_sections(run)
     page = {
