@@ -276,7 +276,11 @@ class SuccessTrend:
         FLAT_CHANCE, so runs of zeros in a run noisy around zero, or of one episode a step, are not
         flatlined unless they are far longer than the run's own past makes likely. One earlier value is
         enough: a run that breaks after its first step (0.31, then every reply out of format) has only
-        that one, and Laplace's estimate from it (1/3) still needs a stretch of ~8 to pass FLAT_CHANCE."""
+        that one; Laplace's estimate from it is 1/3, and (1/3)^length x n < FLAT_CHANCE then needs the
+        stretch to be FLAT_STEPS (10) long for runs of up to ~60 values. The limit of so few values: a
+        success rate over one or two episodes a step, low (0.1), whose first values happen to be 1 and
+        then 10 zeros follow, reads the same (simulated: 11% of such 100-step runs at one episode a step,
+        10% when two values were required; 1% at four episodes, none at 16; docs/DETECTOR.md)."""
         stretch = self.at_low_in_a_row
         before = self.count - stretch
         if self.metric == TRAIN_REWARD_MEAN or stretch < self.FLAT_STEPS or before < 1:

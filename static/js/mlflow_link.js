@@ -5,5 +5,5 @@
   "use strict";
   const route = location.hash.match(/^#\/experiments\/(\d+)(?:\/runs\/([0-9a-f]{32}))?/);
   if (!route) return;
-  location.replace(route[2] ? "/mlflow/runs/" + route[2] + "/" : "/experiments/" + route[1] + "/");
+  location.replace(route[2] ? "/mlflow/runs/" + route[2] + "/" : "/mlflow/experiments/" + route[1] + "/");
 })();

@@ -477,6 +477,7 @@
     const progress = document.getElementById("run-progress");
     progress.max = Math.max(run.total_steps, 1);
     progress.value = run.step;
+    progress.hidden = !run.total_steps;  // no planned steps (MLflow): a bar would read full
     // The percentage is the server's (Run.progress_percent), the same number the page opened with.
     // A run trained elsewhere (MLflow) has no planned number of steps: its step alone.
     document.getElementById("run-progress-text").textContent = "step " + run.step +

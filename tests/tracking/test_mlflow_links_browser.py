@@ -21,7 +21,7 @@ def test_the_printed_links_open_the_run_and_the_experiment(page):
     page.wait_for_url(f"**/runs/{run.pk}/")
     assert page.get_by_role("heading", level=1).inner_text().startswith("grpo")
     page.goto(f"{page.base}/#/experiments/{experiment_id}")
-    page.wait_for_url(f"**/experiments/{experiment_id}/")
+    page.wait_for_url(f"{page.base}/experiments/{experiment_id}/")
 
 
 def test_the_run_id_page_is_the_owners_only(client, alice, bob, mlflow_run):
@@ -32,3 +32,15 @@ def test_the_run_id_page_is_the_owners_only(client, alice, bob, mlflow_run):
     assert client.get("/mlflow/runs/" + "0" * 32 + "/").status_code == 404
     client.force_login(bob)
     assert client.get(url).status_code == 404
+
+
+def test_the_experiment_id_page_is_the_owners_only_and_0_is_their_default(client, alice, bob, mlflow_run):
+    experiment = mlflow_run.run.experiment
+    client.force_login(alice)
+    response = client.get(f"/mlflow/experiments/{experiment.pk}/")
+    assert response.status_code == 302 and response["Location"] == experiment.get_absolute_url()
+    assert client.get("/mlflow/experiments/0/").status_code == 404  # no Default experiment made yet
+    default = ExternalExperiment.get_for(alice, "0")
+    assert client.get("/mlflow/experiments/0/")["Location"] == default.experiment.get_absolute_url()
+    client.force_login(bob)
+    assert client.get(f"/mlflow/experiments/{experiment.pk}/").status_code == 404

@@ -71,16 +71,31 @@ def test_the_mlflow_endpoint_answers_in_mlflows_shape(client, token, alice, path
     assert ExternalExperiment.objects.count() == 1
 
 
-def test_a_yaml_escape_in_the_form_is_named_under_its_field(alice_client):
-    data = experiment_post(overrides='rollout:\n  think_prompt: "a\\ud800b"\n')
-    response = alice_client.post(reverse("experiment_new"), data)
+@pytest.mark.parametrize(
+    "field, text, named",
+    [
+        ("overrides", 'rollout:\n  think_prompt: "a\\ud800b"\n', "rollout.think_prompt"),
+        ("detector_overrides", '"\\ud800": {tolerance: 5}\n', "\\ud800"),
+        ("grid", 'env.params.low_risk_name = "a\\ud800b", ok', "env.params.low_risk_name[0]"),
+    ],
+)
+def test_a_yaml_escape_in_the_form_is_named_under_its_field(alice_client, field, text, named):
+    response = alice_client.post(reverse("experiment_new"), experiment_post(**{field: text}))
     assert response.status_code == 200
-    assert "rollout.think_prompt: must be valid Unicode text" in response.content.decode()
+    assert f"{named}: must be valid Unicode text" in response.content.decode()
     assert not Experiment.objects.exists()
+
+
+def test_a_yaml_escape_in_an_imported_config_is_named(alice_client):
+    text = 'env: {name: bandit, params: {low_risk_name: "a\\ud800b"}}\n'
+    response = alice_client.post(reverse("experiment_import"), {"text": text})
+    assert response.status_code == 400
+    assert "env.params.low_risk_name: must be valid Unicode text" in response.content.decode()
 
 
 def test_not_unicode_finds_keys_values_and_nested_items():
     assert jsonsafe.not_unicode({"a": ["ok", {"b": LONE}]}) == "a[1].b"
     assert jsonsafe.not_unicode([{LONE: 1}], "points") == "points[0].a\\ud800b"
-    assert jsonsafe.not_unicode(LONE) == "value"
+    assert jsonsafe.not_unicode(LONE) == ""
+    assert jsonsafe.not_unicode([LONE, {"b": LONE}], "x") == "x[0]"  # the first, in order
     assert jsonsafe.not_unicode({"a": ["ok", "\U0001f680 \u202e"], "b": 1.5}) is None

@@ -26,11 +26,16 @@ def test_grid_text_parses_typed_values_and_round_trips():
         ("a.b =", "at least one value"),
         ("9bad = 1", "not a config field name"),
         ("a.b = [1", "not a valid value"),
+        ("a.b = 1,, 2", "an empty value between commas"),
     ],
 )
 def test_bad_grid_lines_say_what_is_wrong(text, words):
     with pytest.raises(ValueError, match=words):
         spec_parsing.parse_grid(text)
+
+
+def test_a_trailing_comma_in_a_grid_line_is_no_value():
+    assert spec_parsing.parse_grid("a.b = 1, 2,") == {"a.b": [1, 2]}
 
 
 def test_combinations_are_the_cartesian_product_in_order():

@@ -87,7 +87,9 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
         body = jsonsafe.loads(request.body or b"null")
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
         raise ApiError(400, f"request body is not valid JSON: {error}") from None
-    where = jsonsafe.not_unicode(body, items if isinstance(body, list) else "")
-    if where:
-        raise ApiError(400, f"{where}: {jsonsafe.NOT_UNICODE}", {where: jsonsafe.NOT_UNICODE})
+    if jsonsafe.may_hold_surrogates(request.body):
+        where = jsonsafe.not_unicode(body, items if isinstance(body, list) else "")
+        if where is not None:
+            where = where or "body"
+            raise ApiError(400, f"{where}: {jsonsafe.NOT_UNICODE}", {where: jsonsafe.NOT_UNICODE})
     return body

@@ -119,22 +119,29 @@ def _is_unicode(text: str) -> bool:
 
 
 def not_unicode(value, where: str = "") -> str | None:
-    """The dotted path of the first string in `value` (nested dicts and lists, keys included) that is not
-    valid Unicode text (it holds a lone surrogate, which no database or page can store), else None."""
+    """The dotted path (`where` for `value` itself) of the first string in `value` (nested dicts and lists,
+    keys included) that is not valid Unicode text (it holds a lone surrogate, which no database or page
+    can store), else None."""
     stack = [(where, value)]
     while stack:
         path, item = stack.pop()
         if isinstance(item, str) and not _is_unicode(item):
-            return path or "value"
+            return path
         if isinstance(item, dict):
-            for key, inner in item.items():
+            for key, inner in reversed(item.items()):
                 inner_path = f"{path}.{readable(str(key))}" if path else readable(str(key))
                 if isinstance(key, str) and not _is_unicode(key):
                     return inner_path
                 stack.append((inner_path, inner))
         elif isinstance(item, (list, tuple)):
-            stack.extend((f"{path}[{index}]", inner) for index, inner in enumerate(item))
+            stack.extend((f"{path}[{index}]", inner) for index, inner in reversed(list(enumerate(item))))
     return None
+
+
+def may_hold_surrogates(body: bytes) -> bool:
+    """Whether JSON text could decode to a lone surrogate: only a \\uD800-\\uDFFF escape makes one (UTF-8
+    cannot encode it), so a body without one needs no walk (a 10,000-point metrics batch)."""
+    return b"\\ud" in body.lower()
 
 
 NOT_UNICODE = "must be valid Unicode text (a lone surrogate such as \\ud800 is not)"

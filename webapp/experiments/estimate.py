@@ -3,9 +3,9 @@ step times (time/step_s) that runs trained here measured, of the same model (and
 such runs). A step's time grows with how many tokens it may generate, the rollout size, but not in
 proportion: a step also has a fixed cost (the update, validation, the logging), which dominates a small
 rollout. So runs of the same rollout size are taken as they are; else, with runs of two or more sizes,
-step time is fitted as a fixed cost plus a cost per token of rollout size; with one size only, scaled in
-proportion (an upper bound when scaling up). Imported runs are left out: their step times are another
-machine's."""
+step time is fitted as a fixed cost plus a cost per token of rollout size; with one size only (or a fit
+with a negative cost, from noisy step times), scaled in proportion (an upper bound when scaling up).
+Imported runs are left out: their step times are another machine's."""
 
 import statistics
 from dataclasses import dataclass
@@ -100,6 +100,7 @@ def step_seconds(similar: list[Measured], size: int) -> tuple[float, str]:
         )
         if slope > 0 and fixed >= 0:
             return fixed + slope * size, "fitted as a fixed cost plus a cost per token of rollout size"
+    # One size, or a fit that makes no sense (a negative fixed cost or per-token cost: noisy step times)
     return statistics.median(m.seconds_per_step * size / m.size for m in similar), "scaled by rollout size"
 
 

@@ -38,14 +38,32 @@ class AlertsForm(forms.Form):
     )
     alert_on_warnings = forms.BooleanField(required=False, label="Also alert on warnings")
 
-    def clean_alert_recipients(self):
+    def _parsed(self, field, parse):
         try:
-            return spec_parsing.parse_recipients(self.cleaned_data["alert_recipients"])
+            return parse(self.cleaned_data[field])
         except ValueError as error:
             raise forms.ValidationError(str(error)) from None
 
+    def clean_alert_recipients(self):
+        return self._parsed("alert_recipients", spec_parsing.parse_recipients)
+
 
 class ExperimentForm(AlertsForm):
+    # The alert fields last, as the page shows them: the form's first error is the one a user meets first.
+    field_order = [
+        "name",
+        "description",
+        "env",
+        "model",
+        "warm_start",
+        "preset",
+        "steps",
+        "seeds",
+        "grid",
+        "overrides",
+        "detector_overrides",
+    ]
+
     name = forms.CharField(max_length=200)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
     env = forms.ChoiceField(label="Environment")
@@ -123,12 +141,6 @@ class ExperimentForm(AlertsForm):
 
     def main_fields(self):
         return [self[name] for name in ("name", "description", "env")]
-
-    def _parsed(self, field, parse):
-        try:
-            return parse(self.cleaned_data[field])
-        except ValueError as error:
-            raise forms.ValidationError(str(error)) from None
 
     def clean_model(self):
         return self._parsed("model", spec_parsing.resolve_model)

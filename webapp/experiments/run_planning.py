@@ -104,8 +104,16 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
             except ValueError as error:  # ConfigError from the trainer, the resolver or the limits
                 problems = error.errors
                 for key, message in problems.items():
-                    # A grid key's problem, or its section's (`nope.key`: "nope" is unknown)
-                    cell = next((c for c in combination if c == key or c.startswith(key + ".")), None)
+                    # A grid key's problem, its section's (`nope.key`: "nope" is unknown), or a field's
+                    # inside a grid value that is a whole section (`rollout = {group_size: 99999}`)
+                    cell = next(
+                        (
+                            c
+                            for c in combination
+                            if c == key or c.startswith(key + ".") or key.startswith(c + ".")
+                        ),
+                        None,
+                    )
                     if cell is not None:
                         problem = message if cell == key else f"{key}: {message}"
                         errors.setdefault("grid", f"{cell} = {format_value(combination[cell])}: {problem}")
@@ -178,10 +186,8 @@ def check_storable(spec: ExperimentSpec) -> None:
         if where:
             errors[name] = f"{where}: integers must fit in 64 bits (at most {jsonsafe.INT64_MAX})"
         where = jsonsafe.not_unicode(value)
-        if where:
-            errors.setdefault(
-                name, jsonsafe.NOT_UNICODE if where == "value" else f"{where}: {jsonsafe.NOT_UNICODE}"
-            )
+        if where is not None:
+            errors.setdefault(name, f"{where}: {jsonsafe.NOT_UNICODE}" if where else jsonsafe.NOT_UNICODE)
     if errors:
         raise SpecError(errors)
 

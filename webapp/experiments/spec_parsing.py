@@ -55,6 +55,8 @@ def parse_grid(value) -> dict[str, list]:
             if key.strip() in grid:
                 raise ValueError(f"line {number}: {key.strip()} is listed twice")
             items = [item.strip() for item in _top_level_items(raw)]
+            if len(items) > 1 and items[-1] == "":  # a trailing comma
+                items.pop()
             if len(items) > 1 and "" in items:
                 raise ValueError(
                     f"line {number}: {key.strip()} has an empty value between commas (write null for no value)"
@@ -62,6 +64,7 @@ def parse_grid(value) -> dict[str, list]:
             grid[key.strip()] = [_yaml_scalar(item, number) for item in items if item]
     else:
         raise ValueError("expected an object of field -> list of values")
+    _check_text(grid)
     for key, values in grid.items():
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
             raise ValueError(f"{key!r} is not a config field name like algorithm.filter_ratio")
@@ -139,8 +142,16 @@ def parse_mapping(value, example: str) -> dict:
         raise ValueError(f"expected a mapping like {example}, got {type(loaded).__name__}")
     if jsonsafe.depth(loaded) > jsonsafe.MAX_DEPTH:
         raise ValueError(f"nested more than {jsonsafe.MAX_DEPTH} levels deep")
+    _check_text(loaded)
     _check_keys(loaded, "")
     return loaded
+
+
+def _check_text(value) -> None:
+    """ValueError naming text a YAML escape made that is not valid Unicode: no message may quote it."""
+    where = jsonsafe.not_unicode(value)
+    if where is not None:
+        raise ValueError(f"{where}: {jsonsafe.NOT_UNICODE}" if where else jsonsafe.NOT_UNICODE)
 
 
 def _check_keys(mapping: dict, prefix: str):

@@ -29,6 +29,7 @@ urlpatterns = [
     for endpoint, view in ENDPOINTS.items()
 ] + [
     re_path(r"^(?:api|ajax-api)/[\d.]+/(?P<path>mlflow(?:-artifacts)?/.*)$", views.unsupported),
-    # The page of an MLflow run id: where the links the mlflow client prints land (static/js/mlflow_link.js)
+    # The pages of MLflow ids: where the links the mlflow client prints land (static/js/mlflow_link.js)
+    path("mlflow/experiments/<id:experiment_id>/", views.experiment_page, name="mlflow_experiment_page"),
     path("mlflow/runs/<slug:run_uuid>/", views.run_page, name="mlflow_run_page"),
 ]

@@ -18,7 +18,13 @@ from webapp.accounts.models import ApiToken
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
 from webapp.tracking import protocol
-from webapp.tracking.models import ExternalExperiment, ExternalRun, from_millis
+from webapp.tracking.models import (
+    DEFAULT_EXPERIMENT_ID,
+    DEFAULT_EXPERIMENT_NAME,
+    ExternalExperiment,
+    ExternalRun,
+    from_millis,
+)
 from webapp.tracking.protocol import Fields, MlflowError, invalid
 
 SUPPORTED = (
@@ -312,6 +318,19 @@ def get_metric_history(request, fields):
         ],
         **({"next_page_token": token} if token else {}),
     }
+
+
+@login_required
+def experiment_page(request, experiment_id: int):
+    """The page of the user's MLflow experiment with that id (0: their Default one, if made yet)."""
+    experiments = ExternalExperiment.objects.for_user(request.user)
+    if str(experiment_id) == DEFAULT_EXPERIMENT_ID:
+        found = experiments.filter(name=DEFAULT_EXPERIMENT_NAME).first()
+    else:
+        found = experiments.filter(experiment_id=experiment_id).first()
+    if found is None:
+        raise Http404("no experiment of yours has that MLflow experiment id")
+    return redirect(found.experiment)
 
 
 @login_required
