@@ -82,7 +82,9 @@ def test_n_equal_1_with_a_filter_is_refused_by_the_trainer():
     spec.preset = "starpo-s"
     with pytest.raises(specs.SpecError) as error:
         run_planning.plan(spec)
-    assert "filter" in error.value.errors["rollout.group_size"]
+    # The grid's cell is a whole `rollout` section: its field's problem is named under grid
+    problem = error.value.errors["grid"]
+    assert "group_size: 1}: rollout.group_size:" in problem and "filter" in problem
 
 
 def test_one_click_creates_the_grid_and_opens_its_compare_page(
