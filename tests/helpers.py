@@ -198,3 +198,15 @@ def serve_smtp(inbox):
         yield inbox
     finally:
         controller.stop(no_assert=True)
+
+
+def answer_next_dialog(page, accept: bool) -> list[str]:
+    """Answer the page's next dialog (a confirm()) with OK or Cancel; the list gets the question it asked."""
+    questions: list[str] = []
+
+    def answer(dialog):
+        questions.append(dialog.message)
+        dialog.accept() if accept else dialog.dismiss()
+
+    page.once("dialog", answer)
+    return questions

@@ -7,7 +7,7 @@ import pytest
 
 from tests.drawn_charts import drawn, last_tick, post_points
 from tests.factories import insert_series, make_experiment, make_run
-from tests.helpers import REPO_ROOT, wait_for
+from tests.helpers import REPO_ROOT, answer_next_dialog, wait_for
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
@@ -256,20 +256,14 @@ def test_an_imported_run_charts_its_own_columns_and_offers_no_training_controls(
 def test_stop_asks_first_then_confirms(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=3, total_steps=40)
     page.goto(f"{page.base}/runs/{run.pk}/")
-    questions = []
-
-    def answer(dialog, accept):
-        questions.append(dialog.message)
-        dialog.accept() if accept else dialog.dismiss()
-
-    page.once("dialog", lambda dialog: answer(dialog, False))
+    questions = answer_next_dialog(page, accept=False)
     page.click("#stop-form button")
     assert questions and questions[0].startswith("Stop seed=1?")
     page.wait_for_timeout(500)
     run.refresh_from_db()
     assert not run.stop_requested  # dismissed: nothing sent
 
-    page.once("dialog", lambda dialog: answer(dialog, True))
+    answer_next_dialog(page, accept=True)
     with page.expect_navigation():
         page.click("#stop-form button")
     assert (
