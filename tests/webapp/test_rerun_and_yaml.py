@@ -1,4 +1,6 @@
-"""Re-run with changes (the form prefilled from an experiment), YAML export and import."""
+"""Re-run with changes (the form prefilled from an experiment or a run), YAML export and import."""
+
+import json
 
 import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -6,20 +8,39 @@ from django.urls import reverse
 
 from tests.factories import make_experiment, spec_experiment
 from trainer.config import TrainConfig
+from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment
 
 
-def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(alice_client, alice):
-    params = {"size": 5, "frozen_prob": 0.8, "slippery": False, "map": ""}
-    source = spec_experiment(
-        alice,
+def _resubmit(client, form):
+    """Post a prefilled new-experiment form as a browser would send it, unchanged."""
+    data = {name: form[name].value() for name in form.fields if not form.fields[name].disabled}
+    data = {key: value for key, value in data.items() if value not in (None, False)}
+    data = {key: ("on" if value is True else value) for key, value in data.items()}
+    return client.post(reverse("experiment_new"), data)
+
+
+def _sweep(owner):
+    return spec_experiment(
+        owner,
         preset="starpo-s",
+        description="lr sweep",
         seeds=[1, 2],
         grid={"algorithm.filter_ratio": [0.25, 0.5]},
         overrides={"rollout": {"group_size": 4}, "algorithm": {"kl_coef": 0.01}},
         detector_overrides={"grad_spike": {"tolerance": 5.0}},
-        env={"name": "frozenlake", "params": params},
+        alert_recipients=["team@example.com"],
+        alert_on_warnings=True,
+        env={"name": "frozenlake", "params": {"size": 5, "frozen_prob": 0.8, "slippery": False, "map": ""}},
     )
+
+
+def _runs(experiment):
+    return {run.label: run.config for run in experiment.runs.all()}
+
+
+def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(alice_client, alice):
+    source = _sweep(alice)
     form = alice_client.get(reverse("experiment_rerun", args=[source.pk])).context["form"]
     initial = form.initial
     assert initial["preset"] == "starpo-s" and initial["seeds"] == "1, 2"
@@ -28,29 +49,81 @@ def test_rerun_prefills_the_form_and_resubmitting_reproduces_the_configs(alice_c
     assert overrides == {"rollout": {"group_size": 4}, "algorithm": {"kl_coef": 0.01}}
     assert initial["env__frozenlake__size"] == 5 and initial["env__frozenlake__slippery"] is False
 
-    data = {name: form[name].value() for name in form.fields if not form.fields[name].disabled}
-    data = {key: value for key, value in data.items() if value not in (None, False)}
-    data = {key: ("on" if value is True else value) for key, value in data.items()}
-    response = alice_client.post(reverse("experiment_new"), data)
+    response = _resubmit(alice_client, form)
     assert response.status_code == 302, response.context["form"].errors
     copy = Experiment.objects.exclude(pk=source.pk).get()
     assert copy.detector_overrides == source.detector_overrides
-    original = {run.label: run.config for run in source.runs.all()}
-    assert {run.label: run.config for run in copy.runs.all()} == original
+    assert _runs(copy) == _runs(source)
 
 
-def test_export_is_a_trainer_yaml_that_imports_back(alice_client, alice):
-    experiment = spec_experiment(alice, preset="grpo", overrides={"algorithm": {"entropy_coef": 0.02}})
-    response = alice_client.get(reverse("experiment_export", args=[experiment.pk]))
+def test_a_runs_rerun_is_that_run_alone(alice_client, alice):
+    source = _sweep(alice)
+    run = source.runs.get(label="seed=2 algorithm.filter_ratio=0.5")
+    page = alice_client.get(run.get_absolute_url()).content.decode()
+    assert f'href="{reverse("run_rerun", args=[run.pk])}">Re-run<' in page
+    form = alice_client.get(reverse("run_rerun", args=[run.pk])).context["form"]
+    assert form.initial["seeds"] == "2" and form.initial["grid"] == ""
+    assert form.initial["name"] == "FrozenLake test / seed=2 algorithm.filter_ratio=0.5 (re-run)"
+    response = _resubmit(alice_client, form)
+    assert response.status_code == 302, response.context["form"].errors
+    copy = Experiment.objects.exclude(pk=source.pk).get()
+    assert [run.config for run in copy.runs.all()] == [run.config]
+    assert alice_client.get(reverse("run_rerun", args=[run.pk + 100])).status_code == 404
+
+
+def test_export_imports_back_as_the_same_experiment(alice_client, alice):
+    source = _sweep(alice)
+    response = alice_client.get(reverse("experiment_export", args=[source.pk]))
     assert response["Content-Disposition"] == 'attachment; filename="frozenlake-test.yaml"'
     text = response.content.decode()
-    assert TrainConfig.from_yaml(text).to_dict() == experiment.config
+    exported = yaml.safe_load(text)
+    assert exported["seeds"] == [1, 2] and exported["grid"] == {"algorithm.filter_ratio": [0.25, 0.5]}
+    # Its config part is a trainer config as `python -m trainer train --config` reads it.
+    assert TrainConfig.from_dict(exported["config"]).to_dict() == source.config
 
-    upload = SimpleUploadedFile("config.yaml", text.encode(), content_type="application/x-yaml")
+    upload = SimpleUploadedFile("sweep.yaml", text.encode(), content_type="application/x-yaml")
     form = alice_client.post(reverse("experiment_import"), {"file": upload}).context["form"]
-    assert form.initial["preset"] == "grpo"
-    assert yaml.safe_load(form.initial["overrides"]) == {"algorithm": {"entropy_coef": 0.02}}
-    assert form.initial["env"] == "frozenlake"
+    assert form.initial["seeds"] == "1, 2" and form.initial["alert_recipients"] == "team@example.com"
+    response = _resubmit(alice_client, form)
+    assert response.status_code == 302, response.context["form"].errors
+    copy = Experiment.objects.exclude(pk=source.pk).get()
+    assert _runs(copy) == _runs(source)
+    assert (copy.name, copy.description, copy.grid, copy.seeds) == (
+        source.name,
+        source.description,
+        source.grid,
+        source.seeds,
+    )
+    assert (copy.detector_overrides, copy.alert_recipients, copy.alert_on_warnings) == (
+        source.detector_overrides,
+        source.alert_recipients,
+        True,
+    )
+
+
+def test_export_is_what_the_api_creates_from(client, alice_client, alice):
+    source = _sweep(alice)
+    exported = yaml.safe_load(alice_client.get(reverse("experiment_export", args=[source.pk])).content)
+    _, token = ApiToken.issue(alice, "tests")
+    response = client.post(
+        reverse("api_experiments"),
+        json.dumps(exported),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 201, response.json()
+    assert _runs(Experiment.objects.get(pk=response.json()["id"])) == _runs(source)
+
+
+def test_an_experiment_yaml_with_a_problem_names_it(alice_client):
+    text = "seeds: [1, two]\nconfig: {env: {name: bandit}}\n"
+    response = alice_client.post(reverse("experiment_import"), {"text": text})
+    assert response.status_code == 400
+    assert "seeds:" in " ".join(response.context["import_form"].errors["text"])
+    text = "name: hand-written\nseeds: [3]\nenv: {name: bandit}\nsteps: 7\nmodel: tiny\n"
+    form = alice_client.post(reverse("experiment_import"), {"text": text}).context["form"]
+    assert (form.initial["name"], form.initial["seeds"], form.initial["steps"]) == ("hand-written", "3", 7)
+    assert Experiment.objects.count() == 0
 
 
 def test_pasted_yaml_import(alice_client):
@@ -84,7 +157,10 @@ def test_bad_yaml_import_is_reported_on_the_field(alice_client):
 def test_rerun_and_export_of_an_experiment_without_a_trainer_config(alice_client, alice):
     # Imported metrics files make experiments whose config is not a trainer config.
     experiment = make_experiment(alice, "uploaded", imported=True)
+    run = experiment.runs.create(label="uploaded", config={})
     assert alice_client.get(reverse("experiment_rerun", args=[experiment.pk])).status_code == 200
-    assert alice_client.get(reverse("experiment_export", args=[experiment.pk])).status_code == 200
+    assert alice_client.get(reverse("run_rerun", args=[run.pk])).status_code == 200
+    response = alice_client.get(reverse("experiment_export", args=[experiment.pk]))
+    assert response.status_code == 404 and b"no trainer config to export" in response.content
     assert alice_client.get(experiment.get_absolute_url()).status_code == 200
     assert alice_client.get("/").status_code == 200

@@ -224,11 +224,16 @@ class ExperimentForm(AlertsForm):
     def initial_from(cls, config: dict, preset: str = "", grid_keys=(), **extra) -> dict:
         """Initial values that reproduce `config` (a saved experiment's, or an imported YAML's)."""
         inputs = form_inputs.describe(config, preset, grid_keys)
+        overrides = inputs["overrides"]
+        warm_start = (overrides.get("model") or {}).pop("warm_start", None)
+        if overrides.get("model") == {}:
+            del overrides["model"]
         initial = {
             "env": inputs["env"]["name"],
             "model": form_inputs.display_model(inputs["model"]),
+            "warm_start": warm_start or "",
             "preset": inputs["preset"],
-            "overrides": form_inputs.dump_yaml(inputs["overrides"]),
+            "overrides": form_inputs.dump_yaml(overrides),
         }
         if isinstance(inputs["steps"], int):
             initial["steps"] = inputs["steps"]
@@ -238,19 +243,39 @@ class ExperimentForm(AlertsForm):
         return initial
 
     @classmethod
-    def initial_from_experiment(cls, experiment) -> dict:
+    def initial_from_spec(cls, spec: specs.ExperimentSpec, config: dict, name: str | None = None) -> dict:
+        """Initial values that create `spec`'s experiment again; `config` is one of its runs' configs
+        (the grid and the seeds set their fields again)."""
         return cls.initial_from(
-            experiment.config,
-            experiment.preset,
-            grid_keys=experiment.grid,
-            name=f"{experiment.name} (re-run)",
+            config,
+            "" if spec.config is not None else spec.preset,
+            grid_keys=spec.grid,
+            name=spec.name if name is None else name,
+            description=spec.description,
+            seeds=", ".join(str(seed) for seed in spec.seeds),
+            grid=form_inputs.grid_text(spec.grid),
+            detector_overrides=form_inputs.dump_yaml(spec.detector_overrides),
+            alert_recipients=", ".join(spec.alert_recipients),
+            alert_on_warnings=spec.alert_on_warnings,
+        )
+
+    @classmethod
+    def initial_from_experiment(cls, experiment, run=None) -> dict:
+        """ "Re-run with changes" of a whole experiment, or of one of its runs: that run's config and seed."""
+        seed = run.config.get("seed") if run else None  # a run trained elsewhere may have none
+        spec = specs.ExperimentSpec(
+            name=experiment.name,
             description=experiment.description,
-            seeds=", ".join(str(seed) for seed in experiment.seeds),
-            grid=form_inputs.grid_text(experiment.grid),
-            detector_overrides=form_inputs.dump_yaml(experiment.detector_overrides),
-            alert_recipients=experiment.alert_recipients,
+            seeds=[seed] if isinstance(seed, int) else experiment.seeds,
+            grid={} if run else experiment.grid,
+            preset=experiment.preset,
+            config=None if experiment.preset else experiment.config,
+            detector_overrides=experiment.detector_overrides,
+            alert_recipients=experiment.listed_recipients(),
             alert_on_warnings=experiment.alert_on_warnings,
         )
+        label = f"{experiment.name} / {run.label}" if run and run.label else experiment.name
+        return cls.initial_from_spec(spec, (run or experiment).config, name=f"{label} (re-run)")
 
 
 class ImportConfigForm(forms.Form):
@@ -278,10 +303,26 @@ class ImportConfigForm(forms.Form):
             self.add_error("text", "choose a YAML file or paste a config")
             return data
         try:
-            config = spec_parsing.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
-            parsed = TrainConfig.from_dict(config)
-            run_planning.check_limits(parsed)  # this server's limits, said now rather than at create
-            data["config"] = parsed.to_dict()
-        except ValueError as error:  # YAML problems and ConfigError alike
+            mapping = spec_parsing.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
+            data["initial"] = (
+                self._experiment_initial(mapping)
+                if spec_parsing.is_experiment_body(mapping)
+                else self._config_initial(mapping)
+            )
+        except ValueError as error:  # YAML problems, ConfigError and SpecError alike
             self.add_error(field, str(error))
         return data
+
+    @staticmethod
+    def _config_initial(mapping: dict) -> dict:
+        config = TrainConfig.from_dict(mapping)
+        run_planning.check_limits(config)  # this server's limits, said now rather than at create
+        return ExperimentForm.initial_from(config.to_dict())
+
+    @staticmethod
+    def _experiment_initial(mapping: dict) -> dict:
+        # An experiment's export, or one written by hand: checked as the API would create it, every run
+        # planned. A hand-written one may leave the name to the form.
+        spec = spec_parsing.spec_from_json({"name": "imported", **mapping})
+        planned = run_planning.plan(spec)
+        return ExperimentForm.initial_from_spec(spec, planned[0].config, name=mapping.get("name", ""))

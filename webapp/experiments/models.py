@@ -113,6 +113,21 @@ class Experiment(models.Model):
             data["runs"] = [run.to_dict() for run in runs]
         return data
 
+    def export_body(self) -> dict:
+        """This experiment as POST /api/experiments takes it: importing it (or sending it) creates the same
+        runs. `config` is the first run's complete trainer config; the seeds and the grid set their own
+        fields again in each run."""
+        body = {"name": self.name, "description": self.description, "seeds": self.seeds}
+        if self.grid:
+            body["grid"] = self.grid
+        if self.detector_overrides:
+            body["detector_overrides"] = self.detector_overrides
+        if self.alert_recipients:
+            body["alert_recipients"] = self.listed_recipients()
+        body["alert_on_warnings"] = self.alert_on_warnings
+        body["config"] = self.config
+        return body
+
     def set_alerts(self, recipients: list[str], on_warnings: bool) -> None:
         """Who gets this experiment's alert emails (empty: the owner), and whether warnings are sent too."""
         self.alert_recipients = ", ".join(recipients)

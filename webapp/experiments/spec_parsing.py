@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
-from trainer.config import PRESETS, TINY_MODEL
+from trainer.config import PRESETS, TINY_MODEL, TrainConfig
 from trainer.overrides import get_dotted
 from webapp.core import jsonsafe
 from webapp.experiments.specs import MAX_SEED, MAX_STEPS, OWN_FIELDS, ExperimentSpec, SpecError
@@ -242,29 +242,38 @@ def resolve_model(value: str) -> str:
     return str(path)
 
 
+# The fields of an experiment as the API creates it (and as an experiment's YAML export writes it).
+EXPERIMENT_FIELDS = {
+    "name",
+    "description",
+    "seeds",
+    "grid",
+    "preset",
+    "env",
+    "model",
+    "steps",
+    "overrides",
+    "config",
+    "detector_overrides",
+    "alert_recipients",
+    "alert_on_warnings",
+}
+
+
+def is_experiment_body(mapping: dict) -> bool:
+    """Whether an imported mapping describes an experiment (seeds, grid, a `config:` ...) rather than
+    being a bare trainer config: it has a field that only an experiment has."""
+    return bool(set(mapping) & (EXPERIMENT_FIELDS - set(TrainConfig.__dataclass_fields__)))
+
+
 def spec_from_json(body) -> ExperimentSpec:
     """The API's JSON body -> ExperimentSpec, or SpecError naming every bad field."""
     if not isinstance(body, dict):
         raise SpecError({"body": "expected a JSON object"})
     errors: dict[str, str] = {}
-    known = {
-        "name",
-        "description",
-        "seeds",
-        "grid",
-        "preset",
-        "env",
-        "model",
-        "steps",
-        "overrides",
-        "config",
-        "detector_overrides",
-        "alert_recipients",
-        "alert_on_warnings",
-    }
     for key in body:
-        if key not in known:
-            errors[key] = f"unknown field (known: {', '.join(sorted(known))})"
+        if key not in EXPERIMENT_FIELDS:
+            errors[key] = f"unknown field (known: {', '.join(sorted(EXPERIMENT_FIELDS))})"
     spec = ExperimentSpec(name="")
 
     def take(key, parse):

@@ -12,6 +12,7 @@ urlpatterns = [
     path("experiments/<id:pk>/stop/", views.experiment_stop, name="experiment_stop"),
     path("experiments/<id:pk>/alerts/", views.experiment_alerts, name="experiment_alerts"),
     path("experiments/<id:pk>/export.yaml", views.experiment_export, name="experiment_export"),
+    path("runs/<id:pk>/rerun/", views.run_rerun, name="run_rerun"),
     path("api/experiments", api.experiments, name="api_experiments"),
     path("api/experiments/<id:pk>", api.experiment, name="api_experiment"),
 ]

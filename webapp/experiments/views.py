@@ -1,7 +1,8 @@
+import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotFound
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
@@ -13,6 +14,7 @@ from webapp.experiments import estimate, form_inputs, overview
 from webapp.experiments.forms import AlertsForm, ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
 from webapp.runs import queue
+from webapp.runs.owned import owned_run
 
 PAGE_SIZE = 20
 
@@ -79,11 +81,20 @@ def experiment_rerun(request, pk):
 
 
 @login_required
+@require_GET
+def run_rerun(request, pk):
+    """A run's "Re-run": the new-experiment form with this run's config and seed, without the grid."""
+    run = owned_run(request, pk)
+    initial = ExperimentForm.initial_from_experiment(run.experiment, run=run)
+    return _render_new(request, ExperimentForm(initial=initial), ImportConfigForm())
+
+
+@login_required
 @require_POST
 def experiment_import(request):
     import_form = ImportConfigForm(request.POST, request.FILES)
     if import_form.is_valid():
-        form = ExperimentForm(initial=ExperimentForm.initial_from(import_form.cleaned_data["config"]))
+        form = ExperimentForm(initial=import_form.cleaned_data["initial"])
         messages.info(request, "Config imported: check the fields, then create the experiment.")
         return _render_new(request, form, ImportConfigForm())
     return _render_new(request, ExperimentForm(), import_form, status=400)
@@ -162,7 +173,18 @@ def experiment_stop(request, pk):
 @require_GET
 def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
-    response = HttpResponse(form_inputs.dump_yaml(experiment.config), content_type="application/x-yaml")
+    if not experiment.config:
+        return HttpResponseNotFound(
+            f"Experiment {experiment.pk} was trained elsewhere: it has no trainer config to export.",
+            content_type="text/plain",
+        )
+    header = (
+        f"# EchoLab experiment {experiment.pk}, as POST /api/experiments takes it. Import it on the\n"
+        "# new-experiment page to create its runs again: seeds, grid and settings. `config` is the first\n"
+        "# run's complete trainer config (python -m trainer train --config reads that part).\n"
+    )
+    body = yaml.safe_dump(experiment.export_body(), sort_keys=False, allow_unicode=True)
+    response = HttpResponse(header + body, content_type="application/x-yaml")
     filename = slugify(experiment.name) or f"experiment-{experiment.pk}"
     response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
     return response

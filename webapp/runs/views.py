@@ -7,7 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseBadRequest, HttpResponseNotFound, StreamingHttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -138,13 +138,6 @@ def runs_export(request):
     return response
 
 
-def _rerun_url(run: Run) -> str:
-    try:
-        return reverse("experiment_rerun", args=[run.experiment_id])
-    except NoReverseMatch:
-        return f"/experiments/{run.experiment_id}/rerun"
-
-
 def _step_param(request) -> tuple[int | None, str]:
     """?step=N as (N, "") or (None, a message naming the problem); absent is (None, "")."""
     text = request.GET.get("step", "").strip()
@@ -188,7 +181,6 @@ def run_detail(request, pk):
             "run": run,
             "experiment": run.experiment,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
-            "rerun_url": _rerun_url(run),
             "step_error": step_error,
             "sections": sections,
             "page": page,  # read by static/js/run.js through json_script
