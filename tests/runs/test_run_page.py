@@ -6,6 +6,7 @@ from django.test import Client
 
 from tests.factories import make_run
 from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
 
 
 def page_data(response) -> dict:
@@ -128,3 +129,19 @@ def test_other_users_get_404_for_page_and_stop(bob_client, run):
 def test_anonymous_is_sent_to_login(client, run):
     response = client.get(f"/runs/{run.pk}/")
     assert response.status_code == 302 and "login" in response["Location"]
+
+
+def test_step_in_the_url_ends_at_the_last_logged_step(alice_client, alice):
+    # A finished native run's `step` counts the steps done: 20 steps are logged as steps 0..19.
+    run = make_run(alice, status=Run.Status.COMPLETED, step=20, total_steps=20)
+    MetricPoint.upsert(run.pk, [(s, "train/success", 0.5) for s in range(20)])
+    response = alice_client.get(f"/runs/{run.pk}/?step=19")
+    assert page_data(response)["cursor"] == 19 and response.context["step_error"] == ""
+    response = alice_client.get(f"/runs/{run.pk}/?step=20")
+    assert page_data(response)["cursor"] is None
+    assert response.context["step_error"] == "step: this run ends at step 19, got 20; showing the whole run"
+    # A run still training may be pointed anywhere up to its last step to come.
+    run.status, run.step = Run.Status.RUNNING, 5
+    run.save()
+    assert page_data(alice_client.get(f"/runs/{run.pk}/?step=19"))["cursor"] == 19
+    assert page_data(alice_client.get(f"/runs/{run.pk}/?step=20"))["cursor"] is None

@@ -213,7 +213,7 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
     page.goto(f"{page.base}/runs/{run.pk}/?step=twelve")
     assert "step: expected a whole number" in page.locator("#step-error").inner_text()
     page.goto(f"{page.base}/runs/{run.pk}/?step=100000")  # past the run's end: no cursor squashing it
-    assert "this run ends at step 50, got 100000" in page.locator("#step-error").inner_text()
+    assert "this run ends at step 49, got 100000" in page.locator("#step-error").inner_text()
     assert page.locator("#cursor-state").is_hidden()
 
 

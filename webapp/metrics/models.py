@@ -181,6 +181,10 @@ class MetricRollup(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "key", "bucket"], name="metric_rollup_unique")]
 
     @classmethod
+    def last_logged_step(cls, run_id: int) -> int | None:
+        return cls.objects.filter(run_id=run_id).aggregate(last=models.Max("last_step"))["last"]
+
+    @classmethod
     def refresh(cls, run_id: int) -> None:
         """Recompute all of the run's summaries from its points (after a bulk write that bypassed them)."""
         if connection.vendor != "postgresql":

@@ -16,7 +16,7 @@ from webapp.compare import selection
 from webapp.experiments.models import Run
 from webapp.metrics import export
 from webapp.metrics.ingest import MAX_STEP
-from webapp.metrics.models import Sample
+from webapp.metrics.models import MetricRollup, Sample
 from webapp.runs import queue, table
 from webapp.runs.charts import chart_sections
 from webapp.runs.forms import RunEditForm, RunTableForm
@@ -155,7 +155,10 @@ def _step_param(request) -> tuple[int | None, str]:
 def run_detail(request, pk):
     run = owned_run(request, pk)
     cursor, step_error = _step_param(request)
-    last = run.step if run.is_finished else max(run.step, run.total_steps or 0)
+    # The last step logged (a native run's step counts steps done: its last logged one is step - 1); a
+    # run still going may reach total_steps - 1.
+    logged = MetricRollup.last_logged_step(run.pk)
+    last = max(logged if logged is not None else 0, 0 if run.is_finished else (run.total_steps or 0) - 1)
     if (
         cursor is not None and cursor > last
     ):  # a cursor far past the run would squash its curves into a corner
