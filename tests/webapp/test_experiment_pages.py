@@ -77,6 +77,14 @@ def test_detail_links_each_run_to_its_page(alice_client, alice):
         assert run.label in html
 
 
+def test_detail_shows_the_detector_overrides_its_runs_are_judged_with(alice_client, alice):
+    plain = spec_experiment(alice, seeds=[1])
+    assert "Detector overrides" not in alice_client.get(plain.get_absolute_url()).content.decode()
+    tuned = spec_experiment(alice, seeds=[1], detector_overrides={"grad_spike": {"tolerance": 5.0}})
+    html = alice_client.get(tuned.get_absolute_url()).content.decode()
+    assert re.search(r'id="detector-overrides">grad_spike:\n  tolerance: 5.0\n</pre>', html)
+
+
 def test_detail_shows_each_runs_latest_success_and_reward(alice_client, alice):
     experiment = spec_experiment(alice, seeds=[1])
     run = experiment.runs.get()

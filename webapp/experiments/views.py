@@ -152,6 +152,7 @@ def _render_detail(request, experiment, alerts_form, status=200):
             "archived_count": experiment.runs.archived().count(),
             "counts": experiment.status_counts(shown),
             "config_yaml": form_inputs.dump_yaml(experiment.config),
+            "detector_overrides_yaml": form_inputs.dump_yaml(experiment.detector_overrides),
             "alerts_form": alerts_form,
         },
         status=status,
