@@ -78,6 +78,17 @@ def test_html_escapes_names_and_the_subject_does_not(alert_event):
     assert "&lt;b&gt;R&amp;D&lt;/b&gt; run" in parts(message)["text/html"].get_content()
 
 
+def test_a_right_to_left_name_cannot_reorder_the_lines_around_it(alert_event):
+    message = parsed(Notification.create_for_event(alert_event(name="\u202eevil\u202c run")))
+    assert (
+        message["Subject"].strip()
+        == "[EchoLab] collapse: collapse on \u2068\u202eevil\u202c run / seed 0\u2069"
+    )
+    text = parts(message)["text/plain"].get_content()
+    assert 'on run "seed 0" of experiment "\u2068\u202eevil\u202c run\u2069".' in text
+    assert "<bdi>\u202eevil\u202c run</bdi>" in parts(message)["text/html"].get_content()
+
+
 def test_chart_shows_success_and_std_within_the_window_with_gaps(collapsing_run):
     run = collapsing_run()
     series = emails.chart_series(run, EVENT_STEP)

@@ -1,4 +1,5 @@
 import math
+import unicodedata
 
 from django import template
 
@@ -30,3 +31,19 @@ def metric(metrics, key):
     """A value from Run.latest_metrics, formatted for a table cell."""
     value = (metrics or {}).get(key)
     return "–" if not isinstance(value, (int, float)) or not math.isfinite(value) else f"{value:.3g}"
+
+
+# Bidi classes that can reorder the text around a name: right-to-left letters and the embedding,
+# override and isolate controls.
+_REORDERING = {"R", "AL", "RLE", "RLO", "LRE", "LRO", "RLI", "LRI", "FSI", "PDF", "PDI"}
+
+
+@register.filter
+def isolated(text):
+    """`text` between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE when it holds right-to-left
+    letters or bidi controls, so a user-chosen name cannot reorder a plain-text line (a subject, a text
+    email) around it; other text unchanged (HTML uses <bdi>)."""
+    text = str(text)
+    if any(unicodedata.bidirectional(char) in _REORDERING for char in text):
+        return f"\u2068{text}\u2069"
+    return text
