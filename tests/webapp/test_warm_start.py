@@ -30,6 +30,10 @@ def test_form_warm_start_inside_model_root_reaches_the_run_config(alice_client, 
     }
     assert config["optim"]["actor_lr"] == 5e-4  # the tiny profile still applies
 
+    rerun = alice_client.get(reverse("experiment_rerun", args=[Experiment.objects.get().pk]))
+    initial = rerun.context["form"].initial
+    assert initial["warm_start"] == "sft-frozenlake" and "warm_start" not in initial["overrides"]
+
 
 @pytest.mark.parametrize(
     "value, message", [("../outside", "MODEL_ROOT"), ("./nothing-here", "no model folder")]

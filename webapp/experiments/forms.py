@@ -231,7 +231,7 @@ class ExperimentForm(AlertsForm):
         initial = {
             "env": inputs["env"]["name"],
             "model": form_inputs.display_model(inputs["model"]),
-            "warm_start": warm_start or "",
+            "warm_start": form_inputs.display_model(warm_start) if warm_start else "",
             "preset": inputs["preset"],
             "overrides": form_inputs.dump_yaml(overrides),
         }
