@@ -86,6 +86,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "webapp.core.server_errors.DatabaseUnavailableMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]

@@ -151,7 +151,9 @@ def test_too_many_points_is_413(client, run, alice_token):
     points = [{"step": i, "key": "k", "value": 0} for i in range(ingest.MAX_POINTS + 1)]
     response = post(client, run, points, alice_token)
     assert response.status_code == 413
-    assert response.json()["error"] == "10001 points in one batch; the limit is 10000: send smaller batches"
+    assert response.json()["errors"] == {
+        "body": "10001 points in one batch; the limit is 10000: send smaller batches"
+    }
     assert stored(run) == []
     assert post(client, run, points[:-1], alice_token).status_code == 200
 
@@ -169,7 +171,7 @@ def test_body_beyond_djangos_upload_limit_is_413_not_400(client, run, alice_toke
         client, run, None, alice_token, raw=json.dumps([{"step": 0, "key": "k" * 2000, "value": 0}])
     )
     assert response.status_code == 413
-    assert response.json()["error"] == "request body is larger than the server's limit of 1024 bytes"
+    assert response.json()["errors"] == {"body": "larger than the server's limit of 1024 bytes"}
 
 
 def test_an_owner_who_is_not_signed_in_owns_no_run(run):

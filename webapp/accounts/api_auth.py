@@ -26,6 +26,16 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.message, self.errors = status, message, errors
 
+    @classmethod
+    def fields(cls, errors: dict[str, str], status: int = 400) -> "ApiError":
+        """Bad input, each problem under the field it names; the message is the first of them."""
+        field, problem = next(iter(errors.items()))
+        return cls(status, f"{field}: {problem}", errors)
+
+    @classmethod
+    def field(cls, name: str, problem: str, status: int = 400) -> "ApiError":
+        return cls.fields({name: problem}, status)
+
 
 def error_response(status: int, message: str, errors: dict | None = None) -> JsonResponse:
     body = {"error": message}
@@ -70,7 +80,11 @@ def api_view(methods=("GET",)):
             except Http404 as error:
                 return error_response(404, str(error) or "not found")
             except MultiPartParserError as error:
-                return error_response(400, f"request body is not valid multipart/form-data: {error}")
+                return error_response(
+                    400,
+                    f"body: not valid multipart/form-data: {error}",
+                    {"body": f"not valid multipart/form-data: {error}"},
+                )
 
         return wrapped
 
@@ -82,14 +96,28 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
     valid Unicode (JSON can escape a lone surrogate) is refused here for every API, named by its path:
     nothing could store it. `items`: what a top-level list holds, to name its elements by (`points[3]`)."""
     if len(request.body) > max_bytes:
-        raise ApiError(413, f"request body is {len(request.body)} bytes; the limit is {max_bytes}")
+        raise ApiError.field("body", f"{len(request.body)} bytes; the limit is {max_bytes}", 413)
     try:
         body = jsonsafe.loads(request.body or b"null")
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
-        raise ApiError(400, f"request body is not valid JSON: {error}") from None
+        raise ApiError.field("body", f"not valid JSON: {error}") from None
     if jsonsafe.may_hold_surrogates(request.body):
         where = jsonsafe.not_unicode(body, items if isinstance(body, list) else "")
         if where is not None:
             where = where or "body"
-            raise ApiError(400, f"{where}: {jsonsafe.NOT_UNICODE}", {where: jsonsafe.NOT_UNICODE})
+            raise ApiError.field(where, jsonsafe.NOT_UNICODE)
     return body
+
+
+def int_param(request, name: str, default=None, low=None, high=None):
+    """?name=N as an int within [low, high], `default` when absent; ApiError naming the parameter."""
+    if name not in request.GET:
+        return default
+    text = request.GET[name].strip()
+    try:
+        value = int(text)  # "?name=" (present but empty) is a 400 too: the schema says integer
+    except ValueError:
+        raise ApiError.field(name, f"must be an integer, got {text[:40]!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ApiError.field(name, f"must be between {low} and {high}, got {value}")
+    return value

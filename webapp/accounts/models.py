@@ -2,14 +2,16 @@
 is enough; a slow password hash would add latency to every API call)."""
 
 import hashlib
+import logging
 import secrets
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import models
+from django.db import OperationalError, models, transaction
 from django.utils import timezone
 
+logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "elab_"
 LAST_USED_PRECISION = timedelta(minutes=1)
 
@@ -62,7 +64,11 @@ class ApiToken(models.Model):
         now, last_used = timezone.now(), _aware(user.token_last_used_at)
         # A minute's precision is enough to tell tokens in use apart, and spares a write per request.
         if last_used is None or now - last_used > LAST_USED_PRECISION:
-            cls.objects.filter(pk=user.token_id).update(last_used_at=now)
+            try:
+                with transaction.atomic():  # a savepoint when a caller's transaction is open
+                    cls.objects.filter(pk=user.token_id).update(last_used_at=now)
+            except OperationalError:  # bookkeeping: a busy database (SQLite's lock) must not fail the call
+                logger.warning("token %s: last use not recorded, the database is busy", user.token_id)
         return user
 
     @classmethod

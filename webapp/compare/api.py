@@ -8,12 +8,12 @@ Ids that do not exist or are not the caller's are left out and listed in `not_fo
 """
 
 from diagnostics.metrics import CHART_KEYS
-from webapp.accounts.api_auth import ApiError, api_view
+from webapp.accounts.api_auth import ApiError, api_view, int_param
 from webapp.alerts.models import DetectorEvent
 from webapp.compare import aggregates, selection
 from webapp.core.json_response import JsonResponse
 from webapp.metrics import ingest
-from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, _int_param, run_state
+from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, run_state
 from webapp.metrics.downsample import load_many
 
 DEFAULT_MAX_POINTS = 500
@@ -44,12 +44,12 @@ def parse_selection(request) -> selection.Selection:
     ids, invalid = selection.split_ids(values)
     if invalid:
         message = f"runs: {invalid[0]!r} is not a run id; expected ids separated by commas, like runs=3,7,12"
-        raise ApiError(400, message, {"runs": message.removeprefix("runs: ")})
+        raise ApiError.field("runs", message.removeprefix("runs: "))
     if not ids:
-        raise ApiError(400, "runs: name at least one run id, like runs=3,7,12", {"runs": "required"})
+        raise ApiError.field("runs", "name at least one run id, like runs=3,7,12")
     if len(ids) > selection.MAX_RUNS:
         message = f"at most {selection.MAX_RUNS} runs per request, got {len(ids)}"
-        raise ApiError(400, "runs: " + message, {"runs": message})
+        raise ApiError.field("runs", message)
     return selection.select(request.user, values)
 
 
@@ -57,21 +57,21 @@ def parse_selection(request) -> selection.Selection:
 def compare(request):
     chosen = parse_selection(request)
     keys = parse_keys(request.GET.get("keys", ""))
-    max_points = _int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
+    max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
     if len(chosen.requested) * len(keys) * max_points > MAX_POINTS_PER_REQUEST:
         message = (
             f"runs x keys x max_points is at most {MAX_POINTS_PER_REQUEST:,}, got "
             f"{len(chosen.requested)} x {len(keys)} x {max_points}: ask for fewer points"
         )
-        raise ApiError(400, "max_points: " + message, {"max_points": message})
+        raise ApiError.field("max_points", message)
     bands = request.GET.get("bands", "0")
     if bands not in ("0", "1"):
-        raise ApiError(400, f"bands: must be 0 or 1, got {bands[:20]!r}", {"bands": "must be 0 or 1"})
+        raise ApiError.field("bands", f"must be 0 or 1, got {bands[:20]!r}")
     bands = bands == "1"
     group_by = request.GET.get("group_by", "").strip()
     if group_by and not aggregates.is_field(chosen.runs, group_by):
         message = f"{group_by[:100]!r} is not a config field of these runs (e.g. algorithm.filter_ratio)"
-        raise ApiError(400, "group_by: " + message, {"group_by": message})
+        raise ApiError.field("group_by", message)
     events = {run.pk: [] for run in chosen.runs}
     for run_id, *event in DetectorEvent.objects.filter(run__in=chosen.runs).values_list(
         "run_id", "step", "level", "rule", "message"

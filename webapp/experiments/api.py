@@ -3,7 +3,7 @@
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404
 
-from webapp.accounts.api_auth import ApiError, api_view, json_body
+from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import spec_parsing, specs
 from webapp.experiments.models import Experiment
@@ -12,13 +12,8 @@ MAX_PAGE_SIZE = 200
 
 
 def _page(request, queryset, serialize):
-    try:
-        size = int(request.GET.get("page_size", 50))
-        number = int(request.GET.get("page", 1))
-    except ValueError:
-        raise ApiError(400, "page and page_size must be whole numbers") from None
-    if not 1 <= size <= MAX_PAGE_SIZE or number < 1:
-        raise ApiError(400, f"page must be >= 1 and page_size between 1 and {MAX_PAGE_SIZE}")
+    size = int_param(request, "page_size", 50, low=1, high=MAX_PAGE_SIZE)
+    number = int_param(request, "page", 1, low=1, high=2**63 - 1)
     paginator = Paginator(queryset, size)
     items = paginator.page(number).object_list if number <= paginator.num_pages else []
     return JsonResponse(
@@ -57,7 +52,7 @@ def experiment(request, pk):
 def _set_alerts(experiment: Experiment, body) -> None:
     """PATCH: the alert settings, the one part of an experiment that changes after it is created."""
     if not isinstance(body, dict) or not body:
-        raise ApiError(400, f"body: must be an object with {' and/or '.join(ALERT_FIELDS)}")
+        raise ApiError.field("body", f"must be an object with {' and/or '.join(ALERT_FIELDS)}")
     errors = {
         key: f"unknown field; only {', '.join(ALERT_FIELDS)} can change"
         for key in body
@@ -73,6 +68,5 @@ def _set_alerts(experiment: Experiment, body) -> None:
     if not isinstance(on_warnings, bool):
         errors["alert_on_warnings"] = "must be true or false"
     if errors:
-        field, problem = next(iter(errors.items()))
-        raise ApiError(400, f"{field}: {problem}", errors)
+        raise ApiError.fields(errors)
     experiment.set_alerts(recipients, on_warnings)

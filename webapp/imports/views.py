@@ -73,8 +73,7 @@ def imports(request):
         form = ImportForm({"name": name, "format": fmt}, {"file": _raw_body(request, filename)})
     if not form.is_valid():
         errors = {field: " ".join(problems) for field, problems in form.errors.items()}
-        field, problem = next(iter(errors.items()))
-        raise ApiError(400, f"{field}: {problem}", errors)
+        raise ApiError.fields(errors)
     run = form.save(request.user)
     return JsonResponse(
         {"id": run.pk, "url": run.get_absolute_url(), "experiment": run.experiment_id, **form.summary(run)},
@@ -90,7 +89,7 @@ def _raw_body(request, filename) -> TemporaryUploadedFile:
         upload.size += len(chunk)
         if upload.size > limit:
             upload.close()
-            raise ApiError(413, f"file: the body is over the limit of {limit} bytes")
+            raise ApiError.field("file", f"the body is over the limit of {limit} bytes", 413)
         upload.write(chunk)
     upload.flush()
     upload.seek(0)

@@ -6,7 +6,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, StreamingHttpResponse
 
 from diagnostics.metrics import TRAIN_REWARD_STD_HIST
-from webapp.accounts.api_auth import ApiError, api_view, json_body
+from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
 from webapp.core.json_response import JsonResponse
 from webapp.experiments.models import Run
 from webapp.metrics import export, ingest
@@ -19,19 +19,6 @@ HIST_BINS = 20  # the heat strip's std bins, equal width from 0 to the run's lar
 DEFAULT_MAX_POINTS = 1000
 MAX_MAX_POINTS = 20_000
 MAX_KEYS = 100
-
-
-def _int_param(request, name: str, default=None, low=None, high=None):
-    if name not in request.GET:
-        return default
-    text = request.GET[name].strip()
-    try:
-        value = int(text)  # "?name=" (present but empty) is a 400 too: the schema says integer
-    except ValueError:
-        raise ApiError(400, f"{name}: must be an integer, got {text[:40]!r}") from None
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ApiError(400, f"{name}: must be between {low} and {high}, got {value}")
-    return value
 
 
 def run_state(run: Run) -> dict:
@@ -64,11 +51,11 @@ def _query(request, run: Run):
     if not keys:
         keys = sorted(run.latest_metrics)
     if len(keys) > MAX_KEYS:
-        raise ApiError(400, f"keys: at most {MAX_KEYS} keys per request, got {len(keys)}")
+        raise ApiError.field("keys", f"at most {MAX_KEYS} keys per request, got {len(keys)}")
     if any(len(key) > ingest.MAX_KEY_LENGTH or "\x00" in key for key in keys):
-        raise ApiError(400, f"keys: each key is at most {ingest.MAX_KEY_LENGTH} characters")
-    max_points = _int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
-    after = _int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
+        raise ApiError.field("keys", f"each key is at most {ingest.MAX_KEY_LENGTH} characters")
+    max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
+    after = int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
     series = load_series(run.pk, keys, after=after, max_points=max_points)
     return JsonResponse(
         {
@@ -83,22 +70,22 @@ def _query(request, run: Run):
 def _ingest(request, pk: int):
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if declared.isdigit() and int(declared) > ingest.MAX_BODY_BYTES:
-        raise ApiError(
-            413,
-            f"request body is {declared} bytes; the limit is {ingest.MAX_BODY_BYTES}: "
+        raise ApiError.field(
+            "body",
+            f"{declared} bytes; the limit is {ingest.MAX_BODY_BYTES}: "
             f"send at most {ingest.MAX_POINTS} points per request",
+            413,
         )
     try:
         body = json_body(request, max_bytes=ingest.MAX_BODY_BYTES, items="points")
     except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE, e.g. a lying Content-Length
-        raise ApiError(
-            413,
-            f"request body is larger than the server's limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+        raise ApiError.field(
+            "body", f"larger than the server's limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes", 413
         ) from None
     try:
         points = ingest.parse(body)
     except ingest.TooLarge as error:
-        raise ApiError(413, str(error)) from None
+        raise ApiError.field("body", str(error), 413) from None
     except ingest.Invalid as error:
         raise ApiError(400, error.message, error.errors) from None
     try:
@@ -116,7 +103,7 @@ def export_metrics(request, pk):
     run = owned_run(request, pk)
     fmt = request.GET.get("format", "csv")
     if fmt not in export.FORMATS:
-        raise ApiError(400, f"format: must be one of {', '.join(export.FORMATS)}, got {fmt[:20]!r}")
+        raise ApiError.field("format", f"must be one of {', '.join(export.FORMATS)}, got {fmt[:20]!r}")
     response = StreamingHttpResponse(export.lines(run.pk, fmt), content_type=export.FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-metrics.{fmt}"'
     return response
@@ -133,7 +120,7 @@ def events(request, pk):
 def samples(request, pk):
     run = owned_run(request, pk)
     steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
-    step = _int_param(request, "step", steps[-1] if steps else None, low=0, high=ingest.MAX_STEP)
+    step = int_param(request, "step", steps[-1] if steps else None, low=0, high=ingest.MAX_STEP)
     rows = Sample.objects.filter(run=run, step=step).values("index", "data") if step is not None else []
     return JsonResponse({"run": run_state(run), "steps": steps, "step": step, "samples": list(rows)})
 

@@ -76,9 +76,10 @@ def _fields(request) -> Fields:
         return Fields({key: values if len(values) > 1 else values[0] for key, values in request.GET.lists()})
     try:
         body = json_body(request, max_bytes=MAX_BODY_BYTES)
-    except ApiError as error:  # a field named (text that is not Unicode) is a bad value, not a bad request
+    except ApiError as error:  # a field inside (text that is not Unicode) is a bad value, not a bad request
+        bad_request = not error.errors or "body" in error.errors
         raise MlflowError(
-            "INVALID_PARAMETER_VALUE" if error.errors else "BAD_REQUEST", error.message
+            "BAD_REQUEST" if bad_request else "INVALID_PARAMETER_VALUE", error.message
         ) from None
     except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE
         raise MlflowError(

@@ -1,0 +1,54 @@
+"""What a request that fails on the server answers. Under /api/ it is JSON like every API answer (the
+MLflow endpoint's own shape under .../mlflow/), never Django's HTML error page; a database that is busy
+(SQLite's write lock held by a long import, say) or unreachable is a 503 with Retry-After, which
+clients such as `mlflow` retry, not a 500."""
+
+import logging
+
+import psycopg
+from django.db import OperationalError
+from django.http import HttpResponse
+from django.views.defaults import server_error as html_server_error
+
+from webapp.core.json_response import JsonResponse
+
+logger = logging.getLogger(__name__)
+RETRY_AFTER_SECONDS = 5
+UNAVAILABLE = "the database is busy or unreachable; retry the request"
+INTERNAL = "internal server error (logged on the server)"
+
+
+def _answer(request, status: int, message: str):
+    path = request.path
+    if "/mlflow/" in path and (path.startswith("/api/") or path.startswith("/ajax-api/")):
+        code = "TEMPORARILY_UNAVAILABLE" if status == 503 else "INTERNAL_ERROR"
+        return JsonResponse({"error_code": code, "message": message}, status=status)
+    if path.startswith("/api/"):
+        return JsonResponse({"error": message, "errors": {}}, status=status)
+    return None
+
+
+class DatabaseUnavailableMiddleware:
+    """OperationalError from the database -> 503 (the request's transaction, if any, rolled back). psycopg's
+    own, from code that talks to it directly (the ingest's pipelined write), as Django's."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, (OperationalError, psycopg.OperationalError)):
+            return None
+        logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
+        response = _answer(request, 503, UNAVAILABLE) or HttpResponse(
+            f"EchoLab: {UNAVAILABLE}.\n", status=503, content_type="text/plain; charset=utf-8"
+        )
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+
+
+def server_error(request):
+    """handler500: JSON under /api/, the HTML page elsewhere (Django has logged the exception)."""
+    return _answer(request, 500, INTERNAL) or html_server_error(request)
