@@ -17,6 +17,7 @@ import traceback
 from django.db.utils import Error as DatabaseError
 
 from trainer.stopping import StopSignal  # torch-free
+from webapp.experiments import run_planning
 from webapp.experiments.models import Run
 from worker.sink import DatabaseSink, SinkFlushError
 
@@ -86,7 +87,7 @@ def train_run(run_id: int) -> str:
 
     try:
         cfg = TrainConfig.from_dict(run.config)
-        cfg.model.name = loadable_model(cfg.model.name)
+        run_planning.resolve_model_fields(cfg)  # a config stored by other means is checked here too
     except ConfigError as error:
         if run.claim(host, pid, device=""):
             run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
@@ -97,18 +98,6 @@ def train_run(run_id: int) -> str:
         return "claimed by another worker"
     logger.info("run %s: attempt %s on %s (%s)", run.pk, run.attempt, host, run.device)
     return train_claimed(run, cfg)
-
-
-def loadable_model(name: str) -> str:
-    """The model name through the web's resolver again: a config written to the database by other means
-    than an experiment's plan must not load a folder outside MODEL_ROOT either."""
-    from trainer.config import ConfigError
-    from webapp.experiments.spec_parsing import resolve_model
-
-    try:
-        return resolve_model(name)
-    except ValueError as error:
-        raise ConfigError({"model.name": str(error)}) from None
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from tests.factories import make_experiment, make_run, make_user
 from webapp.alerts.models import Notification
+from webapp.experiments.models import Experiment
 
 
 def age(notification, seconds):
@@ -17,6 +18,15 @@ def test_collapse_notifies_the_experiment_recipients(alert_event):
     notification = Notification.create_for_event(alert_event(alert_recipients="x@example.com ,y@example.com"))
     assert notification.recipients == ["x@example.com", "y@example.com"]
     assert notification.status == "pending"
+
+
+def test_alert_settings_changed_while_a_run_trains_apply_to_its_next_event(alert_event):
+    first = alert_event(level="warning", alert_recipients="first@example.com")
+    assert Notification.create_for_event(first) is None  # warnings are not emailed yet
+    run = first.run  # as a worker holds it: loaded, with its experiment, when training started
+    Experiment.objects.get(pk=run.experiment_id).set_alerts(["changed@example.com"], on_warnings=True)
+    warning = Notification.create_for_event(alert_event(level="warning", rule="entropy_rise", run=run))
+    assert warning is not None and warning.recipients == ["changed@example.com"]
 
 
 def test_owner_is_the_default_recipient(alert_event):

@@ -82,3 +82,26 @@ def test_the_form_shows_the_warm_start_field_and_its_error(page, tmp_path):
     page.locator("#field-warm_start .errorlist").wait_for()
     assert "no model folder './not-there' inside MODEL_ROOT" in field.inner_text()
     field.screenshot(path=str(tmp_path / "warm_start_field.png"))
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"grid": {"model.warm_start": ["/etc"]}},
+        {"config": {"env": {"name": "bandit"}, "model": {"name": "tiny", "warm_start": "/etc"}}},
+    ],
+)
+def test_a_warm_start_from_a_grid_or_a_complete_config_is_checked_too(client, alice, model_root, where):
+    _, plain = ApiToken.issue(alice, "tests")
+    body = {"name": "warm", **where}
+    if "config" not in where:
+        body.update(preset="starpo-s", env={"name": "bandit"}, steps=2)
+    response = client.post(
+        reverse("api_experiments"),
+        json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {plain}",
+    )
+    assert response.status_code == 400, response.json()
+    assert "no model folder '/etc' inside MODEL_ROOT" in response.json()["error"]
+    assert Experiment.objects.count() == 0

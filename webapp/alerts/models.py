@@ -94,6 +94,9 @@ class Notification(models.Model):
         (info and resolved never; warnings only with alert_on_warnings), nobody to tell, or the same rule
         already notified on this run within ALERT_COOLDOWN_SECONDS (a flapping rule must not flood)."""
         experiment = event.run.experiment
+        # The settings as they are now: a worker's run (and its experiment) was loaded when training
+        # started, and the alert settings may have changed since.
+        experiment.refresh_from_db(fields=["alert_recipients", "alert_on_warnings"])
         alerted = {DetectorEvent.Level.COLLAPSE}
         if experiment.alert_on_warnings:
             alerted.add(DetectorEvent.Level.WARNING)

@@ -27,11 +27,19 @@ from webapp.experiments.specs import (
 )
 
 
-def _resolve_model_field(value: str) -> str:
+def resolve_model_fields(config) -> None:
+    """A TrainConfig's model name and warm start through the one resolver, in place, however they came
+    (field, grid, overrides, a complete config; the worker asks again before loading): never a folder
+    outside MODEL_ROOT. ConfigError names the field."""
     try:
-        return resolve_model(value)
+        config.model.name = resolve_model(config.model.name)
     except ValueError as error:
         raise ConfigError({"model.name": str(error)}) from None
+    if config.model.warm_start:
+        try:
+            config.model.warm_start = resolve_model(config.model.warm_start)
+        except ValueError as error:
+            raise ConfigError({"model.warm_start": str(error)}) from None
 
 
 def combinations(grid: dict[str, list]) -> list[dict]:
@@ -98,8 +106,7 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
         for seed in spec.seeds:
             try:
                 config = resolve(spec, {**combination, "seed": seed})
-                # Every mode (preset, complete config, grid) meets the same resolver.
-                config.model.name = _resolve_model_field(config.model.name)
+                resolve_model_fields(config)  # every mode (preset, complete config, grid) alike
                 check_limits(config)
             except ValueError as error:  # ConfigError from the trainer, the resolver or the limits
                 problems = error.errors
