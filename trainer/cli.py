@@ -26,13 +26,13 @@ def _config_errors(errors: dict[str, str]) -> int:
 def _train_config(args):
     """The config a new run starts with: preset (or --config alone) + file + flags."""
     from trainer.config import ConfigError, TrainConfig
-    from trainer.overrides import apply_overrides, deep_merge
+    from trainer.overrides import apply_overrides, deep_merge, load_yaml
 
     user: dict = {}
     if args.config:
         try:
             with open(args.config) as f:
-                loaded = yaml.safe_load(f) or {}
+                loaded = load_yaml(f) or {}
         except OSError as e:
             raise ConfigError({"config": f"cannot read {args.config}: {e.strerror}"}) from None
         except yaml.YAMLError as e:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from trainer.overrides import ConfigError, apply_overrides, deep_merge, set_dotted
+from trainer.overrides import ConfigError, apply_overrides, deep_merge, load_yaml, set_dotted
 
 TINY_MODEL = "tiny"  # the embedded model, built locally by trainer.tiny_model
 
@@ -148,7 +148,7 @@ class TrainConfig:
     @classmethod
     def from_yaml(cls, text: str) -> TrainConfig:
         try:
-            values = yaml.safe_load(text)
+            values = load_yaml(text)
         except yaml.YAMLError as error:
             raise ConfigError({"config": f"is not valid YAML: {str(error).splitlines()[0]}"}) from None
         if values is not None and not isinstance(values, dict):

@@ -9,10 +9,25 @@ shape every config check in the project reports (trainer.config re-exports it).
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import re
 
 import yaml
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML reads YAML 1.1, where `1e-4` is a string (a float needs a dot: `1.0e-4`); learning rates are
+    written `1e-4`, so numbers with an exponent and no dot are floats here, as in YAML 1.2."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def load_yaml(text):
+    """yaml.safe_load, with `1e-4` a float: every YAML a user writes (files, overrides, --set, grids)."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
 
 
 class ConfigError(ValueError):
@@ -60,12 +75,9 @@ def apply_overrides(values: dict, overrides: list[str]) -> dict:
             errors[key.strip() or item] = f"override {item!r} must look like section.field=value"
             continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = load_yaml(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
-        if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
-            with contextlib.suppress(ValueError):
-                value = float(value)
         set_dotted(values, key.strip(), value)
     if errors:
         raise ConfigError(errors)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from trainer.config import TrainConfig
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 
 
@@ -16,6 +17,15 @@ def test_grid_text_parses_typed_values_and_round_trips():
         "preset": ["starpo", "starpo-s"],
     }
     assert spec_parsing.parse_grid(form_inputs.grid_text(grid)) == grid
+
+
+def test_numbers_written_with_an_exponent_are_numbers_everywhere():
+    # YAML 1.1 (PyYAML) reads `1e-4` as a string; a learning rate is written that way.
+    grid = spec_parsing.parse_grid("optim.actor_lr = 1e-4, 5E-4, -2e-5, 1.0e-3")
+    assert grid == {"optim.actor_lr": [1e-4, 5e-4, -2e-5, 1e-3]}
+    assert spec_parsing.parse_overrides("optim: {actor_lr: 3e-4}") == {"optim": {"actor_lr": 3e-4}}
+    assert spec_parsing.parse_overrides("note: '1e-4'") == {"note": "1e-4"}  # quoted stays text
+    assert TrainConfig.from_yaml("optim: {actor_lr: 2e-4}").optim.actor_lr == 2e-4
 
 
 @pytest.mark.parametrize(

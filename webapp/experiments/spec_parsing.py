@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
 from trainer.config import PRESETS, TINY_MODEL, TrainConfig
-from trainer.overrides import get_dotted
+from trainer.overrides import get_dotted, load_yaml
 from webapp.core import jsonsafe
 from webapp.experiments.specs import MAX_SEED, MAX_STEPS, OWN_FIELDS, ExperimentSpec, SpecError
 
@@ -114,7 +114,7 @@ def _top_level_items(text: str) -> list[str]:
 
 def _yaml_scalar(text: str, line: int):
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except (yaml.YAMLError, ValueError, RecursionError):  # ValueError: an integer of over 4,300 digits
         raise ValueError(f"line {line}: {text[:100]!r} is not a valid value") from None
 
@@ -128,7 +128,7 @@ def parse_mapping(value, example: str) -> dict:
     if not isinstance(value, str):
         raise ValueError(f"expected a mapping like {example}")
     try:
-        loaded = yaml.safe_load(value)
+        loaded = load_yaml(value)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
