@@ -75,6 +75,8 @@ def value_loss(values, old_values, returns, mask, clip: float, n_tokens: float |
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
     on_mask = mask.bool()
     values, returns = values[on_mask], returns[on_mask]
-    if returns.numel() < 2 or returns.var() == 0:
+    # Returns equal up to float rounding (every trajectory the same reward) leave nothing to explain;
+    # dividing by their rounding-sized variance read -1e13.
+    if returns.numel() < 2 or returns.var() <= 1e-12 * returns.pow(2).mean():
         return 0.0
     return (1 - (returns - values).var() / returns.var()).item()

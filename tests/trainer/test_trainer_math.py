@@ -112,6 +112,11 @@ def test_value_loss_clips_and_explained_variance():
     r = torch.tensor([1.0, 2.0, 3.0])
     assert losses.explained_variance(r, r, torch.ones(3)) == pytest.approx(1.0)
     assert losses.explained_variance(torch.zeros(3), r, torch.ones(3)) == pytest.approx(0.0)
+    # Every trajectory the same reward, as float32 arithmetic leaves it (a collapsed batch): nothing to
+    # explain, not -1e13.
+    same = (torch.full((64,), 0.1) * 3).cumsum(0) / torch.arange(1, 65) / 3
+    assert 0 < same.var() < 1e-12
+    assert losses.explained_variance(torch.linspace(-1, 1, 64), same, torch.ones(64)) == 0.0
 
 
 def test_non_finite_gradient_skips_the_step():
