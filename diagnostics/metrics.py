@@ -190,7 +190,7 @@ METRICS: tuple[Metric, ...] = (
         "mean over the P groups of the within-group std (unbiased) of raw rewards",
         "reward",
         REWARD_STD_CHART,
-        log=True,
+        # Linear: a log axis cannot draw 0, and a std of 0 (every group one reward) is the collapse signal.
         # TRL averages the per-group std: an in-group std too
         aliases=(Alias(RAGEN, "rollout/in_group_std"), Alias(TRL, "reward_std")),
     ),

@@ -46,7 +46,7 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
         "train/reward_std_in_group",
         "actor/kl_ref",
     } <= set(keys)
-    assert {chart["id"] for chart in data["charts"] if chart.get("log")} == {"grad_norm", "reward_std"}
+    assert {chart["id"] for chart in data["charts"] if chart.get("log")} == {"grad_norm"}
 
 
 def test_eta_reads_as_on_every_other_page(alice_client, run):
