@@ -127,10 +127,11 @@ def test_an_experiment_yaml_with_a_problem_names_it(alice_client):
 
 
 def test_pasted_yaml_import(alice_client):
-    text = "env: {name: bandit}\nrollout: {group_size: 2}\n"
+    text = "env: {name: bandit}\nrollout: {group_size: 2}\nseed: 7\n"
     response = alice_client.post(reverse("experiment_import"), {"text": text})
     form = response.context["form"]
     assert response.status_code == 200 and form.initial["env"] == "bandit"
+    assert form.initial["seeds"] == "7"
     # A config without a model trains the tiny model with the dataclass defaults, not the tiny
     # profile's: the overrides say so, field by field.
     overrides = yaml.safe_load(form.initial["overrides"])

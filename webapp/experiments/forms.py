@@ -239,6 +239,9 @@ class ExperimentForm(AlertsForm):
             initial["steps"] = inputs["steps"]
         for name, value in inputs["env"]["params"].items():
             initial[param_field_name(inputs["env"]["name"], name)] = value
+        seed = config.get("seed")
+        if isinstance(seed, int) and not isinstance(seed, bool):  # a bare config's own seed
+            initial["seeds"] = str(seed)
         initial.update(extra)
         return initial
 
