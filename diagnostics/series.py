@@ -3,7 +3,10 @@
 CSV: a header row with a `step` column and one column per metric; an empty cell means "not logged".
 JSONL (our metrics.jsonl): one object per line, `{"step": n, "<key>": value, ...}`; null = not logged.
 NaN and inf are numbers (written as nan/inf/NaN/Infinity, bare or quoted): a NaN gradient norm is
-exactly what the detector looks for. Every problem raises ValueError naming the line and column.
+exactly what the detector looks for; a number too large for a float (1e400) is an error, not an inf.
+Rows of one step are merged (a trainer's log history has a training row and an evaluation row at the
+same step), unless they give the same column twice. Every problem raises ValueError naming the line and
+column.
 """
 
 import csv
@@ -12,6 +15,7 @@ import json
 import math
 import operator
 import os
+import re
 from typing import Any
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -33,13 +37,24 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
         fmt = "jsonl" if text.lstrip().startswith("{") else "csv"
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"format: {fmt!r} is not 'csv' or 'jsonl'")
-    rows = _parse_jsonl(text) if fmt == "jsonl" else _parse_csv(text)
-    seen: dict[int, int] = {}
-    for line, step, _ in rows:
-        if step in seen:
-            raise ValueError(f"line {line}: step {step} already given on line {seen[step]}")
-        seen[step] = line
-    return sorted(((step, values) for _, step, values in rows), key=lambda row: row[0])
+    checked = bool(_MAYBE_BEYOND_FLOAT.search(text))  # only then is a cell read number by number
+    rows = _parse_jsonl(text, checked) if fmt == "jsonl" else _parse_csv(text, checked)
+    by_step: dict[int, dict[str, float]] = {}
+    line_of: dict[tuple[int, str], int] = {}
+    for line, step, values in rows:
+        merged = by_step.setdefault(step, values)
+        if merged is not values:
+            for key in values:
+                if key in merged:
+                    earlier = line_of.get((step, key)) or next(n for n, s, v in rows if s == step and key in v)
+                    raise ValueError(f"line {line}: step {step}, column {key!r} already given on line {earlier}")
+                line_of[step, key] = line
+            merged.update(values)
+    return sorted(by_step.items(), key=lambda row: row[0])
+
+
+# A literal that may not fit in a float: an exponent of three digits or more, or 309 digits in a row.
+_MAYBE_BEYOND_FLOAT = re.compile(r"[eE][+]?0*[0-9]{3}|[0-9]{309}")
 
 
 def _read(path_or_text: PathOrText, max_bytes: int) -> str:
@@ -78,9 +93,12 @@ def key_problem(key: Any) -> str | None:
 
 def _number(text: str, where: str) -> float:
     try:
-        return float(text)  # also reads nan, inf, -inf, Infinity in any case
+        value = float(text)  # also reads nan, inf, -inf, Infinity in any case
     except ValueError:
         raise ValueError(f"{where}: {text!r} is not a number") from None
+    if math.isinf(value) and "inf" not in text.lower():
+        raise ValueError(f"{where}: {_short(text)} is beyond a 64-bit float's range")
+    return value
 
 
 def _step(value: Any, where: str) -> int:
@@ -97,15 +115,15 @@ def _step(value: Any, where: str) -> int:
     return int(value)
 
 
-def _parse_csv(text: str) -> list[_Row]:
+def _parse_csv(text: str, checked: bool) -> list[_Row]:
     reader = csv.reader(io.StringIO(text))
     try:
-        return _csv_rows(reader)
+        return _csv_rows(reader, checked)
     except csv.Error as error:  # e.g. a cell longer than csv.field_size_limit()
         raise ValueError(f"line {reader.line_num}: {error}") from None
 
 
-def _csv_rows(reader: Any) -> list[_Row]:
+def _csv_rows(reader: Any, checked: bool) -> list[_Row]:
     header = next(reader, None)
     if not header or header == [""]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
@@ -130,7 +148,7 @@ def _csv_rows(reader: Any) -> list[_Row]:
         # strip() would. Any other row goes through _csv_row, which reads it cell by cell and names the
         # cell that is wrong; the two agree on every row the fast path takes.
         try:
-            if len(cells) == len(header):
+            if len(cells) == len(header) and not checked:
                 number = float(cells[step_at])
                 step = int(number)
                 if step == number and step >= 0:
@@ -164,21 +182,34 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
     return line, step, values
 
 
+class _BeyondFloat(Exception):
+    """A JSON number literal that a float cannot hold (its text is the message)."""
+
+
+def _checked_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise _BeyondFloat(literal)
+    return value
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _parse_jsonl(text: str) -> list[_Row]:
+def _parse_jsonl(text: str, checked: bool) -> list[_Row]:
     rows: list[_Row] = []
     known: set[str] = set()
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
+            record = json.loads(raw, parse_float=_checked_float if checked else None)
         except json.JSONDecodeError as error:
             raise ValueError(f"line {line}: not JSON ({error.msg})") from None
+        except _BeyondFloat as error:
+            raise ValueError(f"line {line}: {_short(str(error))} is beyond a 64-bit float's range") from None
         except ValueError as error:  # an integer of more than 4,300 digits
             raise ValueError(f"line {line}: not JSON ({str(error).split(';')[0]})") from None
         except RecursionError:

@@ -46,7 +46,10 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
             "line 8, column 'actor/grad_norm': 'abc' is not a number",
         ),
         ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
-        ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0 already given on line 2"),
+        ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' already given on line 2"),
+        ("step,a,b\n0,1,\n0,,2\n0,3,\n", "line 4: step 0, column 'a' already given on line 2"),
+        ("step,a\n0,1e400\n", "line 2, column 'a': '1e400' is beyond a 64-bit float's range"),
+        ('{"step": 0, "a": -1E+999}\n', "line 1: '-1E+999' is beyond a 64-bit float's range"),
         ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
         ("step,a\n0,1\n,2\n", "line 3, column 'step': empty"),
         ("step,a\n0,1,2\n", "line 2: 3 cells, the header has 2"),
@@ -60,12 +63,24 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
         ('{"step": 0}\n{"step": 1,\n', "line 2: not JSON"),
         ('{"step": -1}\n', "line 1, key 'step': -1 is not a whole step number"),
-        ('{"step": 0}\n{"step": 0}\n', "line 2: step 0 already given on line 1"),
+        ('{"step": 0, "a": 1}\n{"step": 0, "a": 2}\n', "line 2: step 0, column 'a' already given on line 1"),
     ],
 )
 def test_bad_input_names_the_line_and_column(text, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         load_series(text)
+
+
+def test_rows_of_one_step_merge_and_infinity_written_as_such_is_a_number():
+    # A trainer's log history: a training row and an evaluation row at the same step.
+    text = "step,loss,reward,eval_reward\n10,0.5,0.3,\n10,,,0.4\n20,inf,1e300,-Infinity\n"
+    assert load_series(text) == [
+        (10, {"loss": 0.5, "reward": 0.3, "eval_reward": 0.4}),
+        (20, {"loss": math.inf, "reward": 1e300, "eval_reward": -math.inf}),
+    ]
+    assert load_series('{"step": 1, "a": 1e300, "b": "-inf"}\n{"step": 1, "c": 2}\n') == [
+        (1, {"a": 1e300, "b": -math.inf, "c": 2.0})
+    ]
 
 
 def test_binary_and_non_utf8_are_rejected(tmp_path):

@@ -271,3 +271,14 @@ def test_a_whole_number_written_as_a_float_is_a_step(client, run, alice_token):
     """JSON Schema's integer includes 3.0, and the OpenAPI document says integer."""
     assert post(client, run, [{"step": 3.0, "key": "k", "value": 1.0}], alice_token).status_code == 200
     assert stored(run) == [(3, "k", 1.0)]
+
+
+def test_a_number_beyond_a_float_is_refused_where_infinity_is_a_value(client, run, alice_token):
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"}
+    url = f"/api/runs/{run.pk}/metrics"
+    body = '[{"step": 0, "key": "k", "value": Infinity}, {"step": 1, "key": "k", "value": -1e400}]'
+    response = client.post(url, body, content_type="application/json", **headers)
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["points[1].value"]
+    assert "beyond a 64-bit float's range" in response.json()["error"]
+    assert stored(run) == []

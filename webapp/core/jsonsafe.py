@@ -1,9 +1,10 @@
 """JSON from users, parsed so that no input can become a 500: integer literals too long to convert, nesting
 deeper than the parser's stack, and numbers beyond 64 bits are named by the validators that meet them.
 
-`loads` keeps an integer literal of more than MAX_INT_DIGITS digits as an `OversizedInteger`: a value of
-no JSON type, which every type check refuses by name (a point's value, a config field), instead of the
-interpreter's conversion error, which names no field.
+`loads` keeps an integer literal of more than MAX_INT_DIGITS digits, and a number literal beyond a 64-bit
+float (1e400), as an `OversizedNumber`: a value of no JSON type, which every type check refuses by name (a
+point's value, a config field), instead of the interpreter's conversion error, which names no field, or
+an infinity nobody wrote (`Infinity` itself stays infinity).
 
 `loads` parses with orjson (a 1,000-point metrics batch in a tenth of the standard library's time, which
 spent most of it calling the integer hook), and hands anything orjson refuses, or would read differently,
@@ -22,18 +23,29 @@ MAX_DEPTH = 64  # nested objects and lists; code that walks a value recursively 
 _CONTAINERS = (dict, list)
 
 
-class OversizedInteger:
-    """An integer literal with too many digits to be a number here."""
+class OversizedNumber:
+    """A number literal too large to be a number here: an integer of too many digits, or beyond a float."""
 
     def __init__(self, literal: str):
-        self.digits = len(literal.lstrip("-"))
+        self.literal = literal
 
     def __repr__(self):
-        return f"<an integer of {self.digits} digits>"
+        digits = len(self.literal.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            return f"<an integer of {digits} digits>"
+        return f"<{self.literal[:40]}: beyond a 64-bit float's range>"
+
+    def __eq__(self, other):
+        return isinstance(other, OversizedNumber) and other.literal == self.literal
 
 
 def _parse_int(literal: str):
-    return OversizedInteger(literal) if len(literal.lstrip("-")) > MAX_INT_DIGITS else int(literal)
+    return OversizedNumber(literal) if len(literal.lstrip("-")) > MAX_INT_DIGITS else int(literal)
+
+
+def _parse_float(literal: str):
+    value = float(literal)
+    return OversizedNumber(literal) if math.isinf(value) else value
 
 
 # orjson reads an integer beyond 64 bits as a float, where the standard library keeps an int (and a
@@ -59,7 +71,7 @@ def loads(text):
         else:
             return _shallow(value)
     try:
-        value = json.loads(text, parse_int=_parse_int)
+        value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
     except RecursionError:
         raise ValueError(f"nested more than {MAX_DEPTH} levels deep") from None
     return _shallow(value)
@@ -91,13 +103,13 @@ def depth(value) -> int:
 
 def beyond_int64(value, where: str = "") -> str | None:
     """The dotted path of the first integer in `value` (nested dicts and lists) that does not fit in 64
-    bits (or an OversizedInteger), else None."""
+    bits (or an OversizedNumber), else None."""
     stack = [(where, value)]
     while stack:
         path, item = stack.pop()
         whole = isinstance(item, int) and not isinstance(item, bool)
         wide = whole and not -INT64_MAX - 1 <= item <= INT64_MAX
-        if wide or isinstance(item, OversizedInteger):
+        if wide or isinstance(item, OversizedNumber):
             return path or "value"
         if isinstance(item, dict):
             stack.extend((f"{path}.{key}" if path else str(key), inner) for key, inner in item.items())

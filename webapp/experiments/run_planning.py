@@ -191,7 +191,10 @@ def check_storable(spec: ExperimentSpec) -> None:
     for name, value in inputs.items():
         where = jsonsafe.beyond_int64(value)
         if where:
-            errors[name] = f"{where}: integers must fit in 64 bits (at most {jsonsafe.INT64_MAX})"
+            errors[name] = (
+                f"{where}: numbers must fit in 64 bits (integers at most {jsonsafe.INT64_MAX}, floats "
+                "at most about 1.8e308)"
+            )
         where = jsonsafe.not_unicode(value)
         if where is not None:
             errors.setdefault(name, f"{where}: {jsonsafe.NOT_UNICODE}" if where else jsonsafe.NOT_UNICODE)

@@ -10,6 +10,7 @@ import math
 from django.db import connection, transaction
 
 from diagnostics.series import key_problem
+from webapp.core import jsonsafe
 from webapp.experiments.models import Run
 from webapp.metrics.models import RUN_STATE, MetricPoint
 
@@ -85,7 +86,9 @@ def _point_errors(where: str, point) -> dict[str, str]:
     if "value" not in point:
         errors[f"{where}.value"] = "is required (null is allowed)"
     elif not _is_value(value):
-        errors[f"{where}.value"] = 'must be a number, null, "NaN", "Infinity" or "-Infinity"'
+        errors[f"{where}.value"] = 'must be a number, null, "NaN", "Infinity" or "-Infinity"' + (
+            f", got {value!r}" if isinstance(value, jsonsafe.OversizedNumber) else ""
+        )
     return errors
 
 
