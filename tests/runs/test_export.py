@@ -43,7 +43,7 @@ def test_csv_has_a_step_column_and_one_column_per_key(alice_client, run):
         ["step", "actor/grad_norm", "train/success", "val/success"],
         ["0", "1.25", "0.5", ""],
         ["1", "", "nan", ""],
-        ["2", "inf", "", ""],
+        ["2", "inf", "nan", ""],  # a stored null is a NaN (SQLite stores every NaN so)
         ["3", "", "", "-inf"],
     ]
 
@@ -58,7 +58,7 @@ def test_jsonl_is_one_standard_json_object_per_step(alice_client, run):
     assert lines == [
         {"step": 0, "actor/grad_norm": 1.25, "train/success": 0.5},
         {"step": 1, "train/success": "NaN"},
-        {"step": 2, "actor/grad_norm": "Infinity", "train/success": None},
+        {"step": 2, "actor/grad_norm": "Infinity", "train/success": "NaN"},
         {"step": 3, "val/success": "-Infinity"},
     ]
 
@@ -88,7 +88,7 @@ def test_jsonl_export_can_be_ingested_back(alice_client, run, alice_token, alice
 
     def dump(r):
         return [
-            (s, k, "nan" if v is not None and math.isnan(v) else v)
+            (s, k, "nan" if v is None or math.isnan(v) else v)
             for s, k, v in MetricPoint.objects.filter(run=r)
             .order_by("step", "key")
             .values_list("step", "key", "value")

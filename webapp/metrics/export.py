@@ -5,6 +5,8 @@ CSV: a `step` column and one column per key (sorted); an empty cell is no point 
 non-finite values are written as nan, inf, -inf. JSONL: one object per step in the trainer's
 metrics.jsonl format, {"step": n, "<key>": value, ...}; non-finite values are the strings "NaN",
 "Infinity", "-Infinity" (standard JSON has no literal for them; the ingest API accepts them back).
+A point stored as null is a NaN (SQLite stores a NaN as null, and the ingest reads null as a NaN, as
+MetricPoint.steps does), so it is written as one, not as a missing value.
 Several runs (the runs table's export): one CSV with the run first on each row, see runs_csv_lines.
 """
 
@@ -57,7 +59,7 @@ def _csv_writer():
 
 
 def _cells(values: dict, keys: list[str]):
-    return ("" if values.get(key) is None else repr(values[key]) for key in keys)
+    return ("" if key not in values else "nan" if values[key] is None else repr(values[key]) for key in keys)
 
 
 def csv_lines(run_id: int):
@@ -85,7 +87,9 @@ def runs_csv_lines(runs):
 
 
 def _json_value(value):
-    if value is None or math.isfinite(value):
+    if value is None:
+        return "NaN"
+    if math.isfinite(value):
         return value
     return _NON_FINITE_NAMES[repr(value)]
 
