@@ -4,7 +4,7 @@ import re
 
 from django.urls import reverse
 
-from tests.factories import spec_experiment
+from tests.factories import make_experiment, make_run, spec_experiment
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
@@ -42,6 +42,15 @@ def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_cli
     assert "ETA 2m 05s" in html
     assert "1 collapse<" in html
     assert "<polyline points=" in html
+
+
+def test_runs_trained_elsewhere_show_their_steps_not_a_percentage(alice_client, alice):
+    experiment = make_experiment(alice, "mlflow: sweep", imported=True)
+    make_run(alice, experiment=experiment, label="a", config={}, status="completed", step=149, total_steps=0)
+    html = alice_client.get("/").content.decode()
+    assert "149 steps" in html and "0%" not in html
+    html = alice_client.get(experiment.get_absolute_url()).content.decode()
+    assert "step 149" in html and "149 / 0" not in html
 
 
 def test_list_filters_by_name_env_and_status(alice_client, alice):
