@@ -267,6 +267,7 @@ def test_a_silent_run_is_lost_and_comes_back_when_it_logs_again(mlflow_alice, se
     assert sweep_runs()["lost"] == 1
     lost = echolab_run(run.info.run_id)
     assert lost.status == Run.Status.FAILED and lost.error.startswith("lost: nothing arrived")
+    assert lost.finished_at == silent_since  # it ended when last heard from: its duration is not the wait
     assert mlflow.get_run(run.info.run_id).info.status == "FAILED"
     mlflow.log_metric("reward", 0.6, step=2)
     back = echolab_run(run.info.run_id)

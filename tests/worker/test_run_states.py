@@ -39,8 +39,9 @@ def test_give_up_lists_every_attempt(queued_run):
         run.claim(host, 1, "cpu")
         run.requeue(f"no heartbeat from {host}")
     run.claim("c", 1, "cpu")
+    last_heard = run.heartbeat_at
     assert run.give_up("no heartbeat from c") is True
-    assert run.status == "failed"
+    assert run.status == "failed" and run.finished_at == last_heard
     assert run.error.splitlines() == [
         "gave up after 3 attempts:",
         "attempt 1 on a: no heartbeat from a",

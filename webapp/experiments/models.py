@@ -4,7 +4,8 @@ stale or duplicated actor cannot win."""
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
@@ -338,7 +339,12 @@ class Run(models.Model):
             f"attempt {entry['attempt']} on {entry['host'] or '?'}: {entry['reason']}" for entry in log
         )
         failed = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
-            status=self.Status.FAILED, error=error, attempt_log=log, pid=None, finished_at=timezone.now()
+            # It ended when it was last heard from, not when the sweeper noticed (a duration is training time).
+            status=self.Status.FAILED,
+            error=error,
+            attempt_log=log,
+            pid=None,
+            finished_at=Coalesce(F("heartbeat_at"), Value(timezone.now())),
         )
         self.refresh_from_db()
         return failed == 1

@@ -287,7 +287,7 @@ class ExternalRun(models.Model):
             pk=self.run_id, status=Run.Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=silent_for)
         ).update(
             status=Run.Status.FAILED,
-            finished_at=now,
+            finished_at=F("heartbeat_at"),  # it ended when it was last heard from, not when found silent
             error=f"lost: nothing arrived from the MLflow client since {since} "
             f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it",
         )
