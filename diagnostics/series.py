@@ -46,8 +46,12 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
         if merged is not values:
             for key in values:
                 if key in merged:
-                    earlier = line_of.get((step, key)) or next(n for n, s, v in rows if s == step and key in v)
-                    raise ValueError(f"line {line}: step {step}, column {key!r} already given on line {earlier}")
+                    earlier = line_of.get((step, key)) or next(
+                        n for n, s, v in rows if s == step and key in v
+                    )
+                    raise ValueError(
+                        f"line {line}: step {step}, column {key!r} already given on line {earlier}"
+                    )
                 line_of[step, key] = line
             merged.update(values)
     return sorted(by_step.items(), key=lambda row: row[0])

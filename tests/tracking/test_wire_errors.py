@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone
 
 from webapp.accounts.models import ApiToken
+from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 from webapp.tracking.models import ExternalExperiment, ExternalRun
 
@@ -93,3 +94,14 @@ def test_an_oversized_body_is_refused_in_mlflows_shape(api, run, size, message):
     answer = api("/api/2.0/mlflow/runs/log-batch", body)
     assert answer.status_code == 400 and answer.json()["error_code"] == "BAD_REQUEST"
     assert message in answer.json()["message"]
+
+
+def test_stop_is_refused_for_a_run_trained_elsewhere(api, client, alice, run):
+    # Only the MLflow client that trains it can end it; "stop requested" would be a promise nobody keeps.
+    answer = api(f"/api/runs/{run.run_id}/stop")
+    assert answer.status_code == 409 and "trained elsewhere" in answer.json()["error"]
+    client.force_login(alice)
+    page = client.post(f"/runs/{run.run_id}/stop", follow=True).content.decode()
+    assert "EchoLab cannot stop it" in page
+    stored = Run.objects.get(pk=run.run_id)
+    assert stored.status == Run.Status.RUNNING and not stored.stop_requested

@@ -299,8 +299,17 @@ class Run(models.Model):
         self.refresh_from_db()
         return claimed == 1
 
+    class TrainedElsewhere(ValueError):
+        """Stop asked of a run that another process trains (an MLflow client, an import): nothing here can
+        stop it."""
+
     def request_stop(self) -> None:
         """A queued run stops at once and never starts; a running one stops at its next step boundary."""
+        if self.experiment.imported:
+            raise Run.TrainedElsewhere(
+                f"run {self.pk} is trained elsewhere (its experiment was imported or started by an MLflow "
+                "client): EchoLab cannot stop it; stop the process that trains it"
+            )
         now = timezone.now()
         Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
             status=self.Status.STOPPED, stop_requested=True, finished_at=now

@@ -163,6 +163,9 @@ def _render_detail(request, experiment, alerts_form, status=200):
 @require_POST
 def experiment_stop(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    if experiment.imported:
+        messages.error(request, "This experiment's runs are trained elsewhere: EchoLab cannot stop them.")
+        return redirect(experiment)
     unfinished = experiment.runs.exclude(status__in=Run.FINISHED)
     for run in unfinished:
         run.request_stop()

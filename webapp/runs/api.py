@@ -7,6 +7,7 @@ from diagnostics import replay_inputs
 from diagnostics.detector import STORED_READS
 from webapp.accounts.api_auth import ApiError, api_view
 from webapp.core.json_response import JsonResponse
+from webapp.experiments.models import Run
 from webapp.metrics.api import run_state
 from webapp.metrics.downsample import finite_or_none_list
 from webapp.metrics.models import MetricPoint
@@ -58,7 +59,10 @@ def run(request, pk):
 @api_view(methods=("POST",))
 def run_stop(request, pk):
     run = owned_run(request, pk)
-    run.request_stop()
+    try:
+        run.request_stop()
+    except Run.TrainedElsewhere as error:
+        raise ApiError(409, str(error)) from None
     return JsonResponse(run.to_dict())
 
 

@@ -198,7 +198,11 @@ def run_detail(request, pk):
 @require_POST
 def run_stop(request, pk):
     run = owned_run(request, pk)
-    run.request_stop()
+    try:
+        run.request_stop()
+    except Run.TrainedElsewhere as error:
+        messages.error(request, f"{str(error)[0].upper()}{str(error)[1:]}.")
+        return redirect(run)
     if run.status == Run.Status.STOPPED:
         messages.success(request, "Stopped: the run was still queued and will not start.")
     elif run.stop_requested and not run.is_finished:
