@@ -159,8 +159,9 @@ def test_rerun_and_export_of_an_experiment_without_a_trainer_config(alice_client
     # Imported metrics files make experiments whose config is not a trainer config.
     experiment = make_experiment(alice, "uploaded", imported=True)
     run = experiment.runs.create(label="uploaded", config={})
-    assert alice_client.get(reverse("experiment_rerun", args=[experiment.pk])).status_code == 200
-    assert alice_client.get(reverse("run_rerun", args=[run.pk])).status_code == 200
+    for url in (reverse("experiment_rerun", args=[experiment.pk]), reverse("run_rerun", args=[run.pk])):
+        response = alice_client.get(url)
+        assert response.status_code == 404 and b"no trainer config to re-run" in response.content
     response = alice_client.get(reverse("experiment_export", args=[experiment.pk]))
     assert response.status_code == 404 and b"no trainer config to export" in response.content
     assert alice_client.get(experiment.get_absolute_url()).status_code == 200

@@ -265,7 +265,7 @@ class ExperimentForm(AlertsForm):
     @classmethod
     def initial_from_experiment(cls, experiment, run=None) -> dict:
         """ "Re-run with changes" of a whole experiment, or of one of its runs: that run's config and seed."""
-        seed = run.config.get("seed") if run else None  # a run trained elsewhere may have none
+        seed = run.config.get("seed") if run else None
         spec = specs.ExperimentSpec(
             name=experiment.name,
             description=experiment.description,

@@ -75,8 +75,17 @@ def experiment_estimate(request):
 def experiment_rerun(request, pk):
     """ "Re-run with changes": the new-experiment form, prefilled from this experiment."""
     source = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    if not source.config:
+        return _no_trainer_config(source, "re-run")
     return _render_new(
         request, ExperimentForm(initial=ExperimentForm.initial_from_experiment(source)), ImportConfigForm()
+    )
+
+
+def _no_trainer_config(experiment, what: str):
+    return HttpResponseNotFound(
+        f"Experiment {experiment.pk} was trained elsewhere: it has no trainer config to {what}.",
+        content_type="text/plain; charset=utf-8",
     )
 
 
@@ -85,6 +94,8 @@ def experiment_rerun(request, pk):
 def run_rerun(request, pk):
     """A run's "Re-run": the new-experiment form with this run's config and seed, without the grid."""
     run = owned_run(request, pk)
+    if not run.experiment.config or run.experiment.imported:
+        return _no_trainer_config(run.experiment, "re-run")
     initial = ExperimentForm.initial_from_experiment(run.experiment, run=run)
     return _render_new(request, ExperimentForm(initial=initial), ImportConfigForm())
 
@@ -178,10 +189,7 @@ def experiment_stop(request, pk):
 def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     if not experiment.config:
-        return HttpResponseNotFound(
-            f"Experiment {experiment.pk} was trained elsewhere: it has no trainer config to export.",
-            content_type="text/plain",
-        )
+        return _no_trainer_config(experiment, "export")
     header = (
         f"# EchoLab experiment {experiment.pk}, as POST /api/experiments takes it. Import it on the\n"
         "# new-experiment page to create its runs again: seeds, grid and settings. `config` is the first\n"
