@@ -78,3 +78,11 @@ def test_describe_chooses_the_closest_preset():
     described = form_inputs.describe(config)
     assert described["preset"] == "starpo-s"
     assert described["overrides"] == {"algorithm": {"entropy_coef": 0.01}}
+
+
+def test_recipients_are_one_email_per_address_within_limits():
+    assert spec_parsing.parse_recipients("a@x.org, A@X.ORG; b@x.org a@x.org") == ["a@x.org", "b@x.org"]
+    with pytest.raises(ValueError, match="51 addresses; at most 50"):
+        spec_parsing.parse_recipients([f"u{i}@x.org" for i in range(51)])
+    with pytest.raises(ValueError, match="longer than 64 characters"):
+        spec_parsing.parse_recipients(["a" * 65 + "@x.org"])

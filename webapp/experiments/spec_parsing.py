@@ -179,6 +179,9 @@ def parse_overrides(value) -> dict:
     return overrides
 
 
+MAX_RECIPIENTS = 50
+
+
 def parse_recipients(value) -> list[str]:
     if not isinstance(value, (list, str)):
         raise ValueError(
@@ -186,15 +189,21 @@ def parse_recipients(value) -> list[str]:
         )
     if not isinstance(value, list):
         value = [item for item in re.split(r"[,;\s]+", value) if item]
-    items = value
-    for item in items:
+    if len(value) > MAX_RECIPIENTS:
+        raise ValueError(f"{len(value)} addresses; at most {MAX_RECIPIENTS}")
+    addresses: dict[str, str] = {}  # lower-cased -> as written: one email per address
+    for item in value:
         if not isinstance(item, str):
-            raise ValueError(f"{item!r} is not an email address")
+            raise ValueError(f"{repr(item)[:60]} is not an email address")
+        address = item.strip()
         try:
-            validate_email(item)
+            validate_email(address)
         except ValidationError:
-            raise ValueError(f"{item!r} is not a valid email address") from None
-    return [item.strip() for item in items]
+            raise ValueError(f"{address[:80]!r} is not a valid email address") from None
+        if len(address.rpartition("@")[0]) > 64:  # RFC 5321's limit, which validate_email leaves open
+            raise ValueError(f"{address[:80]!r}: the part before @ is longer than 64 characters")
+        addresses.setdefault(address.lower(), address)
+    return list(addresses.values())
 
 
 def check_detector_overrides(overrides: dict) -> dict:
