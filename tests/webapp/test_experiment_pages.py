@@ -18,6 +18,8 @@ def test_other_users_experiment_is_404_everywhere(client, alice, bob):
     assert client.post(reverse("experiment_stop", args=[experiment.pk])).status_code == 404
     assert experiment.runs.get().status == "queued"
     assert experiment.name not in client.get("/").content.decode()
+    page = client.get(reverse("experiment_detail", args=[experiment.pk])).content.decode()
+    assert "belongs to another user" in page and 'href="/runs/"' in page  # the site's page, with its links
 
 
 def test_script_in_a_name_renders_as_text(alice_client, alice):
