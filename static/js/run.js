@@ -302,7 +302,7 @@
         xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange),
         yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
-        shapes: events.shapes,
+        shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
         // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of
         // the plot's height it reached up into the title when it wrapped on a narrow window.
         legend: { orientation: "h", y: -0.38, yanchor: "top" },

@@ -10,6 +10,7 @@ from tests.drawn_charts import drawn, last_tick
 from tests.factories import make_run
 from tests.helpers import REPO_ROOT, wait_for
 from tests.ui.chart_helpers import drag_across, ticks
+from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -84,6 +85,7 @@ def test_time_axis_synced_zoom_view_in_the_url_and_table(page):
 def test_a_run_without_step_times_says_it_has_no_time_axis(page):
     run = make_run(page.user, status=Run.Status.COMPLETED, step=5, total_steps=5)
     MetricPoint.upsert(run.pk, [(s, "train/success", s / 5) for s in range(5)])
+    DetectorEvent.objects.create(run=run, step=3, level="warning", rule="reward_std_drop", message="std fell")
     page.goto(f"{page.base}/runs/{run.pk}/?x=time")
     note = page.locator("#x-axis-note")
     note.wait_for()
@@ -92,3 +94,4 @@ def test_a_run_without_step_times_says_it_has_no_time_axis(page):
     chart = page.locator("#chart-success")
     chart.get_by_text("no time/step_s logged: nothing to draw against training time").wait_for()
     assert chart.locator(".scatterlayer .trace").count() == 0, "drew the values against their index"
+    assert chart.locator(".shapelayer path").count() == 0, "drew the event's line with no x for it"
