@@ -29,7 +29,7 @@
   const TIME_KEY = "time/step_s";
   const MAX_KEYS = 100;  // webapp.metrics.api.MAX_KEYS: the most keys one metrics request may ask for
   const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });
-  if (KEYS.indexOf(TIME_KEY) < 0 && KEYS.length < MAX_KEYS) KEYS.push(TIME_KEY);
+  if (KEYS.indexOf(TIME_KEY) < 0) KEYS.push(TIME_KEY);
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;
   // The detector's series: one colour per rule (in the API's rule order), dotted, over the metric's own.
@@ -96,12 +96,17 @@
     return body;
   }
 
-  function metricsUrl() {
-    const url = new URL(page.urls.metrics, window.location.origin);
-    url.searchParams.set("keys", KEYS.join(","));
-    url.searchParams.set("max_points", String(MAX_POINTS));
-    if (state.lastStep !== null) url.searchParams.set("after", String(state.lastStep));
-    return url;
+  // One request per MAX_KEYS keys: a run may log hundreds (veRL logs over 100).
+  function metricsUrls() {
+    const urls = [];
+    for (let start = 0; start < KEYS.length; start += MAX_KEYS) {
+      const url = new URL(page.urls.metrics, window.location.origin);
+      url.searchParams.set("keys", KEYS.slice(start, start + MAX_KEYS).join(","));
+      url.searchParams.set("max_points", String(MAX_POINTS));
+      if (state.lastStep !== null) url.searchParams.set("after", String(state.lastStep));
+      urls.push(url);
+    }
+    return urls;
   }
 
   // Append the points newer than what we hold; a raw point is its own min and max.
@@ -498,8 +503,11 @@
   }
 
   async function refresh() {
-    const body = await getJson(metricsUrl());
-    Object.entries(body.series).forEach(function (pair) { merge(pair[0], pair[1]); });
+    const bodies = await Promise.all(metricsUrls().map(getJson));
+    bodies.forEach(function (part) {
+      Object.entries(part.series).forEach(function (pair) { merge(pair[0], pair[1]); });
+    });
+    const body = bodies[0];
     const events = (await getJson(page.urls.events)).events;
     if (JSON.stringify(events) !== JSON.stringify(state.events)) state.revision += 1;
     state.events = events;
@@ -514,6 +522,11 @@
     const status = document.getElementById("poll-state");
     try {
       const run = await refresh();
+      if (run.key_count > page.key_count) {
+        // A key first logged after the page was drawn: its chart is made by the server.
+        window.location.reload();
+        return;
+      }
       if (run.finished && !state.finished) {
         state.finished = true;
         // The page was live and the run just ended: reload once to show the error and final state.

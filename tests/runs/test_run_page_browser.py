@@ -309,3 +309,24 @@ def test_each_chart_switches_to_log_scale_and_the_page_remembers_panels(page):
     assert max(float(t) for t in drawn(page, "logged-0")["xticks"]) >= 25
     assert page.locator("#chart-logged-0 .gtitle").text_content() == "custom/loss"
     page.screenshot(path=str(ARTIFACTS / "run-panels.png"), full_page=True)
+
+
+def test_every_logged_key_is_charted_and_a_key_logged_live_gets_its_chart(page):
+    # veRL logs over 100 keys: the page asks for them 100 at a time, in natural order (col2 before col10).
+    keys = [f"col{i}" for i in range(130)]
+    run = make_run(page.user, status=Run.Status.RUNNING, step=3, total_steps=10)
+    token = ApiToken.issue(page.user, "live")[1]
+    post_points(
+        page.base, run.pk, token, [(s, key, s + i / 1000) for s in range(3) for i, key in enumerate(keys)]
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    section = page.locator("#section-logged > summary")
+    assert section.inner_text().strip() == "Other logged keys (130)"
+    assert page.locator("#chart-logged-2 .gtitle").text_content() == "col2"
+    assert page.locator("#chart-logged-129 .gtitle").text_content() == "col129"
+    page.locator("#chart-logged-129").scroll_into_view_if_needed()
+    wait_for(lambda: drawn(page, "logged-129")["lines"], timeout=15, message="the 130th key's chart drawn")
+
+    post_points(page.base, run.pk, token, [(3, "late/key", 0.5), (4, "late/key", 0.25)])
+    page.locator("text=late/key").first.wait_for(timeout=15_000)  # the page reloaded with its chart
+    assert page.locator("#section-logged > summary").inner_text().strip() == "Other logged keys (131)"

@@ -35,6 +35,7 @@ def run_state(run: Run) -> dict:
         "host": run.host,
         "device": run.device,
         "attempt": run.attempt,
+        "key_count": len(run.latest_metrics or {}),
     }
 
 

@@ -1,8 +1,9 @@
 """The charts a run page draws: the standard ones, then one per other key the run logged."""
 
+import re
+
 from diagnostics import metrics
 from webapp.experiments.models import Run
-from webapp.metrics.api import MAX_KEYS
 from webapp.runs.notes import chart_notes
 
 # Chart id -> title, metric keys, log: True for a log y axis; the page draws them in this order. Generated
@@ -18,15 +19,15 @@ def standard_charts(config: dict) -> list[dict]:
 
 def chart_sections(run: Run) -> list[dict]:
     """The standard charts, then one chart per other key the run logged (custom keys, other trainers'
-    columns), as many as one metrics request may ask for; each group a section the page can fold. A chart
-    with a note (webapp.runs.notes) carries it as "note"."""
+    columns: all of them, in natural order, col2 before col10; the page asks for them 100 keys a request);
+    each group a section the page can fold. A chart with a note (webapp.runs.notes) carries it as "note"."""
     notes = chart_notes(run)
     standard = [
         chart | {"note": notes[chart["id"]]} if chart["id"] in notes else chart
         for chart in standard_charts(run.config)
     ]
     charted = [key for chart in standard for key in chart["keys"]]
-    others = sorted(set(run.latest_metrics) - set(charted))[: MAX_KEYS - len(charted)]
+    others = sorted(set(run.latest_metrics) - set(charted), key=_natural)
     sections = [{"id": "training", "title": "Training", "charts": standard}]
     if others:
         sections.append(
@@ -39,6 +40,13 @@ def chart_sections(run: Run) -> list[dict]:
             }
         )
     return sections
+
+
+def _natural(key: str) -> list:
+    """`key` as text and numbers, so that col2 sorts before col10."""
+    return [
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", key) if part
+    ]
 
 
 def _mapping(value) -> dict:

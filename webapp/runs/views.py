@@ -167,6 +167,7 @@ def run_detail(request, pk):
     page = {
         "run": run.pk,
         "finished": run.is_finished,
+        "key_count": len(run.latest_metrics or {}),  # run.js reloads when the run logs a new key
         "charts": [chart for section in sections for chart in section["charts"]],
         "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "urls": {
