@@ -23,19 +23,22 @@ __all__ = ["ALIASES", "KEYS", "canonical", "finite"]
 def canonical(metrics: Mapping[str, Any]) -> dict[str, float]:
     """Return `metrics` keyed by our names, values as floats; None means "not logged" and is dropped.
 
-    Unknown keys pass through unchanged (the detector ignores them). A value that is not a number
-    raises ValueError naming the key: a worker that sends strings has a bug worth seeing.
+    Unknown keys pass through unchanged (the detector ignores them). When two keys mean the same (our
+    own and an alias, or two aliases: `reward` and `critic/score/mean`), our own key, else the first
+    alias, takes our name; the other keeps its own name, so nothing logged is lost. A value that is not a
+    number raises ValueError naming the key: a worker that sends strings has a bug worth seeing.
     """
-    renamed: dict[str, float] = {}
+    numbers: dict[str, float] = {}
     for key, value in metrics.items():
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"metric {key!r}: {value!r} is not a number")
-        ours = ALIASES.get(key, key)
-        if ours in renamed and key != ours:
-            continue  # our own key already set this one
-        renamed[ours] = float(value)
+        numbers[key] = float(value)
+    renamed = {key: value for key, value in numbers.items() if key not in ALIASES}
+    for key, value in numbers.items():
+        if key in ALIASES:
+            renamed[ALIASES[key] if ALIASES[key] not in renamed else key] = value
     return renamed
 
 

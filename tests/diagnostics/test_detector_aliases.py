@@ -37,9 +37,18 @@ def test_every_alias_points_at_one_of_our_keys():
     assert set(aliases.ALIASES.values()) <= set(aliases.KEYS)
 
 
-def test_our_key_wins_over_an_alias_in_either_order():
-    assert aliases.canonical({"grad_norm": 1.0, "actor/grad_norm": 2.0}) == {"actor/grad_norm": 2.0}
-    assert aliases.canonical({"actor/grad_norm": 2.0, "grad_norm": 1.0}) == {"actor/grad_norm": 2.0}
+def test_our_key_wins_over_an_alias_in_either_order_and_the_alias_keeps_its_name():
+    both = {"actor/grad_norm": 2.0, "grad_norm": 1.0}
+    assert aliases.canonical({"grad_norm": 1.0, "actor/grad_norm": 2.0}) == both
+    assert aliases.canonical({"actor/grad_norm": 2.0, "grad_norm": 1.0}) == both
+
+
+def test_of_two_aliases_the_first_takes_our_name_and_nothing_is_lost():
+    # TRL's `reward` and veRL's `critic/score/mean` both mean train/reward_mean.
+    assert aliases.canonical({"reward": 1.0, "critic/score/mean": 2.0}) == {
+        "train/reward_mean": 1.0,
+        "critic/score/mean": 2.0,
+    }
 
 
 def test_keys_without_an_equivalent_keep_their_names():
