@@ -166,3 +166,20 @@ def test_rerun_and_export_of_an_experiment_without_a_trainer_config(alice_client
     assert response.status_code == 404 and b"no trainer config to export" in response.content
     assert alice_client.get(experiment.get_absolute_url()).status_code == 200
     assert alice_client.get("/").status_code == 200
+
+
+def test_a_grid_over_presets_gives_each_run_its_own_preset(alice_client, alice):
+    source = spec_experiment(alice, preset="starpo", grid={"preset": ["starpo", "starpo-s"]}, seeds=[1])
+    assert {run.label: run.preset for run in source.runs.all()} == {
+        "seed=1 preset=starpo": "starpo",
+        "seed=1 preset=starpo-s": "starpo-s",
+    }
+    run = source.runs.get(preset="starpo-s")
+    form = alice_client.get(reverse("run_rerun", args=[run.pk])).context["form"]
+    assert form.initial["preset"] == "starpo-s" and form.initial["overrides"] == ""
+    listed = alice_client.get("/api/runs", {"sort": "preset"}).json()["results"]
+    assert [(run["label"], run["preset"]) for run in listed] == [
+        ("seed=1 preset=starpo", "starpo"),
+        ("seed=1 preset=starpo-s", "starpo-s"),
+    ]
+    assert "starpo vs starpo-s" in alice_client.get("/").content.decode()

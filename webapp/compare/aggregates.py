@@ -21,7 +21,7 @@ from django.db.models import Max, Min, OuterRef, Q, Subquery
 
 from diagnostics.metrics import TRAIN_SUCCESS, VAL_SUCCESS
 from webapp.alerts.models import DetectorEvent
-from webapp.experiments import run_planning, specs
+from webapp.experiments import run_planning
 from webapp.metrics.downsample import bucket_index, finite_or_none_list
 from webapp.metrics.models import MetricPoint, MetricRollup
 
@@ -94,12 +94,7 @@ def group_value(run, field: str) -> str:
     if field == EXPERIMENT_FIELD:
         return f"#{run.experiment_id} {run.experiment.name}"
     if field == PRESET_FIELD:
-        # A grid over "preset" names it in the label; otherwise the experiment's preset.
-        for token in run.label.split():
-            name, _, value = token.partition("=")
-            if name == specs.GRID_PRESET_KEY:
-                return value
-        return run.experiment.preset
+        return run.preset
     value = flatten(run.config or {}).get(field, _MISSING)
     return "" if value is _MISSING else run_planning.format_value(value)
 

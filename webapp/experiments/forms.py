@@ -271,7 +271,7 @@ class ExperimentForm(AlertsForm):
             description=experiment.description,
             seeds=[seed] if isinstance(seed, int) else experiment.seeds,
             grid={} if run else experiment.grid,
-            preset=experiment.preset,
+            preset=run.preset if run and run.preset else experiment.preset,
             config=None if experiment.preset else experiment.config,
             detector_overrides=experiment.detector_overrides,
             alert_recipients=experiment.listed_recipients(),

@@ -78,6 +78,7 @@ class Experiment(models.Model):
                         experiment=experiment,
                         label=run.label,
                         config=run.config,
+                        preset=run.preset,
                         total_steps=run.config["schedule"]["steps"],
                     )
                     for run in planned
@@ -167,6 +168,8 @@ class Run(models.Model):
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="runs")
     label = models.CharField(max_length=300, help_text="What sets this run apart: seed and grid values.")
     config = models.JSONField(help_text="The complete trainer config this run trains with.")
+    # The trainer preset its config started from: the experiment's, or the grid's `preset` value.
+    preset = models.CharField(max_length=40, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     stop_requested = models.BooleanField(default=False)
 
@@ -228,6 +231,7 @@ class Run(models.Model):
             "id": self.pk,
             "experiment": self.experiment_id,
             "label": self.label,
+            "preset": self.preset,
             "status": self.status,
             "stop_requested": self.stop_requested,
             "step": self.step,

@@ -136,7 +136,8 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
                 )
             if config.schedule.steps > MAX_STEPS:
                 errors.setdefault(input_name(spec, "schedule.steps"), f"must be at most {MAX_STEPS}")
-            runs.append(PlannedRun(label, config.to_dict()))
+            preset = "" if spec.config is not None else combination.get(GRID_PRESET_KEY, spec.preset)
+            runs.append(PlannedRun(label, config.to_dict(), preset))
     if errors:
         raise SpecError(errors)
     return runs

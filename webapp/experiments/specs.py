@@ -52,3 +52,4 @@ class ExperimentSpec:
 class PlannedRun:
     label: str
     config: dict
+    preset: str = ""  # the trainer preset it started from (a grid may vary it); "" for a complete config

@@ -12,7 +12,7 @@ register = template.Library()
 TEXT = {
     "env": lambda run: get_dotted(run.config, "env.name"),
     "algorithm": lambda run: get_dotted(run.config, "algorithm.advantage"),
-    "preset": lambda run: run.experiment.preset,
+    "preset": lambda run: run.preset,
     "model": lambda run: get_dotted(run.config, "model.name"),
     "seed": lambda run: get_dotted(run.config, "seed"),
     "filter_ratio": lambda run: get_dotted(run.config, "algorithm.filter_ratio"),
