@@ -94,4 +94,4 @@ def test_a_step_without_samples_opens_the_nearest_sampled_step_before_it(alice_c
     html = alice_client.get(f"/runs/{run.pk}/trajectories?step=3").content.decode()
     assert "sampled at 10" in html
     html = alice_client.get(f"/runs/{run.pk}/trajectories?step=-4").content.decode()
-    assert "step: expected a whole number" in html and "sampled at 20" in html
+    assert "got &#x27;-4&#x27;; showing the last sampled step" in html and "sampled at 20" in html

@@ -138,23 +138,22 @@ def runs_export(request):
     return response
 
 
-def _step_param(request) -> tuple[int | None, str]:
-    """?step=N as (N, "") or (None, a message naming the problem); absent is (None, "")."""
+def _step_param(request, instead: str) -> tuple[int | None, str]:
+    """?step=N as (N, "") or (None, a message naming the problem and saying what is shown `instead`);
+    absent is (None, "")."""
     text = request.GET.get("step", "").strip()
     if not text:
         return None, ""
     if not text.isdigit() or int(text) > MAX_STEP:
-        return (
-            None,
-            f"step: expected a whole number from 0 to {MAX_STEP}, got {text[:20]!r}; showing the whole run",
-        )
+        quoted = repr(text) if len(text) <= 24 else repr(text[:24]) + "..."
+        return None, f"step: expected a whole number from 0 to {MAX_STEP}, got {quoted}; showing {instead}"
     return int(text), ""
 
 
 @login_required
 def run_detail(request, pk):
     run = owned_run(request, pk)
-    cursor, step_error = _step_param(request)
+    cursor, step_error = _step_param(request, "the whole run")
     # The last step logged (a native run's step counts steps done: its last logged one is step - 1); a
     # run still going may reach total_steps - 1.
     logged = MetricRollup.last_logged_step(run.pk)
@@ -219,7 +218,7 @@ def run_stop(request, pk):
 def run_trajectories(request, pk):
     run = owned_run(request, pk)
     steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
-    asked, step_error = _step_param(request)
+    asked, step_error = _step_param(request, "the last sampled step")
     step = nearest_sampled(steps, asked) if asked is not None else (steps[-1] if steps else None)
     samples = Sample.objects.filter(run=run, step=step).order_by("index") if step is not None else []
     return render(
