@@ -533,9 +533,10 @@ class Collapse(DropFromPeak):
                 f"{trend.recent_mean():.4g}, {trend.below_start():.1f} standard errors below it"
             )
         elif trend.flatlined():
+            found.signals["before_mean"] = trend.earlier_mean()
             reason = (
-                f"it has been {trend.low:.4g} for the last {trend.at_low_in_a_row} values, after "
-                f"averaging {trend.earlier_mean():.4g}"
+                f"it has been {trend.low:.4g} for the last {trend.at_low_in_a_row} values; the values "
+                f"before them averaged {trend.earlier_mean():.4g}"
             )
         else:
             summary = (
@@ -592,7 +593,10 @@ class ZeroStdGroups(Rule):
         solved = metrics.get(TRAIN_SUCCESS, 0.0) >= p.solved_success
         breached = smoothed >= p.threshold and smoothed - self.floor >= p.min_rise and not solved
         signals = {"metric": self.metric, "value": smoothed, "floor": self.floor}
-        summary = f"{smoothed:.0%} of groups have zero reward std (lowest so far {self.floor:.0%})"
+        summary = (
+            f"{smoothed:.0%} of groups have zero reward std, averaged over recent steps (lowest so far "
+            f"{self.floor:.0%})"
+        )
         return success_holds(Check(breached, signals, summary), trend, p)
 
 
