@@ -76,6 +76,7 @@
       if (ticket !== state.loads) return;
       if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
       state.data = body;
+      if (polled) showSummaries(body.runs);
       if (!polled) state.hidden.clear();
       const live = body.runs.some(function (run) { return !run.finished; });
       status.textContent = live ? "live, updating every " + POLL_MS / 1000 + " s" : "";
@@ -86,6 +87,31 @@
       status.textContent = "could not load the chart data (" + error.message + ")" + (polled ? "; retrying" : "");
       if (polled) state.nextPoll = window.setTimeout(function () { load({ polled: true }); }, POLL_MS);
     }
+  }
+
+  // The runs table follows live runs: status and the summary columns (first cell of each, in the
+  // template's order), formatted as the server formats them (three significant digits).
+  const SUMMARY_CELLS = ["final_success", "best_success", "val_success", "first_warning", "first_collapse"];
+  function showSummaries(runs) {
+    runs.forEach(function (run) {
+      const row = document.querySelector('#summary-table tr[data-run="' + run.id + '"]');
+      if (!row) return;
+      const badge = row.cells[3].querySelector(".badge");
+      badge.className = "badge badge-" + run.status;
+      badge.textContent = run.status.charAt(0).toUpperCase() + run.status.slice(1);
+      row.cells[3].dataset.sort = run.status;
+      SUMMARY_CELLS.forEach(function (key, i) {
+        const cell = row.cells[4 + i], value = run.summary[key];
+        cell.dataset.sort = value === null ? "" : String(value);
+        if (key === "first_collapse") {
+          cell.innerHTML = value === null ? "–" : '<span class="badge badge-collapse">step ' + value + "</span>";
+        } else if (key === "first_warning") {
+          cell.textContent = value === null ? "–" : String(value);
+        } else {
+          cell.textContent = value === null ? "–" : String(Number(value.toPrecision(3)));
+        }
+      });
+    });
   }
 
   function selectedRuns() {

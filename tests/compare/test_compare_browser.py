@@ -157,6 +157,11 @@ def test_charts_of_live_runs_move_with_each_poll(page):
     Run.objects.filter(pk__in=[run.pk for run in runs]).update(status=Run.Status.COMPLETED)
     page.wait_for_function("!document.getElementById('load-state').textContent.includes('live')")
     assert page.evaluate("window.notReloaded") is True
+    # The runs table followed: statuses, the last success logged and the collapse, as a reload shows them.
+    second = page.locator(f'#summary-table tr[data-run="{runs[1].pk}"] td')
+    assert second.nth(3).inner_text() == "Completed"
+    assert second.nth(4).inner_text() == f"{zigzag[4] + 0.1:.3g}"
+    assert second.nth(8).inner_text() == "step 4"
     page.screenshot(path=str(ARTIFACTS / "compare-live.png"), full_page=True)
 
 

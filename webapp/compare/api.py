@@ -14,7 +14,7 @@ from webapp.compare import aggregates, selection
 from webapp.core.json_response import JsonResponse
 from webapp.metrics import ingest
 from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, run_state
-from webapp.metrics.downsample import load_many
+from webapp.metrics.downsample import finite_or_none, load_many
 
 DEFAULT_MAX_POINTS = 500
 # Points one request may return (runs x keys x max_points): 100 runs x 14 chart keys x 1,000 points.
@@ -77,9 +77,18 @@ def compare(request):
         "run_id", "step", "level", "rule", "message"
     ):
         events[run_id].append(dict(zip(("step", "level", "rule", "message"), event)))
+    summaries = aggregates.summaries(chosen.runs)  # the runs table's columns, kept current while live
     body = {
         "runs": [
-            {**run_state(run), "label": run.label, "experiment": run.experiment_id, "events": events[run.pk]}
+            {
+                **run_state(run),
+                "label": run.label,
+                "experiment": run.experiment_id,
+                "events": events[run.pk],
+                "summary": {
+                    key: finite_or_none(value) for key, value in summaries[run.pk].items() if key != "device"
+                },
+            }
             for run in chosen.runs
         ],
         "not_found": chosen.unavailable,
