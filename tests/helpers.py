@@ -3,6 +3,7 @@
 import contextlib
 import email
 import email.policy
+import json
 import os
 import re
 import signal
@@ -210,3 +211,13 @@ def answer_next_dialog(page, accept: bool) -> list[str]:
 
     page.once("dialog", answer)
     return questions
+
+
+def post_with_token(client, owner, url: str, body):
+    """POST `body` as JSON to an API URL with a new API token of `owner`'s, as a script would."""
+    from webapp.accounts.models import ApiToken
+
+    _, token = ApiToken.issue(owner, "tests")
+    return client.post(
+        url, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )

@@ -1,14 +1,12 @@
 """Re-run with changes (the form prefilled from an experiment or a run), YAML export and import."""
 
-import json
-
 import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from tests.factories import make_experiment, spec_experiment
+from tests.helpers import post_with_token
 from trainer.config import TrainConfig
-from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment
 
 
@@ -104,13 +102,7 @@ def test_export_imports_back_as_the_same_experiment(alice_client, alice):
 def test_export_is_what_the_api_creates_from(client, alice_client, alice):
     source = _sweep(alice)
     exported = yaml.safe_load(alice_client.get(reverse("experiment_export", args=[source.pk])).content)
-    _, token = ApiToken.issue(alice, "tests")
-    response = client.post(
-        reverse("api_experiments"),
-        json.dumps(exported),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token}",
-    )
+    response = post_with_token(client, alice, reverse("api_experiments"), exported)
     assert response.status_code == 201, response.json()
     assert _runs(Experiment.objects.get(pk=response.json()["id"])) == _runs(source)
 

@@ -6,6 +6,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from tests.helpers import post_with_token
 from tests.webapp.forms import experiment_post
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment, Run
@@ -92,16 +93,10 @@ def test_the_form_shows_the_warm_start_field_and_its_error(page, tmp_path):
     ],
 )
 def test_a_warm_start_from_a_grid_or_a_complete_config_is_checked_too(client, alice, model_root, where):
-    _, plain = ApiToken.issue(alice, "tests")
     body = {"name": "warm", **where}
     if "config" not in where:
         body.update(preset="starpo-s", env={"name": "bandit"}, steps=2)
-    response = client.post(
-        reverse("api_experiments"),
-        json.dumps(body),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {plain}",
-    )
+    response = post_with_token(client, alice, reverse("api_experiments"), body)
     assert response.status_code == 400, response.json()
     assert "no model folder '/etc' inside MODEL_ROOT" in response.json()["error"]
     assert Experiment.objects.count() == 0
