@@ -522,8 +522,8 @@
     const status = document.getElementById("poll-state");
     try {
       const run = await refresh();
-      if (run.key_count > page.key_count) {
-        // A key first logged after the page was drawn: its chart is made by the server.
+      if (page.key_count !== null && run.key_count > page.key_count) {
+        // A run trained elsewhere logged a key first after the page was drawn: the server charts it.
         window.location.reload();
         return;
       }

@@ -312,9 +312,11 @@ def test_each_chart_switches_to_log_scale_and_the_page_remembers_panels(page):
 
 
 def test_every_logged_key_is_charted_and_a_key_logged_live_gets_its_chart(page):
+    """A run trained elsewhere (any key names): a key first logged while its page is open gets a chart."""
     # veRL logs over 100 keys: the page asks for them 100 at a time, in natural order (col2 before col10).
     keys = [f"col{i}" for i in range(130)]
-    run = make_run(page.user, status=Run.Status.RUNNING, step=3, total_steps=10)
+    experiment = make_experiment(page.user, "streamed", imported=True)
+    run = make_run(page.user, experiment=experiment, status=Run.Status.RUNNING, step=3, total_steps=10)
     token = ApiToken.issue(page.user, "live")[1]
     post_points(
         page.base, run.pk, token, [(s, key, s + i / 1000) for s in range(3) for i, key in enumerate(keys)]

@@ -119,5 +119,6 @@ def int_param(request, name: str, default=None, low=None, high=None):
     except ValueError:
         raise ApiError.field(name, f"must be an integer, got {text[:40]!r}") from None
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ApiError.field(name, f"must be between {low} and {high}, got {value}")
+        bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise ApiError.field(name, f"must be {bounds}, got {value}")
     return value

@@ -13,7 +13,7 @@ MAX_PAGE_SIZE = 200
 
 def _page(request, queryset, serialize):
     size = int_param(request, "page_size", 50, low=1, high=MAX_PAGE_SIZE)
-    number = int_param(request, "page", 1, low=1, high=2**63 - 1)
+    number = int_param(request, "page", 1, low=1)  # past the last page: an empty page
     paginator = Paginator(queryset, size)
     items = paginator.page(number).object_list if number <= paginator.num_pages else []
     return JsonResponse(

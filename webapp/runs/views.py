@@ -166,7 +166,9 @@ def run_detail(request, pk):
     page = {
         "run": run.pk,
         "finished": run.is_finished,
-        "key_count": len(run.latest_metrics or {}),  # run.js reloads when the run logs a new key
+        # Keys logged so far by a run trained elsewhere (any names): run.js reloads when there are more. A
+        # native run's keys are the trainer's, each charted from the start.
+        "key_count": len(run.latest_metrics or {}) if run.experiment.imported else None,
         "charts": [chart for section in sections for chart in section["charts"]],
         "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "urls": {
