@@ -40,20 +40,14 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
     checked = bool(_MAYBE_BEYOND_FLOAT.search(text))  # only then is a cell read number by number
     rows = _parse_jsonl(text, checked) if fmt == "jsonl" else _parse_csv(text, checked)
     by_step: dict[int, dict[str, float]] = {}
-    line_of: dict[tuple[int, str], int] = {}
     for line, step, values in rows:
         merged = by_step.setdefault(step, values)
-        if merged is not values:
-            for key in values:
-                if key in merged:
-                    earlier = line_of.get((step, key)) or next(
-                        n for n, s, v in rows if s == step and key in v
-                    )
-                    raise ValueError(
-                        f"line {line}: step {step}, column {key!r} already given on line {earlier}"
-                    )
-                line_of[step, key] = line
-            merged.update(values)
+        if merged is values:
+            continue
+        for key in values.keys() & merged.keys():  # named with the first row of this step that gave it
+            earlier = next(n for n, s, v in rows if s == step and key in v)
+            raise ValueError(f"line {line}: step {step}, column {key!r} already given on line {earlier}")
+        merged.update(values)
     return sorted(by_step.items(), key=lambda row: row[0])
 
 
