@@ -12,6 +12,8 @@
 // runs drawn, runs share those 20 colours and the lines of one colour and key are one trace (two when
 // some of those series are short enough to draw markers); the
 // detector events of every run are one marker trace and one trace of dotted collapse lines per chart.
+// The picker below the charts adds a chart per other logged key (a TRL run's train/loss, a key of
+// the user's own), fetched with the standard charts' keys in the same request.
 // "Align at onset" draws one line per run with x = step - the run's first collapse step (the server's
 // page.runs[].onset), so the runs' signals line up at their collapse; runs that never collapsed are left
 // out and named in a note. The summary table's Lead columns give each rule's lead per run.
@@ -19,7 +21,6 @@
   "use strict";
 
   const page = JSON.parse(document.getElementById("compare-page-data").textContent);
-  const KEYS = Array.from(new Set(page.charts.flatMap(function (chart) { return chart.keys; })));
   const DASHES = ["solid", "dot", "dash"];
   const LEVEL_SYMBOLS = { info: "diamond-open", warning: "circle-open", collapse: "x", resolved: "triangle-up-open" };
   const POLL_MS = 2000;
@@ -32,7 +33,7 @@
 
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
   const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: page.group_by, bands: true, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
-                  selected: new Set(drawnInAddress()), redraw: null, aligned: false };
+                  selected: new Set(drawnInAddress()), redraw: null, aligned: false, extra: page.extra.slice() };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -54,7 +55,8 @@
     // Grouped: only the runs drawn, since the server aggregates every run it is sent.
     const runs = state.groupBy ? selectedRuns() : page.runs;
     url.searchParams.set("runs", runs.map(function (run) { return run.id; }).join(","));
-    url.searchParams.set("keys", KEYS.join(","));
+    // key= per key, as logged: a key may hold a comma
+    chartKeys().forEach(function (key) { url.searchParams.append("key", key); });
     url.searchParams.set("max_points", String(page.max_points));
     if (state.bands) url.searchParams.set("bands", "1");
     if (state.groupBy) url.searchParams.set("group_by", state.groupBy);
@@ -77,7 +79,7 @@
       if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
       state.data = body;
       if (polled) showSummaries(body.runs);
-      if (!polled) state.hidden.clear();
+      if (!polled && !(options && options.sameEntries)) state.hidden.clear();
       const live = body.runs.some(function (run) { return !run.finished; });
       status.textContent = live ? "live, updating every " + POLL_MS / 1000 + " s" : "";
       render();
@@ -326,11 +328,58 @@
 
   function chartsInViewFirst() {
     const distance = {};
-    page.charts.forEach(function (chart) {
+    const all = charts();
+    all.forEach(function (chart) {
       const box = document.getElementById("chart-" + chart.id).getBoundingClientRect();
       distance[chart.id] = box.bottom < 0 ? -box.bottom : Math.max(0, box.top - window.innerHeight);
     });
-    return page.charts.slice().sort(function (a, b) { return distance[a.id] - distance[b.id]; });
+    return all.sort(function (a, b) { return distance[a.id] - distance[b.id]; });
+  }
+
+  // The standard charts, then one per other key ticked in the picker (page.other_keys), in its order.
+  function charts() {
+    return page.charts.concat(state.extra.map(function (key) {
+      return { id: "extra-" + page.other_keys.indexOf(key), title: key, keys: [key] };
+    }));
+  }
+
+  function chartKeys() {
+    return Array.from(new Set(charts().flatMap(function (chart) { return chart.keys; })));
+  }
+
+  // The other keys' charts, in the picker's order; a chart already drawn keeps its plot.
+  function placeExtraCharts() {
+    const grid = document.getElementById("extra-charts");
+    if (!grid) return;
+    grid.replaceChildren.apply(grid, charts().slice(page.charts.length).map(function (chart) {
+      const plot = document.getElementById("chart-" + chart.id);
+      if (plot) return plot.parentElement;
+      const figure = document.createElement("figure");
+      figure.className = "chart";
+      const div = document.createElement("div");
+      div.id = "chart-" + chart.id;
+      div.className = "chart-plot";
+      figure.append(div);
+      return figure;
+    }));
+  }
+
+  // Ticking a key charts it: the address keeps the choice (extra=a&extra=b; a lone extra= charts
+  // none), and the data is fetched again with the new keys.
+  function extraKeysChanged() {
+    const boxes = Array.from(document.querySelectorAll("#other-keys input.extra-key"));
+    state.extra = boxes.filter(function (box) { return box.checked; }).map(function (box) { return box.value; });
+    const full = state.extra.length >= page.max_extra;
+    boxes.forEach(function (box) { box.disabled = full && !box.checked; });
+    const limit = document.getElementById("extra-limit");
+    limit.hidden = !full;
+    limit.textContent = full ? page.max_extra + " keys charted: untick one to chart another." : "";
+    const url = new URL(window.location.href);
+    url.searchParams.delete("extra");
+    (state.extra.length ? state.extra : [""]).forEach(function (key) { url.searchParams.append("extra", key); });
+    window.history.replaceState(null, "", url);
+    placeExtraCharts();
+    load({ sameEntries: true });  // the same runs or groups: the hidden ones stay hidden
   }
 
   function drawChart(chart, all, markers) {
@@ -459,6 +508,8 @@
       state.bands = event.target.checked;
       load();
     });
+    const picker = document.getElementById("other-keys");
+    if (picker) picker.addEventListener("change", extraKeysChanged);
     document.getElementById("diff-only").addEventListener("change", function (event) {
       document.getElementById("config-diff").classList.toggle("only-diff", event.target.checked);
     });
@@ -546,6 +597,7 @@
   const scriptsLoaded = new Promise(function (resolve) {
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", resolve); else resolve();
   });
+  placeExtraCharts();
   load();
   scriptsLoaded.then(setupControls);
 })();

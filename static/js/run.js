@@ -101,7 +101,8 @@
     const urls = [];
     for (let start = 0; start < KEYS.length; start += MAX_KEYS) {
       const url = new URL(page.urls.metrics, window.location.origin);
-      url.searchParams.set("keys", KEYS.slice(start, start + MAX_KEYS).join(","));
+      // key= per key, as logged: a key may hold a comma
+      KEYS.slice(start, start + MAX_KEYS).forEach(function (key) { url.searchParams.append("key", key); });
       url.searchParams.set("max_points", String(MAX_POINTS));
       if (state.lastStep !== null) url.searchParams.set("after", String(state.lastStep));
       urls.push(url);

@@ -12,7 +12,7 @@
 
   async function load() {
     const url = new URL(page.urls.metrics, window.location.origin);
-    url.searchParams.set("keys", KEYS.join(","));
+    KEYS.forEach(function (key) { url.searchParams.append("key", key); });
     url.searchParams.set("max_points", "1000");
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
     if (!response.ok) return null;

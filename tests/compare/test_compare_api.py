@@ -206,3 +206,11 @@ def test_runs_loaded_together_match_each_run_loaded_alone(db, client):
         for run in runs:
             alone = load_series(run.pk, CHART_KEYS, max_points=max_points)
             assert body["series"][str(run.pk)] == {key: s.as_json() for key, s in alone.items()}
+
+
+def test_key_names_a_key_holding_a_comma(alice_client, grid_runs):
+    half, _ = grid_runs
+    points(half[0], "loss,total", {0: 1.5, 1: 1.25})
+    body = get(alice_client, runs=str(half[0].pk), key="loss,total").json()
+    assert list(body["series"][str(half[0].pk)]) == ["loss,total"]
+    assert body["series"][str(half[0].pk)]["loss,total"]["value"] == [1.5, 1.25]

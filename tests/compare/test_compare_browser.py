@@ -420,3 +420,40 @@ def test_a_label_that_looks_like_a_plotly_template_is_shown_as_written(page):
     label = hover_text(page, *page.evaluate(LINE_MIDDLE, ["success", name]))
     assert name in label and "train/success" in label, label
     page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "compare-template-label.png"))
+
+
+def test_other_logged_keys_are_charted_and_ticked_on_and_off(page):
+    experiment = make_experiment(page.user, "trl imports")
+    a, b = trained_run(experiment, "a", step=40), trained_run(experiment, "b", step=40)
+    zigzag = [(s, 1.0 + s % 2 / 10) for s in range(40)]  # no three points in a line: a vertex each
+    MetricPoint.write_batch(a.pk, [(s, "train/loss", v) for s, v in zigzag], latest_metrics=True)
+    MetricPoint.write_batch(b.pk, [(s, "train/loss", v + 1) for s, v in zigzag], latest_metrics=True)
+    MetricPoint.write_batch(b.pk, [(2 * s, "loss,total", v) for s, v in zigzag[:20]], latest_metrics=True)
+    page.goto(f"{page.base}/compare?runs={a.pk},{b.pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    # Few other keys: each has its chart from the start, in the picker's (natural) order, titled with
+    # its key; a key holding a comma is fetched whole (key=, not split at the comma).
+    assert drawn(page, "extra-0")["texts"] == ["loss,total"]
+    assert drawn(page, "extra-0")["lines"] == [20]  # run b's 20 points, one line
+    assert drawn(page, "extra-1")["texts"] == ["train/loss"]
+    assert sorted(drawn(page, "extra-1")["lines"]) == [40, 40]
+    page.screenshot(path=str(ARTIFACTS / "compare-other-keys.png"), full_page=True)
+
+    # Untick one: its chart goes and the address keeps the choice; a reload draws the same.
+    page.locator("#other-keys summary").click()
+    page.uncheck("#other-keys input[value='loss,total']")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
+    assert page.locator("#chart-extra-0").count() == 0
+    assert "extra=train%2Floss" in page.url
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert page.locator("#chart-extra-0").count() == 0
+    assert sorted(drawn(page, "extra-1")["lines"]) == [40, 40]
+    page.locator("#other-keys summary").click()  # folded while it has charts below it
+    page.uncheck("#other-keys input[value='train/loss']")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
+    assert page.locator("#extra-charts figure").count() == 0
+    page.reload()  # a lone extra= charts none
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert page.locator("#extra-charts figure").count() == 0
+    assert page.locator("#other-keys input[value='train/loss']").is_visible()  # open: nothing charted

@@ -9,6 +9,7 @@ from tests.factories import make_event, make_experiment, make_run, points, train
 from webapp.compare.aggregates import flatten
 from webapp.compare.selection import MAX_RUNS
 from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
 
 
 @pytest.fixture
@@ -158,3 +159,43 @@ def test_empty_selection_explains_how_to_select(alice_client):
 def test_login_required(client, three):
     response = client.get(f"/compare?runs={three[0].pk}")
     assert response.status_code == 302 and "login" in response["Location"]
+
+
+def other_keys_offered(html: str) -> list[str]:
+    import re
+
+    return re.findall(r'class="extra-key" value="([^"]*)"', html)
+
+
+def test_other_logged_keys_are_offered_and_charted_when_few(alice_client, alice):
+    experiment = make_experiment(alice, "trl imports")
+    a = trained_run(experiment, "a")
+    b = trained_run(experiment, "b")
+    for run, key in ((a, "train/success"), (a, "train/loss"), (b, "col10"), (b, "col2")):
+        MetricPoint.write_batch(run.pk, [(0, key, 1.0)], latest_metrics=True)
+    page_data = page(alice_client, f"{a.pk},{b.pk}").context["page"]
+    # the union over the runs, standard chart keys left out, in natural order (col2 before col10)
+    assert page_data["other_keys"] == ["col2", "col10", "train/loss"]
+    assert page_data["extra"] == ["col2", "col10", "train/loss"]  # few: all charted
+    html = alice_client.get("/compare", {"runs": f"{a.pk},{b.pk}", "extra": ["train/loss", "nope"]}).content
+    html = html.decode()
+    assert other_keys_offered(html) == ["col2", "col10", "train/loss"]
+    assert 'value="train/loss" checked' in html and 'value="col2" checked' not in html
+    assert "extra: &#x27;nope&#x27;: not logged by these runs" in html
+    empty = alice_client.get("/compare", {"runs": f"{a.pk},{b.pk}", "extra": ""}).context["page"]
+    assert empty["extra"] == []
+
+
+def test_many_other_keys_are_offered_but_not_charted_until_ticked(alice_client, alice):
+    from webapp.compare.views import MAX_EXTRA, OTHER_KEYS_CHARTED
+
+    run = trained_run(make_experiment(alice, "wide import"), "wide")
+    many = [f"col{i}" for i in range(MAX_EXTRA + 5)]
+    points(run, many[0], {0: 1.0})
+    run.latest_metrics = dict.fromkeys(many, 1.0)
+    run.save()
+    assert len(many) > OTHER_KEYS_CHARTED
+    assert page(alice_client, str(run.pk)).context["page"]["extra"] == []
+    response = alice_client.get("/compare", {"runs": str(run.pk), "extra": many})
+    assert response.context["page"]["extra"] == many[:MAX_EXTRA]
+    assert f"at most {MAX_EXTRA} other keys are charted at once" in response.content.decode()

@@ -136,9 +136,23 @@ def test_keys_default_to_the_runs_latest_metrics(alice_client, run):
     assert list(alice_client.get(URL.format(run.pk)).json()["series"]) == ["a", "b"]
 
 
+def test_key_names_a_key_exactly_as_logged_even_with_a_comma_or_spaces(alice_client, run):
+    MetricPoint.upsert(run.pk, [(0, "loss,total", 1.5), (0, " padded ", 2.5), (0, "loss", 9.0)])
+    query = {"key": ["loss,total", " padded "], "keys": "loss"}
+    series = alice_client.get(URL.format(run.pk), query).json()["series"]
+    assert list(series) == ["loss,total", " padded ", "loss"]
+    assert [series[key]["value"] for key in series] == [[1.5], [2.5], [9.0]]
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
+        ({"key": ""}, "key: must not be empty"),
+        (
+            {"key": [f"k{i}" for i in range(60)], "keys": ",".join(f"j{i}" for i in range(41))},
+            "keys: at most 100",
+        ),
+        ({"key": "x" * 101}, "key: each key is at most 100"),
         ({"max_points": "lots"}, "max_points: must be an integer"),
         ({"max_points": "1"}, "max_points: must be between 2"),
         ({"after": "-5"}, "after: must be between -1"),

@@ -227,14 +227,14 @@ def test_an_imported_run_charts_its_own_columns_and_offers_no_training_controls(
         status=Run.Status.COMPLETED,
         step=19,
         total_steps=19,
-        latest_metrics={"train/success": 0.5, "val-env/SimpleSokoban/success": 0.25},
+        latest_metrics={"train/success": 0.5, "val-env/SimpleSokoban/success": 0.25, "loss, total": 0.1},
     )
     MetricPoint.upsert(
         run.pk,
         [
             (s, key, (s * s % 7) / 7)
             for s in range(20)
-            for key in ("train/success", "val-env/SimpleSokoban/success")
+            for key in ("train/success", "val-env/SimpleSokoban/success", "loss, total")
         ],
     )
     page.goto(f"{page.base}/runs/{run.pk}/")
@@ -244,6 +244,10 @@ def test_an_imported_run_charts_its_own_columns_and_offers_no_training_controls(
     )
     chart = custom.get_attribute("id").removeprefix("chart-")
     wait_for(lambda: drawn(page, chart)["lines"] == [20], timeout=10, message="the imported column drawn")
+    # a column whose name holds a comma is asked for whole, not as "loss" and "total"
+    comma = page.locator(".chart-plot", has=page.locator(".gtitle", has_text="loss, total"))
+    chart = comma.get_attribute("id").removeprefix("chart-")
+    wait_for(lambda: drawn(page, chart)["lines"] == [20], timeout=10, message="'loss, total' drawn")
     assert "not logged by this run" in drawn(page, "entropy")["texts"]
     actions = page.locator(".run-actions").inner_text()
     assert "Re-run" not in actions and "Trajectories" not in actions and "Export CSV" in actions

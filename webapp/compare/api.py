@@ -1,6 +1,7 @@
 """GET /api/compare: chart data for many runs in one request, scoped to the caller's runs.
 
-?runs=3,7,12 (at most selection.MAX_RUNS) &keys=a,b (default: every key the run page charts)
+?runs=3,7,12 (at most selection.MAX_RUNS) &keys=a,b or &key=a&key=b (default: every key the run
+page charts)
 &max_points=N (per run and key, downsampled like the run page; runs x keys x max_points at most
 MAX_POINTS_PER_REQUEST) &bands=1 (add each bucket's min..max)
 &group_by=<config field> (add the mean and min..max over each group's runs, aligned by step).
@@ -12,31 +13,13 @@ from webapp.accounts.api_auth import ApiError, api_view, int_param
 from webapp.alerts.models import DetectorEvent
 from webapp.compare import aggregates, selection
 from webapp.core.json_response import JsonResponse
-from webapp.metrics import ingest
-from webapp.metrics.api import MAX_KEYS, MAX_MAX_POINTS, run_state
+from webapp.metrics.api import MAX_MAX_POINTS, requested_keys, run_state
 from webapp.metrics.downsample import finite_or_none, load_many
 
 DEFAULT_MAX_POINTS = 500
 # Points one request may return (runs x keys x max_points): 100 runs x 14 chart keys x 1,000 points.
 # The page asks for 2,000 points per chart in all (webapp.compare.views.page_points), far below.
 MAX_POINTS_PER_REQUEST = 1_400_000
-
-
-def parse_keys(text: str) -> list[str]:
-    keys = list(dict.fromkeys(key.strip() for key in text.split(",") if key.strip())) or CHART_KEYS
-    if len(keys) > MAX_KEYS:
-        raise ApiError(
-            400,
-            f"keys: at most {MAX_KEYS} keys per request, got {len(keys)}",
-            {"keys": f"at most {MAX_KEYS}"},
-        )
-    if any(len(key) > ingest.MAX_KEY_LENGTH or "\x00" in key for key in keys):
-        raise ApiError(
-            400,
-            f"keys: each key is at most {ingest.MAX_KEY_LENGTH} characters",
-            {"keys": f"each key is at most {ingest.MAX_KEY_LENGTH} characters"},
-        )
-    return keys
 
 
 def parse_selection(request) -> selection.Selection:
@@ -56,7 +39,7 @@ def parse_selection(request) -> selection.Selection:
 @api_view()
 def compare(request):
     chosen = parse_selection(request)
-    keys = parse_keys(request.GET.get("keys", ""))
+    keys = requested_keys(request, CHART_KEYS)
     max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
     if len(chosen.requested) * len(keys) * max_points > MAX_POINTS_PER_REQUEST:
         message = (

@@ -7,10 +7,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from diagnostics.metrics import CHARTS
+from diagnostics.metrics import CHART_KEYS, CHARTS
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
 from webapp.experiments import specs
+from webapp.metrics.api import MAX_KEYS
+from webapp.runs.charts import other_keys
 
 # One colour per run, the same in every chart and table: plotly's D3 palette, then its light tones,
 # then hues a golden angle apart (each new hue falls in the widest gap left), in two lightnesses.
@@ -58,6 +60,36 @@ def page_points(runs: int) -> int:
     return max(MIN_POINTS, min(MAX_POINTS, POINTS_ON_SCREEN // max(1, runs)))
 
 
+# Keys the runs logged beyond the standard charts ("other keys", e.g. a TRL run's train/loss): with no
+# ?extra= in the address, each is charted when there are at most this many, else none until ticked.
+OTHER_KEYS_CHARTED = 12
+# Other keys charted at once: the page fetches every chart's keys in one /api/compare request.
+MAX_EXTRA = MAX_KEYS - len(CHART_KEYS)
+
+
+def extra_keys(asked: list[str], others: list[str]) -> tuple[list[str], list[str]]:
+    """The other keys to chart, in the picker's order, from the address's `extra=` values (one key each,
+    repeated; a lone empty `extra=` charts none), and notices about keys that cannot be charted."""
+    if not asked:
+        return (others if len(others) <= OTHER_KEYS_CHARTED else []), []
+    wanted = set(asked)
+    chosen = [key for key in others if key in wanted]
+    missing = [key for key in dict.fromkeys(asked) if key and key not in set(others)]
+    notices = []
+    if missing:
+        shown = ", ".join(repr(key[:60]) for key in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        notices.append(
+            f"extra: {shown}{more}: not logged by these runs, or already in the standard charts; left out."
+        )
+    if len(chosen) > MAX_EXTRA:
+        notices.append(
+            f"extra: at most {MAX_EXTRA} other keys are charted at once; the first {MAX_EXTRA} are."
+        )
+        chosen = chosen[:MAX_EXTRA]
+    return chosen, notices
+
+
 def compare_url(run_ids) -> str:
     return f"{reverse('compare')}?{selection.canonical_query(run_ids)}"
 
@@ -78,12 +110,14 @@ def compare(request):
     lead_rules, onsets = aggregates.onset_leads(runs)
     ablation_keys = [key for key in dict.fromkeys(run.experiment.ablation for run in runs) if key]
     group_fields = aggregates.group_fields(runs, diff)
+    others = other_keys({key for run in runs for key in run.latest_metrics or {}}, CHARTS)
+    extra, extra_notices = extra_keys(request.GET.getlist("extra"), others)
     return render(
         request,
         "compare/compare.html",
         {
             "runs": runs,
-            "notices": chosen.notices(),
+            "notices": chosen.notices() + extra_notices,
             "rows": [
                 {
                     "run": run,
@@ -122,6 +156,9 @@ def compare(request):
                     for run in runs
                 ],
                 "charts": CHARTS,
+                "other_keys": others,  # the picker's keys; chart ids "extra-<index in this list>"
+                "extra": extra,
+                "max_extra": MAX_EXTRA,
                 "group_fields": group_fields,
                 "group_by": next(
                     (

@@ -46,15 +46,26 @@ def metrics(request, pk):
     return _query(request, owned_run(request, pk))
 
 
-def _query(request, run: Run):
-    keys_text = request.GET.get("keys", "")
-    keys = list(dict.fromkeys(key.strip() for key in keys_text.split(",") if key.strip()))
-    if not keys:
-        keys = sorted(run.latest_metrics)
+def requested_keys(request, default: list[str]) -> list[str]:
+    """The keys a query names: `?key=` (repeatable, one key exactly as logged, so it may hold a comma or
+    spaces) and `?keys=a,b` (comma-separated, each trimmed), in that order, duplicates dropped; `default`
+    when neither names one. At most MAX_KEYS."""
+    exact = request.GET.getlist("key")
+    if any(not key for key in exact):
+        raise ApiError.field("key", "must not be empty")
+    listed = [key.strip() for key in request.GET.get("keys", "").split(",") if key.strip()]
+    keys = list(dict.fromkeys([*exact, *listed])) or default
     if len(keys) > MAX_KEYS:
         raise ApiError.field("keys", f"at most {MAX_KEYS} keys per request, got {len(keys)}")
-    if any(len(key) > ingest.MAX_KEY_LENGTH or "\x00" in key for key in keys):
-        raise ApiError.field("keys", f"each key is at most {ingest.MAX_KEY_LENGTH} characters")
+    for key in keys:
+        if len(key) > ingest.MAX_KEY_LENGTH or "\x00" in key:
+            name = "key" if key in exact else "keys"
+            raise ApiError.field(name, f"each key is at most {ingest.MAX_KEY_LENGTH} characters, without NUL")
+    return keys
+
+
+def _query(request, run: Run):
+    keys = requested_keys(request, sorted(run.latest_metrics))
     max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
     after = int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
     series = load_series(run.pk, keys, after=after, max_points=max_points)

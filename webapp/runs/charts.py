@@ -26,8 +26,7 @@ def chart_sections(run: Run) -> list[dict]:
         chart | {"note": notes[chart["id"]]} if chart["id"] in notes else chart
         for chart in standard_charts(run.config)
     ]
-    charted = [key for chart in standard for key in chart["keys"]]
-    others = sorted(set(run.latest_metrics) - set(charted), key=_natural)
+    others = other_keys(run.latest_metrics, standard)
     sections = [{"id": "training", "title": "Training", "charts": standard}]
     if others:
         sections.append(
@@ -40,6 +39,12 @@ def chart_sections(run: Run) -> list[dict]:
             }
         )
     return sections
+
+
+def other_keys(logged, charts: list[dict]) -> list[str]:
+    """The keys of `logged` that no chart of `charts` draws, in natural order (col2 before col10)."""
+    charted = {key for chart in charts for key in chart["keys"]}
+    return sorted(set(logged) - charted, key=_natural)
 
 
 def _natural(key: str) -> list:
