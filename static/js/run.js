@@ -65,6 +65,11 @@
     syncing: false,  // true while the page itself redraws, so its own relayouts are not taken as a zoom
     series: {},      // key -> {step, value, min, max, downsampled}
     lastStep: null,  // highest step received over all keys: the next poll's `after`
+    // The run's attempt as first polled. A later attempt resumes from a checkpoint and logs again steps
+    // this page holds, with new values; from then on each poll fetches the whole (downsampled) series
+    // again, as the compare page always does, instead of the steps after the last one held.
+    attempt: null,
+    refetch: false,
     events: [],
     smoothing: view.smoothing,
     finished: page.finished,
@@ -104,7 +109,7 @@
       // key= per key, as logged: a key may hold a comma
       KEYS.slice(start, start + MAX_KEYS).forEach(function (key) { url.searchParams.append("key", key); });
       url.searchParams.set("max_points", String(MAX_POINTS));
-      if (state.lastStep !== null) url.searchParams.set("after", String(state.lastStep));
+      if (state.lastStep !== null && !state.refetch) url.searchParams.set("after", String(state.lastStep));
       urls.push(url);
     }
     return urls;
@@ -505,6 +510,13 @@
 
   async function refresh() {
     const bodies = await Promise.all(metricsUrls().map(getJson));
+    if (state.refetch) {  // the whole series came again: they replace what is held
+      state.series = {};
+      state.lastStep = null;
+      state.revision += 1;
+    }
+    if (state.attempt !== null && bodies[0].run.attempt !== state.attempt) state.refetch = true;
+    state.attempt = bodies[0].run.attempt;
     bodies.forEach(function (part) {
       Object.entries(part.series).forEach(function (pair) { merge(pair[0], pair[1]); });
     });

@@ -65,6 +65,28 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
         )
 
 
+def test_a_resumed_attempt_logging_steps_again_is_redrawn_with_its_values(page):
+    run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
+    token = ApiToken.issue(page.user, "trainer")[1]
+    zigzag = {s: (s * s % 7) / 7 for s in range(12)}
+    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(9)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "success")["lines"] == [9], timeout=15, message="9 drawn vertices")
+    assert max(float(t) for t in drawn(page, "success")["yticks"]) < 1.5
+
+    # The worker was lost; the next attempt resumes from the checkpoint before step 5 and logs steps
+    # 5-8 again, with other values, then goes on (9-11 below 1, like the first attempt's).
+    Run.objects.filter(pk=run.pk).update(attempt=2)
+    again = [(s, "train/success", 4 + zigzag[s] if s < 9 else zigzag[s]) for s in range(5, 12)]
+    post_points(page.base, run.pk, token, again)
+    wait_for(lambda: drawn(page, "success")["lines"] == [12], timeout=15, message="12 drawn vertices")
+    wait_for(
+        lambda: max(float(t) for t in drawn(page, "success")["yticks"]) >= 4,
+        timeout=15,
+        message="the steps logged again drawn with their new values",
+    )
+
+
 def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=3000, total_steps=4000)
     insert_series(run, "actor/grad_norm", 3000, "1 + sin(s)")
