@@ -1,5 +1,6 @@
 """POST /api/runs/<id>/metrics: token-authenticated, validated as a whole, idempotent."""
 
+import gzip
 import json
 import math
 
@@ -281,4 +282,52 @@ def test_a_number_beyond_a_float_is_refused_where_infinity_is_a_value(client, ru
     assert response.status_code == 400
     assert list(response.json()["errors"]) == ["points[1].value"]
     assert "beyond a 64-bit float's range" in response.json()["error"]
+    assert stored(run) == []
+
+
+def post_encoded(client, run, raw: bytes, token, encoding: str):
+    return client.post(
+        URL.format(run.pk),
+        data=raw,
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+        HTTP_CONTENT_ENCODING=encoding,
+    )
+
+
+def test_a_gzip_compressed_body_is_read_as_its_json(client, run, alice_token):
+    points = [{"step": s, "key": "train/success", "value": s / 10} for s in range(3)]
+    response = post_encoded(client, run, gzip.compress(json.dumps(points).encode()), alice_token, "gzip")
+    assert response.status_code == 200 and response.json()["written"] == 3
+    assert stored(run) == [(s, "train/success", s / 10) for s in range(3)]
+
+
+@pytest.mark.parametrize(
+    "raw, encoding, status, field, fragment",
+    [
+        (b"[]", "br", 415, "Content-Encoding", "'br' is not supported"),
+        (b"not gzip at all", "gzip", 400, "body", "not valid gzip"),
+        (gzip.compress(b'[{"step": 0, "key": "k", "value": 1}]')[:-12], "gzip", 400, "body", "ends early"),
+        (  # a few kilobytes that inflate past the limit: refused without inflating them all
+            gzip.compress(b"[" + b" " * (ingest.MAX_BODY_BYTES + 10) + b"]"),
+            "gzip",
+            413,
+            "body",
+            f"more than {ingest.MAX_BODY_BYTES} bytes once gunzipped",
+        ),
+        (
+            gzip.compress(b"[]"),
+            "",
+            400,
+            "body",
+            "it looks gzip-compressed: say so with Content-Encoding: gzip",
+        ),
+    ],
+)
+def test_a_body_that_cannot_be_decoded_is_refused_naming_why(
+    client, run, alice_token, raw, encoding, status, field, fragment
+):
+    response = post_encoded(client, run, raw, alice_token, encoding)
+    assert response.status_code == status
+    assert fragment in response.json()["errors"][field]
     assert stored(run) == []

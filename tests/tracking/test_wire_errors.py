@@ -1,6 +1,7 @@
 """What the mlflow client cannot send but another client can: malformed bodies and fields get MLflow's
 error shape naming the field, and nothing is written."""
 
+import gzip
 import json
 
 import pytest
@@ -20,7 +21,7 @@ def api(client, alice):
         headers.setdefault("HTTP_AUTHORIZATION", f"Bearer {token}")
         if method == "get":
             return client.get(path, body or {}, **headers)
-        data = body if isinstance(body, str) else json.dumps(body or {})
+        data = body if isinstance(body, (str, bytes)) else json.dumps(body or {})
         return client.post(path, data, content_type="application/json", **headers)
 
     return call
@@ -105,3 +106,15 @@ def test_stop_is_refused_for_a_run_trained_elsewhere(api, client, alice, run):
     assert "EchoLab cannot stop it" in page
     stored = Run.objects.get(pk=run.run_id)
     assert stored.status == Run.Status.RUNNING and not stored.stop_requested
+
+
+def test_a_gzip_body_is_read_and_another_encoding_is_a_bad_request(api, run):
+    body = gzip.compress(json.dumps({"run_id": run.run_uuid, "metrics": [metric()]}).encode())
+    answer = api("/api/2.0/mlflow/runs/log-batch", body, HTTP_CONTENT_ENCODING="gzip")
+    assert answer.status_code == 200
+    assert list(MetricPoint.objects.filter(run_id=run.pk).values_list("step", "value")) == [(1, 1.0)]
+    answer = api("/api/2.0/mlflow/runs/log-batch", body, HTTP_CONTENT_ENCODING="br")
+    assert answer.json() == {
+        "error_code": "BAD_REQUEST",
+        "message": "Content-Encoding: 'br' is not supported; send the body as it is or gzip-compressed",
+    }

@@ -8,6 +8,7 @@ automatically by browsers, so token requests need no CSRF token.
 
 import functools
 import logging
+import zlib
 
 from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
@@ -95,18 +96,48 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
     """The request's JSON body, or ApiError(400/413) with a message saying what is wrong. Text that is not
     valid Unicode (JSON can escape a lone surrogate) is refused here for every API, named by its path:
     nothing could store it. `items`: what a top-level list holds, to name its elements by (`points[3]`)."""
-    if len(request.body) > max_bytes:
-        raise ApiError.field("body", f"{len(request.body)} bytes; the limit is {max_bytes}", 413)
+    raw = _decoded_body(request, max_bytes)
+    if len(raw) > max_bytes:
+        raise ApiError.field("body", f"{len(raw)} bytes; the limit is {max_bytes}", 413)
     try:
-        body = jsonsafe.loads(request.body or b"null")
+        body = jsonsafe.loads(raw or b"null")
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
-        raise ApiError.field("body", f"not valid JSON: {error}") from None
-    if jsonsafe.may_hold_surrogates(request.body):
+        hint = (
+            " (it looks gzip-compressed: say so with Content-Encoding: gzip)" if raw[:2] == GZIP_MAGIC else ""
+        )
+        raise ApiError.field("body", f"not valid JSON{hint}: {error}") from None
+    if jsonsafe.may_hold_surrogates(raw):
         where = jsonsafe.not_unicode(body, items if isinstance(body, list) else "")
         if where is not None:
             where = where or "body"
             raise ApiError.field(where, jsonsafe.NOT_UNICODE)
     return body
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _decoded_body(request, max_bytes: int) -> bytes:
+    """The body as sent, or gunzipped under `Content-Encoding: gzip` (never past max_bytes + 1: a small
+    body must not inflate into gigabytes); 415 for any other encoding, 400 for a broken gzip stream."""
+    encoding = request.headers.get("Content-Encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return request.body
+    if encoding not in ("gzip", "x-gzip"):
+        problem = f"{encoding[:40]!r} is not supported; send the body as it is or gzip-compressed"
+        raise ApiError.field("Content-Encoding", problem, 415)
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        raw = inflate.decompress(request.body, max_bytes + 1)
+    except zlib.error as error:
+        raise ApiError.field("body", f"not valid gzip ({error}), though Content-Encoding says gzip") from None
+    if len(raw) > max_bytes:
+        raise ApiError.field(
+            "body", f"more than {max_bytes} bytes once gunzipped; the limit is {max_bytes}", 413
+        )
+    if not inflate.eof:
+        raise ApiError.field("body", "the gzip stream ends early (a truncated body?)")
+    return raw
 
 
 def int_param(request, name: str, default=None, low=None, high=None):

@@ -77,7 +77,7 @@ def _fields(request) -> Fields:
     try:
         body = json_body(request, max_bytes=MAX_BODY_BYTES)
     except ApiError as error:  # a field inside (text that is not Unicode) is a bad value, not a bad request
-        bad_request = not error.errors or "body" in error.errors
+        bad_request = not error.errors or {"body", "Content-Encoding"} & set(error.errors)
         raise MlflowError(
             "BAD_REQUEST" if bad_request else "INVALID_PARAMETER_VALUE", error.message
         ) from None
