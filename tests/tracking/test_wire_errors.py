@@ -118,3 +118,15 @@ def test_a_gzip_body_is_read_and_another_encoding_is_a_bad_request(api, run):
         "error_code": "BAD_REQUEST",
         "message": "Content-Encoding: 'br' is not supported; send the body as it is or gzip-compressed",
     }
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"step": -1}, "step: must be between 0 and 2147483647, got -1"),
+        ({"key": "k" * 120}, "key: is 120 characters; EchoLab keeps metric keys of at most 100"),
+    ],
+)
+def test_log_metric_names_its_own_fields_not_a_batchs(api, run, fields, message):
+    answer = api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric(**fields)})
+    assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": message}

@@ -175,11 +175,16 @@ class ExternalRun(models.Model):
     # concurrent calls for one run take turns.
 
     def log(
-        self, metrics: list[tuple[str, float, int]], params: dict[str, str], tags: dict[str, str]
+        self,
+        metrics: list[tuple[str, float, int]],
+        params: dict[str, str],
+        tags: dict[str, str],
+        where: str = "metrics[{index}].",
     ) -> None:
         """Metrics as (key, value, step), renamed to ours; params become the config (a param keeps its
-        first value, as in MLflow); tags are kept. All or nothing."""
-        points = self._points(metrics)
+        first value, as in MLflow); tags are kept. All or nothing. `where` names a metric's fields in
+        errors: a log-batch's list, or "" for log-metric's one metric, whose fields are the request's."""
+        points = self._points(metrics, where)
         with transaction.atomic():
             if params or tags:
                 run = Run.objects.select_for_update().only("config").get(pk=self.run_id)
@@ -221,18 +226,18 @@ class ExternalRun(models.Model):
         ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
 
     @staticmethod
-    def _points(metrics) -> list[tuple[int, str, float]]:
+    def _points(metrics, where: str) -> list[tuple[int, str, float]]:
         """(step, our key, value): the last of a repeated (step, key) wins, as in ingest, and where a step
         has both our key and a foreign alias of it, ours wins (diagnostics.aliases.canonical)."""
         steps = defaultdict(dict)
         for index, (key, value, step) in enumerate(metrics):
             if not 0 <= step <= ingest.MAX_STEP:
                 raise invalid(
-                    f"metrics[{index}].step", f"must be between 0 and {ingest.MAX_STEP}, got {step}"
+                    f"{where.format(index=index)}step", f"must be between 0 and {ingest.MAX_STEP}, got {step}"
                 )
             if len(key) > ingest.MAX_KEY_LENGTH:
                 raise invalid(
-                    f"metrics[{index}].key",
+                    f"{where.format(index=index)}key",
                     f"is {len(key)} characters; EchoLab keeps metric keys of at most {ingest.MAX_KEY_LENGTH}",
                 )
             steps[step][key] = value

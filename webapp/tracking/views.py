@@ -213,7 +213,7 @@ def update_run(request, fields):
 @mlflow_view("POST")
 def log_metric(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
-    run.log([_metric(fields)], {}, {})
+    run.log([_metric(fields)], {}, {}, where="")
     return {}
 
 
