@@ -199,3 +199,14 @@ def test_many_other_keys_are_offered_but_not_charted_until_ticked(alice_client, 
     response = alice_client.get("/compare", {"runs": str(run.pk), "extra": many})
     assert response.context["page"]["extra"] == many[:MAX_EXTRA]
     assert f"at most {MAX_EXTRA} other keys are charted at once" in response.content.decode()
+
+
+def test_config_diff_tells_a_missing_field_from_an_empty_string(alice_client, alice):
+    experiment = make_experiment(alice, "warm starts")
+    with_empty = trained_run(experiment, "a", overrides={"seed": 1})
+    with_empty.config = {**with_empty.config, "note": ""}
+    with_empty.save()
+    without = trained_run(experiment, "b", overrides={"seed": 2})
+    html = page(alice_client, f"{with_empty.pk},{without.pk}").content.decode()
+    row = html.split("<th><code>note</code></th>")[1].split("</tr>")[0]
+    assert row == '<td>&quot;&quot;</td><td><span class="muted" title="not in this run\'s config">–</span></td>'

@@ -57,7 +57,7 @@ _MISSING = object()
 @dataclass
 class DiffRow:
     key: str
-    values: list[str]  # one per run, as the grid writes values ("" when the run lacks the field)
+    values: list[str | None]  # one per run, as the grid writes values (None when the run lacks the field)
     differs: bool
 
 
@@ -71,13 +71,14 @@ def config_diff(runs) -> list[DiffRow]:
     def show(value) -> str:
         text = repr(value)
         if text not in formatted:
-            formatted[text] = run_planning.format_value(value)
+            # an empty string shows as "" (a blank cell would read as a field the run lacks: "–")
+            formatted[text] = '""' if value == "" else run_planning.format_value(value)
         return formatted[text]
 
     rows = []
     for key in keys:
         raw = [config.get(key, _MISSING) for config in flat if config is not None]
-        shown = ["" if config is None or key not in config else show(config[key]) for config in flat]
+        shown = [None if config is None or key not in config else show(config[key]) for config in flat]
         rows.append(DiffRow(key, shown, len({repr(value) for value in raw}) > 1))
     return rows
 
