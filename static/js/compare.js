@@ -110,10 +110,22 @@
         } else if (key === "first_warning") {
           cell.textContent = value === null ? "–" : String(value);
         } else {
-          cell.textContent = value === null ? "–" : String(Number(value.toPrecision(3)));
+          cell.textContent = value === null ? "–" : significant(value);
         }
       });
     });
+  }
+
+  // A number as the server writes a summary cell (webapp.core.templatetags.echolab.significant): three
+  // significant digits in Python's "%g" form (0.313, 1.23e+06, 0.0001), a tie rounded away from zero.
+  function significant(value) {
+    if (value === 0) return "0";
+    const parts = value.toExponential(2).split("e");
+    const exponent = Number(parts[1]);
+    if (exponent < -4 || exponent >= 3) {
+      return parts[0].replace(/\.?0+$/, "") + "e" + (exponent < 0 ? "-" : "+") + String(Math.abs(exponent)).padStart(2, "0");
+    }
+    return String(Number(parts[0] + "e" + exponent));
   }
 
   function selectedRuns() {

@@ -165,6 +165,26 @@ def test_charts_of_live_runs_move_with_each_poll(page):
     page.screenshot(path=str(ARTIFACTS / "compare-live.png"), full_page=True)
 
 
+def test_live_summary_cells_read_as_the_servers_own(page):
+    experiment = make_experiment(page.user, "ties")
+    run = trained_run(experiment, "seed=1", status=Run.Status.RUNNING, step=0, total_steps=40)
+    token = ApiToken.issue(page.user, "trainer")[1]
+    page.goto(f"{page.base}/compare?runs={run.pk}")
+    page.wait_for_selector("#load-state:has-text('live')")
+    # 5/16 is a tie at three digits (0.3125: "%g" alone writes 0.312, JavaScript 0.313); a large and
+    # a small value in "%g" form.
+    post_points(page.base, run.pk, token, [(3, "train/success", 0.3125), (3, "val/success", 1234567.0)])
+    cells = page.locator(f'#summary-table tr[data-run="{run.pk}"] td')
+    wait_for(lambda: cells.nth(4).inner_text() == "0.313", timeout=15, message="final success 0.313")
+    assert cells.nth(6).inner_text() == "1.23e+06"
+    post_points(page.base, run.pk, token, [(4, "val/success", 0.000012345)])
+    wait_for(lambda: cells.nth(6).inner_text() == "1.23e-05", timeout=15, message="val 1.23e-05")
+    live = cells.all_inner_texts()
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert cells.all_inner_texts() == live
+
+
 def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     experiment = make_experiment(page.user, "lr pair")
     runs = [

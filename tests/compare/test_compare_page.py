@@ -209,4 +209,26 @@ def test_config_diff_tells_a_missing_field_from_an_empty_string(alice_client, al
     without = trained_run(experiment, "b", overrides={"seed": 2})
     html = page(alice_client, f"{with_empty.pk},{without.pk}").content.decode()
     row = html.split("<th><code>note</code></th>")[1].split("</tr>")[0]
-    assert row == '<td>&quot;&quot;</td><td><span class="muted" title="not in this run\'s config">–</span></td>'
+    assert (
+        row == '<td>&quot;&quot;</td><td><span class="muted" title="not in this run\'s config">–</span></td>'
+    )
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        (0.3125, "0.313"),
+        (-0.3125, "-0.313"),
+        (0.0625, "0.0625"),
+        (999.5, "1e+03"),
+        (1234567, "1.23e+06"),
+        (0.00012345, "0.000123"),
+        (0.0, "0"),
+        (float("nan"), "–"),
+        (None, "–"),
+    ],
+)
+def test_summary_numbers_round_a_tie_away_from_zero_as_the_page_does(value, shown):
+    from webapp.compare.templatetags.compare import number
+
+    assert number(value) == shown

@@ -3,6 +3,7 @@ import math
 from django import template
 
 from webapp.compare.selection import MAX_RUNS
+from webapp.core.templatetags.echolab import significant
 
 register = template.Library()
 
@@ -18,7 +19,7 @@ def number(value, digits=3):
     """A summary cell: 3 significant digits ("0" digits: a whole number); "–" when unknown."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "–"
-    return f"{value:.0f}" if str(digits) == "0" else f"{value:.{digits}g}"
+    return f"{value:.0f}" if str(digits) == "0" else significant(value, int(digits))
 
 
 @register.filter

@@ -1,5 +1,6 @@
 import math
 import unicodedata
+from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
 
@@ -30,7 +31,18 @@ def percent(done, total):
 def metric(metrics, key):
     """A value from Run.latest_metrics, formatted for a table cell."""
     value = (metrics or {}).get(key)
-    return "–" if not isinstance(value, (int, float)) or not math.isfinite(value) else f"{value:.3g}"
+    return "–" if not isinstance(value, (int, float)) or not math.isfinite(value) else significant(value)
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """`value` to `digits` significant digits as "%g" writes it (0.313, 1.23e+06), a tie rounded away
+    from zero as the pages' JavaScript rounds (toPrecision): "%g" alone rounds 5/16 = 0.3125 to 0.312,
+    and a live page would redraw the same cell as 0.313."""
+    if value == 0:
+        return f"{value:.{digits}g}"
+    exact = Decimal(value)
+    rounded = exact.quantize(Decimal(1).scaleb(exact.adjusted() - digits + 1), rounding=ROUND_HALF_UP)
+    return f"{float(rounded):.{digits}g}"
 
 
 # Bidi classes that can reorder the text around a name: right-to-left letters and the embedding,
