@@ -7,7 +7,7 @@
 
   const page = JSON.parse(document.getElementById("run-page-data").textContent);
   const KEYS = ["collapse/mi_estimate", "collapse/retrieval_acc", "collapse/retrieval_chance",
-                "collapse/conditional_entropy"];
+                "collapse/conditional_entropy", "collapse/valid_thinking_rate"];
   const POLL_MS = 10000;
 
   async function load() {
@@ -37,13 +37,31 @@
              connectgaps: false, yaxis: key === "collapse/mi_estimate" ? "y" : "y2" };
   }
 
+  // What an empty panel says: the measurement is off, not due yet, or found nothing to measure.
+  function whyNoData(valid) {
+    const every = page.collapse_every;
+    if (every === null) {
+      return "No data: this run logs no collapse/* metrics (a run trained elsewhere, or a trainer without reasoning).";
+    }
+    if (every === 0) return "Off for this run: its diagnostics.collapse_every is 0.";
+    if (valid && valid.step.length) {
+      const last = valid.step.length - 1;
+      return "No estimate: on every step measured so far (" + valid.step.length + ", the last step " + valid.step[last] +
+        "), fewer than 2 distinct prompts came with reasoning inside <think> (valid thinking rate there: " +
+        (valid.value[last] === null ? "–" : Number(valid.value[last].toPrecision(3))) + ").";
+    }
+    return "No step measured yet: the first measurement is at step 0, then every " + every + " steps.";
+  }
+
   let drawnSeries = null;  // the last answer drawn, redrawn when the page's view changes
 
   function draw(series) {
     drawnSeries = series;
     const mi = series["collapse/mi_estimate"];
     const empty = !mi || mi.step.length === 0;
-    document.getElementById("collapse-no-data").hidden = !empty;
+    const note = document.getElementById("collapse-no-data");
+    note.hidden = !empty;
+    if (empty) note.textContent = whyNoData(series["collapse/valid_thinking_rate"]);
     document.getElementById("collapse-charts").hidden = empty;
     if (empty) return;
     const layout = { margin: { t: 30, r: 50, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };

@@ -40,11 +40,42 @@ def test_panel_draws_mi_retrieval_with_its_chance_line_and_the_regime_scatter(pa
         page.locator("#collapse-panel").screenshot(path=shot)
 
 
-def test_panel_says_no_data_for_a_run_without_collapse_metrics(page):
-    run = make_run(page.user, status=Run.Status.COMPLETED)
-    MetricPoint.upsert(run.pk, [(s, "train/success", 0.5) for s in range(10)])  # e.g. an imported TRL run
+@pytest.mark.parametrize(
+    "config, status, logged, says",
+    [
+        (  # an imported TRL run
+            {},
+            Run.Status.COMPLETED,
+            [],
+            "No data: this run logs no collapse/* metrics (a run trained elsewhere, or a trainer without reasoning).",
+        ),
+        (
+            {"collapse_every": 0},
+            Run.Status.COMPLETED,
+            [],
+            "Off for this run: its diagnostics.collapse_every is 0.",
+        ),
+        (
+            {"collapse_every": 5},
+            Run.Status.RUNNING,
+            [],
+            "No step measured yet: the first measurement is at step 0, then every 5 steps.",
+        ),
+        (  # measured, but never two distinct prompts with reasoning: no estimate, and the page says why
+            {"collapse_every": 5},
+            Run.Status.COMPLETED,
+            [(0, "collapse/valid_thinking_rate", 0.0), (5, "collapse/valid_thinking_rate", 0.125)],
+            "No estimate: on every step measured so far (2, the last step 5), fewer than 2 distinct prompts "
+            "came with reasoning inside <think> (valid thinking rate there: 0.125).",
+        ),
+    ],
+)
+def test_an_empty_panel_says_why(page, config, status, logged, says):
+    config = {"diagnostics": config} if config else {}
+    run = make_run(page.user, status=status, config=config)
+    MetricPoint.upsert(run.pk, logged + [(s, "train/success", 0.5) for s in range(10)])
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.locator("#collapse-no-data").wait_for(state="visible")
-    assert "No data" in page.locator("#collapse-no-data").text_content()
+    assert page.locator("#collapse-no-data").text_content() == says
     assert not page.locator("#collapse-charts").is_visible()
     assert page.locator("#collapse-panel .scatterlayer").count() == 0

@@ -150,6 +150,16 @@ def _step_param(request, instead: str) -> tuple[int | None, str]:
     return int(text), ""
 
 
+def _collapse_every(config) -> int | None:
+    """The trainer's diagnostics.collapse_every for a run of ours; None for a config without our
+    trainer's diagnostics section (an import, an MLflow run's params)."""
+    diagnostics = config.get("diagnostics") if isinstance(config, dict) else None
+    if not isinstance(diagnostics, dict):
+        return None
+    every = diagnostics.get("collapse_every", 5)
+    return every if isinstance(every, int) and not isinstance(every, bool) else None
+
+
 @login_required
 def run_detail(request, pk):
     run = owned_run(request, pk)
@@ -171,6 +181,7 @@ def run_detail(request, pk):
         "key_count": len(run.latest_metrics or {}) if run.experiment.imported else None,
         "charts": [chart for section in sections for chart in section["charts"]],
         "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
+        "collapse_every": _collapse_every(run.config),  # why the Template collapse panel may be empty
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
             "events": reverse("api_run_events", args=[run.pk]),
