@@ -125,3 +125,18 @@ def test_deliver_raises_when_smtp_is_down(alert_event, use_smtp):
     notification = Notification.create_for_event(alert_event())
     with pytest.raises(OSError):
         notification.deliver()
+
+
+@pytest.mark.parametrize(
+    "logged, step, xlim",
+    [
+        (range(13), 12, (0, 13)),  # a short run alerted at its newest step: its 13 steps fill the axis
+        (range(200), 120, (70, 175)),  # the window either side of the event, then a margin
+        (range(100, 131), 130, (80, 132)),  # the newest step of a long run: the window before it
+    ],
+)
+def test_chart_axis_spans_the_steps_logged_near_the_event(collapsing_run, logged, step, xlim):
+    run = collapsing_run()
+    MetricPoint.objects.filter(run=run).delete()
+    MetricPoint.upsert(run.pk, [(at, "train/success", 0.5) for at in logged])
+    assert emails.chart_figure(run, step).axes[0].get_xlim() == xlim

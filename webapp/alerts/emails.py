@@ -88,6 +88,12 @@ def chart_series(run, step: int, window: int = CHART_WINDOW) -> dict[str, list[t
 
 
 def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
+    buffer = io.BytesIO()
+    chart_figure(run, step, window).savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def chart_figure(run, step: int, window: int = CHART_WINDOW):
     # The object-oriented API with the Agg canvas: no pyplot global state, safe in a worker thread.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -106,7 +112,11 @@ def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
         lines += axis.plot(steps, points, color=color, linewidth=1.5, label=key)
         axis.set_ylabel(key.split("/")[-1], color=color, fontsize=8)
     outcome_axis.axvline(step, color="tab:red", linestyle="--", linewidth=1)
-    outcome_axis.set_xlim(max(0, step - window), step + window)
+    # Up to `window` steps either side, but no further than the run has got: an alert usually fires at
+    # the newest step, and a short run's few steps would fill a sliver of a 100-step axis.
+    left = max(0, step - window)
+    right = max([step] + [at for values in series.values() for at, _ in values])
+    outcome_axis.set_xlim(left, right + max(1, (right - left) // 20))
     outcome_axis.set_xlabel("step", fontsize=8)
     if lines:
         outcome_axis.legend(lines, [line.get_label() for line in lines], fontsize=7, loc="lower left")
@@ -124,6 +134,4 @@ def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
     for axis in (outcome_axis, std_axis):
         axis.tick_params(labelsize=7)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return figure
