@@ -100,3 +100,27 @@ def test_the_step_time_comes_from_runs_of_the_same_size_else_a_fit_else_a_scalin
     body = alice_client.post(URL, form(overrides="rollout:\n  group_size: 16\n")).json()
     assert body["runs"][0]["seconds"] == pytest.approx(per_step * 10)
     assert how in body["text"]
+
+
+def test_a_grid_over_models_names_each_unmeasured_model_and_no_single_basis(alice, alice_client):
+    from types import SimpleNamespace
+
+    from webapp.experiments.estimate import summary
+
+    measured = trained_run(alice, [2.0])
+
+    def planned(model, label):
+        return SimpleNamespace(label=label, config={**measured.config, "model": {"name": model}})
+
+    both_unmeasured = summary([planned("org/a", "a"), planned("org/b", "b"), planned("org/c", "c")])
+    assert both_unmeasured["text"] == (
+        "3 runs; no time estimate: no run of models org/a, org/b or org/c has measured its step time "
+        "on this server yet."
+    )
+    model = measured.config["model"]["name"]
+    mixed = summary([planned(model, "tiny"), planned("org/b", "b")])
+    assert mixed["text"] == (
+        f"2 runs, about 10s each (2 s a step, from 1 run of model {model} on frozenlake measured here, "
+        "of the same rollout size); 1 with no estimate: no run of model org/b has measured its step time "
+        "on this server yet."
+    )

@@ -68,6 +68,7 @@ class RunEstimate:
     label: str
     seconds: float | None  # None: nothing similar measured here
     basis: str
+    model: str
 
 
 def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstimate:
@@ -78,7 +79,7 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
     similar, where = (same_env, f"model {model} on {env}") if same_env else (same_model, f"model {model}")
     if not similar:
         return RunEstimate(
-            label, None, f"no run of model {model} has measured its step time on this server yet"
+            label, None, f"no run of model {model} has measured its step time on this server yet", model
         )
     per_step, how = step_seconds(similar, rollout_size(config))
     steps = (config.get("schedule") or {}).get("steps") or 0
@@ -86,7 +87,7 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
         f"{per_step:.3g} s a step, from {len(similar)} run{'s' if len(similar) != 1 else ''} of {where} "
         f"measured here, {how}"
     )
-    return RunEstimate(label, per_step * steps, basis)
+    return RunEstimate(label, per_step * steps, basis, model)
 
 
 def step_seconds(similar: list[Measured], size: int) -> tuple[float, str]:
@@ -104,23 +105,34 @@ def step_seconds(similar: list[Measured], size: int) -> tuple[float, str]:
     return statistics.median(m.seconds_per_step * size / m.size for m in similar), "scaled by rollout size"
 
 
+def _models(names: list[str]) -> str:
+    if len(names) == 1:
+        return f"model {names[0]}"
+    return "models " + ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
 def summary(planned) -> dict:
     """What the form shows: how many runs, the estimate of each, and one line saying it."""
     measured = measured_runs()
     runs = [estimate_run(run.label, run.config, measured) for run in planned]
     known = [run.seconds for run in runs if run.seconds is not None]
     count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    unmeasured = list(dict.fromkeys(run.model for run in runs if run.seconds is None))
+    # A grid over models: each model's runs have their own basis, and the line names every model unmeasured.
+    no_estimate = (
+        unmeasured and f"no run of {_models(unmeasured)} has measured its step time on this server yet"
+    )
+    bases = list(dict.fromkeys(run.basis for run in runs if run.seconds is not None))
+    basis = bases[0] if len(bases) == 1 else "each from the runs of its own model measured here; see each run"
     if not known:
-        text = f"{count}; no time estimate: {runs[0].basis}." if runs else "No runs planned."
-    elif len(known) == len(runs) and len({round(s) for s in known}) == 1:
-        text = f"{count}, about {duration(known[0])} each ({runs[0].basis})."
+        text = f"{count}; no time estimate: {no_estimate}." if runs else "No runs planned."
     else:
-        low, high = min(known), max(known)
+        low, high = duration(min(known)), duration(max(known))
         unknown = len(runs) - len(known)
         text = (
-            f"{count}, about {duration(low)} to {duration(high)} each"
-            + (f" ({unknown} with no estimate)" if unknown else "")
-            + f" ({next(run.basis for run in runs if run.seconds is not None)})."
+            f"{count}, about {low if low == high else f'{low} to {high}'} each ({basis})"
+            + (f"; {unknown} with no estimate: {no_estimate}" if unknown else "")
+            + "."
         )
     return {
         "runs": [{"label": run.label, "seconds": run.seconds, "basis": run.basis} for run in runs],
