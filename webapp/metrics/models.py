@@ -182,6 +182,10 @@ class MetricRollup(models.Model):
 
     @classmethod
     def last_logged_step(cls, run_id: int) -> int | None:
+        """The highest step the run logged any key at: from its summaries on Postgres, from its points
+        elsewhere (other databases keep no summaries)."""
+        if connection.vendor != "postgresql":
+            return MetricPoint.objects.filter(run_id=run_id).aggregate(last=models.Max("step"))["last"]
         return cls.objects.filter(run_id=run_id).aggregate(last=models.Max("last_step"))["last"]
 
     @classmethod

@@ -1,0 +1,63 @@
+"""Pages on the embedded SQLite database (`./echolab run` with no DATABASE_URL), which keeps no rollups and
+stores NaN as NULL (which once made the compare summary's finite-value filter drop every row)."""
+
+import json
+
+import pytest
+
+from tests.helpers import on_sqlite
+
+SCRIPT = """
+import json, math
+from django.contrib.auth import get_user_model
+from webapp.compare import aggregates
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.models import MetricPoint
+user = get_user_model().objects.create_user("dora", "dora@example.com", "pw-dora-123")
+experiment = Experiment.objects.create(owner=user, name="sqlite", config={})
+run = Run.objects.create(experiment=experiment, label="seed=1", config={}, status=Run.Status.COMPLETED)
+MetricPoint.upsert(run.pk, [(0, "train/success", 0.25), (1, "train/success", 0.75),
+                            (2, "train/success", math.nan), (3, "train/success", math.inf),
+                            (0, "val/success", 0.5), (2, "val/success", math.nan)])
+row = aggregates.summaries([run])[run.pk]
+print("SUMMARY " + json.dumps({key: row[key] for key in ("final_success", "best_success", "val_success")}))
+"""
+
+
+@pytest.mark.slow
+def test_summary_success_columns_skip_nan_and_inf_on_sqlite(tmp_path):
+    printed = on_sqlite(tmp_path, SCRIPT)
+    line = next(line for line in printed.splitlines() if line.startswith("SUMMARY "))
+    assert json.loads(line.removeprefix("SUMMARY ")) == {
+        "final_success": 0.75,
+        "best_success": 0.75,
+        "val_success": 0.5,
+    }
+
+
+STEP_LINK = """
+from django.contrib.auth import get_user_model
+from django.test import Client
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.models import MetricPoint
+user = get_user_model().objects.create_user("dora", "dora@example.com", "pw-dora-123")
+experiment = Experiment.objects.create(owner=user, name="sqlite", config={})
+run = Run.objects.create(experiment=experiment, label="seed=1", config={}, status=Run.Status.COMPLETED,
+                         step=25, total_steps=25)
+MetricPoint.upsert(run.pk, [(step, "train/success", 0.5) for step in range(25)])
+client = Client()
+client.force_login(user)
+for step in (11, 40):
+    html = client.get(f"/runs/{run.pk}/", {"step": step}, HTTP_HOST="localhost").content.decode()
+    print("STEP", step, '"cursor": %d' % step in html, "this run ends at step 24, got 40" in html)
+"""
+
+
+@pytest.mark.slow
+def test_a_finished_runs_step_link_opens_at_that_step_on_sqlite(tmp_path):
+    # The link in every alert email: SQLite keeps no rollups, so the run's last step is read from its points.
+    printed = on_sqlite(tmp_path, STEP_LINK)
+    assert [line for line in printed.splitlines() if line.startswith("STEP ")] == [
+        "STEP 11 True False",
+        "STEP 40 False True",
+    ]
