@@ -76,8 +76,14 @@ def test_export_imports_back_as_the_same_experiment(alice_client, alice):
     text = response.content.decode()
     exported = yaml.safe_load(text)
     assert exported["seeds"] == [1, 2] and exported["grid"] == {"algorithm.filter_ratio": [0.25, 0.5]}
-    # Its config part is a trainer config as `python -m trainer train --config` reads it.
-    assert TrainConfig.from_dict(exported["config"]).to_dict() == source.config
+    # Made from a preset: written as the form shows it, the preset and what the experiment changed.
+    assert (exported["preset"], exported["model"], exported["steps"]) == (
+        "starpo-s",
+        "tiny",
+        source.config["schedule"]["steps"],
+    )
+    assert exported["overrides"] == {"rollout": {"group_size": 4}, "algorithm": {"kl_coef": 0.01}}
+    assert "config" not in exported
 
     upload = SimpleUploadedFile("sweep.yaml", text.encode(), content_type="application/x-yaml")
     form = alice_client.post(reverse("experiment_import"), {"file": upload}).context["form"]
@@ -175,3 +181,29 @@ def test_a_grid_over_presets_gives_each_run_its_own_preset(alice_client, alice):
         ("seed=1 preset=starpo-s", "starpo-s"),
     ]
     assert "starpo vs starpo-s" in alice_client.get("/").content.decode()
+
+
+def test_a_grid_over_presets_exports_and_comes_back(client, alice_client, alice):
+    source = spec_experiment(
+        alice,
+        preset="starpo",
+        seeds=[1],
+        grid={"preset": ["starpo", "starpo-s"]},
+        overrides={"optim": {"actor_lr": 0.0005}},
+        env={"name": "bandit", "params": {}},
+    )
+    exported = yaml.safe_load(alice_client.get(reverse("experiment_export", args=[source.pk])).content)
+    response = post_with_token(client, alice, reverse("api_experiments"), exported)
+    assert response.status_code == 201, response.json()
+    copy = Experiment.objects.get(pk=response.json()["id"])
+    assert _runs(copy) == _runs(source)
+    assert [run.preset for run in copy.runs.order_by("pk")] == ["starpo", "starpo-s"]
+
+
+def test_an_experiment_from_a_complete_config_exports_that_config(alice_client, alice):
+    config = TrainConfig.preset("grpo", env={"name": "bandit", "params": {}}).to_dict()
+    source = spec_experiment(alice, config=config, seeds=[3])
+    exported = yaml.safe_load(alice_client.get(reverse("experiment_export", args=[source.pk])).content)
+    # Its config part is a trainer config as `python -m trainer train --config` reads it.
+    assert TrainConfig.from_dict(exported["config"]).to_dict() == source.config
+    assert "preset" not in exported and "overrides" not in exported

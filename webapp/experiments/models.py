@@ -117,8 +117,9 @@ class Experiment(models.Model):
 
     def export_body(self) -> dict:
         """This experiment as POST /api/experiments takes it: importing it (or sending it) creates the same
-        runs. `config` is the first run's complete trainer config; the seeds and the grid set their own
-        fields again in each run."""
+        runs. One made from a preset is written as the form shows it, preset, env, model, steps and the
+        overrides on top of the preset (so a grid may vary the preset); one made from a complete config
+        as that config (the first run's; the seeds and the grid set their own fields again in each run)."""
         body = {"name": self.name, "description": self.description, "seeds": self.seeds}
         if self.grid:
             body["grid"] = self.grid
@@ -127,8 +128,32 @@ class Experiment(models.Model):
         if self.alert_recipients:
             body["alert_recipients"] = self.listed_recipients()
         body["alert_on_warnings"] = self.alert_on_warnings
-        body["config"] = self.config
+        if self.preset:
+            body.update(self._preset_inputs())
+        else:
+            body["config"] = self.config
         return body
+
+    def _preset_inputs(self) -> dict:
+        from webapp.experiments import form_inputs
+
+        # The overrides are what the first run's config adds to the preset that run started from.
+        first = self.runs.order_by("pk").only("preset").first()
+        inputs = form_inputs.describe(
+            self.config, first.preset if first and first.preset else self.preset, self.grid
+        )
+        overrides = inputs["overrides"]
+        warm_start = (overrides.get("model") or {}).get("warm_start")
+        if warm_start:  # a folder under the server's model root, as the user typed it
+            overrides["model"]["warm_start"] = form_inputs.display_model(warm_start)
+        body = {
+            "preset": self.preset,
+            "env": inputs["env"],
+            "model": form_inputs.display_model(inputs["model"]),
+        }
+        if isinstance(inputs["steps"], int):
+            body["steps"] = inputs["steps"]
+        return {**body, "overrides": overrides} if overrides else body
 
     def set_alerts(self, recipients: list[str], on_warnings: bool) -> None:
         """Who gets this experiment's alert emails (empty: the owner), and whether warnings are sent too."""
