@@ -98,3 +98,18 @@ def test_a_broken_multipart_body_is_a_json_400(client, auth):
     response = client.post("/api/imports", b"--x\r\n", content_type="multipart/form-data", **auth)
     assert response.status_code == 400 and "multipart" in response.json()["error"]
     assert json.loads(response.content)
+
+
+@pytest.mark.parametrize("method", ["post", "patch"])
+def test_a_body_beyond_the_servers_upload_limit_is_a_json_413_on_every_api(
+    client, auth, alice, method, settings
+):
+    experiment = make_run(alice).experiment
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    url = "/api/experiments" if method == "post" else f"/api/experiments/{experiment.pk}"
+    body = json.dumps({"name": "x", "description": "d" * 2000})
+    response = getattr(client, method)(url, body, content_type="application/json", **auth)
+    assert response.status_code == 413
+    assert response.json()["errors"] == {"body": "larger than the server's limit of 1024 bytes"}
+    experiment.refresh_from_db()
+    assert experiment.description == ""

@@ -10,6 +10,8 @@ import functools
 import logging
 import zlib
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
@@ -120,15 +122,20 @@ GZIP_MAGIC = b"\x1f\x8b"
 def _decoded_body(request, max_bytes: int) -> bytes:
     """The body as sent, or gunzipped under `Content-Encoding: gzip` (never past max_bytes + 1: a small
     body must not inflate into gigabytes); 415 for any other encoding, 400 for a broken gzip stream."""
+    try:
+        sent = request.body
+    except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE (or a Content-Length that says so)
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        raise ApiError.field("body", f"larger than the server's limit of {limit} bytes", 413) from None
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if encoding in ("", "identity"):
-        return request.body
+        return sent
     if encoding not in ("gzip", "x-gzip"):
         problem = f"{encoding[:40]!r} is not supported; send the body as it is or gzip-compressed"
         raise ApiError.field("Content-Encoding", problem, 415)
     inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
-        raw = inflate.decompress(request.body, max_bytes + 1)
+        raw = inflate.decompress(sent, max_bytes + 1)
     except zlib.error as error:
         raise ApiError.field("body", f"not valid gzip ({error}), though Content-Encoding says gzip") from None
     if len(raw) > max_bytes:

@@ -1,8 +1,6 @@
 """JSON API for a run's metrics, events and samples. Every view is scoped to the caller's runs: a run
 that is not theirs is a 404, exactly like one that does not exist."""
 
-from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, StreamingHttpResponse
 
 from diagnostics.metrics import TRAIN_REWARD_STD_HIST
@@ -88,12 +86,7 @@ def _ingest(request, pk: int):
             f"send at most {ingest.MAX_POINTS} points per request",
             413,
         )
-    try:
-        body = json_body(request, max_bytes=ingest.MAX_BODY_BYTES, items="points")
-    except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE, e.g. a lying Content-Length
-        raise ApiError.field(
-            "body", f"larger than the server's limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes", 413
-        ) from None
+    body = json_body(request, max_bytes=ingest.MAX_BODY_BYTES, items="points")
     try:
         points = ingest.parse(body)
     except ingest.TooLarge as error:

@@ -4,9 +4,7 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 
 import functools
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -80,11 +78,6 @@ def _fields(request) -> Fields:
         bad_request = not error.errors or {"body", "Content-Encoding"} & set(error.errors)
         raise MlflowError(
             "BAD_REQUEST" if bad_request else "INVALID_PARAMETER_VALUE", error.message
-        ) from None
-    except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE
-        raise MlflowError(
-            "BAD_REQUEST",
-            f"request body is larger than the server's limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
         ) from None
     if body is None:
         body = {}
