@@ -96,7 +96,7 @@ def test_duplicate_points_in_one_batch_keep_the_last(client, run, alice_token):
         ({"step": 1, "key": "   ", "value": 1}, "key", "must be a non-empty string"),
         ({"step": 1, "key": "x" * 101, "value": 1}, "key", "must be a non-empty string of at most 100"),
         ({"step": 1, "key": 5, "value": 1}, "key", "must be a non-empty string"),
-        ({"step": 1, "key": "a\u0000b", "value": 1}, "key", "must be a non-empty string"),
+        ({"step": 1, "key": "a\u0000b", "value": 1}, "key", "must be valid Unicode text without NUL"),
         ({"step": 1, "key": "k"}, "value", "is required"),
         ({"step": 1, "key": "k", "value": "0.5"}, "value", "must be a number, null"),
         ({"step": 1, "key": "k", "value": "nan"}, "value", "must be a number, null"),

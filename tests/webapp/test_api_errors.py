@@ -113,3 +113,12 @@ def test_a_body_beyond_the_servers_upload_limit_is_a_json_413_on_every_api(
     assert response.json()["errors"] == {"body": "larger than the server's limit of 1024 bytes"}
     experiment.refresh_from_db()
     assert experiment.description == ""
+
+
+def test_a_description_beyond_its_limit_is_named(client, auth):
+    from webapp.experiments.specs import MAX_DESCRIPTION
+
+    body = {"name": "x", "env": {"name": "bandit"}, "description": "d" * (MAX_DESCRIPTION + 1)}
+    response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"description": "at most 10,000 characters, got 10,001"}

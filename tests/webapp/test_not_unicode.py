@@ -1,5 +1,5 @@
-"""Text that is not valid Unicode (JSON and YAML can escape a lone surrogate, which no database or page can
-store) is a 400 naming where it is, in every API and in the form's YAML fields, and nothing is stored."""
+"""Text no database or page can store (JSON and YAML can escape a lone surrogate, and NUL) is a 400 naming
+where it is, in every API and in the form's YAML fields, and nothing is stored."""
 
 import json
 
@@ -29,7 +29,10 @@ def post_json(client, token, url, body):
     "changes, field",
     [
         ({"name": LONE}, "name"),
+        ({"name": "a\x00b"}, "name"),  # Postgres text refuses NUL: it was a 500 there
         ({"description": LONE}, "description"),
+        ({"description": "\x00"}, "description"),
+        ({"overrides": {"rollout": {"think_prompt": "a\x00"}}}, "overrides.rollout.think_prompt"),
         ({"env": {"name": "bandit", "params": {"low_risk_name": LONE}}}, "env.params.low_risk_name"),
         ({"grid": {"env.params.low_risk_name": ["ok", LONE]}}, "grid.env.params.low_risk_name[1]"),
         ({"grid": {LONE: [1]}}, "grid.a\\ud800b"),
@@ -94,8 +97,8 @@ def test_a_yaml_escape_in_an_imported_config_is_named(alice_client):
 
 
 def test_not_unicode_finds_keys_values_and_nested_items():
-    assert jsonsafe.not_unicode({"a": ["ok", {"b": LONE}]}) == "a[1].b"
-    assert jsonsafe.not_unicode([{LONE: 1}], "points") == "points[0].a\\ud800b"
-    assert jsonsafe.not_unicode(LONE) == ""
-    assert jsonsafe.not_unicode([LONE, {"b": LONE}], "x") == "x[0]"  # the first, in order
-    assert jsonsafe.not_unicode({"a": ["ok", "\U0001f680 \u202e"], "b": 1.5}) is None
+    assert jsonsafe.unstorable_text({"a": ["ok", {"b": LONE}]}) == "a[1].b"
+    assert jsonsafe.unstorable_text([{LONE: 1}], "points") == "points[0].a\\ud800b"
+    assert jsonsafe.unstorable_text(LONE) == ""
+    assert jsonsafe.unstorable_text([LONE, {"b": LONE}], "x") == "x[0]"  # the first, in order
+    assert jsonsafe.unstorable_text({"a": ["ok", "\U0001f680 \u202e"], "b": 1.5}) is None

@@ -108,11 +108,11 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
             " (it looks gzip-compressed: say so with Content-Encoding: gzip)" if raw[:2] == GZIP_MAGIC else ""
         )
         raise ApiError.field("body", f"not valid JSON{hint}: {error}") from None
-    if jsonsafe.may_hold_surrogates(raw):
-        where = jsonsafe.not_unicode(body, items if isinstance(body, list) else "")
+    if jsonsafe.may_hold_unstorable_text(raw):
+        where = jsonsafe.unstorable_text(body, items if isinstance(body, list) else "")
         if where is not None:
             where = where or "body"
-            raise ApiError.field(where, jsonsafe.NOT_UNICODE)
+            raise ApiError.field(where, jsonsafe.UNSTORABLE_TEXT)
     return body
 
 

@@ -123,27 +123,28 @@ def readable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _is_unicode(text: str) -> bool:
+def _is_storable(text: str) -> bool:
+    """Valid Unicode (JSON's "\\ud800" escape decodes to a lone surrogate, which is not) without NUL
+    (Postgres text and jsonb refuse it)."""
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: JSON's "\\ud800" escape decodes to one
+    except UnicodeEncodeError:
         return False
-    return True
+    return "\x00" not in text
 
 
-def not_unicode(value, where: str = "") -> str | None:
+def unstorable_text(value, where: str = "") -> str | None:
     """The dotted path (`where` for `value` itself) of the first string in `value` (nested dicts and lists,
-    keys included) that is not valid Unicode text (it holds a lone surrogate, which no database or page
-    can store), else None."""
+    keys included) that no database or page can store (a lone surrogate, or NUL), else None."""
     stack = [(where, value)]
     while stack:
         path, item = stack.pop()
-        if isinstance(item, str) and not _is_unicode(item):
+        if isinstance(item, str) and not _is_storable(item):
             return path
         if isinstance(item, dict):
             for key, inner in reversed(item.items()):
                 inner_path = f"{path}.{readable(str(key))}" if path else readable(str(key))
-                if isinstance(key, str) and not _is_unicode(key):
+                if isinstance(key, str) and not _is_storable(key):
                     return inner_path
                 stack.append((inner_path, inner))
         elif isinstance(item, (list, tuple)):
@@ -152,16 +153,19 @@ def not_unicode(value, where: str = "") -> str | None:
 
 
 # 15 us on a 1,000-point metrics batch (53 KB); lower-casing the body to search it once took 50 us
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD]")
+_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:[dD]|0000)")
 
 
-def may_hold_surrogates(body: bytes) -> bool:
-    """Whether JSON text could decode to a lone surrogate: only a \\uD800-\\uDFFF escape makes one (UTF-8
-    cannot encode it), so a body without one needs no walk (a 10,000-point metrics batch)."""
-    return _SURROGATE_ESCAPE.search(body) is not None
+def may_hold_unstorable_text(body: bytes) -> bool:
+    """Whether JSON text could decode to a lone surrogate or NUL: only a \\uD800-\\uDFFF or \\u0000 escape
+    makes one (UTF-8 cannot encode a surrogate; JSON allows no raw control character in a string), so a
+    body without one needs no walk (a 10,000-point metrics batch)."""
+    return _UNSTORABLE_ESCAPE.search(body) is not None
 
 
-NOT_UNICODE = "must be valid Unicode text (a lone surrogate such as \\ud800 is not)"
+UNSTORABLE_TEXT = (
+    "must be valid Unicode text without NUL (a lone surrogate such as \\ud800 is not, nor \\u0000)"
+)
 
 
 def jsonb_safe(value):

@@ -65,7 +65,9 @@ class ExperimentForm(AlertsForm):
     ]
 
     name = forms.CharField(max_length=200)
-    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    description = forms.CharField(
+        required=False, max_length=specs.MAX_DESCRIPTION, widget=forms.Textarea(attrs={"rows": 2})
+    )
     env = forms.ChoiceField(label="Environment")
     model = forms.CharField(
         initial=TINY_MODEL,

@@ -196,9 +196,11 @@ def check_storable(spec: ExperimentSpec) -> None:
                 f"{where}: numbers must fit in 64 bits (integers at most {jsonsafe.INT64_MAX}, floats "
                 "at most about 1.8e308)"
             )
-        where = jsonsafe.not_unicode(value)
+        where = jsonsafe.unstorable_text(value)
         if where is not None:
-            errors.setdefault(name, f"{where}: {jsonsafe.NOT_UNICODE}" if where else jsonsafe.NOT_UNICODE)
+            errors.setdefault(
+                name, f"{where}: {jsonsafe.UNSTORABLE_TEXT}" if where else jsonsafe.UNSTORABLE_TEXT
+            )
     if errors:
         raise SpecError(errors)
 

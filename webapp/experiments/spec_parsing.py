@@ -14,7 +14,14 @@ from django.core.validators import validate_email
 from trainer.config import PRESETS, TINY_MODEL, TrainConfig
 from trainer.overrides import get_dotted, load_yaml
 from webapp.core import jsonsafe
-from webapp.experiments.specs import MAX_SEED, MAX_STEPS, OWN_FIELDS, ExperimentSpec, SpecError
+from webapp.experiments.specs import (
+    MAX_DESCRIPTION,
+    MAX_SEED,
+    MAX_STEPS,
+    OWN_FIELDS,
+    ExperimentSpec,
+    SpecError,
+)
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 
@@ -149,9 +156,9 @@ def parse_mapping(value, example: str) -> dict:
 
 def _check_text(value) -> None:
     """ValueError naming text a YAML escape made that is not valid Unicode: no message may quote it."""
-    where = jsonsafe.not_unicode(value)
+    where = jsonsafe.unstorable_text(value)
     if where is not None:
-        raise ValueError(f"{where}: {jsonsafe.NOT_UNICODE}" if where else jsonsafe.NOT_UNICODE)
+        raise ValueError(f"{where}: {jsonsafe.UNSTORABLE_TEXT}" if where else jsonsafe.UNSTORABLE_TEXT)
 
 
 def _check_keys(mapping: dict, prefix: str):
@@ -299,7 +306,7 @@ def spec_from_json(body) -> ExperimentSpec:
         errors["name"] = "at most 200 characters"
     else:
         spec.name = name.strip()
-    take("description", lambda v: _typed(v, str, "a string"))
+    take("description", _check_description)
     take("seeds", parse_seeds)
     take("grid", parse_grid)
     take(
@@ -334,6 +341,13 @@ def _typed(value, kind, description):
     if not isinstance(value, kind):
         raise ValueError(f"expected {description}, got {value!r}")
     return value
+
+
+def _check_description(value):
+    text = _typed(value, str, "a string")
+    if len(text) > MAX_DESCRIPTION:
+        raise ValueError(f"at most {MAX_DESCRIPTION:,} characters, got {len(text):,}")
+    return text
 
 
 def _check_preset(value):

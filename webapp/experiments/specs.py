@@ -20,6 +20,7 @@ MAX_RUNS = 64
 MAX_SEED = 2**31 - 1
 MAX_STEPS = 10_000_000
 MAX_LABEL_LENGTH = 300  # Run.label
+MAX_DESCRIPTION = 10_000  # an experiment's description, as a run's notes
 DEFAULT_PRESET = "starpo"
 GRID_PRESET_KEY = "preset"
 # The inputs that have a field of their own; the rest of a config is edited as overrides.
