@@ -102,3 +102,19 @@ def test_not_unicode_finds_keys_values_and_nested_items():
     assert jsonsafe.unstorable_text(LONE) == ""
     assert jsonsafe.unstorable_text([LONE, {"b": LONE}], "x") == "x[0]"  # the first, in order
     assert jsonsafe.unstorable_text({"a": ["ok", "\U0001f680 \u202e"], "b": 1.5}) is None
+
+
+@pytest.mark.parametrize(
+    "url, body",
+    [
+        ("/api/2.0/mlflow/experiments/create", b'{"name": "x\xed\xa0\x80"}'),
+        ("/api/experiments", b'{"name": "x\xed\xa0\x80", "env": {"name": "bandit"}}'),
+    ],
+)
+def test_a_surrogate_sent_as_raw_utf8_bytes_is_not_json_text(client, token, alice, url, body):
+    # ED A0 80 is how a lone surrogate would be encoded if UTF-8 allowed it; it does not: not JSON text
+    response = client.post(url, body, content_type="application/json", **token)
+    assert response.status_code == 400
+    message = response.json().get("message") or response.json()["error"]
+    assert "not valid JSON" in message and "can't decode byte 0xed" in message
+    assert not Experiment.objects.exists() and not ExternalExperiment.objects.exists()

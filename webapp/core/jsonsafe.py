@@ -70,6 +70,10 @@ def loads(text):
             pass  # NaN literals, lone surrogates, a byte order mark, bad JSON: the standard library decides
         else:
             return _shallow(value)
+    if isinstance(text, (bytes, bytearray)):
+        # Strictly: json.loads would let the UTF-8 bytes of a surrogate (ED A0 80) through as a lone
+        # surrogate, which nothing can store; they are not UTF-8, so not JSON text (UnicodeDecodeError).
+        text = text.decode(json.detect_encoding(text))
     try:
         value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
     except RecursionError:
