@@ -130,3 +130,28 @@ def test_a_gzip_body_is_read_and_another_encoding_is_a_bad_request(api, run):
 def test_log_metric_names_its_own_fields_not_a_batchs(api, run, fields, message):
     answer = api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric(**fields)})
     assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
+
+
+def test_search_filters_are_read_clause_by_clause(api, run):
+    from webapp.tracking.protocol import parse_filter
+
+    allowed = {"run_name", "status", "tags."}
+    assert parse_filter("run_name = 'salt and pepper' AND tags.note != \"it's\"", allowed) == [
+        ("run_name", "=", "salt and pepper"),
+        ("tags.note", "!=", "it's"),
+    ]
+    # OR is not supported: refused, not read as one clause whose value is "conc' OR run_name = 'r1"
+    answer = api(
+        "/api/2.0/mlflow/runs/search",
+        {"experiment_ids": [str(run.run.experiment_id)], "filter": "run_name = 'conc' OR run_name = 'r1'"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("filter: \"OR run_name = 'r1'\" is not supported")
+
+
+@pytest.mark.parametrize("token", ["9223372036854775808", "9" * 5000, "1_0", "-1"])
+def test_a_page_token_this_server_never_gave_is_refused(api, run, token):
+    answer = api("/api/2.0/mlflow/experiments/search", {"page_token": token})
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("page_token: ")
+    assert "is not a token this server gave" in answer.json()["message"]

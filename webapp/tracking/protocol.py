@@ -204,41 +204,52 @@ def pairs(mapping: dict) -> list[dict]:
     return [{"key": key, "value": value} for key, value in mapping.items()]
 
 
-# search filters: `<entity>.<name> = '<value>'` clauses joined by AND, the ones training scripts use.
+# search filters: `<entity>.<name> = '<value>'` clauses joined by AND, the ones training scripts use. A
+# value runs to its closing quote (no quote inside it), so "a = 'x' OR b = 'y'" is not one clause whose
+# value is "x' OR b = 'y", and an "and" inside a value does not split it.
 _CLAUSE = re.compile(
-    r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*
-                         (?P<quote>['"])(?P<value>.*?)(?P=quote)\s*""",
-    re.VERBOSE,
+    r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*(?:'(?P<single>[^']*)'|"(?P<double>[^"]*)")\s*"""
 )
+_AND = re.compile(r"(?i:and)\s+")
 
 
 def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tuple[str, str, str]]:
     """[(name, op, value)] from "a = 'x' AND b != 'y'"; names are normalised ("attributes.status" ->
     "status", backquotes dropped). Anything else is refused, naming what is supported."""
-    if not text.strip():
-        return []
-    clauses = []
-    for part in re.split(r"\s+(?i:and)\s+", text.strip()):
-        match = _CLAUSE.fullmatch(part)
+    clauses, at = [], 0
+    while text.strip():
+        match = _CLAUSE.match(text, at)
         name = match and match["field"].replace("`", "").replace('"', "")
         for prefix in ("attributes.", "attribute.", "attr.", "run."):
             if name and name.startswith(prefix):
                 name = name.removeprefix(prefix)
         if not match or not (name in allowed or name.split(".", 1)[0] + "." in allowed):
-            raise invalid(
-                field,
-                f"{part.strip()!r} is not supported; EchoLab's MLflow endpoint supports "
-                f"<name> = '<value>' or != joined by AND, for {', '.join(sorted(allowed))}",
-            )
-        clauses.append((name, match["op"], match["value"]))
+            raise invalid(field, _unsupported(text[at:], allowed))
+        value = match["single"] if match["single"] is not None else match["double"]
+        clauses.append((name, match["op"], value))
+        at = match.end()
+        if at == len(text):
+            break
+        joined = _AND.match(text, at)
+        if not joined:
+            raise invalid(field, _unsupported(text[at:], allowed))
+        at = joined.end()
     return clauses
+
+
+def _unsupported(rest: str, allowed: set[str]) -> str:
+    shown = rest.strip() if len(rest.strip()) <= 80 else rest.strip()[:80] + "..."
+    return (
+        f"{shown!r} is not supported; EchoLab's MLflow endpoint supports "
+        f"<name> = '<value>' or != joined by AND, for {', '.join(sorted(allowed))}"
+    )
 
 
 def page(items, fields: Fields, default_size: int) -> tuple[list, str | None]:
     """One page of `items` (max_results from page_token, an offset) and the next page's token."""
     size = fields.integer("max_results", default_size, low=1, high=MAX_RESULTS)
     token = fields.string("page_token", required=False)
-    if token and not token.isdigit():
+    if token and not re.fullmatch(r"[0-9]{1,18}", token):  # an offset this server wrote, below 2**63
         raise invalid("page_token", f"{token[:40]!r} is not a token this server gave")
     start = int(token or 0)
     end = start + size
