@@ -1,5 +1,7 @@
 """POST /api/imports: the same import as the page, for scripts (multipart or the raw file as the body)."""
 
+import gzip
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -167,3 +169,32 @@ def test_the_same_bytes_imported_again_name_the_earlier_run(client, auth, bob):
     bob_auth = {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(bob, 'script')[1]}"}
     response = client.post(f"{URL}?format=csv", body, content_type="text/csv", **bob_auth)
     assert response.json()["duplicate_of"] == []
+
+
+def post_raw(client, auth, body: bytes, encoding: str, query="format=csv&name=x"):
+    return client.post(
+        f"{URL}?{query}", body, content_type="text/csv", HTTP_CONTENT_ENCODING=encoding, **auth
+    )
+
+
+def test_a_gzip_body_is_imported_and_another_encoding_is_a_415(client, auth, settings):
+    csv = b"step,train/success\n0,0.1\n1,0.3\n"
+    response = post_raw(client, auth, gzip.compress(csv), "gzip")
+    assert response.status_code == 201, response.content
+    assert response.json()["points"] == 2
+    response = post_raw(client, auth, csv, "br")
+    assert response.status_code == 415
+    assert response.json()["errors"] == {
+        "Content-Encoding": "'br' is not supported; send the body as it is or gzip-compressed"
+    }
+    settings.IMPORT_MAX_BYTES = 64  # the limit is on the file, not on what was sent
+    response = post_raw(client, auth, gzip.compress(b"step,a\n" + b"0,1\n" * 40), "gzip")
+    assert response.status_code == 413 and "more than 64 bytes once gunzipped" in response.json()["error"]
+    assert Run.objects.count() == 1
+
+
+def test_a_file_name_holding_nul_is_refused(client, auth):
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query="format=csv&name=n&filename=a%00b.csv")
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["filename"]
+    assert nothing_saved()

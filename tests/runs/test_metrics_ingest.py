@@ -331,3 +331,14 @@ def test_a_body_that_cannot_be_decoded_is_refused_naming_why(
     assert response.status_code == status
     assert fragment in response.json()["errors"][field]
     assert stored(run) == []
+
+
+def test_every_member_of_a_gzip_body_is_read(client, run, alice_token):
+    # Files joined one after another are one gzip stream of several members (RFC 1952 2.2), as gunzip reads them
+    first, second = b'[{"step": 7, "key": "mm1", "value": 1},', b' {"step": 7, "key": "mm2", "value": 2}]'
+    response = post_encoded(client, run, gzip.compress(first) + gzip.compress(second), alice_token, "gzip")
+    assert response.status_code == 200, response.content
+    assert stored(run) == [(7, "mm1", 1.0), (7, "mm2", 2.0)]
+    garbage = gzip.compress(first + second) + b"trailing"
+    response = post_encoded(client, run, garbage, alice_token, "gzip")
+    assert response.status_code == 400 and "not valid gzip" in response.json()["errors"]["body"]

@@ -8,7 +8,6 @@ automatically by browsers, so token requests need no CSRF token.
 
 import functools
 import logging
-import zlib
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -18,7 +17,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.accounts.models import ApiToken
-from webapp.core import jsonsafe
+from webapp.core import gzip_stream, jsonsafe
 from webapp.core.json_response import JsonResponse
 
 logger = logging.getLogger(__name__)
@@ -120,31 +119,32 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _decoded_body(request, max_bytes: int) -> bytes:
-    """The body as sent, or gunzipped under `Content-Encoding: gzip` (never past max_bytes + 1: a small
-    body must not inflate into gigabytes); 415 for any other encoding, 400 for a broken gzip stream."""
+    """The body as sent, or gunzipped under `Content-Encoding: gzip` (never past max_bytes: a small body
+    must not inflate into gigabytes); 415 for any other encoding, 400 for a broken gzip stream."""
     try:
         sent = request.body
     except RequestDataTooBig:  # beyond DATA_UPLOAD_MAX_MEMORY_SIZE (or a Content-Length that says so)
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         raise ApiError.field("body", f"larger than the server's limit of {limit} bytes", 413) from None
+    if not gzipped(request):
+        return sent
+    try:
+        return b"".join(gzip_stream.inflate([sent], max_bytes))
+    except gzip_stream.Oversized as error:
+        raise ApiError.field("body", str(error), 413) from None
+    except ValueError as error:
+        raise ApiError.field("body", f"{error}, though Content-Encoding says gzip") from None
+
+
+def gzipped(request) -> bool:
+    """Whether the body comes gzip-compressed (`Content-Encoding: gzip`); 415 naming any other encoding."""
     encoding = request.headers.get("Content-Encoding", "").strip().lower()
     if encoding in ("", "identity"):
-        return sent
-    if encoding not in ("gzip", "x-gzip"):
-        problem = f"{encoding[:40]!r} is not supported; send the body as it is or gzip-compressed"
-        raise ApiError.field("Content-Encoding", problem, 415)
-    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        raw = inflate.decompress(sent, max_bytes + 1)
-    except zlib.error as error:
-        raise ApiError.field("body", f"not valid gzip ({error}), though Content-Encoding says gzip") from None
-    if len(raw) > max_bytes:
-        raise ApiError.field(
-            "body", f"more than {max_bytes} bytes once gunzipped; the limit is {max_bytes}", 413
-        )
-    if not inflate.eof:
-        raise ApiError.field("body", "the gzip stream ends early (a truncated body?)")
-    return raw
+        return False
+    if encoding in ("gzip", "x-gzip"):
+        return True
+    problem = f"{encoding[:40]!r} is not supported; send the body as it is or gzip-compressed"
+    raise ApiError.field("Content-Encoding", problem, 415)
 
 
 def int_param(request, name: str, default=None, low=None, high=None):

@@ -5,6 +5,7 @@ from pathlib import PurePath
 from django import forms
 from django.conf import settings
 
+from webapp.core import jsonsafe
 from webapp.imports import importer
 
 
@@ -38,6 +39,9 @@ class ImportForm(forms.Form):
         cleaned = super().clean()
         upload = cleaned.get("file")
         if upload is None or self.errors:
+            return cleaned
+        if jsonsafe.unstorable_text(upload.name) is not None:
+            self.add_error("file", f"the file name {jsonsafe.UNSTORABLE_TEXT}")
             return cleaned
         if upload.size > settings.IMPORT_MAX_BYTES:
             limit = settings.IMPORT_MAX_BYTES

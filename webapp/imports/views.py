@@ -8,7 +8,8 @@ from django.shortcuts import redirect, render
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_http_methods
 
-from webapp.accounts.api_auth import ApiError, api_view
+from webapp.accounts.api_auth import ApiError, api_view, gzipped
+from webapp.core import gzip_stream, jsonsafe
 from webapp.core.json_response import JsonResponse
 from webapp.imports.forms import ImportForm
 
@@ -70,6 +71,8 @@ def imports(request):
         fmt = request.GET.get("format", "")
         suffix = f".{fmt}" if fmt in ("csv", "jsonl") else ""
         filename = request.GET.get("filename") or (name or "metrics") + suffix
+        if jsonsafe.unstorable_text(filename) is not None:
+            raise ApiError.field("filename", jsonsafe.UNSTORABLE_TEXT)
         form = ImportForm({"name": name, "format": fmt}, {"file": _raw_body(request, filename)})
     if not form.is_valid():
         errors = {field: " ".join(problems) for field, problems in form.errors.items()}
@@ -82,15 +85,25 @@ def imports(request):
 
 
 def _raw_body(request, filename) -> TemporaryUploadedFile:
-    """The request body, streamed to a temporary file; 413 beyond IMPORT_MAX_BYTES."""
+    """The request body (gunzipped under `Content-Encoding: gzip`), streamed to a temporary file; 413
+    beyond IMPORT_MAX_BYTES."""
     limit = settings.IMPORT_MAX_BYTES
+    chunks = iter(lambda: request.read(CHUNK), b"")
+    if gzipped(request):
+        chunks = gzip_stream.inflate(chunks, limit)
     upload = TemporaryUploadedFile(filename, request.content_type or "text/plain", 0, None)
-    while chunk := request.read(CHUNK):
-        upload.size += len(chunk)
-        if upload.size > limit:
-            upload.close()
-            raise ApiError.field("file", f"the body is over the limit of {limit} bytes", 413)
-        upload.write(chunk)
+    try:
+        for chunk in chunks:
+            upload.size += len(chunk)
+            if upload.size > limit:
+                raise gzip_stream.Oversized(f"the body is over the limit of {limit} bytes")
+            upload.write(chunk)
+    except gzip_stream.Oversized as error:
+        upload.close()
+        raise ApiError.field("file", str(error), 413) from None
+    except ValueError as error:  # a broken gzip stream
+        upload.close()
+        raise ApiError.field("file", f"{error}, though Content-Encoding says gzip") from None
     upload.flush()
     upload.seek(0)
     return upload
