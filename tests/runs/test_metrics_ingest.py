@@ -342,3 +342,15 @@ def test_every_member_of_a_gzip_body_is_read(client, run, alice_token):
     garbage = gzip.compress(first + second) + b"trailing"
     response = post_encoded(client, run, garbage, alice_token, "gzip")
     assert response.status_code == 400 and "not valid gzip" in response.json()["errors"]["body"]
+
+
+def test_the_answer_counts_the_keys_the_run_has_logged(client, run, alice_token):
+    first = post(
+        client, run, [{"step": 0, "key": "a", "value": 1}, {"step": 0, "key": "b", "value": 1}], alice_token
+    )
+    assert first.json()["run"]["key_count"] == 2
+    again = post(
+        client, run, [{"step": 1, "key": "b", "value": 1}, {"step": 1, "key": "c", "value": 1}], alice_token
+    )
+    assert again.json()["run"]["key_count"] == 3
+    assert post(client, run, [], alice_token).json()["run"]["key_count"] == 3

@@ -19,8 +19,9 @@ MAX_MAX_POINTS = 20_000
 MAX_KEYS = 100
 
 
-def run_state(run: Run) -> dict:
-    """What a polling page needs to draw progress and to know when to stop."""
+def run_state(run: Run, key_count: int | None = None) -> dict:
+    """What a polling page needs to draw progress and to know when to stop. `key_count` when known
+    without run.latest_metrics (an ingest answer's run holds only its state columns)."""
     return {
         "id": run.pk,
         "status": run.status,
@@ -33,7 +34,7 @@ def run_state(run: Run) -> dict:
         "host": run.host,
         "device": run.device,
         "attempt": run.attempt,
-        "key_count": len(run.latest_metrics or {}),
+        "key_count": len(run.latest_metrics or {}) if key_count is None else key_count,
     }
 
 
@@ -94,13 +95,13 @@ def _ingest(request, pk: int):
     except ingest.Invalid as error:
         raise ApiError(400, error.message, error.errors) from None
     try:
-        written, run = ingest.write(pk, points, owner=request.user)
+        written = ingest.write(pk, points, owner=request.user)
     except Run.DoesNotExist:
         raise Http404(NOT_FOUND) from None
     except ingest.RunFinished as error:
         raise ApiError(409, str(error)) from None
-    ExternalRun.ingested(run, points)
-    return JsonResponse({"written": written, "run": run_state(run)})
+    ExternalRun.ingested(written.run, points)
+    return JsonResponse({"written": written.points, "run": run_state(written.run, written.key_count)})
 
 
 @api_view()

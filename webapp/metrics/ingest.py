@@ -6,6 +6,7 @@ literal for them). One bad point rejects the batch: nothing is written.
 """
 
 import math
+from typing import NamedTuple
 
 from django.db import connection, transaction
 
@@ -143,15 +144,21 @@ def _batch_errors(points: list, prefix: str) -> dict[str, str]:
     return errors
 
 
+class Written(NamedTuple):
+    points: int
+    run: Run  # its RUN_STATE fields as its row was locked
+    key_count: int  # the keys the run has logged, this batch's included
+
+
 def write(
     run_id: int, points: list[tuple[int, str, float | None]], *, owner=None, finished_ok: bool = False
-) -> tuple[int, Run]:
+) -> Written:
     """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step).
     With owner, only a run of that user is written (else Run.DoesNotExist, as for a run that does not
     exist): the ingest API's ownership check, made under the run's lock instead of in a query of its own.
     RunFinished when the run is completed, failed or stopped (imported runs are created completed), unless
     finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
-    Returns the points written and the run as its row was locked (its RUN_STATE fields)."""
+    Returns the points written, the run as its row was locked (its RUN_STATE fields) and its key count."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
     if owner is not None and not owner.is_authenticated:  # owner=None means "any run": never by accident
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -166,7 +173,8 @@ def write(
         )
         if state["status"] in refuse:
             raise _finished(run_id, state["status"])
-        return written, Run(id=run_id, **state)
+        key_count = state.pop("key_count")
+        return Written(written, Run(id=run_id, **state), key_count)
     keys = sorted({key for _, key, _ in points})
     runs = Run.objects if owner is None else Run.objects.for_user(owner)
     with transaction.atomic():
@@ -181,7 +189,7 @@ def write(
             # jsonb has no NaN or infinity.
             latest[key] = value if value is not None and math.isfinite(value) else None
         Run.objects.filter(pk=run_id).update(latest_metrics=latest)
-    return written, locked
+    return Written(written, locked, len(latest))
 
 
 def _finished(run_id: int, status: str) -> RunFinished:

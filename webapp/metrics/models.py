@@ -86,7 +86,8 @@ class MetricPoint(models.Model):
         latest_metrics, run.latest_metrics follows (the value at each written key's highest step). A run
         whose status is in refuse_statuses gets nothing; with owner_id, neither does a run of another user
         (Run.DoesNotExist, as for a run that does not exist: Run.objects.for_user's scope, checked under the
-        lock). Returns the run's RUN_STATE columns as the lock found them, and the points written.
+        lock). Returns the run's RUN_STATE columns as the lock found them (with latest_metrics, also
+        "key_count": the keys it has logged, this batch's included), and the points written.
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -115,18 +116,18 @@ class MetricPoint(models.Model):
                 binary_arrays.register(write)
                 lock.execute(_LOCK_RUN, {"run": run_id, "owner": owner_id})
                 write.execute(_WRITES[(upsert, latest_metrics)], params)
-            return lock.fetchone(), write.fetchone()[0]
+            return lock.fetchone(), write.fetchone()
 
         if connection.in_atomic_block:
-            locked, written = send(upsert=True)
+            locked, (written, *key_count) = send(upsert=True)
         else:
             try:
-                locked, written = send(upsert=False)
+                locked, (written, *key_count) = send(upsert=False)
             except psycopg.errors.UniqueViolation:
-                locked, written = send(upsert=True)
+                locked, (written, *key_count) = send(upsert=True)
         if locked is None:
             raise Run.DoesNotExist(f"run {run_id} does not exist")
-        return dict(zip(RUN_STATE, locked)), written
+        return {**dict(zip(RUN_STATE, locked)), **dict(zip(["key_count"], key_count))}, written
 
     @classmethod
     def insert_new(cls, run_id: int, points) -> int:
@@ -307,8 +308,14 @@ run AS (
         ) FROM newest n
     )
     WHERE id = %(run)b AND EXISTS (SELECT FROM batch)
+    RETURNING latest_metrics
 )
-{_WRITE_POINTS}"""
+SELECT count(*),
+       -- keys the run has logged, this batch's included (an empty batch updates nothing: the row as it is)
+       coalesce((SELECT (SELECT count(*) FROM jsonb_object_keys(latest_metrics)) FROM run),
+                (SELECT (SELECT count(*) FROM jsonb_object_keys(r.latest_metrics))
+                 FROM experiments_run r WHERE r.id = %(run)b))
+FROM written"""
 _WRITES = {
     (upsert, latest): (_WRITE_WITH_LATEST if latest else _WRITE + _WRITE_POINTS).replace(
         "{on_conflict}", _UPSERT if upsert else _APPEND
