@@ -155,3 +155,26 @@ def test_a_page_token_this_server_never_gave_is_refused(api, run, token):
     assert answer.status_code == 400
     assert answer.json()["message"].startswith("page_token: ")
     assert "is not a token this server gave" in answer.json()["message"]
+
+
+def test_mlflow_metric_keys_follow_the_one_name_rule(api, run):
+    answer = api("/api/2.0/mlflow/runs/log-batch", {"run_id": run.run_uuid, "metrics": [metric(key="   ")]})
+    assert answer.json() == {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": "metrics[0].key: must not be empty",
+    }
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+
+
+def test_time_errors_name_their_field_and_a_run_cannot_end_before_it_started(api, run):
+    answer = api(
+        "/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "FINISHED", "end_time": 10**30}
+    )
+    assert answer.json()["message"].startswith("end_time: ")
+    answer = api("/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "FINISHED", "end_time": 1})
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("end_time: 1 is before the run started (")
+    run.run.refresh_from_db()
+    assert run.run.status == Run.Status.RUNNING and run.run.finished_at is None
+    answer = api("/api/2.0/mlflow/runs/get", {"run_id": ""}, method="get")
+    assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": "run_id: is required"}

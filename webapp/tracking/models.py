@@ -22,6 +22,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from diagnostics.aliases import canonical
+from diagnostics.series import key_problem
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import ingest
 from webapp.metrics.models import MetricPoint
@@ -235,6 +236,9 @@ class ExternalRun(models.Model):
                 raise invalid(
                     f"{where.format(index=index)}step", f"must be between 0 and {ingest.MAX_STEP}, got {step}"
                 )
+            problem = key_problem(key)  # the one rule for metric names: files, ingest, here
+            if problem:
+                raise invalid(f"{where.format(index=index)}key", problem)
             if len(key) > ingest.MAX_KEY_LENGTH:
                 raise invalid(
                     f"{where.format(index=index)}key",
@@ -267,6 +271,11 @@ class ExternalRun(models.Model):
             if name:
                 fields["label"] = name[:300]
                 self._add_tags({RUN_NAME_TAG: name})
+            if end_time is not None and run.started_at is not None and end_time < run.started_at:
+                started = run.started_at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+                raise invalid(
+                    "end_time", f"{protocol.millis(end_time)} is before the run started ({started} UTC)"
+                )
             if status:
                 ours = protocol.RUN_STATUSES[status]
                 finished = ours in Run.FINISHED
@@ -362,13 +371,14 @@ class ExternalRun(models.Model):
         }
 
 
-def from_millis(value: int | None) -> datetime | None:
+def from_millis(value: int | None, field: str) -> datetime | None:
+    """A request's `field` (milliseconds since 1970) as a time; an error naming the field if it is none."""
     if value is None:
         return None
     try:
         return datetime.fromtimestamp(value / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
-        raise invalid("time", f"{value} is not a time in milliseconds since 1970") from None
+        raise invalid(field, f"{value} is not a time in milliseconds since 1970") from None
 
 
 def send_detection(run_id: int) -> bool:

@@ -183,8 +183,11 @@ def key_value(entry: Fields, max_value: int) -> tuple[str, str]:
 
 
 def run_id_of(fields: Fields) -> str:
-    """run_id, or the older run_uuid the client still sends beside it."""
-    return fields.string("run_id", required=False) or fields.string("run_uuid")
+    """run_id, or the older run_uuid the client still sends beside it; "run_id: is required" without both."""
+    found = fields.string("run_id", required=False) or fields.string("run_uuid", required=False)
+    if not found:
+        raise invalid(fields._name("run_id"), "is required")
+    return found
 
 
 def millis(moment) -> int | None:

@@ -172,7 +172,7 @@ def create_run(request, fields):
         request.user, fields.string("experiment_id", required=False, default="0")
     )
     tags = dict(protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH) for tag in fields.items("tags", 1000))
-    start = from_millis(fields.integer("start_time", low=0))
+    start = from_millis(fields.integer("start_time", low=0), "start_time")
     run = ExternalRun.start(
         experiment,
         fields.string("run_name", required=False, max_length=300),
@@ -196,7 +196,7 @@ def update_run(request, fields):
         raise invalid("status", f"must be one of {', '.join(protocol.RUN_STATUSES)}, got {status!r}")
     run.update(
         status,
-        from_millis(fields.integer("end_time", low=0)),
+        from_millis(fields.integer("end_time", low=0), "end_time"),
         fields.string("run_name", required=False, max_length=300),
     )
     run.run.refresh_from_db()
