@@ -171,3 +171,17 @@ def test_numpy_reduction_keeps_extremes_of_every_bucket():
     series = bucket_numpy(np.arange(10_000), values, 100)
     assert max(series.max) == values.max() and min(series.min) == values.min()
     assert len(series.step) == 100
+
+
+@pytest.mark.parametrize("params", [{"keys": ""}, {"keys": ",, ,"}])
+def test_keys_given_but_naming_none_is_a_400(alice_client, run, params):
+    response = alice_client.get(URL.format(run.pk), params)
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["keys"]
+
+
+@pytest.mark.parametrize("text", ["1_0", "\u0663", "+", "1e3", "9" * 20])
+def test_integer_parameters_are_ascii_digits(alice_client, run, text):
+    response = alice_client.get(URL.format(run.pk), {"max_points": text})
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("max_points: must be an integer")

@@ -122,3 +122,14 @@ def test_a_description_beyond_its_limit_is_named(client, auth):
     response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
     assert response.status_code == 400
     assert response.json()["errors"] == {"description": "at most 10,000 characters, got 10,001"}
+
+
+def test_the_bearer_scheme_is_read_in_any_case_and_a_401_names_it(client, alice):
+    token = ApiToken.issue(alice, "case")[1]
+    assert client.get("/api/experiments", HTTP_AUTHORIZATION=f"bearer {token}").status_code == 200
+    assert client.get("/api/experiments", HTTP_AUTHORIZATION=f"BEARER  {token}").status_code == 200
+    for headers in ({}, {"HTTP_AUTHORIZATION": "Bearer nope"}):
+        response = client.get("/api/experiments", **headers)
+        assert response.status_code == 401 and response["WWW-Authenticate"] == 'Bearer realm="EchoLab API"'
+    mlflow = client.get("/api/2.0/mlflow/experiments/get-by-name", {"experiment_name": "x"})
+    assert mlflow.status_code == 401 and mlflow["WWW-Authenticate"] == 'Bearer realm="EchoLab API"'

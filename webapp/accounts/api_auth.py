@@ -8,6 +8,7 @@ automatically by browsers, so token requests need no CSRF token.
 
 import functools
 import logging
+import re
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -46,6 +47,22 @@ def error_response(status: int, message: str, errors: dict | None = None) -> Jso
     return JsonResponse(body, status=status)
 
 
+def bearer_token(request) -> str | None:
+    """The token of `Authorization: Bearer <token>` (the scheme in any case, RFC 7235), else None."""
+    scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+# RFC 7235: a 401 says which scheme would be accepted.
+WWW_AUTHENTICATE = 'Bearer realm="EchoLab API"'
+
+
+def unauthenticated(message: str) -> JsonResponse:
+    response = error_response(401, message)
+    response["WWW-Authenticate"] = WWW_AUTHENTICATE
+    return response
+
+
 def _csrf_failure(request):
     check = CsrfViewMiddleware(lambda req: None)
     check.process_request(request)
@@ -62,18 +79,18 @@ def api_view(methods=("GET",)):
                 response = error_response(405, f"method {request.method[:20]} not allowed; use {allowed}")
                 response["Allow"] = allowed
                 return response
-            header = request.headers.get("Authorization", "")
-            if header.startswith("Bearer "):
-                user = ApiToken.authenticate(header.removeprefix("Bearer ").strip())
+            token = bearer_token(request)
+            if token is not None:
+                user = ApiToken.authenticate(token)
                 if user is None:
-                    return error_response(401, "invalid API token")
+                    return unauthenticated("invalid API token")
                 request.user = user
             elif request.user.is_authenticated:
                 if request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request) is not None:
                     return error_response(403, "CSRF check failed: send the X-CSRFToken header")
             else:
-                return error_response(
-                    401, "authentication required: log in or send 'Authorization: Bearer <token>'"
+                return unauthenticated(
+                    "authentication required: log in or send 'Authorization: Bearer <token>'"
                 )
             try:
                 return view(request, *args, **kwargs)
@@ -152,10 +169,11 @@ def int_param(request, name: str, default=None, low=None, high=None):
     if name not in request.GET:
         return default
     text = request.GET[name].strip()
-    try:
-        value = int(text)  # "?name=" (present but empty) is a 400 too: the schema says integer
-    except ValueError:
-        raise ApiError.field(name, f"must be an integer, got {text[:40]!r}") from None
+    # ASCII digits only: int() also reads "1_0" and other scripts' digits; "?name=" (present but
+    # empty) is a 400 too, the schema says integer; and no more digits than a 64-bit integer has.
+    if not re.fullmatch(r"-?[0-9]{1,19}", text):
+        raise ApiError.field(name, f"must be an integer, got {text[:40]!r}")
+    value = int(text)
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"at least {low}" if high is None else f"between {low} and {high}"
         raise ApiError.field(name, f"must be {bounds}, got {value}")

@@ -9,11 +9,12 @@ from webapp.experiments import spec_parsing, specs
 from webapp.experiments.models import Experiment
 
 MAX_PAGE_SIZE = 200
+MAX_PAGE = 2**31 - 1  # as the runs table's page
 
 
 def _page(request, queryset, serialize):
     size = int_param(request, "page_size", 50, low=1, high=MAX_PAGE_SIZE)
-    number = int_param(request, "page", 1, low=1)  # past the last page: an empty page
+    number = int_param(request, "page", 1, low=1, high=MAX_PAGE)  # past the last page: an empty page
     paginator = Paginator(queryset, size)
     items = paginator.page(number).object_list if number <= paginator.num_pages else []
     return JsonResponse(

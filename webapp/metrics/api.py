@@ -53,6 +53,8 @@ def requested_keys(request, default: list[str]) -> list[str]:
     if any(not key for key in exact):
         raise ApiError.field("key", "must not be empty")
     listed = [key.strip() for key in request.GET.get("keys", "").split(",") if key.strip()]
+    if "keys" in request.GET and not listed:  # given, but naming no key: a 400, as a parameter given empty
+        raise ApiError.field("keys", "name at least one key (leave keys out for every key)")
     keys = list(dict.fromkeys([*exact, *listed])) or default
     if len(keys) > MAX_KEYS:
         raise ApiError.field("keys", f"at most {MAX_KEYS} keys per request, got {len(keys)}")

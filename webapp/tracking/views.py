@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from diagnostics.aliases import ALIASES
-from webapp.accounts.api_auth import ApiError, json_body
+from webapp.accounts.api_auth import WWW_AUTHENTICATE, ApiError, bearer_token, json_body
 from webapp.accounts.models import ApiToken
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
@@ -48,7 +48,10 @@ def mlflow_view(method: str):
                 request.user = _user(request)
                 return JsonResponse(view(request, _fields(request), **kwargs))
             except MlflowError as error:
-                return JsonResponse(error.as_json(), status=error.status)
+                response = JsonResponse(error.as_json(), status=error.status)
+                if error.status == 401:
+                    response["WWW-Authenticate"] = WWW_AUTHENTICATE
+                return response
 
         return wrapped
 
@@ -56,14 +59,14 @@ def mlflow_view(method: str):
 
 
 def _user(request):
-    header = request.headers.get("Authorization", "")
-    if not header.startswith("Bearer "):
+    token = bearer_token(request)
+    if token is None:
         raise MlflowError(
             "UNAUTHENTICATED",
             "authentication required: set MLFLOW_TRACKING_TOKEN to an "
             "EchoLab API token (sent as 'Authorization: Bearer <token>')",
         )
-    user = ApiToken.authenticate(header.removeprefix("Bearer ").strip())
+    user = ApiToken.authenticate(token)
     if user is None:
         raise MlflowError("UNAUTHENTICATED", "invalid API token: it was revoked or never issued")
     return user
