@@ -133,3 +133,23 @@ def test_the_bearer_scheme_is_read_in_any_case_and_a_401_names_it(client, alice)
         assert response.status_code == 401 and response["WWW-Authenticate"] == 'Bearer realm="EchoLab API"'
     mlflow = client.get("/api/2.0/mlflow/experiments/get-by-name", {"experiment_name": "x"})
     assert mlflow.status_code == 401 and mlflow["WWW-Authenticate"] == 'Bearer realm="EchoLab API"'
+
+
+@pytest.mark.parametrize(
+    "changes, field, fragment",
+    [
+        ({"config": {}}, "config", "no env, model, rollout, algorithm, optim, schedule section"),
+        ({"config": {"env": {"name": "bandit"}}}, "config", "no model, rollout, algorithm, optim, schedule"),
+        ({"env": {"name": "bandit"}, "seeds": "1,,2"}, "seeds", "an empty seed between commas in '1,,2'"),
+        ({"env": {"name": "bandit"}, "seeds": ",1"}, "seeds", "an empty seed between commas"),
+        ({"env": {"name": "bandit"}, "seeds": "\u0663"}, "seeds", "is not a whole number"),
+    ],
+)
+def test_an_experiment_is_never_made_of_silent_defaults(client, auth, changes, field, fragment):
+    from webapp.experiments.models import Experiment
+
+    body = {"name": "x", **changes}
+    response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 400, response.content
+    assert fragment in response.json()["errors"][field]
+    assert not Experiment.objects.exists()

@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from tests.factories import spec_experiment
+from trainer.config import TrainConfig
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment, Run
 
@@ -108,9 +109,9 @@ def test_create_rejects_bad_input_naming_the_field(client, api, change, field, w
 
 
 def test_config_errors_are_named_under_config(client, api):
-    response = post(
-        client, reverse("api_experiments"), {"name": "x", "config": {"rollout": {"group_size": "big"}}}, api
-    )
+    config = TrainConfig.preset("starpo", env={"name": "bandit", "params": {}}).to_dict()
+    config["rollout"]["group_size"] = "big"
+    response = post(client, reverse("api_experiments"), {"name": "x", "config": config}, api)
     assert response.status_code == 400
     assert "config.rollout.group_size" in response.json()["errors"]
 

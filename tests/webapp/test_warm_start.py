@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from tests.helpers import post_with_token
 from tests.webapp.forms import experiment_post
+from trainer.config import TrainConfig
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment, Run
 
@@ -89,10 +90,13 @@ def test_the_form_shows_the_warm_start_field_and_its_error(page, tmp_path):
     "where",
     [
         {"grid": {"model.warm_start": ["/etc"]}},
-        {"config": {"env": {"name": "bandit"}, "model": {"name": "tiny", "warm_start": "/etc"}}},
+        {"config": {"model": {"name": "tiny", "warm_start": "/etc"}}},
     ],
 )
 def test_a_warm_start_from_a_grid_or_a_complete_config_is_checked_too(client, alice, model_root, where):
+    if "config" in where:  # a complete config, with the warm start given
+        config = TrainConfig.preset("starpo-s", env={"name": "bandit", "params": {}}).to_dict()
+        where = {"config": {**config, "model": {**config["model"], **where["config"]["model"]}}}
     body = {"name": "warm", **where}
     if "config" not in where:
         body.update(preset="starpo-s", env={"name": "bandit"}, steps=2)

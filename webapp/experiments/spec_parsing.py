@@ -30,12 +30,14 @@ def parse_seeds(value) -> list[int]:
     """ "1, 2,3" or [1, 2, 3] -> [1, 2, 3]; each a distinct integer >= 0."""
     if isinstance(value, bool) or not isinstance(value, (list, str, int)):
         raise ValueError(f"expected a list of whole numbers or text like 1,2,3, got {_json_type(value)}")
+    if isinstance(value, str) and re.search(r"(^|,)\s*,", value.strip()):
+        raise ValueError(f"an empty seed between commas in {value.strip()[:40]!r}; write them like 1,2,3")
     items = value if isinstance(value, list) else [item for item in re.split(r"[,\s]+", str(value)) if item]
     if not items:
         raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
     seeds = []
     for item in items:
-        whole = isinstance(item, int) or (isinstance(item, str) and item.isdigit())
+        whole = isinstance(item, int) or (isinstance(item, str) and re.fullmatch(r"[0-9]+", item) is not None)
         if isinstance(item, bool) or not whole:
             raise ValueError(f"{item!r} is not a whole number >= 0")
         if int(item) > MAX_SEED:
@@ -319,7 +321,7 @@ def spec_from_json(body) -> ExperimentSpec:
         for key in ("preset", "env", "model", "steps", "overrides"):
             if key in body:
                 errors[key] = "give either a complete 'config' or preset/env/model/steps/overrides, not both"
-        take("config", lambda v: _typed(v, dict, "an object (a complete trainer config)"))
+        take("config", _check_complete_config)
     else:
         take("preset", _check_preset)
         take("model", lambda v: resolve_model(_typed(v, str, "a string")))
@@ -335,6 +337,22 @@ def spec_from_json(body) -> ExperimentSpec:
     if errors:
         raise SpecError(errors)
     return spec
+
+
+# The sections that make a run what it is: a config without one would train on defaults nobody chose. (A
+# field missing inside a section takes its default, so a config written by an earlier version still loads.)
+CONFIG_SECTIONS = ("env", "model", "rollout", "algorithm", "optim", "schedule")
+
+
+def _check_complete_config(value):
+    config = _typed(value, dict, "an object (a complete trainer config)")
+    missing = [name for name in CONFIG_SECTIONS if not isinstance(config.get(name), dict)]
+    if missing:
+        raise ValueError(
+            f"not a complete trainer config: no {', '.join(missing)} section; send the whole config (as "
+            "Export YAML or the trainer writes it), or preset, env, model, steps and overrides instead"
+        )
+    return config
 
 
 def _typed(value, kind, description):
