@@ -183,7 +183,7 @@ def test_edit_saves_and_returns_to_the_table_and_a_bad_tag_saves_nothing(alice_c
     offsite = alice_client.post(
         f"/runs/{run.pk}/edit", {"name": "x", "tags": "", "notes": "", "next": "https://evil.example/"}
     )
-    assert offsite["Location"] == "/runs/"
+    assert offsite["Location"] == f"/runs/{run.pk}/"  # not off the site: back to the run's page
 
 
 def test_archive_and_restore_through_the_page(alice_client, alice):
@@ -225,3 +225,13 @@ def test_table_queries_run_without_postgres_jit_and_leave_the_setting_as_it_was(
     with table.without_jit():
         assert jit() == "off"
     assert jit() == before
+
+
+def test_the_run_page_shows_tags_and_notes_and_links_to_edit_them(alice_client, alice):
+    run = table_run(alice, label="seed=1", tags=["baseline", "paper-repro"], notes="First line.\n\n<b>not bold</b>")
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<a class="tag" href="/runs/?tag=baseline">baseline</a>' in html
+    assert "<p>First line.</p>" in html and "&lt;b&gt;not bold&lt;/b&gt;" in html
+    assert f'href="/runs/{run.pk}/edit?next=/runs/{run.pk}/"' in html
+    saved = alice_client.post(f"/runs/{run.pk}/edit", {"name": "", "tags": "", "notes": ""})
+    assert saved["Location"] == f"/runs/{run.pk}/"

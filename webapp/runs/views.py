@@ -83,7 +83,7 @@ def run_edit(request, pk):
     if request.method == "POST" and form.is_valid():
         form.save()
         messages.success(request, f"Saved {run.display_name}.")
-        return redirect(_back(request, reverse("run_list")))
+        return redirect(_back(request, run.get_absolute_url()))
     return render(
         request,
         "runs/edit.html",
