@@ -529,8 +529,9 @@ class Collapse(DropFromPeak):
             return found
         if trend.lost_start(self.params.peak_sigmas):
             reason = (
-                f"it never rose above its start {trend.baseline:.4g}; its last values average "
-                f"{trend.recent_mean():.4g}, {trend.below_start():.1f} standard errors below it"
+                f"it never rose clearly above its start {trend.baseline:.4g} (its peak is within the "
+                f"noise); its last values average {trend.recent_mean():.4g}, "
+                f"{trend.below_start():.1f} standard errors below the start"
             )
         elif trend.flatlined():
             found.signals["before_mean"] = trend.earlier_mean()

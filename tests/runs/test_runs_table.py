@@ -228,7 +228,9 @@ def test_table_queries_run_without_postgres_jit_and_leave_the_setting_as_it_was(
 
 
 def test_the_run_page_shows_tags_and_notes_and_links_to_edit_them(alice_client, alice):
-    run = table_run(alice, label="seed=1", tags=["baseline", "paper-repro"], notes="First line.\n\n<b>not bold</b>")
+    run = table_run(
+        alice, label="seed=1", tags=["baseline", "paper-repro"], notes="First line.\n\n<b>not bold</b>"
+    )
     html = alice_client.get(f"/runs/{run.pk}/").content.decode()
     assert '<a class="tag" href="/runs/?tag=baseline">baseline</a>' in html
     assert "<p>First line.</p>" in html and "&lt;b&gt;not bold&lt;/b&gt;" in html
