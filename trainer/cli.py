@@ -229,12 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer", description="StarPO / StarPO-S trainer")
     sub = parser.add_subparsers(dest="command", required=True)
     train_parser = sub.add_parser("train", help="train a policy")
-    from trainer.config import PRESET_HELP
+    from trainer.config import PRESET_HELP, PRESETS_HELP_TEXT
 
     train_parser.add_argument(
-        "--preset",
-        choices=list(PRESET_HELP),
-        help=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()).replace("%", "%%"),
+        "--preset", choices=list(PRESET_HELP), help=PRESETS_HELP_TEXT.replace("%", "%%")
     )
     train_parser.add_argument("--env")
     train_parser.add_argument("--model", help='hub id, local directory, or "tiny" (default)')

@@ -382,11 +382,12 @@ CLIP_HIGHER_NOTE = (
 )
 PRESET_HELP: dict[str, str] = {
     "starpo": "PPO with a critic, KL 0.001 to the reference, clip 0.2/0.2, no filter.",
-    "starpo-s": "PPO, no KL, clip 0.2/0.28, keep the top 25% of groups by in-group reward std. "
-    + CLIP_HIGHER_NOTE,
+    "starpo-s": "PPO, no KL, clip 0.2/0.28, keep the top 25% of groups by in-group reward std.",
     "grpo": "GRPO advantages (no critic), KL 0.001 as a loss term, clip 0.2/0.2, no filter.",
-    "starpo-s-grpo": "StarPO-S with GRPO advantages. " + CLIP_HIGHER_NOTE,
+    "starpo-s-grpo": "StarPO-S with GRPO advantages.",
 }
+# Every preset's help, then the clip-higher note once (it is true of both StarPO-S presets).
+PRESETS_HELP_TEXT = " ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()) + " " + CLIP_HIGHER_NOTE
 
 # The tiny CPU model: the paper's batch layout, budgets and critic, a far higher actor lr, fewer validation
 # seeds, 64 tokens per turn (its replies are ~30 tokens). Measured in docs/TRAINER.md and docs/BENCHMARKS.md.

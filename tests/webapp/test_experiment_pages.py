@@ -116,3 +116,8 @@ def test_stop_all_stops_unfinished_runs(alice_client, alice):
     assert statuses == {queued.pk: "stopped", running.pk: "running", done.pk: "completed"}
     assert Run.objects.get(pk=running.pk).stop_requested
     assert alice_client.get(reverse("experiment_stop", args=[experiment.pk])).status_code == 405
+
+
+def test_the_preset_help_says_the_clip_higher_note_once(alice_client):
+    html = alice_client.get("/experiments/new/").content.decode()
+    assert html.count("Clip-higher (eps_high 0.28) only acts") == 1

@@ -5,7 +5,7 @@ they name."""
 from django import forms
 
 import envs
-from trainer.config import PRESET_HELP, PRESETS, TINY_MODEL, TrainConfig
+from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
 from trainer.overrides import deep_merge, get_dotted
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 
@@ -84,7 +84,7 @@ class ExperimentForm(AlertsForm):
     preset = forms.ChoiceField(
         choices=[(name, name) for name in PRESETS],
         initial=specs.DEFAULT_PRESET,
-        help_text=" ".join(f"{name}: {text}" for name, text in PRESET_HELP.items()),
+        help_text=PRESETS_HELP_TEXT,
     )
     steps = forms.IntegerField(
         min_value=1,
