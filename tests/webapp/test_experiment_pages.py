@@ -121,3 +121,8 @@ def test_stop_all_stops_unfinished_runs(alice_client, alice):
 def test_the_preset_help_says_the_clip_higher_note_once(alice_client):
     html = alice_client.get("/experiments/new/").content.decode()
     assert html.count("Clip-higher (eps_high 0.28) only acts") == 1
+
+
+def test_the_experiments_address_leads_to_the_list(alice_client):
+    response = alice_client.get("/experiments/?archived=1")
+    assert response.status_code == 302 and response["Location"] == "/?archived=1"

@@ -1,9 +1,12 @@
 from django.urls import path
+from django.views.generic import RedirectView
 
 from webapp.experiments import api, views
 
 urlpatterns = [
     path("", views.experiment_list, name="experiment_list"),
+    # The list is the home page; its own address, as every experiment's lies under it, leads there.
+    path("experiments/", RedirectView.as_view(pattern_name="experiment_list", query_string=True)),
     path("experiments/new/", views.experiment_new, name="experiment_new"),
     path("experiments/estimate", views.experiment_estimate, name="experiment_estimate"),
     path("experiments/import/", views.experiment_import, name="experiment_import"),
