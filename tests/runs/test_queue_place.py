@@ -76,7 +76,7 @@ def test_runs_table_shows_the_place_of_queued_runs(client, alice, bob):
 
 def test_new_experiment_message_promises_a_gpu_only_where_one_was_seen(alice_client, alice, bob):
     response = alice_client.post("/experiments/new/", experiment_post(), follow=True)
-    assert "Created 1 run(s); each waits for a free worker." in response.content.decode()
+    assert "Created 1 run; each waits for a free worker." in response.content.decode()
     table_run(bob, status=Run.Status.RUNNING, device="cuda:0 NVIDIA H200", heartbeat_at=timezone.now())
     response = alice_client.post("/experiments/new/", experiment_post(), follow=True)
-    assert "Created 1 run(s); each waits for a GPU." in response.content.decode()
+    assert "Created 1 run; each waits for a GPU." in response.content.decode()

@@ -4,6 +4,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotFound
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET, require_POST
 
@@ -47,7 +48,8 @@ def experiment_new(request):
         if form.is_valid():
             experiment = Experiment.create_with_runs(request.user, form.spec, form.planned)
             messages.success(
-                request, f"Created {len(form.planned)} run(s); each waits for {queue.waits_for()}."
+                request,
+                f"Created {len(form.planned)} run{pluralize(len(form.planned))}; each waits for {queue.waits_for()}.",
             )
             return redirect(experiment)
     else:
@@ -180,7 +182,7 @@ def experiment_stop(request, pk):
     unfinished = experiment.runs.exclude(status__in=Run.FINISHED)
     for run in unfinished:
         run.request_stop()
-    messages.success(request, f"Asked {len(unfinished)} unfinished run(s) to stop.")
+    messages.success(request, f"Asked {len(unfinished)} unfinished run{pluralize(len(unfinished))} to stop.")
     return redirect(experiment)
 
 
