@@ -113,6 +113,7 @@ def test_one_click_creates_the_grid_and_opens_its_compare_page(
     page = alice_client.get(response["Location"])
     html = page.content.decode()
     assert "Paper vs ours: Rollout filter ratio" in html and "collapse at ~step 140" in html
+    assert "none in 0 steps" not in html and "no data yet" in html  # queued runs have no result yet
     assert page.context["page"]["group_by"] == "algorithm.filter_ratio"
 
 
@@ -128,9 +129,15 @@ def test_paper_numbers_stand_beside_ours(alice_client, alice, forget_queued_mess
     rows = alice_client.get(f"/compare?runs={ids}").context["ablations"][0]["rows"]
     six = next(row for row in rows if row["result"].setting == "6")
     assert six["result"].reported == "33.6% (best)" and six["runs"] == 2
-    assert six["ours"] == "35.0% (mean of 2)"
+    assert six["ours"] == "35.0% (training, mean of 2)"  # no validation yet: training success, said so
     one = next(row for row in rows if row["result"].setting == "1")
     assert one["ours"] == "no data yet"
+    # The paper reports validation success: once the runs validated, ours is that.
+    points(by_label["seed=1 rollout.max_actions_per_turn=6"], "val/success", {40: 0.25})
+    points(by_label["seed=2 rollout.max_actions_per_turn=6"], "val/success", {40: 0.5})
+    rows = alice_client.get(f"/compare?runs={ids}").context["ablations"][0]["rows"]
+    six = next(row for row in rows if row["result"].setting == "6")
+    assert six["ours"] == "37.5% (validation, mean of 2)"
 
 
 def test_too_many_runs_for_one_experiment_are_refused_before_saving(alice_client, alice):

@@ -95,7 +95,7 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     # Summary: one row per run; sorting by final success puts the best last, then first.
     rows = page.locator("#summary-table tbody tr")
     assert rows.count() == 3
-    header = page.locator("#summary-table th", has_text="Final success")
+    header = page.locator("#summary-table th", has_text="Final train success")
     header.click()
     order = page.eval_on_selector_all(
         "#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))"
@@ -310,7 +310,7 @@ def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
     page.screenshot(path=str(ARTIFACTS / "compare-12-runs.png"), full_page=True)
 
     # Sort the runs table by final success, best first, and draw its top 10 rows.
-    header = page.locator("#summary-table th", has_text="Final success")
+    header = page.locator("#summary-table th", has_text="Final train success")
     header.click()
     header.click()
     assert header.get_attribute("aria-sort") == "descending"

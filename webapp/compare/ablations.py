@@ -204,8 +204,9 @@ def create(
 
 
 def paper_rows(ablation: Ablation, runs, summaries: dict[int, dict], group_value) -> list[dict]:
-    """The paper's numbers beside ours: per paper result, the matching runs' final training success
-    (mean) or first collapse steps, when our runs trained on the same environment."""
+    """The paper's numbers beside ours: per paper result, the matching runs' last validation success (mean;
+    their final training success before any validation) or first collapse steps, when our runs trained on
+    the same environment."""
     rows = []
     for result in ablation.paper:
         matching = [
@@ -224,14 +225,16 @@ def _ours(measure: str, runs, summaries) -> str:
     if not runs:
         return ""
     if measure == "success":
-        values = [
-            summaries[run.pk]["final_success"]
-            for run in runs
-            if summaries[run.pk].get("final_success") is not None
-        ]
-        return f"{100 * sum(values) / len(values):.1f}% (mean of {len(values)})" if values else "no data yet"
+        # The paper reports validation success: ours too where the runs have validated, else training's.
+        for key, kind in (("val_success", "validation"), ("final_success", "training")):
+            values = [summaries[run.pk][key] for run in runs if summaries[run.pk].get(key) is not None]
+            if values:
+                return f"{100 * sum(values) / len(values):.1f}% ({kind}, mean of {len(values)})"
+        return "no data yet"
     steps = [summaries[run.pk].get("first_collapse") for run in runs]
     return ", ".join(
-        f"collapse at step {s}" if s is not None else f"none in {run.step} steps"
+        f"collapse at step {s}"
+        if s is not None
+        else (f"none in {run.step} steps" if run.step else "no data yet")
         for s, run in zip(steps, runs)
     )
