@@ -32,8 +32,9 @@
   page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
 
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
-  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: page.group_by, bands: true, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
-                  selected: new Set(drawnInAddress()), redraw: null, aligned: false, extra: page.extra.slice() };
+  const shown = shownInAddress();  // ?group=, ?align=1, ?bands=0
+  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
+                  selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice() };
 
   function escapeHtml(text) {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -489,7 +490,29 @@
     scheduleRender();
   }
 
+  // Grouping, "Align at onset" and the bands as the address says (a copied link draws the same), else
+  // the page's defaults: the ablation's grouping, no alignment, bands on. A field the runs do not have is
+  // ignored, as aligned lines are one per run (no grouping).
+  function shownInAddress() {
+    const query = new URLSearchParams(window.location.search);
+    const group = query.get("group");
+    const aligned = query.get("align") === "1";
+    const groupBy = aligned ? "" : group !== null && (group === "" || page.group_fields.includes(group)) ? group : page.group_by;
+    return { groupBy: groupBy, aligned: aligned, bands: query.get("bands") !== "0" };
+  }
+
+  function saveShown() {
+    const url = new URL(window.location.href);
+    if (state.groupBy === page.group_by) url.searchParams.delete("group"); else url.searchParams.set("group", state.groupBy);
+    if (state.aligned) url.searchParams.set("align", "1"); else url.searchParams.delete("align");
+    if (state.bands) url.searchParams.delete("bands"); else url.searchParams.set("bands", "0");
+    window.history.replaceState(null, "", url);
+  }
+
   function setupControls() {
+    document.getElementById("group-by").value = state.groupBy;
+    document.getElementById("align-onset").checked = state.aligned;
+    document.getElementById("bands").checked = state.bands;
     const slider = document.getElementById("smoothing");
     slider.value = String(state.smoothing);
     document.getElementById("smoothing-value").textContent = slider.value;
@@ -502,6 +525,7 @@
     document.getElementById("group-by").addEventListener("change", function (event) {
       state.groupBy = event.target.value;
       if (state.groupBy) document.getElementById("align-onset").checked = state.aligned = false;
+      saveShown();
       load();
     });
     // Aligned lines are one per run: a group's runs collapse at different steps.
@@ -509,15 +533,14 @@
       state.aligned = event.target.checked;
       state.xrange = null;  // steps and steps-from-onset share no range
       window.EchoChartView.save({ xmode: "step", xrange: null, smoothing: state.smoothing });
-      if (state.aligned && state.groupBy) {
-        document.getElementById("group-by").value = state.groupBy = "";
-        load();
-      } else {
-        scheduleRender();
-      }
+      const regroup = state.aligned && state.groupBy;
+      if (regroup) document.getElementById("group-by").value = state.groupBy = "";
+      saveShown();
+      if (regroup) load(); else scheduleRender();
     });
     document.getElementById("bands").addEventListener("change", function (event) {
       state.bands = event.target.checked;
+      saveShown();
       load();
     });
     const picker = document.getElementById("other-keys");

@@ -477,3 +477,35 @@ def test_other_logged_keys_are_charted_and_ticked_on_and_off(page):
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
     assert page.locator("#extra-charts figure").count() == 0
     assert page.locator("#other-keys input[value='train/loss']").is_visible()  # open: nothing charted
+
+
+def test_grouping_alignment_and_bands_are_kept_in_the_address(page):
+    experiment = make_experiment(page.user, "lr pair")
+    runs = [
+        trained_run(
+            experiment, f"lr={lr} seed={seed}", overrides={"optim.actor_lr": lr, "seed": seed}, step=30
+        )
+        for lr in (0.001, 0.0001)
+        for seed in (1, 2)
+    ]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {s: (s * s % 7) / 7 + i / 10 for s in range(30)})
+    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    page.select_option("#group-by", "optim.actor_lr")
+    page.wait_for_function(
+        "document.getElementById('chart-success').data.some(t => String(t.meta).startsWith('group-'))"
+    )
+    page.uncheck("#bands")
+    assert "group=optim.actor_lr" in page.url and "bands=0" in page.url
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert page.locator("#group-by").input_value() == "optim.actor_lr"
+    assert not page.locator("#bands").is_checked()
+    legend = page.locator("#run-legend .legend-entry").all_inner_texts()
+    assert len(legend) == 2 and all("(2 runs)" in text for text in legend)  # two groups, as before the reload
+    page.check("#align-onset")
+    assert "align=1" in page.url and "group=" not in page.url  # aligned lines are one per run: no grouping
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert page.locator("#align-onset").is_checked() and page.locator("#group-by").input_value() == ""
