@@ -33,6 +33,7 @@ from .metrics import (
     COLLAPSE_RETRIEVAL_ABOVE_CHANCE,
     OUTCOME_KEYS,
     RESPONSE_THINK_TOKENS_MEAN,
+    TRAIN_FORMAT_VALID,
     TRAIN_FRAC_ZERO_STD_GROUPS,
     TRAIN_REWARD_MEAN,
     TRAIN_REWARD_STD_IN_GROUP,
@@ -54,6 +55,7 @@ READS = frozenset(
         COLLAPSE_RETRIEVAL_ABOVE_CHANCE,
         *OUTCOME_KEYS,
         RESPONSE_THINK_TOKENS_MEAN,
+        TRAIN_FORMAT_VALID,
         TRAIN_FRAC_ZERO_STD_GROUPS,
         TRAIN_REWARD_MEAN,
         TRAIN_REWARD_STD_IN_GROUP,
@@ -472,6 +474,41 @@ class ThinkingDecay(DropFromPeak):
 
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         return success_holds(super().check(metrics, trend), trend, self.params)
+
+
+@dataclass
+class FormatParams(DropParams):
+    fraction: float = param(
+        0.25,
+        "breach when the smoothed format-valid rate is below this fraction of its peak: most replies "
+        "out of format (healthy runs dip to a third for a step or two)",
+        min=0.0,
+        max=1.0,
+    )
+    min_peak: float = param(
+        0.5,
+        "judge once the rate reached this: a model that never answered in format has none to lose",
+        min=0.0,
+    )
+    min_steps: int = param(2, "evaluations seen before judging: a run can break at its second step", min=1)
+    pending: int = param(2, "consecutive breached evaluations before the alert fires", min=1)
+
+
+class FormatBreak(DropFromPeak):
+    """Replies leave the answer format: the environment reads most of them as invalid actions.
+
+    The run then earns the format penalty instead of rewards.
+
+    Not held for success (learning never breaks the format) and judged from the second step, so a run
+    that breaks at once, before it has a start or a peak for the success rules to measure, is flagged
+    within a few steps of the break.
+    """
+
+    name = "format_break"
+    title = "Replies left the answer format"
+    metric = TRAIN_FORMAT_VALID
+    Params = FormatParams
+    params: FormatParams
 
 
 @dataclass
@@ -916,6 +953,7 @@ RULES: dict[str, type[Rule]] = {
         EntropyErratic,
         EntropyRise,
         ThinkingDecay,
+        FormatBreak,
         GradSpike,
         GradUnstable,
         PolicyShift,

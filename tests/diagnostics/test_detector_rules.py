@@ -284,3 +284,35 @@ def test_policy_shift_ignores_large_ratios_of_tiny_drifts():
 def test_policy_shift_takes_a_non_finite_approx_kl_as_no_data():
     quiet = [0.001, -0.0012, 0.0009, -0.001, 0.0011, 0.001] * 2
     assert feed(only("policy_shift"), KL, [*quiet, math.nan, math.inf, 0.001]) == []
+
+
+FORMAT = "train/format_valid"
+
+
+def test_format_break_flags_a_run_whose_replies_leave_the_format_within_a_few_steps():
+    # 0.94, then every reply out of format from step 2 (real/bandit-starpo-lr1e-3-cpu8-s4 breaks at step 1)
+    events = feed(only("format_break"), FORMAT, [0.94, 0.9] + [0.0] * 10)
+    assert levels(events) == [(5, "warning")]  # 3 steps after the break: smoothing 0.6, pending 2
+    assert events[0]["rule"] == "format_break"
+    assert "train/format_valid" in events[0]["message"] and "of its peak" in events[0]["message"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.95, 0.9, 0.5, 0.3, 0.9, 0.95] * 3,  # dips to a third for a step and comes back
+        [0.1, 0.2, 0.0, 0.05] * 5,  # never answered in format: no format to lose (min_peak 0.5)
+        [0.9] * 5 + [0.5] * 20,  # half the replies out of format for good: above a quarter of the peak
+    ],
+)
+def test_format_break_is_quiet_for_dips_a_model_that_never_had_the_format_and_a_partial_loss(values):
+    assert feed(only("format_break"), FORMAT, values) == []
+
+
+def test_format_break_is_not_held_for_success():
+    # learning never breaks the format: a run whose success holds still gets the warning
+    det = only("format_break")
+    events = []
+    for step, valid in enumerate([0.95] * 3 + [0.0] * 6):
+        events += det.update(step, {FORMAT: valid, "train/success": 0.9})
+    assert levels(events)[:1] == [(6, "warning")]
