@@ -20,7 +20,8 @@ observations, so this asks whether the reasoning still depends on the state reac
 starting one.
 
 Computed on the rollout batch before filtering (see `trainer/loop.py`). Fewer than 2 distinct prompts
-(or no valid Z): no estimate that step for that sampling, so no keys of it rather than NaN.
+(or no valid Z): no estimate that step for that sampling, so none of its keys rather than NaN, but its
+valid_thinking_rate (0 when no reply reasons any more).
 """
 
 from __future__ import annotations
@@ -193,13 +194,13 @@ class CollapseProbe:
         metrics, self.sigma_ema = estimate(
             sampled, list(range(len(sampled))), model, pad_id, micro_batch, self.sigma_ema
         )
-        if metrics:
-            metrics[COLLAPSE_VALID_THINKING_RATE] = rate
+        # The rate on every measured step, estimate or not: the step where no reply reasons any more is the
+        # one a reader of the chart must see (0.0), not a gap.
+        metrics[COLLAPSE_VALID_THINKING_RATE] = rate
         if not self.traj_samples:
             return metrics
         traj_rng = random.Random(f"collapse-traj:{self.seed}:{step}")
         sampled, draws, rate = trajectory_pairs(trajs, chat, self.traj_samples, traj_rng)
         traj, self.traj_sigma_ema = estimate(sampled, draws, model, pad_id, micro_batch, self.traj_sigma_ema)
-        if traj:
-            traj[COLLAPSE_VALID_THINKING_RATE] = rate
+        traj[COLLAPSE_VALID_THINKING_RATE] = rate
         return {**metrics, **{collapse_traj(key): value for key, value in traj.items()}}

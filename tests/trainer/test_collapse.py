@@ -109,7 +109,14 @@ def test_fewer_than_two_distinct_prompts_is_skipped_not_nan(tiny):
     chat = tiny.chat
     probe = CollapseProbe(num_samples=64, seed=0)
     same_prompt = [trajectory(chat, 0, "a", "go"), trajectory(chat, 0, "a", "stay")]
-    assert probe.measure(0, same_prompt, chat, tiny.policy.model, tiny.pad_id, 8) == {}
+    # no estimate, but the rate (every reply reasons here)
+    assert probe.measure(0, same_prompt, chat, tiny.policy.model, tiny.pad_id, 8) == {
+        "collapse/valid_thinking_rate": 1.0
+    }
+    silent = [trajectory(chat, 0, "a", ""), trajectory(chat, 1, "b", "")]  # no reply reasons any more
+    assert probe.measure(5, silent, chat, tiny.policy.model, tiny.pad_id, 8) == {
+        "collapse/valid_thinking_rate": 0.0
+    }
     two = same_prompt + [trajectory(chat, 1, "b", "left")]
     found = probe.measure(0, two, chat, tiny.policy.model, tiny.pad_id, 8)
     assert found["collapse/num_prompts"] == 2 and all(math.isfinite(v) for v in found.values())
@@ -209,7 +216,8 @@ def test_the_trajectory_variant_is_skipped_when_all_its_prompts_are_identical(ti
     ]
     probe = CollapseProbe(num_samples=64, seed=0, traj_samples=64)
     found = probe.measure(0, same, chat, tiny.policy.model, tiny.pad_id, 8)
-    assert found == {}  # one distinct prompt with a valid Z in either sampling: skipped, not NaN
+    # one distinct prompt with a valid Z in either sampling: no estimate (not NaN), only the rates
+    assert set(found) == {"collapse/valid_thinking_rate", "collapse/traj/valid_thinking_rate"}
 
 
 @pytest.mark.parametrize("every,measured", [(0, []), (2, [0, 2])])
