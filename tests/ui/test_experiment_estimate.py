@@ -84,11 +84,20 @@ def sized_run(owner, seconds, group_size):
 @pytest.mark.parametrize(
     "measured, per_step, how",
     [
-        # {group size: seconds a step} of runs trained here, for a run of group size 16
-        ({2: 50.0, 16: 3.0}, 3.0, "of the same rollout size"),
+        # {group size: seconds a step} of runs trained here, for a run of group size 16; the basis counts
+        # the runs it used (of the same size: 1 of the 2)
+        (
+            {2: 50.0, 16: 3.0},
+            3.0,
+            "from 1 run of model tiny on frozenlake measured here, of the same rollout size",
+        ),
         # 2 s of fixed cost and 0.25 s per group member: 2.5 s at 2, 4 s at 8, so 6 s at 16, where scaling
         # the smaller run in proportion would say 20 s
-        ({2: 2.5, 8: 4.0}, 6.0, "fitted as a fixed cost plus a cost per token"),
+        (
+            {2: 2.5, 8: 4.0},
+            6.0,
+            "from 2 runs of model tiny on frozenlake measured here, fitted as a fixed cost",
+        ),
         ({8: 2.0}, 4.0, "scaled by rollout size"),
     ],
 )

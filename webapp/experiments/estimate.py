@@ -81,28 +81,28 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
         return RunEstimate(
             label, None, f"no run of model {model} has measured its step time on this server yet", model
         )
-    per_step, how = step_seconds(similar, rollout_size(config))
+    per_step, how, used = step_seconds(similar, rollout_size(config))
     steps = (config.get("schedule") or {}).get("steps") or 0
-    basis = (
-        f"{per_step:.3g} s a step, from {len(similar)} run{'s' if len(similar) != 1 else ''} of {where} "
-        f"measured here, {how}"
-    )
+    basis = f"{per_step:.3g} s a step, from {used} run{'s' if used != 1 else ''} of {where} measured here, {how}"
     return RunEstimate(label, per_step * steps, basis, model)
 
 
-def step_seconds(similar: list[Measured], size: int) -> tuple[float, str]:
-    """The step time expected at rollout size `size` from runs `similar` to it, and how it was found."""
+def step_seconds(similar: list[Measured], size: int) -> tuple[float, str, int]:
+    """The step time expected at rollout size `size` from runs `similar` to it, how it was found, and from
+    how many runs (those of the same size when there are any, else all of them)."""
     same = [m.seconds_per_step for m in similar if m.size == size]
     if same:
-        return statistics.median(same), "of the same rollout size"
+        return statistics.median(same), "of the same rollout size", len(same)
     if len({m.size for m in similar}) >= 2:
         slope, fixed = statistics.linear_regression(
             [m.size for m in similar], [m.seconds_per_step for m in similar]
         )
         if slope > 0 and fixed >= 0:
-            return fixed + slope * size, "fitted as a fixed cost plus a cost per token of rollout size"
+            how = "fitted as a fixed cost plus a cost per token of rollout size"
+            return fixed + slope * size, how, len(similar)
     # One size, or a fit that makes no sense (a negative fixed cost or per-token cost: noisy step times)
-    return statistics.median(m.seconds_per_step * size / m.size for m in similar), "scaled by rollout size"
+    scaled = statistics.median(m.seconds_per_step * size / m.size for m in similar)
+    return scaled, "scaled by rollout size", len(similar)
 
 
 def _models(names: list[str]) -> str:
