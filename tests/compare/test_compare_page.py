@@ -232,3 +232,19 @@ def test_summary_numbers_round_a_tie_away_from_zero_as_the_page_does(value, show
     from webapp.compare.templatetags.compare import number
 
     assert number(value) == shown
+
+
+def test_mlflow_runs_compare_and_group_by_their_params(alice_client, alice):
+    from django.utils import timezone
+
+    from webapp.tracking.models import ExternalExperiment, ExternalRun
+
+    experiment = ExternalExperiment.create(alice, "trl sweep")
+    runs = [ExternalRun.start(experiment, f"lr{i}", {}, "alice", timezone.now()) for i in range(2)]
+    for i, external in enumerate(runs):
+        external.log([], {"learning_rate": f"1e-0{i + 5}", "beta": "0.04"}, {})
+    response = page(alice_client, ",".join(str(external.run_id) for external in runs))
+    html = response.content.decode()
+    assert "imported, with no config to compare" not in html
+    assert "(1 of 2 fields differ)" in html
+    assert response.context["page"]["group_fields"] == ["learning_rate"]

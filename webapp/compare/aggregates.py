@@ -24,6 +24,7 @@ from webapp.alerts.models import DetectorEvent
 from webapp.experiments import run_planning
 from webapp.metrics.downsample import bucket_index, finite_or_none_list
 from webapp.metrics.models import MetricPoint, MetricRollup
+from webapp.tracking.models import ExternalRun
 
 SUCCESS = TRAIN_SUCCESS
 # Group-by fields that are not in Run.config.
@@ -84,7 +85,9 @@ def config_diff(runs) -> list[DiffRow]:
 
 
 def has_config(run) -> bool:
-    return bool(run.config) and not run.experiment.imported
+    """Whether the run has a config to compare: one trained here, or an MLflow run (its params, as its
+    client logged them); an imported file has none."""
+    return bool(run.config) and (not run.experiment.imported or run.host == ExternalRun.HOST)
 
 
 # ---- grouping ----------------------------------------------------------------------------------

@@ -83,7 +83,9 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
         )
     per_step, how, used = step_seconds(similar, rollout_size(config))
     steps = (config.get("schedule") or {}).get("steps") or 0
-    basis = f"{per_step:.3g} s a step, from {used} run{'s' if used != 1 else ''} of {where} measured here, {how}"
+    basis = (
+        f"{per_step:.3g} s a step, from {used} run{'s' if used != 1 else ''} of {where} measured here, {how}"
+    )
     return RunEstimate(label, per_step * steps, basis, model)
 
 
