@@ -248,3 +248,19 @@ def test_mlflow_runs_compare_and_group_by_their_params(alice_client, alice):
     assert "imported, with no config to compare" not in html
     assert "(1 of 2 fields differ)" in html
     assert response.context["page"]["group_fields"] == ["learning_rate"]
+
+
+def test_runs_asked_for_with_and_without_their_environments_defaults_store_the_same_config(alice):
+    from tests.factories import spec_experiment
+
+    listed = spec_experiment(alice, env={"name": "bandit", "params": {"low_risk_name": "Phoenix"}}, seeds=[1])
+    defaults = spec_experiment(alice, env={"name": "bandit", "params": {}}, seeds=[1])
+    first, second = listed.runs.get(), defaults.runs.get()
+    assert first.config["env"] == second.config["env"]  # every parameter stored, defaults filled in
+    assert aggregates_differing([first, second]) == []
+
+
+def aggregates_differing(runs):
+    from webapp.compare.aggregates import config_diff
+
+    return [row.key for row in config_diff(runs) if row.differs]

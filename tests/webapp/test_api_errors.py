@@ -153,3 +153,10 @@ def test_an_experiment_is_never_made_of_silent_defaults(client, auth, changes, f
     assert response.status_code == 400, response.content
     assert fragment in response.json()["errors"][field]
     assert not Experiment.objects.exists()
+
+
+def test_a_grid_value_beyond_the_steps_limit_is_named_under_grid(client, auth):
+    body = {"name": "x", "env": {"name": "bandit"}, "grid": {"schedule.steps": [1, 99_999_999]}}
+    response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"grid": "schedule.steps = 99999999: must be at most 10000000"}

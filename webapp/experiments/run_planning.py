@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 
+import envs
 from trainer.config import ConfigError, TrainConfig
 from trainer.overrides import deep_merge, get_dotted, set_dotted
 from webapp import environment
@@ -135,7 +136,15 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
                     f"{MAX_LABEL_LENGTH} characters: use fewer or shorter grid values",
                 )
             if config.schedule.steps > MAX_STEPS:
-                errors.setdefault(input_name(spec, "schedule.steps"), f"must be at most {MAX_STEPS}")
+                if "schedule.steps" in combination:
+                    grid_value = format_value(combination["schedule.steps"])
+                    errors.setdefault("grid", f"schedule.steps = {grid_value}: must be at most {MAX_STEPS}")
+                else:
+                    errors.setdefault(input_name(spec, "schedule.steps"), f"must be at most {MAX_STEPS}")
+            # Every environment parameter, defaults filled in: two runs with the same environment store the
+            # same params however they were asked for (the form lists every field, the API only some), so
+            # a config diff shows real differences only.
+            config.env.params = envs.validate_params(config.env.name, config.env.params)
             preset = "" if spec.config is not None else combination.get(GRID_PRESET_KEY, spec.preset)
             runs.append(PlannedRun(label, config.to_dict(), preset))
     if errors:
