@@ -185,19 +185,25 @@ def test_live_summary_cells_read_as_the_servers_own(page):
     assert cells.all_inner_texts() == live
 
 
-def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
+def open_lr_pair(page, steps: int) -> list:
+    """Two learning rates x two seeds, each with its own success curve, on one compare page, drawn."""
     experiment = make_experiment(page.user, "lr pair")
     runs = [
         trained_run(
-            experiment, f"lr={lr} seed={seed}", overrides={"optim.actor_lr": lr, "seed": seed}, step=50
+            experiment, f"lr={lr} seed={seed}", overrides={"optim.actor_lr": lr, "seed": seed}, step=steps
         )
         for lr in (0.001, 0.0001)
         for seed in (1, 2)
     ]
     for i, run in enumerate(runs):
-        points(run, "train/success", {s: (s * s % 7) / 7 + i / 10 for s in range(50)})
+        points(run, "train/success", {s: (s * s % 7) / 7 + i / 10 for s in range(steps)})
     page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    return runs
+
+
+def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
+    runs = open_lr_pair(page, 50)
     page.select_option("#group-by", "optim.actor_lr")
     page.wait_for_function("document.querySelectorAll('#chart-success .fills path').length >= 2")
 
@@ -480,18 +486,7 @@ def test_other_logged_keys_are_charted_and_ticked_on_and_off(page):
 
 
 def test_grouping_alignment_and_bands_are_kept_in_the_address(page):
-    experiment = make_experiment(page.user, "lr pair")
-    runs = [
-        trained_run(
-            experiment, f"lr={lr} seed={seed}", overrides={"optim.actor_lr": lr, "seed": seed}, step=30
-        )
-        for lr in (0.001, 0.0001)
-        for seed in (1, 2)
-    ]
-    for i, run in enumerate(runs):
-        points(run, "train/success", {s: (s * s % 7) / 7 + i / 10 for s in range(30)})
-    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
-    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    open_lr_pair(page, 30)
     page.select_option("#group-by", "optim.actor_lr")
     page.wait_for_function(
         "document.getElementById('chart-success').data.some(t => String(t.meta).startsWith('group-'))"
