@@ -3,8 +3,9 @@ that opens them in a column, and no page scrolls sideways (wide tables scroll in
 
 import pytest
 
-from tests.factories import make_experiment, points, trained_run
+from tests.factories import make_event, make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT
+from webapp.alerts.models import Notification
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
@@ -23,6 +24,13 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
     ]
     for i, run in enumerate(runs):
         points(run, "train/success", {s: (s % 7) / 7 + i / 10 for s in range(40)})
+    # The run page's alert emails table (long recipients) and its tags and notes, on a phone too
+    experiment.set_alerts(
+        [f"researcher.number.{i}@a-long-laboratory-domain.example.org" for i in range(3)], True
+    )
+    Notification.create_for_event(make_event(runs[0], 20, "collapse"))
+    runs[0].tags, runs[0].notes = ["baseline", "paper-repro"], "A note long enough to wrap on a phone. " * 4
+    runs[0].save()
     page.set_viewport_size(PHONE)
     pages = {
         "experiments": "/",
