@@ -358,3 +358,22 @@ def test_every_logged_key_is_charted_and_a_key_logged_live_gets_its_chart(page):
     post_points(page.base, run.pk, token, [(3, "late/key", 0.5), (4, "late/key", 0.25)])
     page.locator("text=late/key").first.wait_for(timeout=15_000)  # the page reloaded with its chart
     assert page.locator("#section-logged > summary").inner_text().strip() == "Other logged keys (131)"
+
+
+def test_many_other_keys_of_a_native_run_start_folded_and_a_choice_to_open_them_is_kept(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=20, total_steps=20)
+    keys = [f"perf/extra_{i}" for i in range(15)]
+    run.latest_metrics = dict.fromkeys(["train/success", *keys], 0.5)
+    run.save()
+    zigzag = {s: (s * s % 7) / 7 for s in range(20)}
+    MetricPoint.upsert(run.pk, [(s, key, zigzag[s]) for s in range(20) for key in ["train/success", *keys]])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "success")["lines"] == [20], timeout=15, message="the success chart")
+    # The standard charts are the page's view; fifteen more of a run trained here wait behind their title
+    assert page.locator("#section-logged > summary").inner_text().strip() == "Other logged keys (15)"
+    assert not page.locator("#chart-logged-0").is_visible()
+    page.locator("#section-logged > summary").click()
+    wait_for(lambda: drawn(page, "logged-0")["lines"] == [20], timeout=10, message="the unfolded chart drawn")
+    page.reload()
+    wait_for(lambda: drawn(page, "logged-0")["lines"] == [20], timeout=15, message="kept open after a reload")
+    assert page.locator("#chart-logged-0").is_visible()
