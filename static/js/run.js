@@ -585,7 +585,9 @@
       plot.parentNode.insertBefore(tools, plot);
     });
     document.querySelectorAll("details.chart-section").forEach(function (section) {
-      section.open = !prefs.folded[section.dataset.section];
+      // The reader's last choice, else the server's default (many extra keys of a native run: folded)
+      const choice = prefs.folded[section.dataset.section];
+      section.open = choice === undefined ? section.dataset.folded !== "true" : !choice;
       section.addEventListener("toggle", function () {
         prefs.folded[section.dataset.section] = !section.open;
         savePrefs();

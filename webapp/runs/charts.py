@@ -11,6 +11,10 @@ from webapp.runs.notes import chart_notes
 CHARTS = metrics.CHARTS
 
 
+# Other keys of a run trained here charted open; beyond this many, their section starts folded.
+OTHER_KEYS_OPEN = 12
+
+
 def standard_charts(config: dict) -> list[dict]:
     """CHARTS, then one validation-success chart per environment in the run's rollout.val_envs."""
     val_envs = _mapping(_mapping(config).get("rollout")).get("val_envs") or []
@@ -27,12 +31,15 @@ def chart_sections(run: Run) -> list[dict]:
         for chart in standard_charts(run.config)
     ]
     others = other_keys(run.latest_metrics, standard)
-    sections = [{"id": "training", "title": "Training", "charts": standard}]
+    sections = [{"id": "training", "title": "Training", "charts": standard, "folded": False}]
     if others:
         sections.append(
             {
                 "id": "logged",
                 "title": f"Other logged keys ({len(others)})",
+                # A run trained here: the standard charts are its view, and its many other keys (time/*,
+                # perf/*, ...) wait folded until opened (the page remembers). An import's columns are its data.
+                "folded": not run.experiment.imported and len(others) > OTHER_KEYS_OPEN,
                 "charts": [
                     {"id": f"logged-{index}", "title": key, "keys": [key]} for index, key in enumerate(others)
                 ],
