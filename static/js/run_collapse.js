@@ -71,10 +71,13 @@
       line(series, "collapse/mi_estimate", "MI estimate (nats)", { color: "#1f77b4" }),
       line(series, "collapse/retrieval_acc", "retrieval accuracy", { color: "#ff7f0e" }),
       line(series, "collapse/retrieval_chance", "chance", { color: "#7f7f7f", dash: "dash" }),
+      // Logged on every measured step, estimate or not: where the MI line stops, this says why (0: no
+      // reply reasons any more, so there is nothing to score).
+      line(series, "collapse/valid_thinking_rate", "valid thinking rate", { color: "#2ca02c", dash: "dot" }),
     ], Object.assign({}, layout, {
       title: { text: "Input dependence", font: { size: 14 } },
       yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero" },
-      yaxis2: { title: { text: "retrieval" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
+      yaxis2: { title: { text: "retrieval, thinking rate" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
                 tickformat: ".0%", showgrid: false },
     }, window.EchoChartView.stepAxis("collapse")), window.EchoChartConfig);
     window.EchoChartView.joinStepAxis(miPlot, function () { draw(drawnSeries); });

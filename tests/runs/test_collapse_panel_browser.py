@@ -22,17 +22,23 @@ def test_panel_draws_mi_retrieval_with_its_chance_line_and_the_regime_scatter(pa
             (step, "collapse/retrieval_chance", 0.25),
             (step, "collapse/conditional_entropy", 1.2 + 0.1 * i),
         ]
-    MetricPoint.upsert(run.pk, points + [(s, "train/success", 0.5) for s in range(40)])
+    # Reasoning gone at steps 40 and 45: no estimate there, only the valid thinking rate, at 0
+    rates = [(step, "collapse/valid_thinking_rate", 1.0 if step < 40 else 0.0) for step in range(0, 50, 5)]
+    MetricPoint.upsert(run.pk, points + rates + [(s, "train/success", 0.5) for s in range(50)])
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.locator("#collapse-mi .scatterlayer .trace").first.wait_for()
     assert page.locator("#collapse-panel h2").text_content() == "Template collapse"
     assert not page.locator("#collapse-no-data").is_visible()
-    assert page.locator("#collapse-mi .scatterlayer .trace").count() == 3  # MI, retrieval, chance
+    assert page.locator("#collapse-mi .scatterlayer .trace").count() == 4  # MI, retrieval, chance, rate
     assert page.locator("#collapse-mi .legendtext").all_text_contents() == [
         "MI estimate (nats)",
         "retrieval accuracy",
         "chance",
+        "valid thinking rate",
     ]
+    # the rate's line runs on to step 45, past the MI line's last measured step (35): one marker a step
+    rate_markers = page.locator("#collapse-mi .scatterlayer .trace").nth(3).locator(".points path.point")
+    assert rate_markers.count() == 10
     assert page.locator("#collapse-regime .scatterlayer .point").count() == 8  # one per measured step
     assert "step" in page.locator("#collapse-regime .colorbar").text_content()
     if os.environ.get("SCREENSHOTS"):
