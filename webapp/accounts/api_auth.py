@@ -121,7 +121,9 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
         body = jsonsafe.loads(raw or b"null")
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
         hint = (
-            " (it looks gzip-compressed: say so with Content-Encoding: gzip)" if raw[:2] == GZIP_MAGIC else ""
+            " (it looks gzip-compressed: say so with Content-Encoding: gzip)"
+            if raw[:2] == gzip_stream.MAGIC
+            else ""
         )
         raise ApiError.field("body", f"not valid JSON{hint}: {error}") from None
     if jsonsafe.may_hold_unstorable_text(raw):
@@ -130,9 +132,6 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
             where = where or "body"
             raise ApiError.field(where, jsonsafe.UNSTORABLE_TEXT)
     return body
-
-
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _decoded_body(request, max_bytes: int) -> bytes:

@@ -5,6 +5,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 
 GZIP_WBITS = 16 + zlib.MAX_WBITS
+MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip stream
 
 
 class Oversized(ValueError):
