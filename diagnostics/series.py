@@ -114,10 +114,13 @@ def _step(value: Any, where: str) -> int:
 
 
 def _parse_csv(text: str, checked: bool) -> list[_Row]:
-    reader = csv.reader(io.StringIO(text))
+    # strict: a quote never closed is an error, not a cell that swallows the rest of the file
+    reader = csv.reader(io.StringIO(text), strict=True)
     try:
         return _csv_rows(reader, checked)
-    except csv.Error as error:  # e.g. a cell longer than csv.field_size_limit()
+    except csv.Error as error:  # also a cell longer than csv.field_size_limit()
+        if str(error) == "unexpected end of data":
+            error = 'the file ends inside a quoted cell (a " that is never closed)'
         raise ValueError(f"line {reader.line_num}: {error}") from None
 
 
