@@ -52,15 +52,41 @@ def test_an_experiment_filter_beyond_64_bits_is_a_400(client, auth, value):
 @pytest.mark.parametrize(
     "method, url, allowed",
     [
-        ("put", "/api/experiments", "GET, POST"),
-        ("delete", "/api/runs/1", "GET"),
-        ("get", "/api/runs/1/stop", "POST"),
-        ("patch", "/api/imports", "POST"),
+        ("put", "/api/experiments", "GET, POST, HEAD, OPTIONS"),
+        ("delete", "/api/runs/1", "GET, HEAD, OPTIONS"),
+        ("get", "/api/runs/1/stop", "POST, OPTIONS"),
+        ("head", "/api/runs/1/stop", "POST, OPTIONS"),
+        ("patch", "/api/imports", "POST, OPTIONS"),
     ],
 )
 def test_405_says_which_methods_are_allowed(client, auth, method, url, allowed):
     response = getattr(client, method)(url, **auth)
     assert response.status_code == 405 and response["Allow"] == allowed
+
+
+def test_head_answers_the_gets_status_and_headers_without_a_body(client, auth, alice):
+    run = make_run(alice)
+    url = f"/api/runs/{run.pk}/metrics?keys=train/success"
+    got = client.get(url, **auth)
+    head = client.head(url, **auth)
+    assert head.status_code == 200 and head.content == b""
+    assert head["Content-Type"] == got["Content-Type"]
+    assert head["Content-Length"] == str(len(got.content))
+    assert client.head("/api/runs/99999999", **auth).status_code == 404
+    assert client.head(url).status_code == 401  # the same authentication as a GET
+
+
+def test_options_says_what_the_resource_allows_without_authentication(client):
+    response = client.options("/api/experiments")
+    assert response.status_code == 204 and response["Allow"] == "GET, POST, HEAD, OPTIONS"
+    assert client.options("/api/runs/1/stop")["Allow"] == "POST, OPTIONS"
+
+
+def test_pages_answer_head(alice_client, alice):
+    run = make_run(alice)
+    for url in (f"/runs/{run.pk}/", "/import", f"/experiments/{run.experiment_id}/", "/api/schema", "/healthz"):
+        response = alice_client.head(url)
+        assert response.status_code == 200, url
 
 
 def test_unknown_metric_keys_come_back_as_empty_series_as_documented(client, auth, alice):

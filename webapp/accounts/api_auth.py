@@ -12,7 +12,7 @@ import re
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -70,44 +70,67 @@ def _csrf_failure(request):
 
 
 def api_view(methods=("GET",)):
+    """`methods`: what the view takes. HEAD is answered wherever GET is (the GET's headers, no body,
+    RFC 9110) and OPTIONS everywhere (204 with the Allow header, no authentication, as for a preflight)."""
+    allowed = (*methods, "HEAD", "OPTIONS") if "GET" in methods else (*methods, "OPTIONS")
+
     def decorate(view):
         @csrf_exempt
         @functools.wraps(view)
         def wrapped(request, *args, **kwargs):
-            if request.method not in methods:
-                allowed = ", ".join(methods)
-                response = error_response(405, f"method {request.method[:20]} not allowed; use {allowed}")
-                response["Allow"] = allowed
-                return response
-            token = bearer_token(request)
-            if token is not None:
-                user = ApiToken.authenticate(token)
-                if user is None:
-                    return unauthenticated("invalid API token")
-                request.user = user
-            elif request.user.is_authenticated:
-                if request.method not in ("GET", "HEAD", "OPTIONS") and _csrf_failure(request) is not None:
-                    return error_response(403, "CSRF check failed: send the X-CSRFToken header")
+            if request.method not in allowed:
+                response = error_response(
+                    405, f"method {request.method[:20]} not allowed; use {', '.join(allowed)}"
+                )
+            elif request.method == "OPTIONS":
+                response = HttpResponse(status=204)
+            elif request.method == "HEAD":
+                request.method = "GET"  # the view sees the GET it answers
+                return without_body(_authenticated_call(view, request, *args, **kwargs))
             else:
-                return unauthenticated(
-                    "authentication required: log in or send 'Authorization: Bearer <token>'"
-                )
-            try:
-                return view(request, *args, **kwargs)
-            except ApiError as error:
-                return error_response(error.status, error.message, error.errors)
-            except Http404 as error:
-                return error_response(404, str(error) or "not found")
-            except MultiPartParserError as error:
-                return error_response(
-                    400,
-                    f"body: not valid multipart/form-data: {error}",
-                    {"body": f"not valid multipart/form-data: {error}"},
-                )
+                return _authenticated_call(view, request, *args, **kwargs)
+            response["Allow"] = ", ".join(allowed)
+            return response
 
         return wrapped
 
     return decorate
+
+
+def _authenticated_call(view, request, *args, **kwargs):
+    token = bearer_token(request)
+    if token is not None:
+        user = ApiToken.authenticate(token)
+        if user is None:
+            return unauthenticated("invalid API token")
+        request.user = user
+    elif request.user.is_authenticated:
+        if request.method != "GET" and _csrf_failure(request) is not None:
+            return error_response(403, "CSRF check failed: send the X-CSRFToken header")
+    else:
+        return unauthenticated("authentication required: log in or send 'Authorization: Bearer <token>'")
+    try:
+        return view(request, *args, **kwargs)
+    except ApiError as error:
+        return error_response(error.status, error.message, error.errors)
+    except Http404 as error:
+        return error_response(404, str(error) or "not found")
+    except MultiPartParserError as error:
+        return error_response(
+            400,
+            f"body: not valid multipart/form-data: {error}",
+            {"body": f"not valid multipart/form-data: {error}"},
+        )
+
+
+def without_body(response):
+    """The answer to a HEAD: the GET's status and headers (its Content-Length too), no body."""
+    if response.streaming:
+        response.streaming_content = iter(())
+    else:
+        response["Content-Length"] = str(len(response.content))
+        response.content = b""
+    return response
 
 
 def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):

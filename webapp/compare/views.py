@@ -5,7 +5,7 @@ import colorsys
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from diagnostics.metrics import CHART_KEYS, CHARTS
 from webapp.compare import ablations, aggregates, selection
@@ -95,7 +95,7 @@ def compare_url(run_ids) -> str:
 
 
 @login_required
-@require_GET
+@require_safe
 def compare(request):
     values = request.GET.getlist("runs")
     if len(values) > 1:  # a checkbox form sends runs=3&runs=7: one shareable spelling

@@ -6,7 +6,7 @@ from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotFou
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.utils.text import slugify
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 import envs
 from trainer.config import PRESETS, TrainConfig
@@ -21,7 +21,7 @@ PAGE_SIZE = 20
 
 
 @login_required
-@require_GET
+@require_safe
 def experiment_list(request):
     filters = overview.ListFilters.from_query(request.GET)
     experiments = filters.apply(overview.annotated(Experiment.objects.for_user(request.user)))
@@ -73,7 +73,7 @@ def experiment_estimate(request):
 
 
 @login_required
-@require_GET
+@require_safe
 def experiment_rerun(request, pk):
     """ "Re-run with changes": the new-experiment form, prefilled from this experiment."""
     source = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
@@ -92,7 +92,7 @@ def _no_trainer_config(experiment, what: str):
 
 
 @login_required
-@require_GET
+@require_safe
 def run_rerun(request, pk):
     """A run's "Re-run": the new-experiment form with this run's config and seed, without the grid."""
     run = owned_run(request, pk)
@@ -124,7 +124,7 @@ def _render_new(request, form, import_form, status=200):
 
 
 @login_required
-@require_GET
+@require_safe
 def experiment_detail(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     initial = {
@@ -187,7 +187,7 @@ def experiment_stop(request, pk):
 
 
 @login_required
-@require_GET
+@require_safe
 def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     if not experiment.config:

@@ -17,7 +17,7 @@ CHUNK = 1024 * 1024
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def import_run(request):
     if request.method == "POST":
         form = ImportForm(request.POST, request.FILES)

@@ -9,7 +9,7 @@ from django.http import HttpResponseBadRequest, HttpResponseNotFound, StreamingH
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from webapp.alerts.models import Notification
 from webapp.compare import selection
@@ -38,7 +38,7 @@ def _back(request, fallback: str):
 
 
 @login_required
-@require_GET
+@require_safe
 def run_list(request):
     form = RunTableForm(request.GET)
     context = {
@@ -113,7 +113,7 @@ def run_restore(request, pk):
 
 
 @login_required
-@require_GET
+@require_safe
 def runs_export(request):
     """GET /runs/export.csv?runs=3,7,12: the runs' metrics in one CSV (webapp.metrics.export)."""
     ids, invalid = selection.split_ids(request.GET.getlist("runs"))
