@@ -1,8 +1,32 @@
 // The view of a page's charts kept in its address, so that a copied link opens the same view: the x
 // axis (?x=time, the run page's), the x range every chart shows (?xrange=10,50), the smoothing
 // (?smooth=0.6) and the run page's detector's view (?detector=1). Shared by the run and compare pages;
-// each keeps the rest of its address as it is.
+// each keeps the rest of its address as it is. Also the addresses of their chart data requests (keyUrls).
 window.EchoChartView = {
+  // Servers and proxies refuse a longer request line (gunicorn's default limit is 4,094 bytes, nginx's 8k).
+  URL_BUDGET: 3500,
+
+  // The GET requests for `keys`, key=<key> each (a key may hold a comma), as few as keep every address
+  // within URL_BUDGET characters and maxKeys keys: a run may log hundreds of keys with long names.
+  // makeUrl(): a new URL holding every other parameter.
+  keyUrls: function (makeUrl, keys, maxKeys) {
+    const urls = [];
+    let url = null, count = 0, length = 0;
+    keys.forEach(function (key) {
+      const added = 1 + new URLSearchParams({ key: key }).toString().length;  // "&key=..."
+      if (url === null || count >= maxKeys || (count > 0 && length + added > window.EchoChartView.URL_BUDGET)) {
+        url = makeUrl();
+        urls.push(url);
+        count = 0;
+        length = url.href.length;
+      }
+      url.searchParams.append("key", key);
+      count += 1;
+      length += added;
+    });
+    return urls;
+  },
+
   read: function () {
     const query = new URLSearchParams(window.location.search);
     const smooth = query.get("smooth");

@@ -51,17 +51,36 @@
     return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
   }
 
-  function dataUrl() {
-    const url = new URL(page.urls.data, window.location.origin);
+  // The chart data, in as many requests as the keys' addresses need (many keys with long names).
+  function dataUrls() {
     // Grouped: only the runs drawn, since the server aggregates every run it is sent.
     const runs = state.groupBy ? selectedRuns() : page.runs;
-    url.searchParams.set("runs", runs.map(function (run) { return run.id; }).join(","));
-    // key= per key, as logged: a key may hold a comma
-    chartKeys().forEach(function (key) { url.searchParams.append("key", key); });
-    url.searchParams.set("max_points", String(page.max_points));
-    if (state.bands) url.searchParams.set("bands", "1");
-    if (state.groupBy) url.searchParams.set("group_by", state.groupBy);
-    return url;
+    return window.EchoChartView.keyUrls(function () {
+      const url = new URL(page.urls.data, window.location.origin);
+      url.searchParams.set("runs", runs.map(function (run) { return run.id; }).join(","));
+      url.searchParams.set("max_points", String(page.max_points));
+      if (state.bands) url.searchParams.set("bands", "1");
+      if (state.groupBy) url.searchParams.set("group_by", state.groupBy);
+      return url;
+    }, chartKeys(), page.max_keys);
+  }
+
+  async function getJson(url) {
+    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    const body = await response.json().catch(function () { return {}; });
+    if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
+    return body;
+  }
+
+  // One answer from the answers of dataUrls(): the first, with the other answers' series (per run, per
+  // group) added to it.
+  function joined(bodies) {
+    const body = bodies[0];
+    bodies.slice(1).forEach(function (part) {
+      Object.keys(part.series).forEach(function (id) { Object.assign(body.series[id], part.series[id]); });
+      (part.groups || []).forEach(function (group, i) { Object.assign(body.groups[i].series, group.series); });
+    });
+    return body;
   }
 
   // While any run shown is queued or running, the page reloads its data every POLL_MS (the server
@@ -73,11 +92,9 @@
     window.clearTimeout(state.nextPoll);
     const ticket = ++state.loads;  // a newer load (the user changed grouping) supersedes this one
     try {
-      const response = await fetch(dataUrl(), { credentials: "same-origin", headers: { Accept: "application/json" } });
-      const body = await response.json().catch(function () { return {}; });
+      const body = joined(await Promise.all(dataUrls().map(getJson)));
       await scriptsLoaded;
       if (ticket !== state.loads) return;
-      if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
       state.data = body;
       if (polled) showSummaries(body.runs);
       if (!polled && !(options && options.sameEntries)) state.hidden.clear();

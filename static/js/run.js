@@ -101,18 +101,14 @@
     return body;
   }
 
-  // One request per MAX_KEYS keys: a run may log hundreds (veRL logs over 100).
+  // A run may log hundreds of keys (veRL logs over 100): as many requests as the addresses need.
   function metricsUrls() {
-    const urls = [];
-    for (let start = 0; start < KEYS.length; start += MAX_KEYS) {
+    return window.EchoChartView.keyUrls(function () {
       const url = new URL(page.urls.metrics, window.location.origin);
-      // key= per key, as logged: a key may hold a comma
-      KEYS.slice(start, start + MAX_KEYS).forEach(function (key) { url.searchParams.append("key", key); });
       url.searchParams.set("max_points", String(MAX_POINTS));
       if (state.lastStep !== null && !state.refetch) url.searchParams.set("after", String(state.lastStep));
-      urls.push(url);
-    }
-    return urls;
+      return url;
+    }, KEYS, MAX_KEYS);
   }
 
   // Append the points newer than what we hold; a raw point is its own min and max.

@@ -159,6 +159,7 @@ def compare(request):
                 "other_keys": others,  # the picker's keys; chart ids "extra-<index in this list>"
                 "extra": extra,
                 "max_extra": MAX_EXTRA,
+                "max_keys": MAX_KEYS,
                 "group_fields": group_fields,
                 "group_by": next(
                     (
