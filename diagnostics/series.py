@@ -2,11 +2,13 @@
 
 CSV: a header row with a `step` column and one column per metric; an empty cell means "not logged".
 JSONL (our metrics.jsonl): one object per line, `{"step": n, "<key>": value, ...}`; null = not logged.
+A Hugging Face `trainer_state.json` (what TRL's trainers write with each checkpoint) is read as the JSON
+lines of its `log_history`, line N its Nth entry. Any of them may come gzip-compressed.
 NaN and inf are numbers (written as nan/inf/NaN/Infinity, bare or quoted): a NaN gradient norm is
 exactly what the detector looks for; a number too large for a float (1e400) is an error, not an inf.
 Rows of one step are merged (a trainer's log history has a training row and an evaluation row at the
-same step), unless they give the same column twice. Every problem raises ValueError naming the line and
-column.
+same step, both with its `epoch`), unless they give one column two different values. Every problem raises
+ValueError naming the line and column.
 """
 
 import csv
@@ -16,6 +18,8 @@ import math
 import operator
 import os
 import re
+import zlib
+from collections.abc import Iterable
 from typing import Any
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -38,17 +42,45 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"format: {fmt!r} is not 'csv' or 'jsonl'")
     checked = bool(_MAYBE_BEYOND_FLOAT.search(text))  # only then is a cell read number by number
-    rows = _parse_jsonl(text, checked) if fmt == "jsonl" else _parse_csv(text, checked)
+    if fmt == "csv":
+        rows = _parse_csv(text, checked)
+    else:
+        log_history = _log_history(text, checked)
+        lines = (
+            enumerate(text.splitlines(), start=1) if log_history is None else enumerate(log_history, start=1)
+        )
+        rows = _parse_jsonl(lines, checked)
     by_step: dict[int, dict[str, float]] = {}
     for line, step, values in rows:
         merged = by_step.setdefault(step, values)
         if merged is values:
             continue
-        for key in values.keys() & merged.keys():  # named with the first row of this step that gave it
-            earlier = next(n for n, s, v in rows if s == step and key in v)
-            raise ValueError(f"line {line}: step {step}, column {key!r} already given on line {earlier}")
+        for key in values.keys() & merged.keys():
+            if not _same(values[key], merged[key]):  # named with the first row of this step that gave it
+                earlier = next(n for n, s, v in rows if s == step and key in v)
+                raise ValueError(
+                    f"line {line}: step {step}, column {key!r} is {values[key]!r} here but "
+                    f"{merged[key]!r} on line {earlier}"
+                )
         merged.update(values)
     return sorted(by_step.items(), key=lambda row: row[0])
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _log_history(text: str, checked: bool) -> list | None:
+    """The entries of a trainer_state.json's `log_history`, else None (the text is JSON lines)."""
+    if '"log_history"' not in text:
+        return None
+    try:
+        state = json.loads(text, parse_float=_checked_float if checked else None)
+    except (ValueError, RecursionError, _BeyondFloat):  # not one JSON document: JSON lines, or broken
+        return None
+    if isinstance(state, dict) and isinstance(state.get("log_history"), list):
+        return state["log_history"]
+    return None
 
 
 # A literal that may not fit in a float: an exponent of three digits or more, or 309 digits in a row.
@@ -66,12 +98,35 @@ def _read(path_or_text: PathOrText, max_bytes: int) -> str:
             data = f.read()
     if len(data) > max_bytes:
         raise ValueError(f"text is {len(data)} bytes, over the limit of {max_bytes}")
+    if data[:2] == GZIP_MAGIC:
+        data = _gunzip(data, max_bytes)
     if b"\0" in data:
         raise ValueError("not CSV or JSON lines: the data is binary")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ValueError(f"not CSV or JSON lines: not UTF-8 text (byte {error.start})") from None
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _gunzip(data: bytes, max_bytes: int) -> bytes:
+    """What a gzip file holds (every member), refused beyond max_bytes: a small file must not inflate
+    into gigabytes."""
+    out = bytearray()
+    try:
+        while data:
+            inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
+            out += inflater.decompress(data, max_bytes + 1 - len(out))
+            if len(out) > max_bytes:
+                raise ValueError(f"file is over the limit of {max_bytes} bytes once decompressed")
+            if not inflater.eof:
+                raise ValueError("gzip: the file ends before its compressed data does")
+            data = inflater.unused_data
+    except zlib.error as error:
+        raise ValueError(f"gzip: not valid compressed data ({error})") from None
+    return bytes(out)
 
 
 def key_problem(key: Any) -> str | None:
@@ -119,9 +174,10 @@ def _parse_csv(text: str, checked: bool) -> list[_Row]:
     try:
         return _csv_rows(reader, checked)
     except csv.Error as error:  # also a cell longer than csv.field_size_limit()
-        if str(error) == "unexpected end of data":
-            error = 'the file ends inside a quoted cell (a " that is never closed)'
-        raise ValueError(f"line {reader.line_num}: {error}") from None
+        problem = str(error)
+        if problem == "unexpected end of data":
+            problem = 'the file ends inside a quoted cell (a " that is never closed)'
+        raise ValueError(f"line {reader.line_num}: {problem}") from None
 
 
 def _csv_rows(reader: Any, checked: bool) -> list[_Row]:
@@ -183,6 +239,25 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
     return line, step, values
 
 
+def _json_record(line: int, raw: str, checked: bool) -> Any:
+    """The JSON value of a line, None for a blank one."""
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw, parse_float=_checked_float if checked else None)
+    except json.JSONDecodeError as error:
+        hint = ""
+        if line == 1 and raw.strip() in ("{", "["):
+            hint = ": the file is one JSON document spread over lines, not JSON lines"
+        raise ValueError(f"line {line}: not JSON ({error.msg}){hint}") from None
+    except _BeyondFloat as error:
+        raise ValueError(f"line {line}: {_short(str(error))} is beyond a 64-bit float's range") from None
+    except ValueError as error:  # an integer of more than 4,300 digits
+        raise ValueError(f"line {line}: not JSON ({str(error).split(';')[0]})") from None
+    except RecursionError:
+        raise ValueError(f"line {line}: not JSON (nested too deeply)") from None
+
+
 class _BeyondFloat(Exception):
     """A JSON number literal that a float cannot hold (its text is the message)."""
 
@@ -199,22 +274,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _parse_jsonl(text: str, checked: bool) -> list[_Row]:
+def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
+    """lines: (line number, its text, or the record a trainer_state.json's log_history holds there)."""
     rows: list[_Row] = []
     known: set[str] = set()
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
+    for line, raw in lines:
+        record = _json_record(line, raw, checked) if isinstance(raw, str) else raw
+        if record is None:
             continue
-        try:
-            record = json.loads(raw, parse_float=_checked_float if checked else None)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"line {line}: not JSON ({error.msg})") from None
-        except _BeyondFloat as error:
-            raise ValueError(f"line {line}: {_short(str(error))} is beyond a 64-bit float's range") from None
-        except ValueError as error:  # an integer of more than 4,300 digits
-            raise ValueError(f"line {line}: not JSON ({str(error).split(';')[0]})") from None
-        except RecursionError:
-            raise ValueError(f"line {line}: not JSON (nested too deeply)") from None
         if not isinstance(record, dict):
             raise ValueError(f"line {line}: expected a JSON object, got {type(record).__name__}")
         if "step" not in record:

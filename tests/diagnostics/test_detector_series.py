@@ -1,5 +1,7 @@
 """Reading metric histories from CSV and JSON lines, and every kind of bad input."""
 
+import gzip
+import json
 import math
 import re
 
@@ -46,8 +48,8 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
             "line 8, column 'actor/grad_norm': 'abc' is not a number",
         ),
         ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
-        ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' already given on line 2"),
-        ("step,a,b\n0,1,\n0,,2\n0,3,\n", "line 4: step 0, column 'a' already given on line 2"),
+        ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
+        ("step,a,b\n0,1,\n0,,2\n0,3,\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
         ("step,a\n0,1e400\n", "line 2, column 'a': '1e400' is beyond a 64-bit float's range"),
         ('{"step": 0, "a": -1E+999}\n', "line 1: '-1E+999' is beyond a 64-bit float's range"),
         ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
@@ -57,7 +59,7 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ("step,,b\n0,1,2\n", "line 1, column 2: empty column name"),
         ("\n", "line 1: empty file"),
         ('step,"a\n0,1\n', 'line 2: the file ends inside a quoted cell (a " that is never closed)'),
-        ('step,a\n0,1\n1,"2\n2,3\n', 'line 4: the file ends inside a quoted cell'),
+        ('step,a\n0,1\n1,"2\n2,3\n', "line 4: the file ends inside a quoted cell"),
         ('step,a\n0,"1"x\n', "line 2: ',' expected after '\"'"),
         ('{"step": 0}\n{"step": 1, "a": "abc"}\n', "line 2, column 'a': 'abc' is not a number"),
         ('{"step": 0}\n{"step": 1, "a": true}\n', "line 2, column 'a': True is not a number"),
@@ -66,7 +68,14 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
         ('{"step": 0}\n{"step": 1,\n', "line 2: not JSON"),
         ('{"step": -1}\n', "line 1, key 'step': -1 is not a whole step number"),
-        ('{"step": 0, "a": 1}\n{"step": 0, "a": 2}\n', "line 2: step 0, column 'a' already given on line 1"),
+        (
+            '{"step": 0, "a": 1}\n{"step": 0, "a": 2}\n',
+            "line 2: step 0, column 'a' is 2.0 here but 1.0 on line 1",
+        ),
+        (
+            '{\n  "global_step": 3\n}\n',
+            "line 1: not JSON (Expecting property name enclosed in double quotes): the file is one JSON document spread over lines, not JSON lines",
+        ),
     ],
 )
 def test_bad_input_names_the_line_and_column(text, message):
@@ -105,3 +114,62 @@ def test_size_limit(tmp_path):
         load_series(path, max_bytes=1000)
     with pytest.raises(ValueError, match="over the limit of 1000"):
         load_series(path.read_text(), max_bytes=1000)
+
+
+def test_a_column_given_again_with_the_same_value_merges():
+    # Hugging Face writes `epoch` in the training row and in the evaluation row of a step.
+    text = "step,epoch,loss,eval_loss\n5,0.5,1.2,\n5,0.5,,1.4\n6,nan,1,\n6,nan,,2\n"
+    series = load_series(text)
+    assert series[0] == (5, {"epoch": 0.5, "loss": 1.2, "eval_loss": 1.4})
+    assert (
+        series[1][1]["loss"] == 1.0 and series[1][1]["eval_loss"] == 2.0 and math.isnan(series[1][1]["epoch"])
+    )
+
+
+TRAINER_STATE = {
+    "best_metric": None,
+    "epoch": 1.0,
+    "global_step": 10,
+    "log_history": [
+        {"epoch": 0.5, "grad_norm": 1.5, "learning_rate": 1e-5, "loss": 0.7, "step": 5},
+        {"epoch": 0.5, "eval_loss": 0.9, "eval_runtime": 1.2, "step": 5},
+        {"epoch": 1.0, "loss": 0.6, "reward": 0.25, "step": 10},
+        {"epoch": 1.0, "step": 10, "total_flos": 0.0, "train_loss": 0.65},
+    ],
+}
+
+
+@pytest.mark.parametrize("indent", [2, None])
+def test_a_trainer_state_json_is_read_as_its_log_history(tmp_path, indent):
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps(TRAINER_STATE, indent=indent) + "\n")
+    assert load_series(path) == [
+        (
+            5,
+            {
+                "epoch": 0.5,
+                "grad_norm": 1.5,
+                "learning_rate": 1e-5,
+                "loss": 0.7,
+                "eval_loss": 0.9,
+                "eval_runtime": 1.2,
+            },
+        ),
+        (10, {"epoch": 1.0, "loss": 0.6, "reward": 0.25, "total_flos": 0.0, "train_loss": 0.65}),
+    ]
+    state = {**TRAINER_STATE, "log_history": [*TRAINER_STATE["log_history"], {"epoch": 1.0, "loss": 0.5}]}
+    path.write_text(json.dumps(state, indent=indent))
+    with pytest.raises(ValueError, match="line 5: no 'step' key"):  # line N: the Nth entry
+        load_series(path)
+
+
+def test_gzip_files_are_read_and_bounded(tmp_path):
+    path = tmp_path / "metrics.csv.gz"
+    path.write_bytes(gzip.compress(b"step,a\n0,1\n") + gzip.compress(b"1,2\n"))  # two members, as cat makes
+    assert load_series(path) == [(0, {"a": 1.0}), (1, {"a": 2.0})]
+    path.write_bytes(gzip.compress(b"step,a\n" + b"0,1\n" * 10_000))  # 40 kB of text in a small file
+    with pytest.raises(ValueError, match="over the limit of 1000 bytes once decompressed"):
+        load_series(path, max_bytes=1000)
+    path.write_bytes(gzip.compress(b"step,a\n0,1\n")[:-10])
+    with pytest.raises(ValueError, match="gzip: the file ends before its compressed data does"):
+        load_series(path)

@@ -1,6 +1,7 @@
 """POST /api/imports: the same import as the page, for scripts (multipart or the raw file as the body)."""
 
 import gzip
+import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -198,3 +199,25 @@ def test_a_file_name_holding_nul_is_refused(client, auth):
     assert response.status_code == 400
     assert list(response.json()["errors"]) == ["filename"]
     assert nothing_saved()
+
+
+def test_a_trl_trainer_state_and_a_gzip_csv_upload_become_runs_with_our_names(client, auth):
+    state = {
+        "global_step": 2,
+        "log_history": [
+            {"epoch": 0.5, "loss": 0.7, "reward": 0.25, "reward_std": 0.5, "step": 1},
+            {"epoch": 0.5, "eval_loss": 0.9, "step": 1},
+            {"epoch": 1.0, "loss": 0.6, "reward": 0.5, "reward_std": 0.4, "step": 2},
+        ],
+    }
+    upload = SimpleUploadedFile("trainer_state.json", json.dumps(state, indent=2).encode())
+    response = client.post("/api/imports", {"file": upload}, **auth)
+    assert response.status_code == 201, response.json()
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.latest_metrics["train/reward_mean"] == 0.5 and run.latest_metrics["eval_loss"] == 0.9
+    assert response.json()["steps"] == 2
+
+    upload = SimpleUploadedFile("metrics.csv.gz", gzip.compress(b"step,train/success\n0,0.1\n1,0.2\n"))
+    response = client.post("/api/imports", {"file": upload}, **auth)
+    assert response.status_code == 201, response.json()
+    assert Run.objects.get(pk=response.json()["id"]).latest_metrics == {"train/success": 0.2}

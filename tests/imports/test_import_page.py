@@ -106,7 +106,7 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
             "line 3, column 'train/success': 'abc' is not a number",
         ),
         ("m.csv", b"epoch,train/success\n0,0.5\n", "line 1: no 'step' column"),
-        ("m.csv", b"step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' already given on line 2"),
+        ("m.csv", b"step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
         (
             "m.jsonl",
             b'{"step": 0, "a": 1}\n{"step": 1, "a": "x"}\n',

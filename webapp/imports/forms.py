@@ -24,9 +24,9 @@ def _path_of(upload):
 
 class ImportForm(forms.Form):
     file = forms.FileField(
-        help_text="CSV with a 'step' column and one column per metric, or a metrics.jsonl "
-        "(one JSON object per line). Metric names from veRL/RAGEN and TRL are "
-        "renamed to ours."
+        help_text="CSV with a 'step' column and one column per metric, a metrics.jsonl "
+        "(one JSON object per line), or a TRL / Hugging Face trainer_state.json (its log history); "
+        "gzip-compressed too. Metric names from veRL/RAGEN and TRL are renamed to ours."
     )
     name = forms.CharField(
         max_length=200, required=False, help_text="The experiment's name; default: the file name."

@@ -1,4 +1,5 @@
-"""Imported runs: a metrics file from elsewhere (CSV with a step column, or our metrics.jsonl) becomes a
+"""Imported runs: a metrics file from elsewhere (CSV with a step column, our metrics.jsonl, or a Hugging
+Face trainer_state.json; any of them gzip-compressed) becomes a
 completed run of an imported experiment, with its metric points and the detector's events, so it is
 charted and diagnosed like a live one. Parsing is diagnostics.load_series (its errors name the line
 and column); the run, points and events are written in one transaction or not at all."""
@@ -25,8 +26,9 @@ FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
 def format_of(filename: str) -> str | None:
-    """The format a file name says, or None to tell from the content."""
-    return FORMATS.get(PurePath(filename).suffix.lower())
+    """The format a file name says (metrics.csv.gz says csv), or None to tell from the content."""
+    path = PurePath(filename.removesuffix(".gz").removesuffix(".GZ"))
+    return FORMATS.get(path.suffix.lower())
 
 
 def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
