@@ -186,7 +186,8 @@ def _csv_rows(reader: Any, checked: bool) -> list[_Row]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
     header = [name.strip() for name in header]
     if "step" not in header:
-        raise ValueError(f"line 1: no 'step' column (columns: {', '.join(header)})")
+        hint = "; it looks like JSON lines: read it as jsonl" if header[0].startswith("{") else ""
+        raise ValueError(f"line 1: no 'step' column (columns: {', '.join(header)}){hint}")
     for i, name in enumerate(header):
         if not name:
             raise ValueError(f"line 1, column {i + 1}: empty column name")

@@ -116,6 +116,11 @@ def test_size_limit(tmp_path):
         load_series(path.read_text(), max_bytes=1000)
 
 
+def test_json_lines_read_as_csv_say_so():
+    with pytest.raises(ValueError, match="it looks like JSON lines: read it as jsonl"):
+        load_series('{"step": 0, "a": 1}\n', fmt="csv")
+
+
 def test_a_column_given_again_with_the_same_value_merges():
     # Hugging Face writes `epoch` in the training row and in the evaluation row of a step.
     text = "step,epoch,loss,eval_loss\n5,0.5,1.2,\n5,0.5,,1.4\n6,nan,1,\n6,nan,,2\n"
