@@ -190,6 +190,9 @@ RUN_LIMITS = env.limits(
 
 CHECKPOINT_ROOT = env.path("CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")
+# Sokoban level sets (`env.params.levels`) are read only from here: envs.sokoban.env.LevelFiles, set by
+# webapp.experiments.apps for the web app and the workers alike.
+LEVELS_ROOT = env.path("LEVELS_ROOT", VAR_DIR / "levels")
 
 # Celery (worker/celery.py reads every CELERY_* setting).
 CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = env.broker(VAR_DIR / "broker")

@@ -64,11 +64,39 @@ PARAMS = [
         ". goal, space/-/_ floor) instead of generated rooms.",
     ),
     Param(
-        "levels", "str", "", help="Path to an .xsb file with a level set; each seed draws one level from it."
+        "levels",
+        "str",
+        "",
+        help="Path to an .xsb file with a level set; each seed draws one level from it (on a server: a file in its LEVELS_ROOT).",
     ),
 ]
 
 ACTIONS = ["Up", "Down", "Left", "Right"]
+
+
+class LevelFiles:
+    """Where a `levels` file may be read from. `root` None (the trainer's CLI on one's own machine): any
+    path. A server sets its folder (the web app: LEVELS_ROOT), so that a form cannot make it read other
+    files; there a relative path is read inside the folder, and every refusal reads the same, whether or
+    not a file outside exists."""
+
+    root: Path | None = None
+
+
+def _level_file(value: str, owner: str) -> Path:
+    root = LevelFiles.root
+    if root is None:
+        if not Path(value).is_file():
+            raise ParamError("levels", f"{owner}.levels: no such file {value!r}")
+        return Path(value)
+    path = (root / value).resolve()  # an absolute value stands for itself
+    if not path.is_relative_to(root) or not path.is_file():
+        raise ParamError(
+            "levels",
+            f"{owner}.levels: there is no level file {value[:100]!r} in this server's level folder "
+            "(LEVELS_ROOT; level sets are .xsb files inside it)",
+        )
+    return path
 
 
 def prepare_params(params: dict) -> dict:
@@ -98,10 +126,16 @@ def check_params(owner: str, params: dict) -> dict:
                 f"{owner}.level must hold one level, got {len(parsed)} (use levels=<path> for a level set)",
             )
     if levels:
-        path = Path(levels)
-        if not path.is_file():
-            raise ParamError("levels", f"{owner}.levels: no such file {levels!r}")
-        _parse(path.read_text(encoding="utf-8"), "levels", owner)
+        path = _level_file(levels, owner)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ParamError(
+                "levels", f"{owner}.levels: cannot read {levels[:100]!r} as text ({error})"
+            ) from None
+        _parse(text, "levels", owner)
+        if LevelFiles.root is not None:
+            return {**params, "levels": str(path)}
     return params
 
 

@@ -7,6 +7,7 @@ import pytest
 
 import envs
 from envs.sokoban import GenerationError, generate_room, is_solvable, parse_xsb, replay, solve, to_xsb
+from envs.sokoban.env import LevelFiles
 
 ONE_PUSH_TO_WIN = "#####\n#@$.#\n#####"
 
@@ -199,7 +200,13 @@ def test_replay_rejects_blocked_and_mislabelled_steps():
         replay(level, "R")
 
 
-def test_level_set_file_is_drawn_by_seed(tmp_path):
+@pytest.fixture
+def any_level_file(monkeypatch):
+    """The library as the trainer's CLI uses it: any path (the web app limits them to LEVELS_ROOT)."""
+    monkeypatch.setattr(LevelFiles, "root", None)
+
+
+def test_level_set_file_is_drawn_by_seed(tmp_path, any_level_file):
     path = tmp_path / "set.xsb"
     path.write_text(LEVEL_SET, encoding="utf-8")
     env = envs.make("sokoban", levels=str(path))
@@ -208,7 +215,7 @@ def test_level_set_file_is_drawn_by_seed(tmp_path):
     assert env.reset(seed=4) == env.reset(seed=4)
 
 
-def test_fixed_level_params():
+def test_fixed_level_params(any_level_file):
     level = parse_xsb(ONE_PUSH_TO_WIN)[0]
     assert envs.validate_params("sokoban", {"level": level})["level"] == to_xsb(level)
     with pytest.raises(envs.ParamError, match="must hold one level, got 3") as caught:
@@ -220,6 +227,28 @@ def test_fixed_level_params():
     with pytest.raises(envs.ParamError, match="no such file") as caught:
         envs.make("sokoban", levels="/nonexistent/set.xsb")
     assert caught.value.field == "levels"
+
+
+def test_a_server_reads_level_files_only_from_its_folder_and_refuses_the_rest_alike(tmp_path, monkeypatch):
+    root, outside = tmp_path / "levels", tmp_path / "secret.txt"
+    (root / "boxoban").mkdir(parents=True)
+    (root / "boxoban" / "set.xsb").write_text(LEVEL_SET, encoding="utf-8")
+    outside.write_text("password: hunter2\n")
+    (root / "escape.xsb").symlink_to(outside)
+    monkeypatch.setattr(LevelFiles, "root", root.resolve())
+    params = envs.validate_params("sokoban", {"levels": "boxoban/set.xsb"})
+    assert params["levels"] == str((root / "boxoban" / "set.xsb").resolve())
+    assert len(envs.make("sokoban", **params).fixed_levels) == 3
+    messages = set()
+    for value in (str(outside), "../secret.txt", "escape.xsb", "/nonexistent.xsb", "boxoban", str(root)):
+        with pytest.raises(envs.ParamError) as caught:
+            envs.validate_params("sokoban", {"levels": value})
+        assert caught.value.field == "levels"
+        messages.add(str(caught.value).replace(repr(value), "<value>"))
+    assert messages == {
+        "sokoban.levels: there is no level file <value> in this server's level folder "
+        "(LEVELS_ROOT; level sets are .xsb files inside it)"
+    }
 
 
 def test_same_seed_same_room():

@@ -84,7 +84,13 @@ def test_options_says_what_the_resource_allows_without_authentication(client):
 
 def test_pages_answer_head(alice_client, alice):
     run = make_run(alice)
-    for url in (f"/runs/{run.pk}/", "/import", f"/experiments/{run.experiment_id}/", "/api/schema", "/healthz"):
+    for url in (
+        f"/runs/{run.pk}/",
+        "/import",
+        f"/experiments/{run.experiment_id}/",
+        "/api/schema",
+        "/healthz",
+    ):
         response = alice_client.head(url)
         assert response.status_code == 200, url
 

@@ -171,3 +171,30 @@ def test_session_post_needs_csrf(alice):
     response = client.post(reverse("api_experiments"), json.dumps(BODY), content_type="application/json")
     assert response.status_code == 403 and "CSRF" in response.json()["error"]
     assert Experiment.objects.count() == 0
+
+
+def test_a_sokoban_level_set_is_read_only_from_the_servers_level_folder(client, api, tmp_path, monkeypatch):
+    from django.conf import settings
+
+    from envs.sokoban.env import LevelFiles
+
+    assert LevelFiles.root == settings.LEVELS_ROOT.resolve()  # set when the web app starts
+    monkeypatch.setattr(LevelFiles, "root", tmp_path / "levels")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not a level\n")
+    body = {"name": "levels", "env": {"name": "sokoban", "params": {"levels": str(secret)}}, "steps": 2}
+    refused = post(client, reverse("api_experiments"), body, api)
+    assert refused.status_code == 400
+    assert "no level file" in refused.json()["errors"]["env.params.levels"]
+    assert (
+        "not a level" not in refused.content.decode() and "unknown character" not in refused.content.decode()
+    )
+
+    LevelFiles.root.mkdir()
+    (LevelFiles.root / "one.xsb").write_text("#####\n#@$.#\n#####\n")
+    body["env"]["params"]["levels"] = "one.xsb"
+    created = post(client, reverse("api_experiments"), body, api)
+    assert created.status_code == 201, created.json()
+    run = Run.objects.get(pk=created.json()["runs"][0]["id"])
+    assert run.config["env"]["params"]["levels"] == str(LevelFiles.root / "one.xsb")
+    assert not Experiment.objects.filter(name="levels").exclude(pk=created.json()["id"]).exists()
