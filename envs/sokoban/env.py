@@ -67,7 +67,8 @@ PARAMS = [
         "levels",
         "str",
         "",
-        help="Path to an .xsb file with a level set; each seed draws one level from it (on a server: a file in its LEVELS_ROOT).",
+        help="Path to an .xsb file with a level set; each seed draws one level from it "
+        "(on a server: a file in its LEVELS_ROOT).",
     ),
 ]
 

@@ -74,7 +74,8 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ),
         (
             '{\n  "global_step": 3\n}\n',
-            "line 1: not JSON (Expecting property name enclosed in double quotes): the file is one JSON document spread over lines, not JSON lines",
+            "line 1: not JSON (Expecting property name enclosed in double quotes): the file is one JSON "
+            "document spread over lines, not JSON lines",
         ),
     ],
 )
