@@ -237,3 +237,10 @@ def test_the_run_page_shows_tags_and_notes_and_links_to_edit_them(alice_client, 
     assert f'href="/runs/{run.pk}/edit?next=/runs/{run.pk}/"' in html
     saved = alice_client.post(f"/runs/{run.pk}/edit", {"name": "", "tags": "", "notes": ""})
     assert saved["Location"] == f"/runs/{run.pk}/"
+
+
+def test_a_filter_that_matches_nothing_says_so(alice, alice_client):
+    table_run(alice, "bandit run")
+    html = alice_client.get("/runs/?q=zzzz").content.decode()
+    assert "No runs match these filters." in html and "0 runs" in html
+    assert "No archived runs." in alice_client.get("/runs/?archived=true").content.decode()
