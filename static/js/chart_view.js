@@ -3,6 +3,12 @@
 // (?smooth=0.6) and the run page's detector's view (?detector=1). Shared by the run and compare pages;
 // each keeps the rest of its address as it is. Also the addresses of their chart data requests (keyUrls).
 window.EchoChartView = {
+  // Text that Plotly draws as written: in titles, trace names and hover text it reads <b>, <br>, <a>
+  // and entities, so a key or run logged as "<b>x</b>" would be drawn bold.
+  plainText: function (text) {
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  },
+
   // Servers and proxies refuse a longer request line (gunicorn's default limit is 4,094 bytes, nginx's 8k).
   URL_BUDGET: 3500,
 

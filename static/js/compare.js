@@ -36,9 +36,7 @@
   const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
                   selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice() };
 
-  function escapeHtml(text) {
-    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-  }
+  const escapeHtml = window.EchoChartView.plainText;
 
   // Text written into a hovertemplate: Plotly would fill in a "%{...}" in a run's label or a key, so its
   // "%" goes in as an entity, which Plotly draws as "%" after filling in the template.
@@ -285,7 +283,7 @@
       const single = trace.entries.length === 1 ? trace.entries[0] : null;
       const who = single ? templateText(single.name) : "%{text}";
       return { x: trace.x, y: trace.y, text: single ? undefined : trace.text, mode: trace.markers ? "lines+markers" : "lines",
-               marker: { color: trace.color, size: 5 }, name: single ? single.name : trace.entries.length + " runs",
+               marker: { color: trace.color, size: 5 }, name: single ? escapeHtml(single.name) : trace.entries.length + " runs",
                showlegend: false, connectgaps: false, meta: single ? single.id : "runs-" + trace.id,
                uid: single ? single.id + "-" + trace.k : "lines-" + trace.id,
                line: { color: trace.color, width: single && single.group ? 2.2 : 1.6, dash: DASHES[trace.k % DASHES.length] },
@@ -420,7 +418,7 @@
     });
     const data = bandTraces(chart, all).concat(lines);
     const layout = {
-      title: { text: chart.title, font: { size: 14 } },
+      title: { text: escapeHtml(chart.title), font: { size: 14 } },
       uirevision: "compare-" + (state.aligned ? "onset" : "step"),  // steps and steps-from-onset share no axis
       margin: { l: 50, r: 10, t: 36, b: 36 },
       height: 320,

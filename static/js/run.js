@@ -178,12 +178,13 @@
                     legendgroup: key, connectgaps: false });
     }
     const smoothed = state.smoothing > 0;
-    traces.push({ x: steps, y: s.value.slice(), mode: mode, name: key, legendgroup: key,
+    const name = window.EchoChartView.plainText(key);
+    traces.push({ x: steps, y: s.value.slice(), mode: mode, name: name, legendgroup: key,
                   line: { color: color, width: 1.5 }, marker: { color: color, size: 5 },
                   opacity: smoothed ? 0.3 : 1, showlegend: !smoothed, connectgaps: false });
     if (smoothed) {
       traces.push({ x: steps, y: window.EchoSmoothing.ema(s.value, state.smoothing), mode: mode,
-                    name: key + " (smoothed)", legendgroup: key, line: { color: color, width: 2 },
+                    name: name + " (smoothed)", legendgroup: key, line: { color: color, width: 2 },
                     marker: { color: color, size: 5 }, connectgaps: false });
     }
     return traces;
@@ -301,7 +302,7 @@
       const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
       const empty = !traces.length;
       const layout = {
-        title: { text: chart.title, font: { size: 14 } },
+        title: { text: window.EchoChartView.plainText(chart.title), font: { size: 14 } },
         uirevision: "run-" + page.run + "-" + state.xmode,  // keeps the y zoom and legend across redraws
         datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
         margin: { l: 50, r: 10, t: 36, b: 36 },

@@ -507,6 +507,18 @@ def test_long_key_names_are_asked_for_in_requests_any_server_accepts_and_joined(
     assert len(asked) >= 2 and max(map(len, asked)) <= 3500, [len(url) for url in asked]
 
 
+def test_a_key_that_looks_like_markup_is_drawn_as_written(page):
+    experiment = make_experiment(page.user, "markup")
+    a, b = trained_run(experiment, "a", step=3), trained_run(experiment, "b", step=3)
+    for run in (a, b):
+        MetricPoint.write_batch(
+            run.pk, [(s, "<b>x</b>", (0.2, 0.9, 0.4)[s]) for s in range(3)], latest_metrics=True
+        )
+    page.goto(f"{page.base}/compare?runs={a.pk},{b.pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert drawn(page, "extra-0")["texts"] == ["<b>x</b>"]  # the chart's title as logged
+
+
 def test_grouping_alignment_and_bands_are_kept_in_the_address(page):
     open_lr_pair(page, 30)
     page.select_option("#group-by", "optim.actor_lr")

@@ -378,6 +378,18 @@ def test_long_key_names_are_asked_for_in_requests_any_server_accepts(page):
     assert len(asked) >= 2 and max(map(len, asked)) <= 3500, [len(url) for url in asked]
 
 
+def test_a_key_that_looks_like_markup_is_drawn_as_written(page):
+    key = "<b>bold</b> & <br>"
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=3, total_steps=3)
+    run.latest_metrics = {key: 0.4}
+    run.save()
+    MetricPoint.upsert(run.pk, [(s, key, (0.2, 0.9, 0.4)[s]) for s in range(3)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "logged-0")["lines"] == [3], timeout=15, message="the key's chart drawn")
+    assert drawn(page, "logged-0")["texts"] == [key]  # its title, not a bold "bold" and a line break
+    assert drawn(page, "logged-0")["legend"] == [key]
+
+
 def test_many_other_keys_of_a_native_run_start_folded_and_a_choice_to_open_them_is_kept(page):
     run = make_run(page.user, status=Run.Status.COMPLETED, step=20, total_steps=20)
     keys = [f"perf/extra_{i}" for i in range(15)]
