@@ -178,3 +178,11 @@ def test_time_errors_name_their_field_and_a_run_cannot_end_before_it_started(api
     assert run.run.status == Run.Status.RUNNING and run.run.finished_at is None
     answer = api("/api/2.0/mlflow/runs/get", {"run_id": ""}, method="get")
     assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": "run_id: is required"}
+
+
+def test_points_for_an_ended_mlflow_run_on_our_api_say_where_they_go(api, run):
+    Run.objects.filter(pk=run.run_id).update(status=Run.Status.FAILED)  # lost: its client went quiet
+    body = json.dumps([{"step": 1, "key": "train/success", "value": 0.5}])
+    answer = api(f"/api/runs/{run.run_id}/metrics", body)
+    assert answer.status_code == 409 and "runs/log-batch" in answer.json()["error"]
+    assert "start a new run" not in answer.json()["error"]

@@ -172,7 +172,7 @@ def write(
             refuse_statuses=refuse,
         )
         if state["status"] in refuse:
-            raise _finished(run_id, state["status"])
+            raise _finished(run_id, state["status"], state["host"])
         key_count = state.pop("key_count")
         return Written(written, Run(id=run_id, **state), key_count)
     keys = sorted({key for _, key, _ in points})
@@ -182,7 +182,7 @@ def write(
         # latest_metrics; and a run finishing meanwhile is seen here.
         locked = runs.select_for_update().only("latest_metrics", *RUN_STATE).get(pk=run_id)
         if locked.status in refuse:
-            raise _finished(run_id, locked.status)
+            raise _finished(run_id, locked.status, locked.host)
         written = MetricPoint.upsert(run_id, points)
         latest = dict(locked.latest_metrics)
         for key, value in MetricPoint.latest_values(run_id, keys).items():
@@ -192,7 +192,17 @@ def write(
     return Written(written, locked, len(latest))
 
 
-def _finished(run_id: int, status: str) -> RunFinished:
+# Run.host of a run logged through the MLflow endpoint (webapp.tracking.models.ExternalRun.HOST).
+MLFLOW_HOST = "mlflow client"
+
+
+def _finished(run_id: int, status: str, host: str) -> RunFinished:
+    if host == MLFLOW_HOST:  # its MLflow client may log to it again (a lost run then runs again)
+        return RunFinished(
+            f"run {run_id} is {status}: this endpoint takes no points for a finished run; a run made "
+            "through the MLflow endpoint takes them there (runs/log-batch), as in MLflow, and a lost one "
+            "then runs again"
+        )
     return RunFinished(
         f"run {run_id} is {status}: a finished run's metrics are final "
         "(its detector events were computed from them); start a new run"

@@ -135,7 +135,7 @@ class ExternalRun(models.Model):
 
     objects = ExternalRunQuerySet.as_manager()
 
-    HOST = "mlflow client"  # an MLflow run's Run.host: what tells one apart in a run's state, at no query
+    HOST = ingest.MLFLOW_HOST  # an MLflow run's Run.host: what tells one apart in a run's state, at no query
 
     def __str__(self):
         return self.run_uuid
