@@ -74,6 +74,7 @@ def test_protocol_errors_have_mlflows_shape(api, run):
     assert (wrong_method.status_code, wrong_method.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
     unknown = api("/api/2.0/mlflow/model-versions/create", {})
     assert (unknown.status_code, unknown.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
+    assert unknown.json()["message"].startswith("POST /api/2.0/mlflow/model-versions/create is not supported")
     bad_status = api("/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "DONE"})
     assert bad_status.json() == {
         "error_code": "INVALID_PARAMETER_VALUE",
