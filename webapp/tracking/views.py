@@ -98,7 +98,10 @@ def unsupported(request, path: str):
             "training ran (for TRL, leave HF_MLFLOW_LOG_ARTIFACTS unset)"
         )
     else:
-        message = f"{request.method} {request.path} is not supported by EchoLab's MLflow endpoint; it supports {SUPPORTED}"
+        message = (
+            f"{request.method} {request.path} is not supported by EchoLab's MLflow endpoint; "
+            f"it supports {SUPPORTED}"
+        )
     return JsonResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status=404)
 
 
