@@ -136,6 +136,15 @@ def test_keys_default_to_the_runs_latest_metrics(alice_client, run):
     assert list(alice_client.get(URL.format(run.pk)).json()["series"]) == ["a", "b"]
 
 
+def test_a_run_with_more_keys_than_a_request_takes_is_told_to_name_them(alice_client, run):
+    run.latest_metrics = {f"k{i}": 1.0 for i in range(150)}
+    run.save()
+    answer = alice_client.get(URL.format(run.pk))
+    assert answer.status_code == 400
+    assert answer.json()["errors"]["keys"].startswith("name the keys: there are 150")
+    assert list(alice_client.get(URL.format(run.pk), {"keys": "k3,k140"}).json()["series"]) == ["k3", "k140"]
+
+
 def test_key_names_a_key_exactly_as_logged_even_with_a_comma_or_spaces(alice_client, run):
     MetricPoint.upsert(run.pk, [(0, "loss,total", 1.5), (0, " padded ", 2.5), (0, "loss", 9.0)])
     query = {"key": ["loss,total", " padded "], "keys": "loss"}

@@ -55,7 +55,14 @@ def requested_keys(request, default: list[str]) -> list[str]:
     listed = [key.strip() for key in request.GET.get("keys", "").split(",") if key.strip()]
     if "keys" in request.GET and not listed:  # given, but naming no key: a 400, as a parameter given empty
         raise ApiError.field("keys", "name at least one key (leave keys out for every key)")
-    keys = list(dict.fromkeys([*exact, *listed])) or default
+    keys = list(dict.fromkeys([*exact, *listed]))
+    if not keys and len(default) > MAX_KEYS:
+        raise ApiError.field(
+            "keys",
+            f"name the keys: there are {len(default)}, and a request takes at most {MAX_KEYS} "
+            "(a run's keys are those of its latest_metrics, GET /api/runs/{id})",
+        )
+    keys = keys or default
     if len(keys) > MAX_KEYS:
         raise ApiError.field("keys", f"at most {MAX_KEYS} keys per request, got {len(keys)}")
     for key in keys:
