@@ -65,10 +65,12 @@
     syncing: false,  // true while the page itself redraws, so its own relayouts are not taken as a zoom
     series: {},      // key -> {step, value, min, max, downsampled}
     lastStep: null,  // highest step received over all keys: the next poll's `after`
-    // The run's attempt as first polled. A later attempt resumes from a checkpoint and logs again steps
-    // this page holds, with new values; from then on each poll fetches the whole (downsampled) series
-    // again, as the compare page always does, instead of the steps after the last one held.
+    // The run's attempt and rewrites as first polled. A later attempt resumes from a checkpoint and logs
+    // again steps this page holds, with new values; a rewrite is a step sent again or late (a script's
+    // retry, an evaluation logged afterwards). From then on each poll fetches the whole (downsampled)
+    // series again, as the compare page always does, instead of the steps after the last one held.
     attempt: null,
+    rewrites: null,
     refetch: false,
     events: [],
     smoothing: view.smoothing,
@@ -512,8 +514,12 @@
       state.lastStep = null;
       state.revision += 1;
     }
-    if (state.attempt !== null && bodies[0].run.attempt !== state.attempt) state.refetch = true;
-    state.attempt = bodies[0].run.attempt;
+    const run = bodies[0].run;
+    if (state.attempt !== null && (run.attempt !== state.attempt || run.rewrites !== state.rewrites)) {
+      state.refetch = true;
+    }
+    state.attempt = run.attempt;
+    state.rewrites = run.rewrites;
     bodies.forEach(function (part) {
       Object.entries(part.series).forEach(function (pair) { merge(pair[0], pair[1]); });
     });

@@ -5,6 +5,7 @@ import json
 import math
 
 import pytest
+from django.db import connection
 
 from webapp.metrics import ingest
 from webapp.metrics.models import MetricPoint
@@ -354,3 +355,26 @@ def test_the_answer_counts_the_keys_the_run_has_logged(client, run, alice_token)
     )
     assert again.json()["run"]["key_count"] == 3
     assert post(client, run, [], alice_token).json()["run"]["key_count"] == 3
+
+
+@pytest.mark.parametrize("vendor", ["postgresql", "other"])
+def test_a_batch_written_at_or_before_a_keys_newest_step_counts_as_a_rewrite(
+    client, run, alice_token, monkeypatch, vendor
+):
+    if vendor == "other":  # the ORM path SQLite takes, on this database
+        monkeypatch.setattr(connection, "vendor", "sqlite")
+
+    def send(*steps, key="train/success"):
+        answer = post(client, run, [{"step": s, "key": key, "value": s / 10} for s in steps], alice_token)
+        assert answer.status_code == 200, answer.json()
+        run.refresh_from_db()
+        return run.rewrites
+
+    assert send(0, 1, 2, 4) == 0  # appends
+    assert send(5, 6) == 0
+    assert send(3) == 1  # late: before the newest step
+    assert send(6, 7) == 2  # the newest step sent again
+    assert send(0, key="val/success") == 2  # a new key is an append whatever its step
+    assert send(8, 9) == 2
+    body = client.get(URL.format(run.pk), HTTP_AUTHORIZATION=f"Bearer {alice_token}").json()
+    assert body["run"]["rewrites"] == 2

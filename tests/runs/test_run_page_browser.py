@@ -87,6 +87,26 @@ def test_a_resumed_attempt_logging_steps_again_is_redrawn_with_its_values(page):
     )
 
 
+def test_a_step_sent_again_or_late_is_redrawn_live(page):
+    """A script retries a batch with other values, and logs a skipped step afterwards: the open page
+    draws both without a reload (it polls only the steps after the last one it holds)."""
+    run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
+    token = ApiToken.issue(page.user, "trainer")[1]
+    zigzag = {s: (s * s % 7) / 7 for s in range(12)}
+    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(10) if s != 5])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "success")["lines"] == [9], timeout=15, message="9 drawn vertices")
+    post_points(page.base, run.pk, token, [(3, "train/success", 4.0), (5, "train/success", 0.55)])
+    wait_for(
+        lambda: (
+            drawn(page, "success")["lines"] == [10]
+            and max(float(t) for t in drawn(page, "success")["yticks"]) >= 4
+        ),
+        timeout=15,
+        message="step 3's new value and the late step 5 drawn",
+    )
+
+
 def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=3000, total_steps=4000)
     insert_series(run, "actor/grad_norm", 3000, "1 + sin(s)")

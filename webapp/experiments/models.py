@@ -201,6 +201,11 @@ class Run(models.Model):
     # Where and how often it ran.
     attempt = models.PositiveIntegerField(default=0)
     attempt_log = models.JSONField(default=list, help_text="One entry per attempt: host, start, end, reason.")
+    rewrites = models.PositiveIntegerField(
+        default=0,
+        help_text="Batches that wrote a point at or before a key's newest step (a step sent again, or late): "
+        "a page that appends new steps only must then fetch the series whole again.",
+    )
     host = models.CharField(max_length=255, blank=True)
     pid = models.IntegerField(null=True, blank=True)
     device = models.CharField(max_length=255, blank=True)

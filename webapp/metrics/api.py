@@ -34,6 +34,7 @@ def run_state(run: Run, key_count: int | None = None) -> dict:
         "host": run.host,
         "device": run.device,
         "attempt": run.attempt,
+        "rewrites": run.rewrites,
         "key_count": len(run.latest_metrics or {}) if key_count is None else key_count,
     }
 

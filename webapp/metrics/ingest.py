@@ -9,6 +9,7 @@ import math
 from typing import NamedTuple
 
 from django.db import connection, transaction
+from django.db.models import F, Max
 
 from diagnostics.series import key_problem
 from webapp.core import jsonsafe
@@ -183,13 +184,28 @@ def write(
         locked = runs.select_for_update().only("latest_metrics", *RUN_STATE).get(pk=run_id)
         if locked.status in refuse:
             raise _finished(run_id, locked.status, locked.host)
+        rewinds = _rewinds(run_id, points)
         written = MetricPoint.upsert(run_id, points)
         latest = dict(locked.latest_metrics)
         for key, value in MetricPoint.latest_values(run_id, keys).items():
             # jsonb has no NaN or infinity.
             latest[key] = value if value is not None and math.isfinite(value) else None
-        Run.objects.filter(pk=run_id).update(latest_metrics=latest)
+        Run.objects.filter(pk=run_id).update(latest_metrics=latest, rewrites=F("rewrites") + int(rewinds))
     return Written(written, locked, len(latest))
+
+
+def _rewinds(run_id: int, points) -> bool:
+    """Whether the batch writes at or before some key's newest stored step (as the Postgres statement
+    tells for Run.rewrites)."""
+    first: dict[str, int] = {}
+    for step, key, _ in points:
+        first[key] = min(step, first.get(key, step))
+    newest = (
+        MetricPoint.objects.filter(run_id=run_id, key__in=list(first))
+        .values("key")
+        .annotate(step=Max("step"))
+    )
+    return any(row["step"] >= first[row["key"]] for row in newest)
 
 
 # Run.host of a run logged through the MLflow endpoint (webapp.tracking.models.ExternalRun.HOST).

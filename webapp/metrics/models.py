@@ -223,7 +223,7 @@ ON CONFLICT (run_id, key, bucket) DO UPDATE SET
 """
 
 # What a run's row tells an ingest request's answer (webapp.metrics.api.run_state).
-RUN_STATE = ("status", "step", "total_steps", "eta_seconds", "error", "host", "device", "attempt")
+RUN_STATE = ("status", "step", "total_steps", "eta_seconds", "error", "host", "device", "attempt", "rewrites")
 # The run, if it is the owner's (or owner is null: the trainer's own writes and imports).
 _RUN_OF_OWNER = """r.id = %(run)b AND (%(owner)b::bigint IS NULL OR r.experiment_id IN (
     SELECT id FROM experiments_experiment WHERE owner_id = %(owner)b))"""
@@ -293,9 +293,11 @@ _UPSERT = """ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.valu
 # (jsonb has no NaN or infinity.)
 _WRITE_WITH_LATEST = f"""{_WRITE},
 newest AS (
-    SELECT b.key, CASE WHEN stored.step > b.step THEN stored.value ELSE b.value END AS value
+    SELECT b.key, CASE WHEN stored.step > b.step THEN stored.value ELSE b.value END AS value,
+           stored.step >= b.first AS rewinds  -- the batch writes at or before the key's newest stored step
     -- (grouped, not DISTINCT ON: sorting 1,000 keys by the database's collation costs milliseconds)
-    FROM (SELECT key, max(step) AS step, (max(ARRAY[step::float8, value]))[2] AS value FROM batch GROUP BY key) AS b
+    FROM (SELECT key, min(step) AS first, max(step) AS step, (max(ARRAY[step::float8, value]))[2] AS value
+          FROM batch GROUP BY key) AS b
     LEFT JOIN LATERAL (
         SELECT s.step, s.value FROM metrics_metricpoint s
         WHERE s.run_id = %(run)b AND s.key = b.key ORDER BY s.step DESC LIMIT 1
@@ -306,7 +308,7 @@ run AS (
         SELECT jsonb_object_agg(
             n.key, CASE WHEN {_FINITE.format("n")} THEN to_jsonb(n.value) END
         ) FROM newest n
-    )
+    ), rewrites = rewrites + CASE WHEN EXISTS (SELECT FROM newest WHERE rewinds) THEN 1 ELSE 0 END
     WHERE id = %(run)b AND EXISTS (SELECT FROM batch)
     RETURNING latest_metrics
 )
