@@ -91,6 +91,7 @@ def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
         "host": "",
         "device": "",
         "attempt": 0,
+        "rewrites": 0,
         "key_count": 0,
     }
     assert alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 9}).json()["series"] == {
