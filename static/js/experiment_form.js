@@ -20,7 +20,7 @@
   const preset = form.elements.namedItem("preset");
   function update() {
     showOnly("fieldset.env-params", "data-env", env.value);
-    showOnly("pre[data-preset]", "data-preset", preset.value);
+    showOnly("pre[data-preset]", "data-preset", preset.value + " " + env.value);
   }
   env.addEventListener("change", update);
   preset.addEventListener("change", update);

@@ -1,7 +1,9 @@
 """Experiment list and page: scoped to the owner, escaped, badges, progress, sparklines, stop-all."""
 
 import re
+from html import unescape
 
+import yaml
 from django.urls import reverse
 
 from tests.factories import make_experiment, make_run, spec_experiment
@@ -126,3 +128,15 @@ def test_the_preset_help_says_the_clip_higher_note_once(alice_client):
 def test_the_experiments_address_leads_to_the_list(alice_client):
     response = alice_client.get("/experiments/?archived=1")
     assert response.status_code == 302 and response["Location"] == "/?archived=1"
+
+
+def test_the_preset_values_shown_are_those_of_the_chosen_environment(alice_client):
+    html = alice_client.get(reverse("experiment_new")).content.decode()
+    shown = {
+        name: yaml.safe_load(unescape(text))
+        for name, text in re.findall(r'<pre class="code" data-preset="([^"]+)">(.*?)</pre>', html, re.S)
+    }
+    assert shown["starpo frozenlake"]["env"]["name"] == "frozenlake"
+    assert shown["starpo frozenlake"]["rollout"]["max_turns"] == 5  # FrozenLake's episode shape
+    assert shown["starpo bandit"]["rollout"]["max_turns"] == 1  # Bandit: one pull
+    assert shown["grpo sokoban"]["algorithm"]["advantage"] == "grpo"

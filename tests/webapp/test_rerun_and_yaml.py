@@ -130,11 +130,19 @@ def test_pasted_yaml_import(alice_client):
     form = response.context["form"]
     assert response.status_code == 200 and form.initial["env"] == "bandit"
     assert form.initial["seeds"] == "7"
-    # A config without a model trains the tiny model with the dataclass defaults, not the tiny
-    # profile's: the overrides say so, field by field.
-    overrides = yaml.safe_load(form.initial["overrides"])
-    assert overrides["rollout"]["group_size"] == 2
-    assert overrides["optim"]["actor_lr"] == 1e-6 and overrides["rollout"]["val_seeds"] == 256
+    # A few sections are the settings to change: overrides on the default preset (with the tiny
+    # model's profile), not every dataclass default written out as an override.
+    assert yaml.safe_load(form.initial["overrides"]) == {"rollout": {"group_size": 2}}
+    assert form.initial["preset"] == "starpo"
+
+
+def test_a_whole_config_imports_as_it_is(alice_client):
+    config = TrainConfig.preset("grpo", env={"name": "bandit"}).to_dict()
+    config["optim"]["actor_lr"] = 1e-6
+    response = alice_client.post(reverse("experiment_import"), {"text": yaml.safe_dump(config)})
+    form = response.context["form"]
+    assert response.status_code == 200 and form.initial["preset"] == "grpo"
+    assert yaml.safe_load(form.initial["overrides"]) == {"optim": {"actor_lr": 1e-6}}
 
 
 def test_bad_yaml_import_is_reported_on_the_field(alice_client):

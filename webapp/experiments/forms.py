@@ -320,7 +320,10 @@ class ImportConfigForm(forms.Form):
 
     @staticmethod
     def _config_initial(mapping: dict) -> dict:
-        config = TrainConfig.from_dict(mapping)
+        if all(isinstance(mapping.get(name), dict) for name in spec_parsing.CONFIG_SECTIONS):
+            config = TrainConfig.from_dict(mapping)  # a whole config, as Export YAML or the trainer writes it
+        else:  # a few settings: overrides on the default preset, as the form's Overrides field takes them
+            config = TrainConfig.preset(specs.DEFAULT_PRESET, **mapping)
         run_planning.check_limits(config)  # this server's limits, said now rather than at create
         return ExperimentForm.initial_from(config.to_dict())
 

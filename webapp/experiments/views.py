@@ -114,7 +114,12 @@ def experiment_import(request):
 
 
 def _render_new(request, form, import_form, status=200):
-    preset_yaml = {name: TrainConfig.preset(name).to_yaml() for name in PRESETS}
+    # Each preset on each environment: an environment brings its own episode shape (turns, actions).
+    preset_yaml = {
+        f"{name} {env}": TrainConfig.preset(name, env={"name": env}).to_yaml()
+        for name in PRESETS
+        for env in envs.registry()
+    }
     return render(
         request,
         "experiments/new.html",
