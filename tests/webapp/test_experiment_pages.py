@@ -140,3 +140,11 @@ def test_the_preset_values_shown_are_those_of_the_chosen_environment(alice_clien
     assert shown["starpo frozenlake"]["rollout"]["max_turns"] == 5  # FrozenLake's episode shape
     assert shown["starpo bandit"]["rollout"]["max_turns"] == 1  # Bandit: one pull
     assert shown["grpo sokoban"]["algorithm"]["advantage"] == "grpo"
+
+
+def test_each_field_names_its_help_and_its_error_for_screen_readers(alice_client):
+    html = alice_client.post(reverse("experiment_new"), {"name": "", "seeds": "x"}).content.decode()
+    for name in ("name", "seeds"):
+        described = re.search(rf'<input[^>]*id="id_{name}"[^>]*>', html).group(0)
+        for target in re.search(r'aria-describedby="([^"]+)"', described).group(1).split():
+            assert f'id="{target}"' in html, (name, target)
