@@ -34,6 +34,13 @@ def metric(metrics, key):
     return "–" if not isinstance(value, (int, float)) or not math.isfinite(value) else significant(value)
 
 
+@register.filter
+def reward(value) -> str:
+    """A reward as a person reads it: six significant digits, so that a sum of float penalties (three
+    times -0.1 is -0.30000000000000004) reads as -0.3; "-" for none."""
+    return "-" if not isinstance(value, (int, float)) else f"{value:.6g}"
+
+
 def significant(value: float, digits: int = 3) -> str:
     """`value` to `digits` significant digits as "%g" writes it (0.313, 1.23e+06), a tie rounded away
     from zero as the pages' JavaScript rounds (toPrecision): "%g" alone rounds 5/16 = 0.3125 to 0.312,
