@@ -16,13 +16,17 @@
   }
 
   let drawnBody = null;  // the last answer drawn, redrawn when the page's view changes
+  const NO_DATA = empty.textContent;  // a finished run that logged none
 
   function draw(body) {
     drawnBody = body;
     const drawn = body.steps.length > 0;
     empty.hidden = drawn;
     plot.hidden = !drawn;
-    if (!drawn) { return; }
+    if (!drawn) {
+      empty.textContent = body.run.finished ? NO_DATA : "No step logged yet: the strip fills in as the run trains.";
+      return;
+    }
     const bins = binCentres(body.bin_edges);
     // z[bin][step]: Plotly's heatmap rows are y
     const z = bins.map(function (_, b) { return body.counts.map(function (row) { return row[b]; }); });

@@ -36,3 +36,10 @@ def test_heat_strip_says_no_data_without_records(page):
     page.locator("#reward-std-hist-empty").wait_for(state="visible")
     assert "No data" in page.locator("#reward-std-hist-empty").text_content()
     assert page.locator("#reward-std-hist-plot .heatmaplayer").count() == 0
+
+
+def test_heat_strip_of_a_run_that_has_not_logged_yet_says_so(page):
+    run = make_run(page.user, status=Run.Status.QUEUED)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.locator("#reward-std-hist-empty").wait_for(state="visible")
+    assert page.locator("#reward-std-hist-empty").text_content().startswith("No step logged yet")
