@@ -98,6 +98,10 @@ def test_config_diff_leaves_imported_runs_out_of_the_comparison(alice_client, al
     fields = len(flatten(runs[0].config))
     assert f"(1 of {fields} fields differ; #{runs[2].pk} imported, with no config to compare)" in html
 
+    # One run with a config and an imported one: nothing to compare, not "the same config".
+    html = alice_client.get("/compare", {"runs": f"{runs[0].pk},{runs[2].pk}"}).content.decode()
+    assert "Only one of these runs has a config" in html and "The runs have the same config" not in html
+
 
 def test_group_by_offers_the_differing_fields_but_not_seed(alice_client, three):
     a, b, c = three

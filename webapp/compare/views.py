@@ -106,6 +106,7 @@ def compare(request):
     runs = chosen.runs
     colors = {run.pk: COLORS[i] for i, run in enumerate(runs)}
     diff = aggregates.config_diff(runs)
+    without_config = [run for run in runs if not aggregates.has_config(run)]
     summaries = aggregates.summaries(runs)
     lead_rules, onsets = aggregates.onset_leads(runs)
     ablation_keys = [key for key in dict.fromkeys(run.experiment.ablation for run in runs) if key]
@@ -130,7 +131,8 @@ def compare(request):
             "lead_rules": lead_rules,
             "diff": diff,
             "differing": sum(row.differs for row in diff),
-            "without_config": [run for run in runs if not aggregates.has_config(run)],
+            "without_config": without_config,
+            "with_config": len(runs) - len(without_config),
             "ablations": [
                 {
                     "ablation": ablations.ABLATIONS[key],
