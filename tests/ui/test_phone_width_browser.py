@@ -5,6 +5,7 @@ import pytest
 
 from tests.factories import make_event, make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT
+from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Notification
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -31,6 +32,7 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
     Notification.create_for_event(make_event(runs[0], 20, "collapse"))
     runs[0].tags, runs[0].notes = ["baseline", "paper-repro"], "A note long enough to wrap on a phone. " * 4
     runs[0].save()
+    ApiToken.issue(page.user, "a-token-name-without-any-space-" * 3)
     page.set_viewport_size(PHONE)
     pages = {
         "experiments": "/",
@@ -41,6 +43,7 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
         "new-experiment": "/experiments/new/",
         "import": "/import",
         "trajectories": f"/runs/{runs[0].pk}/trajectories",
+        "tokens": "/tokens/",
     }
     for name, path in pages.items():
         page.goto(page.base + path)
