@@ -1,6 +1,7 @@
 """/runs/<id>/: status, progress, config, stop and re-run, charts wiring. Owner only."""
 
 import json
+from datetime import timedelta
 
 from django.test import Client
 
@@ -66,6 +67,15 @@ def test_earlier_attempts_list_only_attempts_before_the_current_one(alice_client
     second.claim("box-b", 13, "cpu")
     html = alice_client.get(f"/runs/{second.pk}/").content.decode()
     assert "Earlier attempts (1)" in html and "attempt 1 on box-a" in html and "worker shut down" in html
+    assert "Attempt 2 started" in html
+
+    started = second.started_at
+    Run.objects.filter(pk=second.pk).update(earlier_training=timedelta(minutes=10))
+    Run.objects.filter(pk=second.pk).update(
+        status=Run.Status.COMPLETED, finished_at=started + timedelta(minutes=6)
+    )
+    html = alice_client.get(f"/runs/{second.pk}/").content.decode()
+    assert '<dd id="run-training-time">16m 00s over 2 attempts</dd>' in html
 
 
 def test_plotly_is_served_from_the_project(alice_client, run):

@@ -60,3 +60,28 @@ def test_a_run_asked_to_stop_is_not_requeued(queued_run):
     assert run.requeue("worker shut down") is False
     assert Run.objects.get(pk=run.pk).status == "running"
     assert run.finish("stopped") is True
+
+
+def test_a_resumed_runs_duration_and_speed_count_its_attempts_not_the_downtime(queued_run):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webapp.compare.aggregates import steps_per_hour
+    from webapp.runs import table
+
+    run = queued_run({})
+    run.claim("a", 1, "cpu")
+    t0 = timezone.now() - timedelta(hours=3)  # attempt 1: 10 minutes, then the server was off for 2 h
+    Run.objects.filter(pk=run.pk).update(started_at=t0, heartbeat_at=t0 + timedelta(minutes=10), step=25)
+    run.refresh_from_db()
+    assert run.requeue("worker shut down") and run.claim("b", 2, "cpu")
+    t1 = t0 + timedelta(hours=2, minutes=10)  # attempt 2: 6 minutes, to step 50
+    Run.objects.filter(pk=run.pk).update(started_at=t1, heartbeat_at=t1 + timedelta(minutes=6), step=50)
+    run.refresh_from_db()
+    assert run.finish("completed")
+    Run.objects.filter(pk=run.pk).update(finished_at=t1 + timedelta(minutes=6))
+    run.refresh_from_db()
+    assert run.training_time == timedelta(minutes=16)
+    assert table.with_summary(Run.objects.filter(pk=run.pk)).get().duration == timedelta(minutes=16)
+    assert round(steps_per_hour(run)) == round(50 / (16 / 60))

@@ -237,11 +237,11 @@ def summaries(runs) -> dict[int, dict]:
 
 
 def steps_per_hour(run) -> float | None:
-    """Steps done / hours from start to finish (or to the last heartbeat while it runs)."""
+    """Steps done / hours of training, over every attempt (to the last heartbeat while it runs)."""
     end = run.finished_at or run.heartbeat_at
     if not run.started_at or not end or run.step <= 0:
         return None
-    hours = (end - run.started_at).total_seconds() / 3600
+    hours = (run.earlier_training + (end - run.started_at)).total_seconds() / 3600
     return run.step / hours if hours > 0 else None
 
 

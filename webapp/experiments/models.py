@@ -2,6 +2,8 @@
 only says "go look at run N", so every state change here is a conditional UPDATE that a second,
 stale or duplicated actor cannot win."""
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q, Value
@@ -201,10 +203,9 @@ class Run(models.Model):
     # Where and how often it ran.
     attempt = models.PositiveIntegerField(default=0)
     attempt_log = models.JSONField(default=list, help_text="One entry per attempt: host, start, end, reason.")
+    # A page that polls for new steps only must fetch the series whole again when this grows.
     rewrites = models.PositiveIntegerField(
-        default=0,
-        help_text="Batches that wrote a point at or before a key's newest step (a step sent again, or late): "
-        "a page that appends new steps only must then fetch the series whole again.",
+        default=0, help_text="Batches written at or before a key's newest step (a step sent again, or late)."
     )
     host = models.CharField(max_length=255, blank=True)
     pid = models.IntegerField(null=True, blank=True)
@@ -229,8 +230,12 @@ class Run(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the last message was sent.")
-    started_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When the current attempt started.")
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A resumed run's duration is this plus the current attempt's, without the downtime between them.
+    earlier_training = models.DurationField(
+        default=timedelta(0), help_text="Training time of the earlier attempts (start to last heartbeat)."
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -370,7 +375,10 @@ class Run(models.Model):
         requeued = Run.objects.filter(
             Q(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt, stop_requested=False)
         ).update(
-            status=self.Status.QUEUED, pid=None, attempt_log=self.attempt_log + [self._attempt_entry(reason)]
+            status=self.Status.QUEUED,
+            pid=None,
+            attempt_log=self.attempt_log + [self._attempt_entry(reason)],
+            earlier_training=self.earlier_training + self._attempt_time(),
         )
         self.refresh_from_db()
         return requeued == 1
@@ -391,6 +399,19 @@ class Run(models.Model):
         )
         self.refresh_from_db()
         return failed == 1
+
+    def _attempt_time(self) -> timedelta:
+        """The current attempt's training time: from its start to its last heartbeat."""
+        if self.started_at is None:
+            return timedelta(0)
+        return max(timedelta(0), (self.heartbeat_at or timezone.now()) - self.started_at)
+
+    @property
+    def training_time(self) -> timedelta | None:
+        """Start to finish (to now while it runs) over all attempts, without the time between them."""
+        if self.started_at is None:
+            return None
+        return self.earlier_training + ((self.finished_at or timezone.now()) - self.started_at)
 
     def _attempt_entry(self, reason: str) -> dict:
         return {

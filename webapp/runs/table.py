@@ -82,8 +82,9 @@ def with_summary(runs):
         best_val_success=best_finite(VAL_SUCCESS),
         final_train_success=last_finite(SUCCESS),
         collapse_step=Subquery(first_collapse),
-        duration=ExpressionWrapper(
-            Coalesce("finished_at", Now()) - F("started_at"), output_field=DurationField()
+        duration=ExpressionWrapper(  # Run.training_time, in SQL to sort by
+            Coalesce("finished_at", Now()) - F("started_at") + F("earlier_training"),
+            output_field=DurationField(),
         ),
     )
 
