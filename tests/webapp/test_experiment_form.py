@@ -173,3 +173,14 @@ def test_post_without_csrf_token_is_refused(alice, client):
     response = csrf_client.post(URL, experiment_post())
     assert response.status_code == 403
     assert Experiment.objects.count() == 0
+
+
+def test_every_problem_shows_after_one_submit(alice_client):
+    """The tester's form: a blank name and bad seeds no longer hide the grid's and the overrides' problems
+    until a second submit."""
+    post = experiment_post(
+        name="", seeds="x", grid="foo.bar = 1", overrides="rollout:\n  group_size: abc\n", steps="-1"
+    )
+    errors = alice_client.post(URL, post).context["form"].errors
+    assert {"name", "seeds", "steps", "grid", "overrides"} <= set(errors), errors
+    assert counts() == (0, 0)

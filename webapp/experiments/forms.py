@@ -48,6 +48,23 @@ class AlertsForm(forms.Form):
         return self._parsed("alert_recipients", spec_parsing.parse_recipients)
 
 
+# What a refused field stands for while the rest of the form is planned (ExperimentForm.clean).
+PLANNING_FALLBACKS = {
+    "name": "",
+    "description": "",
+    "seeds": [0],
+    "grid": {},
+    "preset": specs.DEFAULT_PRESET,
+    "model": TINY_MODEL,
+    "warm_start": "",
+    "steps": None,
+    "overrides": {},
+    "detector_overrides": {},
+    "alert_recipients": [],
+    "alert_on_warnings": False,
+}
+
+
 class ExperimentForm(AlertsForm):
     # The alert fields last, as the page shows them: the form's first error is the one a user meets first.
     field_order = [
@@ -179,31 +196,42 @@ class ExperimentForm(AlertsForm):
                 value = data.get(field_name)
                 if value is None and param.type in ("int", "float") and field_name not in self.errors:
                     self.add_error(field_name, "This field is required.")
-                elif value not in (None, "") or param.type in ("str", "bool"):
+                elif field_name not in self.errors and (
+                    value not in (None, "") or param.type in ("str", "bool")
+                ):
                     params[param.name] = value
-        if self.errors:
+        if not env_name:
             return data
+        # Planned even when some fields were refused, each of those at its neutral value, so that every
+        # problem shows after one submit (a grid's unknown key with a blank name, not after fixing it).
+        given = {
+            name: PLANNING_FALLBACKS[name] if name in self.errors else data.get(name)
+            for name in PLANNING_FALLBACKS
+        }
         self.spec = specs.ExperimentSpec(
-            name=data["name"],
-            description=data["description"],
-            seeds=data["seeds"],
-            grid=data["grid"],
-            preset=data["preset"],
+            name=given["name"],
+            description=given["description"],
+            seeds=given["seeds"],
+            grid=given["grid"],
+            preset=given["preset"],
             env={"name": env_name, "params": params},
-            model=data["model"],
-            steps=data["steps"],
-            detector_overrides=data["detector_overrides"],
-            overrides=deep_merge(data["overrides"], {"model": {"warm_start": data["warm_start"]}})
-            if data["warm_start"]
-            else data["overrides"],
-            alert_recipients=data["alert_recipients"],
-            alert_on_warnings=data["alert_on_warnings"],
+            model=given["model"],
+            steps=given["steps"],
+            detector_overrides=given["detector_overrides"],
+            overrides=deep_merge(given["overrides"], {"model": {"warm_start": given["warm_start"]}})
+            if given["warm_start"]
+            else given["overrides"],
+            alert_recipients=given["alert_recipients"],
+            alert_on_warnings=given["alert_on_warnings"],
         )
         try:
-            self.planned = run_planning.plan(self.spec)
+            planned = run_planning.plan(self.spec)
         except specs.SpecError as error:
             for key, message in error.errors.items():
                 self._add_trainer_error(key, message)
+        else:
+            if not self.errors:
+                self.planned = planned
         return data
 
     def _add_trainer_error(self, key: str, message: str):
