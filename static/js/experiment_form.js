@@ -28,12 +28,13 @@
 })();
 
 // Before submitting: how many runs the form makes and how long each should take on this server, asked
-// of the server (webapp/experiments/estimate.py) whenever the form settles after a change.
+// of the server (webapp/experiments/estimate.py) whenever the form settles after a change. The new
+// experiment and the paper ablation forms: each holds a box #run-estimate with its estimate's URL.
 (function () {
   "use strict";
-  const form = document.getElementById("experiment-form");
   const box = document.getElementById("run-estimate");
-  if (!form || !box) return;
+  const form = box && box.closest("form");
+  if (!form) return;
   let timer = null;
   let asked = 0;
 

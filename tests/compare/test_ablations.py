@@ -185,3 +185,19 @@ def test_generalization_validates_beside_the_training_environment():
     assert bandit[0].config["rollout"]["val_envs"] == ["bandit-teacher-engineer", "bandit-librarian-trader"]
     assert bandit[0].config["rollout"]["max_turns"] == 1  # the Bandit's own episode shape
     assert planned("generalization", env="frozenlake")[0].config["rollout"]["val_envs"] == ["frozenlake"]
+
+
+def test_the_form_says_how_many_runs_and_how_long_before_it_creates_them(alice_client):
+    answer = alice_client.post(
+        "/compare/ablations/estimate",
+        {"ablation": "responses-per-prompt", "model": "tiny", "seeds": "1", "steps": "2"},
+    ).json()
+    planned_runs = len(planned("responses-per-prompt"))
+    assert len(answer["runs"]) == planned_runs and answer["text"].startswith(f"{planned_runs} runs")
+    assert "waits_for" in answer
+    refused = alice_client.post(
+        "/compare/ablations/estimate", {"ablation": "responses-per-prompt", "seeds": "x"}
+    ).json()
+    assert set(refused["errors"]) >= {"seeds", "model"}
+    assert not Experiment.objects.exists()
+    assert 'data-url="/compare/ablations/estimate"' in alice_client.get("/compare/ablations").content.decode()

@@ -77,3 +77,13 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
     assert f"3 runs, about {minutes_and_seconds(per_run)} each" in text, text
     assert re.search(r"from 1 run of model tiny on frozenlake measured here", text), text
     assert "Each waits for a free worker." in text
+
+
+def test_the_ablation_form_states_its_runs_before_it_creates_them(page):
+    page.goto(f"{page.base}/compare/ablations")
+    page.get_by_label("Responses per prompt").check()
+    estimate = page.locator("#run-estimate")
+    estimate.wait_for(state="visible")
+    page.wait_for_function("document.getElementById('run-estimate').textContent.startsWith('Estimate: ')")
+    assert re.match(r"Estimate: \d+ runs", estimate.inner_text())
+    page.screenshot(path=str(ARTIFACTS / "ablation-estimate.png"), full_page=True)

@@ -5,5 +5,6 @@ from webapp.compare import api, views
 urlpatterns = [
     path("compare", views.compare, name="compare"),
     path("compare/ablations", views.ablation_new, name="ablation_new"),
+    path("compare/ablations/estimate", views.ablation_estimate, name="ablation_estimate"),
     path("api/compare", api.compare, name="api_compare"),
 ]

@@ -5,13 +5,15 @@ import colorsys
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
 from diagnostics.metrics import CHART_KEYS, CHARTS
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
-from webapp.experiments import specs
+from webapp.core.json_response import JsonResponse
+from webapp.experiments import estimate, run_planning, specs
 from webapp.metrics.api import MAX_KEYS
+from webapp.runs import queue
 from webapp.runs.charts import other_keys
 
 # One colour per run, the same in every chart and table: plotly's D3 palette, then its light tones,
@@ -177,6 +179,28 @@ def compare(request):
             },
         },
     )
+
+
+@login_required
+@require_POST
+def ablation_estimate(request):
+    """The ablation form as it stands: how many runs and how long each should take here, as the new
+    experiment form's estimate (errors, while invalid, in a 200 too)."""
+    form = AblationForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        spec = ablations.build_spec(
+            data["ablation"], data["env"], data["model"], data["seeds"], data["steps"]
+        )
+        try:
+            planned = run_planning.plan(spec)
+        except specs.SpecError as error:
+            form.add_spec_errors(error.errors)
+    if form.errors:
+        return JsonResponse(
+            {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
+        )
+    return JsonResponse({**estimate.summary(planned), "waits_for": queue.waits_for()})
 
 
 @login_required
