@@ -80,7 +80,8 @@ def test_html_escapes_names_and_the_subject_does_not(alert_event):
 
 def test_a_right_to_left_name_cannot_reorder_the_lines_around_it(alert_event):
     message = parsed(Notification.create_for_event(alert_event(name="\u202eevil\u202c run")))
-    assert message["Subject"].strip() == "[EchoLab] collapse on \u2068\u202eevil\u202c run / seed 0\u2069"
+    # each name isolated on its own: the override in the experiment's name cannot flip the "/" and the run
+    assert message["Subject"].strip() == "[EchoLab] collapse on \u2068\u202eevil\u202c run\u2069 / seed 0"
     text = parts(message)["text/plain"].get_content()
     assert 'on run "seed 0" of experiment "\u2068\u202eevil\u202c run\u2069".' in text
     assert "<bdi>\u202eevil\u202c run</bdi>" in parts(message)["text/html"].get_content()
