@@ -37,6 +37,10 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
     assert mlflow.set_experiment("sokoban grpo").experiment_id == experiment.experiment_id  # get-by-name
     with mlflow.start_run(run_name="lr 1e-6", tags={"team": "rl"}) as active:
         assert echolab_run(active.info.run_id).status == Run.Status.RUNNING
+        # A script that also uses EchoLab's own API learns the run's id from its tags.
+        tags = mlflow.get_run(active.info.run_id).data.tags
+        assert tags["echolab.run_id"] == str(echolab_run(active.info.run_id).pk)
+        assert tags["echolab.run_url"].endswith(f"/runs/{tags['echolab.run_id']}/")
         mlflow.log_param("learning_rate", 1e-6)
         mlflow.log_params({"num_generations": 8, "beta": "0.0"})
         mlflow.log_metric("reward", 0.25, step=1)  # TRL's name

@@ -32,6 +32,9 @@ from webapp.tracking.protocol import MlflowError, invalid
 DEFAULT_EXPERIMENT_ID = "0"  # the client's experiment when the script sets none
 DEFAULT_EXPERIMENT_NAME = "Default"
 RUN_NAME_TAG = "mlflow.runName"
+# Given back with every run (not stored): the run's id and page in EchoLab.
+ECHOLAB_RUN_ID_TAG = "echolab.run_id"
+ECHOLAB_RUN_URL_TAG = "echolab.run_url"
 
 
 class ExternalExperimentQuerySet(models.QuerySet):
@@ -365,7 +368,14 @@ class ExternalRun(models.Model):
             "data": {
                 "metrics": metrics,
                 "params": protocol.pairs(run.config),
-                "tags": protocol.pairs(self.tags),
+                # and what a script needs for EchoLab's own API (POST /api/runs/<id>/metrics) and pages
+                "tags": protocol.pairs(
+                    {
+                        **self.tags,
+                        ECHOLAB_RUN_ID_TAG: str(run.pk),
+                        ECHOLAB_RUN_URL_TAG: settings.SITE_URL + run.get_absolute_url(),
+                    }
+                ),
             },
             "inputs": {},
         }
