@@ -59,7 +59,10 @@ def prepare_params(params: dict) -> dict:
 
 def check_params(owner: str, params: dict) -> dict:
     if params["map"]:
-        return {**params, "map": "\n".join(parse_map(params["map"], owner))}
+        rows = parse_map(params["map"], owner)
+        if not goal_reachable(rows):  # as random maps are redrawn: every episode on it would fail
+            raise ParamError("map", f"{owner}.map: no path over frozen tiles leads from S to a G")
+        return {**params, "map": "\n".join(rows)}
     return params
 
 

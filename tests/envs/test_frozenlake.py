@@ -95,6 +95,7 @@ def test_map_accepts_gymnasium_desc_text_and_commas():
         ("SFG,FXF", "frozenlake.map row 2: unknown tile 'X'"),
         ("SFG,SFF", "exactly one start S, got 2"),
         ("SFF,FFF", "needs a goal G"),
+        ("SH,HG", "no path over frozen tiles leads from S to a G"),
     ],
 )
 def test_bad_maps_are_rejected(desc, message):
