@@ -283,6 +283,21 @@
              x: 0.5, y: 0.5, showarrow: false };
   }
 
+  // A log axis cannot draw a value at or below 0: Plotly leaves it out, so the chart says how many.
+  function hiddenByLog(chart) {
+    if (!isLog(chart)) return 0;
+    return chart.keys.reduce(function (count, key) {
+      const s = state.series[key];
+      return count + (s ? s.value.filter(function (v) { return v !== null && v <= 0; }).length : 0);
+    }, 0);
+  }
+
+  function logNote(count) {
+    return { text: count + (count === 1 ? " value" : " values") + " ≤ 0 not drawn on the log scale",
+             xref: "paper", yref: "paper", x: 1, y: 1, xanchor: "right", yanchor: "bottom", showarrow: false,
+             font: { size: 11, color: "#b45309" } };
+  }
+
   function cursorLabel() {
     return { text: "step " + state.cursor, x: xOf(state.cursor), xref: "x", y: 1, yref: "paper", yanchor: "bottom",
              showarrow: false, font: { size: 11, color: "#374151" } };
@@ -303,6 +318,7 @@
       const noClock = state.xmode === "time" && state.time === null;
       const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
       const empty = !traces.length;
+      const hidden = noClock ? 0 : hiddenByLog(chart);
       const layout = {
         title: { text: window.EchoChartView.plainText(chart.title), font: { size: 14 } },
         uirevision: "run-" + page.run + "-" + state.xmode,  // keeps the y zoom and legend across redraws
@@ -316,7 +332,8 @@
         // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of
         // the plot's height it reached up into the title when it wrapped on a narrow window.
         legend: { orientation: "h", y: -0.38, yanchor: "top" },
-        annotations: noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()],
+        annotations: (noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()])
+          .concat(hidden ? [logNote(hidden)] : []),
       };
       Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartConfig);
       if (!plot.dataset.zoomSynced) {

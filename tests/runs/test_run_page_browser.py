@@ -320,6 +320,21 @@ def test_stop_asks_first_then_confirms(page):
     assert run.stop_requested
 
 
+def test_a_log_scale_says_how_many_values_it_cannot_draw(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=20, total_steps=20)
+    MetricPoint.upsert(run.pk, [(s, "train/reward_mean", s - 5.5) for s in range(20)])  # 6 below 0
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#chart-reward .scatterlayer .trace') !== null")
+    assert not any("not drawn" in text for text in drawn(page, "reward")["texts"])
+    page.get_by_label("Log scale for Reward mean").check()
+    wait_for(
+        lambda: "6 values ≤ 0 not drawn on the log scale" in drawn(page, "reward")["texts"],
+        timeout=10,
+        message="the note",
+    )
+    page.locator("#chart-reward").screenshot(path=str(ARTIFACTS / "run-log-scale-note.png"))
+
+
 def test_each_chart_switches_to_log_scale_and_the_page_remembers_panels(page):
     run = make_run(
         page.user, status=Run.Status.COMPLETED, step=30, total_steps=30, latest_metrics={"custom/loss": 1.0}
