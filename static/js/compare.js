@@ -537,19 +537,28 @@
       window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
       scheduleRender();
     });
+    // Aligned lines are one per run (a group's runs collapse at different steps): choosing one of the two
+    // turns the other off, and the page says so.
+    const exclusive = document.getElementById("exclusive-note");
+    function sayExclusive(text) {
+      exclusive.textContent = text;
+      exclusive.hidden = !text;
+    }
     document.getElementById("group-by").addEventListener("change", function (event) {
       state.groupBy = event.target.value;
-      if (state.groupBy) document.getElementById("align-onset").checked = state.aligned = false;
+      const unaligned = state.groupBy && state.aligned;
+      if (unaligned) document.getElementById("align-onset").checked = state.aligned = false;
+      sayExclusive(unaligned ? "Align at onset is off while runs are grouped: a group's runs collapse at different steps." : "");
       saveShown();
       load();
     });
-    // Aligned lines are one per run: a group's runs collapse at different steps.
     document.getElementById("align-onset").addEventListener("change", function (event) {
       state.aligned = event.target.checked;
       state.xrange = null;  // steps and steps-from-onset share no range
       window.EchoChartView.save({ xmode: "step", xrange: null, smoothing: state.smoothing });
       const regroup = state.aligned && state.groupBy;
       if (regroup) document.getElementById("group-by").value = state.groupBy = "";
+      sayExclusive(regroup ? "Grouping is off while lines are aligned at onset: each run collapses at its own step." : "");
       saveShown();
       if (regroup) load(); else scheduleRender();
     });

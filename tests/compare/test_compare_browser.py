@@ -535,6 +535,7 @@ def test_grouping_alignment_and_bands_are_kept_in_the_address(page):
     assert len(legend) == 2 and all("(2 runs)" in text for text in legend)  # two groups, as before the reload
     page.check("#align-onset")
     assert "align=1" in page.url and "group=" not in page.url  # aligned lines are one per run: no grouping
+    assert page.locator("#exclusive-note").inner_text().startswith("Grouping is off while lines are aligned")
     page.reload()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
     assert page.locator("#align-onset").is_checked() and page.locator("#group-by").input_value() == ""
