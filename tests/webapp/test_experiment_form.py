@@ -184,3 +184,14 @@ def test_every_problem_shows_after_one_submit(alice_client):
     errors = alice_client.post(URL, post).context["form"].errors
     assert {"name", "seeds", "steps", "grid", "overrides"} <= set(errors), errors
     assert counts() == (0, 0)
+
+
+def test_a_grid_over_environment_names_says_the_forms_parameters_are_anothers(alice_client):
+    post = experiment_post(env="frozenlake", grid="env.name = bandit, sokoban")
+    errors = alice_client.post(URL, post).context["form"].errors
+    assert errors["grid"][0].startswith("env.name = bandit: env.params.")
+    assert (
+        "the parameters given are frozenlake's" in errors["grid"][0]
+        and "grid over env = {name:" in errors["grid"][0]
+    )
+    assert counts() == (0, 0)

@@ -122,6 +122,13 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
                         ),
                         None,
                     )
+                    if cell is None and key.startswith("env.params.") and "env.name" in combination:
+                        # the environment's parameters as the form gives them, for another environment
+                        cell = "env.name"
+                        message += (
+                            f" (the parameters given are {spec.env['name']}'s: for a grid over environments, "
+                            "grid over env = {name: ..., params: {...}} instead)"
+                        )
                     if cell is not None:
                         problem = message if cell == key else f"{key}: {message}"
                         errors.setdefault("grid", f"{cell} = {format_value(combination[cell])}: {problem}")
