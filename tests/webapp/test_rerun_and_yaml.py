@@ -107,7 +107,10 @@ def test_export_imports_back_as_the_same_experiment(alice_client, alice):
 
 def test_export_is_what_the_api_creates_from(client, alice_client, alice):
     source = _sweep(alice)
-    exported = yaml.safe_load(alice_client.get(reverse("experiment_export", args=[source.pk])).content)
+    text = alice_client.get(reverse("experiment_export", args=[source.pk])).content.decode()
+    comments = "".join(line for line in text.splitlines() if line.startswith("#"))
+    assert "`config`" not in comments and "`preset`, `env`, `model`" in comments  # says what the file holds
+    exported = yaml.safe_load(text)
     response = post_with_token(client, alice, reverse("api_experiments"), exported)
     assert response.status_code == 201, response.json()
     assert _runs(Experiment.objects.get(pk=response.json()["id"])) == _runs(source)
@@ -200,7 +203,10 @@ def test_a_grid_over_presets_exports_and_comes_back(client, alice_client, alice)
         overrides={"optim": {"actor_lr": 0.0005}},
         env={"name": "bandit", "params": {}},
     )
-    exported = yaml.safe_load(alice_client.get(reverse("experiment_export", args=[source.pk])).content)
+    text = alice_client.get(reverse("experiment_export", args=[source.pk])).content.decode()
+    comments = "".join(line for line in text.splitlines() if line.startswith("#"))
+    assert "`config`" not in comments and "`preset`, `env`, `model`" in comments  # says what the file holds
+    exported = yaml.safe_load(text)
     response = post_with_token(client, alice, reverse("api_experiments"), exported)
     assert response.status_code == 201, response.json()
     copy = Experiment.objects.get(pk=response.json()["id"])
@@ -211,7 +217,9 @@ def test_a_grid_over_presets_exports_and_comes_back(client, alice_client, alice)
 def test_an_experiment_from_a_complete_config_exports_that_config(alice_client, alice):
     config = TrainConfig.preset("grpo", env={"name": "bandit", "params": {}}).to_dict()
     source = spec_experiment(alice, config=config, seeds=[3])
-    exported = yaml.safe_load(alice_client.get(reverse("experiment_export", args=[source.pk])).content)
+    text = alice_client.get(reverse("experiment_export", args=[source.pk])).content.decode()
+    assert "# `config` is the first run's complete trainer config" in text
+    exported = yaml.safe_load(text)
     # Its config part is a trainer config as `python -m trainer train --config` reads it.
     assert TrainConfig.from_dict(exported["config"]).to_dict() == source.config
     assert "preset" not in exported and "overrides" not in exported

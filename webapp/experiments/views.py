@@ -197,12 +197,19 @@ def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     if not experiment.config:
         return _no_trainer_config(experiment, "export")
+    exported = experiment.export_body()
     header = (
         f"# EchoLab experiment {experiment.pk}, as POST /api/experiments takes it. Import it on the\n"
-        "# new-experiment page to create its runs again: seeds, grid and settings. `config` is the first\n"
-        "# run's complete trainer config (python -m trainer train --config reads that part).\n"
+        "# new-experiment page to create its runs again: seeds, grid and settings.\n"
     )
-    body = yaml.safe_dump(experiment.export_body(), sort_keys=False, allow_unicode=True)
+    if "config" in exported:
+        header += (
+            "# `config` is the first run's complete trainer config (python -m trainer train --config reads\n"
+            "# that part).\n"
+        )
+    else:
+        header += "# `preset`, `env`, `model`, `steps` and `overrides` make each run's trainer config.\n"
+    body = yaml.safe_dump(exported, sort_keys=False, allow_unicode=True)
     response = HttpResponse(header + body, content_type="application/x-yaml")
     filename = slugify(experiment.name) or f"experiment-{experiment.pk}"
     response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
