@@ -1,6 +1,8 @@
 """The new-experiment form: generated environment fields, trainer validation next to the field,
 nothing saved on any error, one run per grid combination and seed."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -195,3 +197,16 @@ def test_a_grid_over_environment_names_says_the_forms_parameters_are_anothers(al
         and "grid over env = {name:" in errors["grid"][0]
     )
     assert counts() == (0, 0)
+
+
+def test_text_in_a_number_field_is_kept_and_named(alice_client):
+    post = experiment_post(steps="abc", env="frozenlake", **{"env__frozenlake__frozen_prob": "1e400"})
+    response = alice_client.post(URL, post)
+    errors = response.context["form"].errors
+    assert errors["steps"] == ["Enter a whole number."]
+    assert errors["env__frozenlake__frozen_prob"] == ["Enter a number."]
+    html = response.content.decode()
+    # A text box, so that the browser shows what was typed again (a number box would show it empty)
+    steps = re.search(r'<input [^>]*name="steps"[^>]*>', html).group(0)
+    assert 'type="text"' in steps and 'value="abc"' in steps and 'inputmode="numeric"' in steps
+    assert 'value="1e400"' in html

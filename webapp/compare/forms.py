@@ -4,6 +4,7 @@ import envs
 from trainer.config import TINY_MODEL
 from webapp.compare.ablations import ABLATIONS
 from webapp.experiments import spec_parsing, specs
+from webapp.experiments.forms import number_input
 
 
 class AblationForm(forms.Form):
@@ -25,6 +26,7 @@ class AblationForm(forms.Form):
         required=False,
         min_value=1,
         max_value=specs.MAX_STEPS,
+        widget=number_input(True),
         help_text="Empty: the preset's default for the model (200 as in the paper for hub models).",
     )
 

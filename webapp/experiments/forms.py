@@ -16,12 +16,22 @@ def param_field_name(env_name: str, param_name: str) -> str:
     return f"env__{env_name}__{param_name}"
 
 
+def number_input(whole: bool) -> forms.TextInput:
+    """A text box for a number: a browser empties a number box holding text it cannot read ("abc",
+    "1e400"), and the form would then say "required" and lose what was typed; phones still show digits."""
+    return forms.TextInput(attrs={"inputmode": "numeric" if whole else "decimal"})
+
+
 def _param_field(param) -> forms.Field:
     common = {"required": False, "label": param.name, "help_text": param.help, "initial": param.default}
     if param.type == "int":
-        return forms.IntegerField(min_value=param.min, max_value=param.max, **common)
+        return forms.IntegerField(
+            min_value=param.min, max_value=param.max, widget=number_input(True), **common
+        )
     if param.type == "float":
-        return forms.FloatField(min_value=param.min, max_value=param.max, **common)
+        return forms.FloatField(
+            min_value=param.min, max_value=param.max, widget=number_input(False), **common
+        )
     if param.type == "bool":
         return forms.BooleanField(**common)
     if param.type == "choice":
@@ -107,6 +117,7 @@ class ExperimentForm(AlertsForm):
         min_value=1,
         max_value=specs.MAX_STEPS,
         initial=TrainConfig.preset(specs.DEFAULT_PRESET).schedule.steps,
+        widget=number_input(True),
     )
     seeds = forms.CharField(initial="1", help_text="Comma-separated; each seed is a run.")
     grid = forms.CharField(
