@@ -162,6 +162,16 @@ def test_non_finite_values_and_steps_going_backwards_are_stored_as_sent(mlflow_a
     assert math.isnan(mlflow.get_run(run.info.run_id).data.metrics["train/reward_mean"])  # step 5's value
 
 
+def test_a_foreign_name_logged_beside_ours_has_its_own_history(mlflow_alice):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metrics({"reward": 1.0, "train/reward_mean": 2.0}, step=0)  # ours wins the step...
+        mlflow.log_metrics({"train/reward_mean": 3.0, "reward": 4.0}, step=1)  # ...and keeps TRL's apart
+    client = mlflow.MlflowClient()
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0, 4.0]
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "train/reward_mean")] == [2.0, 3.0]
+
+
 def test_ten_thousand_params_are_all_kept(mlflow_alice):
     mlflow = mlflow_alice
     params = {f"layer.{index}.lr": index / 7 for index in range(10_000)}

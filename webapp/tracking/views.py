@@ -302,11 +302,11 @@ def _no_order_by(fields: Fields) -> None:
 def get_metric_history(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
     key = fields.string("metric_key")
-    points = (
-        MetricPoint.objects.filter(run_id=run.pk, key=ALIASES.get(key, key))
-        .order_by("step")
-        .values_list("step", "value")
-    )
+    # Stored under our name (TRL's `reward` is train/reward_mean), unless the run also logged our name at
+    # the same steps, which then kept the foreign one under its own (tracking.models.ExternalRun._points).
+    stored = MetricPoint.objects.filter(run_id=run.pk)
+    key_stored = ALIASES[key] if key in ALIASES and not stored.filter(key=key).exists() else key
+    points = stored.filter(key=key_stored).order_by("step").values_list("step", "value")
     page, token = protocol.page(points, fields, 25_000)
     heard = protocol.millis(run.run.heartbeat_at)
     return {
