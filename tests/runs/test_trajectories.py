@@ -100,4 +100,5 @@ def test_a_step_without_samples_opens_the_nearest_sampled_step_before_it(alice_c
 def test_float_sums_read_as_written(alice_client, run):
     Sample.objects.create(run=run, step=1, index=0, data={**SAMPLE, "reward": -0.1 - 0.1 - 0.1})
     html = alice_client.get(f"/runs/{run.pk}/trajectories?step=1").content.decode()
-    assert "total reward <strong>-0.3</strong>" in html  # the filter's data-reward keeps the exact value
+    assert "total reward <strong>-0.3</strong>" in html
+    assert 'data-reward="-0.3"' in html  # the filter compares what is shown: "at least -0.3" keeps it

@@ -37,7 +37,8 @@ def metric(metrics, key):
 @register.filter
 def reward(value) -> str:
     """A reward as a person reads it: six significant digits, so that a sum of float penalties (three
-    times -0.1 is -0.30000000000000004) reads as -0.3; "-" for none."""
+    times -0.1 is -0.30000000000000004) reads as -0.3; "-" for none. The trajectories page filters on the
+    same text, so a sample shown as -0.3 passes "at least -0.3"."""
     return "-" if not isinstance(value, (int, float)) else f"{value:.6g}"
 
 
