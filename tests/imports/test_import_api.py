@@ -221,3 +221,9 @@ def test_a_trl_trainer_state_and_a_gzip_csv_upload_become_runs_with_our_names(cl
     response = client.post("/api/imports", {"file": upload}, **auth)
     assert response.status_code == 201, response.json()
     assert Run.objects.get(pk=response.json()["id"]).latest_metrics == {"train/success": 0.2}
+
+
+def test_a_name_that_already_ends_with_the_format_is_not_given_it_twice(client, auth):
+    body = b"step,train/success\n0,0.5\n1,x\n"
+    answer = client.post(f"{URL}?format=csv&name=bad.csv", body, content_type="text/csv", **auth)
+    assert answer.json()["errors"]["file"].startswith("bad.csv: line 3")

@@ -70,7 +70,8 @@ def imports(request):
         name = request.GET.get("name", "")
         fmt = request.GET.get("format", "")
         suffix = f".{fmt}" if fmt in ("csv", "jsonl") else ""
-        filename = request.GET.get("filename") or (name or "metrics") + suffix
+        stem = name or "metrics"
+        filename = request.GET.get("filename") or (stem if stem.lower().endswith(suffix) else stem + suffix)
         if jsonsafe.unstorable_text(filename) is not None:
             raise ApiError.field("filename", jsonsafe.UNSTORABLE_TEXT)
         form = ImportForm({"name": name, "format": fmt}, {"file": _raw_body(request, filename)})
