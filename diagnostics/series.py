@@ -3,7 +3,8 @@
 CSV: a header row with a `step` column and one column per metric; an empty cell means "not logged".
 JSONL (our metrics.jsonl): one object per line, `{"step": n, "<key>": value, ...}`; null = not logged.
 A Hugging Face `trainer_state.json` (what TRL's trainers write with each checkpoint) is read as the JSON
-lines of its `log_history`, line N its Nth entry. Any of them may come gzip-compressed.
+lines of its `log_history`, and a JSON list of objects as its items: line N is then the Nth. Any of them
+may come gzip-compressed.
 NaN and inf are numbers (written as nan/inf/NaN/Infinity, bare or quoted): a NaN gradient norm is
 exactly what the detector looks for; a number too large for a float (1e400) is an error, not an inf.
 Rows of one step are merged (a trainer's log history has a training row and an evaluation row at the
@@ -32,23 +33,21 @@ PathOrText = str | os.PathLike[str]
 
 
 def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int = MAX_BYTES) -> Series:
-    """`path_or_text`: a path, or the text itself (a str holding a newline or starting with "{").
+    """`path_or_text`: a path, or the text itself (a str holding a newline or starting with "{" or "[").
 
-    `fmt`: "csv", "jsonl", or None to tell from the first character ("{" means JSONL).
+    `fmt`: "csv", "jsonl", or None to tell from the first character ("{" or "[" means JSON).
     """
     text = _read(path_or_text, max_bytes)
     if fmt is None:
-        fmt = "jsonl" if text.lstrip().startswith("{") else "csv"
+        fmt = "jsonl" if text.lstrip().startswith(("{", "[")) else "csv"
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"format: {fmt!r} is not 'csv' or 'jsonl'")
     checked = bool(_MAYBE_BEYOND_FLOAT.search(text))  # only then is a cell read number by number
     if fmt == "csv":
         rows = _parse_csv(text, checked)
     else:
-        log_history = _log_history(text, checked)
-        lines = (
-            enumerate(text.splitlines(), start=1) if log_history is None else enumerate(log_history, start=1)
-        )
+        records = _document_records(text, checked)
+        lines = enumerate(text.splitlines(), start=1) if records is None else enumerate(records, start=1)
         rows = _parse_jsonl(lines, checked)
     by_step: dict[int, dict[str, float]] = {}
     for line, step, values in rows:
@@ -70,16 +69,23 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def _log_history(text: str, checked: bool) -> list | None:
-    """The entries of a trainer_state.json's `log_history`, else None (the text is JSON lines)."""
-    if '"log_history"' not in text:
-        return None
+def _document_records(text: str, checked: bool) -> list | None:
+    """The records of a text that is one JSON document: a trainer_state.json's `log_history`, or a list of
+    objects. None when it is not one document (JSON lines, a line of them, or broken JSON: each line is
+    then read, and named, on its own)."""
     try:
-        state = json.loads(text, parse_float=_checked_float if checked else None)
-    except (ValueError, RecursionError, _BeyondFloat):  # not one JSON document: JSON lines, or broken
+        document = json.loads(text, parse_float=_checked_float if checked else None)
+    except (ValueError, RecursionError, _BeyondFloat):
         return None
-    if isinstance(state, dict) and isinstance(state.get("log_history"), list):
-        return state["log_history"]
+    if isinstance(document, dict) and isinstance(document.get("log_history"), list):
+        return document["log_history"]
+    if isinstance(document, list):
+        return document  # each item must be an object with a step, as a line of JSON lines
+    if isinstance(document, dict) and len([line for line in text.splitlines() if line.strip()]) > 1:
+        raise ValueError(
+            "a JSON document, but not JSON lines (one object per line) nor a trainer_state.json "
+            "(it has no log_history list)"
+        )
     return None
 
 
@@ -88,7 +94,7 @@ _MAYBE_BEYOND_FLOAT = re.compile(r"[eE][+]?0*[0-9]{3}|[0-9]{309}")
 
 
 def _read(path_or_text: PathOrText, max_bytes: int) -> str:
-    if isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.startswith("{")):
+    if isinstance(path_or_text, str) and ("\n" in path_or_text or path_or_text.startswith(("{", "["))):
         data = path_or_text.encode()
     else:
         size = os.path.getsize(path_or_text)
@@ -171,17 +177,21 @@ def _step(value: Any, where: str) -> int:
 def _parse_csv(text: str, checked: bool) -> list[_Row]:
     # strict: a quote never closed is an error, not a cell that swallows the rest of the file
     reader = csv.reader(io.StringIO(text), strict=True)
+    row_start = [1]  # the line the row being read starts on (a quoted cell may span lines)
     try:
-        return _csv_rows(reader, checked)
+        return _csv_rows(reader, checked, row_start)
     except csv.Error as error:  # also a cell longer than csv.field_size_limit()
-        problem = str(error)
-        if problem == "unexpected end of data":
-            problem = 'the file ends inside a quoted cell (a " that is never closed)'
-        raise ValueError(f"line {reader.line_num}: {problem}") from None
+        if str(error) == "unexpected end of data":
+            raise ValueError(
+                f'line {row_start[0]}: a quoted cell opened on this line is never closed (a " missing; '
+                "the file ends inside it)"
+            ) from None
+        raise ValueError(f"line {reader.line_num}: {error}") from None
 
 
-def _csv_rows(reader: Any, checked: bool) -> list[_Row]:
+def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     header = next(reader, None)
+    row_start[0] = reader.line_num + 1
     if not header or header == [""]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
     header = [name.strip() for name in header]
@@ -200,6 +210,7 @@ def _csv_rows(reader: Any, checked: bool) -> list[_Row]:
     metric_cells = cells_at([i for i, name in enumerate(header) if name != "step"])
     rows: list[_Row] = []
     for cells in reader:
+        row_start[0] = reader.line_num + 1
         if not cells:
             continue
         # The common row (every cell a number, a whole step) in C: float() skips the whitespace that
@@ -247,10 +258,7 @@ def _json_record(line: int, raw: str, checked: bool) -> Any:
     try:
         return json.loads(raw, parse_float=_checked_float if checked else None)
     except json.JSONDecodeError as error:
-        hint = ""
-        if line == 1 and raw.strip() in ("{", "["):
-            hint = ": the file is one JSON document spread over lines, not JSON lines"
-        raise ValueError(f"line {line}: not JSON ({error.msg}){hint}") from None
+        raise ValueError(f"line {line}: not JSON ({error.msg})") from None
     except _BeyondFloat as error:
         raise ValueError(f"line {line}: {_short(str(error))} is beyond a 64-bit float's range") from None
     except ValueError as error:  # an integer of more than 4,300 digits

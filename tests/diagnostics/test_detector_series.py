@@ -58,8 +58,8 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ("step,a,a\n0,1,2\n", "line 1: column 'a' appears twice"),
         ("step,,b\n0,1,2\n", "line 1, column 2: empty column name"),
         ("\n", "line 1: empty file"),
-        ('step,"a\n0,1\n', 'line 2: the file ends inside a quoted cell (a " that is never closed)'),
-        ('step,a\n0,1\n1,"2\n2,3\n', "line 4: the file ends inside a quoted cell"),
+        ('step,"a\n0,1\n', 'line 1: a quoted cell opened on this line is never closed (a " missing'),
+        ('step,a\n0,1\n1,"2\n2,3\n4,5\n', "line 3: a quoted cell opened on this line is never closed"),
         ('step,a\n0,"1"x\n', "line 2: ',' expected after '\"'"),
         ('{"step": 0}\n{"step": 1, "a": "abc"}\n', "line 2, column 'a': 'abc' is not a number"),
         ('{"step": 0}\n{"step": 1, "a": true}\n', "line 2, column 'a': True is not a number"),
@@ -74,9 +74,9 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ),
         (
             '{\n  "global_step": 3\n}\n',
-            "line 1: not JSON (Expecting property name enclosed in double quotes): the file is one JSON "
-            "document spread over lines, not JSON lines",
+            "a JSON document, but not JSON lines (one object per line) nor a trainer",
         ),
+        ('[{"step": 0, "a": 1}, {"a": 2}]', "line 2: no 'step' key"),
     ],
 )
 def test_bad_input_names_the_line_and_column(text, message):
@@ -167,6 +167,14 @@ def test_a_trainer_state_json_is_read_as_its_log_history(tmp_path, indent):
     path.write_text(json.dumps(state, indent=indent))
     with pytest.raises(ValueError, match="line 5: no 'step' key"):  # line N: the Nth entry
         load_series(path)
+
+
+def test_a_json_list_of_objects_is_read_as_its_records():
+    assert load_series('[{"step": 1, "a": 0.5}, {"step": 0, "a": 0.25}]') == [
+        (0, {"a": 0.25}),
+        (1, {"a": 0.5}),
+    ]
+    assert load_series('{"step": 3, "a": 1}') == [(3, {"a": 1.0})]  # one line of JSON lines
 
 
 def test_gzip_files_are_read_and_bounded(tmp_path):
