@@ -39,11 +39,16 @@
 
   const exportLink = document.getElementById("runs-export");
 
+  // One export holds at most data-max runs (the server refuses more): beyond, the link says so instead.
   function showExport() {
     const ids = read(SELECTION, []).filter(Number.isInteger);
-    exportLink.setAttribute("aria-disabled", ids.length ? "false" : "true");
-    exportLink.href = exportLink.dataset.url + (ids.length ? "?runs=" + ids.join(",") : "");
-    exportLink.textContent = ids.length ? "Export " + ids.length + " selected as CSV" : "Export selected as CSV";
+    const most = Number(exportLink.dataset.max);
+    const usable = ids.length > 0 && ids.length <= most;
+    exportLink.setAttribute("aria-disabled", usable ? "false" : "true");
+    exportLink.href = exportLink.dataset.url + (usable ? "?runs=" + ids.join(",") : "");
+    exportLink.textContent = !ids.length ? "Export selected as CSV"
+      : usable ? "Export " + ids.length + " selected as CSV"
+      : ids.length + " selected: export at most " + most + " at once";
   }
 
   exportLink.addEventListener("click", function (event) {

@@ -77,3 +77,21 @@ def test_the_table_scrolls_inside_itself_on_a_phone(page):
     box.focus()  # reachable by keyboard, so arrow keys scroll it
     page.keyboard.press("ArrowRight")
     page.wait_for_function("document.querySelector('.table-scroll').scrollLeft > 0")
+
+
+def test_more_runs_selected_than_one_export_takes_say_so_instead_of_leaving_the_page(page, monkeypatch):
+    from webapp.runs import views
+
+    monkeypatch.setattr(views, "MAX_EXPORT_RUNS", 2)
+    for name in ("alpha", "bravo", "charlie"):
+        table_run(page.user, label=name)
+    page.goto(f"{page.base}/runs/")
+    for name in ("alpha", "bravo"):
+        page.get_by_label(f"Select {name}").check()
+    export = page.locator("#runs-export")
+    expect(export).to_have_text("Export 2 selected as CSV")
+    page.get_by_label("Select charlie").check()
+    expect(export).to_have_text("3 selected: export at most 2 at once")
+    assert export.get_attribute("aria-disabled") == "true"
+    export.click(force=True)  # (Playwright itself will not click a link marked disabled)
+    assert page.url == f"{page.base}/runs/"  # still on the table

@@ -66,6 +66,7 @@ def run_list(request):
             "page": page,
             "sort": form.sort_key,
             "archived": form.archived_view,
+            "max_export": MAX_EXPORT_RUNS,
             "query_without_page": query.urlencode(),
             "query_without_sort": sort_query.urlencode(),
             "headers": table.headers(form.sort_key),
