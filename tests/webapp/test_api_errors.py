@@ -80,6 +80,9 @@ def test_options_says_what_the_resource_allows_without_authentication(client):
     response = client.options("/api/experiments")
     assert response.status_code == 204 and response["Allow"] == "GET, POST, HEAD, OPTIONS"
     assert client.options("/api/runs/1/stop")["Allow"] == "POST, OPTIONS"
+    for public in ("/api/schema", "/healthz"):  # public ones too, and not their body
+        answer = client.options(public)
+        assert (answer.status_code, answer["Allow"], answer.content) == (204, "GET, HEAD, OPTIONS", b"")
 
 
 def test_pages_answer_head(alice_client, alice):

@@ -69,9 +69,10 @@ def _csrf_failure(request):
     return check.process_view(request, None, (), {})
 
 
-def api_view(methods=("GET",)):
+def api_view(methods=("GET",), public: bool = False):
     """`methods`: what the view takes. HEAD is answered wherever GET is (the GET's headers, no body,
-    RFC 9110) and OPTIONS everywhere (204 with the Allow header, no authentication, as for a preflight)."""
+    RFC 9110) and OPTIONS everywhere (204 with the Allow header, no authentication, as for a preflight).
+    `public`: no authentication (the API's own description, the health check)."""
     allowed = (*methods, "HEAD", "OPTIONS") if "GET" in methods else (*methods, "OPTIONS")
 
     def decorate(view):
@@ -84,11 +85,16 @@ def api_view(methods=("GET",)):
                 )
             elif request.method == "OPTIONS":
                 response = HttpResponse(status=204)
-            elif request.method == "HEAD":
-                request.method = "GET"  # the view sees the GET it answers
-                return without_body(_authenticated_call(view, request, *args, **kwargs))
             else:
-                return _authenticated_call(view, request, *args, **kwargs)
+                head = request.method == "HEAD"
+                if head:
+                    request.method = "GET"  # the view sees the GET it answers
+                response = (
+                    _call(view, request, *args, **kwargs)
+                    if public
+                    else _authenticated_call(view, request, *args, **kwargs)
+                )
+                return without_body(response) if head else response
             response["Allow"] = ", ".join(allowed)
             return response
 
@@ -109,6 +115,10 @@ def _authenticated_call(view, request, *args, **kwargs):
             return error_response(403, "CSRF check failed: send the X-CSRFToken header")
     else:
         return unauthenticated("authentication required: log in or send 'Authorization: Bearer <token>'")
+    return _call(view, request, *args, **kwargs)
+
+
+def _call(view, request, *args, **kwargs):
     try:
         return view(request, *args, **kwargs)
     except ApiError as error:

@@ -3,11 +3,13 @@ from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.defaults import page_not_found
 
+from webapp.accounts.api_auth import api_view
 from webapp.core import health, openapi
 from webapp.core.json_response import JsonResponse
 
 
 @never_cache
+@api_view(public=True)
 def healthz(request):
     checks = {"database": health.database_error(), "broker": health.broker_error()}
     body = {
@@ -19,6 +21,7 @@ def healthz(request):
 
 
 @never_cache
+@api_view(public=True)
 def api_schema(request):
     """The OpenAPI document (webapp/core/openapi.yaml) as JSON; public, like any API description."""
     return JsonResponse(openapi.document())
