@@ -244,3 +244,19 @@ def test_a_filter_that_matches_nothing_says_so(alice, alice_client):
     html = alice_client.get("/runs/?q=zzzz").content.decode()
     assert "No runs match these filters." in html and "0 runs" in html
     assert "No archived runs." in alice_client.get("/runs/?archived=true").content.decode()
+
+
+def test_exported_names_and_keys_cannot_run_as_spreadsheet_formulas(alice_client, alice):
+    run = table_run(alice, label="x", name="=EVIL()")
+    MetricPoint.upsert(run.pk, [(0, '=HYPERLINK("http://x")', -0.5), (0, "+cmd", 1.0), (0, "loss", -2.0)])
+    rows = list(
+        csv.reader(
+            io.StringIO(
+                b"".join(alice_client.get(f"/runs/export.csv?runs={run.pk}").streaming_content).decode()
+            )
+        )
+    )
+    assert rows[0][4:] == ["'+cmd", '\'=HYPERLINK("http://x")', "loss"]
+    assert rows[1][1] == "'=EVIL()" and rows[1][4:] == ["1.0", "-0.5", "-2.0"]  # numbers stay numbers
+    single = b"".join(alice_client.get(f"/api/runs/{run.pk}/export?format=csv").streaming_content).decode()
+    assert single.splitlines()[0] == 'step,\'+cmd,"\'=HYPERLINK(""http://x"")",loss'

@@ -58,6 +58,13 @@ def _csv_writer():
     return line
 
 
+def as_text_cell(text: str) -> str:
+    """Text a spreadsheet shows as text: one opening a cell with = + - @ (or a tab or carriage return) is
+    read as a formula ("CSV injection", OWASP), so it gets a leading apostrophe. Names and keys only:
+    numbers are written as numbers."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def _cells(values: dict, keys: list[str]):
     return ("" if key not in values else "nan" if values[key] is None else repr(values[key]) for key in keys)
 
@@ -65,7 +72,7 @@ def _cells(values: dict, keys: list[str]):
 def csv_lines(run_id: int):
     keys = run_keys(run_id)
     line = _csv_writer()
-    yield line(["step", *keys])
+    yield line(["step", *map(as_text_cell, keys)])
     for step, values in _steps(run_id):
         yield line([step, *_cells(values, keys)])
 
@@ -80,10 +87,11 @@ def runs_csv_lines(runs):
         .distinct()
     )
     line = _csv_writer()
-    yield line(["run_id", "run", "experiment", "step", *keys])
+    yield line(["run_id", "run", "experiment", "step", *map(as_text_cell, keys)])
     for run in runs:
+        names = [as_text_cell(run.display_name), as_text_cell(run.experiment.name)]
         for step, values in _steps(run.pk):
-            yield line([run.pk, run.display_name, run.experiment.name, step, *_cells(values, keys)])
+            yield line([run.pk, *names, step, *_cells(values, keys)])
 
 
 def _json_value(value):
