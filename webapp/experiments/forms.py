@@ -361,10 +361,19 @@ class ImportConfigForm(forms.Form):
     def _config_initial(mapping: dict) -> dict:
         if all(isinstance(mapping.get(name), dict) for name in spec_parsing.CONFIG_SECTIONS):
             config = TrainConfig.from_dict(mapping)  # a whole config, as Export YAML or the trainer writes it
-        else:  # a few settings: overrides on the default preset, as the form's Overrides field takes them
-            config = TrainConfig.preset(specs.DEFAULT_PRESET, **mapping)
-        run_planning.check_limits(config)  # this server's limits, said now rather than at create
-        return ExperimentForm.initial_from(config.to_dict())
+            run_planning.check_limits(config)  # this server's limits, said now rather than at create
+            return ExperimentForm.initial_from(config.to_dict())
+        # A few settings: overrides on the form as it starts (its environment and seeds, the default
+        # preset), as its Overrides field takes them, not on the trainer's bare defaults.
+        form = ExperimentForm()
+        config = TrainConfig.preset(
+            specs.DEFAULT_PRESET, **{"env": {"name": form.fields["env"].initial}, **mapping}
+        )
+        run_planning.check_limits(config)
+        initial = ExperimentForm.initial_from(config.to_dict())
+        if "seed" not in mapping:
+            initial["seeds"] = form.fields["seeds"].initial
+        return initial
 
     @staticmethod
     def _experiment_initial(mapping: dict) -> dict:
