@@ -392,8 +392,26 @@
     }));
   }
 
-  // Ticking a key charts it: the address keeps the choice (extra=a&extra=b; a lone extra= charts
-  // none), and the data is fetched again with the new keys.
+  // The address with the keys charted: extra=a&extra=b (a lone extra= charts none); when that would be
+  // longer than servers take (many long keys), their places in the picker's list, extra_at=0-5,9.
+  function extraInAddress() {
+    const url = new URL(window.location.href);
+    url.searchParams.delete("extra");
+    url.searchParams.delete("extra_at");
+    (state.extra.length ? state.extra : [""]).forEach(function (key) { url.searchParams.append("extra", key); });
+    if (url.href.length <= window.EchoChartView.URL_BUDGET) return url;
+    url.searchParams.delete("extra");
+    const places = state.extra.map(function (key) { return page.other_keys.indexOf(key); }).sort(function (a, b) { return a - b; });
+    const runs = [];
+    places.forEach(function (place) {
+      const last = runs[runs.length - 1];
+      if (last && place === last[1] + 1) last[1] = place; else runs.push([place, place]);
+    });
+    url.searchParams.set("extra_at", runs.map(function (run) { return run[0] === run[1] ? run[0] : run[0] + "-" + run[1]; }).join(","));
+    return url;
+  }
+
+  // Ticking a key charts it: the address keeps the choice, and the data is fetched again with the new keys.
   function extraKeysChanged() {
     const boxes = Array.from(document.querySelectorAll("#other-keys input.extra-key"));
     state.extra = boxes.filter(function (box) { return box.checked; }).map(function (box) { return box.value; });
@@ -402,10 +420,7 @@
     const limit = document.getElementById("extra-limit");
     limit.hidden = !full;
     limit.textContent = full ? page.max_extra + " keys charted: untick one to chart another." : "";
-    const url = new URL(window.location.href);
-    url.searchParams.delete("extra");
-    (state.extra.length ? state.extra : [""]).forEach(function (key) { url.searchParams.append("extra", key); });
-    window.history.replaceState(null, "", url);
+    window.history.replaceState(null, "", extraInAddress());
     placeExtraCharts();
     load({ sameEntries: true });  // the same runs or groups: the hidden ones stay hidden
   }

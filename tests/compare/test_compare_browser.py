@@ -506,6 +506,18 @@ def test_long_key_names_are_asked_for_in_requests_any_server_accepts_and_joined(
         assert sorted(drawn(page, chart)["lines"]) == [3, 3], chart
     assert len(asked) >= 2 and max(map(len, asked)) <= 3500, [len(url) for url in asked]
 
+    # The page's own address keeps the choice within what a server takes: by the keys' places.
+    page.locator("#other-keys summary").click()
+    page.uncheck(f"#other-keys input[value='{keys[5]}']")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
+    assert "extra_at=0-4%2C6-39" in page.url and len(page.url) <= 3500, page.url
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    titles = page.evaluate(
+        "Array.from(document.querySelectorAll('#extra-charts .gtitle')).map(t => t.textContent)"
+    )
+    assert len(titles) == 39 and keys[5] not in titles
+
 
 def test_a_key_that_looks_like_markup_is_drawn_as_written(page):
     experiment = make_experiment(page.user, "markup")

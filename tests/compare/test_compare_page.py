@@ -205,6 +205,25 @@ def test_many_other_keys_are_offered_but_not_charted_until_ticked(alice_client, 
     assert f"at most {MAX_EXTRA} other keys are charted at once" in response.content.decode()
 
 
+def test_extra_at_names_the_keys_by_their_places_in_the_picker(alice_client, alice):
+    run = trained_run(make_experiment(alice, "wide import"), "wide")
+    many = [f"col{i}" for i in range(20)]  # the picker's order is natural: col2 before col10
+    points(run, many[0], {0: 1.0})
+    run.latest_metrics = dict.fromkeys(many, 1.0)
+    run.save()
+
+    def asked(value):
+        response = alice_client.get("/compare", {"runs": str(run.pk), "extra_at": value})
+        return response.context["page"]["extra"], response.content.decode()
+
+    assert asked("0-2,10")[0] == ["col0", "col1", "col2", "col10"]
+    keys, html = asked("18-30")
+    assert keys == ["col18", "col19"] and "places beyond the 20 other keys" in html
+    for bad in ("x", "1-²", "-1", "9" * 7):
+        keys, html = asked(bad)
+        assert keys == [] and "is not a list of places like 0-5,9" in html
+
+
 def test_config_diff_tells_a_missing_field_from_an_empty_string(alice_client, alice):
     experiment = make_experiment(alice, "warm starts")
     with_empty = trained_run(experiment, "a", overrides={"seed": 1})

@@ -1,6 +1,7 @@
 """The compare page (/compare?runs=3,7,12) and the one-click paper ablations."""
 
 import colorsys
+import re
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
@@ -92,6 +93,28 @@ def extra_keys(asked: list[str], others: list[str]) -> tuple[list[str], list[str
     return chosen, notices
 
 
+def keys_at(text: str, others: list[str]) -> tuple[list[str], list[str]]:
+    """`extra_at=0-5,9`: the keys at those places in the picker's list (what the page writes instead of
+    `extra=` when those would make too long an address), and a notice about places it does not hold."""
+    places: list[int] = []
+    for part in filter(None, text.split(",")):
+        found = re.fullmatch(r"([0-9]{1,6})(?:-([0-9]{1,6}))?", part)
+        if found is None:
+            return [""], [
+                f"extra_at: {text[:60]!r} is not a list of places like 0-5,9; no other key charted."
+            ]
+        low, high = int(found[1]), int(found[2] or found[1])
+        places.extend(range(low, high + 1)[: len(others) + 1])
+    chosen = [others[place] for place in dict.fromkeys(places) if place < len(others)]
+    beyond = any(place >= len(others) for place in places)
+    notice = (
+        [f"extra_at: places beyond the {len(others)} other keys of these runs are left out."]
+        if beyond
+        else []
+    )
+    return chosen or [""], notice
+
+
 def compare_url(run_ids) -> str:
     return f"{reverse('compare')}?{selection.canonical_query(run_ids)}"
 
@@ -114,7 +137,9 @@ def compare(request):
     ablation_keys = [key for key in dict.fromkeys(run.experiment.ablation for run in runs) if key]
     group_fields = aggregates.group_fields(runs, diff)
     others = other_keys({key for run in runs for key in run.latest_metrics or {}}, CHARTS)
-    extra, extra_notices = extra_keys(request.GET.getlist("extra"), others)
+    asked, at_notices = keys_at(request.GET["extra_at"], others) if "extra_at" in request.GET else (None, [])
+    extra, extra_notices = extra_keys(request.GET.getlist("extra") if asked is None else asked, others)
+    extra_notices = at_notices + extra_notices
     return render(
         request,
         "compare/compare.html",
