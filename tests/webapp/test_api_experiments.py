@@ -198,3 +198,18 @@ def test_a_sokoban_level_set_is_read_only_from_the_servers_level_folder(client, 
     run = Run.objects.get(pk=created.json()["runs"][0]["id"])
     assert run.config["env"]["params"]["levels"] == str(LevelFiles.root / "one.xsb")
     assert not Experiment.objects.filter(name="levels").exclude(pk=created.json()["id"]).exists()
+
+
+def test_one_answer_names_every_bad_field(client, api):
+    body = {
+        "name": "many problems",
+        "env": {"name": "frozenlake", "params": {"size": -3}},
+        "steps": 0,
+        "seeds": [-1],
+        "alert_recipients": ["notanemail"],
+        "overrides": {"rollout": {"group_size": 0}},
+    }
+    errors = post(client, reverse("api_experiments"), body, api).json()["errors"]
+    assert {"steps", "seeds", "alert_recipients"} <= set(errors), errors
+    assert any(key.startswith("env") for key in errors) and any("group_size" in key for key in errors), errors
+    assert not Experiment.objects.exists()

@@ -5,7 +5,7 @@ from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
 from webapp.core.json_response import JsonResponse
-from webapp.experiments import spec_parsing, specs
+from webapp.experiments import run_planning, spec_parsing, specs
 from webapp.experiments.models import Experiment
 
 MAX_PAGE_SIZE = 200
@@ -30,8 +30,10 @@ def _page(request, queryset, serialize):
 @api_view(methods=("GET", "POST"))
 def experiments(request):
     if request.method == "POST":
+        spec, errors = spec_parsing.read_experiment(json_body(request))
         try:
-            spec = spec_parsing.spec_from_json(json_body(request))
+            if errors:
+                raise specs.SpecError(run_planning.every_problem(spec, errors))
             experiment = Experiment.create_with_runs(request.user, spec)
         except specs.SpecError as error:
             raise ApiError(400, "invalid experiment: " + str(error), error.errors) from None

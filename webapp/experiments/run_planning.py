@@ -159,6 +159,18 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     return runs
 
 
+def every_problem(spec: ExperimentSpec, errors: dict[str, str]) -> dict[str, str]:
+    """`errors` (the fields refused as read, the spec holding defaults in their place) and what planning
+    the rest finds, so that one answer names every bad field; a field keeps its first problem."""
+    if "env" in errors or "config" in errors or "body" in errors:
+        return errors  # nothing to plan
+    try:
+        plan(spec)
+    except SpecError as planned:
+        return {**planned.errors, **errors}
+    return errors
+
+
 def check_limits(config: TrainConfig) -> None:
     """ConfigError naming each size above this server's limit (settings.RUN_LIMITS, LIMIT_<NAME>)."""
     limits = settings.RUN_LIMITS

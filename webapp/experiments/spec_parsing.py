@@ -286,8 +286,17 @@ def is_experiment_body(mapping: dict) -> bool:
 
 def spec_from_json(body) -> ExperimentSpec:
     """The API's JSON body -> ExperimentSpec, or SpecError naming every bad field."""
+    spec, errors = read_experiment(body)
+    if errors:
+        raise SpecError(errors)
+    return spec
+
+
+def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
+    """The API's JSON body as a spec, its refused fields left at their defaults, and the problems found
+    (field -> message; empty when the body is good)."""
     if not isinstance(body, dict):
-        raise SpecError({"body": "expected a JSON object"})
+        return ExperimentSpec(name=""), {"body": "expected a JSON object"}
     errors: dict[str, str] = {}
     for key in body:
         if key not in EXPERIMENT_FIELDS:
@@ -334,9 +343,7 @@ def spec_from_json(body) -> ExperimentSpec:
             errors["env"] = 'expected {"name": ..., "params": {...}} and nothing else'
         else:
             spec.env = {"name": env["name"], "params": dict(env.get("params", {}))}
-    if errors:
-        raise SpecError(errors)
-    return spec
+    return spec, errors
 
 
 # The sections that make a run what it is: a config without one would train on defaults nobody chose. (A
