@@ -551,6 +551,12 @@
     return body.run;
   }
 
+  // A run logged through the MLflow endpoint takes points after it ended, as in MLflow, and a lost one
+  // runs again when its client logs again (webapp.tracking): its page keeps asking, less often.
+  const MLFLOW_HOST = "mlflow client";  // webapp.metrics.ingest.MLFLOW_HOST
+  const ENDED_POLL_MS = 10000;
+  let mlflowRun = false;
+
   async function poll() {
     const status = document.getElementById("poll-state");
     try {
@@ -560,17 +566,19 @@
         window.location.reload();
         return;
       }
-      if (run.finished && !state.finished) {
-        state.finished = true;
-        // The page was live and the run just ended: reload once to show the error and final state.
+      if (run.finished !== state.finished) {
+        // The page was live and the run just ended, or an ended MLflow run runs again: reload once to show
+        // its state (the error, the final values; or the live page).
         window.location.reload();
         return;
       }
       status.textContent = state.finished ? "" : "live, updating every " + POLL_MS / 1000 + " s";
+      mlflowRun = run.host === MLFLOW_HOST;
     } catch (error) {
       status.textContent = "update failed (" + error.message + "); retrying";
     }
     if (!state.finished) window.setTimeout(poll, POLL_MS);
+    else if (mlflowRun) window.setTimeout(poll, ENDED_POLL_MS);
   }
 
   // A linear/log switch above each chart, and sections that fold; both remembered (prefs).

@@ -107,6 +107,20 @@ def test_a_step_sent_again_or_late_is_redrawn_live(page):
     )
 
 
+def test_an_ended_mlflow_run_that_runs_again_goes_live_on_its_open_page(page):
+    """Its client logged after the sweeper marked it lost: the run runs again (webapp.tracking)."""
+    experiment = make_experiment(page.user, "trl", imported=True)
+    run = make_run(page.user, experiment=experiment, status=Run.Status.FAILED, step=3, host="mlflow client")
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    assert page.locator("#run-status").inner_text() == "Failed"
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, finished_at=None)
+    wait_for(
+        lambda: page.locator("#run-status").inner_text() == "Running",
+        timeout=25,
+        message="the page live again",
+    )
+
+
 def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=3000, total_steps=4000)
     insert_series(run, "actor/grad_norm", 3000, "1 + sin(s)")
