@@ -134,6 +134,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+FORMAT_MODULE_PATH = ["webapp.formats"]  # one date and time format on every page
 USE_I18N = False
 USE_TZ = True
 

@@ -454,7 +454,8 @@
     table.tBodies[0].replaceChildren.apply(table.tBodies[0], state.events.map(function (event) {
       const row = document.createElement("tr");
       row.classList.toggle("at-cursor", event.step === state.cursor);
-      const cells = [new Date(event.created_at).toLocaleString(), null, event.level, event.rule, event.message,
+      // as the server writes a time on every page (webapp/formats): 2026-12-05 08:46, UTC
+      const cells = [event.created_at.slice(0, 16).replace("T", " "), null, event.level, event.rule, event.message,
                      signalText(event)];
       cells.forEach(function (text, i) {
         const cell = document.createElement("td");

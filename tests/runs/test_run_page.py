@@ -1,6 +1,7 @@
 """/runs/<id>/: status, progress, config, stop and re-run, charts wiring. Owner only."""
 
 import json
+import re
 from datetime import timedelta
 
 from django.test import Client
@@ -68,6 +69,9 @@ def test_earlier_attempts_list_only_attempts_before_the_current_one(alice_client
     html = alice_client.get(f"/runs/{second.pk}/").content.decode()
     assert "Earlier attempts (1)" in html and "attempt 1 on box-a" in html and "worker shut down" in html
     assert "Attempt 2 started" in html
+    # every time in one form, the attempt log's too (it keeps ISO text)
+    assert re.search(r"ended \d{4}-\d\d-\d\d \d\d:\d\d: worker shut down", html)
+    assert re.search(r"<dt>Attempt 2 started</dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d</dd>", html)
 
     started = second.started_at
     Run.objects.filter(pk=second.pk).update(earlier_training=timedelta(minutes=10))

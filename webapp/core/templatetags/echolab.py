@@ -1,8 +1,11 @@
 import math
 import unicodedata
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
+from django.utils import timezone
+from django.utils.formats import date_format
 
 register = template.Library()
 
@@ -32,6 +35,16 @@ def metric(metrics, key):
     """A value from Run.latest_metrics, formatted for a table cell."""
     value = (metrics or {}).get(key)
     return "–" if not isinstance(value, (int, float)) or not math.isfinite(value) else significant(value)
+
+
+@register.filter
+def iso_time(text):
+    """An ISO 8601 time kept as text (a run's attempt log) as every page shows a time; the text itself
+    when it is not one."""
+    try:
+        return date_format(timezone.localtime(datetime.fromisoformat(text)), "DATETIME_FORMAT")
+    except (TypeError, ValueError):
+        return text
 
 
 @register.filter
