@@ -19,9 +19,10 @@ import math
 import operator
 import os
 import re
-import zlib
 from collections.abc import Iterable
 from typing import Any
+
+from diagnostics import gzip_stream
 
 MAX_BYTES = 64 * 1024 * 1024
 
@@ -104,7 +105,7 @@ def _read(path_or_text: PathOrText, max_bytes: int) -> str:
             data = f.read()
     if len(data) > max_bytes:
         raise ValueError(f"text is {len(data)} bytes, over the limit of {max_bytes}")
-    if data[:2] == GZIP_MAGIC:
+    if data[:2] == gzip_stream.MAGIC:
         data = _gunzip(data, max_bytes)
     if b"\0" in data:
         raise ValueError("not CSV or JSON lines: the data is binary")
@@ -114,25 +115,16 @@ def _read(path_or_text: PathOrText, max_bytes: int) -> str:
         raise ValueError(f"not CSV or JSON lines: not UTF-8 text (byte {error.start})") from None
 
 
-GZIP_MAGIC = b"\x1f\x8b"
-
-
 def _gunzip(data: bytes, max_bytes: int) -> bytes:
-    """What a gzip file holds (every member), refused beyond max_bytes: a small file must not inflate
-    into gigabytes."""
-    out = bytearray()
+    """What a gzip file holds (every member), refused beyond max_bytes."""
     try:
-        while data:
-            inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
-            out += inflater.decompress(data, max_bytes + 1 - len(out))
-            if len(out) > max_bytes:
-                raise ValueError(f"file is over the limit of {max_bytes} bytes once decompressed")
-            if not inflater.eof:
-                raise ValueError("gzip: the file ends before its compressed data does")
-            data = inflater.unused_data
-    except zlib.error as error:
-        raise ValueError(f"gzip: not valid compressed data ({error})") from None
-    return bytes(out)
+        return b"".join(gzip_stream.inflate([data], max_bytes))
+    except gzip_stream.Oversized:
+        raise ValueError(f"file is over the limit of {max_bytes} bytes once decompressed") from None
+    except gzip_stream.Truncated:
+        raise ValueError("gzip: the file ends before its compressed data does") from None
+    except ValueError as error:
+        raise ValueError(f"gzip: {error}") from None
 
 
 def key_problem(key: Any) -> str | None:

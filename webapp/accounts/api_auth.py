@@ -17,8 +17,9 @@ from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
+from diagnostics import gzip_stream
 from webapp.accounts.models import ApiToken
-from webapp.core import gzip_stream, jsonsafe
+from webapp.core import jsonsafe
 from webapp.core.json_response import JsonResponse
 
 logger = logging.getLogger(__name__)

@@ -8,8 +8,9 @@ from django.shortcuts import redirect, render
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_http_methods
 
+from diagnostics import gzip_stream
 from webapp.accounts.api_auth import ApiError, api_view, gzipped
-from webapp.core import gzip_stream, jsonsafe
+from webapp.core import jsonsafe
 from webapp.core.json_response import JsonResponse
 from webapp.imports.forms import ImportForm
 

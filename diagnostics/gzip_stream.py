@@ -1,5 +1,6 @@
-"""Request bodies sent with `Content-Encoding: gzip`, inflated as they are read and never past a limit (a
-few kilobytes can inflate into gigabytes)."""
+"""gzip data inflated as it is read and never past a limit (a few kilobytes can inflate into gigabytes):
+request bodies sent with `Content-Encoding: gzip` (the web app) and gzip-compressed metrics files
+(diagnostics.series). Pure Python, so that both may use it."""
 
 import zlib
 from collections.abc import Iterable, Iterator
@@ -12,10 +13,14 @@ class Oversized(ValueError):
     """The inflated data is larger than the limit."""
 
 
+class Truncated(ValueError):
+    """The data ends inside a gzip member."""
+
+
 def inflate(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
     """The data of the gzip stream given in `chunks`, every member of it (as gunzip reads files joined one
-    after another). Oversized past `limit` bytes; ValueError for data that is not gzip, that ends early,
-    or that has anything but another member after a member."""
+    after another). Oversized past `limit` bytes; Truncated for data that ends inside a member; ValueError
+    for data that is not gzip or has anything but another member after a member."""
     member = zlib.decompressobj(wbits=GZIP_WBITS)
     produced = 0
     for chunk in chunks:
@@ -34,4 +39,4 @@ def inflate(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
                 yield out
             data = member.unused_data if member.eof else member.unconsumed_tail
     if not member.eof:
-        raise ValueError("the gzip stream ends early (a truncated body?)")
+        raise Truncated("the gzip stream ends early (a truncated body?)")
