@@ -14,7 +14,6 @@ from webapp.compare.forms import AblationForm
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import estimate, run_planning, specs
 from webapp.metrics.api import MAX_KEYS
-from webapp.runs import queue
 from webapp.runs.charts import other_keys
 
 # One colour per run, the same in every chart and table: plotly's D3 palette, then its light tones,
@@ -209,9 +208,10 @@ def compare(request):
 @login_required
 @require_POST
 def ablation_estimate(request):
-    """The ablation form as it stands: how many runs and how long each should take here, as the new
-    experiment form's estimate (errors, while invalid, in a 200 too)."""
+    """The ablation form as it stands: how many runs and how long each should take here (estimate.answer,
+    as for the new-experiment form)."""
     form = AblationForm(request.POST)
+    planned = []
     if form.is_valid():
         data = form.cleaned_data
         spec = ablations.build_spec(
@@ -221,11 +221,7 @@ def ablation_estimate(request):
             planned = run_planning.plan(spec)
         except specs.SpecError as error:
             form.add_spec_errors(error.errors)
-    if form.errors:
-        return JsonResponse(
-            {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
-        )
-    return JsonResponse({**estimate.summary(planned), "waits_for": queue.waits_for()})
+    return JsonResponse(estimate.answer(form, planned))
 
 
 @login_required

@@ -16,6 +16,7 @@ from diagnostics.metrics import TIME_STEP_S
 from webapp.core.templatetags.echolab import duration
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
+from webapp.runs import queue
 
 MEASURED_RUNS = 200  # the most recent runs with step times that an estimate looks at
 # Finite and sane: Postgres sorts NaN above every number, so an upper bound also leaves NaN out.
@@ -111,6 +112,15 @@ def _models(names: list[str]) -> str:
     if len(names) == 1:
         return f"model {names[0]}"
     return "models " + ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
+def answer(form, planned) -> dict:
+    """What a form's estimate request answers (static/js/experiment_form.js): the form's errors while it is
+    invalid (a 200 still: the question was fine, and a 400 on every keystroke fills the browser's
+    console), else the summary and what each run waits for."""
+    if form.errors:
+        return {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
+    return {**summary(planned), "waits_for": queue.waits_for()}
 
 
 def summary(planned) -> dict:

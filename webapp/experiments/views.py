@@ -61,15 +61,12 @@ def experiment_new(request):
 @require_POST
 def experiment_estimate(request):
     """The new-experiment form, as it stands, checked: how many runs and how long each should take here
-    (static/js/experiment_form.js asks as the form changes). While the form is invalid the answer is its
-    errors, still a 200: the question was fine, and a 400 on every keystroke fills the browser's console."""
+    (static/js/experiment_form.js asks as the form changes; estimate.answer)."""
     data = request.POST.copy()
     data["name"] = data.get("name", "").strip() or "estimate"  # the name changes nothing here
     form = ExperimentForm(data)
-    if not form.is_valid():
-        errors = {field: " ".join(problems) for field, problems in form.errors.items()}
-        return JsonResponse({"errors": errors})
-    return JsonResponse({**estimate.summary(form.planned), "waits_for": queue.waits_for()})
+    form.is_valid()
+    return JsonResponse(estimate.answer(form, form.planned))
 
 
 @login_required
