@@ -1,3 +1,5 @@
+import functools
+
 import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -110,17 +112,22 @@ def experiment_import(request):
     return _render_new(request, ExperimentForm(), import_form, status=400)
 
 
-def _render_new(request, form, import_form, status=200):
-    # Each preset on each environment: an environment brings its own episode shape (turns, actions).
-    preset_yaml = {
+@functools.cache
+def _preset_values() -> dict[str, str]:
+    """Each preset on each environment as YAML (an environment brings its own episode shape: turns,
+    actions), keyed "<preset> <env>": the same for every request, so built once per process."""
+    return {
         f"{name} {env}": TrainConfig.preset(name, env={"name": env}).to_yaml()
         for name in PRESETS
         for env in envs.registry()
     }
+
+
+def _render_new(request, form, import_form, status=200):
     return render(
         request,
         "experiments/new.html",
-        {"form": form, "import_form": import_form, "preset_yaml": preset_yaml},
+        {"form": form, "import_form": import_form, "preset_yaml": _preset_values()},
         status=status,
     )
 
