@@ -552,11 +552,9 @@
     return body.run;
   }
 
-  // A run logged through the MLflow endpoint takes points after it ended, as in MLflow, and a lost one
-  // runs again when its client logs again (webapp.tracking): its page keeps asking, less often.
-  const MLFLOW_HOST = "mlflow client";  // webapp.metrics.ingest.MLFLOW_HOST
+  // A run logged through the MLflow endpoint (page.mlflow) takes points after it ended, as in MLflow, and
+  // a lost one runs again when its client logs again (webapp.tracking): its page keeps asking, less often.
   const ENDED_POLL_MS = 10000;
-  let mlflowRun = false;
 
   async function poll() {
     const status = document.getElementById("poll-state");
@@ -574,12 +572,11 @@
         return;
       }
       status.textContent = state.finished ? "" : "live, updating every " + POLL_MS / 1000 + " s";
-      mlflowRun = run.host === MLFLOW_HOST;
     } catch (error) {
       status.textContent = "update failed (" + error.message + "); retrying";
     }
     if (!state.finished) window.setTimeout(poll, POLL_MS);
-    else if (mlflowRun) window.setTimeout(poll, ENDED_POLL_MS);
+    else if (page.mlflow) window.setTimeout(poll, ENDED_POLL_MS);
   }
 
   // A linear/log switch above each chart, and sections that fold; both remembered (prefs).

@@ -15,7 +15,7 @@ from webapp.alerts.models import Notification
 from webapp.compare import selection
 from webapp.experiments.models import Run
 from webapp.metrics import export
-from webapp.metrics.ingest import MAX_STEP
+from webapp.metrics.ingest import MAX_STEP, MLFLOW_HOST
 from webapp.metrics.models import MetricRollup, Sample
 from webapp.runs import queue, table
 from webapp.runs.charts import chart_sections
@@ -183,6 +183,8 @@ def run_detail(request, pk):
         "charts": [chart for section in sections for chart in section["charts"]],
         "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "collapse_every": _collapse_every(run.config),  # why the Template collapse panel may be empty
+        # An MLflow run takes points after it ended and may run again: its page keeps asking once ended.
+        "mlflow": run.host == MLFLOW_HOST,
         "urls": {
             "metrics": reverse("api_run_metrics", args=[run.pk]),
             "events": reverse("api_run_events", args=[run.pk]),
