@@ -9,6 +9,14 @@ window.EchoChartView = {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   },
 
+  // The JSON a chart data request answers; an Error with the API's message when it refuses.
+  getJson: async function (url) {
+    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    const body = await response.json().catch(function () { return {}; });
+    if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
+    return body;
+  },
+
   // Servers and proxies refuse a longer request line (gunicorn's default limit is 4,094 bytes, nginx's 8k).
   URL_BUDGET: 3500,
 

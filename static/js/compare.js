@@ -63,12 +63,7 @@
     }, chartKeys(), page.max_keys);
   }
 
-  async function getJson(url) {
-    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
-    const body = await response.json().catch(function () { return {}; });
-    if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
-    return body;
-  }
+  const getJson = window.EchoChartView.getJson;
 
   // One answer from the answers of dataUrls(): the first, with the other answers' series (per run, per
   // group) added to it.

@@ -96,12 +96,7 @@
     return secs + "s";
   }
 
-  async function getJson(url) {
-    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
-    const body = await response.json().catch(function () { return {}; });
-    if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
-    return body;
-  }
+  const getJson = window.EchoChartView.getJson;
 
   // A run may log hundreds of keys (veRL logs over 100): as many requests as the addresses need.
   function metricsUrls() {
