@@ -1,6 +1,7 @@
 """The run page in a real browser: charts draw, live polling appends without losing the user's zoom,
 and stops when the run ends."""
 
+import re
 import time
 
 import pytest
@@ -244,6 +245,8 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
     assert page.locator("#trajectories-link").get_attribute("href") == f"/runs/{run.pk}/trajectories?step=12"
     rows = page.locator("#event-list tbody tr")
     assert rows.count() == 2
+    # its time as every page writes one (webapp/formats), not in the browser's locale
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows.nth(0).inner_text().split("\t")[0])
     assert rows.nth(0).inner_text().split("\t")[1:] == [
         "12",
         "warning",
