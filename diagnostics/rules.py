@@ -742,7 +742,9 @@ class GradSpikeParams(RuleParams):
         0.0, "EMA weight of the past; off by default, smoothing hides spikes", min=0.0, max=0.99
     )
     pending: int = param(1, "a spike is one step: fire on the first", min=1)
-    window: int = param(20, "finite values in the running median", min=3)
+    window: int = param(
+        20, "values in the running median: the last finite, positive values that were not spikes", min=3
+    )
     tolerance: float = param(
         4.0, "breach when the value exceeds (1 + tolerance) x the running median", min=0.0
     )
@@ -784,7 +786,11 @@ class GradSpike(Rule):
             signals = {"metric": self.metric, "value": value, "median": median, "limit": limit}
             summary = f"{self.quantity} {value:.4g} vs running median {median:.4g}"
             found = Check(self.breached(value, limit), signals, summary)
-        self.remember(value)
+        # The median is the norm before the spike: a breached value stays out of it, so the alert
+        # resolves when the norm comes back, not when the median has climbed to meet it; a zero
+        # (no update: every group's rewards equal, no KL) is no level to compare against.
+        if value > 0 and not (found and found.breached):
+            self.remember(value)
         return found
 
     def value(self, metrics: Metrics) -> float | None:

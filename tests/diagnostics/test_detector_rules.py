@@ -137,11 +137,25 @@ def test_grad_spike_tolerance_is_relative_to_the_running_median():
     assert levels(feed(only("grad_spike", tolerance=3.0), GRAD, values)) == [(6, "info")]
 
 
+def test_grad_unstable_stays_up_while_the_norm_does_and_resolves_when_it_comes_back():
+    # The median is the norm before the spike: 30 steps at 10x must not become the new normal.
+    det = only("grad_unstable", window=5, recovery=2)
+    events = feed(det, GRAD, [1.0] * 10 + [10.0] * 30 + [1.0] * 3)
+    assert levels(events) == [(12, "warning"), (41, "resolved")]  # back at 40, +2 clear
+    assert "running median 1" in events[1]["message"]
+
+
 def test_grad_spike_median_window_is_bounded():
-    # After the level settles at 10x, the bounded median follows it and the rule goes quiet again.
-    det = only("grad_spike", tolerance=4.0, window=5, recovery=2)
-    events = feed(det, GRAD, [1.0] * 10 + [10.0] * 10)
-    assert levels(events) == [(10, "info"), (14, "resolved")]  # median turns at 13, +2 clear
+    # Old values leave the median: a norm that drifts down to a tenth is judged against the new level.
+    det = only("grad_spike", tolerance=4.0, window=5)
+    events = feed(det, GRAD, [10.0] * 10 + [1.0] * 10 + [6.0])
+    assert levels(events) == [(20, "info")]
+
+
+def test_a_zero_gradient_norm_is_no_baseline():
+    # Every group's rewards equal and no KL: the update is zero, and the first real one is no spike.
+    events = feed(Detector(), GRAD, [0.0] * 10 + [0.5, 0.55, 0.6] * 10)
+    assert [e for e in events if e["rule"].startswith("grad")] == []
 
 
 def test_an_isolated_grad_spike_that_recovers_is_info_and_never_a_warning():
