@@ -116,9 +116,11 @@ class SuccessTrend:
       (mean |change| * sqrt(pi) / 2, exact for normal noise, over the last `NOISE_WINDOW` changes): a
       trend barely moves it. (A median would be more robust to jumps, but success rates of a few dozen
       episodes move in steps of 1/32 and its median then under-reads the noise.)
-    - A peak is *real* when the smoothed value once stood `k` noise SDs (the noise of that time) above
-      the mean of the first `START_STEPS` values: a run that never learned (success noisy around
-      0.05-0.1) has no peak.
+    - A peak is *real* when the mean of `PEAK_WINDOWS` values in a row once stood `k` standard errors
+      (in the noise of that time) above the mean of the first `START_STEPS` values, beyond what the best
+      of that many windows reaches by chance (`chance_excess`): a run that never learned (success noisy
+      around 0.05-0.1) has no peak, however long it runs. The maximum of a noisy series grows with its
+      length; judged as a fixed number of SDs, 8 in 20 flat 200-step runs at 0.07 had a "real" peak.
     - *Falling*: the mean of the last `RECENT` values, or the last value alone, is below the mean of the
       `BEFORE` values ahead of them by `k` standard errors (two-window z-tests: a plateau's noise rarely
       passes them, unlike "below the running peak", which a noisy plateau is half of the time), or the
@@ -131,6 +133,9 @@ class SuccessTrend:
 
     SMOOTHING = 0.3  # light: the half-peak test must not lag a sudden fall
     START_STEPS = 5
+    # The levels a peak is judged by: means of this many values in a row, not one smoothed value; the
+    # shorter for series logged sparsely (validation every 10 steps), the longer for noisy ones.
+    PEAK_WINDOWS = (5, 10)
     NOISE_WINDOW = 30
     # The fall tests divide by the larger of the noise over NOISE_WINDOW changes and over this many: 30
     # changes give an estimate ~17% uncertain, and success rates of a few dozen episodes repeat values,
@@ -158,7 +163,9 @@ class SuccessTrend:
         self.start: list[float] = []
         self.window: deque[float] = deque(maxlen=self.BEFORE + self.RECENT)
         self.changes: deque[float] = deque(maxlen=self.FALL_NOISE_WINDOW)
-        self.best_rise = 0.0  # the highest smoothed value above the start so far, in noise SDs
+        self.best_rise = 0.0  # the best window mean above the start so far, in standard errors, beyond chance
+        self.best_smoothed_rise = 0.0  # the highest smoothed value above the start so far, in noise SDs
+        self.best_levels = dict.fromkeys(self.PEAK_WINDOWS, -math.inf)  # the best mean of w values in a row
         # Kept up to date by update() instead of being recomputed by every rule that asks, several times a
         # step: both change only when a value arrives (the baseline only during the first START_STEPS).
         self.noise = 0.0
@@ -191,7 +198,29 @@ class SuccessTrend:
         self.value = self.ema.update(x)
         self.peak = max(self.peak, self.value)
         if self.known:
-            self.best_rise = max(self.best_rise, _in_sds(self.value - self.baseline, self.noise))
+            for w in self.PEAK_WINDOWS:
+                n = min(w, len(self.window))
+                level = statistics.fmean(list(self.window)[-n:])
+                if n == w:
+                    self.best_levels[w] = max(self.best_levels[w], level)
+                self.best_rise = max(self.best_rise, self._rise(level, n, self.noise))
+            self.best_smoothed_rise = max(
+                self.best_smoothed_rise, _in_sds(self.value - self.baseline, self.noise)
+            )
+
+    def _rise(self, level: float, w: int, noise: float) -> float:
+        """A mean of `w` values above the start, in standard errors of the difference of the two means,
+        less what the best of the run's windows so far reaches by chance."""
+        sd = noise * math.sqrt(1 / w + 1 / self.START_STEPS)
+        return _in_sds(level - self.baseline, sd) - self.chance_excess(w, self.START_STEPS)
+
+    def chance_excess(self, w: int, other: int) -> float:
+        """How far, in standard errors of a difference of means of `w` and `other` values, the best of
+        the run's windows of `w` values stands above their mean by chance: about sqrt(2 ln m) standard
+        errors of one window for the maximum of m independent normals, m = the windows that do not
+        overlap so far."""
+        windows = max(self.count / w, 1.0)
+        return math.sqrt(2 * math.log(windows)) * math.sqrt((1 / w) / (1 / w + 1 / other))
 
     def _track_low(self, x: float) -> None:
         if x < self.low - self.FLAT_TOLERANCE:
@@ -210,13 +239,31 @@ class SuccessTrend:
         return len(self.start) == self.START_STEPS
 
     def rise(self) -> float:
-        """The peak above the start, in noise SDs of the time it was reached (inf without noise)."""
+        """The peak above the start, in standard errors of the time it was reached, beyond chance (inf
+        without noise)."""
         return self.best_rise
 
     def rise_now(self) -> float:
-        """The peak above the start in today's noise SDs: lower when the series got noisier since (a
-        policy that turns all-or-nothing per prompt makes a success rate over a few groups jump)."""
-        return _in_sds(self.peak - self.baseline, self.noise)
+        """The peak above the start in today's noise: lower when the series got noisier since (a policy
+        that turns all-or-nothing per prompt makes a success rate over a few groups jump); -inf before
+        a window of values."""
+        return max(self._rise(level, w, self.noise) for w, level in self.best_levels.items())
+
+    def fall(self) -> float:
+        """How far the last values sit below the best run of as many, in standard errors of the
+        difference, less what the best window and the lowest recent one reach by chance (the larger of
+        the PEAK_WINDOWS' readings): a plateau's noise does not pass it, however long the run."""
+        falls = []
+        for w, best in self.best_levels.items():
+            recent = statistics.fmean(list(self.window)[-w:])
+            sd = self.fall_noise * math.sqrt(2 / w)
+            falls.append(_in_sds(best - recent, sd) - 2 * self.chance_excess(w, w))
+        return max(falls)
+
+    @property
+    def best_level(self) -> float:
+        """The best mean of PEAK_WINDOWS[-1] values in a row (of fewer while the run is shorter)."""
+        return next((level for level in reversed(self.best_levels.values()) if level > -math.inf), -math.inf)
 
     def drop(self) -> float | None:
         """How far the last RECENT values sit below the BEFORE values ahead of them, in standard errors;
@@ -310,7 +357,7 @@ class SuccessTrend:
         level (nothing to lose); None when too early to tell (rules then judge without it)."""
         if not self.known or self.value is None:  # known implies a value: one update per start value
             return None
-        if self.rise() < peak_sigmas:
+        if self.best_smoothed_rise < peak_sigmas:
             return not self.fell_without_peak(peak_sigmas)
         if fall_sigmas == 0:
             return False
@@ -522,11 +569,14 @@ class CollapseParams(DropParams):
     min_peak: float = param(0.1, "a peak below this is noise, not learning worth losing", min=0.0)
     peak_sigmas: float = param(
         3.0,
-        "... and so is a peak less than this many noise SDs above the mean of "
-        "the run's first 5 values (a run that never learned has no peak), "
-        "unless its last 5 values fell under half a start of at least 0.2, this "
-        "many standard errors below it (or it flatlined at its lowest); "
-        "0 = any peak",
+        "... and so is a peak whose best mean of 5 or 10 values in a row is less "
+        "than this many standard errors above the mean of the run's first 5 "
+        "values beyond what the best of the run's windows reaches by chance "
+        "(a run that never learned has no peak, however long it runs), and a "
+        "fall whose last values are not this many standard errors, beyond "
+        "chance, below that best mean; unless its last 5 values fell under half "
+        "a start of at least 0.2, this many standard errors below it (or it "
+        "flatlined at its lowest); 0 = any peak and any fall",
         min=0.0,
     )
     pending: int = param(5, "evaluations success must stay down before calling it a collapse", min=1)
@@ -563,7 +613,15 @@ class Collapse(DropFromPeak):
         rise = min(trend.rise(), trend.rise_now())
         found.signals.update(start=trend.baseline, noise=trend.noise, rise_sigmas=rise)
         if rise >= self.params.peak_sigmas:
-            return found
+            fall = trend.fall()
+            found.signals["fall_sigmas"] = fall
+            if not found.breached or fall >= self.params.peak_sigmas:
+                return found
+            summary = (
+                f"{found.summary}, but its last values (mean {trend.recent_mean():.4g}) are within the noise "
+                f"of its best level (a mean of {trend.PEAK_WINDOWS[-1]} in a row: {trend.best_level:.4g})"
+            )
+            return found._replace(breached=False, summary=summary)
         if trend.lost_start(self.params.peak_sigmas):
             reason = (
                 f"it never rose clearly above its start {trend.baseline:.4g} (its peak is within the "

@@ -65,14 +65,18 @@ window.EchoChartView = {
   },
 
   // The x range a plotly_relayout event sets: [low, high], null for "the whole axis again" (a double
-  // click), undefined when the event is no x zoom (a y-only zoom, a resize).
+  // click), undefined when the event is no x zoom (a y-only zoom, a resize). A double click resets an
+  // axis to the range it was drawn with: the page's unzoomed span is "the whole axis" too.
   zoomedRange: function (change) {
     let range;
     if (change["xaxis.autorange"]) return null;
     if (change["xaxis.range[0]"] !== undefined) range = [change["xaxis.range[0]"], change["xaxis.range[1]"]];
     else if (Array.isArray(change["xaxis.range"])) range = change["xaxis.range"].slice();
     else return undefined;
-    return range.map(function (x) { return Number(Number(x).toFixed(3)); });
+    const rounded = range.map(function (x) { return Number(Number(x).toFixed(3)); });
+    const span = this.shared.span;
+    const whole = span && rounded.every(function (x, end) { return Math.abs(x - span[end]) < 1e-3; });
+    return whole ? null : rounded;
   },
 
   // Plotly's x axis layout for a range (null: fit the data).
@@ -82,14 +86,16 @@ window.EchoChartView = {
   },
 
   // The run page's view shared with the panels its other scripts draw over steps (the reward-std heat
-  // strip, the collapse panel's MI chart): run.js announces {xmode, xrange, cursor} with share(), which
+  // strip, the collapse panel's MI chart): run.js announces {xmode, xrange, span, cursor} with share()
+  // (span: the x range of the page's unzoomed charts, null before they have data), which
   // fires "echolab:view" on document when it changes; a panel draws its x axis with stepAxis() and
   // joins with joinStepAxis(), whose x zoom fires "echolab:zoom" ({xrange}) for run.js to apply to the
   // whole page. One mechanism, so every step chart on the page zooms and marks the cursor alike.
-  shared: { xmode: "step", xrange: null, cursor: null },
+  shared: { xmode: "step", xrange: null, span: null, cursor: null },
 
   share: function (view) {
-    const next = { xmode: view.xmode, xrange: view.xrange ? view.xrange.slice() : null, cursor: view.cursor };
+    const next = { xmode: view.xmode, xrange: view.xrange ? view.xrange.slice() : null,
+                   span: view.span ? view.span.slice() : null, cursor: view.cursor };
     if (JSON.stringify(next) === JSON.stringify(this.shared)) return;
     this.shared = next;
     document.dispatchEvent(new CustomEvent("echolab:view", { detail: next }));
@@ -101,7 +107,7 @@ window.EchoChartView = {
   stepAxis: function (name) {
     const view = this.shared;
     const following = view.xmode === "step";
-    const xaxis = following ? this.xaxis("step", view.xrange)
+    const xaxis = following ? this.xaxis("step", view.xrange || view.span)
                             : { title: { text: "step (not training time: this chart has no time axis)" }, autorange: true };
     const cursor = view.cursor === null || view.cursor === undefined ? [] : [view.cursor];
     return {

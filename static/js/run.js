@@ -160,6 +160,22 @@
     return state.time ? Number(timeAt(state.time, step).toFixed(4)) : null;
   }
 
+  // Every chart's x range while the page is not zoomed: the span of all its series (padded so the end
+  // markers show whole), so that a chart with fewer or later points (validation every 20 steps, a key
+  // logged late, an empty chart) lines up with the others under the cursor and the event lines.
+  function dataSpan() {
+    let low = Infinity, high = -Infinity;
+    Object.values(state.series).forEach(function (s) {
+      if (!s.step.length) return;
+      const first = xOf(s.step[0]), last = xOf(s.step[s.step.length - 1]);
+      if (first !== null) low = Math.min(low, first);
+      if (last !== null) high = Math.max(high, last);
+    });
+    if (!(low < high)) return null;
+    const pad = (high - low) * 0.01;
+    return [low - pad, high + pad];
+  }
+
   function seriesTraces(key, index) {
     const s = state.series[key];
     if (!s || !s.step.length) return [];
@@ -303,6 +319,7 @@
   function render() {
     state.time = clock();
     const events = eventLayer();
+    const span = dataSpan();
     state.syncing = true;
     page.charts.forEach(function (chart) {
       const plot = document.getElementById("chart-" + chart.id);
@@ -320,7 +337,7 @@
         datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
-        xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange),
+        xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || span),
         yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
@@ -337,7 +354,7 @@
       }
     });
     state.syncing = false;
-    window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, cursor: state.cursor });
+    window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: span, cursor: state.cursor });
     const note = document.getElementById("x-axis-note");
     note.hidden = state.xmode !== "time" || state.time !== null;
     note.textContent = "this run has logged no " + TIME_KEY + " yet: no training time to draw against";

@@ -174,9 +174,9 @@ def test_grad_unstable_warns_when_the_norm_stays_up():
 
 def test_collapse_fires_after_staying_down_for_k_steps_at_collapse_level():
     det = only("collapse", pending=5, fraction=0.6, min_steps=3, **RAW)
-    values = [0.1] * 5 + [0.3, 0.5, 0.6, 0.6, 0.6] + [0.2] * 10
+    values = [0.1] * 5 + [0.3, 0.5] + [0.6] * 10 + [0.2] * 12  # down from step 17
     events = feed(det, "train/success", values)
-    assert levels(events) == [(14, "collapse")]
+    assert levels(events) == [(22, "collapse")]
     assert events[0]["signals"]["metric"] == "train/success"
 
 
@@ -188,7 +188,7 @@ def test_collapse_ignores_noise_before_a_meaningful_peak():
 
 def test_collapse_ignores_an_early_peak_before_min_steps():
     det = only("collapse", pending=2, min_steps=5, **RAW)
-    assert feed(det, "train/success", [0.1] * 5 + [0.9, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2]) != []
+    assert feed(det, "train/success", [0.1] * 5 + [0.9] * 10 + [0.2] * 8) != []
     det = only("collapse", pending=2, min_steps=8, **RAW)
     assert feed(det, "train/success", [0.1] * 5 + [0.9, 0.2]) == []
 
@@ -208,8 +208,8 @@ def test_collapse_of_a_run_that_starts_high_is_a_loss_of_its_start_not_of_a_peak
 @pytest.mark.parametrize("key", ["val/success", "train/reward_mean", "critic/score/mean"])
 def test_collapse_falls_back_when_success_is_not_logged(key):
     det = only("collapse", pending=2, min_steps=3, **RAW)
-    events = feed(det, key, [0.2] * 5 + [0.5, 0.8, 0.8, 0.3, 0.3, 0.3])
-    assert levels(events) == [(9, "collapse")]
+    events = feed(det, key, [0.2] * 5 + [0.5] + [0.8] * 8 + [0.3] * 8)
+    assert levels(events) == [(17, "collapse")]
     assert events[0]["signals"]["metric"] in ("val/success", "train/reward_mean")
 
 

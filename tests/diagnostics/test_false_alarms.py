@@ -34,6 +34,26 @@ def test_a_run_that_never_learned_is_never_collapsed(seed):
     assert [e for e in alarms(replay(rows)) if e[1] == "collapse"] == []
 
 
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize(
+    "success, episodes, steps",
+    [
+        (lambda t: 0.07, 16, 200),  # never learns
+        (lambda t: 0.1, 32, 1000),  # never learns, for longer
+        (lambda t: min(0.3, 0.1 + 0.3 * t / 40), 16, 300),  # learns a little and holds a low plateau
+        (lambda t: 0.1 + 0.75 / (1 + math.exp(-(t - 700) / 160)), 32, 2000),  # learns slowly, late
+    ],
+    ids=["flat-0.07", "flat-0.1-1000-steps", "plateau-0.3", "slow-learner-2000-steps"],
+)
+def test_no_collapse_on_noise_however_long_the_run(seed, success, episodes, steps):
+    # A tester's shapes: the best of many noisy steps (or windows) grows with the run's length, so a
+    # fixed number of SDs above the start made a "real peak" of noise in 8 of 20 flat 200-step runs
+    # at 0.07 and 12 of 20 at 0.1 over 1000 steps, and every peak-ratio fall under it a collapse email.
+    rng = random.Random(seed)
+    rows = [{SUCCESS: sampled(success(t), episodes, rng)} for t in range(steps)]
+    assert [e for e in alarms(replay(rows)) if e[1] == "collapse"] == []
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_a_run_that_loses_its_start_level_without_ever_rising_is_collapsed(seed):
     # Success 0.45 from the first step (an untrained model that already answers in format), no rise, then

@@ -95,3 +95,30 @@ def test_a_run_without_step_times_says_it_has_no_time_axis(page):
     chart.get_by_text("no time/step_s logged: nothing to draw against training time").wait_for()
     assert chart.locator(".scatterlayer .trace").count() == 0, "drew the values against their index"
     assert chart.locator(".shapelayer path").count() == 0, "drew the event's line with no x for it"
+
+
+def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(page):
+    # Validation every 20 steps, entropy logged from step 30, no gradient norm at all: unzoomed, every
+    # chart is drawn over the run's steps, so the cursor and the event lines fall at one x on each.
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=STEPS, total_steps=STEPS)
+    MetricPoint.upsert(
+        run.pk,
+        [(s, "train/success", (s * s % 7) / 7) for s in range(STEPS)]
+        + [(s, "val/success", 0.5) for s in range(0, 41, 20)]
+        + [(s, "actor/entropy", 1.0 + s / 100) for s in range(30, STEPS)],
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_selector("#chart-entropy .scatterlayer .trace path.js-line")
+    whole = sorted(ticks(page, "success"))  # in the DOM, reused tick labels keep their places
+    assert min(whole) <= 0 and max(whole) >= 50
+    assert sorted(ticks(page, "entropy")) == whole
+    assert sorted(ticks(page, "grad_norm")) == whole  # the empty chart too, under its "not logged" note
+    page.screenshot(path=str(ARTIFACTS / "run-charts-one-x-range.png"), full_page=False)
+
+    drag_across(page, "entropy")
+    wait_for(lambda: "xrange=" in page.url, timeout=10, message="the entropy chart zoomed")
+    wait_for(lambda: sorted(ticks(page, "success")) != whole, timeout=10, message="the success chart follows")
+    page.locator("#chart-success .nsewdrag").dblclick()
+    wait_for(lambda: "xrange=" not in page.url, timeout=10, message="a double click unzooms")
+    wait_for(lambda: sorted(ticks(page, "entropy")) == whole, timeout=10, message="the whole run again")
+    assert sorted(ticks(page, "success")) == whole
