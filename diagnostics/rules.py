@@ -283,11 +283,19 @@ class SuccessTrend:
         before = statistics.fmean(values[:-1])
         return _in_sds(before - values[-1], self.fall_noise * math.sqrt(1 + 1 / self.BEFORE))
 
+    @property
+    def origin(self) -> float:
+        """Where "half the peak" is measured from: 0 for a success rate; the start for the mean-reward
+        fallback, whose zero means nothing (rewards of -3 to -1, or a run climbing through 0: "half of
+        -1.3" or "44% of a peak of 0.14" is no measure of a fall)."""
+        return self.baseline if self.metric == TRAIN_REWARD_MEAN else 0.0
+
     def below_half(self) -> float:
-        """How far the smoothed value sits below half its peak, in standard deviations of the smoothed
-        value (an EMA of weight a over values of SD `noise` has SD noise * sqrt((1 - a) / (1 + a)))."""
-        a = self.SMOOTHING
-        return _in_sds(self.peak / 2 - (self.value or 0.0), self.fall_noise * math.sqrt((1 - a) / (1 + a)))
+        """How far the smoothed value sits below half its peak (above the origin), in standard deviations
+        of the smoothed value (an EMA of weight a over values of SD `noise` has SD noise * sqrt((1 - a) /
+        (1 + a)))."""
+        a, half = self.SMOOTHING, (self.peak + self.origin) / 2
+        return _in_sds(half - (self.value or 0.0), self.fall_noise * math.sqrt((1 - a) / (1 + a)))
 
     def recent_mean(self) -> float:
         """The mean of the last RECENT values (fewer early in the run)."""
@@ -310,6 +318,7 @@ class SuccessTrend:
         one start level (docs/DETECTOR.md, "Lost start"; tests/diagnostics/test_false_alarms.py)."""
         return (
             sigmas > 0
+            and self.metric != TRAIN_REWARD_MEAN  # MIN_START and LOST_FRACTION are a success rate's
             and self.baseline >= self.MIN_START
             and self.recent_mean() < self.baseline * self.LOST_FRACTION
             and self.below_start() >= sigmas
@@ -453,6 +462,10 @@ class DropFromPeak(Rule):
     def value(self, metrics: Metrics, trend: SuccessTrend) -> float | None:
         return finite(metrics.get(self.metric))
 
+    def origin(self, trend: SuccessTrend) -> float:
+        """What the fraction of the peak is measured from (see SuccessTrend.origin)."""
+        return 0.0
+
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         x = self.value(metrics, trend)
         if x is None:
@@ -460,12 +473,20 @@ class DropFromPeak(Rule):
         smoothed = self.ema.update(x)
         self.seen += 1
         self.peak = max(self.peak, smoothed)
-        p = self.params
-        if self.seen < p.min_steps or self.peak <= 0 or self.peak < p.min_peak:
+        p, origin = self.params, self.origin(trend)
+        rise = self.peak - origin
+        if self.seen < p.min_steps or rise <= 0 or rise < p.min_peak:
             return None
-        ratio = smoothed / self.peak
+        ratio = (smoothed - origin) / rise
         signals = {"metric": self.metric, "value": smoothed, "peak": self.peak, "ratio": ratio}
-        summary = f"{self.metric} {smoothed:.4g} is {ratio:.0%} of its peak {self.peak:.4g}"
+        if origin:
+            signals["origin"] = origin
+            summary = (
+                f"{self.metric} {smoothed:.4g} kept {ratio:.0%} of its rise from the start {origin:.4g} "
+                f"to its peak {self.peak:.4g}"
+            )
+        else:
+            summary = f"{self.metric} {smoothed:.4g} is {ratio:.0%} of its peak {self.peak:.4g}"
         return Check(ratio < p.fraction, signals, summary)
 
 
@@ -602,6 +623,9 @@ class Collapse(DropFromPeak):
     def value(self, metrics: Metrics, trend: SuccessTrend) -> float | None:
         self.metric = trend.metric
         return finite(metrics.get(self.metric)) if self.metric else None
+
+    def origin(self, trend: SuccessTrend) -> float:
+        return trend.origin if trend.known else 0.0
 
     def check(self, metrics: Metrics, trend: SuccessTrend) -> Check | None:
         found = super().check(metrics, trend)

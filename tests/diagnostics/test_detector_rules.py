@@ -330,3 +330,28 @@ def test_format_break_is_not_held_for_success():
     for step, valid in enumerate([0.95] * 3 + [0.0] * 6):
         events += det.update(step, {FORMAT: valid, "train/success": 0.9})
     assert levels(events)[:1] == [(6, "warning")]
+
+
+@pytest.mark.parametrize("scale, shift", [(2.0, -3.0), (2.0, -1.0), (100.0, 0.0)])
+def test_a_reward_only_run_is_judged_the_same_on_any_reward_scale(scale, shift):
+    # TRL and GRPO setups log rewards of any range (format penalties make them negative): a run judged
+    # on its mean reward must get the same events, at the same steps, whatever the origin and unit.
+    path = Path(__file__).resolve().parent.parent / "data" / "detector" / "bandit-grpo-s0.jsonl"
+    series = load_series(str(path))
+    scaled = [
+        (
+            step,
+            {
+                key: value * scale + shift
+                if key == "reward"
+                else value * scale
+                if key == "reward_std"
+                else value
+                for key, value in metrics.items()
+            },
+        )
+        for step, metrics in series
+    ]
+    expected = [(e["step"], e["level"], e["rule"]) for e in Detector.replay(series)[1]]
+    assert any(level == "collapse" for _, level, _ in expected)
+    assert [(e["step"], e["level"], e["rule"]) for e in Detector.replay(scaled)[1]] == expected
