@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any, NamedTuple
 
 from .aliases import finite
@@ -154,6 +155,12 @@ class SuccessTrend:
     FLAT_STEPS = 10
     FLAT_CHANCE = 1e-3
     FLAT_TOLERANCE = 1e-9  # "unchanged": success averaged over ranks may differ in its last bits
+    # The fall tests run at every step: over a long run the largest of its noise readings passes any
+    # fixed threshold (about sqrt(2 ln n) SEs for n steps). Their threshold is at least the one that n
+    # normal readings all stay under with this chance of an exception (Bonferroni): 3.29 SEs at 100
+    # steps, 3.72 at 500, 4.06 at 2,000; below ~250 steps the fixed default (3.5) is the larger.
+    FAMILY_RATE = 0.05
+    GUARD_PEAK_SIGMAS = 3.0
 
     def __init__(self) -> None:
         self.metric = ""
@@ -178,6 +185,7 @@ class SuccessTrend:
         self.at_low_in_a_row = 0
         self.count = 0
         self.total = 0.0
+        self.run_length_sigmas = 0.0  # see FAMILY_RATE
 
     def update(self, metrics: Metrics) -> None:
         if not self.metric:
@@ -204,8 +212,9 @@ class SuccessTrend:
                 if n == w:
                     self.best_levels[w] = max(self.best_levels[w], level)
                 self.best_rise = max(self.best_rise, self._rise(level, n, self.noise))
+            late = max(0.0, self.run_length_sigmas - self.GUARD_PEAK_SIGMAS)
             self.best_smoothed_rise = max(
-                self.best_smoothed_rise, _in_sds(self.value - self.baseline, self.noise)
+                self.best_smoothed_rise, _in_sds(self.value - self.baseline, self.noise) - late
             )
 
     def _rise(self, level: float, w: int, noise: float) -> float:
@@ -232,6 +241,7 @@ class SuccessTrend:
             self.at_low_in_a_row = 0
         self.count += 1
         self.total += x
+        self.run_length_sigmas = NormalDist().inv_cdf(1 - self.FAMILY_RATE / self.count)
 
     @property
     def known(self) -> bool:
@@ -370,8 +380,9 @@ class SuccessTrend:
             return not self.fell_without_peak(peak_sigmas)
         if fall_sigmas == 0:
             return False
+        sigmas = max(fall_sigmas, self.run_length_sigmas)
         drop = None if self.recovered() else self.drop()
-        return not any(z is not None and z >= fall_sigmas for z in (drop, self.dip(), self.below_half()))
+        return not any(z is not None and z >= sigmas for z in (drop, self.dip(), self.below_half()))
 
     def recovered(self) -> bool:
         """The last value is back at or above the mean of the BEFORE values ahead of the RECENT window: a
