@@ -151,6 +151,10 @@ def test_a_held_warning_fires_once_success_falls_from_a_real_peak_before_it_halv
     half = next(step for step in range(60, 100) if 0.7 - 0.05 * (step - 59) < 0.35)
     assert std and 60 <= std[0][0] < half
     assert collapse and collapse[0][0] > std[0][0]
+    # The message says the signal was down long before: a reader sees the lead the guard held back.
+    [warning] = [e for e in replay(rows) if e["rule"] == "reward_std_drop" and e["level"] == "warning"][:1]
+    since = warning["signals"]["since_step"]
+    assert since < 60 and f"(breached since step {since}, held until success fell)" in warning["message"]
 
 
 def test_a_noisy_plateau_rarely_warns_though_its_smoothed_value_dips_under_half_its_peak():
