@@ -10,6 +10,7 @@ PAGES = [
     ("experiment_rerun", [1]),
     ("experiment_export", [1]),
     ("tokens", []),
+    ("account", []),
     ("run_list", []),
     ("run_edit", [1]),
     ("runs_export", []),

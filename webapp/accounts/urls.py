@@ -10,6 +10,33 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/", views.account, name="account"),
+    # Django's reset by email: a link valid for PASSWORD_RESET_TIMEOUT, sent to the account's email.
+    path(
+        "accounts/password-reset/",
+        auth_views.PasswordResetView.as_view(
+            template_name="accounts/password_reset.html",
+            email_template_name="emails/password_reset_body.txt",
+            html_email_template_name="emails/password_reset_body.html",
+            subject_template_name="emails/password_reset_subject.txt",
+        ),
+        name="password_reset",
+    ),
+    path(
+        "accounts/password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(template_name="accounts/password_reset_sent.html"),
+        name="password_reset_done",
+    ),
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(template_name="accounts/password_reset_confirm.html"),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(template_name="accounts/password_reset_complete.html"),
+        name="password_reset_complete",
+    ),
     path("tokens/", views.tokens, name="tokens"),
     path("tokens/<id:pk>/revoke/", views.token_revoke, name="token_revoke"),
 ]

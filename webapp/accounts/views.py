@@ -1,11 +1,13 @@
 from axes.helpers import get_cool_off
 from django.contrib import messages
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from webapp.accounts.forms import ApiTokenForm
+from webapp.accounts.forms import ApiTokenForm, EmailForm
 from webapp.accounts.models import ApiToken
 
 NEW_TOKEN_SESSION_KEY = "new_api_token"
@@ -31,6 +33,26 @@ def tokens(request):
             "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),
         },
     )
+
+
+@login_required
+def account(request):
+    """The signed-in user's email and password: two forms on one page, each posted on its own."""
+    email_form = EmailForm(instance=request.user)
+    password_form = PasswordChangeForm(request.user)
+    if request.method == "POST" and "email" in request.POST:
+        email_form = EmailForm(request.POST, instance=request.user)
+        if email_form.is_valid():
+            email_form.save()
+            messages.success(request, "Email saved.")
+            return redirect("account")
+    elif request.method == "POST":
+        password_form = PasswordChangeForm(request.user, request.POST)
+        if password_form.is_valid():
+            update_session_auth_hash(request, password_form.save())  # this session stays signed in
+            messages.success(request, "Password changed; other sessions are signed out.")
+            return redirect("account")
+    return render(request, "accounts/account.html", {"email_form": email_form, "password_form": password_form})
 
 
 @login_required

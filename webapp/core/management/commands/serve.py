@@ -146,7 +146,7 @@ class Command(BaseCommand):
         User.objects.create_superuser("admin", "admin@localhost", password)
         self.stdout.write(self.style.SUCCESS(f"Created login: user 'admin', password '{password}'"))
         self.stdout.write(
-            "(shown once more when everything is up; change it in the admin, or "
+            "(shown once more when everything is up; change it on the Account page (/account/), or "
             "`python manage.py changepassword admin`)"
         )
         return password

@@ -1,0 +1,65 @@
+"""A user who is not staff manages their own account: the email alerts go to, the password, and a reset
+by email when it is forgotten (through a real SMTP server)."""
+
+import re
+
+from django.contrib.auth import get_user_model
+
+User = get_user_model()
+
+
+def test_the_account_page_saves_the_email_and_refuses_a_bad_one(alice_client, alice):
+    page = alice_client.get("/account/")
+    assert page.status_code == 200 and b"Save email" in page.content
+    refused = alice_client.post("/account/", {"email": "not an address"})
+    assert refused.status_code == 200 and b"Enter a valid email address." in refused.content
+    assert User.objects.get(pk=alice.pk).email == alice.email  # nothing written
+    saved = alice_client.post("/account/", {"email": "alice@lab.example"}, follow=True)
+    assert b"Email saved." in saved.content
+    assert User.objects.get(pk=alice.pk).email == "alice@lab.example"
+
+
+def test_the_account_page_changes_the_password_and_keeps_this_session(alice_client, alice):
+    wrong = alice_client.post(
+        "/account/",
+        {
+            "old_password": "not it",
+            "new_password1": "a-new-long-pass-42",
+            "new_password2": "a-new-long-pass-42",
+        },
+    )
+    assert wrong.status_code == 200 and b"Your old password was entered incorrectly" in wrong.content
+    changed = alice_client.post(
+        "/account/",
+        {
+            "old_password": "alice-password-1",
+            "new_password1": "a-new-long-pass-42",
+            "new_password2": "a-new-long-pass-42",
+        },
+        follow=True,
+    )
+    assert b"Password changed" in changed.content
+    assert User.objects.get(pk=alice.pk).check_password("a-new-long-pass-42")
+    assert alice_client.get("/account/").status_code == 200  # still signed in here
+
+
+def test_a_forgotten_password_is_reset_through_the_emailed_link(client, alice, smtp_server, use_smtp):
+    use_smtp(smtp_server.port)
+    User.objects.filter(pk=alice.pk).update(email="alice@lab.example")
+    assert b"Forgot your password?" in client.get("/accounts/login/").content
+    sent = client.post("/accounts/password-reset/", {"email": "alice@lab.example"}, follow=True)
+    assert b"Check your email" in sent.content
+    [message] = smtp_server.messages
+    assert message["To"] == "alice@lab.example" and message["Subject"] == "[EchoLab] Reset your password"
+    text = message.get_body(("plain",)).get_content()
+    link = re.search(r"https?://[^/\s]+(/accounts/reset/\S+/)", text).group(1)
+    form = client.get(link, follow=True)
+    assert b"Choose a new password" in form.content and b"Set password" in form.content
+    done = client.post(
+        form.redirect_chain[-1][0],
+        {"new_password1": "reset-pass-1234", "new_password2": "reset-pass-1234"},
+        follow=True,
+    )
+    assert b"Password set" in done.content
+    assert User.objects.get(pk=alice.pk).check_password("reset-pass-1234")
+    assert b"no longer valid" in client.get(link, follow=True).content  # the link works once
