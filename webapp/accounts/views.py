@@ -52,7 +52,9 @@ def account(request):
             update_session_auth_hash(request, password_form.save())  # this session stays signed in
             messages.success(request, "Password changed; other sessions are signed out.")
             return redirect("account")
-    return render(request, "accounts/account.html", {"email_form": email_form, "password_form": password_form})
+    return render(
+        request, "accounts/account.html", {"email_form": email_form, "password_form": password_form}
+    )
 
 
 @login_required
