@@ -103,3 +103,23 @@ def test_patch_on_another_users_experiment_is_a_404(client, bob, experiment):
     )
     assert response.status_code == 404
     assert stored(experiment) == ("first@example.com", False)
+
+
+def test_an_account_without_email_is_told_its_alerts_go_to_nobody(alice_client, alice, experiment):
+    alice.email = ""
+    alice.save()
+    for url in (reverse("experiment_detail", args=[experiment.pk]), reverse("experiment_new")):
+        page = alice_client.get(url).content.decode()
+        assert "Your account has no email: left empty, alerts go to nobody." in page
+        assert f'href="{reverse("account")}"' in page
+    alice.email = "alice@lab.example"
+    alice.save()
+    page = alice_client.get(reverse("experiment_detail", args=[experiment.pk])).content.decode()
+    assert "alerts go to nobody" not in page and "alerts to first@example.com" in page
+
+
+def test_an_imported_experiment_says_nothing_is_emailed_and_has_no_alert_settings(alice_client, alice):
+    imported = make_experiment(alice, name="from a file", imported=True)
+    page = alice_client.get(reverse("experiment_detail", args=[imported.pk])).content.decode()
+    assert "imported from a file: its detector events are listed on its run's page, no alert is emailed" in page
+    assert "Alert settings" not in page and "alerts to" not in page
