@@ -57,6 +57,20 @@
   // compare_select.js saves the ticks in its own change listener; read them once it has.
   document.addEventListener("change", function () { window.setTimeout(showExport, 0); });
   document.getElementById("compare-clear").addEventListener("click", function () { window.setTimeout(showExport, 0); });
+  // The column chooser is a <details> popover: Escape or a click outside closes it, as a menu does,
+  // so it never stays over the rows' checkboxes.
+  const chooser = document.querySelector("details.column-chooser");
+  if (chooser) {
+    document.addEventListener("keydown", function (event) {
+      if (event.key !== "Escape" || !chooser.open) return;
+      chooser.open = false;
+      chooser.querySelector("summary").focus();
+    });
+    document.addEventListener("click", function (event) {
+      if (chooser.open && !chooser.contains(event.target)) chooser.open = false;
+    });
+  }
+
   window.addEventListener("storage", function () { showColumns(); showExport(); });
   showColumns();
   showExport();
