@@ -523,7 +523,7 @@
     document.getElementById("run-progress-text").textContent = "step " + run.step +
       (run.total_steps ? " / " + run.total_steps + " (" + run.progress_percent + "%)" : "");
     document.getElementById("run-eta").textContent =
-      run.eta_seconds !== null && !run.finished ? "ETA " + duration(run.eta_seconds) : "";
+      run.eta_seconds !== null && !run.finished && !run.stop_requested ? "ETA " + duration(run.eta_seconds) : "";
     const queue = document.getElementById("queue-place");  // the place in the queue, as of page load
     if (queue && run.status !== "queued") queue.hidden = true;
     if (document.getElementById("run-host")) {  // an imported run has no worker facts
@@ -531,10 +531,11 @@
       document.getElementById("run-device").textContent = run.device || "-";
       document.getElementById("run-attempt").textContent = run.attempt;
     }
-    if (run.finished) {
+    if (run.finished || run.stop_requested) {
       const stopForm = document.getElementById("stop-form");
       if (stopForm) stopForm.hidden = true;
     }
+    if (run.finished) document.getElementById("events-empty").textContent = "None.";
   }
 
   async function refresh() {

@@ -93,6 +93,10 @@ def test_stop_requests_a_stop_and_hides_the_button_once_finished(alice_client, r
     assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
     run.refresh_from_db()
     assert run.stop_requested and run.status == "running"
+    # Asked once: the page says so, offers no second Stop, and promises no end time it will not keep.
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert ">stopping<" in html and "stop-form" not in html and "ETA" not in html
+    assert "None so far." in html  # no events yet, and more may come while it stops
 
     queued = make_run(run.experiment.owner)
     alice_client.post(f"/runs/{queued.pk}/stop")
@@ -100,6 +104,7 @@ def test_stop_requests_a_stop_and_hides_the_button_once_finished(alice_client, r
     assert queued.status == "stopped"
     html = alice_client.get(f"/runs/{queued.pk}/").content.decode()
     assert "stop-form" not in html
+    assert '<p class="muted" id="events-empty">None.</p>' in html  # finished: none will come
     assert page_data(alice_client.get(f"/runs/{queued.pk}/"))["finished"] is True
 
 
