@@ -17,6 +17,15 @@ def make_user(username="alice", password=None, email=None):
     return get_user_model().objects.create_user(username, email, password or f"{username}-password-1")
 
 
+def make_model_folder(path):
+    """A folder that looks like save_pretrained's output (config.json and a tokenizer file), without weights:
+    enough for the web app's checks, which never load a model."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}")
+    (path / "tokenizer_config.json").write_text("{}")
+    return path
+
+
 def make_experiment(owner, name=None, config=None, **fields) -> Experiment:
     name = f"{owner.username}'s experiment" if name is None else name
     return Experiment.objects.create(owner=owner, name=name, config=config or {}, **fields)

@@ -57,9 +57,11 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
-def _one_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+def one_line(error: Exception, limit: int = 600) -> str:
+    """An error's whole message on one line (transformers' loaders explain over several lines; the first
+    alone ends at "from one of:"), cut at `limit` characters."""
+    text = " ".join(line.strip() for line in str(error).splitlines() if line.strip()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def load_tokenizer(path: str, local: bool):
@@ -68,7 +70,7 @@ def load_tokenizer(path: str, local: bool):
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=local)
     except Exception as e:  # noqa: BLE001 - any loader failure becomes one line for the user
-        raise ModelLoadError(f"cannot load tokenizer of {path!r}: {_one_line(e)}") from None
+        raise ModelLoadError(f"cannot load tokenizer of {path!r}: {one_line(e)}") from None
     if not tok.chat_template:
         warnings.warn(
             f"tokenizer of {path!r} has no chat template; using the default ChatML template", stacklevel=2
@@ -85,7 +87,7 @@ def load_causal_lm(path: str, local: bool, dtype: torch.dtype, device: torch.dev
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local)
     except Exception as e:  # noqa: BLE001
-        raise ModelLoadError(f"cannot load model {path!r}: {_one_line(e)}") from None
+        raise ModelLoadError(f"cannot load model {path!r}: {one_line(e)}") from None
     # transformers types .to() through a decorator that claims the model as its first argument
     return model.to(device)  # type: ignore[arg-type]
 

@@ -133,7 +133,7 @@ def train_claimed(run: Run, cfg) -> str:
 
 def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutdown: StopSignal) -> str:
     from trainer.loop import train
-    from trainer.models import ModelLoadError
+    from trainer.models import ModelLoadError, one_line
 
     status, error, trace = Run.Status.FAILED, "", ""
     try:
@@ -146,7 +146,7 @@ def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutd
         )
         status = Run.Status.STOPPED if outcome == "stopped" else Run.Status.COMPLETED
     except (ModelLoadError, OSError) as failure:
-        error, trace = str(failure).strip().splitlines()[0], traceback.format_exc()
+        error, trace = one_line(failure), traceback.format_exc()
     except Exception as failure:
         error, trace = f"{type(failure).__name__}: {failure}", traceback.format_exc()
     try:

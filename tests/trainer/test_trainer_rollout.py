@@ -6,7 +6,7 @@ import torch
 import envs
 from trainer import rollout as R
 from trainer.config import TrainConfig
-from trainer.models import ModelLoadError, load_policy
+from trainer.models import ModelLoadError, load_policy, one_line
 
 
 @pytest.fixture(scope="module")
@@ -201,3 +201,17 @@ def test_a_cache_mostly_of_dead_slots_is_dropped_for_a_fresh_prefill():
     mostly_dead = R.Conversation(attention=torch.tensor([[1, 0, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 0, 0]]))
     assert not mostly_real.mostly_dead_slots() and mostly_dead.mostly_dead_slots()
     assert not R.Conversation().mostly_dead_slots()
+
+
+def test_a_loader_error_keeps_its_whole_reason_on_one_line():
+    # transformers explains over several lines; the first alone ended at "from one of:" on a run's page.
+    error = ValueError(
+        "Couldn't instantiate the backend tokenizer from one of: \n(1) a `tokenizers` library serialization "
+        "file, \n(2) a slow tokenizer instance to convert or \n(3) an equivalent slow tokenizer class."
+    )
+    assert one_line(error) == (
+        "Couldn't instantiate the backend tokenizer from one of: (1) a `tokenizers` library serialization "
+        "file, (2) a slow tokenizer instance to convert or (3) an equivalent slow tokenizer class."
+    )
+    assert one_line(ValueError("x" * 1000)) == "x" * 599 + "…"
+    assert one_line(ValueError()) == "ValueError"

@@ -115,7 +115,9 @@ def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(pa
     assert sorted(ticks(page, "grad_norm")) == whole  # the empty chart too, under its "not logged" note
     page.screenshot(path=str(ARTIFACTS / "run-charts-one-x-range.png"), full_page=False)
     # Each chart has a name a screen reader says, not only its tick labels.
-    figure = page.get_by_role("figure", name="Chart: Success (train and validation) (train/success, val/success)")
+    figure = page.get_by_role(
+        "figure", name="Chart: Success (train and validation) (train/success, val/success)"
+    )
     assert figure.locator("#chart-success").count() == 1
 
     drag_across(page, "entropy")

@@ -121,5 +121,7 @@ def test_an_account_without_email_is_told_its_alerts_go_to_nobody(alice_client, 
 def test_an_imported_experiment_says_nothing_is_emailed_and_has_no_alert_settings(alice_client, alice):
     imported = make_experiment(alice, name="from a file", imported=True)
     page = alice_client.get(reverse("experiment_detail", args=[imported.pk])).content.decode()
-    assert "imported from a file: its detector events are listed on its run's page, no alert is emailed" in page
+    assert (
+        "imported from a file: its detector events are listed on its run's page, no alert is emailed" in page
+    )
     assert "Alert settings" not in page and "alerts to" not in page

@@ -5,16 +5,18 @@ import json
 import pytest
 from django.urls import reverse
 
+from tests.factories import make_model_folder
 from tests.webapp.forms import experiment_post
 from trainer.config import TrainConfig
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment
+from webapp.experiments.spec_parsing import resolve_model
 
 
 @pytest.fixture
 def model_root(tmp_path, settings):
     root = tmp_path / "models"
-    (root / "my-model").mkdir(parents=True)
+    make_model_folder(root / "my-model")
     (tmp_path / "outside").mkdir()
     settings.MODEL_ROOT = root
     settings.CHECKPOINT_ROOT = tmp_path / "checkpoints"
@@ -111,3 +113,13 @@ def test_checkpoint_folders_are_never_loadable(client, api, model_root, settings
         response = post_experiment(client, api, {"name": "x", "config": complete_config(value)})
         assert "no model folder" in response.json()["errors"]["config.model.name"], value
     assert Experiment.objects.count() == 0
+
+
+def test_a_folder_that_is_no_saved_model_is_refused_before_anything_is_queued(model_root):
+    # A tester's warm start "broken" (a config.json, no tokenizer) was queued and failed on the worker.
+    (model_root / "broken").mkdir()
+    (model_root / "broken" / "config.json").write_text("{}")
+    with pytest.raises(
+        ValueError, match="'broken' in MODEL_ROOT is not a saved model: it needs config.json and a tokenizer"
+    ):
+        resolve_model("broken")

@@ -6,6 +6,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from tests.factories import make_model_folder
 from tests.helpers import post_with_token
 from tests.webapp.forms import experiment_post
 from trainer.config import TrainConfig
@@ -16,7 +17,7 @@ from webapp.experiments.models import Experiment, Run
 @pytest.fixture
 def model_root(tmp_path, settings):
     root = tmp_path / "models"
-    (root / "sft-frozenlake").mkdir(parents=True)
+    make_model_folder(root / "sft-frozenlake")
     settings.MODEL_ROOT = root
     return root
 

@@ -257,7 +257,17 @@ def resolve_model(value: str) -> str:
             f"there is no model folder {value[:100]!r} inside MODEL_ROOT "
             "(local models are folders inside MODEL_ROOT)"
         )
+    # What save_pretrained writes for a model and its tokenizer: without them the run would fail when a
+    # worker loads it, after queueing, instead of here.
+    if not (path / "config.json").is_file() or not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ValueError(
+            f"the folder {value[:100]!r} in MODEL_ROOT is not a saved model: it needs config.json and a "
+            "tokenizer (tokenizer.json or tokenizer_config.json), as save_pretrained writes them"
+        )
     return str(path)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
 # The fields of an experiment as the API creates it (and as an experiment's YAML export writes it).
