@@ -582,9 +582,16 @@
     document.getElementById("diff-only").addEventListener("change", function (event) {
       document.getElementById("config-diff").classList.toggle("only-diff", event.target.checked);
     });
+    // Each sortable header's label becomes a button: reached with Tab, pressed with Enter or Space, and
+    // the column's aria-sort says the order to a screen reader (as on the runs page's links).
     document.querySelectorAll("table.sortable").forEach(function (table) {
       table.querySelectorAll("thead th[data-type]").forEach(function (th) {
-        th.addEventListener("click", function () { sortBy(table, th, th.cellIndex); });
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = "sort-button";
+        while (th.firstChild) button.appendChild(th.firstChild);
+        th.appendChild(button);
+        button.addEventListener("click", function () { sortBy(table, th, th.cellIndex); });
       });
     });
     const table = document.getElementById("summary-table");
