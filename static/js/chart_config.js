@@ -3,8 +3,11 @@
 // A double-click (zoom back to the whole run) may take 500 ms between its clicks, the desktop systems'
 // default, not Plotly's 300 ms: on a busy machine the page handled the second click too late and saw two
 // single clicks (a browser test failed so under a loaded CI run).
+// On a phone-wide screen the toolbar (shown for good after a tap: touch has no hover) sat on the charts'
+// centred titles; there it is left out: a drag still zooms and a double tap still zooms back out.
 window.EchoChartConfig = Object.freeze({
   responsive: true, displaylogo: false, showSendToCloud: false, doubleClickDelay: 500,
+  displayModeBar: window.matchMedia("(max-width: 600px)").matches ? false : "hover",
 });
 
 // Each chart's toolbar is 9 buttons: on a run page of 50 charts, 450 Tab stops before the events table.
