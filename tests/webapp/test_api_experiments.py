@@ -130,7 +130,8 @@ def test_list_and_detail_are_scoped_to_the_caller(client, api, alice, bob):
     detail = client.get(reverse("api_experiment", args=[mine.pk]), **api).json()
     assert [run["label"] for run in detail["runs"]] == ["seed=1", "seed=2"]
     their_run = theirs.runs.get()
-    assert client.get(reverse("api_experiment", args=[theirs.pk]), **api).status_code == 404
+    theirs_answer = client.get(reverse("api_experiment", args=[theirs.pk]), **api)
+    assert theirs_answer.status_code == 404 and theirs_answer.json()["error"] == "experiment not found"
     assert client.get(reverse("api_run", args=[their_run.pk]), **api).status_code == 404
     assert client.post(reverse("api_run_stop", args=[their_run.pk]), **api).status_code == 404
     assert Run.objects.get(pk=their_run.pk).status == "queued"

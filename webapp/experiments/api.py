@@ -1,7 +1,6 @@
 """JSON API for experiments (documented in webapp/core/openapi.yaml, served at /api/schema)."""
 
 from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404
 
 from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
 from webapp.core.json_response import JsonResponse
@@ -46,7 +45,9 @@ ALERT_FIELDS = ("alert_recipients", "alert_on_warnings")
 
 @api_view(methods=("GET", "PATCH"))
 def experiment(request, pk):
-    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    experiment = Experiment.objects.for_user(request.user).filter(pk=pk).first()
+    if experiment is None:  # the same words for another user's experiment, as for a run
+        raise ApiError(404, "experiment not found")
     if request.method == "PATCH":
         _set_alerts(experiment, json_body(request))
     return JsonResponse(experiment.to_dict(runs=experiment.runs.all()))
