@@ -155,8 +155,8 @@ def test_too_many_runs_for_one_experiment_are_refused_before_saving(alice_client
     [
         ("model", "../../etc", "no model folder"),
         ("seeds", "1, x", "&#x27;x&#x27; is not a whole number"),
-        ("ablation", "collapse-everything", "Select a valid choice"),
-        ("env", "chess", "Select a valid choice"),
+        ("ablation", "collapse-everything", "must be one of: "),
+        ("env", "chess", "must be one of: "),
     ],
 )
 def test_bad_input_names_the_field_and_saves_nothing(alice_client, field, value, message):

@@ -148,7 +148,7 @@ def test_bad_query_is_a_400_that_names_the_field(alice_client, alice):
     response = alice_client.get("/runs/", {"sort": "nope"})
     assert response.status_code == 400
     html = response.content.decode()
-    assert "sort: Select a valid choice. nope is not one of the available choices." in html
+    assert "sort: must be one of: name, -name, experiment" in html and "; got nope" in html
 
 
 def test_other_users_run_is_404_for_every_action(client, alice, bob):

@@ -73,7 +73,7 @@ def test_unchecked_bool_parameter_is_false(alice_client):
         ("detector_overrides", "grad_spike: {tolerance: -1}", "grad_spike.tolerance"),
         ("detector_overrides", "no_such_rule: {}", "no_such_rule"),
         ("alert_recipients", "me@example.com, not-an-email", "'not-an-email' is not a valid email"),
-        ("preset", "ppo-extreme", "Select a valid choice"),
+        ("preset", "ppo-extreme", "must be one of: "),
     ],
 )
 def test_bad_value_is_reported_next_to_its_field_and_nothing_is_saved(alice_client, field, value, expected):

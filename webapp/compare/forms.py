@@ -3,15 +3,14 @@ from django import forms
 import envs
 from trainer.config import TINY_MODEL
 from webapp.compare.ablations import ABLATIONS
+from webapp.core.fields import ChoiceField
 from webapp.experiments import spec_parsing, specs
 from webapp.experiments.forms import number_input
 
 
 class AblationForm(forms.Form):
-    ablation = forms.ChoiceField(
-        choices=[(a.key, a.title) for a in ABLATIONS.values()], widget=forms.RadioSelect
-    )
-    env = forms.ChoiceField(
+    ablation = ChoiceField(choices=[(a.key, a.title) for a in ABLATIONS.values()], widget=forms.RadioSelect)
+    env = ChoiceField(
         label="Environment",
         required=False,
         help_text="Empty: the environment the paper used for this ablation.",

@@ -7,6 +7,7 @@ from django import forms
 import envs
 from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
 from trainer.overrides import deep_merge, get_dotted
+from webapp.core.fields import ChoiceField
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 
 MAX_IMPORT_BYTES = 256 * 1024
@@ -35,7 +36,7 @@ def _param_field(param) -> forms.Field:
     if param.type == "bool":
         return forms.BooleanField(**common)
     if param.type == "choice":
-        return forms.ChoiceField(choices=[(c, c) for c in param.choices], **common)
+        return ChoiceField(choices=[(c, c) for c in param.choices], **common)
     return forms.CharField(strip=False, **common)
 
 
@@ -95,7 +96,7 @@ class ExperimentForm(AlertsForm):
     description = forms.CharField(
         required=False, max_length=specs.MAX_DESCRIPTION, widget=forms.Textarea(attrs={"rows": 2})
     )
-    env = forms.ChoiceField(label="Environment")
+    env = ChoiceField(label="Environment")
     model = forms.CharField(
         initial=TINY_MODEL,
         max_length=500,
@@ -108,7 +109,7 @@ class ExperimentForm(AlertsForm):
         help_text="Optional: a model folder inside MODEL_ROOT to start from, e.g. one written by "
         "'python -m trainer sft'; the model above still chooses the settings profile.",
     )
-    preset = forms.ChoiceField(
+    preset = ChoiceField(
         choices=[(name, name) for name in PRESETS],
         initial=specs.DEFAULT_PRESET,
         help_text=PRESETS_HELP_TEXT,

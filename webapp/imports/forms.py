@@ -6,6 +6,7 @@ from django import forms
 from django.conf import settings
 
 from webapp.core import jsonsafe
+from webapp.core.fields import ChoiceField
 from webapp.imports import importer
 
 
@@ -31,7 +32,7 @@ class ImportForm(forms.Form):
     name = forms.CharField(
         max_length=200, required=False, help_text="The experiment's name; default: the file name."
     )
-    format = forms.ChoiceField(
+    format = ChoiceField(
         choices=[("", "from the file name"), ("csv", "CSV"), ("jsonl", "JSON lines")], required=False
     )
 

@@ -6,6 +6,7 @@ import re
 from django import forms
 from django.core.paginator import Paginator
 
+from webapp.core.fields import ChoiceField
 from webapp.experiments.models import Run
 from webapp.runs import table
 
@@ -29,15 +30,13 @@ class RunTableForm(forms.Form):
 
     # Not stripped: what is checked is what was sent (the API's schema bounds the raw value).
     q = forms.CharField(required=False, max_length=200, strip=False, label="Search")
-    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
+    status = ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
     env = forms.CharField(required=False, max_length=100, strip=False, label="Environment")
     algorithm = forms.CharField(required=False, max_length=40, strip=False)
     tag = forms.CharField(required=False, max_length=40, strip=False)
     experiment = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1)
-    archived = forms.ChoiceField(
-        required=False, choices=[("false", "Active runs"), ("true", "Archived runs")]
-    )
-    sort = forms.ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
+    archived = ChoiceField(required=False, choices=[("false", "Active runs"), ("true", "Archived runs")])
+    sort = ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
     page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
     page_size = WholeNumberField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
 
