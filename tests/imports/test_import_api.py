@@ -38,6 +38,10 @@ def test_multipart_upload_creates_the_run(client, auth, alice):
     assert body["points"] == MetricPoint.objects.filter(run=run).count() > 0
     assert body["events"] == run.events.count() > 0
     assert body["steps"] == len(path.read_text().strip().splitlines()) - 1
+    # When it trained is not in the file: no duration (it read "0s") and no steps per hour.
+    listed = client.get("/api/runs", {"experiment": run.experiment_id}, **auth).json()
+    [row] = listed["results"]
+    assert row["summary"]["duration_seconds"] is None
 
 
 def test_raw_body_with_format_and_name(client, auth):
@@ -45,7 +49,7 @@ def test_raw_body_with_format_and_name(client, auth):
     response = client.post(f"{URL}?format=jsonl&name=mine", body, content_type="application/x-ndjson", **auth)
     assert response.status_code == 201, response.content
     run = Run.objects.get(pk=response.json()["id"])
-    assert (run.experiment.name, run.label, run.step) == ("mine", "imported: mine.jsonl", 1)
+    assert (run.experiment.name, run.label, run.step) == ("mine", "imported: mine.jsonl", 2)  # steps 0 and 1
     assert run.latest_metrics == {"train/success": None}  # NaN is kept as a point, null in JSON
 
 

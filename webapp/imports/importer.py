@@ -125,10 +125,11 @@ def create_run(owner, name: str, filename: str, series, sha256: str = "") -> Run
             label=f"imported: {filename}"[:300],
             config={},
             status=Run.Status.COMPLETED,
-            step=series[-1][0],
-            total_steps=series[-1][0],
+            # Steps done, as a run trained here counts them (steps 0-79 are 80): its last step + 1.
+            step=min(series[-1][0] + 1, MAX_STEP),
+            total_steps=min(series[-1][0] + 1, MAX_STEP),
             latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()},
-            started_at=now,
+            started_at=None,  # when it trained is not in the file: no duration, no steps per hour
             finished_at=now,
         )
         MetricPoint.insert_new(run.pk, points_by_key(series, sorted(latest)))
