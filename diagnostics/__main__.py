@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import sys
 
 from .detector import Detector
@@ -29,9 +30,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m diagnostics") -> 
     except (OSError, ValueError) as error:
         print(f"error: {args.file}: {error}", file=sys.stderr)
         return 2
-    for step, metrics in series:
-        for event in detector.update(step, metrics):
-            print(json.dumps(event))
+    try:
+        for step, metrics in series:
+            for event in detector.update(step, metrics):
+                print(json.dumps(event), flush=True)
+    except BrokenPipeError:  # `... | head` stopped reading: not an error (the Python docs' recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -59,3 +59,18 @@ def test_cli_errors_name_the_problem(tmp_path):
     assert result.returncode == 2 and "grad_spike.tol: unknown parameter" in result.stderr
     result = cli(tmp_path / "missing.csv")
     assert result.returncode == 2 and "No such file" in result.stderr
+
+
+def test_cli_piped_into_a_reader_that_stops_early_ends_quietly():
+    # `python -m diagnostics run.csv | head -1`: the reader closes the pipe; no BrokenPipeError traceback.
+    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    writer = subprocess.run(
+        [sys.executable, "-m", "diagnostics", str(RUN)],
+        cwd=ROOT,
+        stdout=reader.stdin,
+        stderr=subprocess.PIPE,
+        timeout=60,
+    )
+    reader.stdin.close()
+    reader.wait(timeout=10)
+    assert writer.returncode == 0 and b"Traceback" not in writer.stderr, writer.stderr
