@@ -210,3 +210,21 @@ def test_text_in_a_number_field_is_kept_and_named(alice_client):
     steps = re.search(r'<input [^>]*name="steps"[^>]*>', html).group(0)
     assert 'type="text"' in steps and 'value="abc"' in steps and 'inputmode="numeric"' in steps
     assert 'value="1e400"' in html
+
+
+def test_a_bad_grid_key_does_not_hide_a_bad_grid_value_or_bad_overrides(alice_client):
+    # A tester's one submit: the unknown key failed every run first, so `abc` and both override problems
+    # showed only after it was fixed, one resubmit at a time.
+    response = alice_client.post(
+        reverse("experiment_new"),
+        experiment_post(
+            grid="optim.actor_lr = 1e-5, abc\nalgorithm.bogus = 1",
+            overrides="rollout: {val_envs: [chess], group_size: -3}",
+        ),
+    )
+    errors = response.context["form"].errors
+    assert "optim.actor_lr = abc: must be a number" in errors["grid"][0]
+    assert "algorithm.bogus = 1: unknown key" in errors["grid"][0]
+    assert "rollout.group_size: must be >= 1" in errors["overrides"]
+    assert any("unknown environment 'chess'" in message for message in errors["overrides"])
+    assert not Experiment.objects.exists()

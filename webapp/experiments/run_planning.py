@@ -4,6 +4,7 @@ combinations and validates every run's config with the trainer and this server's
 caused it."""
 
 import copy
+import dataclasses
 import itertools
 from typing import Any
 
@@ -106,34 +107,10 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     for combination in combos:
         for seed in spec.seeds:
             try:
-                config = resolve(spec, {**combination, "seed": seed})
-                resolve_model_fields(config)  # every mode (preset, complete config, grid) alike
-                check_limits(config)
+                config = _checked_config(spec, {**combination, "seed": seed})
             except ValueError as error:  # ConfigError from the trainer, the resolver or the limits
-                problems = error.errors
-                for key, message in problems.items():
-                    # A grid key's problem, its section's (`nope.key`: "nope" is unknown), or a field's
-                    # inside a grid value that is a whole section (`rollout = {group_size: 99999}`)
-                    cell = next(
-                        (
-                            c
-                            for c in combination
-                            if c == key or c.startswith(key + ".") or key.startswith(c + ".")
-                        ),
-                        None,
-                    )
-                    if cell is None and key.startswith("env.params.") and "env.name" in combination:
-                        # the environment's parameters as the form gives them, for another environment
-                        cell = "env.name"
-                        message += (
-                            f" (the parameters given are {spec.env['name']}'s: for a grid over environments, "
-                            "grid over env = {name: ..., params: {...}} instead)"
-                        )
-                    if cell is not None:
-                        problem = message if cell == key else f"{key}: {message}"
-                        errors.setdefault("grid", f"{cell} = {format_value(combination[cell])}: {problem}")
-                    else:
-                        errors.setdefault(input_name(spec, key), message)
+                for where, message in _attributed(spec, combination, error.errors):
+                    errors.setdefault(where, message)
                 continue
             label = run_label(seed, combination)
             if len(label) > MAX_LABEL_LENGTH:
@@ -154,9 +131,65 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
             config.env.params = envs.validate_params(config.env.name, config.env.params)
             preset = "" if spec.config is not None else combination.get(GRID_PRESET_KEY, spec.preset)
             runs.append(PlannedRun(label, config.to_dict(), preset))
+    if "grid" in errors:
+        errors = {**_without_grid_problems(spec), **errors, **_grid_cell_problems(spec)}
     if errors:
         raise SpecError(errors)
     return runs
+
+
+def _checked_config(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
+    config = resolve(spec, assignments)
+    resolve_model_fields(config)  # every mode (preset, complete config, grid) alike
+    check_limits(config)
+    return config
+
+
+def _attributed(spec: ExperimentSpec, combination: dict, problems: dict[str, str]):
+    """(input, message) for each of a run's config problems: the grid for a grid key's problem, its
+    section's (`nope.key`: "nope" is unknown), or a field's inside a grid value that is a whole section
+    (`rollout = {group_size: 99999}`); else the input the key came from."""
+    for key, message in problems.items():
+        cell = next(
+            (c for c in combination if c == key or c.startswith(key + ".") or key.startswith(c + ".")),
+            None,
+        )
+        if cell is None and key.startswith("env.params.") and "env.name" in combination:
+            # the environment's parameters as the form gives them, for another environment
+            cell = "env.name"
+            message += (
+                f" (the parameters given are {spec.env['name']}'s: for a grid over environments, "
+                "grid over env = {name: ..., params: {...}} instead)"
+            )
+        if cell is not None:
+            problem = message if cell == key else f"{key}: {message}"
+            yield "grid", f"{cell} = {format_value(combination[cell])}: {problem}"
+        else:
+            yield input_name(spec, key), message
+
+
+def _grid_cell_problems(spec: ExperimentSpec) -> dict[str, str]:
+    """Each grid value judged alone (one bad key failed every combination before a second bad value was
+    looked at): every bad cell, up to five, in one message."""
+    found: list[str] = []
+    for key, values in spec.grid.items():
+        for value in values:
+            try:
+                _checked_config(spec, {key: value, "seed": spec.seeds[0]})
+            except ValueError as error:
+                found += [m for where, m in _attributed(spec, {key: value}, error.errors) if where == "grid"]
+    unique = list(dict.fromkeys(found))
+    more = f" (and {len(unique) - 5} more)" if len(unique) > 5 else ""
+    return {"grid": "; ".join(unique[:5]) + more} if unique else {}
+
+
+def _without_grid_problems(spec: ExperimentSpec) -> dict[str, str]:
+    """The other inputs' problems, planned without the grid: a bad grid key fails every run first."""
+    try:
+        plan(dataclasses.replace(spec, grid={}))
+    except SpecError as planned:
+        return {where: message for where, message in planned.errors.items() if where != "grid"}
+    return {}
 
 
 def every_problem(spec: ExperimentSpec, errors: dict[str, str]) -> dict[str, str]:
