@@ -133,12 +133,13 @@ def test_tags_are_parsed_checked_and_deduplicated(alice):
 
 def test_page_lists_only_the_users_runs_with_their_summary(alice_client, alice, bob):
     mine = table_run(alice, label="mine", status=Run.Status.COMPLETED, tags=["keep"])
-    MetricPoint.upsert(mine.pk, [(0, "val/success", 0.75)])
+    MetricPoint.upsert(mine.pk, [(0, "val/success", 0.75), (0, "train/success", 0.125)])
     table_run(bob, label="bobs-secret-run", experiment="Bob's")
     response = alice_client.get("/runs/")
     html = response.content.decode()
     assert response.status_code == 200
     assert "mine" in html and "0.75" in html and '<span class="tag">keep</span>' in html
+    assert "0.125" in html  # 3 significant digits, as the compare and experiment pages write it (not 0.12)
     assert "bobs-secret-run" not in html and "Bob&#x27;s" not in html
     assert 'aria-sort="descending"' in html  # the default sort: newest first
 

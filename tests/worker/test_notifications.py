@@ -11,8 +11,8 @@ from worker.detection import EchoTrapHook
 from worker.tasks import send_notification
 
 # Success flat for the 5 steps that set the run's start, a peak, and a fall at step 7; one evaluation is
-# enough for these tests.
-SUDDEN_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 1, "smoothing": 0.0}}
+# enough for these tests, and any peak and fall count (peak_sigmas 0: two steps make no statistics).
+SUDDEN_COLLAPSE = {"collapse": {"min_steps": 1, "pending": 1, "smoothing": 0.0, "peak_sigmas": 0.0}}
 SUCCESS = [0.1] * 5 + [0.9, 0.9, 0.1, 0.1]
 
 

@@ -3,7 +3,7 @@
 from django import template
 
 from trainer.overrides import get_dotted
-from webapp.core.templatetags.echolab import duration
+from webapp.core.templatetags.echolab import duration, significant
 from webapp.runs import queue
 
 register = template.Library()
@@ -29,7 +29,8 @@ TEXT = {
 
 
 def _fraction(value):
-    return None if value is None else f"{value:.2f}"
+    # 3 significant digits, as the compare and experiment pages write the same success: 0.125, not 0.12
+    return None if value is None else significant(value, 3)
 
 
 @register.simple_tag
