@@ -82,11 +82,14 @@
     }, window.EchoChartView.stepAxis("collapse")), window.EchoChartConfig);
     window.EchoChartView.joinStepAxis(miPlot, function () { draw(drawnSeries); });
     const regime = pairs(series, "collapse/mi_estimate", "collapse/conditional_entropy");
+    // The colour scale spans the steps measured (at least one step wide: one point read -0.4..0.4).
+    const first = Math.min.apply(null, regime.step), last = Math.max.apply(null, regime.step);
     Plotly.react("collapse-regime", [{
       x: regime.x, y: regime.y, mode: "markers", name: "measured steps",
       text: regime.step.map(function (s) { return "step " + s; }), hoverinfo: "text+x+y",
       marker: { size: 9, color: regime.step, colorscale: "Viridis", showscale: true,
-                colorbar: { title: { text: "step" } } },
+                cmin: first, cmax: Math.max(last, first + 1),
+                colorbar: { title: { text: "step" }, tickformat: "d" } },
     }], Object.assign({}, layout, {
       title: { text: "Regime: grounded (right) vs templated (left)", font: { size: 14 } },
       xaxis: { title: { text: "MI estimate (nats)" }, rangemode: "tozero" },

@@ -85,3 +85,24 @@ def test_an_empty_panel_says_why(page, config, status, logged, says):
     assert page.locator("#collapse-no-data").text_content() == says
     assert not page.locator("#collapse-charts").is_visible()
     assert page.locator("#collapse-panel .scatterlayer").count() == 0
+
+
+def test_one_measured_step_colours_the_regime_scatter_by_whole_steps(page):
+    # One measurement (step 0): the colour bar read -0.4 to 0.4 "step".
+    run = make_run(page.user, status=Run.Status.COMPLETED)
+    MetricPoint.upsert(
+        run.pk,
+        [
+            (0, "collapse/mi_estimate", 0.4),
+            (0, "collapse/retrieval_acc", 0.6),
+            (0, "collapse/retrieval_chance", 0.25),
+            (0, "collapse/conditional_entropy", 1.1),
+            (0, "collapse/valid_thinking_rate", 1.0),
+        ]
+        + [(s, "train/success", 0.5) for s in range(8)],
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.locator("#collapse-regime .scatterlayer .point").first.wait_for()
+    ticks = page.locator("#collapse-regime .colorbar .cbaxis text, #collapse-regime .colorbar .ytick text")
+    labels = [label for label in ticks.all_text_contents() if label.strip()]
+    assert labels and all(label.isdigit() for label in labels), labels
