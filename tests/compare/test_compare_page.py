@@ -185,6 +185,7 @@ def test_other_logged_keys_are_offered_and_charted_when_few(alice_client, alice)
     html = html.decode()
     assert other_keys_offered(html) == ["col2", "col10", "train/loss"]
     assert 'value="train/loss" checked' in html and 'value="col2" checked' not in html
+    assert "<code>train/<wbr>loss</code>" in html  # may wrap after the slash, not inside a word
     assert "extra: &#x27;nope&#x27;: not logged by these runs" in html
     empty = alice_client.get("/compare", {"runs": f"{a.pk},{b.pk}", "extra": ""}).context["page"]
     assert empty["extra"] == []

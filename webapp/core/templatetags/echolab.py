@@ -6,6 +6,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from django import template
 from django.utils import timezone
 from django.utils.formats import date_format
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -80,3 +82,10 @@ def isolated(text):
     if any(unicodedata.bidirectional(char) in _REORDERING for char in text):
         return f"\u2068{text}\u2069"
     return text
+
+
+@register.filter
+def breakable_key(key: str) -> str:
+    """A metric key that may wrap after each "/" (collapse/traj/retrieval_above_chance), escaped: in a
+    narrow column it broke inside a word ("chanc e") where no break was offered."""
+    return mark_safe("/<wbr>".join(escape(part) for part in str(key).split("/")))
