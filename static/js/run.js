@@ -666,22 +666,6 @@
       if (detectorBox.checked) await loadDetectorView(true);
       render();
     });
-    const copy = document.getElementById("copy-config");  // an imported run has no config
-    if (copy) copy.addEventListener("click", function (event) {
-      const text = document.getElementById("config-yaml").textContent;
-      const button = event.currentTarget;
-      const done = function () { button.textContent = "Copied"; setTimeout(function () { button.textContent = "Copy as YAML"; }, 1500); };
-      if (navigator.clipboard && window.isSecureContext) {
-        navigator.clipboard.writeText(text).then(done);
-      } else {  // plain-HTTP deployments have no clipboard API
-        const range = document.createRange();
-        range.selectNodeContents(document.getElementById("config-yaml"));
-        window.getSelection().removeAllRanges();
-        window.getSelection().addRange(range);
-        document.execCommand("copy");
-        done();
-      }
-    });
   }
 
   setupPanels();

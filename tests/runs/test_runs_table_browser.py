@@ -24,7 +24,7 @@ def test_sort_choose_columns_select_archive_and_restore(page):
 
     page.goto(f"{page.base}/runs/")
     expect_rows(page, ["charlie", "bravo", "alpha"])  # newest first
-    assert page.locator("#runs-table td[data-col=best_val]").all_inner_texts() == ["0.50", "0.90", "0.20"]
+    assert page.locator("#runs-table td[data-col=best_val]").all_inner_texts() == ["0.5", "0.9", "0.2"]
 
     page.get_by_role("link", name="Val success (best)").click()
     expect_rows(page, ["bravo", "charlie", "alpha"])

@@ -3,15 +3,15 @@ named under its field with what was typed kept, and saved settings show in the p
 
 import pytest
 
-from tests.factories import make_experiment
 from tests.helpers import REPO_ROOT
+from webapp.tracking.models import ExternalExperiment
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
 
 
 def test_alert_settings_are_changed_on_the_experiments_page(page):
-    experiment = make_experiment(page.user, "mlflow sweep", imported=True)
+    experiment = ExternalExperiment.create(page.user, "mlflow sweep").experiment  # logged live: it alerts
     page.goto(f"{page.base}/experiments/{experiment.pk}/")
     summary = page.locator("p.muted").first
     assert "trained elsewhere · alerts to" in summary.inner_text()

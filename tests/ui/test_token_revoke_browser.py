@@ -1,6 +1,7 @@
 """Revoking an API token asks first, as Stop does: a revoked token cannot be brought back."""
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.helpers import answer_next_dialog
 from webapp.accounts.models import ApiToken
@@ -22,3 +23,19 @@ def test_revoke_asks_first_then_revokes(page):
         page.get_by_role("button", name="Revoke ci-script").click()
     assert ApiToken.objects.filter(user=page.user).count() == 0
     assert "Revoked token 'ci-script'" in page.locator(".messages").inner_text()
+
+
+def test_a_new_token_is_copied_with_one_button(page):
+    # Shown only once: a Copy button, not a select-and-copy inside a scrolling box on a phone.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto(f"{page.base}/tokens/")
+    page.get_by_label("Name").fill("laptop")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Create token").click()
+    shown = page.locator("#new-token-value").inner_text().strip()
+    copy = page.locator("button[data-copy=new-token-value]")
+    assert copy.inner_text() == "Copy token"
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == shown
+    assert ApiToken.authenticate(shown) is not None

@@ -9,6 +9,7 @@ from django.urls import reverse
 from tests.factories import make_experiment
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Experiment
+from webapp.tracking.models import ExternalExperiment
 
 
 @pytest.fixture
@@ -125,3 +126,7 @@ def test_an_imported_experiment_says_nothing_is_emailed_and_has_no_alert_setting
         "imported from a file: its detector events are listed on its run's page, no alert is emailed" in page
     )
     assert "Alert settings" not in page and "alerts to" not in page
+    # Logged live through the MLflow endpoint: imported too, and it alerts as a native run does.
+    live = ExternalExperiment.create(alice, "live").experiment
+    page = alice_client.get(reverse("experiment_detail", args=[live.pk])).content.decode()
+    assert "trained elsewhere · alerts to" in page and "Alert settings" in page

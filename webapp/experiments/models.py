@@ -54,6 +54,12 @@ class Experiment(models.Model):
     def get_absolute_url(self):
         return reverse("experiment_detail", args=[self.pk])
 
+    @property
+    def from_file(self) -> bool:
+        """Imported from a file: judged once, when imported, and nothing is emailed. An experiment logged
+        live through the MLflow endpoint (webapp.tracking, its `mlflow` row) is imported too, and alerts."""
+        return self.imported and not hasattr(self, "mlflow")
+
     @classmethod
     def create_with_runs(cls, owner, spec, planned=None) -> "Experiment":
         """Save the experiment and one run per (grid combination x seed), all or nothing, and send
