@@ -38,9 +38,11 @@
   let timer = null;
   let asked = 0;
 
-  async function ask() {
+  // On page load a form not filled in yet gets no "No estimate until..." (nothing was chosen to refuse).
+  async function ask(onLoad) {
     const number = ++asked;
     let text;
+    let refused = false;
     try {
       const response = await fetch(box.dataset.url, {
         method: "POST", body: new FormData(form), credentials: "same-origin",
@@ -52,12 +54,15 @@
       } else {
         const first = Object.entries(body.errors || {})[0];
         const where = first && first[0] !== "__all__" ? first[0] + ": " : "";  // the form's own errors name no field
-        text = "No estimate until the form is valid" + (first ? " (" + where + first[1] + ")" : "") + ".";
+        const problem = first ? String(first[1]).replace(/\.$/, "") : "";  // "required." + ")." read ".)."
+        text = "No estimate until the form is valid" + (first ? " (" + where + problem + ")" : "") + ".";
+        refused = true;
       }
     } catch (error) {
       text = "No estimate: the server did not answer (" + error.message + ").";
     }
     if (number !== asked) return;  // a later change asked again
+    if (onLoad === true && refused) return;
     box.textContent = text;
     box.hidden = false;
   }
@@ -68,7 +73,7 @@
   }
   form.addEventListener("input", later);
   form.addEventListener("change", later);
-  ask();
+  ask(true);
 })();
 
 // A refused form (or config import) comes back with its errors, and the import's sit far below the top:

@@ -81,6 +81,10 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
 
 def test_the_ablation_form_states_its_runs_before_it_creates_them(page):
     page.goto(f"{page.base}/compare/ablations")
+    # Nothing chosen yet: no "No estimate until the form is valid (ablation: required)" to greet the user.
+    page.wait_for_timeout(1500)
+    assert not page.locator("#run-estimate").is_visible()
+    assert page.get_by_role("group", name="Ablation").is_visible()  # the radios' fieldset and legend
     page.get_by_label("Responses per prompt").check()
     estimate = page.locator("#run-estimate")
     estimate.wait_for(state="visible")

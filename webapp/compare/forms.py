@@ -13,7 +13,7 @@ class AblationForm(forms.Form):
     env = ChoiceField(
         label="Environment",
         required=False,
-        help_text="Empty: the environment the paper used for this ablation.",
+        help_text="The paper's: the environment the paper used for this ablation.",
     )
     model = forms.CharField(
         initial=TINY_MODEL,
