@@ -93,6 +93,18 @@ window.EchoChartView = {
   // whole page. One mechanism, so every step chart on the page zooms and marks the cursor alike.
   shared: { xmode: "step", xrange: null, span: null, cursor: null },
 
+  // Plotly's options for the run page's step charts: its own double-click would reset an axis to the
+  // range of the chart's first draw (a live run's span at page load, or steps on a time axis); the page
+  // handles the double-click instead (wholeOnDoubleClick), as "the whole run again".
+  // (Read when drawn: the compare page loads chart_config.js after this file.)
+  get stepConfig() { return Object.assign({}, window.EchoChartConfig, { doubleClick: false }); },
+
+  wholeOnDoubleClick: function (plot, whole) {
+    if (plot.dataset.wholeOnDoubleClick) return;
+    plot.dataset.wholeOnDoubleClick = "true";
+    plot.on("plotly_doubleclick", whole);
+  },
+
   share: function (view) {
     const next = { xmode: view.xmode, xrange: view.xrange ? view.xrange.slice() : null,
                    span: view.span ? view.span.slice() : null, cursor: view.cursor };
@@ -135,6 +147,10 @@ window.EchoChartView = {
       if (range === undefined || chartView.shared.xmode !== "step") return;  // in training time the zoom stays here
       if (JSON.stringify(range) === JSON.stringify(chartView.shared.xrange)) return;  // the page's own range, drawn
       document.dispatchEvent(new CustomEvent("echolab:zoom", { detail: { xrange: range } }));
+    });
+    this.wholeOnDoubleClick(plot, function () {
+      if (chartView.shared.xmode !== "step") return;
+      document.dispatchEvent(new CustomEvent("echolab:zoom", { detail: { xrange: null } }));
     });
     document.addEventListener("echolab:view", redraw);
   },

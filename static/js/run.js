@@ -347,10 +347,11 @@
         annotations: (noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()])
           .concat(hidden ? [logNote(hidden)] : []),
       };
-      Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartConfig);
+      Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartView.stepConfig);
       if (!plot.dataset.zoomSynced) {
         plot.dataset.zoomSynced = "true";
         plot.on("plotly_relayout", zoomed);
+        window.EchoChartView.wholeOnDoubleClick(plot, function () { zoomTo(null); });
       }
     });
     state.syncing = false;

@@ -79,7 +79,7 @@
       yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero" },
       yaxis2: { title: { text: "retrieval, thinking rate" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
                 tickformat: ".0%", showgrid: false },
-    }, window.EchoChartView.stepAxis("collapse")), window.EchoChartConfig);
+    }, window.EchoChartView.stepAxis("collapse")), window.EchoChartView.stepConfig);
     window.EchoChartView.joinStepAxis(miPlot, function () { draw(drawnSeries); });
     const regime = pairs(series, "collapse/mi_estimate", "collapse/conditional_entropy");
     // The colour scale spans the steps measured (at least one step wide: one point read -0.4..0.4).

@@ -41,7 +41,7 @@
       yaxis: { title: { text: "in-group reward std" } },
       margin: { t: 40, r: 10, b: 40, l: 60 }, height: 260,
     }, window.EchoChartView.stepAxis("std-hist"));
-    Plotly.react(plot, [trace], layout, window.EchoChartConfig);
+    Plotly.react(plot, [trace], layout, window.EchoChartView.stepConfig);
     window.EchoChartView.joinStepAxis(plot, function () { draw(drawnBody); });
   }
 

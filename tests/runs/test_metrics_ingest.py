@@ -378,3 +378,18 @@ def test_a_batch_written_at_or_before_a_keys_newest_step_counts_as_a_rewrite(
     assert send(8, 9) == 2
     body = client.get(URL.format(run.pk), HTTP_AUTHORIZATION=f"Bearer {alice_token}").json()
     assert body["run"]["rewrites"] == 2
+
+
+@pytest.mark.parametrize("vendor", ["postgresql", "other"])
+def test_the_answer_tells_a_script_that_a_stop_was_asked(client, run, alice_token, monkeypatch, vendor):
+    # A script training elsewhere learns from its own writes that someone pressed Stop; the run page's
+    # poll reads it too (no ETA once a stop is asked).
+    if vendor == "other":
+        monkeypatch.setattr(connection, "vendor", "sqlite")
+    point = [{"step": 0, "key": "train/success", "value": 0.5}]
+    assert post(client, run, point, alice_token).json()["run"]["stop_requested"] is False
+    run.request_stop()
+    point[0]["step"] = 1
+    assert post(client, run, point, alice_token).json()["run"]["stop_requested"] is True
+    body = client.get(URL.format(run.pk), HTTP_AUTHORIZATION=f"Bearer {alice_token}").json()
+    assert body["run"]["stop_requested"] is True

@@ -92,6 +92,7 @@ def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
         "device": "",
         "attempt": 0,
         "rewrites": 0,
+        "stop_requested": False,
         "key_count": 0,
     }
     assert alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 9}).json()["series"] == {

@@ -63,3 +63,12 @@ def test_a_forgotten_password_is_reset_through_the_emailed_link(client, alice, s
     assert b"Password set" in done.content
     assert User.objects.get(pk=alice.pk).check_password("reset-pass-1234")
     assert b"no longer valid" in client.get(link, follow=True).content  # the link works once
+
+
+def test_log_out_by_address_offers_the_button_and_the_login_page_confirms(alice_client):
+    page = alice_client.get("/accounts/logout/")
+    assert page.status_code == 200 and b"Log out of EchoLab as <strong>alice</strong>?" in page.content
+    assert alice_client.get("/account/").status_code == 200  # a GET signs nobody out
+    out = alice_client.post("/accounts/logout/", follow=True)
+    assert b"You are logged out." in out.content and out.redirect_chain[-1][0].startswith("/accounts/login/")
+    assert alice_client.get("/account/").status_code == 302  # signed out now

@@ -9,7 +9,7 @@ urlpatterns = [
         auth_views.LoginView.as_view(template_name="accounts/login.html", redirect_authenticated_user=True),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", views.LogoutView.as_view(), name="logout"),
     path("account/", views.account, name="account"),
     # Django's reset by email: a link valid for PASSWORD_RESET_TIMEOUT, sent to the account's email.
     path(

@@ -1,6 +1,7 @@
 from axes.helpers import get_cool_off
 from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.shortcuts import get_object_or_404, redirect, render
@@ -80,3 +81,18 @@ def locked_out(request, original_response=None, credentials=None):
         },
         status=429,
     )
+
+
+class LogoutView(auth_views.LogoutView):
+    """Log out takes a POST (a link or a prefetch must not sign anyone out); a GET, a typed or bookmarked
+    address, gets a page with the button instead of a blank 405. After it, the login page says so."""
+
+    http_method_names = ["get", "post", "options"]
+
+    def get(self, request, *args, **kwargs):
+        return render(request, "accounts/logout.html")
+
+    def post(self, request, *args, **kwargs):
+        response = super().post(request, *args, **kwargs)
+        messages.info(request, "You are logged out.")
+        return response

@@ -35,6 +35,7 @@ def run_state(run: Run, key_count: int | None = None) -> dict:
         "device": run.device,
         "attempt": run.attempt,
         "rewrites": run.rewrites,
+        "stop_requested": run.stop_requested,
         "key_count": len(run.latest_metrics or {}) if key_count is None else key_count,
     }
 

@@ -223,7 +223,18 @@ ON CONFLICT (run_id, key, bucket) DO UPDATE SET
 """
 
 # What a run's row tells an ingest request's answer (webapp.metrics.api.run_state).
-RUN_STATE = ("status", "step", "total_steps", "eta_seconds", "error", "host", "device", "attempt", "rewrites")
+RUN_STATE = (
+    "status",
+    "step",
+    "total_steps",
+    "eta_seconds",
+    "error",
+    "host",
+    "device",
+    "attempt",
+    "rewrites",
+    "stop_requested",
+)
 # The run, if it is the owner's (or owner is null: the trainer's own writes and imports).
 _RUN_OF_OWNER = """r.id = %(run)b AND (%(owner)b::bigint IS NULL OR r.experiment_id IN (
     SELECT id FROM experiments_experiment WHERE owner_id = %(owner)b))"""
