@@ -86,3 +86,19 @@ def test_recipients_are_one_email_per_address_within_limits():
         spec_parsing.parse_recipients([f"u{i}@x.org" for i in range(51)])
     with pytest.raises(ValueError, match="longer than 64 characters"):
         spec_parsing.parse_recipients(["a" * 65 + "@x.org"])
+
+
+def test_a_bad_grid_key_reports_only_problems_some_run_would_have():
+    # The grid sets group_size for every run, so the overrides' 99999 is no problem of any run; judged
+    # alone against the base config, max_new_tokens = 8192 breaks a tokens-per-step limit that the grid's
+    # own group_size (2) keeps it under. Only the unknown key is wrong.
+    spec = specs.ExperimentSpec(
+        name="x",
+        env={"name": "frozenlake", "params": {}},
+        overrides={"rollout": {"group_size": 99999, "env_groups": 64}},
+        grid={"rollout.group_size": [2, 4], "rollout.max_new_tokens": [8192], "nope.key": [1]},
+    )
+    with pytest.raises(specs.SpecError) as refused:
+        run_planning.plan(spec)
+    assert set(refused.value.errors) == {"grid"}, refused.value.errors
+    assert refused.value.errors["grid"].startswith("nope.key = 1: ")

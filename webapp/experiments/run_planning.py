@@ -132,7 +132,8 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
             preset = "" if spec.config is not None else combination.get(GRID_PRESET_KEY, spec.preset)
             runs.append(PlannedRun(label, config.to_dict(), preset))
     if "grid" in errors:
-        errors = {**_without_grid_problems(spec), **errors, **_grid_cell_problems(spec)}
+        cells, bad_keys = _grid_cell_problems(spec)
+        errors = {**_problems_without(spec, bad_keys), **errors, **cells}
     if errors:
         raise SpecError(errors)
     return runs
@@ -168,25 +169,33 @@ def _attributed(spec: ExperimentSpec, combination: dict, problems: dict[str, str
             yield input_name(spec, key), message
 
 
-def _grid_cell_problems(spec: ExperimentSpec) -> dict[str, str]:
-    """Each grid value judged alone (one bad key failed every combination before a second bad value was
-    looked at): every bad cell, up to five, in one message."""
+def _grid_cell_problems(spec: ExperimentSpec) -> tuple[dict[str, str], set[str]]:
+    """Each grid value judged alone against the trainer's config (an unknown key, a value of the wrong
+    type: one bad key failed every combination before a second bad value was looked at): every bad cell,
+    up to five, in one message, and the keys that have one. Limits that depend on the other inputs
+    (tokens per step) are the combinations' to judge, not a cell's."""
     found: list[str] = []
+    bad_keys: set[str] = set()
     for key, values in spec.grid.items():
         for value in values:
             try:
-                _checked_config(spec, {key: value, "seed": spec.seeds[0]})
+                resolve(spec, {key: value, "seed": spec.seeds[0]})
             except ValueError as error:
-                found += [m for where, m in _attributed(spec, {key: value}, error.errors) if where == "grid"]
+                cell = [m for where, m in _attributed(spec, {key: value}, error.errors) if where == "grid"]
+                found += cell
+                bad_keys |= {key} if cell else set()
     unique = list(dict.fromkeys(found))
     more = f" (and {len(unique) - 5} more)" if len(unique) > 5 else ""
-    return {"grid": "; ".join(unique[:5]) + more} if unique else {}
+    return ({"grid": "; ".join(unique[:5]) + more} if unique else {}), bad_keys
 
 
-def _without_grid_problems(spec: ExperimentSpec) -> dict[str, str]:
-    """The other inputs' problems, planned without the grid: a bad grid key fails every run first."""
+def _problems_without(spec: ExperimentSpec, bad_keys: set[str]) -> dict[str, str]:
+    """The other inputs' problems, planned without the grid keys that fail alone (a bad key fails every
+    run first, hiding them); the grid's own are left to the caller."""
+    if not bad_keys:
+        return {}
     try:
-        plan(dataclasses.replace(spec, grid={}))
+        plan(dataclasses.replace(spec, grid={k: v for k, v in spec.grid.items() if k not in bad_keys}))
     except SpecError as planned:
         return {where: message for where, message in planned.errors.items() if where != "grid"}
     return {}
