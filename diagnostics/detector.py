@@ -43,12 +43,12 @@ class Alert:
         needed = self.rule.params.recovery if self.firing else self.rule.params.pending
         if self.streak < needed or check.held:
             return None
-        # A guarded warning whose signal was breached long before success fell says since when.
+        # A guarded warning whose signal was breached long before the guard let it fire says since when.
         held = check.breached and self.streak > needed
         self.firing, self.streak = check.breached, 0
         headline = self.rule.headline()
         title = headline if self.firing else f"Resolved: {headline.lower()}"
-        since = f" (breached since step {self.streak_start}, held until success fell)" if held else ""
+        since = f" (breached since step {self.streak_start}, held by the success guard until now)" if held else ""
         return {
             "step": step,
             "level": self.rule.level if self.firing else "resolved",

@@ -628,6 +628,10 @@ class Collapse(DropFromPeak):
     Params = CollapseParams
     params: CollapseParams
 
+    def __init__(self, params: CollapseParams) -> None:
+        super().__init__(params)
+        self.fall_confirmed = False  # the current breach passed the fall test once
+
     def headline(self) -> str:
         return f"{OUTCOME_NAMES.get(self.metric, self.metric or 'Success')} collapsed"
 
@@ -650,7 +654,10 @@ class Collapse(DropFromPeak):
         if rise >= self.params.peak_sigmas:
             fall = trend.fall()
             found.signals["fall_sigmas"] = fall
-            if not found.breached or fall >= self.params.peak_sigmas:
+            # The fall test gates the way in only: its allowance for chance grows with the run, so a run
+            # that stays collapsed for thousands of steps would slowly "resolve" and collapse again.
+            self.fall_confirmed = found.breached and (self.fall_confirmed or fall >= self.params.peak_sigmas)
+            if not found.breached or self.fall_confirmed:
                 return found
             summary = (
                 f"{found.summary}, but its last values (mean {trend.recent_mean():.4g}) are within the noise "
@@ -860,8 +867,11 @@ class GradSpike(Rule):
     Params = GradSpikeParams
     params: GradSpikeParams
 
+    HELD_OUT_WINDOWS = 5
+
     def __init__(self, params: GradSpikeParams) -> None:
         super().__init__(params)
+        self.held_out = 0  # breached values in a row kept out of the median
         self.recent: deque[float] = deque()
         self.ordered: list[float] = []  # the same values, sorted, for the median
 
@@ -881,9 +891,14 @@ class GradSpike(Rule):
             found = Check(self.breached(value, limit), signals, summary)
         # The median is the norm before the spike: a breached value stays out of it, so the alert
         # resolves when the norm comes back, not when the median has climbed to meet it; a zero
-        # (no update: every group's rewards equal, no KL) is no level to compare against.
-        if value > 0 and not (found and found.breached):
+        # (no update: every group's rewards equal, no KL) is no level to compare against. A level held
+        # for HELD_OUT_WINDOWS windows in a row becomes the new normal (or the median would never move).
+        breached = found is not None and found.breached
+        if breached and self.held_out < self.HELD_OUT_WINDOWS * self.params.window:
+            self.held_out += 1
+        elif value > 0:
             self.remember(value)
+            self.held_out = self.held_out if breached else 0
         return found
 
     def value(self, metrics: Metrics) -> float | None:
