@@ -48,7 +48,9 @@ class Alert:
         self.firing, self.streak = check.breached, 0
         headline = self.rule.headline()
         title = headline if self.firing else f"Resolved: {headline.lower()}"
-        since = f" (breached since step {self.streak_start}, held by the success guard until now)" if held else ""
+        since = (
+            f" (breached since step {self.streak_start}, held by the success guard until now)" if held else ""
+        )
         return {
             "step": step,
             "level": self.rule.level if self.firing else "resolved",

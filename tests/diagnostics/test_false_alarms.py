@@ -154,7 +154,10 @@ def test_a_held_warning_fires_once_success_falls_from_a_real_peak_before_it_halv
     # The message says the signal was down long before: a reader sees the lead the guard held back.
     [warning] = [e for e in replay(rows) if e["rule"] == "reward_std_drop" and e["level"] == "warning"][:1]
     since = warning["signals"]["since_step"]
-    assert since < 60 and f"(breached since step {since}, held by the success guard until now)" in warning["message"]
+    assert (
+        since < 60
+        and f"(breached since step {since}, held by the success guard until now)" in warning["message"]
+    )
 
 
 def test_a_noisy_plateau_rarely_warns_though_its_smoothed_value_dips_under_half_its_peak():
