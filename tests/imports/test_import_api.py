@@ -220,6 +220,7 @@ def test_a_trl_trainer_state_and_a_gzip_csv_upload_become_runs_with_our_names(cl
     run = Run.objects.get(pk=response.json()["id"])
     assert run.latest_metrics["train/reward_mean"] == 0.5 and run.latest_metrics["eval_loss"] == 0.9
     assert response.json()["steps"] == 2
+    assert (run.step, run.total_steps) == (2, 2)  # global_step counts from 1: steps 1-2 are 2, not 3
 
     upload = SimpleUploadedFile("metrics.csv.gz", gzip.compress(b"step,train/success\n0,0.1\n1,0.2\n"))
     response = client.post("/api/imports", {"file": upload}, **auth)

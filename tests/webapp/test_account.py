@@ -11,10 +11,16 @@ User = get_user_model()
 def test_the_account_page_saves_the_email_and_refuses_a_bad_one(alice_client, alice):
     page = alice_client.get("/account/")
     assert page.status_code == 200 and b"Save email" in page.content
-    refused = alice_client.post("/account/", {"email": "not an address"})
+    refused = alice_client.post("/account/", {"email": "not an address", "password": "alice-password-1"})
     assert refused.status_code == 200 and b"Enter a valid email address." in refused.content
     assert User.objects.get(pk=alice.pk).email == alice.email  # nothing written
-    saved = alice_client.post("/account/", {"email": "alice@lab.example"}, follow=True)
+    # An open session is not enough: the address a reset link goes to needs the password.
+    wrong = alice_client.post("/account/", {"email": "mallory@evil.example", "password": "guess"})
+    assert b"This is not your password." in wrong.content
+    assert User.objects.get(pk=alice.pk).email == alice.email
+    saved = alice_client.post(
+        "/account/", {"email": "alice@lab.example", "password": "alice-password-1"}, follow=True
+    )
     assert b"Email saved." in saved.content
     assert User.objects.get(pk=alice.pk).email == "alice@lab.example"
 

@@ -8,7 +8,15 @@ class ApiTokenForm(forms.Form):
 
 class EmailForm(forms.ModelForm):
     """The account's email: where alerts go when an experiment names no recipients, and where a password
-    reset link is sent."""
+    reset link is sent; so changing it asks for the password (a session left open must not be enough to
+    take the account over through a reset)."""
+
+    password = forms.CharField(widget=forms.PasswordInput, label="Your password", strip=False)
+
+    def clean_password(self):
+        if not self.instance.check_password(self.cleaned_data["password"]):
+            raise forms.ValidationError("This is not your password.")
+        return ""
 
     class Meta:
         model = get_user_model()

@@ -115,6 +115,9 @@ def create_run(owner, name: str, filename: str, series, sha256: str = "") -> Run
     for _, values in series:
         latest.update(values)
     now = timezone.now()
+    # Steps done, as a run trained here counts them: steps 0-79 are 80; a trainer that counts from 1
+    # (Hugging Face's global_step in trainer_state.json) logged 1-500 for 500.
+    steps_done = min(series[-1][0] + (1 if series[0][0] == 0 else 0), MAX_STEP)
     with ThreadPoolExecutor(1) as pool, transaction.atomic():
         experiment = Experiment.objects.create(
             owner=owner, name=name, config={}, imported=True, import_sha256=sha256
@@ -125,9 +128,8 @@ def create_run(owner, name: str, filename: str, series, sha256: str = "") -> Run
             label=f"imported: {filename}"[:300],
             config={},
             status=Run.Status.COMPLETED,
-            # Steps done, as a run trained here counts them (steps 0-79 are 80): its last step + 1.
-            step=min(series[-1][0] + 1, MAX_STEP),
-            total_steps=min(series[-1][0] + 1, MAX_STEP),
+            step=steps_done,
+            total_steps=steps_done,
             latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()},
             started_at=None,  # when it trained is not in the file: no duration, no steps per hour
             finished_at=now,
