@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -33,10 +34,21 @@ def main(argv: list[str] | None = None, prog: str = "python -m diagnostics") -> 
     try:
         for step, metrics in series:
             for event in detector.update(step, metrics):
-                print(json.dumps(event), flush=True)
+                print(json.dumps(_json_ready(event)), flush=True)
     except BrokenPipeError:  # `... | head` stopped reading: not an error (the Python docs' recipe)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _json_ready(value):
+    """Valid JSON: a non-finite number (a signal of inf standard errors) is null, as the web app stores it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_ready(item) for item in value]
+    return value
 
 
 if __name__ == "__main__":
