@@ -529,7 +529,7 @@
     if (queue && run.status !== "queued") queue.hidden = true;
     if (document.getElementById("run-host")) {  // an imported run has no worker facts
       document.getElementById("run-host").textContent = run.host || "not started";
-      document.getElementById("run-device").textContent = run.device || "-";
+      document.getElementById("run-device").textContent = run.device || "–";
       document.getElementById("run-attempt").textContent = run.attempt;
     }
     if (run.finished || run.stop_requested) {

@@ -76,7 +76,7 @@
       line(series, "collapse/valid_thinking_rate", "valid thinking rate", { color: "#2ca02c", dash: "dot" }),
     ], Object.assign({}, layout, {
       title: { text: "Input dependence", font: { size: 14 } },
-      yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero" },
+      yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero", exponentformat: "e" },  // not "100μ" nats
       yaxis2: { title: { text: "retrieval, thinking rate" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
                 tickformat: ".0%", showgrid: false },
     }, window.EchoChartView.stepAxis("collapse")), window.EchoChartView.stepConfig);

@@ -164,3 +164,12 @@ def test_step_in_the_url_ends_at_the_last_logged_step(alice_client, alice):
     run.save()
     assert page_data(alice_client.get(f"/runs/{run.pk}/?step=19"))["cursor"] == 19
     assert page_data(alice_client.get(f"/runs/{run.pk}/?step=20"))["cursor"] is None
+
+
+def test_a_queued_run_offers_no_trajectories_or_exports_it_does_not_have_yet(alice_client, alice, run):
+    queued = make_run(alice)
+    html = alice_client.get(f"/runs/{queued.pk}/").content.decode()
+    assert "trajectories-link" not in html and "Export CSV" not in html and "Export JSONL" not in html
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()  # running: it has both
+    assert "trajectories-link" in html and "Export CSV" in html and "Export JSONL" in html
+    assert '<dd id="run-device">–</dd>' in html  # an empty fact reads as in every table
