@@ -22,7 +22,6 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any, NamedTuple
 
 from .aliases import finite
@@ -64,6 +63,9 @@ READS = frozenset(
         VAL_SUCCESS,
     }
 )
+
+
+_NORMAL = statistics.NormalDist()  # SuccessTrend.FAMILY_RATE's thresholds
 
 
 def param(default: Any, help: str, min: float | None = None, max: float | None = None) -> Any:
@@ -205,10 +207,12 @@ class SuccessTrend:
             self.baseline = statistics.fmean(self.start)
         self.value = self.ema.update(x)
         self.peak = max(self.peak, self.value)
+        self.run_length_sigmas = _NORMAL.inv_cdf(1 - self.FAMILY_RATE / self.count)
         if self.known:
+            values = list(self.window)
             for w in self.PEAK_WINDOWS:
-                n = min(w, len(self.window))
-                level = statistics.fmean(list(self.window)[-n:])
+                n = min(w, len(values))
+                level = statistics.fmean(values[-n:])
                 if n == w:
                     self.best_levels[w] = max(self.best_levels[w], level)
                 self.best_rise = max(self.best_rise, self._rise(level, n, self.noise))
@@ -241,7 +245,6 @@ class SuccessTrend:
             self.at_low_in_a_row = 0
         self.count += 1
         self.total += x
-        self.run_length_sigmas = NormalDist().inv_cdf(1 - self.FAMILY_RATE / self.count)
 
     @property
     def known(self) -> bool:
@@ -263,9 +266,9 @@ class SuccessTrend:
         """How far the last values sit below the best run of as many, in standard errors of the
         difference, less what the best window and the lowest recent one reach by chance (the larger of
         the PEAK_WINDOWS' readings): a plateau's noise does not pass it, however long the run."""
-        falls = []
+        values, falls = list(self.window), []
         for w, best in self.best_levels.items():
-            recent = statistics.fmean(list(self.window)[-w:])
+            recent = statistics.fmean(values[-w:])
             sd = self.fall_noise * math.sqrt(2 / w)
             falls.append(_in_sds(best - recent, sd) - 2 * self.chance_excess(w, w))
         return max(falls)
@@ -898,7 +901,8 @@ class GradSpike(Rule):
             self.held_out += 1
         elif value > 0:
             self.remember(value)
-            self.held_out = self.held_out if breached else 0
+            if not breached:
+                self.held_out = 0
         return found
 
     def value(self, metrics: Metrics) -> float | None:
