@@ -183,7 +183,8 @@ def _grid_cell_problems(spec: ExperimentSpec) -> tuple[dict[str, str], set[str]]
             except ValueError as error:
                 cell = [m for where, m in _attributed(spec, {key: value}, error.errors) if where == "grid"]
                 found += cell
-                bad_keys |= {key} if cell else set()
+                if cell:
+                    bad_keys.add(key)
     unique = list(dict.fromkeys(found))
     more = f" (and {len(unique) - 5} more)" if len(unique) > 5 else ""
     return ({"grid": "; ".join(unique[:5]) + more} if unique else {}), bad_keys
