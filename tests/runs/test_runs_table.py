@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from tests.factories import table_run
+from tests.helpers import on_sqlite
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
@@ -56,6 +57,37 @@ def test_sort_by_a_summary_metric_puts_runs_without_a_value_last_both_ways(alice
     assert [run.label for run in table_runs(alice, sort="-best_val")] == ["high", "low", "none"]
     assert [run.label for run in table_runs(alice, sort="best_val")] == ["low", "high", "none"]
     assert [run.label for run in table_runs(alice, sort="name")] == ["high", "low", "none"]
+
+
+NAMES = ["seed 10", "Seed 3", "seed 2", "adam b", "Adam a"]
+NATURAL = ["Adam a", "adam b", "seed 2", "Seed 3", "seed 10"]
+
+
+def test_sort_by_name_reads_numbers_as_numbers_and_ignores_case(alice):
+    for label in NAMES:
+        table_run(alice, label=label)
+    assert [run.label for run in table_runs(alice, sort="name")] == NATURAL
+    assert [run.label for run in table_runs(alice, sort="-name")] == NATURAL[::-1]
+
+
+NATURAL_ON_SQLITE = f"""
+from django.contrib.auth import get_user_model
+from tests.factories import table_run
+from tests.helpers import on_sqlite
+from webapp.runs.forms import RunTableForm
+user = get_user_model().objects.create_user("dora", "dora@example.com", "pw-dora-123")
+for label in {NAMES!r}:
+    table_run(user, label=label)
+form = RunTableForm({{"sort": "name"}})
+assert form.is_valid(), form.errors
+print("ORDER", [run.label for run in form.runs(user)])
+"""
+
+
+@pytest.mark.slow
+def test_sort_by_name_is_natural_on_sqlite_too(tmp_path):
+    printed = on_sqlite(tmp_path, NATURAL_ON_SQLITE)
+    assert f"ORDER {NATURAL!r}" in printed.splitlines()
 
 
 def test_sort_by_a_config_field_is_numeric(alice):

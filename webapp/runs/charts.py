@@ -1,8 +1,7 @@
 """The charts a run page draws: the standard ones, then one per other key the run logged."""
 
-import re
-
 from diagnostics import metrics
+from webapp.core import natural_sort
 from webapp.experiments.models import Run
 from webapp.runs.notes import chart_notes
 
@@ -51,14 +50,7 @@ def chart_sections(run: Run) -> list[dict]:
 def other_keys(logged, charts: list[dict]) -> list[str]:
     """The keys of `logged` that no chart of `charts` draws, in natural order (col2 before col10)."""
     charted = {key for chart in charts for key in chart["keys"]}
-    return sorted(set(logged) - charted, key=_natural)
-
-
-def _natural(key: str) -> list:
-    """`key` as text and numbers, so that col2 sorts before col10."""
-    return [
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", key) if part
-    ]
+    return sorted(set(logged) - charted, key=natural_sort.sort_key)
 
 
 def _mapping(value) -> dict:

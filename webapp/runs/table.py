@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError, connection
 from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce, Lower, Now, NullIf
+from django.db.models.functions import Coalesce, Collate, Now, NullIf
 
 from trainer.overrides import get_dotted
 from webapp.alerts.models import DetectorEvent
 from webapp.compare.aggregates import SUCCESS, VAL_SUCCESS, best_finite, last_finite
+from webapp.core import natural_sort
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class Column:
 
 # The one list of the table's columns: the page, the column chooser and the API's `sort` read it.
 COLUMNS = [
-    Column("name", "Run", Lower(Coalesce(NullIf("name", Value("")), "label"))),
-    Column("experiment", "Experiment", Lower("experiment__name")),
+    Column("name", "Run", Collate(Coalesce(NullIf("name", Value("")), "label"), natural_sort.COLLATION)),
+    Column("experiment", "Experiment", Collate("experiment__name", natural_sort.COLLATION)),
     Column("status", "Status", F("status")),
     Column("env", "Environment", F("config__env__name")),
     Column("algorithm", "Algorithm", F("config__algorithm__advantage")),
