@@ -5,9 +5,11 @@ import io
 import json
 import math
 
+import pytest
 from django.http import StreamingHttpResponse
 
 from tests.factories import make_run
+from webapp.metrics import export
 from webapp.metrics.models import MetricPoint
 
 URL = "/api/runs/{}/export"
@@ -112,3 +114,30 @@ def test_unknown_format_is_400(alice_client, run):
 def test_another_users_run_is_404(bob_client, run):
     fill(run)
     assert bob_client.get(URL.format(run.pk)).status_code == 404
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_a_key_named_step_keeps_the_real_steps_and_the_file_imports_back(alice_client, run, alice_token, fmt):
+    # Scripts log their step as a metric too (mlflow.log_metrics({"step": step, ...})).
+    MetricPoint.upsert(run.pk, [(step, key, 7.0) for step in (0, 1, 2) for key in ("step", "loss")])
+    exported = content(alice_client.get(URL.format(run.pk), {"format": fmt}))
+    response = alice_client.post(
+        f"/api/imports?format={fmt}&name=again",
+        data=exported,
+        content_type="text/plain",
+        HTTP_AUTHORIZATION=f"Bearer {alice_token}",
+    )
+    assert response.status_code == 201, response.content
+    copy = MetricPoint.objects.filter(run_id=response.json()["id"])
+    assert sorted(copy.values_list("step", "key", "value")) == [
+        (step, key, 7.0) for step in (0, 1, 2) for key in ("loss", "step (metric)")
+    ]
+
+
+def test_renamed_columns_stay_unique():
+    assert export.key_columns(["a", "run", "run (metric)", "step"], ("run", "step")) == [
+        "a",
+        "run (metric) (metric)",
+        "run (metric)",
+        "step (metric)",
+    ]

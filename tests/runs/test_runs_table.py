@@ -293,3 +293,19 @@ def test_exported_names_and_keys_cannot_run_as_spreadsheet_formulas(alice_client
     assert rows[1][1] == "'=EVIL()" and rows[1][4:] == ["1.0", "-0.5", "-2.0"]  # numbers stay numbers
     single = b"".join(alice_client.get(f"/api/runs/{run.pk}/export?format=csv").streaming_content).decode()
     assert single.splitlines()[0] == 'step,\'+cmd,"\'=HYPERLINK(""http://x"")",loss'
+
+
+def test_a_key_named_like_an_export_column_gets_a_column_of_its_own(alice_client, alice):
+    run = table_run(alice, label="x")
+    MetricPoint.upsert(run.pk, [(3, "run", 1.0), (3, "step", 9.0)])
+    rows = list(
+        csv.reader(
+            io.StringIO(
+                b"".join(alice_client.get(f"/runs/export.csv?runs={run.pk}").streaming_content).decode()
+            )
+        )
+    )
+    assert rows == [
+        ["run_id", "run", "experiment", "step", "run (metric)", "step (metric)"],
+        [str(run.pk), "x", "Sweep", "3", "1.0", "9.0"],
+    ]

@@ -8,6 +8,8 @@ metrics.jsonl format, {"step": n, "<key>": value, ...}; non-finite values are th
 A point stored as null is a NaN (SQLite stores a NaN as null, and the ingest reads null as a NaN, as
 MetricPoint.steps does), so it is written as one, not as a missing value.
 Several runs (the runs table's export): one CSV with the run first on each row, see runs_csv_lines.
+A key named like one of the export's own columns (a script that logs its step as a metric, "step") is
+written as "step (metric)", so the real steps are never overwritten and the file imports back.
 """
 
 import csv
@@ -65,6 +67,21 @@ def as_text_cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
+def key_columns(keys: list[str], fixed: tuple[str, ...]) -> list[str]:
+    """The column name of each key: the key itself, or "<key> (metric)" (as often as needed to be unique)
+    where it would repeat one of the `fixed` columns."""
+    taken = set(fixed) | set(keys)
+    names = []
+    for key in keys:
+        name = key
+        if key in fixed:
+            while name in taken:
+                name += " (metric)"
+            taken.add(name)
+        names.append(name)
+    return names
+
+
 def _cells(values: dict, keys: list[str]):
     return ("" if key not in values else "nan" if values[key] is None else repr(values[key]) for key in keys)
 
@@ -72,7 +89,7 @@ def _cells(values: dict, keys: list[str]):
 def csv_lines(run_id: int):
     keys = run_keys(run_id)
     line = _csv_writer()
-    yield line(["step", *map(as_text_cell, keys)])
+    yield line(["step", *map(as_text_cell, key_columns(keys, ("step",)))])
     for step, values in _steps(run_id):
         yield line([step, *_cells(values, keys)])
 
@@ -87,7 +104,8 @@ def runs_csv_lines(runs):
         .distinct()
     )
     line = _csv_writer()
-    yield line(["run_id", "run", "experiment", "step", *map(as_text_cell, keys)])
+    fixed = ("run_id", "run", "experiment", "step")
+    yield line([*fixed, *map(as_text_cell, key_columns(keys, fixed))])
     for run in runs:
         names = [as_text_cell(run.display_name), as_text_cell(run.experiment.name)]
         for step, values in _steps(run.pk):
@@ -103,11 +121,11 @@ def _json_value(value):
 
 
 def jsonl_lines(run_id: int):
+    keys = run_keys(run_id)
+    names = dict(zip(keys, key_columns(keys, ("step",))))
     for step, values in _steps(run_id):
-        yield (
-            json.dumps({"step": step, **{key: _json_value(v) for key, v in values.items()}}, allow_nan=False)
-            + "\n"
-        )
+        row = {"step": step, **{names[key]: _json_value(value) for key, value in values.items()}}
+        yield json.dumps(row, allow_nan=False) + "\n"
 
 
 def lines(run_id: int, fmt: str):
