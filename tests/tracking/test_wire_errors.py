@@ -47,6 +47,15 @@ def metric(**fields):
         (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
         (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),
         (metric(timestamp=-5), "metrics[1].timestamp: must be at least 0, got -5"),
+        (
+            metric(step="9" * 5000),  # never parsed whole (Python refuses 4,300 digits with its own words)
+            "metrics[1].step: must be between -9223372036854775808 and 9223372036854775807, "
+            "got 99999999999999999999… (5000 digits)",
+        ),
+        (
+            metric(timestamp="1" * 20),
+            "metrics[1].timestamp: must be between 0 and 9223372036854775807, got 11111111111111111111",
+        ),
         ("reward", "metrics[1]: must be an object"),
     ],
 )
@@ -187,3 +196,18 @@ def test_points_for_an_ended_mlflow_run_on_our_api_say_where_they_go(api, run):
     answer = api(f"/api/runs/{run.run_id}/metrics", body)
     assert answer.status_code == 409 and "runs/log-batch" in answer.json()["error"]
     assert "start a new run" not in answer.json()["error"]
+
+
+@pytest.mark.parametrize("experiment_id", ["²", "٤", "9223372036854775808", "99999999999999999999999"])
+def test_an_experiment_id_that_is_not_a_database_id_does_not_exist(api, run, experiment_id):
+    # "²" and "٤" (an Arabic-Indic 4) pass str.isdigit; the database refused the first and read the second as 4.
+    for answer in (
+        api("/api/2.0/mlflow/experiments/get", {"experiment_id": experiment_id}, method="get"),
+        api("/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment_id]}),
+        api("/api/2.0/mlflow/runs/create", {"experiment_id": experiment_id}),
+    ):
+        assert answer.status_code == 404, answer.content
+        assert answer.json() == {
+            "error_code": "RESOURCE_DOES_NOT_EXIST",
+            "message": f"no experiment with id {experiment_id!r}",
+        }

@@ -5,10 +5,10 @@ user whether someone else's run exists."""
 
 from dataclasses import dataclass, field
 
+from webapp.core.converters import parse_id
 from webapp.experiments.models import Run
 
 MAX_RUNS = 100
-MAX_ID = 2**63 - 1
 
 
 @dataclass
@@ -53,9 +53,10 @@ def split_ids(values: list[str]) -> tuple[list[int], list[str]]:
             token = token.strip()
             if not token:
                 continue
-            if token.isascii() and token.isdigit() and 0 < int(token) <= MAX_ID:
-                if int(token) not in ids:
-                    ids.append(int(token))
+            number = parse_id(token)
+            if number is not None:
+                if number not in ids:
+                    ids.append(number)
             else:
                 invalid.append(token[:40])
     return ids, invalid

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from diagnostics.aliases import canonical
 from diagnostics.series import key_problem
+from webapp.core.converters import parse_id
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import ingest
 from webapp.metrics.models import MetricPoint
@@ -93,11 +94,9 @@ class ExternalExperiment(models.Model):
                 except MlflowError:  # made meanwhile by a concurrent request
                     return cls.objects.for_user(owner).get(name=DEFAULT_EXPERIMENT_NAME)
             return found
-        found = experiment_id.isdigit() and (
-            cls.objects.for_user(owner)
-            .select_related("experiment")
-            .filter(experiment_id=experiment_id)
-            .first()
+        number = parse_id(experiment_id)
+        found = number is not None and (
+            cls.objects.for_user(owner).select_related("experiment").filter(experiment_id=number).first()
         )
         if not found:
             raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment with id {experiment_id!r}")

@@ -9,6 +9,8 @@ is not refused here for sizes MLflow allows; metric keys are EchoLab's (see inge
 import math
 import re
 
+from webapp.core.jsonsafe import INT64_MAX
+
 # MLflow's limits.
 MAX_ENTITY_KEY_LENGTH = 250
 MAX_PARAM_VALUE_LENGTH = 6000
@@ -94,14 +96,23 @@ class Fields:
         value = self.data.get(name)
         if value is None or value == "":
             return default
-        if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
-            value = int(value)
+        written = None
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+            written = value.strip()
+            # Over 19 digits is beyond int64: 10**19 stands in rather than parsing thousands of digits.
+            value = (
+                int(written) if len(written.lstrip("-")) <= 19 else (-1 if written[0] == "-" else 1) * 10**19
+            )
         if isinstance(value, bool) or not isinstance(value, int):
             raise invalid(self._name(name), f"must be an integer, got {str(value)[:40]!r}")
-        if high is None and low is not None and value < low:
-            raise invalid(self._name(name), f"must be at least {low}, got {value}")
+        if high is None and value > INT64_MAX:  # the bound it broke is the one said
+            high = INT64_MAX
+        if low is None and value < -INT64_MAX - 1:
+            low = -INT64_MAX - 1
         if (low is not None and value < low) or (high is not None and value > high):
-            raise invalid(self._name(name), f"must be between {low} and {high}, got {value}")
+            raise invalid(
+                self._name(name), f"must be {_bounds(low, high)}, got {_shown(written or str(value))}"
+            )
         return value
 
     def number(self, name: str) -> float:
@@ -246,6 +257,16 @@ def _unsupported(rest: str, allowed: set[str]) -> str:
         f"{shown!r} is not supported; EchoLab's MLflow endpoint supports "
         f"<name> = '<value>' or != joined by AND, for {', '.join(sorted(allowed))}"
     )
+
+
+def _bounds(low: int | None, high: int | None) -> str:
+    if high is None:
+        return f"at least {low}"
+    return f"between {low} and {high}" if low is not None else f"at most {high}"
+
+
+def _shown(digits: str) -> str:
+    return digits if len(digits) <= 24 else f"{digits[:20]}… ({len(digits)} digits)"
 
 
 def page(items, fields: Fields, default_size: int) -> tuple[list, str | None]:
