@@ -36,7 +36,9 @@ def test_postgres_keeps_its_data_in_a_volume():
 def test_web_migrates_then_runs_gunicorn_with_whitenoise_static():
     command = " ".join(command_of("web"))
     assert (
-        command.index("migrate") < command.index("collectstatic") < command.index("exec gunicorn webapp.wsgi")
+        command.index("migrate")
+        < command.index("collectstatic")
+        < command.index("exec gunicorn -c python:webapp.core.gunicorn_conf webapp.wsgi")
     )
     from django.conf import settings
 

@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
@@ -20,6 +21,15 @@ def get_json(url):
             return response.status, json.load(response)
     except OSError:
         return None
+
+
+def fetch_error(url, with_body=False):
+    try:
+        urllib.request.urlopen(url, timeout=5)
+    except urllib.error.HTTPError as error:
+        answer = (error.code, error.headers["Content-Type"])
+        return (*answer, json.load(error)) if with_body else answer
+    raise AssertionError(f"{url[:60]}... answered 2xx")
 
 
 @pytest.mark.slow
@@ -48,6 +58,16 @@ def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_pa
         )
         assert status == 200 and body["status"] == "ok"
         assert (tmp_path / "echolab.sqlite3").exists()
+        # A URL naming 100 long keys fits gunicorn's request line; a longer one is refused as JSON, as by Django.
+        keys = "&".join(f"key={'k' * 70}{i:02d}" for i in range(100))
+        assert fetch_error(f"http://127.0.0.1:{port}/api/runs/1/metrics?{keys}") == (401, "application/json")
+        status, content_type, body = fetch_error(
+            f"http://127.0.0.1:{port}/api/runs/1/metrics?{keys}{keys}", True
+        )
+        assert (status, content_type) == (414, "application/json")
+        assert list(body) == ["error"] and body["error"].startswith(
+            "URI Too Long: Request Line is too large ("
+        )
         log_text = lambda: (tmp_path / "serve.log").read_text()  # noqa: E731
         wait_for(
             lambda: re.search(r"gpu@\S+ ready", log_text()) and re.search(r"default@\S+ ready", log_text()),

@@ -159,6 +159,8 @@ class Command(BaseCommand):
                 python,
                 "-m",
                 "gunicorn",
+                "-c",
+                "python:webapp.core.gunicorn_conf",
                 "webapp.wsgi",
                 "--bind",
                 f"{host}:{port}",
