@@ -138,6 +138,11 @@ def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
     found = client.search_runs([alice_experiment.experiment_id], filter_string="tags.mlflow.runName = 'a'")
     assert [run.info.run_name for run in found] == ["a"]
     assert len(mlflow.search_runs(experiment_ids=[alice_experiment.experiment_id])) == 2  # the pandas path
+    from mlflow.entities import ViewType
+
+    deleted = client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.DELETED_ONLY)
+    assert list(deleted) == []  # nothing here is ever deleted
+    assert len(client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.ALL)) == 2
 
     with pytest.raises(mlflow.MlflowException) as excinfo:
         client.search_runs([bob_experiment.mlflow_id])

@@ -142,9 +142,7 @@ def get_experiment_by_name(request, fields):
 
 @mlflow_view("POST")
 def search_experiments(request, fields):
-    view_type = fields.string("view_type", required=False, default="ACTIVE_ONLY")
-    if view_type not in ("ACTIVE_ONLY", "ALL", "DELETED_ONLY"):
-        raise invalid("view_type", f"must be ACTIVE_ONLY, DELETED_ONLY or ALL, got {view_type!r}")
+    view_type = _view_type(fields, "view_type")
     _no_order_by(fields)
     found = ExternalExperiment.objects.for_user(request.user).select_related("experiment")
     for _, op, value in protocol.parse_filter(fields.string("filter", required=False), {"name"}):
@@ -264,6 +262,7 @@ def search_runs(request, fields):
     ]
     if not experiments:
         raise invalid("experiment_ids", "name at least one experiment")
+    view_type = _view_type(fields, "run_view_type")
     _no_order_by(fields)
     clauses = protocol.parse_filter(
         fields.string("filter", required=False), {"run_name", "status", "run_id", "params.", "tags."}
@@ -274,6 +273,8 @@ def search_runs(request, fields):
         .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments])
         .order_by("-run__started_at", "-run_id")
     )
+    if view_type == "DELETED_ONLY":  # nothing here is ever deleted
+        found = found.none()
     runs = [run for run in found if all(_matches(run, *clause) for clause in clauses)]
     page, token = protocol.page(runs, fields, 1000)
     return {"runs": [run.to_mlflow() for run in page], **({"next_page_token": token} if token else {})}
@@ -291,6 +292,13 @@ def _matches(run: ExternalRun, name: str, op: str, value: str) -> bool:
             "run_id": run.run_uuid,
         }[name]
     return (actual == value) == (op == "=")
+
+
+def _view_type(fields: Fields, name: str) -> str:
+    view_type = fields.string(name, required=False, default="ACTIVE_ONLY")
+    if view_type not in ("ACTIVE_ONLY", "ALL", "DELETED_ONLY"):
+        raise invalid(name, f"must be ACTIVE_ONLY, DELETED_ONLY or ALL, got {view_type[:40]!r}")
+    return view_type
 
 
 def _no_order_by(fields: Fields) -> None:
