@@ -62,7 +62,9 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
                     f"line {line}: step {step}, column {key!r} is {values[key]!r} here but "
                     f"{merged[key]!r} on line {earlier}"
                 )
-        merged.update(values)
+        # A new dict, not merged.update(): each row keeps its own values, so that the error above finds
+        # the line that gave a column, not the first line of the step.
+        by_step[step] = {**merged, **values}
     return sorted(by_step.items(), key=lambda row: row[0])
 
 

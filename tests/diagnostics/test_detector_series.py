@@ -50,6 +50,11 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
         ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
         ("step,a,b\n0,1,\n0,,2\n0,3,\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
+        # The line that gave the column its value, not the step's first line (2, which has no b).
+        (
+            "step,a,b\n5,1,\n6,1,\n5,,2\n7,1,\n5,,3\n",
+            "line 6: step 5, column 'b' is 3.0 here but 2.0 on line 4",
+        ),
         ("step,a\n0,1e400\n", "line 2, column 'a': '1e400' is beyond a 64-bit float's range"),
         ('{"step": 0, "a": -1E+999}\n', "line 1: '-1E+999' is beyond a 64-bit float's range"),
         ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
@@ -71,6 +76,10 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         (
             '{"step": 0, "a": 1}\n{"step": 0, "a": 2}\n',
             "line 2: step 0, column 'a' is 2.0 here but 1.0 on line 1",
+        ),
+        (
+            '{"step": 1, "x": 1}\n{"step": 2, "x": 1}\n{"step": 1, "y": 2}\n{"step": 1, "y": 3}\n',
+            "line 4: step 1, column 'y' is 3.0 here but 2.0 on line 3",
         ),
         (
             '{\n  "global_step": 3\n}\n',
