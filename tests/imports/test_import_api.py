@@ -63,6 +63,14 @@ def test_bad_raw_body_is_a_400_naming_the_line_and_column(client, auth):
     assert nothing_saved()
 
 
+@pytest.mark.parametrize("body", [b'{"step": 0}\n{"step": 1}\n', b'{"step": 0, "a": null}\n'])
+def test_steps_without_a_metric_value_are_refused(client, auth, body):
+    response = client.post(f"{URL}?format=jsonl&name=x", body, content_type="text/plain", **auth)
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"]["file"].startswith("x.jsonl: no metric values")
+    assert nothing_saved()
+
+
 def test_unknown_format_is_refused(client, auth):
     response = client.post(f"{URL}?format=xlsx", b"step,a\n0,1\n", content_type="text/csv", **auth)
     assert response.status_code == 400 and response.json()["error"].startswith("format:")

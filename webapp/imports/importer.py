@@ -37,6 +37,10 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
     series = load_series(path, fmt, max_bytes=settings.IMPORT_MAX_BYTES)
     if not series:
         raise ValueError("no data rows: the file has no steps")
+    if not any(values for _, values in series):  # else a completed run with nothing to chart or diagnose
+        raise ValueError(
+            "no metric values: the file has steps, but each of its metric cells is empty or null"
+        )
     if series[-1][0] > MAX_STEP:
         raise ValueError(f"column 'step': {series[-1][0]} is larger than the largest step, {MAX_STEP}")
     if _renames_any(_keys_of(series)):
