@@ -10,6 +10,7 @@ from tests.factories import make_run
 from tests.helpers import REPO_ROOT
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import DetectorEvent
+from webapp.core import jsonsafe
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics.models import MetricPoint
 
@@ -210,6 +211,29 @@ def test_a_file_name_holding_nul_is_refused(client, auth):
     response = post_raw(client, auth, b"step,a\n0,1\n", "", query="format=csv&name=n&filename=a%00b.csv")
     assert response.status_code == 400
     assert list(response.json()["errors"]) == ["filename"]
+    assert nothing_saved()
+
+
+@pytest.mark.parametrize("query", ["name=%20%20%20", "name=", "", "name=%20&filename=%20"])
+def test_a_blank_name_is_no_name(client, auth, query):
+    """As on the form: the experiment is named after the file, here the raw body's default."""
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query=f"format=csv&{query}")
+    assert response.status_code == 201, response.content
+    run = Run.objects.get()
+    assert (run.experiment.name, run.label) == ("metrics", "imported: metrics.csv")
+
+
+def test_a_blank_file_name_on_a_multipart_upload_is_no_name(client, auth):
+    upload = SimpleUploadedFile("  .csv", b"step,a\n0,1\n")
+    response = client.post(URL, {"file": upload, "name": " "}, **auth)
+    assert response.status_code == 201, response.content
+    assert Run.objects.get().experiment.name == "metrics"
+
+
+def test_a_name_holding_nul_is_refused_naming_it(client, auth):
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query="format=csv&name=a%00b")
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"name": jsonsafe.UNSTORABLE_TEXT}
     assert nothing_saved()
 
 
