@@ -9,7 +9,7 @@ NaN and inf are numbers (written as nan/inf/NaN/Infinity, bare or quoted): a NaN
 exactly what the detector looks for; a number too large for a float (1e400) is an error, not an inf.
 Rows of one step are merged (a trainer's log history has a training row and an evaluation row at the
 same step, both with its `epoch`), unless they give one column two different values. Every problem raises
-ValueError naming the line and column.
+ValueError naming the line and column, quoting at most 100 characters of a bad value or name (`shown`).
 """
 
 import csv
@@ -42,7 +42,7 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
     if fmt is None:
         fmt = "jsonl" if text.lstrip().startswith(("{", "[")) else "csv"
     if fmt not in ("csv", "jsonl"):
-        raise ValueError(f"format: {fmt!r} is not 'csv' or 'jsonl'")
+        raise ValueError(f"format: {shown(fmt)} is not 'csv' or 'jsonl'")
     checked = bool(_MAYBE_BEYOND_FLOAT.search(text))  # only then is a cell read number by number
     if fmt == "csv":
         rows = _parse_csv(text, checked)
@@ -59,7 +59,7 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
             if not _same(values[key], merged[key]):  # named with the first row of this step that gave it
                 earlier = next(n for n, s, v in rows if s == step and key in v)
                 raise ValueError(
-                    f"line {line}: step {step}, column {key!r} is {values[key]!r} here but "
+                    f"line {line}: step {step}, column {shown(key)} is {values[key]!r} here but "
                     f"{merged[key]!r} on line {earlier}"
                 )
         # A new dict, not merged.update(): each row keeps its own values, so that the error above finds
@@ -144,13 +144,29 @@ def key_problem(key: Any) -> str | None:
     return None
 
 
+# Characters of a value or a name that an error message quotes: a 300 kB cell is not echoed back whole.
+SHOWN_CHARS = 100
+
+
+def clip(text: str) -> str:
+    """`text` cut to SHOWN_CHARS characters, "..." saying that it was."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+
+
+def shown(value: Any) -> str:
+    """repr(value), clipped: how every error message here quotes a value or a name."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return repr(value[:SHOWN_CHARS]) + "..."  # the quote closed before the "...": clearly a cut
+    return clip(repr(value))
+
+
 def _number(text: str, where: str) -> float:
     try:
         value = float(text)  # also reads nan, inf, -inf, Infinity in any case
     except ValueError:
-        raise ValueError(f"{where}: {text!r} is not a number") from None
+        raise ValueError(f"{where}: {shown(text)} is not a number") from None
     if math.isinf(value) and "inf" not in text.lower():
-        raise ValueError(f"{where}: {_short(text)} is beyond a 64-bit float's range")
+        raise ValueError(f"{where}: {shown(text)} is beyond a 64-bit float's range")
     return value
 
 
@@ -158,13 +174,13 @@ def _step(value: Any, where: str) -> int:
     if isinstance(value, str):
         value = _number(value, where)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where}: {value!r} is not a step number")
+        raise ValueError(f"{where}: {shown(value)} is not a step number")
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{where}: {value} is not a whole step number >= 0")
         return value
     if not math.isfinite(value) or value != int(value) or value < 0:
-        raise ValueError(f"{where}: {value!r} is not a whole step number >= 0")
+        raise ValueError(f"{where}: {shown(value)} is not a whole step number >= 0")
     return int(value)
 
 
@@ -191,14 +207,14 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     header = [name.strip() for name in header]
     if "step" not in header:
         hint = "; it looks like JSON lines: read it as jsonl" if header[0].startswith("{") else ""
-        raise ValueError(f"line 1: no 'step' column (columns: {', '.join(header)}){hint}")
+        raise ValueError(f"line 1: no 'step' column (columns: {clip(', '.join(header))}){hint}")
     for i, name in enumerate(header):
         if not name:
             raise ValueError(f"line 1, column {i + 1}: empty column name")
         if header.index(name) != i:
-            raise ValueError(f"line 1: column {name!r} appears twice")
+            raise ValueError(f"line 1: column {shown(name)} appears twice")
         if key_problem(name):
-            raise ValueError(f"line 1, column {i + 1}: the name {name!r} {key_problem(name)}")
+            raise ValueError(f"line 1, column {i + 1}: the name {shown(name)} {key_problem(name)}")
     step_at = header.index("step")
     names = [name for name in header if name != "step"]
     metric_cells = cells_at([i for i, name in enumerate(header) if name != "step"])
@@ -238,7 +254,7 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
         raise ValueError(f"line {line}, column 'step': empty")
     step = _step(step_cell, f"line {line}, column 'step'")
     values = {
-        name: _number(cell.strip(), f"line {line}, column {name!r}")
+        name: _number(cell.strip(), f"line {line}, column {shown(name)}")
         for name, cell in zip(header, cells)
         if name != "step" and cell.strip()
     }
@@ -254,7 +270,7 @@ def _json_record(line: int, raw: str, checked: bool) -> Any:
     except json.JSONDecodeError as error:
         raise ValueError(f"line {line}: not JSON ({error.msg})") from None
     except _BeyondFloat as error:
-        raise ValueError(f"line {line}: {_short(str(error))} is beyond a 64-bit float's range") from None
+        raise ValueError(f"line {line}: {shown(str(error))} is beyond a 64-bit float's range") from None
     except ValueError as error:  # an integer of more than 4,300 digits
         raise ValueError(f"line {line}: not JSON ({str(error).split(';')[0]})") from None
     except RecursionError:
@@ -270,11 +286,6 @@ def _checked_float(literal: str) -> float:
     if math.isinf(value):
         raise _BeyondFloat(literal)
     return value
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
@@ -294,18 +305,18 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
         for key, value in record.items():
             if key not in known:
                 if key_problem(key):
-                    raise ValueError(f"line {line}, column {key!r}: the name {key_problem(key)}")
+                    raise ValueError(f"line {line}, column {shown(key)}: the name {key_problem(key)}")
                 known.add(key)
             if type(value) is float and key != "step":  # the common value, without the checks below
                 values[key] = value
                 continue
             if key == "step" or value is None:
                 continue
-            where = f"line {line}, column {key!r}"
+            where = f"line {line}, column {shown(key)}"
             if isinstance(value, str):
                 value = _number(value, where)
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{where}: {_short(value)} is not a number")
+                raise ValueError(f"{where}: {shown(value)} is not a number")
             try:
                 values[key] = float(value)
             except OverflowError:

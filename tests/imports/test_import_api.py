@@ -152,6 +152,31 @@ def test_hostile_files_are_a_400_naming_the_line_and_nothing_is_saved(client, au
     assert nothing_saved()
 
 
+LONG = "x" * 300_000
+
+
+@pytest.mark.parametrize(
+    "query, body",
+    [
+        ("format=jsonl", f'{{"step": 0, "a": "{LONG}"}}\n'),  # a value
+        ("format=jsonl", f'{{"step": "{LONG}", "a": 1}}\n'),  # a step
+        ("format=jsonl", f'{{"step": 0, "{LONG[:100_000]}": "?"}}\n'),  # a name, in each message's prefix
+        ("format=jsonl", f'{{"step": 1{"0" * 400}, "a": 1}}\n'),  # a step too large
+        ("format=csv", f"step,{LONG[:100_000]},{LONG[:100_000]}\n0,1,2\n"),  # a name twice
+        ("format=csv", f"{LONG[:100_000]}\n0\n"),  # no step column: the columns listed
+        ("format=csv", f"step,a\n0,{LONG[:100_000]}\n"),  # a cell
+        (f"format={LONG[:5_000]}", "step,a\n0,1\n"),  # the format
+    ],
+)
+def test_a_message_quotes_at_most_100_characters_of_a_value(client, auth, query, body):
+    response = client.post(f"{URL}?{query}&name=x", body.encode(), content_type="text/plain", **auth)
+    assert response.status_code == 400, response.content[:300]
+    message = response.json()["error"]
+    assert "..." in message and "x" * 101 not in message and "0" * 101 not in message
+    assert len(message) < 400
+    assert nothing_saved()
+
+
 def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     """A name one refuses, the other refuses too."""
     import json
