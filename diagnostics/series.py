@@ -1,6 +1,7 @@
 """Read a metric history from CSV or JSON lines into [(step, {key: value})], sorted by step.
 
-CSV: a header row with a `step` column and one column per metric; an empty cell means "not logged".
+CSV: a header row with a `step` column and one column per metric, separated by commas (a file separated by
+semicolons or tabs is refused with a hint), lines ending in LF, CRLF or CR; an empty cell means "not logged".
 JSONL (our metrics.jsonl): one object per line, `{"step": n, "<key>": value, ...}`; null = not logged.
 A Hugging Face `trainer_state.json` (what TRL's trainers write with each checkpoint) is read as the JSON
 lines of its `log_history`, and a JSON list of objects as its items: line N is then the Nth. Any of them
@@ -19,6 +20,7 @@ import math
 import operator
 import os
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -185,8 +187,9 @@ def _step(value: Any, where: str) -> int:
 
 
 def _parse_csv(text: str, checked: bool) -> list[_Row]:
-    # strict: a quote never closed is an error, not a cell that swallows the rest of the file
-    reader = csv.reader(io.StringIO(text), strict=True)
+    # strict: a quote never closed is an error, not a cell that swallows the rest of the file. newline="":
+    # rows end at \n, \r\n or a lone \r (an old Mac file), as the csv module reads them.
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     row_start = [1]  # the line the row being read starts on (a quoted cell may span lines)
     try:
         return _csv_rows(reader, checked, row_start)
@@ -206,8 +209,9 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
     header = [name.strip() for name in header]
     if "step" not in header:
-        hint = "; it looks like JSON lines: read it as jsonl" if header[0].startswith("{") else ""
-        raise ValueError(f"line 1: no 'step' column (columns: {clip(', '.join(header))}){hint}")
+        raise ValueError(
+            f"line 1: no 'step' column (columns: {clip(', '.join(header))}){_no_step_hint(header)}"
+        )
     for i, name in enumerate(header):
         if not name:
             raise ValueError(f"line 1, column {i + 1}: empty column name")
@@ -237,6 +241,17 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
             pass
         rows.append(_csv_row(header, cells, reader.line_num))
     return rows
+
+
+def _no_step_hint(header: list[str]) -> str:
+    """Why a header may have no step column: the file is JSON lines, or its separator is not a comma (a
+    semicolon is Excel's in locales that write 0,5; read as CSV, such a number would be two cells)."""
+    if header[0].startswith("{"):
+        return "; it looks like JSON lines: read it as jsonl"
+    for separator, named in ((";", "';'"), ("\t", "a tab")):
+        if "step" in (name.strip() for name in ",".join(header).split(separator)):
+            return f"; the file seems to separate its columns with {named}: only commas are read"
+    return ""
 
 
 def cells_at(indices: list[int]) -> Any:
@@ -271,10 +286,31 @@ def _json_record(line: int, raw: str, checked: bool) -> Any:
         raise ValueError(f"line {line}: not JSON ({error.msg})") from None
     except _BeyondFloat as error:
         raise ValueError(f"line {line}: {shown(str(error))} is beyond a 64-bit float's range") from None
-    except ValueError as error:  # an integer of more than 4,300 digits
-        raise ValueError(f"line {line}: not JSON ({str(error).split(';')[0]})") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise _too_long_integer(line, raw) from None
     except RecursionError:
         raise ValueError(f"line {line}: not JSON (nested too deeply)") from None
+
+
+class _IntegerText(str):
+    """An integer literal kept as its text, by _too_long_integer."""
+
+
+def _too_long_integer(line: int, raw: str) -> ValueError:
+    """The error for a line holding an integer longer than Python converts: the one json.loads raises names
+    no key, and tells to call sys.set_int_max_str_digits(). The line is read again, integers as text, to
+    name the key."""
+    limit = sys.get_int_max_str_digits()
+    try:
+        record = json.loads(raw, parse_int=_IntegerText)
+    except RecursionError:  # nested too deeply after the integer: the key is not named
+        record = None
+    for key, value in record.items() if isinstance(record, dict) else ():
+        digits = len(value.lstrip("-")) if type(value) is _IntegerText else 0
+        if digits > limit:
+            where = "key 'step'" if key == "step" else f"column {shown(key)}"
+            return ValueError(f"line {line}, {where}: an integer of {digits} digits is too large")
+    return ValueError(f"line {line}: an integer of more than {limit} digits is too large")
 
 
 class _BeyondFloat(Exception):

@@ -126,6 +126,38 @@ def test_size_limit(tmp_path):
         load_series(path.read_text(), max_bytes=1000)
 
 
+def test_a_file_with_cr_line_endings_is_read(tmp_path):
+    """As an old Mac program writes it: the csv module's own error asked for "universal-newline mode"."""
+    path = tmp_path / "mac.csv"
+    path.write_bytes(b"step,a\r0,1\r1,2\r")
+    assert load_series(path) == [(0, {"a": 1.0}), (1, {"a": 2.0})]
+    path.write_bytes(b"step,a\r0,1\r1,x\r")
+    with pytest.raises(ValueError, match=re.escape("line 3, column 'a': 'x' is not a number")):
+        load_series(path)
+
+
+@pytest.mark.parametrize("separator, named", [(";", "';'"), ("\t", "a tab")])
+def test_a_csv_separated_otherwise_than_by_commas_says_so(separator, named):
+    text = separator.join(["step", "a", "b"]) + "\n" + separator.join(["0", "0,5", "1"]) + "\n"
+    hint = f"; the file seems to separate its columns with {named}: only commas are read"
+    with pytest.raises(ValueError, match=re.escape(hint)):
+        load_series(text, fmt="csv")
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"step": 0, "a": 1%s}', "line 1, column 'a': an integer of 5001 digits is too large"),
+        ('{"step": -1%s, "a": 1}', "line 1, key 'step': an integer of 5001 digits is too large"),
+        ('{"step": 0, "a": [1%s]}', "line 1: an integer of more than 4300 digits is too large"),
+    ],
+)
+def test_an_integer_longer_than_python_converts_is_named_as_such(line, message):
+    """Not the interpreter's own error, which asks to call sys.set_int_max_str_digits()."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        load_series(line % ("0" * 5000) + "\n", fmt="jsonl")
+
+
 def test_json_lines_read_as_csv_say_so():
     with pytest.raises(ValueError, match="it looks like JSON lines: read it as jsonl"):
         load_series('{"step": 0, "a": 1}\n', fmt="csv")

@@ -122,7 +122,7 @@ def test_raw_body_as_curl_sends_it(client, auth):
         (
             "jsonl",
             b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"9" * 5000 + b"}\n",
-            "line 2: not JSON (Exceeds the limit",
+            "line 2, column 'a': an integer of 5000 digits is too large",
         ),
         (
             "jsonl",
