@@ -179,7 +179,7 @@ def _step(value: Any, where: str) -> int:
         raise ValueError(f"{where}: {shown(value)} is not a step number")
     if isinstance(value, int):
         if value < 0:
-            raise ValueError(f"{where}: {value} is not a whole step number >= 0")
+            raise ValueError(f"{where}: {shown(value)} is not a whole step number >= 0")
         return value
     if not math.isfinite(value) or value != int(value) or value < 0:
         raise ValueError(f"{where}: {shown(value)} is not a whole step number >= 0")

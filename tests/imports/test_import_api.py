@@ -162,6 +162,7 @@ LONG = "x" * 300_000
         ("format=jsonl", f'{{"step": "{LONG}", "a": 1}}\n'),  # a step
         ("format=jsonl", f'{{"step": 0, "{LONG[:100_000]}": "?"}}\n'),  # a name, in each message's prefix
         ("format=jsonl", f'{{"step": 1{"0" * 400}, "a": 1}}\n'),  # a step too large
+        ("format=jsonl", f'{{"step": -1{"0" * 400}, "a": 1}}\n'),  # a step below 0
         ("format=csv", f"step,{LONG[:100_000]},{LONG[:100_000]}\n0,1,2\n"),  # a name twice
         ("format=csv", f"{LONG[:100_000]}\n0\n"),  # no step column: the columns listed
         ("format=csv", f"step,a\n0,{LONG[:100_000]}\n"),  # a cell
