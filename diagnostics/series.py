@@ -6,8 +6,10 @@ JSONL (our metrics.jsonl): one object per line, `{"step": n, "<key>": value, ...
 A Hugging Face `trainer_state.json` (what TRL's trainers write with each checkpoint) is read as the JSON
 lines of its `log_history`, and a JSON list of objects as its items: line N is then the Nth. Any of them
 may come gzip-compressed.
-NaN and inf are numbers (written as nan/inf/NaN/Infinity, bare or quoted): a NaN gradient norm is
-exactly what the detector looks for; a number too large for a float (1e400) is an error, not an inf.
+NaN and inf are numbers: a NaN gradient norm is exactly what the detector looks for. In CSV, nan, inf and
+Infinity in any case; in JSON, NaN, Infinity and -Infinity, bare or quoted (NON_FINITE: the strings the
+ingest API takes), and no other string: "1.5" is refused as the ingest API refuses it, as is a step "3" or
+a key given twice. A number too large for a float (1e400) is an error, not an inf.
 Rows of one step are merged (a trainer's log history has a training row and an evaluation row at the
 same step, both with its `epoch`), unless they give one column two different values. Every problem raises
 ValueError naming the line and column, quoting at most 100 characters of a bad value or name (`shown`).
@@ -21,6 +23,7 @@ import operator
 import os
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -79,7 +82,7 @@ def _document_records(text: str, checked: bool) -> list | None:
     objects. None when it is not one document (JSON lines, a line of them, or broken JSON: each line is
     then read, and named, on its own)."""
     try:
-        document = json.loads(text, parse_float=_checked_float if checked else None)
+        document = _loads(text, checked)
     except (ValueError, RecursionError, _BeyondFloat):
         return None
     if isinstance(document, dict) and isinstance(document.get("log_history"), list):
@@ -172,9 +175,24 @@ def _number(text: str, where: str) -> float:
     return value
 
 
+# The strings a JSON value may be for the numbers JSON has no literal for: the one rule for files and for
+# the web app's live ingest, which its export writes back.
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _non_finite(text: str, where: str) -> float:
+    if text not in NON_FINITE:
+        raise ValueError(
+            f"{where}: {shown(text)} is not a number (a number is written bare; the only strings read as "
+            'numbers are "NaN", "Infinity" and "-Infinity")'
+        )
+    return NON_FINITE[text]
+
+
 def _step(value: Any, where: str) -> int:
+    """A step: an int, or a float that is one (3.0), as the ingest API takes it; a JSON string is not."""
     if isinstance(value, str):
-        value = _number(value, where)
+        raise ValueError(f'{where}: {shown(value)} is a string, not a number (write 3, not "3")')
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where}: {shown(value)} is not a step number")
     if isinstance(value, int):
@@ -267,7 +285,8 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
     step_cell = cells[header.index("step")].strip()
     if not step_cell:
         raise ValueError(f"line {line}, column 'step': empty")
-    step = _step(step_cell, f"line {line}, column 'step'")
+    where = f"line {line}, column 'step'"
+    step = _step(_number(step_cell, where), where)
     values = {
         name: _number(cell.strip(), f"line {line}, column {shown(name)}")
         for name, cell in zip(header, cells)
@@ -276,12 +295,32 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
     return line, step, values
 
 
+def _loads(text: str, checked: bool) -> Any:
+    return json.loads(text, parse_float=_checked_float if checked else None, object_pairs_hook=_object)
+
+
+class _Duplicated(dict):
+    """A JSON object in which the key `duplicate` appears more than once: json.loads would keep its last
+    value without a word. Marked, not raised, so that the record it is in is named (the Nth of a list)."""
+
+    duplicate: str
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict:
+    record = dict(pairs)
+    if len(record) == len(pairs):
+        return record
+    marked = _Duplicated(record)
+    marked.duplicate = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+    return marked
+
+
 def _json_record(line: int, raw: str, checked: bool) -> Any:
     """The JSON value of a line, None for a blank one."""
     if not raw.strip():
         return None
     try:
-        return json.loads(raw, parse_float=_checked_float if checked else None)
+        return _loads(raw, checked)
     except json.JSONDecodeError as error:
         raise ValueError(f"line {line}: not JSON ({error.msg})") from None
     except _BeyondFloat as error:
@@ -334,6 +373,8 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
             continue
         if not isinstance(record, dict):
             raise ValueError(f"line {line}: expected a JSON object, got {type(record).__name__}")
+        if type(record) is _Duplicated:
+            raise ValueError(f"line {line}: key {shown(record.duplicate)} appears twice")
         if "step" not in record:
             raise ValueError(f"line {line}: no 'step' key")
         step = _step(record["step"], f"line {line}, key 'step'")
@@ -350,7 +391,7 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
                 continue
             where = f"line {line}, column {shown(key)}"
             if isinstance(value, str):
-                value = _number(value, where)
+                value = _non_finite(value, where)
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{where}: {shown(value)} is not a number")
             try:

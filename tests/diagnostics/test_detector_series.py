@@ -25,7 +25,7 @@ def test_csv_rows_sorted_with_empty_cells_missing_and_nan_inf_numbers():
 
 
 def test_jsonl_with_null_bare_nan_and_quoted_inf():
-    text = '{"step": 0, "grad_norm": NaN, "reward": null}\n\n{"step": 1, "grad_norm": "-inf", "reward": 1}\n'
+    text = '{"step": 0, "grad_norm": NaN, "reward": null}\n\n{"step": 1, "grad_norm": "-Infinity", "reward": 1}\n'
     series = load_series(text)
     assert math.isnan(series[0][1]["grad_norm"]) and "reward" not in series[0][1]
     assert series[1] == (1, {"grad_norm": -math.inf, "reward": 1.0})
@@ -68,6 +68,13 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ('step,a\n0,"1"x\n', "line 2: ',' expected after '\"'"),
         ('{"step": 0}\n{"step": 1, "a": "abc"}\n', "line 2, column 'a': 'abc' is not a number"),
         ('{"step": 0}\n{"step": 1, "a": true}\n', "line 2, column 'a': True is not a number"),
+        # In JSON, as the ingest API has it: a number is bare, the only strings are NaN and the infinities.
+        ('{"step": 0, "a": "1.5"}\n', "line 1, column 'a': '1.5' is not a number (a number is written bare"),
+        ('{"step": 0, "a": "-inf"}\n', "line 1, column 'a': '-inf' is not a number"),
+        ('{"step": 0, "a": "nan"}\n', "line 1, column 'a': 'nan' is not a number"),
+        ('{"step": "3", "a": 1}\n', "line 1, key 'step': '3' is a string, not a number"),
+        ('{"step": 0, "a": 1}\n{"step": 0, "step": 1, "a": 1}\n', "line 2: key 'step' appears twice"),
+        ('[{"step": 0, "a": 1}, {"step": 1, "a": 1, "a": 2}]', "line 2: key 'a' appears twice"),
         ('{"step": 0}\n{"step": 1, "a": [1]}\n', "line 2, column 'a': [1] is not a number"),
         ('{"step": 0}\n{"a": 1}\n', "line 2: no 'step' key"),
         ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
@@ -100,7 +107,7 @@ def test_rows_of_one_step_merge_and_infinity_written_as_such_is_a_number():
         (10, {"loss": 0.5, "reward": 0.3, "eval_reward": 0.4}),
         (20, {"loss": math.inf, "reward": 1e300, "eval_reward": -math.inf}),
     ]
-    assert load_series('{"step": 1, "a": 1e300, "b": "-inf"}\n{"step": 1, "c": 2}\n') == [
+    assert load_series('{"step": 1, "a": 1e300, "b": "-Infinity"}\n{"step": 1, "c": 2}\n') == [
         (1, {"a": 1e300, "b": -math.inf, "c": 2.0})
     ]
 

@@ -193,6 +193,18 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     assert Run.objects.count() == 1 and MetricPoint.objects.count() == 0
 
 
+def test_import_and_ingest_share_one_value_rule(client, auth, alice):
+    """A JSON string is a value for both (NaN, Infinity, -Infinity) or for neither."""
+    run = make_run(alice, status=Run.Status.RUNNING)
+    for value in ("NaN", "Infinity", "-Infinity", "1.5", "nan", "-inf", "inf", ""):
+        line = json.dumps({"step": 0, "a": value}).encode()
+        imported = client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth)
+        point = json.dumps([{"step": 0, "key": "a", "value": value}])
+        ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
+        assert (imported.status_code, ingest.status_code) in ((201, 200), (400, 400)), value
+        assert imported.status_code == (201 if value in ("NaN", "Infinity", "-Infinity") else 400), value
+
+
 def test_the_same_bytes_imported_again_name_the_earlier_run(client, auth, bob):
     def post(body):
         response = client.post(f"{URL}?format=csv", body, content_type="text/csv", **auth)
