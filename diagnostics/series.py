@@ -86,6 +86,8 @@ def _document_records(text: str, checked: bool) -> list | None:
     except (ValueError, RecursionError, _BeyondFloat):
         return None
     if isinstance(document, dict) and isinstance(document.get("log_history"), list):
+        if type(document) is _Duplicated:  # two log histories, say: which one is meant is not known
+            raise ValueError(f"key {shown(document.duplicate)} appears twice in the trainer state")
         return document["log_history"]
     if isinstance(document, list):
         return document  # each item must be an object with a step, as a line of JSON lines

@@ -75,6 +75,10 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ('{"step": "3", "a": 1}\n', "line 1, key 'step': '3' is a string, not a number"),
         ('{"step": 0, "a": 1}\n{"step": 0, "step": 1, "a": 1}\n', "line 2: key 'step' appears twice"),
         ('[{"step": 0, "a": 1}, {"step": 1, "a": 1, "a": 2}]', "line 2: key 'a' appears twice"),
+        (
+            '{"log_history": [{"step": 0, "a": 1}], "log_history": []}',
+            "key 'log_history' appears twice in the trainer state",
+        ),
         ('{"step": 0}\n{"step": 1, "a": [1]}\n', "line 2, column 'a': [1] is not a number"),
         ('{"step": 0}\n{"a": 1}\n', "line 2: no 'step' key"),
         ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
