@@ -1,15 +1,18 @@
 """Read a metric history from CSV or JSON lines into [(step, {key: value})], sorted by step.
 
-CSV: a header row with a `step` column and one column per metric; an empty cell means "not logged".
+CSV: a header row with a `step` column and one column per metric, separated by commas (a file separated by
+semicolons or tabs is refused with a hint), lines ending in LF, CRLF or CR; an empty cell means "not logged".
 JSONL (our metrics.jsonl): one object per line, `{"step": n, "<key>": value, ...}`; null = not logged.
 A Hugging Face `trainer_state.json` (what TRL's trainers write with each checkpoint) is read as the JSON
 lines of its `log_history`, and a JSON list of objects as its items: line N is then the Nth. Any of them
 may come gzip-compressed.
-NaN and inf are numbers (written as nan/inf/NaN/Infinity, bare or quoted): a NaN gradient norm is
-exactly what the detector looks for; a number too large for a float (1e400) is an error, not an inf.
+NaN and inf are numbers: a NaN gradient norm is exactly what the detector looks for. In CSV, nan, inf and
+Infinity in any case; in JSON, NaN, Infinity and -Infinity, bare or quoted (NON_FINITE: the strings the
+ingest API takes), and no other string: "1.5" is refused as the ingest API refuses it, as is a step "3" or
+a key given twice. A number too large for a float (1e400) is an error, not an inf.
 Rows of one step are merged (a trainer's log history has a training row and an evaluation row at the
 same step, both with its `epoch`), unless they give one column two different values. Every problem raises
-ValueError naming the line and column.
+ValueError naming the line and column, quoting at most 100 characters of a bad value or name (`shown`).
 """
 
 import csv
@@ -19,6 +22,8 @@ import math
 import operator
 import os
 import re
+import sys
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -42,7 +47,7 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
     if fmt is None:
         fmt = "jsonl" if text.lstrip().startswith(("{", "[")) else "csv"
     if fmt not in ("csv", "jsonl"):
-        raise ValueError(f"format: {fmt!r} is not 'csv' or 'jsonl'")
+        raise ValueError(f"format: {shown(fmt)} is not 'csv' or 'jsonl'")
     checked = bool(_MAYBE_BEYOND_FLOAT.search(text))  # only then is a cell read number by number
     if fmt == "csv":
         rows = _parse_csv(text, checked)
@@ -59,10 +64,12 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
             if not _same(values[key], merged[key]):  # named with the first row of this step that gave it
                 earlier = next(n for n, s, v in rows if s == step and key in v)
                 raise ValueError(
-                    f"line {line}: step {step}, column {key!r} is {values[key]!r} here but "
+                    f"line {line}: step {step}, column {shown(key)} is {values[key]!r} here but "
                     f"{merged[key]!r} on line {earlier}"
                 )
-        merged.update(values)
+        # A new dict, not merged.update(): each row keeps its own values, so that the error above finds
+        # the line that gave a column, not the first line of the step.
+        by_step[step] = {**merged, **values}
     return sorted(by_step.items(), key=lambda row: row[0])
 
 
@@ -75,10 +82,12 @@ def _document_records(text: str, checked: bool) -> list | None:
     objects. None when it is not one document (JSON lines, a line of them, or broken JSON: each line is
     then read, and named, on its own)."""
     try:
-        document = json.loads(text, parse_float=_checked_float if checked else None)
+        document = _loads(text, checked)
     except (ValueError, RecursionError, _BeyondFloat):
         return None
     if isinstance(document, dict) and isinstance(document.get("log_history"), list):
+        if type(document) is _Duplicated:  # two log histories, say: which one is meant is not known
+            raise ValueError(f"key {shown(document.duplicate)} appears twice in the trainer state")
         return document["log_history"]
     if isinstance(document, list):
         return document  # each item must be an object with a step, as a line of JSON lines
@@ -142,33 +151,65 @@ def key_problem(key: Any) -> str | None:
     return None
 
 
+# Characters of a value or a name that an error message quotes: a 300 kB cell is not echoed back whole.
+SHOWN_CHARS = 100
+
+
+def clip(text: str) -> str:
+    """`text` cut to SHOWN_CHARS characters, "..." saying that it was."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+
+
+def shown(value: Any) -> str:
+    """repr(value), clipped: how every error message here quotes a value or a name."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return repr(value[:SHOWN_CHARS]) + "..."  # the quote closed before the "...": clearly a cut
+    return clip(repr(value))
+
+
 def _number(text: str, where: str) -> float:
     try:
         value = float(text)  # also reads nan, inf, -inf, Infinity in any case
     except ValueError:
-        raise ValueError(f"{where}: {text!r} is not a number") from None
+        raise ValueError(f"{where}: {shown(text)} is not a number") from None
     if math.isinf(value) and "inf" not in text.lower():
-        raise ValueError(f"{where}: {_short(text)} is beyond a 64-bit float's range")
+        raise ValueError(f"{where}: {shown(text)} is beyond a 64-bit float's range")
     return value
 
 
+# The strings a JSON value may be for the numbers JSON has no literal for: the one rule for files and for
+# the web app's live ingest, which its export writes back.
+NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _non_finite(text: str, where: str) -> float:
+    if text not in NON_FINITE:
+        raise ValueError(
+            f"{where}: {shown(text)} is not a number (a number is written bare; the only strings read as "
+            'numbers are "NaN", "Infinity" and "-Infinity")'
+        )
+    return NON_FINITE[text]
+
+
 def _step(value: Any, where: str) -> int:
+    """A step: an int, or a float that is one (3.0), as the ingest API takes it; a JSON string is not."""
     if isinstance(value, str):
-        value = _number(value, where)
+        raise ValueError(f'{where}: {shown(value)} is a string, not a number (write 3, not "3")')
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where}: {value!r} is not a step number")
+        raise ValueError(f"{where}: {shown(value)} is not a step number")
     if isinstance(value, int):
         if value < 0:
-            raise ValueError(f"{where}: {value} is not a whole step number >= 0")
+            raise ValueError(f"{where}: {shown(value)} is not a whole step number >= 0")
         return value
     if not math.isfinite(value) or value != int(value) or value < 0:
-        raise ValueError(f"{where}: {value!r} is not a whole step number >= 0")
+        raise ValueError(f"{where}: {shown(value)} is not a whole step number >= 0")
     return int(value)
 
 
 def _parse_csv(text: str, checked: bool) -> list[_Row]:
-    # strict: a quote never closed is an error, not a cell that swallows the rest of the file
-    reader = csv.reader(io.StringIO(text), strict=True)
+    # strict: a quote never closed is an error, not a cell that swallows the rest of the file. newline="":
+    # rows end at \n, \r\n or a lone \r (an old Mac file), as the csv module reads them.
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     row_start = [1]  # the line the row being read starts on (a quoted cell may span lines)
     try:
         return _csv_rows(reader, checked, row_start)
@@ -188,15 +229,16 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
     header = [name.strip() for name in header]
     if "step" not in header:
-        hint = "; it looks like JSON lines: read it as jsonl" if header[0].startswith("{") else ""
-        raise ValueError(f"line 1: no 'step' column (columns: {', '.join(header)}){hint}")
+        raise ValueError(
+            f"line 1: no 'step' column (columns: {clip(', '.join(header))}){_no_step_hint(header)}"
+        )
     for i, name in enumerate(header):
         if not name:
             raise ValueError(f"line 1, column {i + 1}: empty column name")
         if header.index(name) != i:
-            raise ValueError(f"line 1: column {name!r} appears twice")
+            raise ValueError(f"line 1: column {shown(name)} appears twice")
         if key_problem(name):
-            raise ValueError(f"line 1, column {i + 1}: the name {name!r} {key_problem(name)}")
+            raise ValueError(f"line 1, column {i + 1}: the name {shown(name)} {key_problem(name)}")
     step_at = header.index("step")
     names = [name for name in header if name != "step"]
     metric_cells = cells_at([i for i, name in enumerate(header) if name != "step"])
@@ -221,6 +263,17 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     return rows
 
 
+def _no_step_hint(header: list[str]) -> str:
+    """Why a header may have no step column: the file is JSON lines, or its separator is not a comma (a
+    semicolon is Excel's in locales that write 0,5; read as CSV, such a number would be two cells)."""
+    if header[0].startswith("{"):
+        return "; it looks like JSON lines: read it as jsonl"
+    for separator, named in ((";", "';'"), ("\t", "a tab")):
+        if "step" in (name.strip() for name in ",".join(header).split(separator)):
+            return f"; the file seems to separate its columns with {named}: only commas are read"
+    return ""
+
+
 def cells_at(indices: list[int]) -> Any:
     """A function: a sequence (a CSV row, a row's values) -> a tuple of its items at `indices` (in C)."""
     if len(indices) == 1:
@@ -234,13 +287,34 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
     step_cell = cells[header.index("step")].strip()
     if not step_cell:
         raise ValueError(f"line {line}, column 'step': empty")
-    step = _step(step_cell, f"line {line}, column 'step'")
+    where = f"line {line}, column 'step'"
+    step = _step(_number(step_cell, where), where)
     values = {
-        name: _number(cell.strip(), f"line {line}, column {name!r}")
+        name: _number(cell.strip(), f"line {line}, column {shown(name)}")
         for name, cell in zip(header, cells)
         if name != "step" and cell.strip()
     }
     return line, step, values
+
+
+def _loads(text: str, checked: bool) -> Any:
+    return json.loads(text, parse_float=_checked_float if checked else None, object_pairs_hook=_object)
+
+
+class _Duplicated(dict):
+    """A JSON object in which the key `duplicate` appears more than once: json.loads would keep its last
+    value without a word. Marked, not raised, so that the record it is in is named (the Nth of a list)."""
+
+    duplicate: str
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict:
+    record = dict(pairs)
+    if len(record) == len(pairs):
+        return record
+    marked = _Duplicated(record)
+    marked.duplicate = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+    return marked
 
 
 def _json_record(line: int, raw: str, checked: bool) -> Any:
@@ -248,15 +322,36 @@ def _json_record(line: int, raw: str, checked: bool) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw, parse_float=_checked_float if checked else None)
+        return _loads(raw, checked)
     except json.JSONDecodeError as error:
         raise ValueError(f"line {line}: not JSON ({error.msg})") from None
     except _BeyondFloat as error:
-        raise ValueError(f"line {line}: {_short(str(error))} is beyond a 64-bit float's range") from None
-    except ValueError as error:  # an integer of more than 4,300 digits
-        raise ValueError(f"line {line}: not JSON ({str(error).split(';')[0]})") from None
+        raise ValueError(f"line {line}: {shown(str(error))} is beyond a 64-bit float's range") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300)
+        raise _too_long_integer(line, raw) from None
     except RecursionError:
         raise ValueError(f"line {line}: not JSON (nested too deeply)") from None
+
+
+class _IntegerText(str):
+    """An integer literal kept as its text, by _too_long_integer."""
+
+
+def _too_long_integer(line: int, raw: str) -> ValueError:
+    """The error for a line holding an integer longer than Python converts: the one json.loads raises names
+    no key, and tells to call sys.set_int_max_str_digits(). The line is read again, integers as text, to
+    name the key."""
+    limit = sys.get_int_max_str_digits()
+    try:
+        record = json.loads(raw, parse_int=_IntegerText)
+    except RecursionError:  # nested too deeply after the integer: the key is not named
+        record = None
+    for key, value in record.items() if isinstance(record, dict) else ():
+        digits = len(value.lstrip("-")) if type(value) is _IntegerText else 0
+        if digits > limit:
+            where = "key 'step'" if key == "step" else f"column {shown(key)}"
+            return ValueError(f"line {line}, {where}: an integer of {digits} digits is too large")
+    return ValueError(f"line {line}: an integer of more than {limit} digits is too large")
 
 
 class _BeyondFloat(Exception):
@@ -270,11 +365,6 @@ def _checked_float(literal: str) -> float:
     return value
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
     """lines: (line number, its text, or the record a trainer_state.json's log_history holds there)."""
     rows: list[_Row] = []
@@ -285,6 +375,8 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
             continue
         if not isinstance(record, dict):
             raise ValueError(f"line {line}: expected a JSON object, got {type(record).__name__}")
+        if type(record) is _Duplicated:
+            raise ValueError(f"line {line}: key {shown(record.duplicate)} appears twice")
         if "step" not in record:
             raise ValueError(f"line {line}: no 'step' key")
         step = _step(record["step"], f"line {line}, key 'step'")
@@ -292,18 +384,18 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
         for key, value in record.items():
             if key not in known:
                 if key_problem(key):
-                    raise ValueError(f"line {line}, column {key!r}: the name {key_problem(key)}")
+                    raise ValueError(f"line {line}, column {shown(key)}: the name {key_problem(key)}")
                 known.add(key)
             if type(value) is float and key != "step":  # the common value, without the checks below
                 values[key] = value
                 continue
             if key == "step" or value is None:
                 continue
-            where = f"line {line}, column {key!r}"
+            where = f"line {line}, column {shown(key)}"
             if isinstance(value, str):
-                value = _number(value, where)
+                value = _non_finite(value, where)
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{where}: {_short(value)} is not a number")
+                raise ValueError(f"{where}: {shown(value)} is not a number")
             try:
                 values[key] = float(value)
             except OverflowError:

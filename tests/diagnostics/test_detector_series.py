@@ -25,7 +25,7 @@ def test_csv_rows_sorted_with_empty_cells_missing_and_nan_inf_numbers():
 
 
 def test_jsonl_with_null_bare_nan_and_quoted_inf():
-    text = '{"step": 0, "grad_norm": NaN, "reward": null}\n\n{"step": 1, "grad_norm": "-inf", "reward": 1}\n'
+    text = '{"step": 0, "grad_norm": NaN, "reward": null}\n\n{"step": 1, "grad_norm": "-Infinity", "reward": 1}\n'
     series = load_series(text)
     assert math.isnan(series[0][1]["grad_norm"]) and "reward" not in series[0][1]
     assert series[1] == (1, {"grad_norm": -math.inf, "reward": 1.0})
@@ -50,6 +50,11 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
         ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
         ("step,a,b\n0,1,\n0,,2\n0,3,\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
+        # The line that gave the column its value, not the step's first line (2, which has no b).
+        (
+            "step,a,b\n5,1,\n6,1,\n5,,2\n7,1,\n5,,3\n",
+            "line 6: step 5, column 'b' is 3.0 here but 2.0 on line 4",
+        ),
         ("step,a\n0,1e400\n", "line 2, column 'a': '1e400' is beyond a 64-bit float's range"),
         ('{"step": 0, "a": -1E+999}\n', "line 1: '-1E+999' is beyond a 64-bit float's range"),
         ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
@@ -63,6 +68,17 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ('step,a\n0,"1"x\n', "line 2: ',' expected after '\"'"),
         ('{"step": 0}\n{"step": 1, "a": "abc"}\n', "line 2, column 'a': 'abc' is not a number"),
         ('{"step": 0}\n{"step": 1, "a": true}\n', "line 2, column 'a': True is not a number"),
+        # In JSON, as the ingest API has it: a number is bare, the only strings are NaN and the infinities.
+        ('{"step": 0, "a": "1.5"}\n', "line 1, column 'a': '1.5' is not a number (a number is written bare"),
+        ('{"step": 0, "a": "-inf"}\n', "line 1, column 'a': '-inf' is not a number"),
+        ('{"step": 0, "a": "nan"}\n', "line 1, column 'a': 'nan' is not a number"),
+        ('{"step": "3", "a": 1}\n', "line 1, key 'step': '3' is a string, not a number"),
+        ('{"step": 0, "a": 1}\n{"step": 0, "step": 1, "a": 1}\n', "line 2: key 'step' appears twice"),
+        ('[{"step": 0, "a": 1}, {"step": 1, "a": 1, "a": 2}]', "line 2: key 'a' appears twice"),
+        (
+            '{"log_history": [{"step": 0, "a": 1}], "log_history": []}',
+            "key 'log_history' appears twice in the trainer state",
+        ),
         ('{"step": 0}\n{"step": 1, "a": [1]}\n', "line 2, column 'a': [1] is not a number"),
         ('{"step": 0}\n{"a": 1}\n', "line 2: no 'step' key"),
         ('{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object, got list"),
@@ -71,6 +87,10 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         (
             '{"step": 0, "a": 1}\n{"step": 0, "a": 2}\n',
             "line 2: step 0, column 'a' is 2.0 here but 1.0 on line 1",
+        ),
+        (
+            '{"step": 1, "x": 1}\n{"step": 2, "x": 1}\n{"step": 1, "y": 2}\n{"step": 1, "y": 3}\n',
+            "line 4: step 1, column 'y' is 3.0 here but 2.0 on line 3",
         ),
         (
             '{\n  "global_step": 3\n}\n',
@@ -91,7 +111,7 @@ def test_rows_of_one_step_merge_and_infinity_written_as_such_is_a_number():
         (10, {"loss": 0.5, "reward": 0.3, "eval_reward": 0.4}),
         (20, {"loss": math.inf, "reward": 1e300, "eval_reward": -math.inf}),
     ]
-    assert load_series('{"step": 1, "a": 1e300, "b": "-inf"}\n{"step": 1, "c": 2}\n') == [
+    assert load_series('{"step": 1, "a": 1e300, "b": "-Infinity"}\n{"step": 1, "c": 2}\n') == [
         (1, {"a": 1e300, "b": -math.inf, "c": 2.0})
     ]
 
@@ -115,6 +135,38 @@ def test_size_limit(tmp_path):
         load_series(path, max_bytes=1000)
     with pytest.raises(ValueError, match="over the limit of 1000"):
         load_series(path.read_text(), max_bytes=1000)
+
+
+def test_a_file_with_cr_line_endings_is_read(tmp_path):
+    """As an old Mac program writes it: the csv module's own error asked for "universal-newline mode"."""
+    path = tmp_path / "mac.csv"
+    path.write_bytes(b"step,a\r0,1\r1,2\r")
+    assert load_series(path) == [(0, {"a": 1.0}), (1, {"a": 2.0})]
+    path.write_bytes(b"step,a\r0,1\r1,x\r")
+    with pytest.raises(ValueError, match=re.escape("line 3, column 'a': 'x' is not a number")):
+        load_series(path)
+
+
+@pytest.mark.parametrize("separator, named", [(";", "';'"), ("\t", "a tab")])
+def test_a_csv_separated_otherwise_than_by_commas_says_so(separator, named):
+    text = separator.join(["step", "a", "b"]) + "\n" + separator.join(["0", "0,5", "1"]) + "\n"
+    hint = f"; the file seems to separate its columns with {named}: only commas are read"
+    with pytest.raises(ValueError, match=re.escape(hint)):
+        load_series(text, fmt="csv")
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"step": 0, "a": 1%s}', "line 1, column 'a': an integer of 5001 digits is too large"),
+        ('{"step": -1%s, "a": 1}', "line 1, key 'step': an integer of 5001 digits is too large"),
+        ('{"step": 0, "a": [1%s]}', "line 1: an integer of more than 4300 digits is too large"),
+    ],
+)
+def test_an_integer_longer_than_python_converts_is_named_as_such(line, message):
+    """Not the interpreter's own error, which asks to call sys.set_int_max_str_digits()."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        load_series(line % ("0" * 5000) + "\n", fmt="jsonl")
 
 
 def test_json_lines_read_as_csv_say_so():

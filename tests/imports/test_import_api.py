@@ -10,6 +10,7 @@ from tests.factories import make_run
 from tests.helpers import REPO_ROOT
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import DetectorEvent
+from webapp.core import jsonsafe
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics.models import MetricPoint
 
@@ -63,6 +64,14 @@ def test_bad_raw_body_is_a_400_naming_the_line_and_column(client, auth):
     assert nothing_saved()
 
 
+@pytest.mark.parametrize("body", [b'{"step": 0}\n{"step": 1}\n', b'{"step": 0, "a": null}\n'])
+def test_steps_without_a_metric_value_are_refused(client, auth, body):
+    response = client.post(f"{URL}?format=jsonl&name=x", body, content_type="text/plain", **auth)
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"]["file"].startswith("x.jsonl: no metric values")
+    assert nothing_saved()
+
+
 def test_unknown_format_is_refused(client, auth):
     response = client.post(f"{URL}?format=xlsx", b"step,a\n0,1\n", content_type="text/csv", **auth)
     assert response.status_code == 400 and response.json()["error"].startswith("format:")
@@ -113,7 +122,7 @@ def test_raw_body_as_curl_sends_it(client, auth):
         (
             "jsonl",
             b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"9" * 5000 + b"}\n",
-            "line 2: not JSON (Exceeds the limit",
+            "line 2, column 'a': an integer of 5000 digits is too large",
         ),
         (
             "jsonl",
@@ -143,6 +152,32 @@ def test_hostile_files_are_a_400_naming_the_line_and_nothing_is_saved(client, au
     assert nothing_saved()
 
 
+LONG = "x" * 300_000
+
+
+@pytest.mark.parametrize(
+    "query, body",
+    [
+        ("format=jsonl", f'{{"step": 0, "a": "{LONG}"}}\n'),  # a value
+        ("format=jsonl", f'{{"step": "{LONG}", "a": 1}}\n'),  # a step
+        ("format=jsonl", f'{{"step": 0, "{LONG[:100_000]}": "?"}}\n'),  # a name, in each message's prefix
+        ("format=jsonl", f'{{"step": 1{"0" * 400}, "a": 1}}\n'),  # a step too large
+        ("format=jsonl", f'{{"step": -1{"0" * 400}, "a": 1}}\n'),  # a step below 0
+        ("format=csv", f"step,{LONG[:100_000]},{LONG[:100_000]}\n0,1,2\n"),  # a name twice
+        ("format=csv", f"{LONG[:100_000]}\n0\n"),  # no step column: the columns listed
+        ("format=csv", f"step,a\n0,{LONG[:100_000]}\n"),  # a cell
+        (f"format={LONG[:5_000]}", "step,a\n0,1\n"),  # the format
+    ],
+)
+def test_a_message_quotes_at_most_100_characters_of_a_value(client, auth, query, body):
+    response = client.post(f"{URL}?{query}&name=x", body.encode(), content_type="text/plain", **auth)
+    assert response.status_code == 400, response.content[:300]
+    message = response.json()["error"]
+    assert "..." in message and "x" * 101 not in message and "0" * 101 not in message
+    assert len(message) < 400
+    assert nothing_saved()
+
+
 def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     """A name one refuses, the other refuses too."""
     import json
@@ -156,6 +191,18 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
         ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
         assert ingest.status_code == 400, key
     assert Run.objects.count() == 1 and MetricPoint.objects.count() == 0
+
+
+def test_import_and_ingest_share_one_value_rule(client, auth, alice):
+    """A JSON string is a value for both (NaN, Infinity, -Infinity) or for neither."""
+    run = make_run(alice, status=Run.Status.RUNNING)
+    for value in ("NaN", "Infinity", "-Infinity", "1.5", "nan", "-inf", "inf", ""):
+        line = json.dumps({"step": 0, "a": value}).encode()
+        imported = client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth)
+        point = json.dumps([{"step": 0, "key": "a", "value": value}])
+        ingest = client.post(f"/api/runs/{run.pk}/metrics", point, content_type="application/json", **auth)
+        assert (imported.status_code, ingest.status_code) in ((201, 200), (400, 400)), value
+        assert imported.status_code == (201 if value in ("NaN", "Infinity", "-Infinity") else 400), value
 
 
 def test_the_same_bytes_imported_again_name_the_earlier_run(client, auth, bob):
@@ -202,6 +249,29 @@ def test_a_file_name_holding_nul_is_refused(client, auth):
     response = post_raw(client, auth, b"step,a\n0,1\n", "", query="format=csv&name=n&filename=a%00b.csv")
     assert response.status_code == 400
     assert list(response.json()["errors"]) == ["filename"]
+    assert nothing_saved()
+
+
+@pytest.mark.parametrize("query", ["name=%20%20%20", "name=", "", "name=%20&filename=%20"])
+def test_a_blank_name_is_no_name(client, auth, query):
+    """As on the form: the experiment is named after the file, here the raw body's default."""
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query=f"format=csv&{query}")
+    assert response.status_code == 201, response.content
+    run = Run.objects.get()
+    assert (run.experiment.name, run.label) == ("metrics", "imported: metrics.csv")
+
+
+def test_a_blank_file_name_on_a_multipart_upload_is_no_name(client, auth):
+    upload = SimpleUploadedFile("  .csv", b"step,a\n0,1\n")
+    response = client.post(URL, {"file": upload, "name": " "}, **auth)
+    assert response.status_code == 201, response.content
+    assert Run.objects.get().experiment.name == "metrics"
+
+
+def test_a_name_holding_nul_is_refused_naming_it(client, auth):
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query="format=csv&name=a%00b")
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"name": jsonsafe.UNSTORABLE_TEXT}
     assert nothing_saved()
 
 

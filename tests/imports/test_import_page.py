@@ -115,6 +115,8 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
         ("m.jsonl", b'{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object"),
         ("chart.png", PNG, "the data is binary"),
         ("m.csv", b"step,a\n", "no data rows"),
+        ("m.csv", b"step,a\n0,\n1,\n", "no metric values"),
+        ("m.csv", b"step\n0\n", "no metric values"),
         ("m.csv", b"", "The submitted file is empty"),
         ("m.csv", b"\n\n", "line 1: empty file"),
         ("m.csv", b"step,a\n99999999999,1\n", "column 'step': 99999999999 is larger than"),

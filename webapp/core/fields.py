@@ -3,6 +3,8 @@
 from django import forms
 from django.core.exceptions import ValidationError
 
+from diagnostics.series import clip
+
 
 class ChoiceField(forms.ChoiceField):
     """A choice whose error names the choices: Django's own ("Select a valid choice. x is not one of the
@@ -15,4 +17,6 @@ class ChoiceField(forms.ChoiceField):
             if error.code != "invalid_choice":
                 raise
             allowed = ", ".join(str(key) for key, _ in self.choices if key != "")
-            raise ValidationError(f"must be one of: {allowed}; got {value}", code="invalid_choice") from None
+            raise ValidationError(
+                f"must be one of: {allowed}; got {clip(value)}", code="invalid_choice"
+            ) from None

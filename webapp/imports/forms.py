@@ -55,7 +55,10 @@ class ImportForm(forms.Form):
                 cleaned["sha256"] = importer.sha256_of(path)
         except ValueError as error:
             self.add_error("file", f"{upload.name}: {error}")
-        cleaned["name"] = cleaned.get("name", "").strip() or (PurePath(upload.name).stem or upload.name)[:200]
+        # A name left blank is the file's, and a file named blank (" .csv") gives the raw body's default.
+        cleaned["name"] = (
+            cleaned.get("name", "").strip() or PurePath(upload.name).stem.strip()[:200] or "metrics"
+        )
         return cleaned
 
     def save(self, owner):

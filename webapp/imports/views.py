@@ -68,11 +68,13 @@ def imports(request):
     if request.content_type == "multipart/form-data":
         form = ImportForm(request.POST, request.FILES)
     else:
-        name = request.GET.get("name", "")
+        # Blank is absent, as the form's own fields have it: the name then defaults to the file's.
+        name = request.GET.get("name", "").strip()
         fmt = request.GET.get("format", "")
-        suffix = f".{fmt}" if fmt in ("csv", "jsonl") else ""
-        stem = name or "metrics"
-        filename = request.GET.get("filename") or (stem if stem.lower().endswith(suffix) else stem + suffix)
+        # The name is checked before it becomes the file name, so that its error names it.
+        if jsonsafe.unstorable_text(name) is not None:
+            raise ApiError.field("name", jsonsafe.UNSTORABLE_TEXT)
+        filename = request.GET.get("filename", "").strip() or _default_filename(name, fmt)
         if jsonsafe.unstorable_text(filename) is not None:
             raise ApiError.field("filename", jsonsafe.UNSTORABLE_TEXT)
         form = ImportForm({"name": name, "format": fmt}, {"file": _raw_body(request, filename)})
@@ -84,6 +86,13 @@ def imports(request):
         {"id": run.pk, "url": run.get_absolute_url(), "experiment": run.experiment_id, **form.summary(run)},
         status=201,
     )
+
+
+def _default_filename(name: str, fmt: str) -> str:
+    """The raw body's file name when none is given: the name (else "metrics") with the format's suffix."""
+    suffix = f".{fmt}" if fmt in ("csv", "jsonl") else ""
+    stem = name or "metrics"
+    return stem if stem.lower().endswith(suffix) else stem + suffix
 
 
 def _raw_body(request, filename) -> TemporaryUploadedFile:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from django.db import connection, transaction
 from django.db.models import F, Max
 
-from diagnostics.series import key_problem
+from diagnostics.series import NON_FINITE, key_problem
 from webapp.core import jsonsafe
 from webapp.experiments.models import Run
 from webapp.metrics.models import RUN_STATE, MetricPoint
@@ -20,7 +20,6 @@ MAX_POINTS = 10_000
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_KEY_LENGTH = MetricPoint._meta.get_field("key").max_length
 MAX_STEP = 2**31 - 1  # MetricPoint.step is a Postgres integer
-NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 FIELDS = {"step", "key", "value"}
 MAX_REPORTED_ERRORS = 20
 
