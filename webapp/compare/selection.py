@@ -54,7 +54,7 @@ def split_ids(values: list[str]) -> tuple[list[int], list[str]]:
             if not token:
                 continue
             number = parse_id(token)
-            if number is not None:
+            if number:  # not None, nor 0, which no run has
                 if number not in ids:
                     ids.append(number)
             else:

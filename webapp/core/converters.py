@@ -14,7 +14,7 @@ def parse_id(text: str) -> int | None:
     if not _ID.fullmatch(text):
         return None
     number = int(text)
-    return number if 0 < number <= INT64_MAX else None
+    return number if number <= INT64_MAX else None
 
 
 class IdConverter:
