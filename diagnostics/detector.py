@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .aliases import ALIASES, canonical
+from .quoting import quoted
 from .rules import READS, RULES, Metrics, Rule, RuleParams, SuccessTrend
 
 # An alert that changed state: step, level, rule, message and signals, as workers store and send it.
@@ -79,7 +80,7 @@ class Detector:
     def update(self, step: int, metrics: Mapping[str, Any]) -> list[Event]:
         """Judge one step; returns the events it caused (usually none). Steps must increase."""
         if isinstance(step, bool) or not isinstance(step, int):
-            raise ValueError(f"step: {step!r} is not an integer")
+            raise ValueError(f"step: {quoted(step)} is not an integer")
         if self.last_step is not None and step <= self.last_step:
             raise ValueError(f"step {step} is not after the previous step {self.last_step}")
         self.last_step = step
@@ -121,7 +122,7 @@ def replay_inputs(
 def build_params(overrides: Any) -> dict[str, RuleParams]:
     """Every rule's Params with the overrides applied; ValueError names `rule.param` on bad input."""
     if not isinstance(overrides, dict):
-        raise ValueError(f"overrides: expected an object of rule -> parameters, got {overrides!r}")
+        raise ValueError(f"overrides: expected an object of rule -> parameters, got {quoted(overrides)}")
     unknown = set(overrides) - set(RULES)
     if unknown:
         raise ValueError(f"{sorted(unknown)[0]}: unknown rule (known: {', '.join(RULES)})")
@@ -130,7 +131,7 @@ def build_params(overrides: Any) -> dict[str, RuleParams]:
 
 def _apply(rule: str, params_class: type[RuleParams], given: Any) -> RuleParams:
     if not isinstance(given, dict):
-        raise ValueError(f"{rule}: expected an object of parameter -> value, got {given!r}")
+        raise ValueError(f"{rule}: expected an object of parameter -> value, got {quoted(given)}")
     fields = {f.name: f for f in dataclasses.fields(params_class)}
     for name, value in given.items():
         where = f"{rule}.{name}"
@@ -145,14 +146,14 @@ def _validate(where: str, field: dataclasses.Field[Any], value: Any) -> None:
     # bool is an int in Python; a checkbox value in a number field is still a mistake.
     accepted = (int, float) if kind is float else (kind,)
     if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
-        raise ValueError(f"{where}: expected {kind.__name__}, got {value!r}")
+        raise ValueError(f"{where}: expected {kind.__name__}, got {quoted(value)}")
     if not math.isfinite(value):
-        raise ValueError(f"{where}: must be a finite number, got {value!r}")
+        raise ValueError(f"{where}: must be a finite number, got {quoted(value)}")
     low, high = field.metadata["min"], field.metadata["max"]
     if low is not None and value < low:
-        raise ValueError(f"{where}: must be >= {low}, got {value!r}")
+        raise ValueError(f"{where}: must be >= {low}, got {quoted(value)}")
     if high is not None and value > high:
-        raise ValueError(f"{where}: must be <= {high}, got {value!r}")
+        raise ValueError(f"{where}: must be <= {high}, got {quoted(value)}")
 
 
 def rule_params() -> dict[str, dict[str, Any]]:

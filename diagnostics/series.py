@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from diagnostics import gzip_stream
+from diagnostics.quoting import clipped, quoted
 
 MAX_BYTES = 64 * 1024 * 1024
 
@@ -47,7 +48,7 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
     if fmt is None:
         fmt = "jsonl" if text.lstrip().startswith(("{", "[")) else "csv"
     if fmt not in ("csv", "jsonl"):
-        raise ValueError(f"format: {shown(fmt)} is not 'csv' or 'jsonl'")
+        raise ValueError(f"format: {quoted(fmt)} is not 'csv' or 'jsonl'")
     checked = bool(_MAYBE_BEYOND_FLOAT.search(text))  # only then is a cell read number by number
     if fmt == "csv":
         rows = _parse_csv(text, checked)
@@ -64,7 +65,7 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
             if not _same(values[key], merged[key]):  # named with the first row of this step that gave it
                 earlier = next(n for n, s, v in rows if s == step and key in v)
                 raise ValueError(
-                    f"line {line}: step {step}, column {shown(key)} is {values[key]!r} here but "
+                    f"line {line}: step {step}, column {quoted(key)} is {values[key]!r} here but "
                     f"{merged[key]!r} on line {earlier}"
                 )
         # A new dict, not merged.update(): each row keeps its own values, so that the error above finds
@@ -87,7 +88,7 @@ def _document_records(text: str, checked: bool) -> list | None:
         return None
     if isinstance(document, dict) and isinstance(document.get("log_history"), list):
         if type(document) is _Duplicated:  # two log histories, say: which one is meant is not known
-            raise ValueError(f"key {shown(document.duplicate)} appears twice in the trainer state")
+            raise ValueError(f"key {quoted(document.duplicate)} appears twice in the trainer state")
         return document["log_history"]
     if isinstance(document, list):
         return document  # each item must be an object with a step, as a line of JSON lines
@@ -151,29 +152,13 @@ def key_problem(key: Any) -> str | None:
     return None
 
 
-# Characters of a value or a name that an error message quotes: a 300 kB cell is not echoed back whole.
-SHOWN_CHARS = 100
-
-
-def clip(text: str) -> str:
-    """`text` cut to SHOWN_CHARS characters, "..." saying that it was."""
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
-
-
-def shown(value: Any) -> str:
-    """repr(value), clipped: how every error message here quotes a value or a name."""
-    if isinstance(value, str) and len(value) > SHOWN_CHARS:
-        return repr(value[:SHOWN_CHARS]) + "..."  # the quote closed before the "...": clearly a cut
-    return clip(repr(value))
-
-
 def _number(text: str, where: str) -> float:
     try:
         value = float(text)  # also reads nan, inf, -inf, Infinity in any case
     except ValueError:
-        raise ValueError(f"{where}: {shown(text)} is not a number") from None
+        raise ValueError(f"{where}: {quoted(text)} is not a number") from None
     if math.isinf(value) and "inf" not in text.lower():
-        raise ValueError(f"{where}: {shown(text)} is beyond a 64-bit float's range")
+        raise ValueError(f"{where}: {quoted(text)} is beyond a 64-bit float's range")
     return value
 
 
@@ -185,7 +170,7 @@ NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 def _non_finite(text: str, where: str) -> float:
     if text not in NON_FINITE:
         raise ValueError(
-            f"{where}: {shown(text)} is not a number (a number is written bare; the only strings read as "
+            f"{where}: {quoted(text)} is not a number (a number is written bare; the only strings read as "
             'numbers are "NaN", "Infinity" and "-Infinity")'
         )
     return NON_FINITE[text]
@@ -194,15 +179,15 @@ def _non_finite(text: str, where: str) -> float:
 def _step(value: Any, where: str) -> int:
     """A step: an int, or a float that is one (3.0), as the ingest API takes it; a JSON string is not."""
     if isinstance(value, str):
-        raise ValueError(f'{where}: {shown(value)} is a string, not a number (write 3, not "3")')
+        raise ValueError(f'{where}: {quoted(value)} is a string, not a number (write 3, not "3")')
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{where}: {shown(value)} is not a step number")
+        raise ValueError(f"{where}: {quoted(value)} is not a step number")
     if isinstance(value, int):
         if value < 0:
-            raise ValueError(f"{where}: {shown(value)} is not a whole step number >= 0")
+            raise ValueError(f"{where}: {quoted(value)} is not a whole step number >= 0")
         return value
     if not math.isfinite(value) or value != int(value) or value < 0:
-        raise ValueError(f"{where}: {shown(value)} is not a whole step number >= 0")
+        raise ValueError(f"{where}: {quoted(value)} is not a whole step number >= 0")
     return int(value)
 
 
@@ -230,15 +215,15 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     header = [name.strip() for name in header]
     if "step" not in header:
         raise ValueError(
-            f"line 1: no 'step' column (columns: {clip(', '.join(header))}){_no_step_hint(header)}"
+            f"line 1: no 'step' column (columns: {clipped(', '.join(header))}){_no_step_hint(header)}"
         )
     for i, name in enumerate(header):
         if not name:
             raise ValueError(f"line 1, column {i + 1}: empty column name")
         if header.index(name) != i:
-            raise ValueError(f"line 1: column {shown(name)} appears twice")
+            raise ValueError(f"line 1: column {quoted(name)} appears twice")
         if key_problem(name):
-            raise ValueError(f"line 1, column {i + 1}: the name {shown(name)} {key_problem(name)}")
+            raise ValueError(f"line 1, column {i + 1}: the name {quoted(name)} {key_problem(name)}")
     step_at = header.index("step")
     names = [name for name in header if name != "step"]
     metric_cells = cells_at([i for i, name in enumerate(header) if name != "step"])
@@ -290,7 +275,7 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
     where = f"line {line}, column 'step'"
     step = _step(_number(step_cell, where), where)
     values = {
-        name: _number(cell.strip(), f"line {line}, column {shown(name)}")
+        name: _number(cell.strip(), f"line {line}, column {quoted(name)}")
         for name, cell in zip(header, cells)
         if name != "step" and cell.strip()
     }
@@ -326,7 +311,7 @@ def _json_record(line: int, raw: str, checked: bool) -> Any:
     except json.JSONDecodeError as error:
         raise ValueError(f"line {line}: not JSON ({error.msg})") from None
     except _BeyondFloat as error:
-        raise ValueError(f"line {line}: {shown(str(error))} is beyond a 64-bit float's range") from None
+        raise ValueError(f"line {line}: {quoted(str(error))} is beyond a 64-bit float's range") from None
     except ValueError:  # an integer of more digits than Python converts (4,300)
         raise _too_long_integer(line, raw) from None
     except RecursionError:
@@ -349,7 +334,7 @@ def _too_long_integer(line: int, raw: str) -> ValueError:
     for key, value in record.items() if isinstance(record, dict) else ():
         digits = len(value.lstrip("-")) if type(value) is _IntegerText else 0
         if digits > limit:
-            where = "key 'step'" if key == "step" else f"column {shown(key)}"
+            where = "key 'step'" if key == "step" else f"column {quoted(key)}"
             return ValueError(f"line {line}, {where}: an integer of {digits} digits is too large")
     return ValueError(f"line {line}: an integer of more than {limit} digits is too large")
 
@@ -376,7 +361,7 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
         if not isinstance(record, dict):
             raise ValueError(f"line {line}: expected a JSON object, got {type(record).__name__}")
         if type(record) is _Duplicated:
-            raise ValueError(f"line {line}: key {shown(record.duplicate)} appears twice")
+            raise ValueError(f"line {line}: key {quoted(record.duplicate)} appears twice")
         if "step" not in record:
             raise ValueError(f"line {line}: no 'step' key")
         step = _step(record["step"], f"line {line}, key 'step'")
@@ -384,18 +369,18 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
         for key, value in record.items():
             if key not in known:
                 if key_problem(key):
-                    raise ValueError(f"line {line}, column {shown(key)}: the name {key_problem(key)}")
+                    raise ValueError(f"line {line}, column {quoted(key)}: the name {key_problem(key)}")
                 known.add(key)
             if type(value) is float and key != "step":  # the common value, without the checks below
                 values[key] = value
                 continue
             if key == "step" or value is None:
                 continue
-            where = f"line {line}, column {shown(key)}"
+            where = f"line {line}, column {quoted(key)}"
             if isinstance(value, str):
                 value = _non_finite(value, where)
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"{where}: {shown(value)} is not a number")
+                raise ValueError(f"{where}: {quoted(value)} is not a number")
             try:
                 values[key] = float(value)
             except OverflowError:

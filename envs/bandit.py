@@ -4,6 +4,7 @@ The low-risk arm always pays a constant; the high-risk arm pays `high_risk_rewar
 `high_risk_prob`, else 0. Which name sits on arm A is drawn per seed, so the letter carries no signal.
 """
 
+from diagnostics.quoting import quoted
 from envs.base import TextEnv
 from envs.spec import Param, ParamError
 
@@ -52,13 +53,13 @@ def check_params(owner: str, params: dict) -> dict:
             raise ParamError(
                 field,
                 f"{owner}.{field} must be a non-empty name other than A or B "
-                f"and without '||', got {params[field]!r}",
+                f"and without '||', got {quoted(params[field])}",
             )
         names[field] = name
     if names["low_risk_name"].lower() == names["high_risk_name"].lower():
         raise ParamError(
             "high_risk_name",
-            f"{owner}.high_risk_name must differ from low_risk_name, got {names['high_risk_name']!r} twice",
+            f"{owner}.high_risk_name must differ from low_risk_name, got {quoted(names['high_risk_name'])} twice",
         )
     return {**params, **names}
 

@@ -1,5 +1,6 @@
 """The one registry of environments: names, parameters (for the web form), construction and oracles."""
 
+from diagnostics.quoting import quoted
 from envs import bandit, frozenlake
 from envs.base import TextEnv
 from envs.sokoban import env as sokoban
@@ -34,7 +35,7 @@ def registry() -> dict[str, EnvSpec]:
 def validate_params(name: str, params: dict) -> dict:
     """Every parameter of `name`, typed and checked, defaults filled in; ParamError (with .field) otherwise."""
     if name not in _REGISTRY:
-        raise ParamError("name", f"unknown environment {name!r} (known: {', '.join(_REGISTRY)})")
+        raise ParamError("name", f"unknown environment {quoted(name)} (known: {', '.join(_REGISTRY)})")
     return _REGISTRY[name].validate(params)
 
 

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from diagnostics.quoting import quoted
+
 PARAM_TYPES = ("int", "float", "bool", "choice", "str")
 _TRUE_WORDS = {"true", "1", "yes", "on"}
 _FALSE_WORDS = {"false", "0", "no", "off", ""}
@@ -40,18 +42,20 @@ class Param:
         if self.type in ("int", "float") and (
             (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max)
         ):
-            raise ParamError(self.name, f"{label} must be between {self.min} and {self.max}, got {value}")
+            raise ParamError(
+                self.name, f"{label} must be between {self.min} and {self.max}, got {quoted(value)}"
+            )
         choices = self.choices or ()
         if self.type == "choice" and converted not in choices:
             options = ", ".join(repr(choice) for choice in choices)
-            raise ParamError(self.name, f"{label} must be one of {options}, got {value!r}")
+            raise ParamError(self.name, f"{label} must be one of {options}, got {quoted(value)}")
         return converted
 
 
 def _to_int(value: Any, label: str, param: Param) -> int:
     # bool is an int subclass; a checkbox value in an int field is a mistake, not 0 or 1.
     if isinstance(value, bool):
-        raise ParamError(param.name, f"{label} must be an integer, got {value!r}")
+        raise ParamError(param.name, f"{label} must be an integer, got {quoted(value)}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -61,18 +65,18 @@ def _to_int(value: Any, label: str, param: Param) -> int:
             return int(value.strip())
         except ValueError:
             pass
-    raise ParamError(param.name, f"{label} must be an integer, got {value!r}")
+    raise ParamError(param.name, f"{label} must be an integer, got {quoted(value)}")
 
 
 def _to_float(value: Any, label: str, param: Param) -> float:
     if isinstance(value, bool):
-        raise ParamError(param.name, f"{label} must be a number, got {value!r}")
+        raise ParamError(param.name, f"{label} must be a number, got {quoted(value)}")
     try:
         number = float(value.strip() if isinstance(value, str) else value)
     except (TypeError, ValueError):
-        raise ParamError(param.name, f"{label} must be a number, got {value!r}") from None
+        raise ParamError(param.name, f"{label} must be a number, got {quoted(value)}") from None
     if not math.isfinite(number):
-        raise ParamError(param.name, f"{label} must be a finite number, got {value!r}")
+        raise ParamError(param.name, f"{label} must be a finite number, got {quoted(value)}")
     return number
 
 
@@ -83,12 +87,12 @@ def _to_bool(value: Any, label: str, param: Param) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
         return value.strip().lower() in _TRUE_WORDS
-    raise ParamError(param.name, f"{label} must be true or false, got {value!r}")
+    raise ParamError(param.name, f"{label} must be true or false, got {quoted(value)}")
 
 
 def _to_str(value: Any, label: str, param: Param) -> str:
     if not isinstance(value, str):
-        raise ParamError(param.name, f"{label} must be text, got {value!r}")
+        raise ParamError(param.name, f"{label} must be text, got {quoted(value)}")
     return value
 
 

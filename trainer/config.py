@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from diagnostics.quoting import quoted
 from trainer.overrides import ConfigError, apply_overrides, deep_merge, load_yaml, set_dotted
 
 TINY_MODEL = "tiny"  # the embedded model, built locally by trainer.tiny_model
@@ -166,7 +167,7 @@ class TrainConfig:
         dotted: "rollout.group_size=8" strings.
         """
         if name not in PRESETS:
-            raise ConfigError({"preset": f"unknown preset {name!r}; choose from {', '.join(PRESETS)}"})
+            raise ConfigError({"preset": f"unknown preset {quoted(name)}; choose from {', '.join(PRESETS)}"})
         user: dict = {}
         for key, value in overrides.items():
             if isinstance(value, dict):
@@ -435,12 +436,21 @@ def _build(cls, values, prefix: str, errors: dict[str, str]):
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, given, key + ".", errors)
         else:
-            ok, value = _coerce(hint, given)
-            if ok:
-                kwargs[name] = value
-            else:
-                errors[key] = f"must be {_type_name(hint)}, got {type(given).__name__} {given!r}"
+            try:
+                kwargs[name] = typed(hint, given)
+            except ValueError as error:
+                errors[key] = str(error)
     return cls(**kwargs)
+
+
+def typed(hint, given):
+    """`given` as a value of the type hint (an integer as a float), or ValueError saying what is wrong.
+    Values are typed as JSON or YAML wrote them: text is never read as a number or a boolean ("false"
+    is no false)."""
+    ok, value = _coerce(hint, given)
+    if not ok:
+        raise ValueError(f"must be {_type_name(hint)}, got {type(given).__name__} {quoted(given)}")
+    return value
 
 
 def _coerce(hint, given):
@@ -479,7 +489,7 @@ def _val_env_errors(names: list) -> dict[str, str]:
     unknown = [name for name in names if name not in envs.registry()]
     if unknown:
         return {
-            "rollout.val_envs": f"unknown environment {unknown[0]!r}; choose from "
+            "rollout.val_envs": f"unknown environment {quoted(unknown[0])}; choose from "
             f"{', '.join(sorted(envs.registry()))}"
         }
     return {}
@@ -492,7 +502,9 @@ def _env_errors(env: EnvConfig) -> dict[str, str]:
 
     registry = envs.registry()
     if env.name not in registry:
-        return {"env.name": f"unknown environment {env.name!r}; choose from {', '.join(sorted(registry))}"}
+        return {
+            "env.name": f"unknown environment {quoted(env.name)}; choose from {', '.join(sorted(registry))}"
+        }
     try:
         envs.make(env.name, **env.params)
     except envs.ParamError as error:  # names its parameter (an unknown one too)

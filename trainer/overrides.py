@@ -11,13 +11,28 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 
 import yaml
+
+from diagnostics.quoting import quoted
 
 
 class _Loader(yaml.SafeLoader):
     """PyYAML reads YAML 1.1, where `1e-4` is a string (a float needs a dot: `1.0e-4`); learning rates are
     written `1e-4`, so numbers with an exponent and no dot are floats here, as in YAML 1.2."""
+
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # Python reads no decimal integer past its limit: said as YAML's error, placed
+            limit = sys.get_int_max_str_digits()
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of more than {limit:,} digits", node.start_mark
+            ) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 _Loader.add_implicit_resolver(
@@ -53,7 +68,7 @@ def set_dotted(values: dict, key: str, value) -> None:
     for part in parts[:-1]:
         values = values.setdefault(part, {})
         if not isinstance(values, dict):
-            raise ConfigError({key: f"cannot set a field inside the non-mapping {part!r}"})
+            raise ConfigError({key: f"cannot set a field inside the non-mapping {quoted(part)}"})
     values[parts[-1]] = value
 
 
@@ -72,7 +87,7 @@ def apply_overrides(values: dict, overrides: list[str]) -> dict:
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            errors[key.strip() or item] = f"override {item!r} must look like section.field=value"
+            errors[key.strip() or item] = f"override {quoted(item)} must look like section.field=value"
             continue
         try:
             value = load_yaml(raw) if raw.strip() else ""

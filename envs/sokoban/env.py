@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from diagnostics.quoting import quoted
 from envs.base import TextEnv
 from envs.sokoban.generator import generate_room
 from envs.sokoban.level import DIRECTIONS, Level, parse_xsb, to_xsb
@@ -88,13 +89,13 @@ def _level_file(value: str, owner: str) -> Path:
     root = LevelFiles.root
     if root is None:
         if not Path(value).is_file():
-            raise ParamError("levels", f"{owner}.levels: no such file {value!r}")
+            raise ParamError("levels", f"{owner}.levels: no such file {quoted(value)}")
         return Path(value)
     path = (root / value).resolve()  # an absolute value stands for itself
     if not path.is_relative_to(root) or not path.is_file():
         raise ParamError(
             "levels",
-            f"{owner}.levels: there is no level file {value[:100]!r} in this server's level folder "
+            f"{owner}.levels: there is no level file {quoted(value)} in this server's level folder "
             "(LEVELS_ROOT; level sets are .xsb files inside it)",
         )
     return path
@@ -132,7 +133,7 @@ def check_params(owner: str, params: dict) -> dict:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ParamError(
-                "levels", f"{owner}.levels: cannot read {levels[:100]!r} as text ({error})"
+                "levels", f"{owner}.levels: cannot read {quoted(levels)} as text ({error})"
             ) from None
         _parse(text, "levels", owner)
         if LevelFiles.root is not None:

@@ -173,7 +173,7 @@ def test_a_message_quotes_at_most_100_characters_of_a_value(client, auth, query,
     response = client.post(f"{URL}?{query}&name=x", body.encode(), content_type="text/plain", **auth)
     assert response.status_code == 400, response.content[:300]
     message = response.json()["error"]
-    assert "..." in message and "x" * 101 not in message and "0" * 101 not in message
+    assert "…" in message and "x" * 101 not in message and "0" * 101 not in message
     assert len(message) < 400
     assert nothing_saved()
 

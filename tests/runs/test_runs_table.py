@@ -181,7 +181,8 @@ def test_bad_query_is_a_400_that_names_the_field(alice_client, alice):
     response = alice_client.get("/runs/", {"sort": "nope"})
     assert response.status_code == 400
     html = response.content.decode()
-    assert "sort: must be one of: name, -name, experiment" in html and "; got nope" in html
+    # the refused value quoted, then HTML-escaped
+    assert "sort: must be one of: name, -name, experiment" in html and "; got &#x27;nope&#x27;" in html
 
 
 def test_other_users_run_is_404_for_every_action(client, alice, bob):

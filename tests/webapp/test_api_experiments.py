@@ -214,3 +214,74 @@ def test_one_answer_names_every_bad_field(client, api):
     assert {"steps", "seeds", "alert_recipients"} <= set(errors), errors
     assert any(key.startswith("env") for key in errors) and any("group_size" in key for key in errors), errors
     assert not Experiment.objects.exists()
+
+
+LONG = "a" * 1_000_000
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"steps": LONG}, "steps"),
+        ({"preset": LONG}, "preset"),
+        ({"model": LONG}, "model"),
+        ({"alert_on_warnings": LONG}, "alert_on_warnings"),
+        ({"seeds": [LONG]}, "seeds"),
+        ({"seeds": "1," + LONG}, "seeds"),
+        ({"alert_recipients": [LONG]}, "alert_recipients"),
+        ({"overrides": {"rollout": {"group_size": LONG}}}, "rollout.group_size"),
+        ({"detector_overrides": {"grad_spike": {"tolerance": LONG}}}, "detector_overrides"),
+        ({"env": {"name": "sokoban", "params": {"vocabulary": LONG}}}, "env.params.vocabulary"),
+        ({"env": {"name": LONG}}, "env"),
+    ],
+)
+def test_a_long_bad_value_is_quoted_short(client, api, change, field):
+    response = post(client, reverse("api_experiments"), {**BODY, **change}, api)
+    assert response.status_code == 400
+    message = response.json()["errors"][field]
+    assert "aaa" in message and "aaa…" in message and len(message) < 400, message
+    assert len(response.content) < 2000
+
+
+def test_a_seed_of_thousands_of_digits_is_too_large_in_the_users_words(client, api):
+    response = post(client, reverse("api_experiments"), {**BODY, "seeds": "9" * 5000}, api)
+    message = response.json()["errors"]["seeds"]
+    assert "too large (at most 2147483647)" in message and "…" in message, message
+    assert "int_max_str_digits" not in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "param, value, words",
+    [
+        ("slippery", "false", "must be a boolean, got str 'false'"),
+        ("slippery", "yes", "must be a boolean"),
+        ("slippery", 0, "must be a boolean, got int 0"),
+        ("frozen_prob", "0.5", "must be a number, got str '0.5'"),
+        ("size", "4", "must be an integer, got str '4'"),
+        ("size", 4.0, "must be an integer"),
+        ("map", 5, "must be a string"),
+    ],
+)
+def test_env_params_must_have_their_json_type(client, api, param, value, words):
+    body = {**BODY, "env": {"name": "frozenlake", "params": {param: value}}}
+    response = post(client, reverse("api_experiments"), body, api)
+    assert response.status_code == 400
+    assert words in response.json()["errors"][f"env.params.{param}"], response.json()
+    assert not Experiment.objects.exists()
+
+
+def test_env_params_of_their_json_type_are_taken(client, api):
+    params = {"size": 3, "frozen_prob": 1, "slippery": False, "map": ["SFF", "FFF", "FFG"]}
+    body = {**BODY, "seeds": [1], "grid": {}, "env": {"name": "frozenlake", "params": params}}
+    response = post(client, reverse("api_experiments"), body, api)
+    assert response.status_code == 201, response.json()
+    stored = Run.objects.get().config["env"]["params"]
+    assert stored == {"size": 3, "frozen_prob": 1.0, "slippery": False, "map": "SFF\nFFF\nFFG"}
+
+
+def test_the_name_is_measured_as_stored_without_the_spaces_around_it(client, api):
+    response = post(client, reverse("api_experiments"), {**BODY, "name": "n" * 199 + "     "}, api)
+    assert response.status_code == 201, response.json()
+    assert Experiment.objects.get().name == "n" * 199
+    response = post(client, reverse("api_experiments"), {**BODY, "name": " " + "n" * 201}, api)
+    assert response.json()["errors"]["name"] == "at most 200 characters, got 201"

@@ -79,7 +79,7 @@ def test_unchecked_bool_parameter_is_false(alice_client):
 def test_bad_value_is_reported_next_to_its_field_and_nothing_is_saved(alice_client, field, value, expected):
     before = counts()
     response = alice_client.post(URL, experiment_post(**{field: value}))
-    assert response.status_code == 200
+    assert response.status_code == 400
     errors = " ".join(field_errors(response, field))
     assert expected in errors, response.context["form"].errors
     assert f'id="field-{field}"' in response.content.decode()
@@ -114,7 +114,7 @@ def test_only_the_chosen_environments_parameters_are_validated(alice_client):
 def test_env_check_error_from_the_environment_lands_on_its_parameter(alice_client):
     before = counts()
     response = alice_client.post(URL, experiment_post(env__frozenlake__map="not a map"))
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert field_errors(response, "env__frozenlake__map")
     assert counts() == before
 
@@ -228,3 +228,41 @@ def test_a_bad_grid_key_does_not_hide_a_bad_grid_value_or_bad_overrides(alice_cl
     assert "rollout.group_size: must be >= 1" in errors["overrides"]
     assert any("unknown environment 'chess'" in message for message in errors["overrides"])
     assert not Experiment.objects.exists()
+
+
+@pytest.mark.parametrize("field", ["env__frozenlake__slippery", "alert_on_warnings"])
+def test_a_checkbox_takes_only_what_a_browser_sends(alice_client, field):
+    html = alice_client.get(URL).content.decode()
+    box = re.search(rf'<input [^>]*name="{field}"[^>]*>', html).group(0)
+    assert 'type="checkbox"' in box and "value=" not in box  # so a ticked box sends "on"
+    response = alice_client.post(URL, experiment_post(**{field: "banana"}))
+    assert response.status_code == 400
+    assert field_errors(response, field) == [
+        "a checkbox sends 'on' when ticked and nothing when not; got 'banana'"
+    ]
+    box = re.search(rf'<input [^>]*name="{field}"[^>]*>', response.content.decode()).group(0)
+    assert "banana" not in box  # shown again, it sends "on" once ticked
+    assert counts() == (0, 0)
+    assert alice_client.post(URL, experiment_post(**{field: "on"})).status_code == 302
+
+
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("seeds", "9" * 5000, "seed '99999"),
+        (
+            "overrides",
+            "rollout:\n  group_size: " + "9" * 5000,
+            "not valid YAML (line 2, column 15): an integer",
+        ),
+        ("overrides", "a: " + "[" * 1000 + "]" * 1000, "nested more than 64 levels deep"),
+        ("preset", "p" * 100_000, "; got 'ppp"),
+        ("model", "../" * 150, "no model folder '../../"),  # the field takes 500 characters
+    ],
+)
+def test_a_bad_value_is_named_in_the_users_words_and_quoted_short(alice_client, field, value, expected):
+    response = alice_client.post(URL, experiment_post(**{field: value}))
+    assert response.status_code == 400
+    [message] = field_errors(response, field)
+    assert expected in message and len(message) < 400, message
+    assert "int_max_str_digits" not in message and "recursion" not in message

@@ -43,7 +43,7 @@ def test_form_warm_start_inside_model_root_reaches_the_run_config(alice_client, 
 )
 def test_form_rejects_a_warm_start_outside_or_missing(alice_client, model_root, value, message):
     response = alice_client.post(reverse("experiment_new"), experiment_post(warm_start=value))
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert message in " ".join(response.context["form"].errors["warm_start"])
     assert Experiment.objects.count() == 0
 

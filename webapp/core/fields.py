@@ -3,7 +3,7 @@
 from django import forms
 from django.core.exceptions import ValidationError
 
-from diagnostics.series import clip
+from diagnostics.quoting import quoted
 
 
 class ChoiceField(forms.ChoiceField):
@@ -18,5 +18,36 @@ class ChoiceField(forms.ChoiceField):
                 raise
             allowed = ", ".join(str(key) for key, _ in self.choices if key != "")
             raise ValidationError(
-                f"must be one of: {allowed}; got {clip(value)}", code="invalid_choice"
+                f"must be one of: {allowed}; got {quoted(value)}", code="invalid_choice"
             ) from None
+
+
+TICKED = "on"  # what a browser sends for a ticked box without a value attribute
+
+
+class TickBoxInput(forms.CheckboxInput):
+    """A checkbox that hands its field the text as sent (absent: False), and never writes a value
+    attribute, so that a ticked box always sends TICKED."""
+
+    def value_from_datadict(self, data, files, name):
+        return data.get(name, False)
+
+    def format_value(self, value):
+        return None
+
+
+class TickBox(forms.BooleanField):
+    """A checkbox that takes what a browser sends for one: TICKED when ticked, nothing when not. Django's
+    BooleanField reads any other text ("banana") as ticked."""
+
+    widget = TickBoxInput
+
+    def to_python(self, value):
+        if value is None or isinstance(value, bool):  # unticked, or a disabled field's initial value
+            return bool(value)
+        if value == TICKED:
+            return True
+        raise ValidationError(
+            f"a checkbox sends {TICKED!r} when ticked and nothing when not; got {quoted(value)}",
+            code="invalid",
+        )

@@ -7,7 +7,7 @@ from django import forms
 import envs
 from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
 from trainer.overrides import deep_merge, get_dotted
-from webapp.core.fields import ChoiceField
+from webapp.core.fields import ChoiceField, TickBox
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 
 MAX_IMPORT_BYTES = 256 * 1024
@@ -34,7 +34,7 @@ def _param_field(param) -> forms.Field:
             min_value=param.min, max_value=param.max, widget=number_input(False), **common
         )
     if param.type == "bool":
-        return forms.BooleanField(**common)
+        return TickBox(**common)
     if param.type == "choice":
         return ChoiceField(choices=[(c, c) for c in param.choices], **common)
     return forms.CharField(strip=False, **common)
@@ -47,7 +47,7 @@ class AlertsForm(forms.Form):
     alert_recipients = forms.CharField(
         required=False, max_length=2000, help_text="Comma-separated emails; empty means you."
     )
-    alert_on_warnings = forms.BooleanField(required=False, label="Also alert on warnings")
+    alert_on_warnings = TickBox(required=False, label="Also alert on warnings")
 
     def _parsed(self, field, parse):
         try:
@@ -92,7 +92,7 @@ class ExperimentForm(AlertsForm):
         "detector_overrides",
     ]
 
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=specs.MAX_NAME)
     description = forms.CharField(
         required=False, max_length=specs.MAX_DESCRIPTION, widget=forms.Textarea(attrs={"rows": 2})
     )

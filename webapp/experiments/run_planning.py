@@ -12,6 +12,7 @@ import yaml
 from django.conf import settings
 
 import envs
+from diagnostics.quoting import quoted
 from trainer.config import ConfigError, TrainConfig
 from trainer.overrides import deep_merge, get_dotted, set_dotted
 from webapp import environment
@@ -116,7 +117,7 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
             if len(label) > MAX_LABEL_LENGTH:
                 errors.setdefault(
                     "grid",
-                    f"the run label {label[:60]!r}... is longer than "
+                    f"the run label {quoted(label)} is longer than "
                     f"{MAX_LABEL_LENGTH} characters: use fewer or shorter grid values",
                 )
             if config.schedule.steps > MAX_STEPS:
@@ -247,10 +248,15 @@ def check_limits(config: TrainConfig) -> None:
         raise ConfigError(errors)
 
 
+BEYOND_64_BITS = (
+    f"numbers must fit in 64 bits (integers at most {jsonsafe.INT64_MAX}, floats at most about 1.8e308)"
+)
+
+
 def check_storable(spec: ExperimentSpec) -> None:
     """SpecError naming, in anything the experiment would store, the first integer beyond 64 bits and the
     first text that is not valid Unicode (a YAML or JSON escape can make a lone surrogate)."""
-    errors = {}
+    errors: dict[str, str] = {}
     inputs = {
         "name": spec.name,
         "description": spec.description,
@@ -263,17 +269,29 @@ def check_storable(spec: ExperimentSpec) -> None:
     for name, value in inputs.items():
         where = jsonsafe.beyond_int64(value)
         if where:
-            errors[name] = (
-                f"{where}: numbers must fit in 64 bits (integers at most {jsonsafe.INT64_MAX}, floats "
-                "at most about 1.8e308)"
-            )
+            key, message = _storable_problem(spec, name, where, BEYOND_64_BITS)
+            errors[key] = message
         where = jsonsafe.unstorable_text(value)
         if where is not None:
-            errors.setdefault(
-                name, f"{where}: {jsonsafe.UNSTORABLE_TEXT}" if where else jsonsafe.UNSTORABLE_TEXT
-            )
+            key, message = _storable_problem(spec, name, where, jsonsafe.UNSTORABLE_TEXT)
+            errors.setdefault(key, message)
     if errors:
         raise SpecError(errors)
+
+
+# The inputs that are parts of a trainer config, with where each sits in one.
+CONFIG_INPUTS = {"overrides": "", "env": "env.", "config": ""}
+
+
+def _storable_problem(spec: ExperimentSpec, name: str, where: str, problem: str) -> tuple[str, str]:
+    """(error key, message) for `problem` at `where` inside input `name`: a config part's problem keyed by
+    its config field, as the trainer's problems with it are (`rollout.group_size`, `env.params.size`,
+    `config.seed`); another input's keyed by the input, the message saying where."""
+    if name not in CONFIG_INPUTS:
+        return name, f"{where}: {problem}" if where else problem
+    path = CONFIG_INPUTS[name] + where
+    field = path.partition("[")[0]  # an element of a list is reported on the list's field
+    return input_name(spec, field), problem if path == field else f"{path}: {problem}"
 
 
 def input_name(spec: ExperimentSpec, config_key: str) -> str:

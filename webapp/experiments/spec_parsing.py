@@ -11,11 +11,14 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
-from trainer.config import PRESETS, TINY_MODEL, TrainConfig
+import envs
+from diagnostics.quoting import quoted
+from trainer.config import PRESETS, TINY_MODEL, TrainConfig, typed
 from trainer.overrides import get_dotted, load_yaml
 from webapp.core import jsonsafe
 from webapp.experiments.specs import (
     MAX_DESCRIPTION,
+    MAX_NAME,
     MAX_SEED,
     MAX_STEPS,
     OWN_FIELDS,
@@ -31,21 +34,31 @@ def parse_seeds(value) -> list[int]:
     if isinstance(value, bool) or not isinstance(value, (list, str, int)):
         raise ValueError(f"expected a list of whole numbers or text like 1,2,3, got {_json_type(value)}")
     if isinstance(value, str) and re.search(r"(^|,)\s*,", value.strip()):
-        raise ValueError(f"an empty seed between commas in {value.strip()[:40]!r}; write them like 1,2,3")
+        raise ValueError(f"an empty seed between commas in {quoted(value.strip())}; write them like 1,2,3")
     items = value if isinstance(value, list) else [item for item in re.split(r"[,\s]+", str(value)) if item]
     if not items:
         raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
     seeds = []
     for item in items:
-        whole = isinstance(item, int) or (isinstance(item, str) and re.fullmatch(r"[0-9]+", item) is not None)
-        if isinstance(item, bool) or not whole:
-            raise ValueError(f"{item!r} is not a whole number >= 0")
-        if int(item) > MAX_SEED:
-            raise ValueError(f"seed {item} is too large (at most {MAX_SEED})")
-        if int(item) in seeds:
-            raise ValueError(f"seed {int(item)} is listed twice")
-        seeds.append(int(item))
+        seed = _seed(item)
+        if seed in seeds:
+            raise ValueError(f"seed {seed} is listed twice")
+        seeds.append(seed)
     return seeds
+
+
+def _seed(item) -> int:
+    """One seed: a JSON integer, or text of digits."""
+    if isinstance(item, str) and re.fullmatch(r"[0-9]+", item):
+        # Measured as text: Python converts no text of more than 4,300 digits to a number.
+        seed = int(item) if len(item.lstrip("0")) <= len(str(MAX_SEED)) else MAX_SEED + 1
+    elif isinstance(item, int) and not isinstance(item, bool):
+        seed = item
+    else:
+        raise ValueError(f"{quoted(item)} is not a whole number >= 0")
+    if seed > MAX_SEED:
+        raise ValueError(f"seed {quoted(item)} is too large (at most {MAX_SEED})")
+    return seed
 
 
 def parse_grid(value) -> dict[str, list]:
@@ -60,23 +73,26 @@ def parse_grid(value) -> dict[str, list]:
                 continue
             key, sep, raw = line.partition("=")
             if not sep or not key.strip():
-                raise ValueError(f"line {number}: expected 'section.field = value1, value2', got {line!r}")
-            if key.strip() in grid:
-                raise ValueError(f"line {number}: {key.strip()} is listed twice")
+                raise ValueError(
+                    f"line {number}: expected 'section.field = value1, value2', got {quoted(line)}"
+                )
+            key = key.strip()
+            if key in grid:
+                raise ValueError(f"line {number}: {quoted(key)} is listed twice")
             items = [item.strip() for item in _top_level_items(raw)]
             if len(items) > 1 and items[-1] == "":  # a trailing comma
                 items.pop()
             if len(items) > 1 and "" in items:
                 raise ValueError(
-                    f"line {number}: {key.strip()} has an empty value between commas (write null for no value)"
+                    f"line {number}: {quoted(key)} has an empty value between commas (write null for no value)"
                 )
-            grid[key.strip()] = [_yaml_scalar(item, number) for item in items if item]
+            grid[key] = [_yaml_scalar(item, number) for item in items if item]
     else:
         raise ValueError("expected an object of field -> list of values")
     _check_text(grid)
     for key, values in grid.items():
         if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
-            raise ValueError(f"{key!r} is not a config field name like algorithm.filter_ratio")
+            raise ValueError(f"{quoted(key)} is not a config field name like algorithm.filter_ratio")
         if key == "seed":
             raise ValueError("list seeds in the seeds field, not in the grid")
         if not isinstance(values, list):
@@ -124,8 +140,8 @@ def _top_level_items(text: str) -> list[str]:
 def _yaml_scalar(text: str, line: int):
     try:
         return load_yaml(text)
-    except (yaml.YAMLError, ValueError, RecursionError):  # ValueError: an integer of over 4,300 digits
-        raise ValueError(f"line {line}: {text[:100]!r} is not a valid value") from None
+    except (yaml.YAMLError, ValueError, RecursionError):  # RecursionError: nested too deeply
+        raise ValueError(f"line {line}: {quoted(text)} is not a valid value") from None
 
 
 def parse_mapping(value, example: str) -> dict:
@@ -143,8 +159,10 @@ def parse_mapping(value, example: str) -> dict:
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ValueError(f"not valid YAML{where}: {problem}") from None
-    except (ValueError, RecursionError) as error:  # an integer of over 4,300 digits; nesting too deep
-        raise ValueError(f"not valid YAML: {str(error)[:200] or 'nested too deeply'}") from None
+    except RecursionError:  # the parser goes one call deeper for each level
+        raise ValueError(f"nested more than {jsonsafe.MAX_DEPTH} levels deep") from None
+    except ValueError as error:  # a date that does not exist: 2024-13-45
+        raise ValueError(f"not valid YAML: {error}") from None
     if loaded is None:
         return {}
     if not isinstance(loaded, dict):
@@ -166,7 +184,7 @@ def _check_text(value) -> None:
 def _check_keys(mapping: dict, prefix: str):
     for key, value in mapping.items():
         if not isinstance(key, str):
-            raise ValueError(f"{prefix}{key!r}: keys must be names, not {type(key).__name__}")
+            raise ValueError(f"{prefix}{quoted(key)}: keys must be names, not {type(key).__name__}")
         if isinstance(value, dict):
             _check_keys(value, f"{prefix}{key}.")
 
@@ -203,14 +221,14 @@ def parse_recipients(value) -> list[str]:
     addresses: dict[str, str] = {}  # lower-cased -> as written: one email per address
     for item in value:
         if not isinstance(item, str):
-            raise ValueError(f"{repr(item)[:60]} is not an email address")
+            raise ValueError(f"{quoted(item)} is not an email address")
         address = item.strip()
         try:
             validate_email(address)
         except ValidationError:
-            raise ValueError(f"{address[:80]!r} is not a valid email address") from None
+            raise ValueError(f"{quoted(address)} is not a valid email address") from None
         if len(address.rpartition("@")[0]) > 64:  # RFC 5321's limit, which validate_email leaves open
-            raise ValueError(f"{address[:80]!r}: the part before @ is longer than 64 characters")
+            raise ValueError(f"{quoted(address)}: the part before @ is longer than 64 characters")
         addresses.setdefault(address.lower(), address)
     return list(addresses.values())
 
@@ -242,32 +260,39 @@ def resolve_model(value: str) -> str:
         or value.startswith((".", "~"))
         or ".." in candidate.parts
         or "\\" in value
-        or (root / candidate).is_dir()
+        or _is_dir(root / candidate)
     )
     if not local:
         if HUB_ID.fullmatch(value):
             return value
         raise ValueError(
-            f"{value[:100]!r} is neither '{TINY_MODEL}', a hub id like org/name, nor a folder in MODEL_ROOT"
+            f"{quoted(value)} is neither '{TINY_MODEL}', a hub id like org/name, nor a folder in MODEL_ROOT"
         )
     path = (root / candidate).resolve()
     checkpoints = Path(settings.CHECKPOINT_ROOT).resolve()
-    if path == root or not path.is_relative_to(root) or path.is_relative_to(checkpoints) or not path.is_dir():
+    if path == root or not path.is_relative_to(root) or path.is_relative_to(checkpoints) or not _is_dir(path):
         raise ValueError(
-            f"there is no model folder {value[:100]!r} inside MODEL_ROOT "
+            f"there is no model folder {quoted(value)} inside MODEL_ROOT "
             "(local models are folders inside MODEL_ROOT)"
         )
     # What save_pretrained writes for a model and its tokenizer: without them the run would fail when a
     # worker loads it, after queueing, instead of here.
     if not (path / "config.json").is_file() or not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ValueError(
-            f"the folder {value[:100]!r} in MODEL_ROOT is not a saved model: it needs config.json and a "
+            f"the folder {quoted(value)} in MODEL_ROOT is not a saved model: it needs config.json and a "
             "tokenizer (tokenizer.json or tokenizer_config.json), as save_pretrained writes them"
         )
     return str(path)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name longer than the file system allows: no folder there
+        return False
 
 
 # The fields of an experiment as the API creates it (and as an experiment's YAML export writes it).
@@ -320,13 +345,13 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
             except ValueError as error:
                 errors[key] = str(error)
 
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip():
+    name = body["name"].strip() if isinstance(body.get("name"), str) else ""  # as stored
+    if not name:
         errors["name"] = "required: a non-empty string"
-    elif len(name) > 200:
-        errors["name"] = "at most 200 characters"
+    elif len(name) > MAX_NAME:
+        errors["name"] = f"at most {MAX_NAME} characters, got {len(name):,}"
     else:
-        spec.name = name.strip()
+        spec.name = name
     take("description", _check_description)
     take("seeds", parse_seeds)
     take("grid", parse_grid)
@@ -352,8 +377,33 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
         elif not isinstance(env.get("params", {}), dict) or set(env) - {"name", "params"}:
             errors["env"] = 'expected {"name": ..., "params": {...}} and nothing else'
         else:
-            spec.env = {"name": env["name"], "params": dict(env.get("params", {}))}
+            params, problems = _typed_params(env["name"], env.get("params", {}))
+            spec.env = {"name": env["name"], "params": params}
+            errors.update(problems)
     return spec, errors
+
+
+# envs.spec's parameter types, as the trainer's type hints
+PARAM_HINTS = {"int": int, "float": float, "bool": bool, "choice": str, "str": str}
+
+
+def _typed_params(env_name: str, params: dict) -> tuple[dict, dict[str, str]]:
+    """`params` without those whose JSON type is not their parameter's, and `env.params.<name>` -> what is
+    wrong with each of those. The environments read text as a form posts it ("false", "0.5"); a JSON
+    body's value is what it says, never silently converted."""
+    spec = envs.registry().get(env_name)
+    if spec is None:  # the trainer names an unknown environment
+        return dict(params), {}
+    prepared = spec.prepare(params)  # what an environment takes in another form (a map as a list of rows)
+    problems = {}
+    for param in spec.params:
+        if param.name in prepared:
+            try:
+                typed(PARAM_HINTS[param.type], prepared[param.name])
+            except ValueError as error:
+                problems[f"env.params.{param.name}"] = str(error)
+    kept = {name: value for name, value in params.items() if f"env.params.{name}" not in problems}
+    return kept, problems
 
 
 # The sections that make a run what it is: a config without one would train on defaults nobody chose. (A
@@ -374,7 +424,7 @@ def _check_complete_config(value):
 
 def _typed(value, kind, description):
     if not isinstance(value, kind):
-        raise ValueError(f"expected {description}, got {value!r}")
+        raise ValueError(f"expected {description}, got {quoted(value)}")
     return value
 
 
@@ -387,11 +437,11 @@ def _check_description(value):
 
 def _check_preset(value):
     if not isinstance(value, str) or value not in PRESETS:
-        raise ValueError(f"unknown preset {value!r}; choose from {', '.join(PRESETS)}")
+        raise ValueError(f"unknown preset {quoted(value)}; choose from {', '.join(PRESETS)}")
     return value
 
 
 def _check_steps(value):
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEPS:
-        raise ValueError(f"expected a whole number from 1 to {MAX_STEPS}, got {value!r}")
+        raise ValueError(f"expected a whole number from 1 to {MAX_STEPS}, got {quoted(value)}")
     return value

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from trainer.config import TINY_MODEL, ConfigError
 
 MAX_RUNS = 64
+MAX_NAME = 200  # Experiment.name, without the spaces around it
 MAX_SEED = 2**31 - 1
 MAX_STEPS = 10_000_000
 MAX_LABEL_LENGTH = 300  # Run.label

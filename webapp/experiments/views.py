@@ -54,9 +54,8 @@ def experiment_new(request):
                 f"Created {len(form.planned)} run{pluralize(len(form.planned))}; each waits for {queue.waits_for()}.",
             )
             return redirect(experiment)
-    else:
-        form = ExperimentForm()
-    return _render_new(request, form, ImportConfigForm())
+        return _render_new(request, form, ImportConfigForm(), status=400)
+    return _render_new(request, ExperimentForm(), ImportConfigForm())
 
 
 @login_required

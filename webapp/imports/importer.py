@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from diagnostics import Detector, load_series
 from diagnostics.aliases import canonical
-from diagnostics.series import cells_at, shown
+from diagnostics.quoting import quoted
+from diagnostics.series import cells_at
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics.ingest import MAX_KEY_LENGTH, MAX_STEP
@@ -42,7 +43,9 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
             "no metric values: the file has steps, but each of its metric cells is empty or null"
         )
     if series[-1][0] > MAX_STEP:
-        raise ValueError(f"column 'step': {shown(series[-1][0])} is larger than the largest step, {MAX_STEP}")
+        raise ValueError(
+            f"column 'step': {quoted(series[-1][0])} is larger than the largest step, {MAX_STEP}"
+        )
     if _renames_any(_keys_of(series)):
         series = _canonical_rows(series)
     for key in sorted(_keys_of(series)):
