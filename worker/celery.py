@@ -1,16 +1,18 @@
 """The Celery app. Two queues: `gpu` (training, one run at a time per worker) and `default`
 (emails, housekeeping). Settings come from Django's settings, CELERY_* names."""
 
+import logging
 import os
 import signal
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready
 from kombu import Queue
 
 from worker import queues
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+logger = logging.getLogger(__name__)
 
 app = Celery("echolab", include=["worker.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -24,3 +26,19 @@ def pool_children_ignore_sigterm(**_):
     signalling its whole process group, so children ignore SIGTERM: the worker stops idle children itself,
     and a training task catches SIGTERM while it runs (worker/training.py, shutdown_request)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@worker_ready.connect
+def recover_runs_orphaned_on_this_host(**_):
+    """A worker killed mid-run (SIGKILL, out of memory) left its run "running"; the next worker to start on
+    the same machine sees its process is gone and queues it again at once (worker/sweeper.py)."""
+    import socket
+
+    from django.db import connection
+
+    from worker.sweeper import recover_orphans
+
+    counts = recover_orphans(socket.gethostname())
+    connection.close()  # the worker's own process keeps no connection; pool children open theirs
+    if any(counts.values()):
+        logger.info("runs orphaned on this host: %s", counts)

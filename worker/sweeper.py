@@ -4,6 +4,8 @@ the sweeper makes the broker agree.
 - A running run whose heartbeat is older than RUN_HEARTBEAT_TIMEOUT lost its worker (killed, machine
   gone, OOM): it is queued again and re-sent; the next worker resumes from its last checkpoint. After
   RUN_MAX_ATTEMPTS attempts it is failed instead, with every attempt's reason in the error.
+- When a worker starts, the runs its host was training whose process is gone are recovered the same way
+  at once (recover_orphans).
 - A queued run that was never sent (broker down at submit time) is sent.
 - A queued run sent more than RUN_RESEND_AFTER seconds ago is sent again when its message may be lost:
   when the gpu queue holds fewer messages than there are queued runs (a broker restart without
@@ -19,6 +21,7 @@ Every message it sends may be a duplicate; the receiving task's atomic claim mak
 """
 
 import logging
+import os
 from datetime import timedelta
 
 from django.conf import settings
@@ -46,6 +49,41 @@ def gpu_queue_depth() -> int | None:
     except Exception as error:  # broker unreachable
         logger.warning("sweeper: cannot read the gpu queue: %s", error)
         return None
+
+
+def recover(run: Run, reason: str, counts: dict) -> None:
+    """A running run whose worker is gone: stopped if a stop was asked, failed once its attempts are used
+    up, else queued again and re-sent (the next worker resumes from its last checkpoint)."""
+    if run.stop_requested:
+        counts["stopped"] += run.finish(Run.Status.STOPPED, error=f"stopped; {reason}")
+    elif run.attempt >= settings.RUN_MAX_ATTEMPTS:
+        counts["failed"] += run.give_up(reason)
+    elif run.requeue(reason):
+        logger.info("sweeper: run %s requeued after attempt %s: %s", run.pk, run.attempt, reason)
+        counts["requeued"] += 1
+        counts["sent"] += run.enqueue()
+
+
+def recover_orphans(host: str) -> dict:
+    """When a worker starts on `host`: the runs `host` was training whose process is gone (a worker killed
+    with SIGKILL, out of memory, a power cut) are recovered now, not RUN_HEARTBEAT_TIMEOUT later. A process
+    id is only meaningful on its own host; another host's runs wait for the heartbeat rule."""
+    counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0}
+    running_here = Run.objects.filter(status=Run.Status.RUNNING, mlflow__isnull=True, host=host)
+    for run in running_here:
+        if run.pid is None or not process_exists(run.pid):
+            recover(run, f"worker lost: its process on {host} (pid {run.pid}) is gone", counts)
+    return counts
+
+
+def process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def sweep_runs() -> dict:
@@ -79,15 +117,9 @@ def sweep_runs() -> dict:
     )
     for run in stale:
         since = run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        reason = f"worker lost: no heartbeat from {run.host or '?'} (pid {run.pid}) since {since}"
-        if run.stop_requested:
-            counts["stopped"] += run.finish(Run.Status.STOPPED, error=f"stopped; {reason}")
-        elif run.attempt >= settings.RUN_MAX_ATTEMPTS:
-            counts["failed"] += run.give_up(reason)
-        elif run.requeue(reason):
-            logger.info("sweeper: run %s requeued after attempt %s: %s", run.pk, run.attempt, reason)
-            counts["requeued"] += 1
-            counts["sent"] += run.enqueue()
+        recover(
+            run, f"worker lost: no heartbeat from {run.host or '?'} (pid {run.pid}) since {since}", counts
+        )
 
     queued = Run.objects.filter(status=Run.Status.QUEUED, stop_requested=False)
     for run in queued.filter(enqueued_at__isnull=True):

@@ -73,6 +73,15 @@ def shutdown_request() -> StopSignal:
     )
 
 
+def worker_is_stopping() -> bool:
+    """In a pool child forked after its worker began shutting down: Celery sets these flags in the
+    worker's process when it gets SIGTERM or SIGQUIT, and a fork copies them."""
+    from celery.worker import state
+
+    # A warm shutdown's flag is its exit code, often 0: compared by identity, as Celery does (0 == False).
+    return any(flag is not None and flag is not False for flag in (state.should_stop, state.should_terminate))
+
+
 def train_run(run_id: int) -> str:
     """Train run `run_id` if it is still queued; returns what happened, for the log."""
     run = Run.objects.select_related("experiment__owner").filter(pk=run_id).first()
@@ -80,6 +89,12 @@ def train_run(run_id: int) -> str:
         return "no such run"
     if run.status != Run.Status.QUEUED or run.stop_requested:
         return f"nothing to do: run is {run.status}"
+    if worker_is_stopping():
+        # The pool forks a fresh child (one task per child) even during a warm shutdown and hands it the
+        # task it had reserved; a claim now would be killed with the pool seconds later, leaving a run
+        # "running" with nothing training it. Sent again, it waits in the queue for the next worker.
+        run.enqueue()
+        return "worker shutting down: left queued"
     host, pid = socket.gethostname(), os.getpid()
 
     # Validate before anything heavy: a config that no longer validates fails now, once, with its message.

@@ -85,3 +85,20 @@ def test_a_resumed_runs_duration_and_speed_count_its_attempts_not_the_downtime(q
     assert run.training_time == timedelta(minutes=16)
     assert table.with_summary(Run.objects.filter(pk=run.pk)).get().duration == timedelta(minutes=16)
     assert round(steps_per_hour(run)) == round(50 / (16 / 60))
+
+
+def test_a_pool_child_forked_while_its_worker_shuts_down_leaves_the_run_queued(
+    queued_run, purge_broker, monkeypatch
+):
+    # A warm shutdown sets state.should_stop (to exit code 0) in the worker; its forks inherit it.
+    from celery.worker import state
+
+    from worker.sweeper import gpu_queue_depth
+    from worker.training import train_run
+
+    run = queued_run({"not_a_field": 1})  # were it claimed, it would fail at once on its config, not train
+    monkeypatch.setattr(state, "should_stop", 0)
+    assert train_run(run.pk) == "worker shutting down: left queued"
+    run.refresh_from_db()
+    assert (run.status, run.attempt, run.enqueued_at is not None) == ("queued", 0, True)
+    assert gpu_queue_depth() == 1  # sent again for the next worker

@@ -1,5 +1,8 @@
 """The sweeper makes the broker agree with Postgres: lost workers, lost messages, lost notifications."""
 
+import os
+import socket
+import subprocess
 from datetime import timedelta
 
 import pytest
@@ -7,7 +10,7 @@ from django.utils import timezone
 
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.experiments.models import Run
-from worker.sweeper import gpu_queue_depth, sweep_runs
+from worker.sweeper import gpu_queue_depth, recover_orphans, sweep_runs
 
 
 @pytest.fixture
@@ -107,3 +110,32 @@ def test_a_notification_left_pending_is_sent_again(queued_run, sweeper_settings,
     Notification.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(seconds=121))
     Notification.objects.create(event=event, recipients=["b@example.com"])  # recent: its message is coming
     assert sweep_runs()["notifications"] == 1
+
+
+def test_a_worker_starting_recovers_at_once_the_runs_its_host_lost(
+    queued_run, sweeper_settings, purge_broker
+):
+    gone = _pid_of_an_ended_process()
+    orphan, training, elsewhere = (
+        queued_run({}, label=label) for label in ("orphan", "training", "elsewhere")
+    )
+    orphan.claim(socket.gethostname(), gone, "cpu")
+    training.claim(socket.gethostname(), os.getpid(), "cpu")  # a live process: still training
+    elsewhere.claim("another-host", gone, "cpu")  # its process id means nothing here
+
+    counts = recover_orphans(socket.gethostname())
+
+    assert counts == {"requeued": 1, "failed": 0, "stopped": 0, "sent": 1}
+    assert [fresh.status for fresh in Run.objects.order_by("pk")] == ["queued", "running", "running"]
+    orphan.refresh_from_db()
+    assert (
+        orphan.attempt_log[0]["reason"]
+        == f"worker lost: its process on {socket.gethostname()} (pid {gone}) is gone"
+    )
+    assert gpu_queue_depth() == 1
+
+
+def _pid_of_an_ended_process() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid

@@ -145,6 +145,23 @@ def test_a_killed_worker_is_replaced_and_the_run_resumes_from_its_checkpoint(
     assert_complete_series(run, 7)
 
 
+def test_a_worker_starting_on_the_host_of_a_killed_one_takes_its_run_back_at_once(
+    queued_run, start_gpu_worker, tiny_model_dir
+):
+    # No sweeper and the default heartbeat timeout (minutes): the heir sees the dead process itself.
+    run = queued_run(tiny_config(tiny_model_dir, steps=5))
+    first = start_gpu_worker("doomed")
+    assert run.enqueue()
+    wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
+    first.kill()
+
+    heir = start_gpu_worker("heir")
+    run = wait_status(run, "completed", "failed")
+    assert run.status == "completed", run.error
+    assert run.attempt_log[0]["reason"].startswith("worker lost: its process on ")
+    assert "resuming from checkpoint" in heir.output()
+
+
 def test_a_worker_shut_down_mid_run_checkpoints_and_requeues_it_at_once(
     queued_run, start_gpu_worker, tiny_model_dir, checkpoint_root
 ):
