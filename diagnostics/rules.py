@@ -496,11 +496,11 @@ class DropFromPeak(Rule):
         if origin:
             signals["origin"] = origin
             summary = (
-                f"{self.metric} {smoothed:.4g} kept {ratio:.0%} of its rise from the start {origin:.4g} "
+                f"smoothed {self.metric} {smoothed:.4g} kept {ratio:.0%} of its rise from the start {origin:.4g} "
                 f"to its peak {self.peak:.4g}"
             )
         else:
-            summary = f"{self.metric} {smoothed:.4g} is {ratio:.0%} of its peak {self.peak:.4g}"
+            summary = f"smoothed {self.metric} {smoothed:.4g} is {ratio:.0%} of its peak {self.peak:.4g}"
         return Check(ratio < p.fraction, signals, summary)
 
 
@@ -830,7 +830,7 @@ class EntropyRise(Rule):
         rise = smoothed / self.trough - 1
         signals = {"metric": self.metric, "value": smoothed, "peak": self.peak, "trough": self.trough}
         summary = (
-            f"entropy {smoothed:.4g} is {rise:+.0%} from its low {self.trough:.4g} "
+            f"smoothed entropy {smoothed:.4g} is {rise:+.0%} from its low {self.trough:.4g} "
             f"(which was {declined:.0%} below the peak {self.peak:.4g})"
         )
         return success_holds(Check(declined >= p.min_decline and rise >= p.rise, signals, summary), trend, p)
@@ -1057,7 +1057,7 @@ class TemplateCollapse(Rule):
             "entropy": entropy,
         }
         summary = (
-            f"MI estimate {smoothed:.3g} nats is {smoothed / self.peak:.0%} of its peak "
+            f"smoothed MI estimate {smoothed:.3g} nats is {smoothed / self.peak:.0%} of its peak "
             f"{self.peak:.3g}" + ("" if above is None else f", retrieval {above:+.0%} above chance")
         )
         return success_holds(Check(breached, signals, summary), trend, p)

@@ -9,6 +9,12 @@ window.EchoChartView = {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   },
 
+  // A detector event's name as its marker's hover heads it: "warning: grad_spike", but "collapse" for the
+  // collapse rule's own level (not "collapse: collapse").
+  eventTitle: function (event) {
+    return event.level === event.rule ? event.level : event.level + ": " + event.rule;
+  },
+
   // The JSON a chart data request answers; an Error with the API's message when it refuses.
   getJson: async function (url) {
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });

@@ -305,7 +305,7 @@
                              line: { width: 2, color: marks.map(function (m) { return m.color; }) },
                              symbol: marks.map(function (m) { return LEVEL_SYMBOLS[m.event.level] || "circle"; }) },
                    hovertext: marks.map(function (m) {
-                     return "<b>#" + m.run + " " + escapeHtml(m.event.level + ": " + m.event.rule) + "</b> at step " +
+                     return "<b>#" + m.run + " " + escapeHtml(window.EchoChartView.eventTitle(m.event)) + "</b> at step " +
                        m.event.step + "<br>" + escapeHtml(m.event.message);
                    }), hoverinfo: "text" }];
     if (collapses.length) {

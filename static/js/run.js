@@ -261,7 +261,7 @@
 
   function eventHover(event) {
     const signals = signalText(event);
-    return "<b>" + escapeHtml(event.level + ": " + event.rule) + "</b> at step " + event.step + "<br>" +
+    return "<b>" + escapeHtml(window.EchoChartView.eventTitle(event)) + "</b> at step " + event.step + "<br>" +
       escapeHtml(event.message) + (signals ? "<br>" + escapeHtml(signals) : "");
   }
 

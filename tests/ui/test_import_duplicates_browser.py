@@ -34,7 +34,7 @@ def test_reward_only_collapse_is_worded_for_the_reward_and_a_reimport_warns(page
     events = page.locator("#event-list")
     events.wait_for()
     text = events.inner_text()
-    assert "Mean reward collapsed: train/reward_mean" in text
+    assert "Mean reward collapsed: smoothed train/reward_mean" in text
     assert "Success collapsed" not in page.locator("body").inner_text()
     assert not page.locator(".message-warning").count()  # a first import is no duplicate
 
