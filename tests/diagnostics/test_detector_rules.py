@@ -272,7 +272,9 @@ def test_a_collapse_is_named_for_the_outcome_the_run_logs():
         collapses = [e for e in Detector.replay(only)[1] if e["rule"] == "collapse"]
         assert collapses, key
         assert all(
-            e["message"].startswith(f"{headline}: smoothed {key} ") for e in collapses if e["level"] == "collapse"
+            e["message"].startswith(f"{headline}: smoothed {key} ")
+            for e in collapses
+            if e["level"] == "collapse"
         )
     full = [e for e in Detector.replay(series)[1] if e["rule"] == "collapse"]
     assert full and full[0]["message"].startswith("Success collapsed: smoothed train/success ")
