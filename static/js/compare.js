@@ -286,6 +286,24 @@
     });
   }
 
+  // Every chart's x range while the page is not zoomed: the span of the shown runs' series over all charts
+  // (padded so end markers show whole; events sit on logged steps), so that a step sits at one place on every chart (a
+  // chart whose keys some runs did not log, or logged every 10 steps, fitted only its own data).
+  function dataSpan(all) {
+    let low = Infinity, high = -Infinity;
+    all.forEach(function (entry) {
+      if (state.hidden.has(entry.id)) return;
+      Object.values(entry.series).forEach(function (s) {
+        if (!s || !s.step.length) return;
+        low = Math.min(low, s.step[0] - (entry.offset || 0));
+        high = Math.max(high, s.step[s.step.length - 1] - (entry.offset || 0));
+      });
+    });
+    if (!(low < high)) return null;
+    const pad = (high - low) * 0.01;
+    return [low - pad, high + pad];
+  }
+
   // Detector events of the runs (or groups) shown, as markers along the top in their colour, and each
   // collapse as a dotted vertical line. One trace each for all runs: a trace per run costs per chart.
   function eventTraces(all) {
@@ -332,6 +350,7 @@
     showSelection();
     showAlignNote();
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
+    window.EchoChartView.share({ xmode: "step", xrange: state.xrange, span: dataSpan(all), cursor: null });
     const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
     // One chart at a time, those in view first, the browser painting between them: with 100 runs each
     // chart takes a while, and the first screen shows before the charts below it are drawn.
@@ -432,7 +451,8 @@
       uirevision: "compare-" + (state.aligned ? "onset" : "step"),  // steps and steps-from-onset share no axis
       margin: { l: 50, r: 10, t: 36, b: 36 },
       height: 320,
-      xaxis: window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", state.xrange),
+      xaxis: window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step",
+                                        state.xrange || window.EchoChartView.shared.span),
       yaxis: { type: chart.log ? "log" : "linear" },
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
@@ -442,12 +462,13 @@
     };
     const div = document.getElementById("chart-" + chart.id);
     state.syncing = true;
-    const drawing = Plotly.react(div, empty ? data : data.concat(markers), layout, window.EchoChartConfig);
+    const drawing = Plotly.react(div, empty ? data : data.concat(markers), layout, window.EchoChartView.stepConfig);
     state.syncing = false;
     if (!div.dataset.zoomSynced) {
       div.dataset.zoomSynced = "true";
       div.on("plotly_relayout", zoomed);
     }
+    window.EchoChartView.wholeOnDoubleClick(div, function () { zoomed({ "xaxis.autorange": true }); });
     return drawing;
   }
 

@@ -555,3 +555,22 @@ def test_grouping_alignment_and_bands_are_kept_in_the_address(page):
     page.reload()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
     assert page.locator("#align-onset").is_checked() and page.locator("#group-by").input_value() == ""
+
+
+def test_every_chart_shows_one_step_range_and_a_double_click_gives_it_back(page):
+    # Entropy logged from step 60 only: fitted to its own data, that chart put step 80 where the others
+    # drew step 40.
+    run = trained_run(make_experiment(page.user, "late keys"), "seed=1", step=100)
+    points(run, "train/success", {s: s / 100 for s in range(100)})
+    points(run, "actor/entropy", {s: 1.0 for s in range(60, 100)})
+    page.goto(f"{page.base}/compare?runs={run.pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    whole = drawn(page, "success")["xticks"]
+    assert whole[0] == "0" and drawn(page, "entropy")["xticks"] == whole
+
+    page.goto(f"{page.base}/compare?runs={run.pk}&xrange=20,40")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert drawn(page, "entropy")["xticks"] == drawn(page, "success")["xticks"] != whole
+    page.dblclick("#chart-success .nsewdrag")
+    wait_for(lambda: drawn(page, "entropy")["xticks"] == whole, timeout=10, message="the whole run again")
+    assert "xrange" not in page.url
