@@ -331,7 +331,8 @@ def rollout(
             traj, env, state = trajs[i], envs_[i], states[i]
             traj.ids += reply
             traj.mask += [1] * len(reply)
-            parsed = chat.parse(tokenizer.decode(reply, skip_special_tokens=True))
+            text = tokenizer.decode(reply, skip_special_tokens=True)
+            parsed = chat.parse(text)
             overflow = (
                 limit < rollout_cfg.max_new_tokens and parsed is None
             )  # the reply ran into the context end
@@ -361,6 +362,8 @@ def rollout(
                     "state": state,
                     "think": think,
                     "answer": answer,
+                    # A reply out of format has no think or answer: the page shows the text itself.
+                    **({} if parsed else {"reply": text}),
                     "actions": valid,
                     "reward": turn_reward,
                     "valid": turn_ok,

@@ -39,6 +39,16 @@ def test_transcript_shows_grid_think_answer_and_rewards(alice_client, run):
     assert "group 3" in html and "seed 1234" in html
 
 
+def test_a_reply_out_of_format_is_shown_as_generated(alice_client, run):
+    # A collapsed model's "<think>" and blanks parse to no think and no answer: "(none)" hid what it wrote.
+    broken = {"state": "", "think": "", "answer": "", "reply": "<think>  \n ", "actions": [], "valid": False}
+    Sample.objects.create(run=run, step=7, index=0, data={**SAMPLE, "turns": [broken]})
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?step=7").content.decode()
+    assert "not in the expected format, as generated:" in html
+    assert '<pre class="transcript reply">&lt;think&gt;  \n </pre>' in html
+    assert "(none)" not in html
+
+
 def test_model_output_is_escaped_everywhere(alice_client, run):
     evil = "<script>alert('x')</script>"
     Sample.objects.create(

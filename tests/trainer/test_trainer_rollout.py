@@ -96,8 +96,10 @@ def test_loss_mask_is_exactly_the_generated_tokens(policy, monkeypatch):
         assert "Turn 1:" in masked_out and f"Turn {len(t.turns)}:" in masked_out
         # the turn texts parsed from the decoded replies
         for reply, turn in zip(replies, t.turns):
-            parsed = chat.parse(policy.tokenizer.decode(reply, skip_special_tokens=True))
+            text = policy.tokenizer.decode(reply, skip_special_tokens=True)
+            parsed = chat.parse(text)
             assert (parsed[1] if parsed else "") == turn["answer"]
+            assert turn.get("reply") == (None if parsed else text)  # kept only when out of format
     assert multi_turn > 0
 
 

@@ -35,6 +35,8 @@ def trajectory(index: int, data) -> dict:
                 "state": _text(turn.get("state")),
                 "think": _text(turn.get("think")),
                 "answer": _text(turn.get("answer")),
+                "unparsed": "reply" in turn,  # the reply as generated, when it was out of format
+                "reply": _text(turn.get("reply")),
                 "actions": ", ".join(map(_text, turn["actions"]))
                 if isinstance(turn.get("actions"), list)
                 else _text(turn.get("actions")),
