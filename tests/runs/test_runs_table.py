@@ -174,6 +174,8 @@ def test_page_lists_only_the_users_runs_with_their_summary(alice_client, alice, 
     assert "0.125" in html  # 3 significant digits, as the compare and experiment pages write it (not 0.12)
     assert "bobs-secret-run" not in html and "Bob&#x27;s" not in html
     assert 'aria-sort="descending"' in html  # the default sort: newest first
+    # The preset tells StarPO from StarPO-S (both "ppo" under Algorithm): shown until the user hides it.
+    assert '<th scope="col" data-col="preset">' in html
 
 
 def test_bad_query_is_a_400_that_names_the_field(alice_client, alice):

@@ -31,7 +31,7 @@ COLUMNS = [
     Column("status", "Status", F("status")),
     Column("env", "Environment", F("config__env__name")),
     Column("algorithm", "Algorithm", F("config__algorithm__advantage")),
-    Column("preset", "Preset", F("preset"), shown=False),
+    Column("preset", "Preset", F("preset")),  # StarPO and StarPO-S share their algorithm column (ppo)
     Column("model", "Model", F("config__model__name"), shown=False),
     Column("seed", "Seed", F("config__seed"), numeric=True, shown=False),
     Column("filter_ratio", "Filter ratio", F("config__algorithm__filter_ratio"), numeric=True, shown=False),
