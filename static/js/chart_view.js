@@ -85,10 +85,16 @@ window.EchoChartView = {
     return whole ? null : rounded;
   },
 
-  // Plotly's x axis layout for a range (null: fit the data).
-  xaxis: function (title, range) {
-    return range ? { title: { text: title }, range: range.slice(), autorange: false }
-                 : { title: { text: title }, autorange: true };
+  // Plotly's x axis layout for a range (null: fit the data); `steps`: its values are whole steps.
+  xaxis: function (title, range, steps) {
+    const axis = range ? { title: { text: title }, range: range.slice(), autorange: false }
+                       : { title: { text: title }, autorange: true };
+    return range && steps ? Object.assign(axis, this.wholeTicks(range[0], range[1])) : axis;
+  },
+
+  // Ticks on whole numbers only: over a few steps Plotly's own fall between them (0, 0.2, 0.4 ... 1).
+  wholeTicks: function (low, high) {
+    return high - low < 8 ? { tick0: 0, dtick: Math.max(1, Math.ceil((high - low) / 5)) } : {};
   },
 
   // The run page's view shared with the panels its other scripts draw over steps (the reward-std heat
@@ -125,7 +131,7 @@ window.EchoChartView = {
   stepAxis: function (name) {
     const view = this.shared;
     const following = view.xmode === "step";
-    const xaxis = following ? this.xaxis("step", view.xrange || view.span)
+    const xaxis = following ? this.xaxis("step", view.xrange || view.span, true)
                             : { title: { text: "step (not training time: this chart has no time axis)" }, autorange: true };
     const cursor = view.cursor === null || view.cursor === undefined ? [] : [view.cursor];
     return {

@@ -452,7 +452,7 @@
       margin: { l: 50, r: 10, t: 36, b: 36 },
       height: 320,
       xaxis: window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step",
-                                        state.xrange || window.EchoChartView.shared.span),
+                                        state.xrange || window.EchoChartView.shared.span, true),
       yaxis: { type: chart.log ? "log" : "linear" },
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend

@@ -337,7 +337,7 @@
         datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
-        xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || span),
+        xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || span, state.xmode === "step"),
         yaxis: { type: isLog(chart) ? "log" : "linear" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart

@@ -89,7 +89,8 @@
       text: regime.step.map(function (s) { return "step " + s; }), hoverinfo: "text+x+y",
       marker: { size: 9, color: regime.step, colorscale: "Viridis", showscale: true,
                 cmin: first, cmax: Math.max(last, first + 1),
-                colorbar: { title: { text: "step" }, tickformat: "d" } },
+                colorbar: Object.assign({ title: { text: "step" } },
+                                        window.EchoChartView.wholeTicks(first, Math.max(last, first + 1))) },
     }], Object.assign({}, layout, {
       title: { text: "Regime: grounded (right) vs templated (left)", font: { size: 14 } },
       xaxis: { title: { text: "MI estimate (nats)" }, rangemode: "tozero" },

@@ -106,3 +106,4 @@ def test_one_measured_step_colours_the_regime_scatter_by_whole_steps(page):
     ticks = page.locator("#collapse-regime .colorbar .cbaxis text, #collapse-regime .colorbar .ytick text")
     labels = [label for label in ticks.all_text_contents() if label.strip()]
     assert labels and all(label.isdigit() for label in labels), labels
+    assert len(set(labels)) == len(labels), labels  # whole steps, each once (not "0 0 0 1 1 1")

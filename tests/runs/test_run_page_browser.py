@@ -217,6 +217,14 @@ def test_a_single_point_is_drawn_and_the_toolbar_has_no_share_button(page):
         assert not page.evaluate("document.activeElement.classList.contains('modebar-btn')")
 
 
+def test_the_first_steps_of_a_run_are_ticked_as_whole_steps(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED)
+    MetricPoint.upsert(run.pk, [(0, "actor/entropy", 1.5), (1, "actor/entropy", 1.4)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
+    assert drawn(page, "entropy")["xticks"] == ["0", "1"]  # not 0, 0.2, 0.4 ... 1
+
+
 def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor(page):
     run = make_run(page.user, status=Run.Status.COMPLETED, step=50, total_steps=50)
     MetricPoint.upsert(
