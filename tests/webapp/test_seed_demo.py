@@ -17,9 +17,9 @@ def test_demo_is_created_once_for_the_first_superuser(db):
     experiment = Experiment.objects.get()
     assert experiment.name == DEMO_NAME and experiment.owner == admin
     runs = {run.label: run.config for run in experiment.runs.all()}
-    assert set(runs) == {"seed=1 preset=starpo", "seed=1 preset=starpo-s"}
+    assert set(runs) == {"seed=0 preset=starpo", "seed=0 preset=starpo-s"}
     for config in runs.values():
-        assert config["env"]["name"] == "frozenlake" and config["model"]["name"] == "tiny"
-        assert config["schedule"]["steps"] == 30 and config["rollout"]["group_size"] == 4
-    assert runs["seed=1 preset=starpo-s"]["algorithm"]["filter"] == "top_ratio"
-    assert runs["seed=1 preset=starpo"]["algorithm"]["filter"] == "none"
+        assert config["env"]["name"] == "bandit" and config["model"]["name"] == "tiny"
+        assert config["schedule"]["steps"] == 60
+    assert runs["seed=0 preset=starpo-s"]["algorithm"]["filter"] == "top_ratio"
+    assert runs["seed=0 preset=starpo"]["algorithm"]["filter"] == "none"
