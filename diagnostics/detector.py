@@ -119,6 +119,13 @@ def replay_inputs(
     return events, inputs
 
 
+def fewest_steps_for_a_collapse(overrides: Mapping[str, Any] | None = None) -> int | None:
+    """How many steps of its outcome a run needs before the collapse rule can call a collapse: it judges
+    from its min_steps-th value and a breach must hold `pending` values. None when the rule is off."""
+    params = build_params(overrides or {})["collapse"]
+    return params.min_steps + params.pending - 1 if params.enabled else None
+
+
 def build_params(overrides: Any) -> dict[str, RuleParams]:
     """Every rule's Params with the overrides applied; ValueError names `rule.param` on bad input."""
     if not isinstance(overrides, dict):

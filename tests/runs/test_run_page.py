@@ -173,3 +173,18 @@ def test_a_queued_run_offers_no_trajectories_or_exports_it_does_not_have_yet(ali
     html = alice_client.get(f"/runs/{run.pk}/").content.decode()  # running: it has both
     assert "trajectories-link" in html and "Export CSV" in html and "Export JSONL" in html
     assert '<dd id="run-device">–</dd>' in html  # an empty fact reads as in every table
+
+
+def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alice):
+    # Collapse judges from its 10th value and holds a breach 5 values: a 10-step run can never get one.
+    short = make_run(alice, status=Run.Status.COMPLETED, step=10, total_steps=10)
+    html = alice_client.get(f"/runs/{short.pk}/").content.decode()
+    assert "needs at least 14 steps of success (or of mean reward) before it can call one" in html
+    assert "and this run has 10." in " ".join(html.split())
+
+    lenient = make_run(alice, status=Run.Status.COMPLETED, step=10, total_steps=10)
+    lenient.experiment.detector_overrides = {"collapse": {"min_steps": 5, "pending": 2}}
+    lenient.experiment.save()
+    running = make_run(alice, status=Run.Status.RUNNING, step=3, total_steps=10)
+    for run in (lenient, running):
+        assert 'id="too-short"' not in alice_client.get(f"/runs/{run.pk}/").content.decode()

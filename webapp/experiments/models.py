@@ -11,6 +11,8 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
+from diagnostics.detector import fewest_steps_for_a_collapse
+
 
 class ExperimentQuerySet(models.QuerySet):
     def for_user(self, user):
@@ -308,6 +310,17 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
+
+    def too_short_for_a_collapse(self) -> int | None:
+        """The steps the collapse rule needs, for a finished run with fewer (it can get no collapse event:
+        its page says so, rather than a "None" that reads as healthy); else None."""
+        if not self.is_finished:
+            return None
+        try:
+            needs = fewest_steps_for_a_collapse(self.experiment.detector_overrides)
+        except ValueError:  # overrides stored before a rule changed: the worker said so when it judged
+            return None
+        return needs if needs is not None and self.step < needs else None
 
     @property
     def earlier_attempts(self) -> list[dict]:
