@@ -16,7 +16,7 @@ from typing import Any
 
 from .aliases import ALIASES, canonical
 from .quoting import quoted
-from .rules import READS, RULES, Metrics, Rule, RuleParams, SuccessTrend
+from .rules import READS, RULES, CollapseParams, Metrics, Rule, RuleParams, SuccessTrend
 
 # An alert that changed state: step, level, rule, message and signals, as workers store and send it.
 Event = dict[str, Any]
@@ -123,6 +123,7 @@ def fewest_steps_for_a_collapse(overrides: Mapping[str, Any] | None = None) -> i
     """How many steps of its outcome a run needs before the collapse rule can call a collapse: it judges
     from its min_steps-th value and a breach must hold `pending` values. None when the rule is off."""
     params = build_params(overrides or {})["collapse"]
+    assert isinstance(params, CollapseParams)
     return params.min_steps + params.pending - 1 if params.enabled else None
 
 
