@@ -42,15 +42,22 @@ def collapsing_run(alice):
 
 @pytest.fixture
 def alert_event(collapsing_run):
-    """alert_event(level="collapse", rule="collapse", step=EVENT_STEP, run=None, **experiment_fields)."""
+    """alert_event(level="collapse", rule="collapse", step=EVENT_STEP, run=None, message=..., **experiment_fields)."""
 
-    def make(level="collapse", rule="collapse", step=EVENT_STEP, run=None, **experiment_fields):
+    def make(
+        level="collapse",
+        rule="collapse",
+        step=EVENT_STEP,
+        run=None,
+        message="Success collapsed: smoothed train/success 0.3 is 38% of its peak 0.8",
+        **experiment_fields,
+    ):
         return make_event(
             run or collapsing_run(**experiment_fields),
             step,
             level,
             rule,
-            message="Success collapsed: train/success 0.3 is 38% of its peak 0.8",
+            message=message,
             signals={
                 "metric": "train/success",
                 "value": 0.30000001,

@@ -44,7 +44,7 @@ def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
     message = parsed(notification)
     run = event.run
 
-    assert message["Subject"] == "[EchoLab] collapse on FrozenLake PPO / seed 0"
+    assert message["Subject"] == "[EchoLab] Success collapsed on FrozenLake PPO / seed 0"
     assert message["To"] == "a@example.com, b@example.com"
     link = f"{SITE}/runs/{run.pk}/?step={EVENT_STEP}"
     found = parts(message)
@@ -74,14 +74,17 @@ def test_email_is_related_multipart_with_an_inline_image(alert_event):
 def test_html_escapes_names_and_the_subject_does_not(alert_event):
     event = alert_event(name="<b>R&D</b> run")
     message = parsed(Notification.create_for_event(event))
-    assert message["Subject"] == "[EchoLab] collapse on <b>R&D</b> run / seed 0"
+    assert message["Subject"] == "[EchoLab] Success collapsed on <b>R&D</b> run / seed 0"
     assert "&lt;b&gt;R&amp;D&lt;/b&gt; run" in parts(message)["text/html"].get_content()
 
 
 def test_a_right_to_left_name_cannot_reorder_the_lines_around_it(alert_event):
     message = parsed(Notification.create_for_event(alert_event(name="\u202eevil\u202c run")))
     # each name isolated on its own: the override in the experiment's name cannot flip the "/" and the run
-    assert message["Subject"].strip() == "[EchoLab] collapse on \u2068\u202eevil\u202c run\u2069 / seed 0"
+    assert (
+        message["Subject"].strip()
+        == "[EchoLab] Success collapsed on \u2068\u202eevil\u202c run\u2069 / seed 0"
+    )
     text = parts(message)["text/plain"].get_content()
     assert 'on run "seed 0" of experiment "\u2068\u202eevil\u202c run\u2069".' in text
     assert "<bdi>\u202eevil\u202c run</bdi>" in parts(message)["text/html"].get_content()
@@ -114,7 +117,7 @@ def test_deliver_sends_one_message_through_smtp(alert_event, smtp_server, use_sm
     [envelope] = smtp_server.envelopes
     assert sorted(envelope.rcpt_tos) == ["a@example.com", "b@example.com"]
     [message] = smtp_server.messages
-    assert message["Subject"].startswith("[EchoLab] collapse")
+    assert message["Subject"].startswith("[EchoLab] Success collapsed")
     assert_png(parts(message)["image/png"].get_content())
 
 
@@ -140,10 +143,15 @@ def test_chart_axis_spans_the_steps_logged_near_the_event(collapsing_run, logged
     assert emails.chart_figure(run, step).axes[0].get_xlim() == xlim
 
 
-def test_a_warnings_subject_names_its_rule_and_a_collapses_says_it_once(alert_event):
+def test_a_subject_says_what_happened_in_words_and_a_warning_is_marked_so(alert_event):
     warning = parsed(
         Notification.create_for_event(
-            alert_event(level="warning", rule="reward_std_drop", alert_on_warnings=True)
+            alert_event(
+                level="warning",
+                rule="reward_std_drop",
+                message="In-group reward std dropped: smoothed train/reward_std_in_group 0.1 is 25% of its peak 0.4",
+                alert_on_warnings=True,
+            )
         )
     )
-    assert warning["Subject"] == "[EchoLab] warning: reward_std_drop on FrozenLake PPO / seed 0"
+    assert warning["Subject"] == "[EchoLab] warning: In-group reward std dropped on FrozenLake PPO / seed 0"

@@ -28,7 +28,7 @@ def test_worker_sends_one_email_even_when_the_task_comes_twice(
     assert "'nothing to do'" in worker.output()
     [message] = smtp_server.messages
     assert sorted(smtp_server.envelopes[0].rcpt_tos) == ["a@example.com", "b@example.com"]
-    assert message["Subject"] == "[EchoLab] collapse on FrozenLake PPO / seed 0"
+    assert message["Subject"] == "[EchoLab] Success collapsed on FrozenLake PPO / seed 0"
     text = message.get_body(("plain",)).get_content()
     assert f"{SITE}/runs/{event.run_id}/?step={EVENT_STEP}" in text
     [image] = [part for part in message.walk() if part.get_content_type() == "image/png"]

@@ -59,7 +59,7 @@ def test_a_collapsing_run_stores_the_event_and_emails_it_once(
     assert notification.recipients == ["alerts@example.com"]
     [message] = inbox.envelopes
     email = message_from_bytes(message.content, policy=policy.default)
-    assert email["Subject"] == f"[EchoLab] collapse on {finished}"
+    assert email["Subject"] == f"[EchoLab] Success collapsed on {finished}"
     text = email.get_body(("plain",)).get_content()
     assert f"https://echolab.example.com/runs/{run.pk}/?step={event.step}" in text
     images = [part for part in email.walk() if part.get_content_type() == "image/png"]

@@ -99,7 +99,7 @@ def test_notification_email_sent_by_a_worker_process(
     [message] = inbox.envelopes
     assert sorted(message.rcpt_tos) == ["a@example.com", "b@example.com"]
     email = message_from_bytes(message.content, policy=policy.default)
-    assert email["Subject"] == f"[EchoLab] collapse on {collapsing_run}"
+    assert email["Subject"] == f"[EchoLab] Success collapsed on {collapsing_run}"
     text = email.get_body(("plain",)).get_content()
     assert f"https://echolab.example.com/runs/{collapsing_run.pk}/" in text
 

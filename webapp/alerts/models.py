@@ -35,6 +35,12 @@ class DetectorEvent(models.Model):
     def __str__(self):
         return f"{self.level} {self.rule} at step {self.step}"
 
+    @property
+    def headline(self) -> str:
+        """What happened, in words ("Success collapsed"): a message is always "<headline>: <details>"."""
+        headline, colon, _ = self.message.partition(": ")
+        return headline if colon else self.rule
+
     @classmethod
     def record(cls, run, found: dict) -> tuple["DetectorEvent", bool]:
         """Store an event as diagnostics.Detector reports it ({step, level, rule, message, signals}), once:
