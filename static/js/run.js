@@ -321,6 +321,7 @@
     const events = eventLayer();
     const span = dataSpan();
     state.syncing = true;
+    const notLogged = [];
     page.charts.forEach(function (chart) {
       const plot = document.getElementById("chart-" + chart.id);
       showTable(chart, plot);
@@ -331,6 +332,11 @@
       const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
       const empty = !traces.length;
       const hidden = noClock ? 0 : hiddenByLog(chart);
+      // A finished run's chart of keys it never logged is left out (an imported or external run drew a
+      // screenful of empty axes), and named in one line above the charts.
+      const absent = empty && !hidden && !noClock && state.finished;
+      plot.closest("figure").hidden = absent;
+      if (absent) { notLogged.push(chart.title); return; }
       const layout = {
         title: { text: window.EchoChartView.plainText(chart.title), font: { size: 14 } },
         uirevision: "run-" + page.run + "-" + state.xmode,  // keeps the y zoom and legend across redraws
@@ -355,10 +361,20 @@
       }
     });
     state.syncing = false;
+    showNotLogged(notLogged);
     window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: span, cursor: state.cursor });
     const note = document.getElementById("x-axis-note");
     note.hidden = state.xmode !== "time" || state.time !== null;
     note.textContent = "this run has logged no " + TIME_KEY + " yet: no training time to draw against";
+  }
+
+  function showNotLogged(titles) {
+    const note = document.getElementById("not-logged");
+    note.hidden = !titles.length;
+    note.textContent = "Not logged by this run, so not drawn: " + titles.join(", ") + ".";
+    document.querySelectorAll(".chart-section").forEach(function (section) {
+      section.hidden = !section.querySelector("figure.chart:not([hidden])");
+    });
   }
 
   // A zoom, pan or double-click (back to the whole run) on one chart: every chart and the URL follow.
