@@ -201,3 +201,17 @@ def test_the_form_says_how_many_runs_and_how_long_before_it_creates_them(alice_c
     assert set(refused["errors"]) >= {"seeds", "model"}
     assert not Experiment.objects.exists()
     assert 'data-url="/compare/ablations/estimate"' in alice_client.get("/compare/ablations").content.decode()
+
+
+def test_the_papers_other_environments_are_named_once_not_a_row_each(
+    alice_client, alice, forget_queued_messages
+):
+    alice_client.post("/compare/ablations", {"ablation": "starpo-vs-starpo-s", "model": "tiny", "seeds": "1"})
+    ids = ",".join(str(run.pk) for run in Run.objects.filter(experiment__owner=alice).order_by("id"))
+    page = alice_client.get(f"/compare?runs={ids}")
+    [table] = page.context["ablations"]
+    assert {row["result"].env for row in table["rows"]} == {"bandit"}  # the runs' environment
+    assert table["elsewhere"] == ["frozenlake", "sokoban"]
+    html = page.content.decode()
+    assert "no run of ours on" not in html
+    assert "The paper also reports this on frozenlake, sokoban, where none of these runs trained." in html

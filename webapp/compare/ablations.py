@@ -203,12 +203,15 @@ def create(
     return experiment
 
 
-def paper_rows(ablation: Ablation, runs, summaries: dict[int, dict], group_value) -> list[dict]:
-    """The paper's numbers beside ours: per paper result, the matching runs' last validation success (mean;
-    their final training success before any validation) or first collapse steps, when our runs trained on
-    the same environment."""
+def paper_table(ablation: Ablation, runs, summaries: dict[int, dict], group_value) -> dict:
+    """The paper's numbers beside ours: per paper result on an environment our runs trained on, the
+    matching runs' last validation success (mean; their final training success before any validation)
+    or first collapse steps. `elsewhere`: the paper's other environments, named once rather than a row
+    each of "no run of ours" (all of them are rows when our runs trained on none)."""
+    trained = {(run.config.get("env") or {}).get("name") for run in runs}
+    results = [result for result in ablation.paper if result.env in trained] or list(ablation.paper)
     rows = []
-    for result in ablation.paper:
+    for result in results:
         matching = [
             run
             for run in runs
@@ -218,7 +221,8 @@ def paper_rows(ablation: Ablation, runs, summaries: dict[int, dict], group_value
         rows.append(
             {"result": result, "runs": len(matching), "ours": _ours(result.measure, matching, summaries)}
         )
-    return rows
+    elsewhere = sorted({result.env for result in ablation.paper} - {result.env for result in results})
+    return {"rows": rows, "elsewhere": elsewhere}
 
 
 def _ours(measure: str, runs, summaries) -> str:

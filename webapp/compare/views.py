@@ -162,9 +162,7 @@ def compare(request):
             "ablations": [
                 {
                     "ablation": ablations.ABLATIONS[key],
-                    "rows": ablations.paper_rows(
-                        ablations.ABLATIONS[key], runs, summaries, aggregates.group_value
-                    ),
+                    **ablations.paper_table(ablations.ABLATIONS[key], runs, summaries, aggregates.group_value),
                 }
                 for key in ablation_keys
                 if key in ablations.ABLATIONS
