@@ -162,7 +162,9 @@ def compare(request):
             "ablations": [
                 {
                     "ablation": ablations.ABLATIONS[key],
-                    **ablations.paper_table(ablations.ABLATIONS[key], runs, summaries, aggregates.group_value),
+                    **ablations.paper_table(
+                        ablations.ABLATIONS[key], runs, summaries, aggregates.group_value
+                    ),
                 }
                 for key in ablation_keys
                 if key in ablations.ABLATIONS
