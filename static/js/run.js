@@ -480,6 +480,7 @@
     table.dataset.drawn = drawnKey;
     table.hidden = !state.events.length;
     document.getElementById("events-empty").hidden = state.events.length > 0;
+    const labels = Array.from(table.tHead.rows[0].cells, function (th) { return th.textContent; });
     table.tBodies[0].replaceChildren.apply(table.tBodies[0], state.events.map(function (event) {
       const row = document.createElement("tr");
       row.classList.toggle("at-cursor", event.step === state.cursor);
@@ -488,6 +489,7 @@
                      signalText(event)];
       cells.forEach(function (text, i) {
         const cell = document.createElement("td");
+        cell.dataset.label = labels[i];  // the column's name, on a phone where each row is a card
         if (i === 1) {
           const button = document.createElement("button");
           button.type = "button";

@@ -466,3 +466,21 @@ def test_many_other_keys_of_a_native_run_start_folded_and_a_choice_to_open_them_
     page.reload()
     wait_for(lambda: drawn(page, "logged-0")["lines"] == [20], timeout=15, message="kept open after a reload")
     assert page.locator("#chart-logged-0").is_visible()
+
+
+def test_on_a_phone_each_detector_event_is_a_card_with_its_message_in_view(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=30, total_steps=30)
+    MetricPoint.upsert(run.pk, [(s, "train/success", 0.5) for s in range(30)])
+    DetectorEvent.objects.create(
+        run=run,
+        step=20,
+        level="warning",
+        rule="reward_std_drop",
+        message="In-group reward std dropped: " + "x " * 60,
+    )
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    message = page.locator("#event-list tbody td[data-label=Message]")
+    message.wait_for()
+    box = message.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390  # it sat past the screen's right edge
