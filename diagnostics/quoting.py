@@ -13,7 +13,7 @@ def quoted(value) -> str:
         text = repr(value[: MAX_QUOTED + 1] if isinstance(value, str) else value)
     except ValueError:  # Python writes out no integer of more digits than its limit
         return f"a number of over {sys.get_int_max_str_digits():,} digits"
-    return text if len(text) <= MAX_QUOTED else text[: MAX_QUOTED - 1] + "…"
+    return clipped(text)
 
 
 def clipped(text: str) -> str:

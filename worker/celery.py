@@ -38,7 +38,9 @@ def recover_runs_orphaned_on_this_host(**_):
 
     from worker.sweeper import recover_orphans
 
-    counts = recover_orphans(socket.gethostname())
-    connection.close()  # the worker's own process keeps no connection; pool children open theirs
+    try:
+        counts = recover_orphans(socket.gethostname())
+    finally:
+        connection.close()  # the worker's own process keeps no connection; pool children open theirs
     if any(counts.values()):
         logger.info("runs orphaned on this host: %s", counts)

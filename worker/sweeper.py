@@ -67,13 +67,27 @@ def recover(run: Run, reason: str, counts: dict) -> None:
 def recover_orphans(host: str) -> dict:
     """When a worker starts on `host`: the runs `host` was training whose process is gone (a worker killed
     with SIGKILL, out of memory, a power cut) are recovered now, not RUN_HEARTBEAT_TIMEOUT later. A process
-    id is only meaningful on its own host; another host's runs wait for the heartbeat rule."""
+    id is only meaningful in its own PID namespace (containers may share a host name): runs of another, or
+    of an unknown one, wait for the heartbeat rule."""
     counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0}
-    running_here = Run.objects.filter(status=Run.Status.RUNNING, mlflow__isnull=True, host=host)
+    namespace = pid_namespace()
+    if not namespace:
+        return counts
+    running_here = Run.objects.filter(
+        status=Run.Status.RUNNING, mlflow__isnull=True, host=host, pid_namespace=namespace
+    )
     for run in running_here:
         if run.pid is None or not process_exists(run.pid):
             recover(run, f"worker lost: its process on {host} (pid {run.pid}) is gone", counts)
     return counts
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace ("pid:[4026531836]"), "" where /proc cannot say."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def process_exists(pid: int) -> bool:

@@ -20,6 +20,7 @@ from trainer.stopping import StopSignal  # torch-free
 from webapp.experiments import run_planning
 from webapp.experiments.models import Run
 from worker.sink import DatabaseSink, SinkFlushError
+from worker.sweeper import pid_namespace
 
 logger = logging.getLogger(__name__)
 
@@ -104,12 +105,12 @@ def train_run(run_id: int) -> str:
         cfg = TrainConfig.from_dict(run.config)
         run_planning.resolve_model_fields(cfg)  # a config stored by other means is checked here too
     except ConfigError as error:
-        if run.claim(host, pid, device=""):
+        if run.claim(host, pid, device="", pid_namespace=pid_namespace()):
             run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
             return "failed: invalid config"
         return "claimed by another worker"
 
-    if not run.claim(host, pid, describe_device()):
+    if not run.claim(host, pid, describe_device(), pid_namespace()):
         return "claimed by another worker"
     logger.info("run %s: attempt %s on %s (%s)", run.pk, run.attempt, host, run.device)
     return train_claimed(run, cfg)

@@ -219,7 +219,7 @@
       return { x: entry.step.map(xOf), y: entry.value.slice(), name: ruleLabel(entry),
                mode: entry.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
                line: { color: judged.color, width: 2, dash: "dot" }, marker: { color: judged.color, size: 5 },
-               customdata: entry.step.slice(), hovertemplate: entry.rule + " judged %{y:.4g} at step %{customdata}<extra></extra>",
+               customdata: entry.step.slice(), hovertemplate: entry.rule + " judged %{y:~.4g} at step %{customdata}<extra></extra>",
                connectgaps: false, legendgroup: "detector-" + entry.rule };
     });
   }
@@ -441,7 +441,7 @@
     });
     judged.forEach(function (rule) { headers.push(ruleLabel(rule.entry)); });
     const format = function (value) {
-      return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(5)));
+      return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(4)));
     };
     const steps = Object.keys(rows).map(Number).sort(function (a, b) { return a - b; }).filter(function (step) {
       const x = xOf(step);

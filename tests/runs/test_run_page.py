@@ -176,15 +176,19 @@ def test_a_queued_run_offers_no_trajectories_or_exports_it_does_not_have_yet(ali
 
 
 def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alice):
-    # Collapse judges from its 10th value and holds a breach 5 values: a 10-step run can never get one.
-    short = make_run(alice, status=Run.Status.COMPLETED, step=10, total_steps=10)
-    html = alice_client.get(f"/runs/{short.pk}/").content.decode()
-    assert "needs at least 14 steps of success (or of mean reward) before it can call one" in html
-    assert "and this run has 10." in " ".join(html.split())
+    # Collapse judges from its 10th value and holds a breach 5 values: a run logging 10 steps can never get one.
+    short = make_run(alice, status=Run.Status.COMPLETED, step=1000, total_steps=1000)
+    MetricPoint.upsert(short.pk, [(step, "train/success", 0.5) for step in range(0, 1000, 100)])
+    html = " ".join(alice_client.get(f"/runs/{short.pk}/").content.decode().split())
+    assert "needs at least 14 logged steps of success (or of mean reward) before it can call one" in html
+    assert "and this run logged 10." in html
 
     lenient = make_run(alice, status=Run.Status.COMPLETED, step=10, total_steps=10)
     lenient.experiment.detector_overrides = {"collapse": {"min_steps": 5, "pending": 2}}
     lenient.experiment.save()
+    MetricPoint.upsert(lenient.pk, [(step, "train/success", 0.5) for step in range(10)])
+    long_enough = make_run(alice, status=Run.Status.COMPLETED, step=14, total_steps=14)
+    MetricPoint.upsert(long_enough.pk, [(step, "train/success", 0.5) for step in range(14)])
     running = make_run(alice, status=Run.Status.RUNNING, step=3, total_steps=10)
-    for run in (lenient, running):
+    for run in (lenient, long_enough, running):
         assert 'id="too-short"' not in alice_client.get(f"/runs/{run.pk}/").content.decode()

@@ -211,3 +211,9 @@ def test_an_experiment_id_that_is_not_a_database_id_does_not_exist(api, run, exp
             "error_code": "RESOURCE_DOES_NOT_EXIST",
             "message": f"no experiment with id {experiment_id!r}",
         }
+
+
+def test_leading_zeros_do_not_make_an_integer_too_long(api, run):
+    answer = api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric(step="0" * 25 + "5")})
+    assert answer.status_code == 200, answer.content
+    assert list(MetricPoint.objects.filter(run_id=run.pk).values_list("step", flat=True)) == [5]

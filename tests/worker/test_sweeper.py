@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.experiments.models import Run
-from worker.sweeper import gpu_queue_depth, recover_orphans, sweep_runs
+from worker.sweeper import gpu_queue_depth, pid_namespace, recover_orphans, sweep_runs
 
 
 @pytest.fixture
@@ -115,23 +115,21 @@ def test_a_notification_left_pending_is_sent_again(queued_run, sweeper_settings,
 def test_a_worker_starting_recovers_at_once_the_runs_its_host_lost(
     queued_run, sweeper_settings, purge_broker
 ):
-    gone = _pid_of_an_ended_process()
-    orphan, training, elsewhere = (
-        queued_run({}, label=label) for label in ("orphan", "training", "elsewhere")
+    gone, here, host = _pid_of_an_ended_process(), pid_namespace(), socket.gethostname()
+    orphan, training, elsewhere, other_container = (
+        queued_run({}, label=label) for label in ("orphan", "training", "elsewhere", "other container")
     )
-    orphan.claim(socket.gethostname(), gone, "cpu")
-    training.claim(socket.gethostname(), os.getpid(), "cpu")  # a live process: still training
-    elsewhere.claim("another-host", gone, "cpu")  # its process id means nothing here
+    orphan.claim(host, gone, "cpu", here)
+    training.claim(host, os.getpid(), "cpu", here)  # a live process: still training
+    elsewhere.claim("another-host", gone, "cpu", here)  # its process id means nothing here
+    other_container.claim(host, gone, "cpu", "pid:[1]")  # same host name, another PID namespace
 
-    counts = recover_orphans(socket.gethostname())
+    counts = recover_orphans(host)
 
     assert counts == {"requeued": 1, "failed": 0, "stopped": 0, "sent": 1}
-    assert [fresh.status for fresh in Run.objects.order_by("pk")] == ["queued", "running", "running"]
+    assert [run.status for run in Run.objects.order_by("pk")] == ["queued", "running", "running", "running"]
     orphan.refresh_from_db()
-    assert (
-        orphan.attempt_log[0]["reason"]
-        == f"worker lost: its process on {socket.gethostname()} (pid {gone}) is gone"
-    )
+    assert orphan.attempt_log[0]["reason"] == f"worker lost: its process on {host} (pid {gone}) is gone"
     assert gpu_queue_depth() == 1
 
 

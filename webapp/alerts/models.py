@@ -37,7 +37,8 @@ class DetectorEvent(models.Model):
 
     @property
     def headline(self) -> str:
-        """What happened, in words ("Success collapsed"): a message is always "<headline>: <details>"."""
+        """What happened, in words ("Success collapsed"): a message is "<headline>: <details>" (a resolved
+        event's headline is "Resolved"; those are never emailed)."""
         headline, colon, _ = self.message.partition(": ")
         return headline if colon else self.rule
 

@@ -17,7 +17,7 @@ worker_class = "webapp.core.gunicorn_conf.JsonErrorsWorker"
 
 
 def write_json_error(sock, status: int, reason: str, message: str) -> None:
-    body = json.dumps({"error": f"{reason}: {message}"}).encode()
+    body = json.dumps({"error": f"{reason}: {message}" if message else reason}).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"

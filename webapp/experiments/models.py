@@ -217,6 +217,8 @@ class Run(models.Model):
     )
     host = models.CharField(max_length=255, blank=True)
     pid = models.IntegerField(null=True, blank=True)
+    # The claimer's PID namespace (/proc/self/ns/pid): containers may share a host name, not process ids.
+    pid_namespace = models.CharField(max_length=64, blank=True, default="")
     device = models.CharField(max_length=255, blank=True)
 
     # Progress, kept by the worker.
@@ -311,16 +313,21 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
 
-    def too_short_for_a_collapse(self) -> int | None:
-        """The steps the collapse rule needs, for a finished run with fewer (it can get no collapse event:
-        its page says so, rather than a "None" that reads as healthy); else None."""
-        if not self.is_finished:
+    def too_short_for_a_collapse(self) -> tuple[int, int] | None:
+        """(steps the collapse rule needs, steps this run logged) for a finished run that logged fewer, so
+        can get no collapse event (its page says so rather than a "None" that reads as healthy); else None.
+        Logged steps, not the step count: the detector judges each step a run logged (an import may log
+        every 100th)."""
+        if not self.is_finished or self.events.filter(level="collapse").exists():
             return None
         try:
             needs = fewest_steps_for_a_collapse(self.experiment.detector_overrides)
         except ValueError:  # overrides stored before a rule changed: the worker said so when it judged
             return None
-        return needs if needs is not None and self.step < needs else None
+        if needs is None:
+            return None
+        logged = self.metric_points.values("step").distinct()[:needs].count()
+        return (needs, logged) if logged < needs else None
 
     @property
     def earlier_attempts(self) -> list[dict]:
@@ -340,7 +347,7 @@ class Run(models.Model):
         Run.objects.filter(pk=self.pk).update(enqueued_at=timezone.now())
         return True
 
-    def claim(self, host: str, pid: int, device: str) -> bool:
+    def claim(self, host: str, pid: int, device: str, pid_namespace: str = "") -> bool:
         """queued -> running for exactly one caller; a duplicate or stale message gets False."""
         now = timezone.now()
         claimed = Run.objects.filter(pk=self.pk, status=self.Status.QUEUED, stop_requested=False).update(
@@ -348,6 +355,7 @@ class Run(models.Model):
             attempt=F("attempt") + 1,
             host=host,
             pid=pid,
+            pid_namespace=pid_namespace,
             device=device,
             started_at=now,
             heartbeat_at=now,

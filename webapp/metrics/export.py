@@ -19,7 +19,7 @@ import json
 import math
 from operator import itemgetter
 
-from webapp.metrics.ingest import NON_FINITE
+from diagnostics.series import NON_FINITE
 from webapp.metrics.models import MetricPoint
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
@@ -124,7 +124,14 @@ def jsonl_lines(run_id: int):
     keys = run_keys(run_id)
     names = dict(zip(keys, key_columns(keys, ("step",))))
     for step, values in _steps(run_id):
-        row = {"step": step, **{names[key]: _json_value(value) for key, value in values.items()}}
+        # A key logged while this streams (a live run) was not in run_keys: named by the same rule.
+        row = {
+            "step": step,
+            **{
+                names.get(key) or key_columns([key], ("step",))[0]: _json_value(value)
+                for key, value in values.items()
+            },
+        }
         yield json.dumps(row, allow_nan=False) + "\n"
 
 

@@ -50,7 +50,8 @@ def chart_sections(run: Run) -> list[dict]:
 def other_keys(logged, charts: list[dict]) -> list[str]:
     """The keys of `logged` that no chart of `charts` draws, in natural order (col2 before col10)."""
     charted = {key for chart in charts for key in chart["keys"]}
-    return sorted(set(logged) - charted, key=natural_sort.sort_key)
+    # The key itself breaks ties ("Loss" and "loss"): chart ids and compare links name keys by place.
+    return sorted(set(logged) - charted, key=lambda key: (natural_sort.sort_key(key), key))
 
 
 def _mapping(value) -> dict:

@@ -198,7 +198,7 @@ def run_detail(request, pk):
         "runs/detail.html",
         {
             "run": run,
-            "collapse_needs": run.too_short_for_a_collapse(),
+            "too_short": run.too_short_for_a_collapse(),
             "experiment": run.experiment,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
             "step_error": step_error,

@@ -99,10 +99,10 @@ class Fields:
         written = None
         if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
             written = value.strip()
-            # Over 19 digits is beyond int64: 10**19 stands in rather than parsing thousands of digits.
-            value = (
-                int(written) if len(written.lstrip("-")) <= 19 else (-1 if written[0] == "-" else 1) * 10**19
-            )
+            # Over 19 digits (leading zeros aside) is beyond int64: 10**19 stands in rather than parsing
+            # thousands of digits.
+            digits = written.lstrip("-").lstrip("0")
+            value = int(written) if len(digits) <= 19 else (-1 if written[0] == "-" else 1) * 10**19
         if isinstance(value, bool) or not isinstance(value, int):
             raise invalid(self._name(name), f"must be an integer, got {str(value)[:40]!r}")
         if high is None and value > INT64_MAX:  # the bound it broke is the one said
