@@ -112,7 +112,9 @@ def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
         timeout=60,
         message="the alert email",
     )
-    assert any("zero_std_groups on trl grpo" in message["Subject"] for message in smtp_server.messages)
+    assert any(
+        "warning: Zero-std groups rose on trl grpo" in message["Subject"] for message in smtp_server.messages
+    )
     wait_for(
         lambda: ExternalRun.objects.get(pk=run.pk).detected_through == run.step,
         timeout=60,
