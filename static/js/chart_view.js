@@ -92,6 +92,14 @@ window.EchoChartView = {
     return range && steps ? Object.assign(axis, this.wholeTicks(range[0], range[1])) : axis;
   },
 
+  // The x range of unzoomed charts from their data's lowest and highest x, padded so that end markers show
+  // whole; null without a span of data. The run and compare pages' one rule.
+  paddedSpan: function (low, high) {
+    if (!(low < high)) return null;
+    const pad = (high - low) * 0.01;
+    return [low - pad, high + pad];
+  },
+
   // Ticks on whole numbers only: over a few steps Plotly's own fall between them (0, 0.2, 0.4 ... 1).
   wholeTicks: function (low, high) {
     return high - low < 8 ? { tick0: 0, dtick: Math.max(1, Math.ceil((high - low) / 5)) } : {};

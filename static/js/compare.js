@@ -299,9 +299,7 @@
         high = Math.max(high, s.step[s.step.length - 1] - (entry.offset || 0));
       });
     });
-    if (!(low < high)) return null;
-    const pad = (high - low) * 0.01;
-    return [low - pad, high + pad];
+    return window.EchoChartView.paddedSpan(low, high);
   }
 
   // Detector events of the runs (or groups) shown, as markers along the top in their colour, and each

@@ -171,9 +171,7 @@
       if (first !== null) low = Math.min(low, first);
       if (last !== null) high = Math.max(high, last);
     });
-    if (!(low < high)) return null;
-    const pad = (high - low) * 0.01;
-    return [low - pad, high + pad];
+    return window.EchoChartView.paddedSpan(low, high);
   }
 
   function seriesTraces(key, index) {
