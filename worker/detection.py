@@ -1,7 +1,8 @@
 """Live diagnostics, outside the trainer: the database sink hands every finished step's metrics to a
 StepHook. EchoTrapHook feeds them to the Echo Trap detector (diagnostics.Detector), stores what it
 finds as DetectorEvent rows and sends the notifications the alerts app decides on
-(Notification.create_for_event: collapses, warnings when asked, no repeats within the cooldown).
+(Notification.create_for: collapses, warnings when asked, no repeats within the cooldown; the events of
+one step in one email).
 
 Restarts: the detector is a pure function of the steps fed to it, so a resumed run rebuilds it by
 replaying the run's stored metrics up to the first step this attempt computes. Events are stored by
@@ -47,24 +48,27 @@ class EchoTrapHook(StepHook):
         if self.last_step is None or step > self.last_step:
             self.pending.extend(self.detector.update(step, metrics))
             self.last_step = step
-        while self.pending:
-            self.store(run, self.pending[0])
-            self.pending.pop(0)
+        if self.pending:
+            self.store(run, self.pending)
+            self.pending = []
 
     @staticmethod
     def history(run, before: int) -> list[tuple[int, dict]]:
         return MetricPoint.steps(run.pk, through=before - 1)
 
-    def store(self, run, found: dict) -> None:
+    def store(self, run, found: list[dict]) -> None:
+        """Store the events, all or none (a failed write is retried whole on the next call), and announce
+        each step's new ones in one notification."""
         with transaction.atomic():
-            event, created = DetectorEvent.record(run, found)
-            if not created:
-                return
-            # Which events are announced (levels, recipients, cooldown) is the alerts app's decision.
-            notification = Notification.create_for_event(event)
-            if notification is not None:
-                transaction.on_commit(lambda: send_notification_later(notification.pk))
-        logger.info("run %s: %s %s at step %s", run.pk, event.level, event.rule, event.step)
+            recorded = [DetectorEvent.record(run, event) for event in found]
+            new = [event for event, created in recorded if created]
+            for step in sorted({event.step for event in new}):
+                # Which events are announced (levels, recipients, cooldown) is the alerts app's decision.
+                notification = Notification.create_for([event for event in new if event.step == step])
+                if notification is not None:
+                    transaction.on_commit(lambda pk=notification.pk: send_notification_later(pk))
+        for event in new:
+            logger.info("run %s: %s %s at step %s", run.pk, event.level, event.rule, event.step)
 
 
 def send_notification_later(notification_id: int) -> bool:

@@ -1,4 +1,4 @@
-"""Notification.create_for_event: which events email whom, and no flood from one rule on one run."""
+"""Notification.create_for: which events email whom, and no flood from one rule on one run."""
 
 from datetime import timedelta
 
@@ -15,59 +15,59 @@ def age(notification, seconds):
 
 
 def test_collapse_notifies_the_experiment_recipients(alert_event):
-    notification = Notification.create_for_event(alert_event(alert_recipients="x@example.com ,y@example.com"))
+    notification = Notification.create_for([alert_event(alert_recipients="x@example.com ,y@example.com")])
     assert notification.recipients == ["x@example.com", "y@example.com"]
     assert notification.status == "pending"
 
 
 def test_alert_settings_changed_while_a_run_trains_apply_to_its_next_event(alert_event):
     first = alert_event(level="warning", alert_recipients="first@example.com")
-    assert Notification.create_for_event(first) is None  # warnings are not emailed yet
+    assert Notification.create_for([first]) is None  # warnings are not emailed yet
     run = first.run  # as a worker holds it: loaded, with its experiment, when training started
     Experiment.objects.get(pk=run.experiment_id).set_alerts(["changed@example.com"], on_warnings=True)
-    warning = Notification.create_for_event(alert_event(level="warning", rule="entropy_rise", run=run))
+    warning = Notification.create_for([alert_event(level="warning", rule="entropy_rise", run=run)])
     assert warning is not None and warning.recipients == ["changed@example.com"]
 
 
 def test_owner_is_the_default_recipient(alert_event):
-    assert Notification.create_for_event(alert_event()).recipients == ["alice@example.com"]
+    assert Notification.create_for([alert_event()]).recipients == ["alice@example.com"]
 
 
 def test_same_rule_on_the_same_run_is_cooled_down(alert_event, settings):
     settings.ALERT_COOLDOWN_SECONDS = 600
     first = alert_event(step=60)
-    sent = Notification.create_for_event(first)
-    assert Notification.create_for_event(alert_event(step=90, run=first.run)) is None
+    sent = Notification.create_for([first])
+    assert Notification.create_for([alert_event(step=90, run=first.run)]) is None
 
     age(sent, 590)
-    assert Notification.create_for_event(alert_event(step=91, run=first.run)) is None
+    assert Notification.create_for([alert_event(step=91, run=first.run)]) is None
     age(sent, 601)
-    assert Notification.create_for_event(alert_event(step=92, run=first.run)) is not None
+    assert Notification.create_for([alert_event(step=92, run=first.run)]) is not None
     assert Notification.objects.count() == 2
 
 
 def test_cooldown_is_per_run_and_per_rule(alert_event):
     first = alert_event(alert_on_warnings=True)
-    assert Notification.create_for_event(first) is not None
+    assert Notification.create_for([first]) is not None
     other_rule = alert_event(level="warning", rule="grad_spike", run=first.run)
-    assert Notification.create_for_event(other_rule) is not None
+    assert Notification.create_for([other_rule]) is not None
     other_run = alert_event(label="seed 1", run=None)
-    assert Notification.create_for_event(other_run) is not None
+    assert Notification.create_for([other_run]) is not None
     assert Notification.objects.count() == 3
 
 
 def test_warnings_only_when_the_experiment_asks_and_never_resolved(alert_event):
     quiet = alert_event(level="warning", rule="reward_std_drop")
-    assert Notification.create_for_event(quiet) is None
+    assert Notification.create_for([quiet]) is None
     loud = alert_event(level="warning", rule="reward_std_drop", alert_on_warnings=True)
-    assert Notification.create_for_event(loud) is not None
+    assert Notification.create_for([loud]) is not None
     resolved = alert_event(level="resolved", rule="collapse", alert_on_warnings=True)
-    assert Notification.create_for_event(resolved) is None
+    assert Notification.create_for([resolved]) is None
 
 
 def test_info_events_are_never_emailed(alert_event):
     spike = alert_event(level="info", rule="grad_spike", alert_on_warnings=True)
-    assert Notification.create_for_event(spike) is None
+    assert Notification.create_for([spike]) is None
     assert spike.get_level_display() == "Info"
 
 
@@ -75,4 +75,21 @@ def test_nobody_to_tell_means_no_notification(db):
     owner = make_user("noemail", "pw-noemail-123", email="")
     run = make_run(owner, experiment=make_experiment(owner, "quiet"), label="seed 0", config={})
     event = run.events.create(step=5, level="collapse", rule="collapse", message="m")
-    assert Notification.create_for_event(event) is None
+    assert Notification.create_for([event]) is None
+
+
+def test_one_step_is_one_notification_without_the_rules_cooling_down(alert_event, settings):
+    settings.ALERT_COOLDOWN_SECONDS = 600
+    first = alert_event(level="warning", rule="zero_std_groups", step=50, alert_on_warnings=True)
+    assert Notification.create_for([first]) is not None
+    run = first.run
+    rules = ("entropy_rise", "reward_std_drop", "zero_std_groups")
+    step = [alert_event(level="warning", rule=rule, step=61, run=run) for rule in rules]
+    step.append(alert_event(level="info", rule="grad_spike", step=61, run=run))
+    notification = Notification.create_for(step)
+    assert notification.events == step[:2]  # zero_std_groups cooling down, info never told
+
+    # a rule told as one of a step's others cools down too
+    again = alert_event(level="warning", rule="reward_std_drop", step=70, run=run)
+    assert Notification.create_for([again]) is None
+    assert Notification.objects.count() == 2

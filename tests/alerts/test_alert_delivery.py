@@ -46,7 +46,7 @@ def test_a_sender_killed_mid_send_is_retried_with_the_same_message_id(
     stuck = start_worker(
         "default", name="stuck", EMAIL_URL=f"smtp://127.0.0.1:{hanging_smtp_server.port}", SITE_URL=SITE
     )
-    notification = Notification.create_for_event(alert_event())
+    notification = Notification.create_for([alert_event()])
     send_notification.delay(notification.pk)
     wait_for(lambda: hanging_smtp_server.envelopes, timeout=90, message="the message to reach SMTP")
     stuck.kill()
@@ -87,7 +87,7 @@ def test_a_failed_try_sets_next_try_at_and_the_sweeper_waits_for_it(
 ):
     settings.RUN_RESEND_AFTER = 120
     use_smtp(free_port())  # nothing listens: connection refused
-    notification = Notification.create_for_event(alert_event())
+    notification = Notification.create_for([alert_event()])
     notification.claim()
     notification.mark_failed("ConnectionRefusedError: [Errno 111] Connection refused")
     notification.refresh_from_db()
@@ -104,7 +104,7 @@ def test_a_failed_try_sets_next_try_at_and_the_sweeper_waits_for_it(
 
 
 def test_the_second_failure_waits_twice_as_long(alert_event, settings):
-    notification = Notification.create_for_event(alert_event())
+    notification = Notification.create_for([alert_event()])
     waits = []
     for _ in range(3):
         notification.claim()
@@ -113,7 +113,7 @@ def test_the_second_failure_waits_twice_as_long(alert_event, settings):
 
 
 def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert_event):
-    sent = Notification.create_for_event(alert_event(rule="collapse"))
+    sent = Notification.create_for([alert_event(rule="collapse")])
     sent.claim()
     sent.mark_sent()
     run = sent.event.run

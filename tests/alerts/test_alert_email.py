@@ -40,7 +40,7 @@ def assert_png(data: bytes, size=(600, 240)):
 
 def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
     event = alert_event(alert_recipients="a@example.com, b@example.com")
-    notification = Notification.create_for_event(event)
+    notification = Notification.create_for([event])
     message = parsed(notification)
     run = event.run
 
@@ -63,7 +63,7 @@ def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
 
 
 def test_email_is_related_multipart_with_an_inline_image(alert_event):
-    message = parsed(Notification.create_for_event(alert_event()))
+    message = parsed(Notification.create_for([alert_event()]))
     assert message.get_content_type() == "multipart/related"
     alternative, image = message.get_payload()
     assert alternative.get_content_type() == "multipart/alternative"
@@ -73,13 +73,13 @@ def test_email_is_related_multipart_with_an_inline_image(alert_event):
 
 def test_html_escapes_names_and_the_subject_does_not(alert_event):
     event = alert_event(name="<b>R&D</b> run")
-    message = parsed(Notification.create_for_event(event))
+    message = parsed(Notification.create_for([event]))
     assert message["Subject"] == "[EchoLab] Success collapsed on <b>R&D</b> run / seed 0"
     assert "&lt;b&gt;R&amp;D&lt;/b&gt; run" in parts(message)["text/html"].get_content()
 
 
 def test_a_right_to_left_name_cannot_reorder_the_lines_around_it(alert_event):
-    message = parsed(Notification.create_for_event(alert_event(name="\u202eevil\u202c run")))
+    message = parsed(Notification.create_for([alert_event(name="\u202eevil\u202c run")]))
     # each name isolated on its own: the override in the experiment's name cannot flip the "/" and the run
     assert (
         message["Subject"].strip()
@@ -113,7 +113,7 @@ def test_chart_falls_back_to_mean_reward_and_draws_an_empty_window(collapsing_ru
 def test_deliver_sends_one_message_through_smtp(alert_event, smtp_server, use_smtp):
     use_smtp(smtp_server.port)
     event = alert_event(alert_recipients="a@example.com, b@example.com")
-    Notification.create_for_event(event).deliver()
+    Notification.create_for([event]).deliver()
     [envelope] = smtp_server.envelopes
     assert sorted(envelope.rcpt_tos) == ["a@example.com", "b@example.com"]
     [message] = smtp_server.messages
@@ -123,7 +123,7 @@ def test_deliver_sends_one_message_through_smtp(alert_event, smtp_server, use_sm
 
 def test_deliver_raises_when_smtp_is_down(alert_event, use_smtp):
     use_smtp(free_port())  # nothing listens there
-    notification = Notification.create_for_event(alert_event())
+    notification = Notification.create_for([alert_event()])
     with pytest.raises(OSError):
         notification.deliver()
 
@@ -143,15 +143,49 @@ def test_chart_axis_spans_the_steps_logged_near_the_event(collapsing_run, logged
     assert emails.chart_figure(run, step).axes[0].get_xlim() == xlim
 
 
+STD_DROPPED = "In-group reward std dropped: smoothed train/reward_std_in_group 0.1 is 25% of its peak 0.4"
+
+
 def test_a_subject_says_what_happened_in_words_and_a_warning_is_marked_so(alert_event):
-    warning = parsed(
-        Notification.create_for_event(
-            alert_event(
-                level="warning",
-                rule="reward_std_drop",
-                message="In-group reward std dropped: smoothed train/reward_std_in_group 0.1 is 25% of its peak 0.4",
-                alert_on_warnings=True,
-            )
-        )
+    warning = alert_event(
+        level="warning", rule="reward_std_drop", message=STD_DROPPED, alert_on_warnings=True
     )
+    warning = parsed(Notification.create_for([warning]))
     assert warning["Subject"] == "[EchoLab] warning: In-group reward std dropped on FrozenLake PPO / seed 0"
+
+
+def test_the_events_of_one_step_are_one_email_led_by_the_collapse(alert_event):
+    std = alert_event(level="warning", rule="reward_std_drop", message=STD_DROPPED, alert_on_warnings=True)
+    zero = alert_event(
+        level="warning",
+        rule="zero_std_groups",
+        message="Zero-std groups rose: 87% of groups have zero reward std",
+        run=std.run,
+    )
+    collapse = alert_event(run=std.run)
+    notification = Notification.create_for([std, zero, collapse])
+    assert notification.events == [collapse, std, zero]
+
+    message = parsed(notification)
+    assert message["Subject"] == "[EchoLab] Success collapsed on FrozenLake PPO / seed 0 (and 2 warnings)"
+    text = parts(message)["text/plain"].get_content()
+    assert 'reported a collapse and 2 warnings on run "seed 0"' in text
+    for event in (collapse, std, zero):
+        assert f"{event.rule} at step {EVENT_STEP}:\n{event.message}\n" in text
+    assert (
+        text.index("collapse at step") < text.index("reward_std_drop at step") < text.index("zero_std_groups")
+    )
+    html = parts(message)["text/html"].get_content()
+    assert html.count("<h2") == 3 and html.count("cid:") == 1
+
+
+def test_warnings_alone_say_how_many_more(alert_event):
+    std = alert_event(level="warning", rule="reward_std_drop", message=STD_DROPPED, alert_on_warnings=True)
+    zero = alert_event(
+        level="warning", rule="zero_std_groups", message="Zero-std groups rose: 90%", run=std.run
+    )
+    two = parsed(Notification.create_for([std, zero]))
+    assert two["Subject"] == (
+        "[EchoLab] warning: In-group reward std dropped on FrozenLake PPO / seed 0 (and one more warning)"
+    )
+    assert "reported 2 warnings on run" in parts(two)["text/plain"].get_content()

@@ -16,7 +16,7 @@ def test_worker_sends_one_email_even_when_the_task_comes_twice(
         "default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}", SITE_URL=SITE
     )
     event = alert_event(alert_recipients="a@example.com, b@example.com")
-    notification = Notification.create_for_event(event)
+    notification = Notification.create_for([event])
 
     send_notification.delay(notification.pk)
     send_notification.delay(notification.pk)  # a duplicated message (a broker redelivery, the sweeper)
@@ -40,7 +40,7 @@ def test_smtp_down_is_retried_then_recorded_as_failed(alert_event, start_worker,
     worker = start_worker("default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{closed}")
     event = alert_event()
     run_before = type(event.run).objects.values().get(pk=event.run_id)
-    notification = Notification.create_for_event(event)
+    notification = Notification.create_for([event])
 
     # The worker's first try fails and schedules a retry with backoff; the error is kept meanwhile.
     send_notification.delay(notification.pk)

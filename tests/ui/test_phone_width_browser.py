@@ -29,7 +29,7 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
     experiment.set_alerts(
         [f"researcher.number.{i}@a-long-laboratory-domain.example.org" for i in range(3)], True
     )
-    Notification.create_for_event(make_event(runs[0], 20, "collapse"))
+    Notification.create_for([make_event(runs[0], 20, "collapse")])
     runs[0].tags, runs[0].notes = ["baseline", "paper-repro"], "A note long enough to wrap on a phone. " * 4
     runs[0].save()
     ApiToken.issue(page.user, "a-token-name-without-any-space-" * 3)

@@ -61,6 +61,26 @@ def test_warnings_are_announced_only_when_asked(queued_run, purge_broker):
         assert Notification.objects.filter(event=event).exists() == asked
 
 
+def test_the_events_of_one_step_are_announced_in_one_notification(queued_run, purge_broker):
+    unguarded = {"min_steps": 1, "pending": 1, "smoothing": 0.0, "success_sigmas": 0.0, "peak_sigmas": 0.0}
+    overrides = {**SUDDEN_COLLAPSE, "reward_std_drop": unguarded}
+    run = queued_run({}, detector_overrides=overrides, alert_on_warnings=True)
+    hook = EchoTrapHook(run)
+    for step, success in enumerate(SUCCESS):
+        hook.on_step(
+            run, step, {"train/success": success, "train/reward_std_in_group": 0.5 if step < 7 else 0.05}
+        )
+    assert sorted(DetectorEvent.objects.filter(run=run, step=7).values_list("rule", flat=True)) == [
+        "collapse",
+        "reward_std_drop",
+    ]
+    notification = Notification.objects.get()
+    assert [(event.level, event.rule) for event in notification.events] == [
+        ("collapse", "collapse"),
+        ("warning", "reward_std_drop"),
+    ]
+
+
 def test_an_isolated_gradient_spike_is_stored_as_info_and_never_emailed(queued_run, purge_broker):
     run = queued_run({}, alert_on_warnings=True)
     hook = EchoTrapHook(run)

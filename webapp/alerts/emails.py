@@ -1,4 +1,4 @@
-"""Alert emails: one per notified detector event, from the subject/text/html templates in
+"""Alert emails: one per notification (the alerted events of one step of a run), from the subject/text/html templates in
 templates/emails/, with a small chart of the signals around the event as an inline PNG.
 
 `deliver(notification)` sends and raises on SMTP errors; claiming the notification, retrying and
@@ -26,13 +26,16 @@ def deliver(notification) -> None:
 def build_message(notification) -> EmailMultiAlternatives:
     event = notification.event
     run = event.run
+    events = notification.events
     chart_id = f"chart-{notification.pk or 0}-{event.pk}@echolab"
     context = {
         "event": event,
+        "events": [(told, signal_rows(told.signals)) for told in events],
+        "reported": counted(events),
+        "others": counted(events[1:], after=event),
         "run": run,
         "experiment": run.experiment,
         "run_url": f"{settings.SITE_URL}{run.get_absolute_url()}?step={event.step}",
-        "signals": signal_rows(event.signals),
         "chart_cid": chart_id,
         "window": CHART_WINDOW,
     }
@@ -52,6 +55,21 @@ def build_message(notification) -> EmailMultiAlternatives:
     image.add_header("Content-Disposition", "inline", filename="chart.png")
     message.attach(image)
     return message
+
+
+def counted(events: list, after=None) -> str:
+    """The events in words, by level in order: "a collapse and 2 warnings", "3 warnings"; told `after` the
+    event an email leads with, those of its level are "more": "one more warning", "2 more warnings"."""
+    counts: dict[str, int] = {}
+    for event in events:
+        counts[event.level] = counts.get(event.level, 0) + 1
+    words = []
+    for level, n in counts.items():
+        more = after is not None and level == after.level
+        words.append(
+            (f"one more {level}" if more else f"a {level}") if n == 1 else f"{n}{' more' * more} {level}s"
+        )
+    return " and ".join(words)
 
 
 def signal_rows(signals: dict) -> list[tuple[str, str]]:

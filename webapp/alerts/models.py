@@ -63,7 +63,10 @@ class Notification(models.Model):
         SENT = "sent"
         FAILED = "failed"
 
+    # One email per step of a run: `event` is what it leads with (a collapse before warnings), `also`
+    # the step's other alerted events, told in the same email.
     event = models.ForeignKey(DetectorEvent, on_delete=models.CASCADE, related_name="notifications")
+    also = models.ManyToManyField(DetectorEvent, related_name="grouped_notifications", blank=True)
     recipients = models.JSONField(default=list)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     tries = models.PositiveIntegerField(default=0)
@@ -96,11 +99,17 @@ class Notification(models.Model):
         return f"<echolab-notification-{self.pk}@{urlsplit(settings.SITE_URL).hostname or 'localhost'}>"
 
     @classmethod
-    def create_for_event(cls, event: DetectorEvent) -> "Notification | None":
-        """The notification a new event deserves, or None: a level the experiment is not alerted on
-        (info and resolved never; warnings only with alert_on_warnings), nobody to tell, or the same rule
-        already notified on this run within ALERT_COOLDOWN_SECONDS (a flapping rule must not flood)."""
-        experiment = event.run.experiment
+    def create_for(cls, events: list[DetectorEvent]) -> "Notification | None":
+        """The one notification the events of one step of a run deserve, or None. An event is told when
+        the experiment is alerted on its level (info and resolved never; warnings only with
+        alert_on_warnings) and its rule was not notified on this run within ALERT_COOLDOWN_SECONDS (a
+        flapping rule must not flood); nobody to tell, nothing sent. The email leads with the most severe
+        event (a collapse, then the warnings in the detector's order) and tells the others with it: the
+        three warnings that often fire on one step are one email, not three."""
+        if not events:
+            return None
+        run = events[0].run
+        experiment = run.experiment
         # The settings as they are now: a worker's run (and its experiment) was loaded when training
         # started, and the alert settings may have changed since.
         experiment.refresh_from_db(fields=["alert_recipients", "alert_on_warnings"])
@@ -108,18 +117,34 @@ class Notification(models.Model):
         if experiment.alert_on_warnings:
             alerted.add(DetectorEvent.Level.WARNING)
         recipients = experiment.recipients()
-        if event.level not in alerted or not recipients:
+        told = [event for event in events if event.level in alerted]
+        if not told or not recipients:
             return None
         with transaction.atomic():
             # The run's row lock serialises two senders checking the same run's cooldown at once.
-            type(event.run).objects.select_for_update().filter(pk=event.run_id).first()
+            type(run).objects.select_for_update().filter(pk=run.pk).first()
             since = timezone.now() - timedelta(seconds=settings.ALERT_COOLDOWN_SECONDS)
-            recent = cls.objects.filter(
-                event__run_id=event.run_id, event__rule=event.rule, created_at__gte=since
+            recent = cls.objects.filter(event__run_id=run.pk, created_at__gte=since)
+            cooling = set(recent.values_list("event__rule", flat=True)) | set(
+                recent.values_list("also__rule", flat=True)
             )
-            if recent.exists():
+            told = [event for event in told if event.rule not in cooling]
+            if not told:
                 return None
-            return cls.objects.create(event=event, recipients=recipients)
+            told.sort(
+                key=lambda event: event.level != DetectorEvent.Level.COLLAPSE
+            )  # stable: keeps the order
+            notification = cls.objects.create(event=told[0], recipients=recipients)
+            notification.also.set(told[1:])
+            return notification
+
+    @property
+    def events(self) -> list[DetectorEvent]:
+        """Every event this email tells, the one it leads with first."""
+        return [
+            self.event,
+            *sorted(self.also.all(), key=lambda event: event.pk),
+        ]  # all(): prefetched on pages
 
     def deliver(self) -> None:
         """Email the event to the recipients now; raises on SMTP errors (the task retries).

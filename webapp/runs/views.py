@@ -206,6 +206,7 @@ def run_detail(request, pk):
             "page": page,  # read by static/js/run.js through json_script
             "notifications": Notification.objects.filter(event__run=run)
             .select_related("event")
+            .prefetch_related("also")
             .order_by("id"),
         },
     )
