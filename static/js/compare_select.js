@@ -60,5 +60,6 @@
   });
   document.getElementById("compare-clear").addEventListener("click", function () { save([]); });
   window.addEventListener("storage", function () { show(load()); });  // ticks in another tab
+  document.addEventListener("echolab:part-updated", function () { show(load()); });  // fresh rows (live_part.js)
   show(load());
 })();

@@ -148,3 +148,36 @@ def test_each_field_names_its_help_and_its_error_for_screen_readers(alice_client
         described = re.search(rf'<input[^>]*id="id_{name}"[^>]*>', html).group(0)
         for target in re.search(r'aria-describedby="([^"]+)"', described).group(1).split():
             assert f'id="{target}"' in html, (name, target)
+
+
+def test_the_runs_part_is_the_table_alone_and_live_while_a_run_is_unfinished(alice_client, alice, bob):
+    experiment = spec_experiment(alice, seeds=[1, 2], steps=10)
+    first, second = experiment.runs.order_by("id")
+    Run.objects.filter(pk=first.pk).update(status="running", step=4)
+    url = reverse("experiment_detail", args=[experiment.pk])
+
+    part = alice_client.get(url, {"part": "runs"}).content.decode()
+    assert part.lstrip().startswith("<div") and "<html" not in part and "Alert settings" not in part
+    assert 'data-live-part="runs" data-live>' in part
+    assert "4 / 10" in part and "1 running" in part
+
+    Run.objects.filter(pk__in=[first.pk, second.pk]).update(status="completed", step=10)
+    finished = alice_client.get(url, {"part": "runs"}).content.decode()
+    assert 'data-live-part="runs">' in finished and "2 completed" in finished  # no data-live: polling ends
+
+    page = alice_client.get(url).content.decode()
+    assert 'data-live-part="runs">' in page and "live_part.js" in page
+    answer = alice_client.get(url, {"part": "everything"})
+    assert answer.status_code == 400 and b"part: 'everything' is not a choice (runs)" in answer.content
+    alice_client.force_login(bob)
+    assert alice_client.get(url, {"part": "runs"}).status_code == 404
+
+
+def test_the_experiment_list_part_is_live_while_a_listed_experiment_trains(alice_client, alice):
+    experiment = spec_experiment(alice, seeds=[1], steps=10)
+    part = alice_client.get("/", {"part": "experiments"}).content.decode()
+    assert 'data-live-part="experiments" data-live>' in part and "1 queued" in part and "<html" not in part
+    experiment.runs.update(status="completed", step=10)
+    part = alice_client.get("/", {"part": "experiments"}).content.decode()
+    assert 'data-live-part="experiments">' in part and "1 completed" in part
+    assert alice_client.get("/", {"part": "runs"}).status_code == 400

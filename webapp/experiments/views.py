@@ -30,11 +30,16 @@ def experiment_list(request):
     experiments = experiments.order_by("-created_at", "-id")
     page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
     overview.attach_sparklines(page.object_list)
+    # ?part=experiments: the table alone, as static/js/live_part.js fetches it while runs train.
+    part = request.GET.get("part", "")
+    if part not in ("", "experiments"):
+        return HttpResponseBadRequest(f"part: {part[:40]!r} is not a choice (experiments)")
     return render(
         request,
-        "experiments/list.html",
+        "experiments/_list_table.html" if part else "experiments/list.html",
         {
             "page": page,
+            "live": any(experiment.runs_running or experiment.runs_queued for experiment in page.object_list),
             "filters": filters,
             "env_names": list(envs.registry()),
             "statuses": Run.Status.values,
@@ -160,12 +165,16 @@ def _render_detail(request, experiment, alerts_form, status=200):
     if archived_choice not in ("", "include"):
         return HttpResponseBadRequest(f"archived: {archived_choice[:40]!r} is not a choice (include)")
     include_archived = archived_choice == "include"
+    # ?part=runs: the runs table alone, as static/js/live_part.js fetches it while runs train.
+    part = request.GET.get("part", "")
+    if part not in ("", "runs"):
+        return HttpResponseBadRequest(f"part: {part[:40]!r} is not a choice (runs)")
     shown = experiment.runs.all() if include_archived else experiment.runs.active()
     runs = overview.annotated_runs(shown)
     overview.attach_run_sparklines(runs)
     return render(
         request,
-        "experiments/detail.html",
+        "experiments/_runs.html" if part else "experiments/detail.html",
         {
             "experiment": experiment,
             "runs": runs,
