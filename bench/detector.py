@@ -7,7 +7,8 @@ and for all rules together, on the synthetic and on the real runs separately: co
 i.e. a warning or collapse event, strictly before the step where success falls below half its peak),
 median and minimum lead (steps from that alarm to the half-peak step), collapsing runs that got a
 collapse event at any step, false collapses (collapse events on healthy runs) and healthy runs with any
-alarm. Info markers (grad_spike, policy_shift) are not alarms.
+alarm. Info markers (grad_spike, policy_shift) are not alarms. Where some collapses halve before step 10
+(calibration.JUDGED_FROM: before any rule can judge), two more rows count those and the later ones apart.
 Simulated (seeded, not tuned on): how often a plateau that learned and holds warns while its groups agree
 (reward std down, success on 16 or 32 episodes a step, or half of it all-or-nothing per prompt), and how
 often a learned 0.7 that falls to 0.05 over 15 steps, its reward std down 30 steps before, is warned of
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from diagnostics import Detector  # noqa: E402
-from diagnostics.calibration import ALARMS, HELD, load_labelled_set, score, summarize  # noqa: E402
+from diagnostics.calibration import ALARMS, HELD, JUDGED_FROM, load_labelled_set, score, summarize  # noqa: E402
 from diagnostics.rules import RULES, SuccessTrend  # noqa: E402
 
 
@@ -69,14 +70,26 @@ def quality(overrides):
     for source in ("synthetic", "real"):
         subset = [r for r in results if r.source == source]
         for rule in (*RULES, None):
-            m = summarize(subset, rule)
-            lead = "-" if m["median_lead"] is None else f"{m['median_lead']:g} / {m['min_lead']}"
-            print(
-                f"| {source} ({m['collapsing_runs']} collapse, {m['healthy_runs']} healthy) "
-                f"| {rule or '**all rules**'} | {m['caught_in_time']}/{m['collapsing_runs']} | {lead} "
-                f"| {m['collapses_with_collapse_event']}/{m['collapsing_runs']} "
-                f"| {m['healthy_with_collapse_event']} | {m['healthy_with_warning']}/{m['healthy_runs']} |"
+            summary_row(source, summarize(subset, rule), rule or "**all rules**")
+        early = [r for r in subset if r.broke_at_once]
+        if early:  # the collapses a lead can be asked of, apart from those that broke at once
+            later = [r for r in subset if not r.broke_at_once]
+            summary_row(
+                f"{source}, collapses halving at step {JUDGED_FROM} or later", summarize(later), "all rules"
             )
+            summary_row(
+                f"{source}, collapses halving before step {JUDGED_FROM}", summarize(early), "all rules"
+            )
+
+
+def summary_row(runs: str, m: dict, rule: str) -> None:
+    lead = "-" if m["median_lead"] is None else f"{m['median_lead']:g} / {m['min_lead']}"
+    print(
+        f"| {runs} ({m['collapsing_runs']} collapse, {m['healthy_runs']} healthy) "
+        f"| {rule} | {m['caught_in_time']}/{m['collapsing_runs']} | {lead} "
+        f"| {m['collapses_with_collapse_event']}/{m['collapsing_runs']} "
+        f"| {m['healthy_with_collapse_event']} | {m['healthy_with_warning']}/{m['healthy_runs']} |"
+    )
 
 
 SUCCESS, STD = "train/success", "train/reward_std_in_group"

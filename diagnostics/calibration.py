@@ -58,6 +58,10 @@ class LabelledRun:
 ALARMS = ("warning", "collapse")  # info markers and resolutions are not alarms
 SUCCESS = "train/success"
 HELD = 0.75  # an alarm comes "while success held" when its 5-step average is at least this share of its best
+# A collapse whose success halves before this step broke at once: before any rule has seen the
+# min_steps (10 by default) it needs to judge, so no alarm can come first; it is counted for its collapse
+# event, and the benchmark reports the later collapses, the ones a lead can be asked of, on their own.
+JUDGED_FROM = 10
 
 
 @dataclass
@@ -103,6 +107,14 @@ class RunResult:
             return False
         at = self.run.success_at(first)
         return at is None or at[0] >= HELD * at[1]
+
+    @property
+    def broke_at_once(self) -> bool:
+        return (
+            self.run.collapse
+            and self.run.half_peak_step is not None
+            and self.run.half_peak_step < JUDGED_FROM
+        )
 
     @property
     def source(self) -> str:

@@ -46,12 +46,16 @@ def sudden(run):
 
 
 def missed_after_step_10(scored):
-    """Collapses whose success halves after step 10 with no alarm before it."""
+    """Collapses whose success halves at step 10 or later (calibration.JUDGED_FROM) with no alarm before it."""
     return [
-        r
-        for r in scored["results"]
-        if r.run.collapse and r.run.half_peak_step > 10 and not (r.lead and r.lead > 0)
+        r for r in scored["results"] if r.run.collapse and not r.broke_at_once and not (r.lead and r.lead > 0)
     ]
+
+
+def test_the_collapses_that_broke_at_once_are_those_halving_before_step_10(scored):
+    early = sorted(r.run.half_peak_step for r in scored["results"] if r.broke_at_once)
+    assert early == [1, 3, 3, 3, 7]
+    assert all(r.collapse_events for r in scored["results"] if r.broke_at_once)  # each still told it is lost
 
 
 def test_every_collapse_after_the_first_ten_steps_is_flagged_before_success_halves(scored):
