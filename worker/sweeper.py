@@ -56,7 +56,7 @@ def recover(run: Run, reason: str, counts: dict) -> None:
     up, else queued again and re-sent (the next worker resumes from its last checkpoint)."""
     if run.stop_requested:
         counts["stopped"] += run.finish(Run.Status.STOPPED, error=f"stopped; {reason}")
-    elif run.attempt >= settings.RUN_MAX_ATTEMPTS:
+    elif run.attempt - run.resumed_at_attempt >= settings.RUN_MAX_ATTEMPTS:
         counts["failed"] += run.give_up(reason)
     elif run.requeue(reason):
         logger.info("sweeper: run %s requeued after attempt %s: %s", run.pk, run.attempt, reason)

@@ -14,12 +14,14 @@ PAGES = [
     ("GET", "run_trajectories"),
     ("GET", "run_edit"),
     ("POST", "run_stop"),
+    ("POST", "run_resume"),
     ("POST", "run_archive"),
     ("POST", "run_restore"),
 ]
 APIS = [
     ("GET", "api_run"),
     ("POST", "api_run_stop"),
+    ("POST", "api_run_resume"),
     ("GET", "api_run_metrics"),
     ("GET", "api_run_export"),
     ("GET", "api_run_events"),
@@ -57,4 +59,5 @@ def test_an_api_view_for_another_users_run_is_the_json_404_of_a_missing_run(bob_
 
 @pytest.mark.parametrize("method,name", PAGES + APIS)
 def test_the_owner_gets_past_the_lookup(alice_client, alice, method, name):
-    assert ask(alice_client, method, name, make_run(alice).pk).status_code in (200, 302)
+    run = make_run(alice, status="stopped" if "resume" in name else "queued")  # only a stopped run resumes
+    assert ask(alice_client, method, name, run.pk).status_code in (200, 302)

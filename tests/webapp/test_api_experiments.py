@@ -164,6 +164,17 @@ def test_run_detail_has_config_and_stop_stops(client, api, alice):
     assert stopped["status"] == "stopped" and stopped["stop_requested"]
 
 
+def test_resume_queues_a_stopped_run_again_and_refuses_any_other(client, api, alice, purge_broker):
+    run = spec_experiment(alice).runs.get()
+    refused = client.post(reverse("api_run_resume", args=[run.pk]), **api)
+    assert refused.status_code == 409
+    assert refused.json()["error"] == f"run {run.pk} is queued: only a stopped or failed run can be resumed"
+    client.post(reverse("api_run_stop", args=[run.pk]), **api)
+    resumed = client.post(reverse("api_run_resume", args=[run.pk]), **api)
+    assert resumed.status_code == 200
+    assert (resumed.json()["status"], resumed.json()["stop_requested"]) == ("queued", False)
+
+
 def test_session_post_needs_csrf(alice):
     from django.test import Client
 

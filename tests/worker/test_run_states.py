@@ -1,5 +1,7 @@
 """Run state changes are conditional UPDATEs: a duplicate, stale or late actor cannot win."""
 
+import pytest
+
 from webapp.experiments.models import Run
 
 
@@ -102,3 +104,43 @@ def test_a_pool_child_forked_while_its_worker_shuts_down_leaves_the_run_queued(
     run.refresh_from_db()
     assert (run.status, run.attempt, run.enqueued_at is not None) == ("queued", 0, True)
     assert gpu_queue_depth() == 1  # sent again for the next worker
+
+
+def test_a_stopped_run_resumes_with_its_steps_its_training_time_and_fresh_attempts(queued_run, purge_broker):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run = queued_run({})
+    run.claim("a", 1, "cpu")
+    started = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(started_at=started, step=12)
+    run.request_stop()
+    run.refresh_from_db()
+    assert run.finish("stopped")
+    Run.objects.filter(pk=run.pk).update(finished_at=started + timedelta(minutes=10))
+    run.refresh_from_db()
+
+    run.resume()
+    run.refresh_from_db()
+    assert (run.status, run.stop_requested, run.finished_at, run.step) == ("queued", False, None, 12)
+    assert (run.attempt, run.resumed_at_attempt) == (1, 1)
+    assert run.earlier_training == timedelta(minutes=10)
+    assert run.attempt_log[-1]["reason"].startswith("stopped; resumed ")
+    assert run.enqueued_at is not None  # sent to the gpu queue
+    assert run.claim("b", 2, "cpu") and run.attempt == 2
+
+    with pytest.raises(Run.NotResumable, match="is running: only a stopped or failed run can be resumed"):
+        run.resume()
+    assert Run.objects.get(pk=run.pk).status == "running"
+
+
+def test_a_run_trained_elsewhere_is_not_resumed(queued_run):
+    run = queued_run({})
+    run.experiment.imported = True
+    run.experiment.save()
+    Run.objects.filter(pk=run.pk).update(status="failed")
+    run.refresh_from_db()
+    with pytest.raises(Run.TrainedElsewhere, match="cannot resume it"):
+        run.resume()
+    assert Run.objects.get(pk=run.pk).status == "failed"

@@ -67,6 +67,21 @@ def test_after_the_last_attempt_the_run_fails_with_every_reason(queued_run, swee
     assert all("worker lost" in line for line in lines[1:])
 
 
+def test_a_run_its_owner_resumed_gets_its_attempts_afresh(queued_run, sweeper_settings, purge_broker):
+    run = queued_run({})
+    for attempt in range(1, 4):
+        assert run.claim(f"host{attempt}", 1, "cpu")
+        age(run, heartbeat_at=61)
+        sweep_runs()
+        run.refresh_from_db()
+    assert run.status == "failed"
+    run.resume()
+    assert run.claim("host4", 1, "cpu")
+    age(run, heartbeat_at=61)
+    assert sweep_runs()["requeued"] == 1  # attempt 4 in all, the first since it was resumed
+    assert Run.objects.get(pk=run.pk).status == "queued"
+
+
 def test_a_lost_run_that_was_asked_to_stop_is_stopped(queued_run, sweeper_settings, purge_broker):
     run = queued_run({})
     run.claim("host", 1, "cpu")

@@ -119,6 +119,30 @@ def test_stop_is_honoured_within_a_step_and_a_stopped_queued_run_never_starts(
     assert not MetricPoint.objects.filter(run=never).exists()
 
 
+def test_a_stopped_run_resumed_by_its_owner_continues_from_its_checkpoint(
+    queued_run, start_gpu_worker, tiny_model_dir
+):
+    never = queued_run(tiny_config(tiny_model_dir, steps=2), label="stopped while queued")
+    never.request_stop()
+    run = queued_run(tiny_config(tiny_model_dir, steps=6), label="stopped while running")
+    assert run.enqueue()
+    worker = start_gpu_worker()
+    wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
+    run.request_stop()
+    run = wait_status(run, "stopped", "completed", "failed")
+    assert run.status == "stopped", run.error
+    stopped_at = run.step
+
+    for resumed in (run, never):
+        resumed.resume()
+    run, never = wait_status(run, "completed", "failed"), wait_status(never, "completed", "failed")
+    assert (run.status, never.status) == ("completed", "completed"), (run.error, never.error)
+    assert run.attempt == 2 and "resuming from checkpoint" in worker.output()
+    assert f"step_{stopped_at:06d}" in worker.output().split("resuming from checkpoint")[1].splitlines()[0]
+    assert_complete_series(run, 6)
+    assert never.attempt == 1 and MetricPoint.objects.filter(run=never, key="train/success").count() == 2
+
+
 def test_a_killed_worker_is_replaced_and_the_run_resumes_from_its_checkpoint(
     queued_run, start_gpu_worker, tiny_model_dir, settings
 ):

@@ -211,6 +211,8 @@ class Run(models.Model):
     # Where and how often it ran.
     attempt = models.PositiveIntegerField(default=0)
     attempt_log = models.JSONField(default=list, help_text="One entry per attempt: host, start, end, reason.")
+    # RUN_MAX_ATTEMPTS counts the attempts since this one: a run its owner resumed gets them afresh.
+    resumed_at_attempt = models.PositiveIntegerField(default=0)
     # A page that polls for new steps only must fetch the series whole again when this grows.
     rewrites = models.PositiveIntegerField(
         default=0, help_text="Batches written at or before a key's newest step (a step sent again, or late)."
@@ -382,6 +384,44 @@ class Run(models.Model):
         )
         Run.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(stop_requested=True)
         self.refresh_from_db()
+
+    class NotResumable(ValueError):
+        """Resume asked of a run that is not stopped or failed."""
+
+    def resume(self) -> None:
+        """A stopped or failed run goes back to the queue with its metrics, events and checkpoints kept: its
+        next attempt continues from its last checkpoint (the worker finds it; a run stopped before it
+        started begins at step 0), with RUN_MAX_ATTEMPTS attempts afresh; sent to the gpu queue on commit."""
+        if self.experiment.imported:
+            raise Run.TrainedElsewhere(
+                f"run {self.pk} is trained elsewhere (its experiment was imported or started by an MLflow "
+                "client): EchoLab cannot resume it; resume the process that trained it"
+            )
+        trained = (
+            (self.finished_at - self.started_at) if self.started_at and self.finished_at else timedelta(0)
+        )
+        log = list(self.attempt_log)
+        if log:  # the attempt that ended says it was resumed, and when
+            log[-1] = {
+                **log[-1],
+                "reason": f"{log[-1]['reason']}; resumed {timezone.now():%Y-%m-%d %H:%M} UTC",
+            }
+        resumed = Run.objects.filter(pk=self.pk, status__in=(self.Status.STOPPED, self.Status.FAILED)).update(
+            status=self.Status.QUEUED,
+            stop_requested=False,
+            finished_at=None,
+            error="",
+            traceback="",
+            resumed_at_attempt=F("attempt"),
+            earlier_training=F("earlier_training") + trained,
+            attempt_log=log,
+        )
+        self.refresh_from_db()
+        if not resumed:
+            raise Run.NotResumable(
+                f"run {self.pk} is {self.get_status_display().lower()}: only a stopped or failed run can be resumed"
+            )
+        transaction.on_commit(self.enqueue)
 
     def finish(self, status: str, error: str = "", traceback: str = "") -> bool:
         """running -> a final state, only for the attempt that owns the run."""

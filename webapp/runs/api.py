@@ -66,6 +66,16 @@ def run_stop(request, pk):
     return JsonResponse(run.to_dict())
 
 
+@api_view(methods=("POST",))
+def run_resume(request, pk):
+    run = owned_run(request, pk)
+    try:
+        run.resume()
+    except (Run.TrainedElsewhere, Run.NotResumable) as error:
+        raise ApiError(409, str(error)) from None
+    return JsonResponse(run.to_dict())
+
+
 @api_view()
 def detector_inputs(request, pk):
     """Replay the run's stored metrics through the detector, with its experiment's overrides, and return

@@ -233,6 +233,21 @@ def run_stop(request, pk):
 
 
 @login_required
+@require_POST
+def run_resume(request, pk):
+    run = owned_run(request, pk)
+    try:
+        run.resume()
+    except (Run.TrainedElsewhere, Run.NotResumable) as error:
+        messages.error(request, f"{str(error)[0].upper()}{str(error)[1:]}.")
+        return redirect(run)
+    messages.success(
+        request, f"Resumed: queued again; it continues from its last checkpoint (step {run.step})."
+    )
+    return redirect(run)
+
+
+@login_required
 def run_trajectories(request, pk):
     run = owned_run(request, pk)
     steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
