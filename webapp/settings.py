@@ -142,12 +142,20 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", Path(plotly.__file__).parent / "package_data")]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
+# `./echolab run` and the Docker image collect the static files before serving (ECHOLAB_STATIC_COLLECTED=1):
+# names then carry a hash of their content, so browsers keep them for good, and whitenoise serves the gzip
+# copies collectstatic wrote (plotly.js: 4.8 MB, 1.4 MB gzipped). Without it (tests, runserver) whitenoise
+# serves the source folders' files as they are, a new or edited file with no collectstatic to forget.
+STATIC_COLLECTED = env.flag("ECHOLAB_STATIC_COLLECTED")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if STATIC_COLLECTED
+        else "whitenoise.storage.CompressedStaticFilesStorage"
+    },
 }
-# Without collectstatic (the embedded run), whitenoise serves straight from the finders.
-WHITENOISE_USE_FINDERS = True
+WHITENOISE_USE_FINDERS = not STATIC_COLLECTED
 
 for _key, _value in env.email().items():
     globals()[_key] = _value

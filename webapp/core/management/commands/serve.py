@@ -53,6 +53,7 @@ class Command(BaseCommand):
 
     def handle(self, host, port, no_demo=False, **options):
         call_command("migrate", interactive=False, verbosity=0)
+        self.collect_static()
         self.password = self.ensure_login()
         self.url = f"http://{public_host(host)}:{port}/"
         # Links in alert emails name this server, on whatever port it was started (unless SITE_URL says).
@@ -64,6 +65,13 @@ class Command(BaseCommand):
         self.stdout.write(f"EchoLab is starting at {self.url} (Ctrl-C stops everything)")
         threading.Thread(target=self.prepare_model, args=(not no_demo,), daemon=True).start()
         self.supervise(processes)
+
+    def collect_static(self):
+        """The static files with content hashes in their names and gzip copies, for the web server started
+        below (webapp/settings.py, STATIC_COLLECTED); in a process of its own, where the setting is read."""
+        os.environ["ECHOLAB_STATIC_COLLECTED"] = "1"  # for that process and the ones start_processes starts
+        command = [sys.executable, "manage.py", "collectstatic", "--noinput", "--clear", "--verbosity", "0"]
+        subprocess.run(command, cwd=settings.BASE_DIR, check=True)
 
     def prepare_model(self, demo: bool):
         """Build the tiny model if it is missing, then create the demo experiment (whose runs need it)."""
