@@ -216,6 +216,24 @@ def test_a_changed_param_rejects_the_whole_batch(mlflow_alice):
         mlflow.log_param("lr", "0.1")  # the same value again is fine, as in MLflow
 
 
+def test_echolabs_own_tags_are_refused_not_overwritten_silently(mlflow_alice):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        client = mlflow.MlflowClient()
+        for log in (
+            lambda: mlflow.set_tag("echolab.run_id", "mine"),
+            lambda: client.log_batch(run.info.run_id, tags=[mlflow.entities.RunTag("echolab.note", "x")]),
+        ):
+            with pytest.raises(mlflow.MlflowException) as excinfo:
+                log()
+            assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
+            assert "is under 'echolab.', EchoLab's own read-only tags" in excinfo.value.message
+        with pytest.raises(mlflow.MlflowException):
+            client.create_run(run.info.experiment_id, tags={"echolab.run_url": "http://elsewhere"})
+        tags = client.get_run(run.info.run_id).data.tags
+        assert tags["echolab.run_id"] == str(echolab_run(run.info.run_id).pk) and "echolab.note" not in tags
+
+
 @pytest.mark.parametrize(
     "step, problem",
     [(-1, "INVALID_PARAMETER_VALUE: step: must be between 0"), (2**31, "VALUE: step: must be between 0")],

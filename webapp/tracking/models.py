@@ -34,8 +34,8 @@ DEFAULT_EXPERIMENT_ID = "0"  # the client's experiment when the script sets none
 DEFAULT_EXPERIMENT_NAME = "Default"
 RUN_NAME_TAG = "mlflow.runName"
 # Given back with every run (not stored): the run's id and page in EchoLab.
-ECHOLAB_RUN_ID_TAG = "echolab.run_id"
-ECHOLAB_RUN_URL_TAG = "echolab.run_url"
+ECHOLAB_RUN_ID_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_id"
+ECHOLAB_RUN_URL_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_url"
 
 
 class ExternalExperimentQuerySet(models.QuerySet):

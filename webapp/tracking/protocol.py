@@ -9,6 +9,7 @@ is not refused here for sizes MLflow allows; metric keys are EchoLab's (see inge
 import math
 import re
 
+from diagnostics.quoting import quoted
 from webapp.core.jsonsafe import INT64_MAX
 
 # MLflow's limits.
@@ -191,6 +192,23 @@ def key_value(entry: Fields, max_value: int) -> tuple[str, str]:
     """A param or tag: {"key", "value"}; MLflow allows an empty value."""
     key = entry.string("key", max_length=MAX_ENTITY_KEY_LENGTH)
     return key, entry.string("value", required=False, max_length=max_value)
+
+
+# EchoLab's own tags on a run (models.ECHOLAB_RUN_ID_TAG, ECHOLAB_RUN_URL_TAG): computed when a run is read,
+# so a script's tag under this prefix would be stored and then hidden by them.
+ECHOLAB_TAG_PREFIX = "echolab."
+
+
+def run_tag(entry: Fields) -> tuple[str, str]:
+    """A run's tag (key_value), refused under EchoLab's own prefix with the reason."""
+    key, value = key_value(entry, MAX_TAG_VALUE_LENGTH)
+    if key.startswith(ECHOLAB_TAG_PREFIX):
+        raise invalid(
+            entry._name("key"),
+            f"{quoted(key)} is under {ECHOLAB_TAG_PREFIX!r}, EchoLab's own read-only tags "
+            "(echolab.run_id, echolab.run_url); use another key",
+        )
+    return key, value
 
 
 def run_id_of(fields: Fields) -> str:

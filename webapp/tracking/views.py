@@ -173,7 +173,7 @@ def create_run(request, fields):
     experiment = ExternalExperiment.get_for(
         request.user, fields.string("experiment_id", required=False, default="0")
     )
-    tags = dict(protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH) for tag in fields.items("tags", 1000))
+    tags = dict(protocol.run_tag(tag) for tag in fields.items("tags", 1000))
     start = from_millis(fields.integer("start_time", low=0), "start_time")
     run = ExternalRun.start(
         experiment,
@@ -223,7 +223,7 @@ def log_parameter(request, fields):
 @mlflow_view("POST")
 def set_tag(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
-    key, value = protocol.key_value(fields, protocol.MAX_TAG_VALUE_LENGTH)
+    key, value = protocol.run_tag(fields)
     run.log([], {}, {key: value})
     return {}
 
@@ -241,7 +241,7 @@ def log_batch(request, fields):
             raise invalid(f"{entry.where}value", f"param {key!r} is given twice with different values")
         params[key] = value
     for entry in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH):
-        key, value = protocol.key_value(entry, protocol.MAX_TAG_VALUE_LENGTH)
+        key, value = protocol.run_tag(entry)
         tags[key] = value
     run.log(metrics, params, tags)
     return {}
