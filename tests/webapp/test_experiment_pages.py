@@ -181,3 +181,32 @@ def test_the_experiment_list_part_is_live_while_a_listed_experiment_trains(alice
     part = alice_client.get("/", {"part": "experiments"}).content.decode()
     assert 'data-live-part="experiments">' in part and "1 completed" in part
     assert alice_client.get("/", {"part": "runs"}).status_code == 400
+
+
+def test_resume_stopped_runs_queues_the_experiments_stopped_runs_again(
+    alice_client, alice, bob, purge_broker
+):
+    from django.utils import timezone
+
+    experiment = spec_experiment(alice, seeds=[1, 2, 3, 4], steps=10)
+    first, second, done, hidden = experiment.runs.order_by("id")
+    Run.objects.filter(pk__in=[first.pk, second.pk, hidden.pk]).update(status="stopped", step=3)
+    Run.objects.filter(pk=done.pk).update(status="completed", step=10)
+    Run.objects.filter(pk=hidden.pk).update(archived_at=timezone.now())
+    url = reverse("experiment_detail", args=[experiment.pk])
+    assert "Resume stopped runs</button>" in alice_client.get(url).content.decode()
+
+    resume = reverse("experiment_resume", args=[experiment.pk])
+    alice_client.force_login(bob)
+    assert alice_client.post(resume).status_code == 404
+    alice_client.force_login(alice)
+    page = alice_client.post(resume, follow=True).content.decode()
+    assert "Resumed 2 stopped runs: each continues from its last checkpoint." in page
+    statuses = dict(experiment.runs.values_list("pk", "status"))
+    assert [statuses[run.pk] for run in (first, second, done, hidden)] == [
+        "queued",
+        "queued",
+        "completed",
+        "stopped",
+    ]
+    assert "Resume stopped runs</button>" not in page  # the archived one is not on the page

@@ -204,6 +204,23 @@ def experiment_stop(request, pk):
 
 
 @login_required
+@require_POST
+def experiment_resume(request, pk):
+    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    if experiment.imported:
+        messages.error(request, "This experiment's runs are trained elsewhere: EchoLab cannot resume them.")
+        return redirect(experiment)
+    stopped = experiment.runs.active().filter(status=Run.Status.STOPPED)
+    for run in stopped:
+        run.resume()
+    messages.success(
+        request,
+        f"Resumed {len(stopped)} stopped run{pluralize(len(stopped))}: each continues from its last checkpoint.",
+    )
+    return redirect(experiment)
+
+
+@login_required
 @require_safe
 def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
