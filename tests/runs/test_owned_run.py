@@ -16,6 +16,7 @@ PAGES = [
     ("POST", "run_stop"),
     ("POST", "run_archive"),
     ("POST", "run_restore"),
+    ("POST", "run_delete"),
 ]
 APIS = [
     ("GET", "api_run"),
