@@ -56,7 +56,7 @@ def test_the_run_page_has_a_delete_button_whose_confirmation_says_what_is_lost(
 
 def test_a_run_without_checkpoints_is_not_said_to_lose_any(alice_client, alice, checkpoint_root):
     html = alice_client.get(run_with_data(alice).get_absolute_url()).content.decode()
-    assert "alert history are deleted" in html and "checkpoints" not in html
+    assert "detector events and alert history are deleted" in html and "checkpoints" not in html
 
 
 def test_delete_on_the_page_removes_the_run_its_data_and_checkpoints_then_shows_its_experiment(
