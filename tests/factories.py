@@ -115,3 +115,42 @@ def insert_series(run, key, steps: int, expression="sin(s / 100.0)"):
 def make_event(run, step, level, rule="reward_std_drop", message=None, **fields) -> DetectorEvent:
     message = f"{level} at {step}" if message is None else message
     return DetectorEvent.objects.create(run=run, step=step, level=level, rule=rule, message=message, **fields)
+
+
+def run_with_data(owner, *, experiment=None, label="seed=1", **fields) -> Run:
+    """A completed run (unless `status` says otherwise) holding a row in every table of a run's data: metric
+    points with their rollups and latest_metrics, a step record, a sample, detector events and an alert email
+    that tells two of them. Its rows are counted by `rows_of`."""
+    from webapp.alerts.models import Notification
+    from webapp.metrics.models import Sample, StepRecord
+
+    fields.setdefault("status", Run.Status.COMPLETED)
+    run = make_run(owner, experiment=experiment, label=label, **fields)
+    points(run, "train/success", {step: step / 300 for step in range(300)})
+    Run.objects.filter(pk=run.pk).update(latest_metrics={"train/success": 299 / 300})
+    StepRecord.objects.create(run=run, step=5, key="train/reward_std_hist", values=[0.1, 0.2])
+    Sample.objects.create(run=run, step=5, index=0, data={"turns": []})
+    collapse = make_event(run, 200, "collapse", rule="success_collapse")
+    warning = make_event(run, 200, "warning")
+    make_event(run, 250, "resolved")
+    notification = Notification.objects.create(event=collapse, recipients=[owner.email])
+    notification.also.set([warning])
+    return run
+
+
+def rows_of(run) -> dict[str, int]:
+    """How many rows of each table of a run's data hold `run`'s."""
+    from webapp.alerts.models import Notification
+    from webapp.metrics.models import Sample, StepRecord
+
+    links = Notification.also.through.objects
+    return {
+        "runs": Run.objects.filter(pk=run.pk).count(),
+        "points": MetricPoint.objects.filter(run_id=run.pk).count(),
+        "rollups": MetricRollup.objects.filter(run_id=run.pk).count(),
+        "step_records": StepRecord.objects.filter(run_id=run.pk).count(),
+        "samples": Sample.objects.filter(run_id=run.pk).count(),
+        "events": DetectorEvent.objects.filter(run_id=run.pk).count(),
+        "notifications": Notification.objects.filter(event__run_id=run.pk).count(),
+        "notification_links": links.filter(detectorevent__run_id=run.pk).count(),
+    }

@@ -17,6 +17,7 @@ PAGES = [
     ("POST", "run_resume"),
     ("POST", "run_archive"),
     ("POST", "run_restore"),
+    ("POST", "run_delete"),
 ]
 APIS = [
     ("GET", "api_run"),

@@ -53,7 +53,7 @@ def test_an_experiment_filter_beyond_64_bits_is_a_400(client, auth, value):
     "method, url, allowed",
     [
         ("put", "/api/experiments", "GET, POST, HEAD, OPTIONS"),
-        ("delete", "/api/runs/1", "GET, HEAD, OPTIONS"),
+        ("put", "/api/runs/1", "GET, DELETE, HEAD, OPTIONS"),
         ("get", "/api/runs/1/stop", "POST, OPTIONS"),
         ("head", "/api/runs/1/stop", "POST, OPTIONS"),
         ("patch", "/api/imports", "POST, OPTIONS"),

@@ -1,11 +1,12 @@
 """JSON API for experiments (documented in webapp/core/openapi.yaml, served at /api/schema)."""
 
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 
 from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import run_planning, spec_parsing, specs
-from webapp.experiments.models import Experiment
+from webapp.experiments.models import Experiment, Run
 
 MAX_PAGE_SIZE = 200
 MAX_PAGE = 2**31 - 1  # as the runs table's page
@@ -43,11 +44,17 @@ def experiments(request):
 ALERT_FIELDS = ("alert_recipients", "alert_on_warnings")
 
 
-@api_view(methods=("GET", "PATCH"))
+@api_view(methods=("GET", "PATCH", "DELETE"))
 def experiment(request, pk):
     experiment = Experiment.objects.for_user(request.user).filter(pk=pk).first()
     if experiment is None:  # the same words for another user's experiment, as for a run
         raise ApiError(404, "experiment not found")
+    if request.method == "DELETE":
+        try:
+            experiment.delete_with_runs()
+        except Run.StillTraining as error:
+            raise ApiError(409, str(error)) from None
+        return HttpResponse(status=204)
     if request.method == "PATCH":
         _set_alerts(experiment, json_body(request))
     return JsonResponse(experiment.to_dict(runs=experiment.runs.all()))

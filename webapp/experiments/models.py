@@ -2,7 +2,10 @@
 only says "go look at run N", so every state change here is a conditional UPDATE that a second,
 stale or duplicated actor cannot win."""
 
+import logging
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import models, transaction
@@ -12,6 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from diagnostics.detector import fewest_steps_for_a_collapse
+
+logger = logging.getLogger(__name__)
 
 
 class ExperimentQuerySet(models.QuerySet):
@@ -178,6 +183,33 @@ class Experiment(models.Model):
     def recipients(self) -> list[str]:
         return self.listed_recipients() or ([self.owner.email] if self.owner.email else [])
 
+    @property
+    def delete_refusal(self) -> str | None:
+        """Why the experiment cannot be deleted now (a run of it is queued or running), or None."""
+        training = self.runs.exclude(status__in=Run.FINISHED).order_by("pk").first()
+        if training is None:
+            return None
+        training.experiment = self
+        return self._run_in_the_way(training.delete_refusal)
+
+    def _run_in_the_way(self, refusal: str) -> str:
+        return f"experiment {self.pk} has a run still training: {refusal}"
+
+    def delete_with_runs(self) -> int:
+        """Delete the experiment and its runs with everything recorded about them (Run.delete_with_data),
+        all or nothing; returns how many runs went. Run.StillTraining, and nothing deleted, while one of its
+        runs is queued or running."""
+        with transaction.atomic():
+            # Its row lock first: a run added meanwhile (an MLflow client starting one in it) waits for
+            # this delete rather than slipping past the runs' check.
+            Experiment.objects.select_for_update().filter(pk=self.pk).first()
+            try:
+                deleted = self.runs.all().delete_with_data()
+            except Run.StillTraining as refusal:
+                raise Run.StillTraining(self._run_in_the_way(str(refusal))) from None
+            Experiment.objects.filter(pk=self.pk).delete()  # and its MLflow name, if it has one
+        return deleted
+
 
 class RunQuerySet(models.QuerySet):
     def for_user(self, user):
@@ -188,6 +220,44 @@ class RunQuerySet(models.QuerySet):
 
     def archived(self):
         return self.filter(archived_at__isnull=False)
+
+    def delete_with_data(self) -> int:
+        """Delete these runs and everything recorded about them, all or nothing, and return how many went:
+        metric points and their rollups, step records, samples, detector events and their alert emails,
+        the MLflow record; their checkpoint folders are removed once the transaction commits (a failure
+        there is logged: the rows are gone either way). Run.StillTraining, naming the first run that is
+        queued or running, and nothing deleted: its worker (or MLflow client) would go on writing into
+        rows that no longer exist.
+
+        One DELETE per table, children first: a run may hold millions of points, which Django's cascade
+        would read into Python (it does for any model with a signal receiver or a cascade of its own)."""
+        from webapp.alerts.models import DetectorEvent, Notification
+        from webapp.metrics.models import MetricPoint, MetricRollup, Sample, StepRecord
+        from webapp.tracking.models import ExternalRun
+
+        with transaction.atomic():
+            # Locks before the check. An MLflow run's record first, as the detector's worker takes it
+            # before writing the run's events (the other order deadlocks with it). Then the runs' rows:
+            # a worker's claim, an ingest batch and an MLflow call each lock or update the run's row
+            # before writing, so none writes between the check and the delete (metric points have no
+            # foreign key to refuse an orphan).
+            list(ExternalRun.objects.select_for_update().filter(run__in=self.values("pk")).values("pk"))
+            runs = list(self.select_for_update(of=("self",)).select_related("experiment"))
+            for run in runs:
+                if run.delete_refusal:
+                    raise Run.StillTraining(run.delete_refusal)
+            ids = [run.pk for run in runs]
+            # A run's alert emails and events are few (the detector reports changes, not every step): the
+            # cascade's reading them (and deleting the links between them) costs little.
+            events = DetectorEvent.objects.filter(run_id__in=ids)
+            Notification.objects.filter(event__in=events).delete()
+            events.delete()
+            for data in (Sample, StepRecord, MetricRollup, MetricPoint):
+                data.objects.filter(run_id__in=ids).delete()
+            Run.objects.filter(pk__in=ids).delete()
+            folders = [run.checkpoint_dir for run in runs]
+            transaction.on_commit(lambda: remove_checkpoints(folders))
+        return len(ids)
 
 
 class Run(models.Model):
@@ -371,6 +441,36 @@ class Run(models.Model):
         """Stop asked of a run that another process trains (an MLflow client, an import): nothing here can
         stop it."""
 
+    class StillTraining(ValueError):
+        """Delete asked of a queued or running run: stop it first."""
+
+    @property
+    def delete_refusal(self) -> str | None:
+        """Why the run cannot be deleted now, and what to do, or None: a queued or running run would go on
+        being written (by its worker, or by the MLflow client that logs it)."""
+        if self.status == self.Status.QUEUED:
+            return f"run {self.pk} is queued: stop it first (a queued run stops at once), then delete it"
+        if self.status != self.Status.RUNNING:
+            return None
+        if self.experiment.imported:
+            return (
+                f"run {self.pk} is running: it is logged by an MLflow client, which EchoLab cannot stop; end "
+                "it in its script (mlflow.end_run()), or wait until it is marked lost after "
+                f"{settings.MLFLOW_LOST_AFTER} s without a call, then delete it"
+            )
+        if self.stop_requested:
+            return f"run {self.pk} is stopping: delete it once it has stopped, at its next step boundary"
+        return f"run {self.pk} is running: stop it first, then delete it once it has stopped"
+
+    def delete_with_data(self) -> None:
+        """Delete this run and everything recorded about it (RunQuerySet.delete_with_data); a run deleted
+        meanwhile is no error. Run.StillTraining while it is queued or running."""
+        Run.objects.filter(pk=self.pk).delete_with_data()
+
+    @property
+    def has_checkpoints(self) -> bool:
+        return self.checkpoint_dir.is_dir()
+
     def request_stop(self) -> None:
         """A queued run stops at once and never starts; a running one stops at its next step boundary."""
         if self.experiment.imported:
@@ -493,3 +593,15 @@ class Run(models.Model):
     @property
     def checkpoint_dir(self):
         return settings.CHECKPOINT_ROOT / str(self.pk)
+
+
+def remove_checkpoints(folders: list[Path]) -> None:
+    """Remove deleted runs' checkpoint folders. Called after the rows are gone, so a failure (a read-only
+    disk, a file in use) is logged, not raised: the run is deleted all the same."""
+    for folder in folders:
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:  # the run never checkpointed
+            pass
+        except OSError as error:
+            logger.error("checkpoints of deleted run %s not removed: %s", folder.name, error)

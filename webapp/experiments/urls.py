@@ -14,6 +14,7 @@ urlpatterns = [
     path("experiments/<id:pk>/rerun/", views.experiment_rerun, name="experiment_rerun"),
     path("experiments/<id:pk>/stop/", views.experiment_stop, name="experiment_stop"),
     path("experiments/<id:pk>/resume/", views.experiment_resume, name="experiment_resume"),
+    path("experiments/<id:pk>/delete/", views.experiment_delete, name="experiment_delete"),
     path("experiments/<id:pk>/alerts/", views.experiment_alerts, name="experiment_alerts"),
     path("experiments/<id:pk>/export.yaml", views.experiment_export, name="experiment_export"),
     path("runs/<id:pk>/rerun/", views.run_rerun, name="run_rerun"),

@@ -221,6 +221,19 @@ def experiment_resume(request, pk):
 
 
 @login_required
+@require_POST
+def experiment_delete(request, pk):
+    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    try:
+        deleted = experiment.delete_with_runs()
+    except Run.StillTraining as refusal:
+        messages.error(request, f"Not deleted: {refusal}.")
+        return redirect(experiment)
+    messages.success(request, f"Deleted {experiment.name} and its {deleted} run{pluralize(deleted)}.")
+    return redirect("experiment_list")
+
+
+@login_required
 @require_safe
 def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)

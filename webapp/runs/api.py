@@ -1,7 +1,9 @@
 """JSON API for runs (documented in webapp/core/openapi.yaml, served at /api/schema): GET /api/runs, the
-runs table; GET /api/runs/<id>, one run with its config; POST /api/runs/<id>/stop; GET
-/api/runs/<id>/detector-inputs, the series each detector rule judged. A run's metrics, events and samples
-are webapp.metrics.api's."""
+runs table; GET /api/runs/<id>, one run with its config, and DELETE, the run with its data; POST
+/api/runs/<id>/stop; GET /api/runs/<id>/detector-inputs, the series each detector rule judged. A run's
+metrics, events and samples are webapp.metrics.api's."""
+
+from django.http import HttpResponse
 
 from diagnostics import replay_inputs
 from diagnostics.detector import STORED_READS
@@ -50,9 +52,15 @@ def runs(request):
     )
 
 
-@api_view()
+@api_view(methods=("GET", "DELETE"))
 def run(request, pk):
     run = owned_run(request, pk)
+    if request.method == "DELETE":
+        try:
+            run.delete_with_data()
+        except Run.StillTraining as error:
+            raise ApiError(409, str(error)) from None
+        return HttpResponse(status=204)
     return JsonResponse(run.to_dict(config=True))
 
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/<id:pk>/edit", views.run_edit, name="run_edit"),
     path("runs/<id:pk>/archive", views.run_archive, name="run_archive"),
     path("runs/<id:pk>/restore", views.run_restore, name="run_restore"),
+    path("runs/<id:pk>/delete", views.run_delete, name="run_delete"),
     path("api/runs", api.runs, name="api_runs"),
     path("api/runs/<id:pk>", api.run, name="api_run"),
     path("api/runs/<id:pk>/stop", api.run_stop, name="api_run_stop"),

@@ -1,6 +1,6 @@
-"""A run's pages: its live charts and status (run_detail), stop, and the sampled trajectories; the runs
-table across a user's experiments, a run's name, tags and notes, soft archiving, and the CSV export of
-several runs' metrics. Every queryset is the user's own: another user's run is a 404 (owned_run)."""
+"""A run's pages: its live charts and status (run_detail), stop, delete, and the sampled trajectories; the
+runs table across a user's experiments, a run's name, tags and notes, soft archiving, and the CSV export
+of several runs' metrics. Every queryset is the user's own: another user's run is a 404 (owned_run)."""
 
 import yaml
 from django.contrib import messages
@@ -111,6 +111,19 @@ def run_restore(request, pk):
     run.restore()
     messages.success(request, f"Restored {run.display_name}.")
     return redirect(_back(request, reverse("run_list") + "?archived=true"))
+
+
+@login_required
+@require_POST
+def run_delete(request, pk):
+    run = owned_run(request, pk)
+    try:
+        run.delete_with_data()
+    except Run.StillTraining as refusal:
+        messages.error(request, f"Not deleted: {refusal}.")
+        return redirect(run)
+    messages.success(request, f"Deleted {run.display_name} with its metrics, samples and detector events.")
+    return redirect(run.experiment)
 
 
 @login_required
