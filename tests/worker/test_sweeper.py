@@ -48,13 +48,18 @@ def test_a_run_whose_worker_died_is_requeued_and_sent(queued_run, sweeper_settin
     assert gpu_queue_depth() == 1
 
 
-def test_after_the_last_attempt_the_run_fails_with_every_reason(queued_run, sweeper_settings, purge_broker):
-    run = queued_run({})
+def lose_every_attempt(run):
+    """Three attempts (RUN_MAX_ATTEMPTS), each on its own host, each lost to a stale heartbeat."""
     for attempt in range(1, 4):
         assert run.claim(f"host{attempt}", 1, "cpu")
         age(run, heartbeat_at=61)
         sweep_runs()
         run.refresh_from_db()
+
+
+def test_after_the_last_attempt_the_run_fails_with_every_reason(queued_run, sweeper_settings, purge_broker):
+    run = queued_run({})
+    lose_every_attempt(run)
     assert run.status == "failed"
     assert run.attempt == 3
     lines = run.error.splitlines()
@@ -69,11 +74,7 @@ def test_after_the_last_attempt_the_run_fails_with_every_reason(queued_run, swee
 
 def test_a_run_its_owner_resumed_gets_its_attempts_afresh(queued_run, sweeper_settings, purge_broker):
     run = queued_run({})
-    for attempt in range(1, 4):
-        assert run.claim(f"host{attempt}", 1, "cpu")
-        age(run, heartbeat_at=61)
-        sweep_runs()
-        run.refresh_from_db()
+    lose_every_attempt(run)
     assert run.status == "failed"
     run.resume()
     assert run.claim("host4", 1, "cpu")

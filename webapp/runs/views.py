@@ -225,6 +225,12 @@ def run_detail(request, pk):
     )
 
 
+def as_sentence(error: Exception) -> str:
+    """A model's refusal ("run 3 is queued: ...") as a message on a page: capitalised, with a full stop."""
+    text = str(error)
+    return f"{text[:1].upper()}{text[1:]}."
+
+
 @login_required
 @require_POST
 def run_stop(request, pk):
@@ -232,7 +238,7 @@ def run_stop(request, pk):
     try:
         run.request_stop()
     except Run.TrainedElsewhere as error:
-        messages.error(request, f"{str(error)[0].upper()}{str(error)[1:]}.")
+        messages.error(request, as_sentence(error))
         return redirect(run)
     if run.status == Run.Status.STOPPED:
         messages.success(request, "Stopped: the run was still queued and will not start.")
@@ -252,7 +258,7 @@ def run_resume(request, pk):
     try:
         run.resume()
     except (Run.TrainedElsewhere, Run.NotResumable) as error:
-        messages.error(request, f"{str(error)[0].upper()}{str(error)[1:]}.")
+        messages.error(request, as_sentence(error))
         return redirect(run)
     messages.success(
         request, f"Resumed: queued again; it continues from its last checkpoint (step {run.step})."
