@@ -33,17 +33,32 @@ def test_owner_is_the_default_recipient(alert_event):
     assert Notification.create_for([alert_event()]).recipients == ["alice@example.com"]
 
 
-def test_same_rule_on_the_same_run_is_cooled_down(alert_event, settings):
+def test_the_same_warning_on_the_same_run_is_cooled_down(alert_event, settings):
     settings.ALERT_COOLDOWN_SECONDS = 600
-    first = alert_event(step=60)
+    first = alert_event(level="warning", rule="reward_std_drop", step=60, alert_on_warnings=True)
     sent = Notification.create_for([first])
-    assert Notification.create_for([alert_event(step=90, run=first.run)]) is None
 
+    def again(step):
+        return Notification.create_for(
+            [alert_event(level="warning", rule="reward_std_drop", step=step, run=first.run)]
+        )
+
+    assert again(90) is None
     age(sent, 590)
-    assert Notification.create_for([alert_event(step=91, run=first.run)]) is None
+    assert again(91) is None
     age(sent, 601)
-    assert Notification.create_for([alert_event(step=92, run=first.run)]) is not None
+    assert again(92) is not None
     assert Notification.objects.count() == 2
+
+
+def test_a_relapse_is_told_however_soon_and_leads_its_email(alert_event, settings):
+    settings.ALERT_COOLDOWN_SECONDS = 3600
+    first = alert_event(step=58, alert_on_warnings=True)
+    assert Notification.create_for([first]) is not None
+    zero = alert_event(level="warning", rule="zero_std_groups", step=125, run=first.run)
+    relapse = alert_event(step=125, run=first.run)
+    notification = Notification.create_for([zero, relapse])
+    assert notification is not None and notification.events == [relapse, zero]
 
 
 def test_cooldown_is_per_run_and_per_rule(alert_event):

@@ -102,10 +102,12 @@ class Notification(models.Model):
     def create_for(cls, events: list[DetectorEvent]) -> "Notification | None":
         """The one notification the events of one step of a run deserve, or None. An event is told when
         the experiment is alerted on its level (info and resolved never; warnings only with
-        alert_on_warnings) and its rule was not notified on this run within ALERT_COOLDOWN_SECONDS (a
-        flapping rule must not flood); nobody to tell, nothing sent. The email leads with the most severe
-        event (a collapse, then the warnings in the detector's order) and tells the others with it: the
-        three warnings that often fire on one step are one email, not three."""
+        alert_on_warnings) and, for a warning, its rule was not notified on this run within
+        ALERT_COOLDOWN_SECONDS (a flapping rule must not flood). A collapse is always told: the detector
+        calls one only after the last has resolved (success back for `recovery` evaluations), so a second
+        one is a relapse, the news the product exists for. Nobody to tell, nothing sent. The email leads
+        with the most severe event (a collapse, then the warnings in the detector's order) and tells the
+        others with it: the three warnings that often fire on one step are one email, not three."""
         if not events:
             return None
         run = events[0].run
@@ -128,7 +130,11 @@ class Notification(models.Model):
             cooling = set(recent.values_list("event__rule", flat=True)) | set(
                 recent.values_list("also__rule", flat=True)
             )
-            told = [event for event in told if event.rule not in cooling]
+            told = [
+                event
+                for event in told
+                if event.level == DetectorEvent.Level.COLLAPSE or event.rule not in cooling
+            ]
             if not told:
                 return None
             told.sort(
