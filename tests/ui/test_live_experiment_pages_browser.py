@@ -20,6 +20,7 @@ def test_the_runs_table_follows_a_run_from_queued_to_completed(page):
     page.locator(f"input.compare-select[value='{second.pk}']").check()
 
     Run.objects.filter(pk=first.pk).update(status="running", step=6, host="gpu-7")
+    assert page.locator("#stop-all-form").is_visible()
     page.get_by_text("6 / 10").wait_for(timeout=15_000)
     assert "Running" in row.inner_text() and "gpu-7" in row.inner_text()
     assert sorted(page.locator(".badges .badge").all_inner_texts()) == ["1 queued", "1 running"]
@@ -32,6 +33,7 @@ def test_the_runs_table_follows_a_run_from_queued_to_completed(page):
     Run.objects.filter(pk__in=[first.pk, second.pk]).update(status="completed", step=10)
     page.locator(".badges").get_by_text("2 completed").wait_for(timeout=15_000)
     assert page.locator("#experiment-runs[data-live]").count() == 0  # nothing left to follow
+    assert page.locator("#stop-all-form").count() == 0  # nothing left to stop: the button went with them
 
     asked = []
     page.on("request", lambda request: "part=runs" in request.url and asked.append(request.url))
@@ -47,3 +49,19 @@ def test_the_experiment_list_follows_progress(page):
     Run.objects.filter(experiment=experiment).update(status="running", step=5)
     row.get_by_text("1 running").wait_for(timeout=15_000)
     assert "50%" in row.inner_text()
+
+
+def test_on_a_phone_each_run_is_a_card_and_a_signed_out_page_says_so(page):
+    experiment = spec_experiment(page.user, seeds=[1], steps=10)
+    run = experiment.runs.get()
+    Run.objects.filter(pk=run.pk).update(status="running", step=2)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    success = page.locator("table.runs td[data-label=Success]")
+    box = success.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390  # it sat off-screen in a scrolled table
+
+    page.context.clear_cookies()  # signed out, say in another tab
+    page.get_by_text("You were signed out, so this table stopped updating").wait_for(timeout=15_000)
+    assert page.locator("#experiment-runs[data-live]").count() == 0
+    assert "2 / 10" in page.locator("table.runs").inner_text()  # the last state stays, marked as such
