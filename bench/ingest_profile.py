@@ -94,6 +94,7 @@ def main():
         experiment=Experiment.objects.create(owner=user, name="profile", config={}),
         label="profile",
         config={},
+        status=Run.Status.RUNNING,  # a queued run takes no points
     )
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
     url = f"/api/runs/{run.pk}/metrics"

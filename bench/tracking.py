@@ -174,7 +174,7 @@ def our_run(owner):
     from webapp.experiments.models import Experiment, Run
 
     experiment = Experiment.objects.create(owner=owner, name="bench", config={})
-    return Run.objects.create(experiment=experiment, label="bench", config={})
+    return Run.objects.create(experiment=experiment, label="bench", config={}, status=Run.Status.RUNNING)
 
 
 def mlflow_run(client, name):

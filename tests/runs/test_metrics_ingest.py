@@ -256,10 +256,15 @@ def test_a_finished_run_refuses_metrics_with_409(client, run, alice_token, statu
     assert run.latest_metrics == {"train/success": 0.25}
 
 
-def test_a_queued_run_accepts_metrics(client, run, alice_token):
+def test_a_queued_run_refuses_metrics_until_it_runs(client, run, alice_token):
     run.status = "queued"
     run.save(update_fields=["status"])
-    assert post(client, run, [{"step": 0, "key": "k", "value": 1.0}], alice_token).status_code == 200
+    response = post(client, run, [{"step": 0, "key": "k", "value": 1.0}], alice_token)
+    assert response.status_code == 409
+    assert response.json()["error"].startswith(
+        f"run {run.pk} is queued: EchoLab trains it and has not started"
+    )
+    assert stored(run) == []
 
 
 def test_the_largest_step_is_stored(client, run, alice_token):

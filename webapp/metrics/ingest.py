@@ -29,7 +29,8 @@ class TooLarge(Exception):
 
 
 class RunFinished(Exception):
-    """The run has finished: its metrics are final, and its detector events were computed from them."""
+    """The run takes no points now: it has finished (its metrics are final, and its detector events were
+    computed from them), or it is queued (EchoLab's worker has yet to start writing its metrics)."""
 
 
 class Invalid(Exception):
@@ -156,10 +157,11 @@ def write(
     """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step).
     With owner, only a run of that user is written (else Run.DoesNotExist, as for a run that does not
     exist): the ingest API's ownership check, made under the run's lock instead of in a query of its own.
-    RunFinished when the run is completed, failed or stopped (imported runs are created completed), unless
-    finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
+    RunFinished when the run is queued (points sent before its worker starts would mix with the trainer's
+    own), or completed, failed or stopped (imported runs are created completed), unless finished_ok: a run
+    logged through the MLflow endpoint takes data after it ended, as in MLflow.
     Returns the points written, the run as its row was locked (its RUN_STATE fields) and its key count."""
-    refuse = () if finished_ok else tuple(Run.FINISHED)
+    refuse = (Run.Status.QUEUED,) + (() if finished_ok else tuple(Run.FINISHED))
     if owner is not None and not owner.is_authenticated:  # owner=None means "any run": never by accident
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     if connection.vendor == "postgresql":
@@ -212,6 +214,11 @@ MLFLOW_HOST = "mlflow client"
 
 
 def _finished(run_id: int, status: str, host: str) -> RunFinished:
+    if status == Run.Status.QUEUED:
+        return RunFinished(
+            f"run {run_id} is queued: EchoLab trains it and has not started yet; points sent now would mix "
+            "with the ones its worker writes (send yours once it runs)"
+        )
     if host == MLFLOW_HOST:  # its MLflow client may log to it again (a lost run then runs again)
         return RunFinished(
             f"run {run_id} is {status}: this endpoint takes no points for a finished run; a run made "
