@@ -50,9 +50,11 @@ def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_cli
 
 def test_runs_trained_elsewhere_show_their_steps_not_a_percentage(alice_client, alice):
     experiment = make_experiment(alice, "mlflow: sweep", imported=True)
+    # An MLflow run's `step` is the newest step it logged: the list names the furthest, not their sum.
     make_run(alice, experiment=experiment, label="a", config={}, status="completed", step=149, total_steps=0)
+    make_run(alice, experiment=experiment, label="b", config={}, status="completed", step=19, total_steps=0)
     html = alice_client.get("/").content.decode()
-    assert "149 steps" in html and "0%" not in html
+    assert "at step 149" in html and "168" not in html and "0%" not in html
     html = alice_client.get(experiment.get_absolute_url()).content.decode()
     assert "step 149" in html and "149 / 0" not in html
 

@@ -70,6 +70,9 @@ def annotated(experiments):
         },
         steps_done=Coalesce(Sum("runs__step", filter=active), 0),
         steps_total=Coalesce(Sum("runs__total_steps", filter=active), 0),
+        # Runs trained elsewhere have no planned steps: the furthest step one of them logged tells how far
+        # it got (their `step` is the newest step logged, not a count of steps: MLflow steps may start at 1).
+        newest_step=Max("runs__step", filter=active),
         eta_seconds=Max("runs__eta_seconds", filter=active & Q(runs__status=Run.Status.RUNNING)),
         collapse_count=Coalesce(Subquery(collapses, output_field=IntegerField()), 0),
     )
