@@ -118,7 +118,10 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert
     sent.mark_sent()
     run = sent.event.run
     retrying = Notification.objects.create(
-        event=alert_event(rule="grad_spike", step=70, run=run), recipients=["x@example.com"]
+        event=alert_event(
+            level="warning", rule="grad_unstable", step=70, run=run, message="Gradient norm stayed high: 9"
+        ),
+        recipients=["x@example.com"],
     )
     retrying.claim()
     retrying.mark_failed("SMTPServerDisconnected: Connection unexpectedly closed")
@@ -135,13 +138,17 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section[: section.index("</section>")]))
     sent.refresh_from_db()
     retrying.refresh_from_db()
-    assert f"collapse collapse alice@example.com sent {sent.sent_at:%Y-%m-%d %H:%M} UTC" in text
+    # Each alert in words, its step a link to the run at that step.
+    assert f"collapse Success collapsed alice@example.com sent {sent.sent_at:%Y-%m-%d %H:%M} UTC" in text
+    assert '<a href="?step=70">70</a>' in section
     next_try = f"{retrying.next_try_at:%Y-%m-%d %H:%M} UTC"
     assert (
-        f"grad_spike x@example.com retrying until it is sent; next try {next_try}"
+        f"warning Gradient norm stayed high x@example.com retrying until it is sent; next try {next_try}"
         " (SMTPServerDisconnected: Connection unexpectedly closed)"
     ) in text
-    assert "entropy_drop y@example.com failed after 18 tries: SMTPRecipientsRefused: y@example.com" in text
+    assert (
+        "Success collapsed y@example.com failed after 18 tries: SMTPRecipientsRefused: y@example.com" in text
+    )
     assert failed.pk
 
 

@@ -43,7 +43,7 @@ def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_cli
     html = alice_client.get("/").content.decode()
     assert "1 running" in html and "1 completed" in html and "1 queued" in html
     assert "50%" in html  # 15 of 30 steps
-    assert "ETA 2m 05s" in html
+    assert "running runs' ETA 2m 05s, then 1 queued" in html  # the queued run is not in the ETA: said so
     assert "1 collapse<" in html
     assert "<polyline points=" in html
 
