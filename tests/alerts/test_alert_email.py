@@ -189,3 +189,25 @@ def test_warnings_alone_say_how_many_more(alert_event):
         "[EchoLab] warning: In-group reward std dropped on FrozenLake PPO / seed 0 (and one more warning)"
     )
     assert "reported 2 warnings on run" in parts(two)["text/plain"].get_content()
+
+
+def test_the_chart_draws_the_metric_the_alert_judged_and_no_empty_axis(alert_event):
+    entropy = alert_event(
+        level="warning",
+        rule="entropy_rise",
+        message="Entropy rose after declining: 1.4",
+        alert_on_warnings=True,
+    )
+    entropy.signals = {"metric": "actor/entropy", "value": 1.4}
+    entropy.save()
+    run = entropy.run
+    MetricPoint.upsert(run.pk, [(step, "actor/entropy", 1.0 + step / 100) for step in range(0, 120, 2)])
+    notification = Notification.create_for([entropy])
+    assert emails.charted_beside_outcome(notification.events) == "actor/entropy"
+    figure = emails.chart_figure(run, EVENT_STEP, "actor/entropy")
+    assert [axis.get_ylabel() for axis in figure.axes] == ["success", "entropy"]
+    assert "mean reward) and actor/entropy within" in parts(parsed(notification))["text/html"].get_content()
+
+    MetricPoint.objects.filter(run=run, key="train/reward_std_in_group").delete()
+    alone = emails.chart_figure(run, EVENT_STEP)  # a collapse beside a std the run did not log
+    assert [axis.get_ylabel() for axis in alone.axes] == ["success"]

@@ -28,6 +28,7 @@ def build_message(notification) -> EmailMultiAlternatives:
     run = event.run
     events = notification.events
     chart_id = f"chart-{notification.pk or 0}-{event.pk}@echolab"
+    beside = charted_beside_outcome(events)
     context = {
         "event": event,
         "events": [(told, signal_rows(told.signals)) for told in events],
@@ -37,6 +38,7 @@ def build_message(notification) -> EmailMultiAlternatives:
         "experiment": run.experiment,
         "run_url": f"{settings.SITE_URL}{run.get_absolute_url()}?step={event.step}",
         "chart_cid": chart_id,
+        "charted": beside,
         "window": CHART_WINDOW,
     }
     subject = " ".join(render_to_string("emails/event_subject.txt", context).split())
@@ -50,7 +52,7 @@ def build_message(notification) -> EmailMultiAlternatives:
     # multipart/related around the alternatives: mail clients then show the image inline (cid:)
     # instead of listing it as an attachment.
     message.mixed_subtype = "related"
-    image = MIMEImage(chart_png(run, event.step), "png")
+    image = MIMEImage(chart_png(run, event.step, beside), "png")
     image.add_header("Content-ID", f"<{chart_id}>")
     image.add_header("Content-Disposition", "inline", filename="chart.png")
     message.attach(image)
@@ -84,14 +86,26 @@ def _format(value) -> str:
     return str(value)
 
 
-def chart_series(run, step: int, window: int = CHART_WINDOW) -> dict[str, list[tuple[int, float]]]:
+def charted_beside_outcome(events: list) -> str:
+    """The metric the email's chart draws beside the outcome: the first one an event judged that is not an
+    outcome (the warning's own signal: entropy, format validity, thinking length), else the in-group
+    reward std, the paper's earliest sign."""
+    judged = (event.signals.get("metric") for event in events if isinstance(event.signals, dict))
+    return next(
+        (key for key in judged if isinstance(key, str) and key not in OUTCOME_KEYS), TRAIN_REWARD_STD_IN_GROUP
+    )
+
+
+def chart_series(
+    run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window: int = CHART_WINDOW
+) -> dict[str, list[tuple[int, float]]]:
     """{key: [(step, value)]} for the outcome key the run logs (the first of OUTCOME_KEYS, as the detector
-    picks it) and the in-group std, within `window` steps of `step`; NaN, infinities and nulls become NaN,
-    which matplotlib draws as a gap."""
+    picks it) and `beside`, within `window` steps of `step`; NaN, infinities and nulls become NaN, which
+    matplotlib draws as a gap. A key the run did not log there is left out."""
     rows = (
         MetricPoint.objects.filter(
             run=run,
-            key__in=(*OUTCOME_KEYS, TRAIN_REWARD_STD_IN_GROUP),
+            key__in=(*OUTCOME_KEYS, beside),
             step__range=(step - window, step + window),
         )
         .order_by("step")
@@ -102,30 +116,32 @@ def chart_series(run, step: int, window: int = CHART_WINDOW) -> dict[str, list[t
         finite = value is not None and math.isfinite(value)
         found.setdefault(key, []).append((at, value if finite else math.nan))
     outcome = next((key for key in OUTCOME_KEYS if key in found), None)
-    return {key: found[key] for key in (outcome, TRAIN_REWARD_STD_IN_GROUP) if key in found}
+    return {key: found[key] for key in (outcome, beside) if key in found}
 
 
-def chart_png(run, step: int, window: int = CHART_WINDOW) -> bytes:
+def chart_png(run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window: int = CHART_WINDOW) -> bytes:
     buffer = io.BytesIO()
-    chart_figure(run, step, window).savefig(buffer, format="png")
+    chart_figure(run, step, beside, window).savefig(buffer, format="png")
     return buffer.getvalue()
 
 
-def chart_figure(run, step: int, window: int = CHART_WINDOW):
+def chart_figure(run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window: int = CHART_WINDOW):
     # The object-oriented API with the Agg canvas: no pyplot global state, safe in a worker thread.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    series = chart_series(run, step, window)
+    series = chart_series(run, step, beside, window)
     figure = Figure(figsize=(6, 2.4), dpi=100)
     FigureCanvasAgg(figure)
     outcome_axis = figure.add_subplot()
-    std_axis = outcome_axis.twinx()
+    axes = [outcome_axis]
     lines = []
     for key, values in series.items():
-        axis, color = (
-            (std_axis, "tab:orange") if key == TRAIN_REWARD_STD_IN_GROUP else (outcome_axis, "tab:blue")
-        )
+        if key == beside:  # on its own scale, on the right; no empty right axis when it was not logged
+            axis, color = outcome_axis.twinx(), "tab:orange"
+            axes.append(axis)
+        else:
+            axis, color = outcome_axis, "tab:blue"
         steps, points = zip(*values)
         lines += axis.plot(steps, points, color=color, linewidth=1.5, label=key)
         axis.set_ylabel(key.split("/")[-1], color=color, fontsize=8)
@@ -149,7 +165,7 @@ def chart_figure(run, step: int, window: int = CHART_WINDOW):
             fontsize=9,
             color="gray",
         )
-    for axis in (outcome_axis, std_axis):
+    for axis in axes:
         axis.tick_params(labelsize=7)
     figure.tight_layout()
     return figure
