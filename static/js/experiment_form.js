@@ -39,13 +39,17 @@
   let asked = 0;
 
   // On page load a form not filled in yet gets no "No estimate until..." (nothing was chosen to refuse).
+  const IMPORT_FIELDS = ["file", "text"]; // "Import a config" (ImportConfigForm), sent with the form it fills
+
   async function ask(onLoad) {
     const number = ++asked;
     let text;
     let refused = false;
     try {
+      const fields = new FormData(form);
+      IMPORT_FIELDS.forEach(function (name) { fields.delete(name); }); // not the form's: no upload each time
       const response = await fetch(box.dataset.url, {
-        method: "POST", body: new FormData(form), credentials: "same-origin",
+        method: "POST", body: fields, credentials: "same-origin",
         headers: { Accept: "application/json" },
       });
       const body = await response.json();

@@ -34,3 +34,18 @@ def test_a_refused_import_and_a_refused_form_show_their_first_error(page):
     page.get_by_role("button", name="Create experiment").click()
     page.wait_for_load_state()
     assert in_view_and_focused(page, "#experiment-form [aria-invalid='true']")
+
+
+def test_importing_a_config_keeps_what_was_typed(page):
+    page.goto(f"{page.base}/experiments/new/")
+    page.locator("#id_name").fill("typed name to keep")
+    page.locator("section.import textarea").fill("algorithm: [oops\n")
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.locator("section.import .errorlist").first.wait_for()
+    assert page.locator("#id_name").input_value() == "typed name to keep"
+
+    page.locator("section.import textarea").fill("algorithm: {filter_ratio: 0.5}\n")
+    page.get_by_role("button", name="Import", exact=True).click()
+    page.get_by_text("Config imported: check the fields").wait_for()
+    assert page.locator("#id_name").input_value() == "typed name to keep"
+    assert "filter_ratio: 0.5" in page.locator("#id_overrides").input_value()

@@ -145,6 +145,31 @@ def test_pasted_yaml_import(alice_client):
     assert yaml.safe_load(form.initial["overrides"]) == {"algorithm": {"filter_ratio": 0.5}}
 
 
+def test_an_import_keeps_what_was_typed_in_the_form(alice_client):
+    typed = {
+        "name": "typed name to keep",
+        "description": "why",
+        "env": "bandit",
+        "preset": "grpo",
+        "seeds": "4, 5",
+    }
+    failed = alice_client.post(reverse("experiment_import"), {**typed, "text": "algorithm: [oops"})
+    assert failed.status_code == 400 and "not valid YAML" in " ".join(
+        failed.context["import_form"].errors["text"]
+    )
+    assert {name: failed.context["form"].initial[name] for name in typed} == typed
+    page = failed.content.decode()
+    assert 'value="typed name to keep"' in page and '<option value="bandit" selected>' in page
+
+    # A few settings apply to the form as it was: its environment, preset and seeds, and keep its name.
+    form = alice_client.post(
+        reverse("experiment_import"), {**typed, "text": "algorithm: {filter_ratio: 0.5}"}
+    )
+    initial = form.context["form"].initial
+    assert {name: initial[name] for name in typed} == typed
+    assert yaml.safe_load(initial["overrides"]) == {"algorithm": {"filter_ratio": 0.5}}
+
+
 def test_a_whole_config_imports_as_it_is(alice_client):
     config = TrainConfig.preset("grpo", env={"name": "bandit"}).to_dict()
     config["optim"]["actor_lr"] = 1e-6

@@ -263,6 +263,12 @@ class ExperimentForm(AlertsForm):
             self.add_error(None, f"{key}: {message}")
 
     @classmethod
+    def typed_initial(cls, data) -> dict:
+        """The form's values as a browser sent them (a QueryDict), as initial values: what the import of a
+        config, sent with them, keeps."""
+        return {name: data.get(name) for name in cls().fields if name in data}
+
+    @classmethod
     def initial_from(cls, config: dict, preset: str = "", grid_keys=(), **extra) -> dict:
         """Initial values that reproduce `config` (a saved experiment's, or an imported YAML's)."""
         inputs = form_inputs.describe(config, preset, grid_keys)
@@ -326,10 +332,21 @@ class ExperimentForm(AlertsForm):
 class ImportConfigForm(forms.Form):
     """A trainer config as YAML (a file or pasted text) -> the new-experiment form, prefilled."""
 
-    file = forms.FileField(required=False, label="YAML file")
-    text = forms.CharField(
-        required=False, label="or paste YAML", widget=forms.Textarea(attrs={"rows": 6, "class": "code"})
+    # Fields of the experiment form's <form> (templates/experiments/new.html): sent with what was typed there.
+    file = forms.FileField(
+        required=False, label="YAML file", widget=forms.FileInput(attrs={"form": "experiment-form"})
     )
+    text = forms.CharField(
+        required=False,
+        label="or paste YAML",
+        widget=forms.Textarea(attrs={"rows": 6, "class": "code", "form": "experiment-form"}),
+    )
+
+    def __init__(self, *args, typed: dict | None = None, **kwargs):
+        """`typed`: the experiment form's values as sent with the import (ExperimentForm.typed_initial); a
+        config of a few settings applies to its environment, preset and seeds."""
+        super().__init__(*args, **kwargs)
+        self.typed = typed or {}
 
     def clean(self):
         data = super().clean()
@@ -349,31 +366,34 @@ class ImportConfigForm(forms.Form):
             return data
         try:
             mapping = spec_parsing.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
-            data["initial"] = (
+            imported = (
                 self._experiment_initial(mapping)
                 if spec_parsing.is_experiment_body(mapping)
-                else self._config_initial(mapping)
+                else self._config_initial(mapping, self.typed)
             )
+            # What the file sets replaces what was typed; the rest (a name it leaves blank) stays.
+            data["initial"] = {**self.typed, **{k: v for k, v in imported.items() if v != "" or k != "name"}}
         except ValueError as error:  # YAML problems, ConfigError and SpecError alike
             self.add_error(field, str(error))
         return data
 
     @staticmethod
-    def _config_initial(mapping: dict) -> dict:
+    def _config_initial(mapping: dict, typed: dict) -> dict:
         if all(isinstance(mapping.get(name), dict) for name in spec_parsing.CONFIG_SECTIONS):
             config = TrainConfig.from_dict(mapping)  # a whole config, as Export YAML or the trainer writes it
             run_planning.check_limits(config)  # this server's limits, said now rather than at create
             return ExperimentForm.initial_from(config.to_dict())
-        # A few settings: overrides on the form as it starts (its environment and seeds, the default
-        # preset), as its Overrides field takes them, not on the trainer's bare defaults.
+        # A few settings: overrides on the form as it was sent (its environment, preset and seeds; as it
+        # starts where those were not chosen), as its Overrides field takes them, not on the trainer's bare
+        # defaults.
         form = ExperimentForm()
-        config = TrainConfig.preset(
-            specs.DEFAULT_PRESET, **{"env": {"name": form.fields["env"].initial}, **mapping}
-        )
+        env = typed.get("env") if typed.get("env") in envs.registry() else form.fields["env"].initial
+        preset = typed.get("preset") if typed.get("preset") in PRESETS else specs.DEFAULT_PRESET
+        config = TrainConfig.preset(preset, **{"env": {"name": env}, **mapping})
         run_planning.check_limits(config)
-        initial = ExperimentForm.initial_from(config.to_dict())
+        initial = ExperimentForm.initial_from(config.to_dict(), preset)
         if "seed" not in mapping:
-            initial["seeds"] = form.fields["seeds"].initial
+            initial["seeds"] = typed.get("seeds") or form.fields["seeds"].initial
         return initial
 
     @staticmethod

@@ -108,12 +108,14 @@ def run_rerun(request, pk):
 @login_required
 @require_POST
 def experiment_import(request):
-    import_form = ImportConfigForm(request.POST, request.FILES)
+    # Sent with the experiment form's fields (templates/experiments/new.html): kept, imported or not.
+    typed = ExperimentForm.typed_initial(request.POST)
+    import_form = ImportConfigForm(request.POST, request.FILES, typed=typed)
     if import_form.is_valid():
         form = ExperimentForm(initial=import_form.cleaned_data["initial"])
         messages.info(request, "Config imported: check the fields, then create the experiment.")
         return _render_new(request, form, ImportConfigForm())
-    return _render_new(request, ExperimentForm(), import_form, status=400)
+    return _render_new(request, ExperimentForm(initial=typed), import_form, status=400)
 
 
 @functools.cache
