@@ -45,6 +45,14 @@ def test_multipart_upload_creates_the_run(client, auth, alice):
     assert row["summary"]["duration_seconds"] is None
 
 
+def test_a_compressed_file_without_a_name_is_named_as_its_file_less_both_suffixes(client, auth):
+    upload = SimpleUploadedFile("imp.csv.gz", gzip.compress(b"step,train/success\n0,0.5\n1,0.6\n"))
+    response = client.post(URL, {"file": upload}, **auth)
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    assert (run.experiment.name, run.label) == ("imp", "imported: imp.csv.gz")
+
+
 def test_raw_body_with_format_and_name(client, auth):
     body = b'{"step": 0, "train/success": 0.5}\n{"step": 1, "train/success": "NaN"}\n'
     response = client.post(f"{URL}?format=jsonl&name=mine", body, content_type="application/x-ndjson", **auth)

@@ -55,9 +55,12 @@ class ImportForm(forms.Form):
                 cleaned["sha256"] = importer.sha256_of(path)
         except ValueError as error:
             self.add_error("file", f"{upload.name}: {error}")
-        # A name left blank is the file's, and a file named blank (" .csv") gives the raw body's default.
+        # A name left blank is the file's (without .csv.gz), and a file named blank (" .csv") gives the raw
+        # body's default.
         cleaned["name"] = (
-            cleaned.get("name", "").strip() or PurePath(upload.name).stem.strip()[:200] or "metrics"
+            cleaned.get("name", "").strip()
+            or importer.uncompressed(upload.name).stem.strip()[:200]
+            or "metrics"
         )
         return cleaned
 

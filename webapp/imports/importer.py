@@ -26,10 +26,14 @@ from webapp.metrics.models import MetricPoint
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
+def uncompressed(filename: str) -> PurePath:
+    """The file's name as it was before gzip: metrics.csv.gz -> metrics.csv."""
+    return PurePath(filename.removesuffix(".gz").removesuffix(".GZ"))
+
+
 def format_of(filename: str) -> str | None:
     """The format a file name says (metrics.csv.gz says csv), or None to tell from the content."""
-    path = PurePath(filename.removesuffix(".gz").removesuffix(".GZ"))
-    return FORMATS.get(path.suffix.lower())
+    return FORMATS.get(uncompressed(filename).suffix.lower())
 
 
 def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
