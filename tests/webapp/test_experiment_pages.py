@@ -57,6 +57,7 @@ def test_runs_trained_elsewhere_show_their_steps_not_a_percentage(alice_client, 
     assert "at step 149" in html and "168" not in html and "0%" not in html
     html = alice_client.get(experiment.get_absolute_url()).content.decode()
     assert "step 149" in html and "149 / 0" not in html
+    assert "Config (first run)" not in html  # it has no trainer config: no empty box
 
 
 def test_list_filters_by_name_env_and_status(alice_client, alice):
