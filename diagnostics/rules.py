@@ -802,7 +802,8 @@ class EntropyRiseParams(GuardedParams):
 
 
 class EntropyRise(Rule):
-    """A steady entropy decline is learning; entropy climbing back after it goes with collapse."""
+    """A steady entropy decline is learning; entropy climbing back after it goes with collapse. Once it has
+    declined, a new high is that climb, not a new start: the alert resolves when entropy falls back."""
 
     name = "entropy_rise"
     title = "Entropy rose after declining"
@@ -820,13 +821,15 @@ class EntropyRise(Rule):
         if x is None:
             return None
         smoothed = self.ema.update(x)
-        if smoothed > self.peak:
+        p = self.params
+        # A new high starts a new decline to watch, unless entropy has declined already: then it is the
+        # climb back this rule is about (resetting there would resolve the alert at the climb's top).
+        if smoothed > self.peak and not self.declined() >= p.min_decline:
             self.peak, self.trough = smoothed, smoothed
         self.trough = min(self.trough, smoothed)
-        p = self.params
         if self.peak <= 0 or self.trough <= 0:
             return None
-        declined = (self.peak - self.trough) / self.peak
+        declined = self.declined()
         rise = smoothed / self.trough - 1
         signals = {"metric": self.metric, "value": smoothed, "peak": self.peak, "trough": self.trough}
         summary = (
@@ -834,6 +837,10 @@ class EntropyRise(Rule):
             f"(which was {declined:.0%} below the peak {self.peak:.4g})"
         )
         return success_holds(Check(declined >= p.min_decline and rise >= p.rise, signals, summary), trend, p)
+
+    def declined(self) -> float:
+        """How far the low fell below the peak, as a share of the peak (0 before both are positive)."""
+        return (self.peak - self.trough) / self.peak if self.peak > 0 and self.trough > 0 else 0.0
 
 
 # --- gradient-norm spikes -----------------------------------------------------------------------------

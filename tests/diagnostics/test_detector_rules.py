@@ -106,6 +106,13 @@ def test_entropy_rise_needs_a_decline_first():
     assert levels(feed(det, "actor/entropy", values)) == [(7, "warning")]
 
 
+def test_entropy_climbing_past_its_old_peak_keeps_the_alert_and_falling_back_resolves_it():
+    det = only("entropy_rise", pending=2, recovery=2, rise=0.25, min_decline=0.1, **RAW)
+    values = [1.0, 0.9, 0.8, 0.7, 0.6, 0.6, 0.8, 0.8, 1.5, 1.6, 1.6, 0.6, 0.6, 0.6]
+    # It used to resolve at the top of the climb (steps 9-10, a "new peak"), quoting "+0% from its low".
+    assert levels(feed(det, "actor/entropy", values)) == [(7, "warning"), (12, "resolved")]
+
+
 def test_entropy_rise_quiet_on_steady_decline():
     det = only("entropy_rise", pending=1, **RAW)
     assert feed(det, "actor/entropy", steady_decline(200, rate=0.004)) == []
