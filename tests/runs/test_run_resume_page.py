@@ -13,7 +13,7 @@ def test_a_stopped_run_is_resumed_from_its_page(alice_client, alice, purge_broke
 
     answer = alice_client.post(reverse("run_resume", args=[run.pk]), follow=True)
     shown = answer.content.decode()
-    assert "Resumed: queued again; it continues from its last checkpoint (step 7)." in shown
+    assert "Resumed: queued again; it continues from its last checkpoint." in shown
     assert ">Resume</button>" not in shown and ">Queued<" in shown
 
     again = alice_client.post(reverse("run_resume", args=[run.pk]), follow=True).content.decode()

@@ -144,3 +144,31 @@ def test_a_run_trained_elsewhere_is_not_resumed(queued_run):
     with pytest.raises(Run.TrainedElsewhere, match="cannot resume it"):
         run.resume()
     assert Run.objects.get(pk=run.pk).status == "failed"
+
+
+def test_a_requeued_run_stopped_in_the_queue_and_resumed_counts_its_time_once(queued_run, purge_broker):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run = queued_run({})
+    run.claim("a", 1, "cpu")
+    started = timezone.now() - timedelta(hours=2)
+    Run.objects.filter(pk=run.pk).update(started_at=started, heartbeat_at=started + timedelta(minutes=10))
+    run.refresh_from_db()
+    assert run.requeue("worker shut down")
+    run.request_stop()  # stopped while queued again, an hour and more later
+    assert run.training_time == timedelta(minutes=10)
+    run.resume()
+    run.refresh_from_db()
+    assert run.earlier_training == timedelta(minutes=10)  # not the 2 hours since the attempt started
+
+
+def test_giving_up_after_a_resume_counts_the_attempts_since(queued_run, purge_broker):
+    run = queued_run({})
+    run.claim("a", 1, "cpu")
+    assert run.give_up("no heartbeat")
+    run.resume()
+    run.claim("b", 2, "cpu")
+    assert run.give_up("no heartbeat again")
+    assert run.error.splitlines() == ["gave up after 1 attempt:", "attempt 2 on b: no heartbeat again"]

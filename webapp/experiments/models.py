@@ -479,8 +479,9 @@ class Run(models.Model):
                 "client): EchoLab cannot stop it; stop the process that trains it"
             )
         now = timezone.now()
+        # started_at None: a requeued run's last attempt was counted in earlier_training when it was requeued.
         Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
-            status=self.Status.STOPPED, stop_requested=True, finished_at=now
+            status=self.Status.STOPPED, stop_requested=True, finished_at=now, started_at=None
         )
         Run.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(stop_requested=True)
         self.refresh_from_db()
@@ -553,8 +554,9 @@ class Run(models.Model):
     def give_up(self, reason: str) -> bool:
         """running (stale heartbeat, attempts used up) -> failed, the error listing every attempt's end."""
         log = self.attempt_log + [self._attempt_entry(reason)]
-        error = f"gave up after {len(log)} attempts:\n" + "\n".join(
-            f"attempt {entry['attempt']} on {entry['host'] or '?'}: {entry['reason']}" for entry in log
+        since = [entry for entry in log if entry["attempt"] > self.resumed_at_attempt]  # since it was resumed
+        error = f"gave up after {len(since)} attempt{'s' * (len(since) != 1)}:\n" + "\n".join(
+            f"attempt {entry['attempt']} on {entry['host'] or '?'}: {entry['reason']}" for entry in since
         )
         failed = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
             # It ended when it was last heard from, not when the sweeper noticed (a duration is training time).
@@ -577,7 +579,7 @@ class Run(models.Model):
     def training_time(self) -> timedelta | None:
         """Start to finish (to now while it runs) over all attempts, without the time between them."""
         if self.started_at is None:
-            return None
+            return self.earlier_training or None  # stopped while queued again, or never started
         return self.earlier_training + ((self.finished_at or timezone.now()) - self.started_at)
 
     def _attempt_entry(self, reason: str) -> dict:

@@ -212,12 +212,17 @@ def experiment_resume(request, pk):
     if experiment.imported:
         messages.error(request, "This experiment's runs are trained elsewhere: EchoLab cannot resume them.")
         return redirect(experiment)
-    stopped = experiment.runs.active().filter(status=Run.Status.STOPPED)
-    for run in stopped:
-        run.resume()
+    resumed = 0
+    for run in experiment.runs.active().filter(status=Run.Status.STOPPED):
+        run.experiment = experiment
+        try:
+            run.resume()
+            resumed += 1
+        except Run.NotResumable:  # resumed (or deleted) meanwhile, from another tab or the API
+            pass
     messages.success(
         request,
-        f"Resumed {len(stopped)} stopped run{pluralize(len(stopped))}: each continues from its last checkpoint.",
+        f"Resumed {resumed} stopped run{pluralize(resumed)}: each continues from its last checkpoint.",
     )
     return redirect(experiment)
 
