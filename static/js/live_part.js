@@ -4,7 +4,8 @@
 // says itself whether to go on. Like healthchecks.io's status refresh: the server renders the HTML
 // once, for the page and the refresh alike. Keyboard focus inside the part moves to the same control
 // in the fresh one, and a scrolled table (a phone) keeps its scroll, so a refresh loses no place. A
-// session that ended meanwhile (the fetch lands on the login page) stops the refresh and says so.
+// session that ended meanwhile (the fetch lands on the login page), or an answer of 4xx (the experiment
+// deleted in another tab), stops the refresh and says so; a 5xx is tried again next round.
 (function () {
   "use strict";
 
@@ -31,23 +32,27 @@
     document.dispatchEvent(new CustomEvent("echolab:part-updated", { detail: fresh }));
   }
 
-  function signedOut(part) {
+  function stopWith(part, message) {
     delete part.dataset.live;
     const notice = document.createElement("p");
     notice.className = "callout";
     notice.setAttribute("role", "status");
-    notice.textContent = "You were signed out, so this table stopped updating: reload the page to sign in again.";
+    notice.textContent = message;
     part.prepend(notice);
   }
 
   function refresh(part) {
-    const url = new URL(window.location.href);
+    // The part's own page (data-live-url) where it says one: a refused form is shown at its POST address.
+    const url = new URL(part.dataset.liveUrl || window.location.href, window.location.href);
     url.searchParams.set("part", part.dataset.livePart);
     return fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })
       .then(function (response) {
         if (response.redirected && !new URL(response.url).searchParams.has("part")) {
-          signedOut(part); // sent to the login page
+          stopWith(part, "You were signed out, so this table stopped updating: reload the page to sign in again.");
           return Promise.reject(new Error("signed out"));
+        }
+        if (response.status >= 400 && response.status < 500) { // gone, or a page that has no such part
+          stopWith(part, "This table stopped updating (" + response.status + "): reload the page.");
         }
         return response.ok ? response.text() : Promise.reject(new Error(String(response.status)));
       })
@@ -59,10 +64,16 @@
       });
   }
 
+  const asking = new Set(); // parts whose refresh is on its way: a slow server gets one at a time
   window.setInterval(function () {
     if (document.hidden) return;
     document.querySelectorAll("[data-live-part][data-live]").forEach(function (part) {
-      refresh(part).catch(function () {}); // a failed round (server restarting) waits for the next
+      const name = part.dataset.livePart;
+      if (asking.has(name)) return;
+      asking.add(name);
+      refresh(part)
+        .catch(function () {}) // a failed round (a server restarting, 5xx) waits for the next
+        .finally(function () { asking.delete(name); });
     });
   }, EVERY_MS);
 })();

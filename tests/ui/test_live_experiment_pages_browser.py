@@ -65,3 +65,24 @@ def test_on_a_phone_each_run_is_a_card_and_a_signed_out_page_says_so(page):
     page.get_by_text("You were signed out, so this table stopped updating").wait_for(timeout=15_000)
     assert page.locator("#experiment-runs[data-live]").count() == 0
     assert "2 / 10" in page.locator("table.runs").inner_text()  # the last state stays, marked as such
+
+
+def test_an_experiment_deleted_elsewhere_stops_the_refresh_and_says_so(page):
+    experiment = spec_experiment(page.user, seeds=[1], steps=10)
+    Run.objects.filter(experiment=experiment).update(status="running", step=3)
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    experiment.delete()  # in another tab, say
+    page.get_by_text("This table stopped updating (404): reload the page.").wait_for(timeout=15_000)
+    assert page.locator("#experiment-runs[data-live]").count() == 0
+
+
+def test_a_refused_alert_settings_form_keeps_the_runs_table_live(page):
+    experiment = spec_experiment(page.user, seeds=[1], steps=10)
+    run = experiment.runs.get()
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    page.get_by_text("Alert settings", exact=True).click()
+    page.get_by_label("Alert recipients").fill("oops")
+    page.get_by_role("button", name="Save alert settings").click()
+    page.get_by_text("'oops' is not a valid email address").wait_for()  # shown at .../alerts/
+    Run.objects.filter(pk=run.pk).update(status="running", step=4)
+    page.get_by_text("4 / 10").wait_for(timeout=15_000)
