@@ -169,6 +169,22 @@ def test_an_import_keeps_what_was_typed_in_the_form(alice_client):
     assert {name: initial[name] for name in typed} == typed
     assert yaml.safe_load(initial["overrides"]) == {"algorithm": {"filter_ratio": 0.5}}
 
+    # and keeps its steps, its overrides (joined with the file's) and an unticked box.
+    more = {"steps": "77", "overrides": "optim: {actor_lr: 0.01}\nalgorithm: {filter_ratio: 0.25}"}
+    text = "algorithm: {filter_ratio: 0.5}"
+    initial = (
+        alice_client.post(reverse("experiment_import"), {**typed, **more, "text": text})
+        .context["form"]
+        .initial
+    )
+    assert initial["steps"] == "77" and initial["alert_on_warnings"] is False
+    assert yaml.safe_load(initial["overrides"]) == {
+        "optim": {"actor_lr": 0.01},
+        "algorithm": {"filter_ratio": 0.5},
+    }
+    refused = alice_client.post(reverse("experiment_import"), {"env": "frozenlake", "text": "env: [oops"})
+    assert refused.context["form"].initial["env__frozenlake__slippery"] is False  # unticked, not its default
+
 
 def test_a_whole_config_imports_as_it_is(alice_client):
     config = TrainConfig.preset("grpo", env={"name": "bandit"}).to_dict()

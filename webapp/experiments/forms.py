@@ -2,6 +2,7 @@
 own validation (through run_planning.plan) decides what is valid, and its errors land next to the field
 they name."""
 
+import yaml
 from django import forms
 
 import envs
@@ -265,8 +266,15 @@ class ExperimentForm(AlertsForm):
     @classmethod
     def typed_initial(cls, data) -> dict:
         """The form's values as a browser sent them (a QueryDict), as initial values: what the import of a
-        config, sent with them, keeps."""
-        return {name: data.get(name) for name in cls().fields if name in data}
+        config, sent with them, keeps. A box left unticked sends nothing: it is False, not its default."""
+        fields = cls().fields
+        if "env" not in data:  # not sent from the form (a script posting the import alone)
+            return {}
+        return {
+            name: data.get(name, False) if isinstance(field, TickBox) else data.get(name)
+            for name, field in fields.items()
+            if name in data or isinstance(field, TickBox)
+        }
 
     @classmethod
     def initial_from(cls, config: dict, preset: str = "", grid_keys=(), **extra) -> dict:
@@ -391,10 +399,28 @@ class ImportConfigForm(forms.Form):
         preset = typed.get("preset") if typed.get("preset") in PRESETS else specs.DEFAULT_PRESET
         config = TrainConfig.preset(preset, **{"env": {"name": env}, **mapping})
         run_planning.check_limits(config)
-        initial = ExperimentForm.initial_from(config.to_dict(), preset)
+        imported = ExperimentForm.initial_from(config.to_dict(), preset)
         if "seed" not in mapping:
-            initial["seeds"] = typed.get("seeds") or form.fields["seeds"].initial
-        return initial
+            imported["seeds"] = form.fields["seeds"].initial
+        # Sent with the form: the file sets what it names; the rest of the form stays as typed, and its
+        # settings join the typed overrides (the file's win where both set one).
+        sets = {"overrides"}
+        if "env" in mapping:
+            env_fields = f"env__{config.to_dict()['env']['name']}__"
+            sets |= {"env", *(name for name in imported if name.startswith(env_fields))}
+        if "seed" in mapping:
+            sets.add("seeds")
+        if "model" in mapping:
+            sets |= {"model", "warm_start"}
+        if get_dotted(mapping, "schedule.steps") is not None:
+            sets.add("steps")
+        try:
+            typed_overrides = spec_parsing.parse_overrides(typed.get("overrides", ""))
+        except ValueError:  # what was typed there does not parse: the file's settings replace it
+            typed_overrides = {}
+        merged = deep_merge(typed_overrides, yaml.safe_load(imported["overrides"]) or {})
+        imported["overrides"] = form_inputs.dump_yaml(merged)
+        return {**imported, **typed, **{name: imported[name] for name in sets if name in imported}}
 
     @staticmethod
     def _experiment_initial(mapping: dict) -> dict:
