@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F
+from django.db.models import F, Max, Q
 from django.utils import timezone
 
 from webapp.core.jsonsafe import jsonb_safe
@@ -103,11 +103,11 @@ class Notification(models.Model):
         """The one notification the events of one step of a run deserve, or None. An event is told when
         the experiment is alerted on its level (info and resolved never; warnings only with
         alert_on_warnings) and, for a warning, its rule was not notified on this run within
-        ALERT_COOLDOWN_SECONDS (a flapping rule must not flood). A collapse is always told: the detector
-        calls one only after the last has resolved (success back for `recovery` evaluations), so a second
-        one is a relapse, the news the product exists for. Nobody to tell, nothing sent. The email leads
-        with the most severe event (a collapse, then the warnings in the detector's order) and tells the
-        others with it: the three warnings that often fire on one step are one email, not three."""
+        ALERT_COOLDOWN_SECONDS (a flapping rule must not flood). A collapse is told however soon after the
+        last unless that one has not resolved since (success back for `recovery` evaluations): a relapse is
+        the news the product exists for, a step recomputed after a resume is not. Nobody to tell, nothing
+        sent. The email leads with the most severe event (a collapse, then the warnings in the detector's
+        order) and tells the others with it: the three warnings that often fire on one step are one email."""
         if not events:
             return None
         run = events[0].run
@@ -133,7 +133,11 @@ class Notification(models.Model):
             told = [
                 event
                 for event in told
-                if event.level == DetectorEvent.Level.COLLAPSE or event.rule not in cooling
+                if (
+                    not cls._told_since_resolved(event)
+                    if event.level == DetectorEvent.Level.COLLAPSE
+                    else event.rule not in cooling
+                )
             ]
             if not told:
                 return None
@@ -143,6 +147,25 @@ class Notification(models.Model):
             notification = cls.objects.create(event=told[0], recipients=recipients)
             notification.also.set(told[1:])
             return notification
+
+    @classmethod
+    def _told_since_resolved(cls, collapse: DetectorEvent) -> bool:
+        """Whether an earlier collapse of the same rule, after its last resolve, was emailed already: a run
+        that recomputes steps past its last checkpoint (a resume) may call the same collapse again at
+        another step, and that is no relapse."""
+        resolved = DetectorEvent.objects.filter(
+            run_id=collapse.run_id,
+            rule=collapse.rule,
+            level=DetectorEvent.Level.RESOLVED,
+            step__lt=collapse.step,
+        ).aggregate(step=Max("step"))["step"]
+        earlier = DetectorEvent.objects.filter(
+            run_id=collapse.run_id,
+            rule=collapse.rule,
+            level=DetectorEvent.Level.COLLAPSE,
+            step__gt=-1 if resolved is None else resolved,
+        ).exclude(pk=collapse.pk)
+        return cls.objects.filter(Q(event__in=earlier) | Q(also__in=earlier)).exists()
 
     @property
     def events(self) -> list[DetectorEvent]:
