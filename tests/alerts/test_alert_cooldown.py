@@ -59,7 +59,9 @@ def test_a_relapse_is_told_however_soon_and_leads_its_email(alert_event, setting
     relapse = alert_event(step=125, run=first.run)
     assert Notification.create_for([relapse]) is None  # the first has not resolved: a recomputed step
     relapse.delete()
-    first.run.events.create(step=100, level="resolved", rule="collapse", message="Resolved: success collapsed")
+    first.run.events.create(
+        step=100, level="resolved", rule="collapse", message="Resolved: success collapsed"
+    )
     relapse = alert_event(step=125, run=first.run)
     notification = Notification.create_for([zero, relapse])
     assert notification is not None and notification.events == [relapse, zero]

@@ -183,18 +183,6 @@ class Experiment(models.Model):
     def recipients(self) -> list[str]:
         return self.listed_recipients() or ([self.owner.email] if self.owner.email else [])
 
-    @property
-    def delete_refusal(self) -> str | None:
-        """Why the experiment cannot be deleted now (a run of it is queued or running), or None."""
-        training = self.runs.exclude(status__in=Run.FINISHED).order_by("pk").first()
-        if training is None:
-            return None
-        training.experiment = self
-        return self._run_in_the_way(training.delete_refusal)
-
-    def _run_in_the_way(self, refusal: str) -> str:
-        return f"experiment {self.pk} has a run still training: {refusal}"
-
     def delete_with_runs(self) -> int:
         """Delete the experiment and its runs with everything recorded about them (Run.delete_with_data),
         all or nothing; returns how many runs went. Run.StillTraining, and nothing deleted, while one of its
@@ -206,7 +194,7 @@ class Experiment(models.Model):
             try:
                 deleted = self.runs.all().delete_with_data()
             except Run.StillTraining as refusal:
-                raise Run.StillTraining(self._run_in_the_way(str(refusal))) from None
+                raise Run.StillTraining(f"experiment {self.pk} has a run still training: {refusal}") from None
             Experiment.objects.filter(pk=self.pk).delete()  # and its MLflow name, if it has one
         return deleted
 

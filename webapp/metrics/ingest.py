@@ -216,8 +216,8 @@ MLFLOW_HOST = "mlflow client"
 def _finished(run_id: int, status: str, host: str) -> RunFinished:
     if status == Run.Status.QUEUED:
         return RunFinished(
-            f"run {run_id} is queued: EchoLab trains it and has not started yet; points sent now would mix "
-            "with the ones its worker writes (send yours once it runs)"
+            f"run {run_id} is queued: EchoLab trains it and has not started yet; send points once it runs "
+            "(a run's first metrics come from its worker, which starts at step 0)"
         )
     if host == MLFLOW_HOST:  # its MLflow client may log to it again (a lost run then runs again)
         return RunFinished(
