@@ -161,15 +161,15 @@ def test_the_runs_part_is_the_table_alone_and_live_while_a_run_is_unfinished(ali
 
     part = alice_client.get(url, {"part": "runs"}).content.decode()
     assert part.lstrip().startswith("<div") and "<html" not in part and "Alert settings" not in part
-    assert 'data-live-part="runs" data-live>' in part
+    assert 'data-live-part="runs"' in part and f'data-live-url="{url}" data-live>' in part
     assert "4 / 10" in part and "1 running" in part
 
     Run.objects.filter(pk__in=[first.pk, second.pk]).update(status="completed", step=10)
     finished = alice_client.get(url, {"part": "runs"}).content.decode()
-    assert 'data-live-part="runs">' in finished and "2 completed" in finished  # no data-live: polling ends
+    assert f'data-live-url="{url}">' in finished and "2 completed" in finished  # no data-live: polling ends
 
     page = alice_client.get(url).content.decode()
-    assert 'data-live-part="runs">' in page and "live_part.js" in page
+    assert f'data-live-url="{url}">' in page and "live_part.js" in page
     answer = alice_client.get(url, {"part": "everything"})
     assert answer.status_code == 400 and b"part: 'everything' is not a choice (runs)" in answer.content
     alice_client.force_login(bob)
