@@ -91,13 +91,23 @@ def pid_namespace() -> str:
 
 
 def process_exists(pid: int) -> bool:
+    """Whether `pid` is a live process here. A zombie is not: a worker killed with its training child
+    leaves the child dead but unreaped until init gets to it (in a container, maybe never), and a signal
+    0 still reaches a zombie."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
+    except PermissionError:  # someone else's process: alive, or /proc says otherwise below
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]  # after the name, which may hold spaces
+    except FileNotFoundError:
+        return False  # gone since
+    except (OSError, IndexError):
+        return True  # no /proc to ask: signal 0 is all there is
+    return state not in ("Z", "X")
 
 
 def sweep_runs() -> dict:

@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.helpers import wait_for
 from webapp.alerts.models import DetectorEvent, Notification
 from webapp.experiments.models import Run
-from worker.sweeper import gpu_queue_depth, pid_namespace, recover_orphans, sweep_runs
+from worker.sweeper import gpu_queue_depth, pid_namespace, process_exists, recover_orphans, sweep_runs
 
 
 @pytest.fixture
@@ -153,3 +154,18 @@ def _pid_of_an_ended_process() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+def test_a_killed_process_not_yet_reaped_is_gone():
+    child = subprocess.Popen(["sleep", "60"])
+    assert process_exists(child.pid)
+    child.kill()  # not waited for: a zombie until reaped, and signal 0 still reaches it
+
+    def state():
+        with open(f"/proc/{child.pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+
+    wait_for(lambda: state() == "Z", timeout=10, message="the child to die")
+    assert not process_exists(child.pid)
+    child.wait()
+    assert not process_exists(child.pid)
