@@ -56,6 +56,9 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
         menu = page.get_by_role("button", name="Menu")
         assert menu.is_visible() and not nav_link.is_visible(), name
         assert page_overflow(page) <= 0, name
+        if name == "run":  # each alert email is a card: its delivery state on screen, not scrolled away
+            delivery = page.locator("#alert-delivery td[data-label=Delivery]").bounding_box()
+            assert delivery["x"] >= 0 and delivery["x"] + delivery["width"] <= PHONE["width"]
         page.screenshot(path=str(ARTIFACTS / f"phone-{name}.png"), full_page=True)
 
         menu.click()
