@@ -127,9 +127,9 @@ class Notification(models.Model):
             type(run).objects.select_for_update().filter(pk=run.pk).first()
             since = timezone.now() - timedelta(seconds=settings.ALERT_COOLDOWN_SECONDS)
             recent = cls.objects.filter(event__run_id=run.pk, created_at__gte=since)
-            cooling = set(recent.values_list("event__rule", flat=True)) | set(
-                recent.values_list("also__rule", flat=True)
-            )
+            cooling = {
+                rule for rules in recent.values_list("event__rule", "also__rule") for rule in rules if rule
+            }
             told = [
                 event
                 for event in told

@@ -30,13 +30,12 @@ def experiment_list(request):
     experiments = experiments.order_by("-created_at", "-id")
     page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
     overview.attach_sparklines(page.object_list)
-    # ?part=experiments: the table alone, as static/js/live_part.js fetches it while runs train.
-    part = request.GET.get("part", "")
-    if part not in ("", "experiments"):
-        return HttpResponseBadRequest(f"part: {part[:40]!r} is not a choice (experiments)")
+    template = _page_or_part(request, "experiments/list.html", experiments="experiments/_list_table.html")
+    if isinstance(template, HttpResponseBadRequest):
+        return template
     return render(
         request,
-        "experiments/_list_table.html" if part else "experiments/list.html",
+        template,
         {
             "page": page,
             "live": any(experiment.runs_running or experiment.runs_queued for experiment in page.object_list),
@@ -161,22 +160,30 @@ def experiment_alerts(request, pk):
     return redirect(experiment)
 
 
+def _page_or_part(request, page: str, **parts: str) -> str | HttpResponseBadRequest:
+    """The template to render: the page, or with ?part=<name> one of its parts alone, as
+    static/js/live_part.js fetches it while runs train; an unknown part is a 400 naming the choices."""
+    part = request.GET.get("part", "")
+    if part and part not in parts:
+        return HttpResponseBadRequest(f"part: {part[:40]!r} is not a choice ({', '.join(parts)})")
+    return parts.get(part, page)
+
+
 def _render_detail(request, experiment, alerts_form, status=200):
     # Archived runs stay out of sight, as on the runs table, unless asked for (?archived=include).
     archived_choice = request.GET.get("archived", "")
     if archived_choice not in ("", "include"):
         return HttpResponseBadRequest(f"archived: {archived_choice[:40]!r} is not a choice (include)")
     include_archived = archived_choice == "include"
-    # ?part=runs: the runs table alone, as static/js/live_part.js fetches it while runs train.
-    part = request.GET.get("part", "")
-    if part not in ("", "runs"):
-        return HttpResponseBadRequest(f"part: {part[:40]!r} is not a choice (runs)")
+    template = _page_or_part(request, "experiments/detail.html", runs="experiments/_runs.html")
+    if isinstance(template, HttpResponseBadRequest):
+        return template
     shown = experiment.runs.all() if include_archived else experiment.runs.active()
     runs = overview.annotated_runs(shown)
     overview.attach_run_sparklines(runs)
     return render(
         request,
-        "experiments/_runs.html" if part else "experiments/detail.html",
+        template,
         {
             "experiment": experiment,
             "runs": runs,
