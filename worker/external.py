@@ -4,7 +4,7 @@ so events, emails and cooldowns are the same as for a native run.
 
 The hook is kept per worker process while it is current (its last step is the run's detected_through);
 otherwise it is rebuilt by replaying the stored steps, which gives the same detector. The run's
-ExternalRun row is locked meanwhile, so two workers never judge the same steps.
+detection lock is held meanwhile (ExternalRun.hold_detection), so two workers never judge the same steps.
 """
 
 import logging
@@ -23,12 +23,8 @@ _hooks: dict[int, EchoTrapHook] = {}
 def detect(run_id: int) -> int:
     """Judge the run's complete steps not judged yet; returns how many were judged."""
     with transaction.atomic():
-        external = (
-            ExternalRun.objects.select_for_update()
-            .select_related("run__experiment")
-            .filter(pk=run_id)
-            .first()
-        )
+        ExternalRun.hold_detection([run_id])
+        external = ExternalRun.objects.select_related("run__experiment").filter(pk=run_id).first()
         if external is None:
             return 0
         through = external.judged_through()

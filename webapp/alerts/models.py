@@ -124,7 +124,7 @@ class Notification(models.Model):
             return None
         with transaction.atomic():
             # The run's row lock serialises two senders checking the same run's cooldown at once.
-            type(run).objects.select_for_update().filter(pk=run.pk).first()
+            type(run).objects.select_for_update(no_key=True).filter(pk=run.pk).first()
             since = timezone.now() - timedelta(seconds=settings.ALERT_COOLDOWN_SECONDS)
             recent = cls.objects.filter(event__run_id=run.pk, created_at__gte=since)
             cooling = {

@@ -224,12 +224,12 @@ class RunQuerySet(models.QuerySet):
         from webapp.tracking.models import ExternalRun
 
         with transaction.atomic():
-            # Locks before the check. An MLflow run's record first, as the detector's worker takes it
-            # before writing the run's events (the other order deadlocks with it). Then the runs' rows:
-            # a worker's claim, an ingest batch and an MLflow call each lock or update the run's row
-            # before writing, so none writes between the check and the delete (metric points have no
-            # foreign key to refuse an orphan).
-            list(ExternalRun.objects.select_for_update().filter(run__in=self.values("pk")).values("pk"))
+            # Locks before the check, in webapp.tracking's order. The MLflow runs' detection first: no
+            # detector writes events of a run being deleted. Then the runs' rows: a worker's claim, an
+            # ingest batch and an MLflow call each lock or update the run's row before writing, so none
+            # writes between the check and the delete (metric points have no foreign key to refuse an
+            # orphan).
+            ExternalRun.hold_detection(self.filter(host=ExternalRun.HOST).values_list("pk", flat=True))
             runs = list(self.select_for_update(of=("self",)).select_related("experiment"))
             for run in runs:
                 if run.delete_refusal:

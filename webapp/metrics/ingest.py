@@ -182,7 +182,7 @@ def write(
     with transaction.atomic():
         # The run's row lock first: batches for one run take turns, so they do not overwrite each other's
         # latest_metrics; and a run finishing meanwhile is seen here.
-        locked = runs.select_for_update().only("latest_metrics", *RUN_STATE).get(pk=run_id)
+        locked = runs.select_for_update(no_key=True).only("latest_metrics", *RUN_STATE).get(pk=run_id)
         if locked.status in refuse:
             raise _finished(run_id, locked.status, locked.host)
         rewinds = _rewinds(run_id, points)

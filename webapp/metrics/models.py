@@ -238,7 +238,7 @@ RUN_STATE = (
 # The run, if it is the owner's (or owner is null: the trainer's own writes and imports).
 _RUN_OF_OWNER = """r.id = %(run)b AND (%(owner)b::bigint IS NULL OR r.experiment_id IN (
     SELECT id FROM experiments_experiment WHERE owner_id = %(owner)b))"""
-_LOCK_RUN = f"SELECT {', '.join(RUN_STATE)} FROM experiments_run r WHERE {_RUN_OF_OWNER} FOR UPDATE"
+_LOCK_RUN = f"SELECT {', '.join(RUN_STATE)} FROM experiments_run r WHERE {_RUN_OF_OWNER} FOR NO KEY UPDATE"
 # One statement: the points, then their rollups, from what the points' INSERT returns. Its sub-statements
 # share one snapshot, taken before any of them writes: a point read from the table is one stored before
 # this batch. The arrays go in binary: Postgres parses a 1,000-element text array literal slower than it

@@ -9,6 +9,15 @@ are renamed to ours on the way in (diagnostics.aliases), so `reward` from TRL is
 
 The detector judges a step once it is complete: when a later step arrives (a script may log one key at a
 time) or the run ends. That happens in a worker (worker/external.py), sent after each write commits.
+
+Lock order. Two transactions that take the same locks in opposite orders can deadlock (Postgres then
+aborts one), so every transaction that touches an MLflow run takes them in this order, skipping any:
+1. the run's detection lock (ExternalRun.hold_detection: the detector's worker, and a delete, which must
+   not remove a run under a detection writing its events);
+2. the Run row: writers (ingest.write, log, update, mark_lost, the alerts' cooldown) take FOR NO KEY
+   UPDATE, which leaves alone the KEY SHARE lock a detector event's foreign key check takes at commit;
+   only a delete takes FOR UPDATE, and it holds the detection lock already;
+3. the ExternalRun row (its tags, lost_at, detected_through): never held while waiting for the Run row.
 """
 
 import uuid
@@ -16,7 +25,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F, Max, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
@@ -36,6 +45,9 @@ RUN_NAME_TAG = "mlflow.runName"
 # Given back with every run (not stored): the run's id and page in EchoLab.
 ECHOLAB_RUN_ID_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_id"
 ECHOLAB_RUN_URL_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_url"
+# The first key of the detection lock's pg_advisory_xact_lock(int, int), the second being the run's id:
+# any constant, as long as nothing else in the database takes advisory locks under it.
+DETECTION_LOCK = 1_000_016
 
 
 class ExternalExperimentQuerySet(models.QuerySet):
@@ -142,6 +154,18 @@ class ExternalRun(models.Model):
     def __str__(self):
         return self.run_uuid
 
+    @staticmethod
+    def hold_detection(run_ids) -> None:
+        """Wait until no detection of these runs is under way, and keep others from starting until this
+        transaction ends (the first lock of the module docstring's order: a transaction-level advisory
+        lock, not the ExternalRun row, which writers take after the Run row). SQLite, the embedded
+        default, has no row locks to order (one writer at a time) and no advisory locks: nothing to do."""
+        if connection.vendor != "postgresql":
+            return
+        with connection.cursor() as cursor:
+            for run_id in sorted(run_ids):  # sorted: two deletes of overlapping runs take turns
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [DETECTION_LOCK, run_id])
+
     @classmethod
     def get_for(cls, owner, run_id: str) -> "ExternalRun":
         found = (
@@ -190,7 +214,7 @@ class ExternalRun(models.Model):
         points = self._points(metrics, where)
         with transaction.atomic():
             if params or tags:
-                run = Run.objects.select_for_update().only("config").get(pk=self.run_id)
+                run = Run.objects.select_for_update(no_key=True).only("config").get(pk=self.run_id)
             if params:
                 changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
                 if changed:
@@ -268,7 +292,7 @@ class ExternalRun(models.Model):
     def update(self, status: str | None, end_time: datetime | None, name: str) -> None:
         """runs/update: the client's status (end_run sends FINISHED, FAILED or KILLED) and name."""
         with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=self.run_id)
+            run = Run.objects.select_for_update(no_key=True).get(pk=self.run_id)
             fields = {}
             if name:
                 fields["label"] = name[:300]
