@@ -66,13 +66,15 @@ class EchoTrapHook(StepHook):
                 # Which events are announced (levels, recipients, cooldown) is the alerts app's decision.
                 notification = Notification.create_for([event for event in new if event.step == step])
                 if notification is not None:
-                    transaction.on_commit(lambda pk=notification.pk: send_notification_later(pk))
+                    at = notification.next_try_at
+                    transaction.on_commit(lambda pk=notification.pk, at=at: send_notification_later(pk, at))
         for event in new:
             logger.info("run %s: %s %s at step %s", run.pk, event.level, event.rule, event.step)
 
 
-def send_notification_later(notification_id: int) -> bool:
-    """Queue the email; with the broker down it stays pending and the sweeper sends it later."""
+def send_notification_later(notification_id: int, at=None) -> bool:
+    """Queue the email, to be sent at `at` (a datetime; None: now); with the broker down it stays pending
+    and the sweeper sends it later."""
     from worker import queues
 
-    return queues.send(queues.SEND_NOTIFICATION, [notification_id], queues.DEFAULT)
+    return queues.send(queues.SEND_NOTIFICATION, [notification_id], queues.DEFAULT, eta=at)

@@ -20,12 +20,13 @@ PING = "worker.tasks.ping"  # the wiring check's round trip through a worker
 RETRY_POLICY = {"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1}
 
 
-def send(task: str, args: list, queue: str) -> bool:
-    """Send one message; False (logged, not raised) when the broker is unreachable."""
+def send(task: str, args: list, queue: str, eta=None) -> bool:
+    """Send one message, to be run at `eta` (a datetime) if given; False (logged, not raised) when the broker
+    is unreachable."""
     from worker.celery import app
 
     try:
-        app.send_task(task, args=args, queue=queue, retry=True, retry_policy=RETRY_POLICY)
+        app.send_task(task, args=args, queue=queue, eta=eta, retry=True, retry_policy=RETRY_POLICY)
     except Exception as error:  # kombu raises several unrelated types for "broker unreachable"
         logger.warning(
             "%s%s not sent, broker unreachable (%s); the sweeper sends it later", task, args, error

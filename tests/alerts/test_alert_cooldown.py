@@ -2,11 +2,18 @@
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from tests.factories import make_experiment, make_run, make_user
 from webapp.alerts.models import Notification
 from webapp.experiments.models import Experiment
+
+
+@pytest.fixture(autouse=True)
+def every_email_at_once(settings):
+    """Which events are told, not when: no run's alerts wait to be gathered (test_alert_grouping)."""
+    settings.ALERT_GROUP_SECONDS = 0
 
 
 def age(notification, seconds):

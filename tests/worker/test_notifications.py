@@ -1,5 +1,7 @@
 """Detector events become rows; collapses become emails, sent once through a real SMTP server."""
 
+import time
+from datetime import timedelta
 from email import message_from_bytes, policy
 
 import pytest
@@ -125,6 +127,42 @@ def test_notification_email_sent_by_a_worker_process(
 
     send_notification.apply(args=[notification.pk])  # delivered again: nothing more is sent
     assert len(inbox.envelopes) == 1
+
+
+def test_a_runs_alerts_soon_after_its_last_email_come_together_when_the_window_ends(
+    queued_run, smtp_server, start_worker, purge_broker, settings
+):
+    settings.ALERT_GROUP_SECONDS = 4
+    run = queued_run({}, alert_on_warnings=True, alert_recipients="a@example.com")
+    start_worker(
+        "default", name="mailer", EMAIL_URL=f"smtp://127.0.0.1:{smtp_server.port}", ALERT_GROUP_SECONDS="4"
+    )
+    hook = EchoTrapHook(run)
+
+    def warn(step, rule):
+        hook.store(
+            run, [{"step": step, "level": "warning", "rule": rule, "message": f"{rule} fired: at {step}"}]
+        )
+
+    warn(20, "reward_std_drop")
+    wait_for(lambda: len(smtp_server.envelopes) == 1, timeout=60, message="the first email, at once")
+    warn(21, "zero_std_groups")
+    warn(22, "entropy_rise")
+    first, gathered = Notification.objects.order_by("pk")
+    assert gathered.next_try_at == first.sent_at + timedelta(seconds=4)  # 4 s after the last email
+    gathered = wait_for(
+        lambda: Notification.objects.filter(pk=gathered.pk, status="sent").first(),
+        timeout=60,
+        message="the gathered email",
+    )
+    assert gathered.sent_at >= first.sent_at + timedelta(seconds=4)  # not before its time
+    email = message_from_bytes(smtp_server.envelopes[1].content, policy=policy.default)
+    assert email["Subject"] == f"[EchoLab] warning: zero_std_groups fired on {run} (and one more warning)"
+    text = email.get_body(("plain",)).get_content()
+    assert "zero_std_groups at step 21:" in text and "entropy_rise at step 22:" in text
+    assert "within 4s of its last email" in " ".join(text.split())
+    time.sleep(1)
+    assert len(smtp_server.envelopes) == 2
 
 
 def test_smtp_errors_are_retried_then_recorded(collapsing_run, use_smtp, purge_broker):

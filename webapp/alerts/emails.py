@@ -40,6 +40,7 @@ def build_message(notification) -> EmailMultiAlternatives:
         "chart_cid": chart_id,
         "charted": beside,
         "window": CHART_WINDOW,
+        "group_seconds": settings.ALERT_GROUP_SECONDS,
     }
     subject = " ".join(render_to_string("emails/event_subject.txt", context).split())
     message = EmailMultiAlternatives(

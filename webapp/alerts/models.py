@@ -74,7 +74,11 @@ class Notification(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="When the current sender claimed it.")
-    next_try_at = models.DateTimeField(null=True, blank=True, help_text="When a failed send is tried again.")
+    next_try_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Not sent before: a failed send's next try, or when a gathering email's wait ends.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["status", "next_try_at"])]
@@ -107,7 +111,9 @@ class Notification(models.Model):
         last unless that one has not resolved since (success back for `recovery` evaluations): a relapse is
         the news the product exists for, a step recomputed after a resume is not. Nobody to tell, nothing
         sent. The email leads with the most severe event (a collapse, then the warnings in the detector's
-        order) and tells the others with it: the three warnings that often fire on one step are one email."""
+        order) and tells the others with it: the three warnings that often fire on one step are one email,
+        and so are a run's alerts within ALERT_GROUP_SECONDS (_send_or_gather; None when they joined an
+        email already on its way)."""
         if not events:
             return None
         run = events[0].run
@@ -141,12 +147,45 @@ class Notification(models.Model):
             ]
             if not told:
                 return None
-            told.sort(
-                key=lambda event: event.level != DetectorEvent.Level.COLLAPSE
-            )  # stable: keeps the order
-            notification = cls.objects.create(event=told[0], recipients=recipients)
-            notification.also.set(told[1:])
-            return notification
+            return cls._send_or_gather(run, told, recipients)
+
+    @classmethod
+    def _send_or_gather(cls, run, told: list[DetectorEvent], recipients: list[str]) -> "Notification | None":
+        """At most one email per run within ALERT_GROUP_SECONDS (Alertmanager's group_interval): an event
+        that comes sooner after the run's last email joins the email that waits for that time to pass (a
+        new one, due then, if none waits). A collapse does not wait: it leads the waiting email, which is
+        sent now. Returns the notification to send (at its next_try_at when set), or None when the events
+        joined one already on its way."""
+        collapse = any(event.level == DetectorEvent.Level.COLLAPSE for event in told)
+        now = timezone.now()
+        waiting = cls.objects.filter(
+            event__run_id=run.pk, status=cls.Status.PENDING, tries=0, next_try_at__gt=now
+        ).first()
+        if waiting is not None:
+            events = [*waiting.events, *told]
+            waiting.event = cls._lead(events)
+            waiting.recipients = recipients  # the settings as they are now, as for a new one
+            waiting.next_try_at = None if collapse else waiting.next_try_at
+            waiting.save(update_fields=["event", "recipients", "next_try_at"])
+            waiting.also.set([event for event in events if event != waiting.event])
+            return waiting if collapse else None
+        last = cls.objects.filter(event__run_id=run.pk).order_by("-created_at").first()
+        wait_until = None
+        if last is not None and not collapse:
+            wait_until = (last.sent_at or last.created_at) + timedelta(seconds=settings.ALERT_GROUP_SECONDS)
+        lead = cls._lead(told)
+        notification = cls.objects.create(
+            event=lead,
+            recipients=recipients,
+            next_try_at=wait_until if wait_until and wait_until > now else None,
+        )
+        notification.also.set([event for event in told if event != lead])
+        return notification
+
+    @staticmethod
+    def _lead(events: list[DetectorEvent]) -> DetectorEvent:
+        """What an email leads with: the first collapse, else the first event."""
+        return next((event for event in events if event.level == DetectorEvent.Level.COLLAPSE), events[0])
 
     @classmethod
     def _told_since_resolved(cls, collapse: DetectorEvent) -> bool:
@@ -169,11 +208,21 @@ class Notification(models.Model):
 
     @property
     def events(self) -> list[DetectorEvent]:
-        """Every event this email tells, the one it leads with first."""
+        """Every event this email tells, the one it leads with first, then in the order they were found."""
         return [
             self.event,
             *sorted(self.also.all(), key=lambda event: event.pk),
         ]  # all(): prefetched on pages
+
+    @property
+    def is_gathering(self) -> bool:
+        """Waiting, unsent and never tried, for its run's ALERT_GROUP_SECONDS to pass."""
+        return (
+            self.status == self.Status.PENDING
+            and self.tries == 0
+            and self.next_try_at is not None
+            and self.next_try_at > timezone.now()
+        )
 
     def deliver(self) -> None:
         """Email the event to the recipients now; raises on SMTP errors (the task retries).
@@ -183,12 +232,19 @@ class Notification(models.Model):
         emails.deliver(self)
 
     def claim(self) -> bool:
-        """pending -> sending for exactly one sender: a task delivered twice sends one email."""
-        claimed = Notification.objects.filter(pk=self.pk, status=self.Status.PENDING).update(
-            status=self.Status.SENDING,
-            tries=F("tries") + 1,
-            claimed_at=timezone.now(),
-            next_try_at=None,
+        """pending -> sending for exactly one sender: a task delivered twice sends one email. An email
+        gathering its run's alerts is not sent before its time (a message that comes early is sent again
+        for then; a retry's time is its task's countdown)."""
+        gathering = Q(tries=0, next_try_at__gt=timezone.now())
+        claimed = (
+            Notification.objects.filter(pk=self.pk, status=self.Status.PENDING)
+            .exclude(gathering)
+            .update(
+                status=self.Status.SENDING,
+                tries=F("tries") + 1,
+                claimed_at=timezone.now(),
+                next_try_at=None,
+            )
         )
         self.refresh_from_db()
         return claimed == 1
@@ -253,6 +309,11 @@ class Notification(models.Model):
             return f"failed after {self.tries} tries: {self.error}"
         if self.status == self.Status.SENDING:
             return "sending"
+        if self.is_gathering:
+            return (
+                f"waiting until {self.next_try_at:%Y-%m-%d %H:%M:%S} UTC, gathering this run's alerts "
+                f"(one email per run within ALERT_GROUP_SECONDS, {settings.ALERT_GROUP_SECONDS} s)"
+            )
         if self.next_try_at:
             return f"retrying until it is sent; next try {self.next_try_at:%Y-%m-%d %H:%M} UTC ({self.error})"
         return "queued"

@@ -1,0 +1,104 @@
+"""At most one alert email per run within ALERT_GROUP_SECONDS: the first goes at once, alerts that come
+sooner after it wait together in one email sent when the time is up, and a collapse never waits."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from webapp.alerts.models import Notification
+
+
+@pytest.fixture
+def window(settings):
+    settings.ALERT_GROUP_SECONDS = 300
+    settings.ALERT_COOLDOWN_SECONDS = 3600
+    return timedelta(seconds=300)
+
+
+def warning(alert_event, run, rule, step):
+    return alert_event(level="warning", rule=rule, step=step, run=run, message=f"{rule} fired: details")
+
+
+def test_the_first_email_goes_at_once_the_next_waits_for_the_window(alert_event, window):
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    sent = Notification.create_for([first])
+    assert sent.next_try_at is None and not sent.is_gathering
+
+    later = Notification.create_for([warning(alert_event, first.run, "zero_std_groups", 21)])
+    assert later.next_try_at == sent.created_at + window
+    assert later.is_gathering and not later.claim()  # not before its time
+    assert later.delivery_state().startswith("waiting until ")
+
+
+def test_alerts_within_the_window_join_the_waiting_email(alert_event, window):
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    Notification.create_for([first])
+    run = first.run
+    waiting = Notification.create_for([warning(alert_event, run, "zero_std_groups", 21)])
+    entropy = warning(alert_event, run, "entropy_rise", 23)
+    assert Notification.create_for([entropy]) is None  # on its way already: nothing more to send
+    waiting.refresh_from_db()
+    assert [event.rule for event in waiting.events] == ["zero_std_groups", "entropy_rise"]
+    assert Notification.objects.count() == 2
+
+
+def test_a_collapse_never_waits_and_takes_the_waiting_alerts_with_it(alert_event, window):
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    Notification.create_for([first])
+    run = first.run
+    waiting = Notification.create_for([warning(alert_event, run, "zero_std_groups", 21)])
+    collapse = alert_event(step=30, run=run)
+    sent = Notification.create_for([collapse])
+    assert sent == waiting and sent.next_try_at is None
+    assert [event.rule for event in sent.events] == ["collapse", "zero_std_groups"]  # the collapse leads
+    assert sent.claim()
+
+
+def test_a_collapse_with_nothing_waiting_goes_at_once(alert_event, window):
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    Notification.create_for([first])
+    collapse = Notification.create_for([alert_event(step=30, run=first.run)])
+    assert collapse.next_try_at is None and Notification.objects.count() == 2
+
+
+def test_the_window_runs_from_when_the_last_email_was_sent(alert_event, window):
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    sent = Notification.create_for([first])
+    long_ago = timezone.now() - window - timedelta(seconds=60)
+    Notification.objects.filter(pk=sent.pk).update(created_at=long_ago, sent_at=long_ago)
+    assert (
+        Notification.create_for([warning(alert_event, first.run, "zero_std_groups", 40)]).next_try_at is None
+    )
+
+    # A gathered email sent a moment ago (created long before) starts the next window.
+    Notification.objects.filter(pk=sent.pk).update(sent_at=timezone.now())
+    Notification.objects.exclude(pk=sent.pk).update(created_at=long_ago, sent_at=long_ago)
+    later = Notification.create_for([warning(alert_event, first.run, "entropy_rise", 41)])
+    assert later.is_gathering
+
+
+def test_runs_have_windows_of_their_own(alert_event, window):
+    first = alert_event(level="warning", rule="reward_std_drop", alert_on_warnings=True)
+    Notification.create_for([first])
+    other_run = alert_event(level="warning", rule="zero_std_groups", label="seed 1", alert_on_warnings=True)
+    assert Notification.create_for([other_run]).next_try_at is None
+
+
+def test_a_window_of_zero_sends_every_alert_at_once(alert_event, settings):
+    settings.ALERT_GROUP_SECONDS = 0
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    Notification.create_for([first])
+    assert (
+        Notification.create_for([warning(alert_event, first.run, "zero_std_groups", 21)]).next_try_at is None
+    )
+
+
+def test_the_run_page_says_an_email_waits_and_names_each_alerts_step(alice_client, alert_event, window):
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    Notification.create_for([first])
+    Notification.create_for([warning(alert_event, first.run, "zero_std_groups", 21)])
+    Notification.create_for([warning(alert_event, first.run, "entropy_rise", 23)])
+    html = alice_client.get(f"/runs/{first.run.pk}/").content.decode()
+    assert "waiting until " in html and "gathering this run&#x27;s alerts" in html
+    assert "entropy_rise fired" in html and "at step 23" in html
