@@ -91,10 +91,11 @@ def main():
     user = get_user_model().objects.create_user("profile", "profile@example.com", "profile-password-1")
     token = ApiToken.issue(user, "profile")[1]
     run = Run.objects.create(
-        experiment=Experiment.objects.create(owner=user, name="profile", config={}),
+        # Trained elsewhere (imported) and running: the runs the ingest API takes points for.
+        experiment=Experiment.objects.create(owner=user, name="profile", config={}, imported=True),
         label="profile",
         config={},
-        status=Run.Status.RUNNING,  # a queued run takes no points
+        status=Run.Status.RUNNING,
     )
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
     url = f"/api/runs/{run.pk}/metrics"

@@ -173,7 +173,8 @@ def start_servers(mlflow_bin, logs: Path, servers: list):
 def our_run(owner):
     from webapp.experiments.models import Experiment, Run
 
-    experiment = Experiment.objects.create(owner=owner, name="bench", config={})
+    # Trained elsewhere (imported), running: the runs the ingest API takes points for.
+    experiment = Experiment.objects.create(owner=owner, name="bench", config={}, imported=True)
     return Run.objects.create(experiment=experiment, label="bench", config={}, status=Run.Status.RUNNING)
 
 

@@ -1,9 +1,6 @@
 """What a Plotly chart on a page has drawn, read from its SVG as a person would see it (not from the
 data the page handed to Plotly): the vertices of each line, the markers, the x axis tick labels."""
 
-import json
-import urllib.request
-
 DRAWN = """(id) => {
   const chart = document.getElementById(id);
   const vertices = (d) => d ? (d.match(/[ML]/g) || []).length : 0;
@@ -39,14 +36,9 @@ def last_tick(page, chart: str) -> float:
     return max(ticks) if ticks else float("nan")
 
 
-def post_points(base: str, run_id: int, token: str, points: list[tuple[int, str, float]]):
-    """Send points through the real ingest API, as the trainer's HTTP sink does."""
-    body = json.dumps([{"step": step, "key": key, "value": value} for step, key, value in points]).encode()
-    request = urllib.request.Request(
-        f"{base}/api/runs/{run_id}/metrics",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert response.status == 200, response.read()
+def write_points(run_id: int, points: list[tuple[int, str, float]]):
+    """Write (step, key, value) points into a run EchoLab trains, with its latest_metrics, as its worker's
+    sink does (the ingest API takes points only for runs trained elsewhere)."""
+    from webapp.metrics.models import MetricPoint
+
+    MetricPoint.write_batch(run_id, points, latest_metrics=True)

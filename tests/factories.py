@@ -38,6 +38,13 @@ def make_run(owner, *, experiment=None, label="seed=1", config=None, **fields) -
     return Run.objects.create(experiment=experiment, label=label, config=config, **fields)
 
 
+def streamed_run(owner, **fields) -> Run:
+    """A run trained elsewhere and being logged, as an MLflow client's is: running, in an imported
+    experiment (the only runs POST /api/runs/<id>/metrics takes points for)."""
+    fields.setdefault("status", Run.Status.RUNNING)
+    return make_run(owner, experiment=make_experiment(owner, imported=True), config={}, **fields)
+
+
 def trainer_config(preset="starpo", overrides=None) -> dict:
     """A real trainer config: `preset` plus dotted overrides such as {"optim.actor_lr": 1e-4}."""
     from trainer.config import TrainConfig

@@ -4,10 +4,9 @@ hides a run everywhere, the diff table shows only differing fields, the summary 
 
 import pytest
 
-from tests.drawn_charts import drawn, last_tick, post_points
+from tests.drawn_charts import drawn, last_tick, write_points
 from tests.factories import insert_series, make_event, make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT, wait_for
-from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -131,11 +130,10 @@ def test_charts_of_live_runs_move_with_each_poll(page):
         )
         for seed in (1, 2)
     ]
-    token = ApiToken.issue(page.user, "trainer")[1]
     zigzag = {s: (s * s % 7) / 7 for s in range(12)}  # no three points in line: each one is a vertex
 
     def send(run, steps, offset=0.0):
-        post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s] + offset) for s in steps])
+        write_points(run.pk, [(s, "train/success", zigzag[s] + offset) for s in steps])
 
     send(runs[0], range(3))
     page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
@@ -168,16 +166,15 @@ def test_charts_of_live_runs_move_with_each_poll(page):
 def test_live_summary_cells_read_as_the_servers_own(page):
     experiment = make_experiment(page.user, "ties")
     run = trained_run(experiment, "seed=1", status=Run.Status.RUNNING, step=0, total_steps=40)
-    token = ApiToken.issue(page.user, "trainer")[1]
     page.goto(f"{page.base}/compare?runs={run.pk}")
     page.wait_for_selector("#load-state:has-text('live')")
     # 5/16 is a tie at three digits (0.3125: "%g" alone writes 0.312, JavaScript 0.313); a large and
     # a small value in "%g" form.
-    post_points(page.base, run.pk, token, [(3, "train/success", 0.3125), (3, "val/success", 1234567.0)])
+    write_points(run.pk, [(3, "train/success", 0.3125), (3, "val/success", 1234567.0)])
     cells = page.locator(f'#summary-table tr[data-run="{run.pk}"] td')
     wait_for(lambda: cells.nth(4).inner_text() == "0.313", timeout=15, message="final success 0.313")
     assert cells.nth(6).inner_text() == "1.23e+06"
-    post_points(page.base, run.pk, token, [(4, "val/success", 0.000012345)])
+    write_points(run.pk, [(4, "val/success", 0.000012345)])
     wait_for(lambda: cells.nth(6).inner_text() == "1.23e-05", timeout=15, message="val 1.23e-05")
     live = cells.all_inner_texts()
     page.reload()

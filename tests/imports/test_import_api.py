@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.factories import make_run
+from tests.factories import streamed_run
 from tests.helpers import REPO_ROOT
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import DetectorEvent
@@ -190,7 +190,7 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     """A name one refuses, the other refuses too."""
     import json
 
-    run = make_run(alice, status=Run.Status.RUNNING)
+    run = streamed_run(alice)
     for key in ("", "  ", "a\u0000", "\ud800"):
         line = json.dumps({"step": 0, key: 1}).encode()
         imported = client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth)
@@ -203,7 +203,7 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
 
 def test_import_and_ingest_share_one_value_rule(client, auth, alice):
     """A JSON string is a value for both (NaN, Infinity, -Infinity) or for neither."""
-    run = make_run(alice, status=Run.Status.RUNNING)
+    run = streamed_run(alice)
     for value in ("NaN", "Infinity", "-Infinity", "1.5", "nan", "-inf", "inf", ""):
         line = json.dumps({"step": 0, "a": value}).encode()
         imported = client.post(f"{URL}?format=jsonl&name=x", line, content_type="text/plain", **auth)

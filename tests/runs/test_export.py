@@ -8,7 +8,7 @@ import math
 import pytest
 from django.http import StreamingHttpResponse
 
-from tests.factories import make_run
+from tests.factories import streamed_run
 from webapp.metrics import export
 from webapp.metrics.models import MetricPoint
 
@@ -71,7 +71,7 @@ def pytest_fail(token):
 
 def test_jsonl_export_can_be_ingested_back(alice_client, run, alice_token, alice):
     fill(run)
-    copy = make_run(alice, status="running")  # a queued run takes no points yet
+    copy = streamed_run(alice)
     points = [
         {"step": row["step"], "key": key, "value": value}
         for row in map(

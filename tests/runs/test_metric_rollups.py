@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from tests.factories import make_experiment, make_run, make_user
+from tests.factories import make_run, make_user, streamed_run
 from webapp.metrics.downsample import _bucketed_sql, key_stats, load_many, load_series
 from webapp.metrics.models import ROLLUP_WIDTH, MetricPoint, MetricRollup
 
@@ -13,7 +13,7 @@ from webapp.metrics.models import ROLLUP_WIDTH, MetricPoint, MetricRollup
 @pytest.fixture
 def run(db):
     owner = make_user("rollup-owner", "pw-12345678")
-    return make_run(owner, experiment=make_experiment(owner, "e"), label="r", config={}, status="running")
+    return streamed_run(owner, label="r")
 
 
 def test_rollups_follow_every_write_including_overwrites(run):
@@ -167,7 +167,7 @@ def test_rollups_equal_a_summary_of_the_points_after_any_mix_of_appends_and_over
     from webapp.metrics import ingest
 
     owner = make_user("rollup-owner", "pw-12345678")
-    run = make_run(owner, experiment=make_experiment(owner, "e"), label="r", config={}, status="running")
+    run = streamed_run(owner, label="r")
 
     rng = random.Random(20)
     kinds = [lambda: rng.uniform(-5, 5), lambda: None, lambda: math.nan, lambda: math.inf, lambda: -math.inf]
@@ -204,7 +204,7 @@ def test_concurrent_batches_for_one_run_take_turns_and_keep_the_rollups_exact():
     from webapp.metrics import ingest
 
     owner = make_user("rollup-writer", "pw-12345678")
-    run = make_run(owner, experiment=make_experiment(owner, "e"), label="r", config={}, status="running")
+    run = streamed_run(owner, label="r")
     errors = []
 
     def writer(offset):

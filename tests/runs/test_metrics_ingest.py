@@ -7,10 +7,18 @@ import math
 import pytest
 from django.db import connection
 
+from tests.factories import make_run, streamed_run
+from webapp.experiments.models import Run
 from webapp.metrics import ingest
 from webapp.metrics.models import MetricPoint
 
 URL = "/api/runs/{}/metrics"
+
+
+@pytest.fixture
+def run(alice):
+    """What the endpoint is for: a run trained elsewhere, being logged."""
+    return streamed_run(alice, step=10, total_steps=100)
 
 
 def post(client, run, body, token, raw=None):
@@ -256,15 +264,23 @@ def test_a_finished_run_refuses_metrics_with_409(client, run, alice_token, statu
     assert run.latest_metrics == {"train/success": 0.25}
 
 
-def test_a_queued_run_refuses_metrics_until_it_runs(client, run, alice_token):
-    run.status = "queued"
-    run.save(update_fields=["status"])
-    response = post(client, run, [{"step": 0, "key": "k", "value": 1.0}], alice_token)
+@pytest.mark.parametrize("vendor", ["postgresql", "other"])
+@pytest.mark.parametrize("status", [Run.Status.QUEUED, Run.Status.RUNNING])
+def test_a_run_echolab_trains_refuses_metrics_from_elsewhere(
+    client, alice, alice_token, status, vendor, monkeypatch
+):
+    """Its metrics come from its worker: points sent here would overwrite its trainer's (a tester's 42 in a
+    success chart) or add keys it never logged."""
+    if vendor == "other":
+        monkeypatch.setattr(connection, "vendor", "sqlite")
+    run = make_run(alice, status=status)
+    MetricPoint.upsert(run.pk, [(0, "train/success", 0.25)])  # as its worker writes
+    response = post(client, run, [{"step": 0, "key": "train/success", "value": 42}], alice_token)
     assert response.status_code == 409
     assert response.json()["error"].startswith(
-        f"run {run.pk} is queued: EchoLab trains it and has not started"
+        f"run {run.pk} is trained by EchoLab ({status}): its metrics come from its worker alone"
     )
-    assert stored(run) == []
+    assert stored(run) == [(0, "train/success", 0.25)]
 
 
 def test_the_largest_step_is_stored(client, run, alice_token):
@@ -385,16 +401,15 @@ def test_a_batch_written_at_or_before_a_keys_newest_step_counts_as_a_rewrite(
     assert body["run"]["rewrites"] == 2
 
 
-@pytest.mark.parametrize("vendor", ["postgresql", "other"])
-def test_the_answer_tells_a_script_that_a_stop_was_asked(client, run, alice_token, monkeypatch, vendor):
-    # A script training elsewhere learns from its own writes that someone pressed Stop; the run page's
-    # poll reads it too (no ETA once a stop is asked).
-    if vendor == "other":
-        monkeypatch.setattr(connection, "vendor", "sqlite")
-    point = [{"step": 0, "key": "train/success", "value": 0.5}]
-    assert post(client, run, point, alice_token).json()["run"]["stop_requested"] is False
+def test_the_run_page_poll_tells_that_a_stop_was_asked(client, alice, alice_token):
+    # No ETA on the page once a stop is asked: the run stops at its next step boundary.
+    run = make_run(alice, status=Run.Status.RUNNING)
+
+    def stop_requested():
+        return client.get(URL.format(run.pk), HTTP_AUTHORIZATION=f"Bearer {alice_token}").json()["run"][
+            "stop_requested"
+        ]
+
+    assert stop_requested() is False
     run.request_stop()
-    point[0]["step"] = 1
-    assert post(client, run, point, alice_token).json()["run"]["stop_requested"] is True
-    body = client.get(URL.format(run.pk), HTTP_AUTHORIZATION=f"Bearer {alice_token}").json()
-    assert body["run"]["stop_requested"] is True
+    assert stop_requested() is True

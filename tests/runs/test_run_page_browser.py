@@ -6,10 +6,9 @@ import time
 
 import pytest
 
-from tests.drawn_charts import drawn, last_tick, post_points
+from tests.drawn_charts import drawn, last_tick, write_points
 from tests.factories import insert_series, make_experiment, make_run
 from tests.helpers import REPO_ROOT, answer_next_dialog, wait_for
-from webapp.accounts.models import ApiToken
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
@@ -27,7 +26,6 @@ def trace_steps(page, chart, trace=-1):
 
 def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_markers(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
-    token = ApiToken.issue(page.user, "trainer")[1]
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_selector("#poll-state:has-text('live')")
     assert drawn(page, "success")["lines"] == []
@@ -36,14 +34,14 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
     # First poll with points: four vertices drawn, the x axis reaches step 3.
     # No three consecutive points in line: Plotly drops the middle vertex of a straight run.
     zigzag = {s: (s * s % 7) / 7 for s in range(9)}
-    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(4)])
+    write_points(run.pk, [(s, "train/success", zigzag[s]) for s in range(4)])
     wait_for(lambda: drawn(page, "success")["lines"] == [4], timeout=15, message="4 drawn vertices")
     assert 2 <= last_tick(page, "success") <= 3
     assert "no data yet" not in drawn(page, "success")["texts"]
 
     # Next poll: the same line gains vertices and the axis extends; nothing reloaded the page.
     page.evaluate("window.notReloaded = true")
-    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(4, 9)])
+    write_points(run.pk, [(s, "train/success", zigzag[s]) for s in range(4, 9)])
     wait_for(lambda: drawn(page, "success")["lines"] == [9], timeout=15, message="9 drawn vertices")
     assert last_tick(page, "success") >= 6
     assert page.evaluate("window.notReloaded") is True
@@ -68,9 +66,8 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
 
 def test_a_resumed_attempt_logging_steps_again_is_redrawn_with_its_values(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
-    token = ApiToken.issue(page.user, "trainer")[1]
     zigzag = {s: (s * s % 7) / 7 for s in range(12)}
-    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(9)])
+    write_points(run.pk, [(s, "train/success", zigzag[s]) for s in range(9)])
     page.goto(f"{page.base}/runs/{run.pk}/")
     wait_for(lambda: drawn(page, "success")["lines"] == [9], timeout=15, message="9 drawn vertices")
     assert max(float(t) for t in drawn(page, "success")["yticks"]) < 1.5
@@ -79,7 +76,7 @@ def test_a_resumed_attempt_logging_steps_again_is_redrawn_with_its_values(page):
     # 5-8 again, with other values, then goes on (9-11 below 1, like the first attempt's).
     Run.objects.filter(pk=run.pk).update(attempt=2)
     again = [(s, "train/success", 4 + zigzag[s] if s < 9 else zigzag[s]) for s in range(5, 12)]
-    post_points(page.base, run.pk, token, again)
+    write_points(run.pk, again)
     wait_for(lambda: drawn(page, "success")["lines"] == [12], timeout=15, message="12 drawn vertices")
     wait_for(
         lambda: max(float(t) for t in drawn(page, "success")["yticks"]) >= 4,
@@ -92,12 +89,11 @@ def test_a_step_sent_again_or_late_is_redrawn_live(page):
     """A script retries a batch with other values, and logs a skipped step afterwards: the open page
     draws both without a reload (it polls only the steps after the last one it holds)."""
     run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
-    token = ApiToken.issue(page.user, "trainer")[1]
     zigzag = {s: (s * s % 7) / 7 for s in range(12)}
-    post_points(page.base, run.pk, token, [(s, "train/success", zigzag[s]) for s in range(10) if s != 5])
+    write_points(run.pk, [(s, "train/success", zigzag[s]) for s in range(10) if s != 5])
     page.goto(f"{page.base}/runs/{run.pk}/")
     wait_for(lambda: drawn(page, "success")["lines"] == [9], timeout=15, message="9 drawn vertices")
-    post_points(page.base, run.pk, token, [(3, "train/success", 4.0), (5, "train/success", 0.55)])
+    write_points(run.pk, [(3, "train/success", 4.0), (5, "train/success", 0.55)])
     wait_for(
         lambda: (
             drawn(page, "success")["lines"] == [10]
@@ -402,10 +398,7 @@ def test_every_logged_key_is_charted_and_a_key_logged_live_gets_its_chart(page):
     keys = [f"col{i}" for i in range(130)]
     experiment = make_experiment(page.user, "streamed", imported=True)
     run = make_run(page.user, experiment=experiment, status=Run.Status.RUNNING, step=3, total_steps=10)
-    token = ApiToken.issue(page.user, "live")[1]
-    post_points(
-        page.base, run.pk, token, [(s, key, s + i / 1000) for s in range(3) for i, key in enumerate(keys)]
-    )
+    write_points(run.pk, [(s, key, s + i / 1000) for s in range(3) for i, key in enumerate(keys)])
     page.goto(f"{page.base}/runs/{run.pk}/")
     section = page.locator("#section-logged > summary")
     assert section.inner_text().strip() == "Other logged keys (130)"
@@ -414,7 +407,7 @@ def test_every_logged_key_is_charted_and_a_key_logged_live_gets_its_chart(page):
     page.locator("#chart-logged-129").scroll_into_view_if_needed()
     wait_for(lambda: drawn(page, "logged-129")["lines"], timeout=15, message="the 130th key's chart drawn")
 
-    post_points(page.base, run.pk, token, [(3, "late/key", 0.5), (4, "late/key", 0.25)])
+    write_points(run.pk, [(3, "late/key", 0.5), (4, "late/key", 0.25)])
     page.locator("text=late/key").first.wait_for(timeout=15_000)  # the page reloaded with its chart
     assert page.locator("#section-logged > summary").inner_text().strip() == "Other logged keys (131)"
 

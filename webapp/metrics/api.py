@@ -109,7 +109,7 @@ def _ingest(request, pk: int):
         written = ingest.write(pk, points, owner=request.user)
     except Run.DoesNotExist:
         raise Http404(NOT_FOUND) from None
-    except ingest.RunFinished as error:
+    except ingest.Refused as error:
         raise ApiError(409, str(error)) from None
     ExternalRun.ingested(written.run, points)
     return JsonResponse({"written": written.points, "run": run_state(written.run, written.key_count)})

@@ -28,9 +28,9 @@ class TooLarge(Exception):
     pass
 
 
-class RunFinished(Exception):
-    """The run takes no points now: it has finished (its metrics are final, and its detector events were
-    computed from them), or it is queued (EchoLab's worker has yet to start writing its metrics)."""
+class Refused(Exception):
+    """The run takes no points from here: EchoLab trains it (its metrics come from its worker alone), or it
+    has finished (its metrics are final, and its detector events were computed from them)."""
 
 
 class Invalid(Exception):
@@ -157,11 +157,11 @@ def write(
     """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step).
     With owner, only a run of that user is written (else Run.DoesNotExist, as for a run that does not
     exist): the ingest API's ownership check, made under the run's lock instead of in a query of its own.
-    RunFinished when the run is queued (points sent before its worker starts would mix with the trainer's
-    own), or completed, failed or stopped (imported runs are created completed), unless finished_ok: a run
-    logged through the MLflow endpoint takes data after it ended, as in MLflow.
+    Refused when EchoLab trains the run (its experiment is not imported: points from elsewhere would mix
+    with its trainer's), or when it is completed, failed or stopped (imported runs are created completed),
+    unless finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
     Returns the points written, the run as its row was locked (its RUN_STATE fields) and its key count."""
-    refuse = (Run.Status.QUEUED,) + (() if finished_ok else tuple(Run.FINISHED))
+    refuse = () if finished_ok else tuple(Run.FINISHED)
     if owner is not None and not owner.is_authenticated:  # owner=None means "any run": never by accident
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     if connection.vendor == "postgresql":
@@ -172,9 +172,11 @@ def write(
             owner_id=None if owner is None else owner.pk,
             latest_metrics=True,
             refuse_statuses=refuse,
+            trained_elsewhere_only=True,
         )
-        if state["status"] in refuse:
-            raise _finished(run_id, state["status"], state["host"])
+        if not state["imported"] or state["status"] in refuse:
+            raise _refused(run_id, state["status"], state["host"], state["imported"])
+        del state["imported"]
         key_count = state.pop("key_count")
         return Written(written, Run(id=run_id, **state), key_count)
     keys = sorted({key for _, key, _ in points})
@@ -182,9 +184,14 @@ def write(
     with transaction.atomic():
         # The run's row lock first: batches for one run take turns, so they do not overwrite each other's
         # latest_metrics; and a run finishing meanwhile is seen here.
-        locked = runs.select_for_update(no_key=True).only("latest_metrics", *RUN_STATE).get(pk=run_id)
-        if locked.status in refuse:
-            raise _finished(run_id, locked.status, locked.host)
+        locked = (
+            runs.select_for_update(no_key=True)
+            .select_related("experiment")
+            .only("latest_metrics", "experiment__imported", *RUN_STATE)
+            .get(pk=run_id)
+        )
+        if not locked.experiment.imported or locked.status in refuse:
+            raise _refused(run_id, locked.status, locked.host, locked.experiment.imported)
         rewinds = _rewinds(run_id, points)
         written = MetricPoint.upsert(run_id, points)
         latest = dict(locked.latest_metrics)
@@ -213,19 +220,20 @@ def _rewinds(run_id: int, points) -> bool:
 MLFLOW_HOST = "mlflow client"
 
 
-def _finished(run_id: int, status: str, host: str) -> RunFinished:
-    if status == Run.Status.QUEUED:
-        return RunFinished(
-            f"run {run_id} is queued: EchoLab trains it and has not started yet; send points once it runs "
-            "(a run's first metrics come from its worker, which starts at step 0)"
+def _refused(run_id: int, status: str, host: str, imported: bool) -> Refused:
+    if not imported:
+        return Refused(
+            f"run {run_id} is trained by EchoLab ({status}): its metrics come from its worker alone, and "
+            "points from elsewhere would mix with them; a script's metrics go to a run it starts with the "
+            "mlflow client (README, Runs trained elsewhere)"
         )
     if host == MLFLOW_HOST:  # its MLflow client may log to it again (a lost run then runs again)
-        return RunFinished(
+        return Refused(
             f"run {run_id} is {status}: this endpoint takes no points for a finished run; a run made "
             "through the MLflow endpoint takes them there (runs/log-batch), as in MLflow, and a lost one "
             "then runs again"
         )
-    return RunFinished(
+    return Refused(
         f"run {run_id} is {status}: a finished run's metrics are final "
         "(its detector events were computed from them); start a new run"
     )

@@ -80,14 +80,17 @@ class MetricPoint(models.Model):
         owner_id: int | None = None,
         latest_metrics: bool = False,
         refuse_statuses: tuple[str, ...] = (),
+        trained_elsewhere_only: bool = False,
     ) -> tuple[dict, int]:
         """upsert on Postgres, rollups included, under the run's row lock: batches for one run take turns,
         so they neither lose each other's rollup counts nor deadlock on each other's points. With
         latest_metrics, run.latest_metrics follows (the value at each written key's highest step). A run
-        whose status is in refuse_statuses gets nothing; with owner_id, neither does a run of another user
+        whose status is in refuse_statuses gets nothing, nor, with trained_elsewhere_only, one of an
+        experiment EchoLab trains (not imported); with owner_id, neither does a run of another user
         (Run.DoesNotExist, as for a run that does not exist: Run.objects.for_user's scope, checked under the
-        lock). Returns the run's RUN_STATE columns as the lock found them (with latest_metrics, also
-        "key_count": the keys it has logged, this batch's included), and the points written.
+        lock). Returns the run's RUN_STATE columns as the lock found them, and "imported", its experiment's
+        (with latest_metrics, also "key_count": the keys it has logged, this batch's included), and the
+        points written.
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -101,6 +104,7 @@ class MetricPoint(models.Model):
             "keys": binary_arrays.text(keys),
             "values": binary_arrays.fixed(list(latest.values()), binary_arrays.FLOAT8),
             "refuse": list(refuse_statuses),
+            "elsewhere_only": trained_elsewhere_only,
         }
         connection.ensure_connection()
         conn = connection.connection
@@ -127,7 +131,8 @@ class MetricPoint(models.Model):
                 locked, (written, *key_count) = send(upsert=True)
         if locked is None:
             raise Run.DoesNotExist(f"run {run_id} does not exist")
-        return {**dict(zip(RUN_STATE, locked)), **dict(zip(["key_count"], key_count))}, written
+        state = dict(zip((*RUN_STATE, "imported"), locked))
+        return {**state, **dict(zip(["key_count"], key_count))}, written
 
     @classmethod
     def insert_new(cls, run_id: int, points) -> int:
@@ -238,7 +243,9 @@ RUN_STATE = (
 # The run, if it is the owner's (or owner is null: the trainer's own writes and imports).
 _RUN_OF_OWNER = """r.id = %(run)b AND (%(owner)b::bigint IS NULL OR r.experiment_id IN (
     SELECT id FROM experiments_experiment WHERE owner_id = %(owner)b))"""
-_LOCK_RUN = f"SELECT {', '.join(RUN_STATE)} FROM experiments_run r WHERE {_RUN_OF_OWNER} FOR NO KEY UPDATE"
+_IMPORTED = "SELECT imported FROM experiments_experiment e WHERE e.id = r.experiment_id"
+_LOCK_RUN = f"""SELECT {", ".join(RUN_STATE)}, ({_IMPORTED}) FROM experiments_run r WHERE {_RUN_OF_OWNER}
+FOR NO KEY UPDATE"""
 # One statement: the points, then their rollups, from what the points' INSERT returns. Its sub-statements
 # share one snapshot, taken before any of them writes: a point read from the table is one stored before
 # this batch. The arrays go in binary: Postgres parses a 1,000-element text array literal slower than it
@@ -246,7 +253,10 @@ _LOCK_RUN = f"SELECT {', '.join(RUN_STATE)} FROM experiments_run r WHERE {_RUN_O
 _WRITE = f"""
 WITH batch AS (
     SELECT * FROM unnest(%(steps)b::int[], %(keys)b::text[], %(values)b::float8[]) AS b(step, key, value)
-    WHERE EXISTS (SELECT FROM experiments_run r WHERE {_RUN_OF_OWNER} AND r.status <> ALL(%(refuse)b::text[]))
+    WHERE EXISTS (
+        SELECT FROM experiments_run r WHERE {_RUN_OF_OWNER} AND r.status <> ALL(%(refuse)b::text[])
+        AND (NOT %(elsewhere_only)b OR ({_IMPORTED}))
+    )
 ),
 written AS (
     INSERT INTO metrics_metricpoint AS p (run_id, step, key, value)
