@@ -20,6 +20,14 @@
     return Array.from(part.querySelectorAll(".table-scroll")).map(function (box) { return box.scrollLeft; });
   }
 
+  // A control with data-off-while="selector" is disabled while the page holds an element the selector
+  // matches, which a refreshed part may add or remove (an experiment's Delete, off while runs train).
+  function followParts() {
+    document.querySelectorAll("[data-off-while]").forEach(function (control) {
+      control.disabled = document.querySelector(control.dataset.offWhile) !== null;
+    });
+  }
+
   function swap(part, fresh) {
     const focused = part.contains(document.activeElement) ? identity(document.activeElement) : null;
     const scroll = scrolled(part);
@@ -29,6 +37,7 @@
       const same = Array.from(fresh.querySelectorAll(CONTROLS)).find(function (c) { return identity(c) === focused; });
       if (same) same.focus({ preventScroll: true });
     }
+    followParts();
     document.dispatchEvent(new CustomEvent("echolab:part-updated", { detail: fresh }));
   }
 

@@ -144,12 +144,18 @@ def test_a_queued_or_running_run_is_refused_with_what_to_do_and_nothing_is_delet
     assert ExternalRun.objects.filter(run=run).exists() == (state == "mlflow")
 
 
-def test_the_button_of_a_run_still_training_is_disabled_saying_why(alice_client, alice):
+def test_the_button_of_a_run_still_training_is_disabled_saying_why_in_words(alice_client, alice):
+    """In words beside it, not only in a tooltip a phone never shows."""
     run = make_run(alice, status=Run.Status.RUNNING)
     html = alice_client.get(run.get_absolute_url()).content.decode()
+    assert 'class="button button-danger" disabled aria-describedby="delete-refusal">Delete</button>' in html
     assert (
-        f'disabled title="Run {run.pk} is running: stop it first, then delete it once it has stopped"' in html
-    )
+        f'id="delete-refusal">Delete is off: run {run.pk} is running: stop it first, then delete it once it has '
+        "stopped.</p>"
+    ) in html
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.STOPPED)
+    html = alice_client.get(run.get_absolute_url()).content.decode()
+    assert 'class="button button-danger">Delete</button>' in html and "delete-refusal" not in html
 
 
 def test_an_ended_mlflow_run_is_deleted_with_its_mlflow_record(alice_client, alice):

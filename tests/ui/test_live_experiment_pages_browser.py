@@ -41,6 +41,23 @@ def test_the_runs_table_follows_a_run_from_queued_to_completed(page):
     assert asked == []
 
 
+def test_delete_is_off_saying_why_while_runs_train_and_on_once_they_have_ended(page):
+    experiment = spec_experiment(page.user, seeds=[1, 2], steps=10)
+    first, second = experiment.runs.order_by("id")
+    Run.objects.filter(pk=first.pk).update(status="running", step=3, host="gpu-7")
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    delete = page.locator("#delete-experiment-form button")
+    assert delete.is_disabled()
+    note = page.locator("#delete-refusal").inner_text()
+    assert note.startswith(f"Delete is off: experiment {experiment.pk} has 2 runs still training: run {first.pk}")
+    assert f"run {second.pk} is queued" in note
+    page.screenshot(path=str(ARTIFACTS / "experiment-delete-off.png"))
+
+    Run.objects.filter(pk__in=[first.pk, second.pk]).update(status="stopped")
+    page.locator(".badges").get_by_text("2 stopped").wait_for(timeout=15_000)
+    assert page.locator("#delete-refusal").count() == 0 and delete.is_enabled()  # no reload needed
+
+
 def test_the_experiment_list_follows_progress(page):
     experiment = spec_experiment(page.user, seeds=[1], steps=10)
     page.goto(f"{page.base}/")

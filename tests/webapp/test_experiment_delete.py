@@ -82,10 +82,15 @@ def test_a_run_still_training_refuses_the_whole_delete_and_nothing_goes(
     finished = experiment.runs.first()
     finished_rows = rows_of(finished)
     training = make_run(alice, experiment=experiment, label="seed=3", status=Run.Status.RUNNING)
+    queued = make_run(alice, experiment=experiment, label="seed=4", status=Run.Status.QUEUED)
     problem = (
-        f"experiment {experiment.pk} has a run still training: run {training.pk} is running: stop it first, "
-        "then delete it once it has stopped"
+        f"experiment {experiment.pk} has 2 runs still training: run {training.pk} is running: stop it first, "
+        f"then delete it once it has stopped; run {queued.pk} is queued: stop it first (a queued run stops "
+        "at once), then delete it"
     )
+    page = alice_client.get(experiment.get_absolute_url()).content.decode()
+    assert 'data-off-while="#delete-refusal" disabled aria-describedby="delete-refusal">Delete</button>' in page
+    assert f'id="delete-refusal">Delete is off: {problem}.</p>' in page
     token = ApiToken.issue(alice, "script")[1]
     response = client.delete(f"/api/experiments/{experiment.pk}", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 409 and response.json() == {"error": problem}

@@ -194,9 +194,22 @@ class Experiment(models.Model):
             try:
                 deleted = self.runs.all().delete_with_data()
             except Run.StillTraining as refusal:
-                raise Run.StillTraining(f"experiment {self.pk} has a run still training: {refusal}") from None
+                raise Run.StillTraining([self._training_refusal(refusal.refusals)]) from None
             Experiment.objects.filter(pk=self.pk).delete()  # and its MLflow name, if it has one
         return deleted
+
+    @property
+    def delete_refusal(self) -> str | None:
+        """Why the experiment cannot be deleted now, naming each run still training, or None (as the
+        page shows it; delete_with_runs checks again under its locks)."""
+        training = self.runs.filter(status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).select_related("experiment")
+        refusals = [run.delete_refusal for run in training.order_by("pk")]
+        return self._training_refusal(refusals) if refusals else None
+
+    def _training_refusal(self, refusals: list[str]) -> str:
+        if len(refusals) == 1:
+            return f"experiment {self.pk} has a run still training: {refusals[0]}"
+        return f"experiment {self.pk} has {len(refusals)} runs still training: {'; '.join(refusals)}"
 
 
 class RunQuerySet(models.QuerySet):
@@ -213,9 +226,9 @@ class RunQuerySet(models.QuerySet):
         """Delete these runs and everything recorded about them, all or nothing, and return how many went:
         metric points and their rollups, step records, samples, detector events and their alert emails,
         the MLflow record; their checkpoint folders are removed once the transaction commits (a failure
-        there is logged: the rows are gone either way). Run.StillTraining, naming the first run that is
-        queued or running, and nothing deleted: its worker (or MLflow client) would go on writing into
-        rows that no longer exist.
+        there is logged: the rows are gone either way). Run.StillTraining, naming each run that is queued
+        or running, and nothing deleted: its worker (or MLflow client) would go on writing into rows that
+        no longer exist.
 
         One DELETE per table, children first: a run may hold millions of points, which Django's cascade
         would read into Python (it does for any model with a signal receiver or a cascade of its own)."""
@@ -231,9 +244,9 @@ class RunQuerySet(models.QuerySet):
             # orphan).
             ExternalRun.hold_detection(self.filter(host=ExternalRun.HOST).values_list("pk", flat=True))
             runs = list(self.select_for_update(of=("self",)).select_related("experiment"))
-            for run in runs:
-                if run.delete_refusal:
-                    raise Run.StillTraining(run.delete_refusal)
+            refusals = [run.delete_refusal for run in sorted(runs, key=lambda run: run.pk) if run.delete_refusal]
+            if refusals:
+                raise Run.StillTraining(refusals)
             ids = [run.pk for run in runs]
             # A run's alert emails and events are few (the detector reports changes, not every step): the
             # cascade's reading them (and deleting the links between them) costs little.
@@ -430,7 +443,11 @@ class Run(models.Model):
         stop it."""
 
     class StillTraining(ValueError):
-        """Delete asked of a queued or running run: stop it first."""
+        """Delete asked of queued or running runs: stop them first. `refusals`: each one's delete_refusal."""
+
+        def __init__(self, refusals: list[str]):
+            super().__init__("; ".join(refusals))
+            self.refusals = refusals
 
     @property
     def delete_refusal(self) -> str | None:

@@ -193,6 +193,7 @@ def _render_detail(request, experiment, alerts_form, status=200):
             "config_yaml": form_inputs.dump_yaml(experiment.config),
             "detector_overrides_yaml": form_inputs.dump_yaml(experiment.detector_overrides),
             "alerts_form": alerts_form,
+            "delete_refusal": experiment.delete_refusal,
         },
         status=status,
     )
