@@ -49,7 +49,9 @@ def test_delete_is_off_saying_why_while_runs_train_and_on_once_they_have_ended(p
     delete = page.locator("#delete-experiment-form button")
     assert delete.is_disabled()
     note = page.locator("#delete-refusal").inner_text()
-    assert note.startswith(f"Delete is off: experiment {experiment.pk} has 2 runs still training: run {first.pk}")
+    assert note.startswith(
+        f"Delete is off: experiment {experiment.pk} has 2 runs still training: run {first.pk}"
+    )
     assert f"run {second.pk} is queued" in note
     page.screenshot(path=str(ARTIFACTS / "experiment-delete-off.png"))
 

@@ -89,7 +89,9 @@ def test_a_run_still_training_refuses_the_whole_delete_and_nothing_goes(
         "at once), then delete it"
     )
     page = alice_client.get(experiment.get_absolute_url()).content.decode()
-    assert 'data-off-while="#delete-refusal" disabled aria-describedby="delete-refusal">Delete</button>' in page
+    assert (
+        'data-off-while="#delete-refusal" disabled aria-describedby="delete-refusal">Delete</button>' in page
+    )
     assert f'id="delete-refusal">Delete is off: {problem}.</p>' in page
     token = ApiToken.issue(alice, "script")[1]
     response = client.delete(f"/api/experiments/{experiment.pk}", HTTP_AUTHORIZATION=f"Bearer {token}")

@@ -202,7 +202,9 @@ class Experiment(models.Model):
     def delete_refusal(self) -> str | None:
         """Why the experiment cannot be deleted now, naming each run still training, or None (as the
         page shows it; delete_with_runs checks again under its locks)."""
-        training = self.runs.filter(status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).select_related("experiment")
+        training = self.runs.filter(status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).select_related(
+            "experiment"
+        )
         refusals = [run.delete_refusal for run in training.order_by("pk")]
         return self._training_refusal(refusals) if refusals else None
 
@@ -244,7 +246,9 @@ class RunQuerySet(models.QuerySet):
             # orphan).
             ExternalRun.hold_detection(self.filter(host=ExternalRun.HOST).values_list("pk", flat=True))
             runs = list(self.select_for_update(of=("self",)).select_related("experiment"))
-            refusals = [run.delete_refusal for run in sorted(runs, key=lambda run: run.pk) if run.delete_refusal]
+            refusals = [
+                run.delete_refusal for run in sorted(runs, key=lambda run: run.pk) if run.delete_refusal
+            ]
             if refusals:
                 raise Run.StillTraining(refusals)
             ids = [run.pk for run in runs]
