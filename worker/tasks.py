@@ -54,6 +54,7 @@ def send_notification(self, notification_id: int) -> str:
     (Notification.retry_delays, next_try_at; the sweeper re-sends a retry whose message was lost), then
     failed.
     The message itself (templates, chart) is webapp.alerts.emails'."""
+    from webapp.alerts import emails
     from webapp.alerts.models import Notification
     from worker.detection import send_notification_later
 
@@ -75,5 +76,5 @@ def send_notification(self, notification_id: int) -> str:
         if delay is None:
             return "failed"
         raise self.retry(countdown=delay) from error
-    notification.mark_sent()
+    notification.mark_sent(emails.destination())
     return "sent"

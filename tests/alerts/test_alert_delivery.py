@@ -115,7 +115,7 @@ def test_the_second_failure_waits_twice_as_long(alert_event, settings):
 def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert_event):
     sent = Notification.create_for([alert_event(rule="collapse")])
     sent.claim()
-    sent.mark_sent()
+    sent.mark_sent("via smtp.example.com:587")
     run = sent.event.run
     retrying = Notification.objects.create(
         event=alert_event(
@@ -139,7 +139,8 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert
     sent.refresh_from_db()
     retrying.refresh_from_db()
     # Each alert in words, its step a link to the run at that step.
-    assert f"collapse Success collapsed alice@example.com sent {sent.sent_at:%Y-%m-%d %H:%M} UTC" in text
+    sent_at = f"{sent.sent_at:%Y-%m-%d %H:%M} UTC"
+    assert f"collapse Success collapsed alice@example.com sent {sent_at} via smtp.example.com:587" in text
     assert '<a href="?step=70">70</a>' in section
     next_try = f"{retrying.next_try_at:%Y-%m-%d %H:%M} UTC"
     assert (
@@ -150,6 +151,39 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert
         "Success collapsed y@example.com failed after 18 tries: SMTPRecipientsRefused: y@example.com" in text
     )
     assert failed.pk
+
+
+@pytest.mark.parametrize(
+    ("email_url", "said"),
+    [
+        ("", "to a file in {var}, not emailed (EMAIL_URL is not an SMTP server)"),
+        ("console://", "to the worker's console, not emailed (EMAIL_URL is console://)"),
+        ("smtp+tls://u:p@mail.example.com", "via mail.example.com:587"),
+    ],
+)
+def test_an_email_that_never_left_the_machine_says_so(
+    alice_client, alert_event, settings, tmp_path, monkeypatch, email_url, said
+):
+    """The embedded default (no EMAIL_URL) writes emails as files: the run page must not say "sent" alone
+    (a tester believed their alert had been emailed)."""
+    from webapp import environment
+    from webapp.alerts import emails
+    from worker.tasks import send_notification
+
+    monkeypatch.setenv("EMAIL_URL", email_url)
+    monkeypatch.setenv("ECHOLAB_VAR", str(tmp_path))
+    for name, value in environment.email().items():
+        setattr(settings, name, value)
+    said = said.format(var=tmp_path / "mail")
+    if email_url.startswith("smtp"):  # no server here: what a worker records once the server takes it
+        assert emails.destination() == said
+        return
+    notification = Notification.create_for([alert_event()])
+    assert send_notification.apply(args=[notification.pk]).get() == "sent"
+    notification.refresh_from_db()
+    assert notification.delivery_state() == f"sent {notification.sent_at:%Y-%m-%d %H:%M} UTC {said}"
+    html = alice_client.get(notification.event.run.get_absolute_url()).content.decode()
+    assert said.replace("'", "&#x27;") in html
 
 
 def test_a_run_without_alert_emails_shows_no_delivery_section(alice_client, alert_event):

@@ -117,7 +117,7 @@ def test_notification_email_sent_by_a_worker_process(
         timeout=60,
         message="the notification to be sent",
     )
-    assert notification.tries == 1
+    assert notification.tries == 1 and notification.delivered_via == f"via 127.0.0.1:{inbox.port}"
     [message] = inbox.envelopes
     assert sorted(message.rcpt_tos) == ["a@example.com", "b@example.com"]
     email = message_from_bytes(message.content, policy=policy.default)

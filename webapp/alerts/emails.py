@@ -23,6 +23,19 @@ def deliver(notification) -> None:
     build_message(notification).send(fail_silently=False)
 
 
+def destination() -> str:
+    """Where deliver() hands an email, in words for the run page ("via smtp.example.com:587"), saying so
+    when that is not an email at all: the embedded default (no EMAIL_URL) writes files under var/mail."""
+    backend = settings.EMAIL_BACKEND.rsplit(".", 2)[-2]
+    if backend == "smtp":
+        return f"via {settings.EMAIL_HOST}:{settings.EMAIL_PORT}"
+    if backend == "filebased":
+        return f"to a file in {settings.EMAIL_FILE_PATH}, not emailed (EMAIL_URL is not an SMTP server)"
+    if backend == "console":
+        return "to the worker's console, not emailed (EMAIL_URL is console://)"
+    return f"to Django's {backend} email backend, not emailed"
+
+
 def build_message(notification) -> EmailMultiAlternatives:
     event = notification.event
     run = event.run

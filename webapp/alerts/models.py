@@ -73,6 +73,9 @@ class Notification(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    delivered_via = models.CharField(
+        max_length=300, blank=True, help_text="Where the sender handed it (emails.destination()), once sent."
+    )
     claimed_at = models.DateTimeField(null=True, blank=True, help_text="When the current sender claimed it.")
     next_try_at = models.DateTimeField(
         null=True,
@@ -249,9 +252,9 @@ class Notification(models.Model):
         self.refresh_from_db()
         return claimed == 1
 
-    def mark_sent(self):
+    def mark_sent(self, via: str):
         Notification.objects.filter(pk=self.pk).update(
-            status=self.Status.SENT, sent_at=timezone.now(), error="", next_try_at=None
+            status=self.Status.SENT, sent_at=timezone.now(), error="", next_try_at=None, delivered_via=via
         )
 
     def mark_failed(self, error: str) -> int | None:
@@ -304,7 +307,9 @@ class Notification(models.Model):
     def delivery_state(self) -> str:
         """What the run page says about this email."""
         if self.status == self.Status.SENT:
-            return f"sent {self.sent_at:%Y-%m-%d %H:%M} UTC"
+            return f"sent {self.sent_at:%Y-%m-%d %H:%M} UTC" + (
+                f" {self.delivered_via}" if self.delivered_via else ""
+            )
         if self.status == self.Status.FAILED:
             return f"failed after {self.tries} tries: {self.error}"
         if self.status == self.Status.SENDING:

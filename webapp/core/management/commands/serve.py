@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import connection
 
+from webapp.alerts import emails
 from webapp.core import first_start
 from worker import queues
 
@@ -145,6 +146,7 @@ class Command(BaseCommand):
             else "log in with your account"
         )
         self.stdout.write(self.style.SUCCESS(f"EchoLab is ready at {self.url}: {login}"))
+        self.stdout.write(f"Alert emails go {emails.destination()}.")
 
     def ensure_login(self):
         User = get_user_model()
