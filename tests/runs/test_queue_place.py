@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from tests.factories import table_run
+from tests.factories import streamed_run, table_run
 from tests.webapp.forms import experiment_post
 from webapp.experiments.models import Run
 from webapp.runs import queue
@@ -32,6 +32,7 @@ def test_positions_follow_the_order_messages_were_sent(alice, bob):
 def test_place_lists_own_runs_ahead_and_only_counts_others(alice, bob):
     first, mine_ahead, target, unsent = queued_runs(alice, bob)
     table_run(bob, label="training", status=Run.Status.RUNNING)
+    streamed_run(bob, label="logged by an MLflow client")  # takes no worker: not counted
     place = queue.place(target, alice)
     assert (place.position, place.ahead, place.others_ahead, place.running) == (3, 2, 1, 1)
     assert place.mine_ahead == [mine_ahead]

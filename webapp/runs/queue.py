@@ -50,7 +50,7 @@ class QueuePlace:
     ahead: int  # queued runs that start before it, anyone's
     mine_ahead: list = field(default_factory=list)  # the viewer's own runs among them (first MAX_LISTED)
     mine_ahead_count: int = 0
-    running: int = 0  # runs training now, anyone's
+    running: int = 0  # runs EchoLab's workers train now, anyone's (not those an MLflow client logs)
     waits_for: str = "a free worker"
 
     @property
@@ -72,6 +72,6 @@ def place(run: Run, viewer) -> QueuePlace | None:
         ahead=len(ahead),
         mine_ahead=list(mine[:MAX_LISTED]),
         mine_ahead_count=mine.count(),
-        running=Run.objects.filter(status=Run.Status.RUNNING).count(),
+        running=Run.objects.filter(status=Run.Status.RUNNING, experiment__imported=False).count(),
         waits_for=waits_for(),
     )
