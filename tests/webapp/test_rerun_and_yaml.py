@@ -186,6 +186,38 @@ def test_an_import_keeps_what_was_typed_in_the_form(alice_client):
     assert refused.context["form"].initial["env__frozenlake__slippery"] is False  # unticked, not its default
 
 
+def test_a_hand_written_experiment_of_a_few_fields_keeps_the_rest_as_typed(alice_client):
+    """A tester's `name` and `seeds` alone were refused ("env: required") though the form had bandit."""
+    typed = {
+        "name": "typed",
+        "env": "bandit",
+        "preset": "grpo",
+        "steps": "33",
+        "overrides": "optim: {actor_lr: 0.01}",
+    }
+    response = alice_client.post(
+        reverse("experiment_import"), {**typed, "text": "name: Only name\nseeds: [1, 2]\n"}
+    )
+    assert response.status_code == 200, response.context["import_form"].errors
+    initial = response.context["form"].initial
+    assert (initial["name"], initial["seeds"]) == ("Only name", "1, 2")  # what the file sets
+    assert (initial["env"], initial["preset"], initial["steps"]) == (
+        "bandit",
+        "grpo",
+        "33",
+    )  # the rest, typed
+    assert yaml.safe_load(initial["overrides"]) == {"optim": {"actor_lr": 0.01}}
+
+    # What it names replaces what was typed, its environment's fields with it.
+    text = "seeds: [3]\nenv: {name: frozenlake, params: {size: 4}}\n"
+    initial = alice_client.post(reverse("experiment_import"), {**typed, "text": text}).context["form"].initial
+    assert (initial["env"], initial["env__frozenlake__size"], initial["preset"]) == ("frozenlake", 4, "grpo")
+
+    # Sent alone (a script, nothing typed): still refused, naming the field.
+    alone = alice_client.post(reverse("experiment_import"), {"text": "name: Only name\nseeds: [1]\n"})
+    assert alone.status_code == 400 and "env:" in " ".join(alone.context["import_form"].errors["text"])
+
+
 def test_a_whole_config_imports_as_it_is(alice_client):
     config = TrainConfig.preset("grpo", env={"name": "bandit"}).to_dict()
     config["optim"]["actor_lr"] = 1e-6

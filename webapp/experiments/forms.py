@@ -375,7 +375,7 @@ class ImportConfigForm(forms.Form):
         try:
             mapping = spec_parsing.parse_mapping(text, "a trainer config (env:, model:, rollout:, ...)")
             imported = (
-                self._experiment_initial(mapping)
+                self._experiment_initial(mapping, self.typed)
                 if spec_parsing.is_experiment_body(mapping)
                 else self._config_initial(mapping, self.typed)
             )
@@ -423,9 +423,21 @@ class ImportConfigForm(forms.Form):
         return {**imported, **typed, **{name: imported[name] for name in sets if name in imported}}
 
     @staticmethod
-    def _experiment_initial(mapping: dict) -> dict:
+    def _experiment_initial(mapping: dict, typed: dict) -> dict:
         # An experiment's export, or one written by hand: checked as the API would create it, every run
-        # planned. A hand-written one may leave the name to the form.
-        spec = spec_parsing.spec_from_json({"name": "imported", **mapping})
+        # planned. A hand-written one may leave the name to the form, and without a complete `config`
+        # whatever else it leaves out (its environment, preset, ...) stays as typed.
+        keep_typed = "config" not in mapping and typed.get("env") in envs.registry()
+        body = {"name": "imported", **mapping}
+        if keep_typed and "env" not in mapping:
+            body["env"] = {"name": typed["env"]}
+        spec = spec_parsing.spec_from_json(body)
         planned = run_planning.plan(spec)
-        return ExperimentForm.initial_from_spec(spec, planned[0].config, name=mapping.get("name", ""))
+        imported = ExperimentForm.initial_from_spec(spec, planned[0].config, name=mapping.get("name", ""))
+        if not keep_typed:
+            return imported
+        sets = set(mapping) | ({"warm_start"} if "model" in mapping else set())
+        if "env" in mapping:
+            env_fields = f"env__{spec.env['name']}__"
+            sets |= {name for name in imported if name.startswith(env_fields)}
+        return {**imported, **typed, **{name: imported[name] for name in sets if name in imported}}
