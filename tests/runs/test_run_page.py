@@ -175,6 +175,12 @@ def test_a_queued_run_offers_no_trajectories_or_exports_it_does_not_have_yet(ali
     assert '<dd id="run-device">–</dd>' in html  # an empty fact reads as in every table
 
 
+def test_a_resumed_run_in_the_queue_has_no_worker_yet_and_says_where_it_last_ran(alice_client, alice):
+    queued = make_run(alice, host="vm", attempt=1)  # resumed: queued again after an attempt on "vm"
+    html = alice_client.get(f"/runs/{queued.pk}/").content.decode()
+    assert '<dd id="run-host">none yet (the last attempt ran on vm)</dd>' in html
+
+
 def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alice):
     # Collapse judges from its 10th value and holds a breach 5 values: a run logging 10 steps can never get one.
     short = make_run(alice, status=Run.Status.COMPLETED, step=1000, total_steps=1000)

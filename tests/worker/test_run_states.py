@@ -1,5 +1,7 @@
 """Run state changes are conditional UPDATEs: a duplicate, stale or late actor cannot win."""
 
+import re
+
 import pytest
 
 from webapp.experiments.models import Run
@@ -128,6 +130,16 @@ def test_a_stopped_run_resumes_with_its_steps_its_training_time_and_fresh_attemp
     assert run.earlier_training == timedelta(minutes=10)
     assert run.attempt_log[-1]["reason"].startswith("stopped; resumed ")
     assert run.enqueued_at is not None  # sent to the gpu queue
+
+    # Stopped again before a worker took it, and resumed again: the log says both (a tester saw
+    # "stopped; resumed ...; resumed ...").
+    run.request_stop()
+    run.resume()
+    run.refresh_from_db()
+    assert re.fullmatch(
+        r"stopped; resumed [-\d :]+ UTC; stopped in the queue [-\d :]+ UTC; resumed [-\d :]+ UTC",
+        run.attempt_log[-1]["reason"],
+    )
     assert run.claim("b", 2, "cpu") and run.attempt == 2
 
     with pytest.raises(Run.NotResumable, match="is running: only a stopped or failed run can be resumed"):

@@ -490,10 +490,22 @@ class Run(models.Model):
         now = timezone.now()
         # started_at None: a requeued run's last attempt was counted in earlier_training when it was requeued.
         Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
-            status=self.Status.STOPPED, stop_requested=True, finished_at=now, started_at=None
+            status=self.Status.STOPPED,
+            stop_requested=True,
+            finished_at=now,
+            started_at=None,
+            attempt_log=self._log_noting(f"stopped in the queue {now:%Y-%m-%d %H:%M} UTC"),
         )
         Run.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(stop_requested=True)
         self.refresh_from_db()
+
+    def _log_noting(self, note: str) -> list[dict]:
+        """The attempt log with `note` added to its last attempt's reason: what became of the run after that
+        attempt ended (resumed, stopped again in the queue) belongs to no attempt of its own."""
+        log = list(self.attempt_log)
+        if log:
+            log[-1] = {**log[-1], "reason": f"{log[-1]['reason']}; {note}"}
+        return log
 
     class NotResumable(ValueError):
         """Resume asked of a run that is not stopped or failed."""
@@ -510,12 +522,7 @@ class Run(models.Model):
         trained = (
             (self.finished_at - self.started_at) if self.started_at and self.finished_at else timedelta(0)
         )
-        log = list(self.attempt_log)
-        if log:  # the attempt that ended says it was resumed, and when
-            log[-1] = {
-                **log[-1],
-                "reason": f"{log[-1]['reason']}; resumed {timezone.now():%Y-%m-%d %H:%M} UTC",
-            }
+        log = self._log_noting(f"resumed {timezone.now():%Y-%m-%d %H:%M} UTC")
         resumed = Run.objects.filter(pk=self.pk, status__in=(self.Status.STOPPED, self.Status.FAILED)).update(
             status=self.Status.QUEUED,
             stop_requested=False,
