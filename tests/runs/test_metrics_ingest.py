@@ -132,6 +132,7 @@ def test_a_bad_point_is_400_naming_index_and_field_and_nothing_is_written(
     [
         ({"step": 1, "key": "k", "value": 1}, 'body: must be a list of points or {"points": [...]}'),
         ({"points": "many"}, "points: must be a list"),
+        ({"points": [], "run": 5}, 'run: unknown field; the body is a list of points or {"points": [...]}'),
         ([1, {"step": 0, "key": "k", "value": 0}], "points[0]: must be an object with step, key and value"),
     ],
 )

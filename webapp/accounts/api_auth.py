@@ -168,6 +168,17 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
     return body
 
 
+def no_body(request) -> None:
+    """For a call that takes no body (stop, resume, delete): one sent with it is refused naming its first
+    field, not silently ignored (a client sending {"from_step": 5} to resume must learn it did nothing).
+    Nothing, null and {} are no body."""
+    body = json_body(request, max_bytes=64 * 1024)
+    if body is None or body == {}:
+        return
+    first = next(iter(body), "body") if isinstance(body, dict) else "body"
+    raise ApiError.field(first, f"{request.method} {request.path} takes no body; nothing was done")
+
+
 def _decoded_body(request, max_bytes: int) -> bytes:
     """The body as sent, or gunzipped under `Content-Encoding: gzip` (never past max_bytes: a small body
     must not inflate into gigabytes); 415 for any other encoding, 400 for a broken gzip stream."""

@@ -3,7 +3,7 @@
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 
-from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
+from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body, no_body
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import run_planning, spec_parsing, specs
 from webapp.experiments.models import Experiment, Run
@@ -50,6 +50,7 @@ def experiment(request, pk):
     if experiment is None:  # the same words for another user's experiment, as for a run
         raise ApiError(404, "experiment not found")
     if request.method == "DELETE":
+        no_body(request)
         try:
             experiment.delete_with_runs()
         except Run.StillTraining as error:

@@ -100,6 +100,9 @@ def parse(body) -> list[tuple[int, str, float | None]]:
         points, prefix = body["points"], "points"
     elif isinstance(body, list):
         points, prefix = body, "points"
+    elif isinstance(body, dict) and "points" in body:  # and more: name each field it does not know
+        shape = 'the body is a list of points or {"points": [...]}'
+        raise Invalid({key: f"unknown field; {shape}" for key in body if key != "points"})
     else:
         raise Invalid({"body": 'must be a list of points or {"points": [...]}'})
     if not isinstance(points, list):

@@ -7,7 +7,7 @@ from django.http import HttpResponse
 
 from diagnostics import replay_inputs
 from diagnostics.detector import STORED_READS
-from webapp.accounts.api_auth import ApiError, api_view
+from webapp.accounts.api_auth import ApiError, api_view, no_body
 from webapp.core.json_response import JsonResponse
 from webapp.experiments.models import Run
 from webapp.metrics.api import run_state
@@ -56,6 +56,7 @@ def runs(request):
 def run(request, pk):
     run = owned_run(request, pk)
     if request.method == "DELETE":
+        no_body(request)
         try:
             run.delete_with_data()
         except Run.StillTraining as error:
@@ -67,6 +68,7 @@ def run(request, pk):
 @api_view(methods=("POST",))
 def run_stop(request, pk):
     run = owned_run(request, pk)
+    no_body(request)
     try:
         run.request_stop()
     except Run.TrainedElsewhere as error:
@@ -77,6 +79,7 @@ def run_stop(request, pk):
 @api_view(methods=("POST",))
 def run_resume(request, pk):
     run = owned_run(request, pk)
+    no_body(request)
     try:
         run.resume()
     except (Run.TrainedElsewhere, Run.NotResumable) as error:
