@@ -122,5 +122,5 @@ def test_the_api_document_describes_delete(client, db, path):
 def test_an_experiment_without_runs_says_so_instead_of_an_empty_table(alice_client, alice):
     empty = make_experiment(alice, name="emptied", config={"env": {"name": "bandit"}})
     page = alice_client.get(empty.get_absolute_url()).content.decode()
-    assert 'id="no-runs">No runs: they were deleted.' in page and "<table class=\"data runs" not in page
+    assert 'id="no-runs">No runs: they were deleted.' in page and '<table class="data runs' not in page
     assert 'data-confirm="Delete emptied (it has no runs) for good? This cannot be undone."' in page
