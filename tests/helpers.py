@@ -10,9 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import psycopg
 from aiosmtpd.controller import Controller
 from django.conf import settings
 from django.db import connection
@@ -221,3 +223,42 @@ def post_with_token(client, owner, url: str, body):
     return client.post(
         url, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
     )
+
+
+# Threads on connections of their own, for tests of what concurrent transactions do to each other.
+def in_thread(work) -> tuple[threading.Thread, list]:
+    """Run `work` on its own database connection; the list gets its exception, if any."""
+    errors = []
+
+    def target():
+        try:
+            work()
+        except Exception as error:  # noqa: BLE001 - handed to the test, which asserts there is none
+            errors.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, errors
+
+
+def other_connection(autocommit: bool = True) -> psycopg.Connection:
+    """A connection to the test database beside Django's. Autocommit: pg_stat_activity is read afresh
+    by each statement; without, what it locks stays locked until it commits or rolls back."""
+    database = connection.settings_dict
+    return psycopg.connect(
+        dbname=database["NAME"],
+        user=database["USER"],
+        host=database["HOST"],
+        port=database["PORT"],
+        autocommit=autocommit,
+    )
+
+
+def wait_until_finished_or_waiting_for_a_lock(thread: threading.Thread, observer: psycopg.Connection):
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    deadline = time.monotonic() + 20
+    while thread.is_alive() and not observer.execute(waiting).fetchone()[0]:
+        assert time.monotonic() < deadline, "neither finished nor waiting for a lock"
+        time.sleep(0.05)

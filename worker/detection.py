@@ -2,7 +2,7 @@
 StepHook. EchoTrapHook feeds them to the Echo Trap detector (diagnostics.Detector), stores what it
 finds as DetectorEvent rows and sends the notifications the alerts app decides on
 (Notification.create_for: collapses, warnings when asked, no repeats within the cooldown; the events of
-one step in one email).
+one step in one email, and a run's emails at least ALERT_GROUP_SECONDS apart but for a collapse).
 
 Restarts: the detector is a pure function of the steps fed to it, so a resumed run rebuilds it by
 replaying the run's stored metrics up to the first step this attempt computes. Events are stored by

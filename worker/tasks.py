@@ -69,6 +69,9 @@ def send_notification(self, notification_id: int) -> str:
             send_notification_later(notification.pk, notification.next_try_at)
             return "not due yet"
         return "nothing to do"
+    via = emails.destination()[
+        : Notification._meta.get_field("delivered_via").max_length
+    ]  # nothing to fail after
     try:
         notification.deliver()
     except (smtplib.SMTPException, OSError) as error:
@@ -76,5 +79,5 @@ def send_notification(self, notification_id: int) -> str:
         if delay is None:
             return "failed"
         raise self.retry(countdown=delay) from error
-    notification.mark_sent(emails.destination())
+    notification.mark_sent(via)
     return "sent"

@@ -544,7 +544,10 @@
     const queue = document.getElementById("queue-place");  // the place in the queue, as of page load
     if (queue && run.status !== "queued") queue.hidden = true;
     if (document.getElementById("run-host")) {  // an imported run has no worker facts
-      document.getElementById("run-host").textContent = run.host || "not started";
+      // As templates/runs/detail.html says it: a queued (resumed) run has no worker yet.
+      document.getElementById("run-host").textContent = run.status === "queued"
+        ? "none yet" + (run.host ? " (the last attempt ran on " + run.host + ")" : "")
+        : run.host || "not started";
       document.getElementById("run-device").textContent = run.device || "–";
       document.getElementById("run-attempt").textContent = run.attempt;
     }

@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.helpers import in_thread, other_connection, wait_until_finished_or_waiting_for_a_lock
 from webapp.alerts.models import Notification
 
 
@@ -71,11 +72,36 @@ def test_the_window_runs_from_when_the_last_email_was_sent(alert_event, window):
         Notification.create_for([warning(alert_event, first.run, "zero_std_groups", 40)]).next_try_at is None
     )
 
-    # A gathered email sent a moment ago (created long before) starts the next window.
+    # One created long ago, sent a moment ago (after retries through an outage), starts the next window,
+    # though a later-made one went out long ago.
     Notification.objects.filter(pk=sent.pk).update(sent_at=timezone.now())
-    Notification.objects.exclude(pk=sent.pk).update(created_at=long_ago, sent_at=long_ago)
+    Notification.objects.exclude(pk=sent.pk).update(
+        created_at=long_ago + timedelta(seconds=1), sent_at=long_ago + timedelta(seconds=1)
+    )
     later = Notification.create_for([warning(alert_event, first.run, "entropy_rise", 41)])
     assert later.is_gathering
+
+
+def test_an_alert_never_joins_an_email_a_sender_has_claimed(transactional_db, alert_event, window):
+    """A sender that claims the waiting email as a collapse comes sends it without the collapse: the
+    collapse gets an email of its own, not a place in one already sent (found in review)."""
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    Notification.create_for([first])
+    waiting = Notification.create_for([warning(alert_event, first.run, "zero_std_groups", 21)])
+    collapse = alert_event(step=30, run=first.run)
+    told = []
+    with other_connection(autocommit=False) as sender, other_connection() as observer:
+        sender.execute(
+            "UPDATE alerts_notification SET status = 'sending', tries = 1 WHERE id = %s", [waiting.pk]
+        )
+        detection, errors = in_thread(lambda: told.append(Notification.create_for([collapse])))
+        wait_until_finished_or_waiting_for_a_lock(detection, observer)
+        sender.commit()  # the claim
+    detection.join(20)
+    assert errors == [] and told[0] is not None and told[0].pk != waiting.pk
+    assert told[0].events == [collapse] and told[0].next_try_at is None
+    waiting.refresh_from_db()
+    assert [event.rule for event in waiting.events] == ["zero_std_groups"]
 
 
 def test_runs_have_windows_of_their_own(alert_event, window):

@@ -3,12 +3,12 @@ MLflow shape under its endpoint, text on a page), never Django's HTML 500 page u
 
 import json
 
-import psycopg
 import pytest
 from django.db import connection
 from django.test import RequestFactory
 
 from tests.factories import make_run
+from tests.helpers import other_connection
 from webapp.accounts.models import ApiToken
 from webapp.core.server_errors import server_error
 from webapp.experiments.models import Run
@@ -21,10 +21,7 @@ def locked_run(transactional_db, alice):
     if connection.vendor != "postgresql":
         pytest.skip("row locks with a lock timeout: Postgres")
     run = make_run(alice, status=Run.Status.RUNNING)
-    settings = connection.settings_dict
-    holder = psycopg.connect(
-        dbname=settings["NAME"], user=settings["USER"], host=settings["HOST"], port=settings["PORT"]
-    )
+    holder = other_connection(autocommit=False)
     holder.execute("SELECT 1 FROM experiments_run WHERE id = %s FOR UPDATE", [run.pk])
     with connection.cursor() as cursor:
         cursor.execute("SET lock_timeout = '200ms'")

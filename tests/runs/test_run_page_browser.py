@@ -24,6 +24,17 @@ def trace_steps(page, chart, trace=-1):
     )
 
 
+def test_a_resumed_run_in_the_queue_keeps_saying_it_has_no_worker_yet_as_the_page_polls(page):
+    run = make_run(page.user, host="vm", attempt=1)  # queued again after an attempt on "vm"
+    polls = []
+    page.on("request", lambda request: "/metrics" in request.url and polls.append(request.url))
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: len(polls) >= 2, timeout=15, message="two polls")
+    assert page.locator("#run-host").inner_text() == "none yet (the last attempt ran on vm)"
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, host="gpu-2", attempt=2)
+    page.locator("#run-host").get_by_text("gpu-2").wait_for(timeout=15_000)
+
+
 def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_markers(page):
     run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
     page.goto(f"{page.base}/runs/{run.pk}/")

@@ -5,14 +5,13 @@ points for a run that had been lost: each side waiting for the row the other hel
 aborted one of them."""
 
 import threading
-import time
 from contextlib import contextmanager
 
-import psycopg
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from tests.helpers import in_thread, other_connection, wait_until_finished_or_waiting_for_a_lock
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
 from webapp.metrics import ingest
@@ -34,42 +33,6 @@ def ended_run(transactional_db, alice, purge_broker):
     run.log([("frac_reward_zero_std", 1.0, 0)], {}, {})
     run.update("FINISHED", None, "")
     return run
-
-
-def in_thread(work) -> tuple[threading.Thread, list]:
-    """Run `work` on its own database connection; the list gets its exception, if any."""
-    errors = []
-
-    def target():
-        try:
-            work()
-        except Exception as error:  # noqa: BLE001 - handed to the test, which asserts there is none
-            errors.append(error)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, errors
-
-
-def other_connection() -> psycopg.Connection:
-    settings = connection.settings_dict
-    return psycopg.connect(  # autocommit: pg_stat_activity is read afresh by each statement
-        dbname=settings["NAME"],
-        user=settings["USER"],
-        host=settings["HOST"],
-        port=settings["PORT"],
-        autocommit=True,
-    )
-
-
-def wait_until_finished_or_waiting_for_a_lock(thread: threading.Thread, observer: psycopg.Connection):
-    waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-    deadline = time.monotonic() + 20
-    while thread.is_alive() and not observer.execute(waiting).fetchone()[0]:
-        assert time.monotonic() < deadline, "neither finished nor waiting for a lock"
-        time.sleep(0.05)
 
 
 def detect_with_alerts_on_warnings(run: ExternalRun) -> None:

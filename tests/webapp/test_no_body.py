@@ -32,6 +32,8 @@ def test_a_body_is_refused_naming_its_field_and_nothing_is_done(client, alice, c
 
     response = send(url, json.dumps([1]), content_type="application/json", **auth)
     assert response.status_code == 400 and response.json()["error"].startswith("body: ")
+    response = send(url, "from_step=5", content_type="application/x-www-form-urlencoded", **auth)
+    assert response.status_code == 400 and response.json()["error"].startswith("from_step: ")
 
     assert send(url, "{}", content_type="application/json", **auth).status_code in (
         200,

@@ -12,7 +12,7 @@ import re
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, QueryDict
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -171,8 +171,13 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
 def no_body(request) -> None:
     """For a call that takes no body (stop, resume, delete): one sent with it is refused naming its first
     field, not silently ignored (a client sending {"from_step": 5} to resume must learn it did nothing).
-    Nothing, null and {} are no body."""
-    body = json_body(request, max_bytes=64 * 1024)
+    Nothing, null and {} are no body, and so is a form with no fields (what a bare POST of Django's test
+    client, or of an HTML form, sends)."""
+    if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        fields = request.POST if request.method == "POST" else QueryDict(request.body)
+        body = {name: True for name in fields}
+    else:
+        body = json_body(request, max_bytes=64 * 1024)
     if body is None or body == {}:
         return
     first = next(iter(body), "body") if isinstance(body, dict) else "body"

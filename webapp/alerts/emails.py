@@ -1,4 +1,5 @@
-"""Alert emails: one per notification (the alerted events of one step of a run), from the subject/text/html templates in
+"""Alert emails: one per notification (the alerted events of a run's step, with those gathered after it within
+ALERT_GROUP_SECONDS), from the subject/text/html templates in
 templates/emails/, with a small chart of the signals around the event as an inline PNG.
 
 `deliver(notification)` sends and raises on SMTP errors; claiming the notification, retrying and
@@ -26,14 +27,14 @@ def deliver(notification) -> None:
 def destination() -> str:
     """Where deliver() hands an email, in words for the run page ("via smtp.example.com:587"), saying so
     when that is not an email at all: the embedded default (no EMAIL_URL) writes files under var/mail."""
-    backend = settings.EMAIL_BACKEND.rsplit(".", 2)[-2]
+    backend = settings.EMAIL_BACKEND.rsplit(".", 2)[-2] if settings.EMAIL_BACKEND.count(".") >= 2 else ""
     if backend == "smtp":
         return f"via {settings.EMAIL_HOST}:{settings.EMAIL_PORT}"
     if backend == "filebased":
         return f"to a file in {settings.EMAIL_FILE_PATH}, not emailed (EMAIL_URL is not an SMTP server)"
     if backend == "console":
         return "to the worker's console, not emailed (EMAIL_URL is console://)"
-    return f"to Django's {backend} email backend, not emailed"
+    return f"to {settings.EMAIL_BACKEND}, not emailed"
 
 
 def build_message(notification) -> EmailMultiAlternatives:

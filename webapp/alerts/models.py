@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Max, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp.core.jsonsafe import jsonb_safe
@@ -63,8 +64,8 @@ class Notification(models.Model):
         SENT = "sent"
         FAILED = "failed"
 
-    # One email per step of a run: `event` is what it leads with (a collapse before warnings), `also`
-    # the step's other alerted events, told in the same email.
+    # One email for the alerted events of a step of a run, and of the steps after it within
+    # ALERT_GROUP_SECONDS: `event` is what it leads with (a collapse before warnings), `also` the others.
     event = models.ForeignKey(DetectorEvent, on_delete=models.CASCADE, related_name="notifications")
     also = models.ManyToManyField(DetectorEvent, related_name="grouped_notifications", blank=True)
     recipients = models.JSONField(default=list)
@@ -107,7 +108,8 @@ class Notification(models.Model):
 
     @classmethod
     def create_for(cls, events: list[DetectorEvent]) -> "Notification | None":
-        """The one notification the events of one step of a run deserve, or None. An event is told when
+        """The notification the events of one step of a run deserve (a new one, or the run's waiting one
+        they join), or None. An event is told when
         the experiment is alerted on its level (info and resolved never; warnings only with
         alert_on_warnings) and, for a warning, its rule was not notified on this run within
         ALERT_COOLDOWN_SECONDS (a flapping rule must not flood). A collapse is told however soon after the
@@ -161,9 +163,13 @@ class Notification(models.Model):
         joined one already on its way."""
         collapse = any(event.level == DetectorEvent.Level.COLLAPSE for event in told)
         now = timezone.now()
-        waiting = cls.objects.filter(
-            event__run_id=run.pk, status=cls.Status.PENDING, tries=0, next_try_at__gt=now
-        ).first()
+        # Its row locked (claim() updates it): a sender that claims it first has it sent without these
+        # events, and the query, checked again once the lock is free, then finds no email waiting.
+        waiting = (
+            cls.objects.select_for_update(of=("self",))
+            .filter(event__run_id=run.pk, status=cls.Status.PENDING, tries=0, next_try_at__gt=now)
+            .first()
+        )
         if waiting is not None:
             events = [*waiting.events, *told]
             waiting.event = cls._lead(events)
@@ -172,10 +178,13 @@ class Notification(models.Model):
             waiting.save(update_fields=["event", "recipients", "next_try_at"])
             waiting.also.set([event for event in events if event != waiting.event])
             return waiting if collapse else None
-        last = cls.objects.filter(event__run_id=run.pk).order_by("-created_at").first()
+        # The last email: the latest sent, or made (one still on its way), of the run's.
+        last = cls.objects.filter(event__run_id=run.pk).aggregate(at=Max(Coalesce("sent_at", "created_at")))[
+            "at"
+        ]
         wait_until = None
         if last is not None and not collapse:
-            wait_until = (last.sent_at or last.created_at) + timedelta(seconds=settings.ALERT_GROUP_SECONDS)
+            wait_until = last + timedelta(seconds=settings.ALERT_GROUP_SECONDS)
         lead = cls._lead(told)
         notification = cls.objects.create(
             event=lead,

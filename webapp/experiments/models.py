@@ -488,21 +488,26 @@ class Run(models.Model):
                 "client): EchoLab cannot stop it; stop the process that trains it"
             )
         now = timezone.now()
-        # started_at None: a requeued run's last attempt was counted in earlier_training when it was requeued.
-        Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
-            status=self.Status.STOPPED,
-            stop_requested=True,
-            finished_at=now,
-            started_at=None,
-            attempt_log=self._log_noting(f"stopped in the queue {now:%Y-%m-%d %H:%M} UTC"),
-        )
+        with transaction.atomic():
+            # started_at None: a requeued run's last attempt was counted in earlier_training when it was
+            # requeued.
+            Run.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
+                status=self.Status.STOPPED,
+                stop_requested=True,
+                finished_at=now,
+                started_at=None,
+                attempt_log=self._log_noting(f"stopped in the queue {now:%Y-%m-%d %H:%M} UTC"),
+            )
         Run.objects.filter(pk=self.pk, status=self.Status.RUNNING).update(stop_requested=True)
         self.refresh_from_db()
 
     def _log_noting(self, note: str) -> list[dict]:
-        """The attempt log with `note` added to its last attempt's reason: what became of the run after that
-        attempt ended (resumed, stopped again in the queue) belongs to no attempt of its own."""
-        log = list(self.attempt_log)
+        """The attempt log as stored, with `note` added to its last attempt's reason: what became of the run
+        after that attempt ended (resumed, stopped again in the queue) belongs to no attempt of its own.
+        Call it in the transaction that writes the log: it locks the run's row, so no other writer (a
+        sweeper's requeue) adds an entry between this read and that write."""
+        stored = Run.objects.select_for_update(no_key=True).only("attempt_log").filter(pk=self.pk).first()
+        log = list(stored.attempt_log if stored else self.attempt_log)
         if log:
             log[-1] = {**log[-1], "reason": f"{log[-1]['reason']}; {note}"}
         return log
@@ -522,17 +527,20 @@ class Run(models.Model):
         trained = (
             (self.finished_at - self.started_at) if self.started_at and self.finished_at else timedelta(0)
         )
-        log = self._log_noting(f"resumed {timezone.now():%Y-%m-%d %H:%M} UTC")
-        resumed = Run.objects.filter(pk=self.pk, status__in=(self.Status.STOPPED, self.Status.FAILED)).update(
-            status=self.Status.QUEUED,
-            stop_requested=False,
-            finished_at=None,
-            error="",
-            traceback="",
-            resumed_at_attempt=F("attempt"),
-            earlier_training=F("earlier_training") + trained,
-            attempt_log=log,
-        )
+        with transaction.atomic():
+            log = self._log_noting(f"resumed {timezone.now():%Y-%m-%d %H:%M} UTC")
+            resumed = Run.objects.filter(
+                pk=self.pk, status__in=(self.Status.STOPPED, self.Status.FAILED)
+            ).update(
+                status=self.Status.QUEUED,
+                stop_requested=False,
+                finished_at=None,
+                error="",
+                traceback="",
+                resumed_at_attempt=F("attempt"),
+                earlier_training=F("earlier_training") + trained,
+                attempt_log=log,
+            )
         self.refresh_from_db()
         if not resumed:
             raise Run.NotResumable(

@@ -188,7 +188,7 @@ def write(
         # The run's row lock first: batches for one run take turns, so they do not overwrite each other's
         # latest_metrics; and a run finishing meanwhile is seen here.
         locked = (
-            runs.select_for_update(no_key=True)
+            runs.select_for_update(no_key=True, of=("self",))
             .select_related("experiment")
             .only("latest_metrics", "experiment__imported", *RUN_STATE)
             .get(pk=run_id)
