@@ -91,7 +91,8 @@ def main():
     user = get_user_model().objects.create_user("profile", "profile@example.com", "profile-password-1")
     token = ApiToken.issue(user, "profile")[1]
     run = Run.objects.create(
-        # Trained elsewhere (imported) and running: the runs the ingest API takes points for.
+        # Trained elsewhere (imported) and running: the runs the ingest API takes points for (an MLflow
+        # client's, less its detection message: this profile has the request's phases, not the broker).
         experiment=Experiment.objects.create(owner=user, name="profile", config={}, imported=True),
         label="profile",
         config={},

@@ -402,6 +402,24 @@ def test_a_batch_written_at_or_before_a_keys_newest_step_counts_as_a_rewrite(
     assert body["run"]["rewrites"] == 2
 
 
+@pytest.mark.parametrize("vendor", ["postgresql", "other"])
+def test_a_batch_moves_the_runs_step_and_heartbeat_on(client, run, alice_token, monkeypatch, vendor):
+    if vendor == "other":
+        monkeypatch.setattr(connection, "vendor", "sqlite")
+    Run.objects.filter(pk=run.pk).update(step=40, heartbeat_at=None)
+    post(client, run, [{"step": 30, "key": "k", "value": 1.0}], alice_token)  # a late batch: step stays
+    run.refresh_from_db()
+    assert run.step == 40 and run.heartbeat_at is not None
+    post(
+        client,
+        run,
+        [{"step": 41, "key": "k", "value": 1.0}, {"step": 45, "key": "j", "value": 2}],
+        alice_token,
+    )
+    run.refresh_from_db()
+    assert run.step == 45
+
+
 def test_the_run_page_poll_tells_that_a_stop_was_asked(client, alice, alice_token):
     # No ETA on the page once a stop is asked: the run stops at its next step boundary.
     run = make_run(alice, status=Run.Status.RUNNING)

@@ -99,7 +99,8 @@ def test_points_sent_to_the_metrics_api_move_the_run_on_and_are_judged(
         )
     assert answer.status_code == 200, answer.content
     assert answer.json()["run"]["step"] == 1
-    assert Run.objects.get(pk=run.pk).step == 1
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.step == 1 and stored.heartbeat_at > run.run.heartbeat_at  # heard from, in the write
     assert sent == [run.pk]
     assert external.detect(run.pk) == 1 and judged(run) == 0  # step 1 may still get keys
     assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", "rule")) == [

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import F, Max
+from django.utils import timezone
 
 from diagnostics.series import NON_FINITE, key_problem
 from webapp.core import jsonsafe
@@ -157,7 +158,8 @@ class Written(NamedTuple):
 def write(
     run_id: int, points: list[tuple[int, str, float | None]], *, owner=None, finished_ok: bool = False
 ) -> Written:
-    """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step).
+    """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step); the
+    run's heartbeat and step move on (it is heard from, and has reached the batch's last step).
     With owner, only a run of that user is written (else Run.DoesNotExist, as for a run that does not
     exist): the ingest API's ownership check, made under the run's lock instead of in a query of its own.
     Refused when EchoLab trains the run (its experiment is not imported: points from elsewhere would mix
@@ -201,7 +203,12 @@ def write(
         for key, value in MetricPoint.latest_values(run_id, keys).items():
             # jsonb has no NaN or infinity.
             latest[key] = value if value is not None and math.isfinite(value) else None
-        Run.objects.filter(pk=run_id).update(latest_metrics=latest, rewrites=F("rewrites") + int(rewinds))
+        Run.objects.filter(pk=run_id).update(
+            latest_metrics=latest,
+            rewrites=F("rewrites") + int(rewinds),
+            heartbeat_at=timezone.now(),
+            step=max([locked.step or 0, *(step for step, _, _ in points)]),  # under the run's lock
+        )
     return Written(written, locked, len(latest))
 
 

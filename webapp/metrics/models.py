@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import psycopg
 from django.db import connection, models, transaction
+from django.utils import timezone
 
 from webapp.experiments.models import Run
 from webapp.metrics import binary_arrays
@@ -105,6 +106,7 @@ class MetricPoint(models.Model):
             "values": binary_arrays.fixed(list(latest.values()), binary_arrays.FLOAT8),
             "refuse": list(refuse_statuses),
             "elsewhere_only": trained_elsewhere_only,
+            "now": timezone.now(),
         }
         connection.ensure_connection()
         conn = connection.connection
@@ -311,7 +313,8 @@ _APPEND = "RETURNING p.key, p.step, p.value, false AS overwrote"
 _UPSERT = """ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
     RETURNING p.key, p.step, p.value, p.xmax::text <> '0' AS overwrote"""
 # latest_metrics: for each key written, the value at its highest step, the batch's or a stored one.
-# (jsonb has no NaN or infinity.)
+# (jsonb has no NaN or infinity.) Only ingest.write asks for them, for a run trained elsewhere: its
+# heartbeat and step move on in the same UPDATE.
 _WRITE_WITH_LATEST = f"""{_WRITE},
 newest AS (
     SELECT b.key, CASE WHEN stored.step > b.step THEN stored.value ELSE b.value END AS value,
@@ -329,7 +332,10 @@ run AS (
         SELECT jsonb_object_agg(
             n.key, CASE WHEN {_FINITE.format("n")} THEN to_jsonb(n.value) END
         ) FROM newest n
-    ), rewrites = rewrites + CASE WHEN EXISTS (SELECT FROM newest WHERE rewinds) THEN 1 ELSE 0 END
+    ), rewrites = rewrites + CASE WHEN EXISTS (SELECT FROM newest WHERE rewinds) THEN 1 ELSE 0 END,
+    -- a run trained elsewhere is heard from, and has reached the batch's last step
+    -- (the web server's clock, as every heartbeat's: the sweeper compares them with its own)
+    heartbeat_at = %(now)b, step = GREATEST(step, (SELECT max(step) FROM batch))
     WHERE id = %(run)b AND EXISTS (SELECT FROM batch)
     RETURNING latest_metrics
 )

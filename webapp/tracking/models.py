@@ -242,14 +242,12 @@ class ExternalRun(models.Model):
 
     @classmethod
     def ingested(cls, run: Run, points: list[tuple[int, str, float | None]]) -> None:
-        """`points` were written into `run` through POST /api/runs/<id>/metrics: if it is an MLflow run, its
-        progress, heartbeat and detector are kept as log-batch keeps them (a script may use both).
-        `run.step` becomes the run's new step."""
+        """`points` were written into `run` through POST /api/runs/<id>/metrics (which moved its heartbeat
+        and step on, and takes no points for a lost run): if it is an MLflow run, its detector judges them
+        as log-batch's. `run.step` becomes the run's new step."""
         if run.host != cls.HOST or not points:
             return
-        newest = max(step for step, _, _ in points)
-        cls.objects.get(pk=run.pk)._heard_from(newest)
-        run.step = max(run.step or 0, newest)
+        run.step = max(run.step or 0, max(step for step, _, _ in points))
         transaction.on_commit(lambda: send_detection(run.pk))
 
     def _add_tags(self, tags: dict[str, str]) -> None:
