@@ -38,6 +38,14 @@ def start_worker(transactional_db, tmp_path):
         worker.stop()
 
 
+@pytest.fixture(autouse=True)
+def forget_detection_throttle():
+    """Run ids come back in every test's database: a run's last detection message belongs to its test."""
+    from webapp.tracking.models import send_detection_soon
+
+    send_detection_soon.planned.clear()
+
+
 @pytest.fixture
 def purge_broker():
     """Empty the test broker's queues so no message from an earlier test reaches this one's worker."""

@@ -87,7 +87,7 @@ def test_points_sent_to_the_metrics_api_move_the_run_on_and_are_judged(
     from webapp.experiments.models import Run
 
     sent = []
-    monkeypatch.setattr("webapp.tracking.models.send_detection", sent.append)
+    monkeypatch.setattr("webapp.tracking.models.send_detection_soon", sent.append)
     token = ApiToken.issue(alice, "script")[1]
     points = [{"step": step, "key": "train/frac_zero_std_groups", "value": 1.0} for step in (0, 1)]
     with django_capture_on_commit_callbacks(execute=True):
@@ -106,3 +106,32 @@ def test_points_sent_to_the_metrics_api_move_the_run_on_and_are_judged(
     assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", "rule")) == [
         (0, "zero_std_groups")
     ]
+
+
+def test_a_run_logging_fast_asks_for_detection_once_a_second_and_once_after():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webapp.tracking.models import DetectionThrottle
+
+    now, sent = [100.0], []
+    throttle = DetectionThrottle(
+        every=1.0, send=lambda run_id, eta: sent.append((run_id, eta)), clock=lambda: now[0]
+    )
+    throttle(7)  # the first batch: at once
+    assert sent == [(7, None)]
+    now[0] = 100.2
+    throttle(7)  # within the second: one message at its end, for this batch and any more
+    ((run_id, eta),) = sent[1:]
+    assert run_id == 7 and abs(eta - (timezone.now() + timedelta(seconds=0.8))) < timedelta(seconds=0.2)
+    now[0] = 100.5
+    throttle(7)
+    throttle(8)  # another run has its own second
+    assert [run_id for run_id, _ in sent] == [7, 7, 8]
+    now[0] = 101.0
+    throttle(7)  # the planned one leaves now, perhaps before this batch commits: one more, a second on
+    assert len(sent) == 4 and sent[-1][1] is not None
+    now[0] = 104.5
+    throttle(7)  # a run logging a step every few seconds is asked about after each, at once
+    assert sent[-1] == (7, None) and len(sent) == 5

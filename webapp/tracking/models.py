@@ -20,6 +20,8 @@ aborts one), so every transaction that touches an MLflow run takes them in this 
 3. the ExternalRun row (its tags, lost_at, detected_through): never held while waiting for the Run row.
 """
 
+import threading
+import time
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -238,7 +240,7 @@ class ExternalRun(models.Model):
                 ingest.write(self.run_id, points, finished_ok=True)  # which locks the run's row first
             self._heard_from(max((step for step, _, _ in points), default=None))
         if points:
-            transaction.on_commit(lambda: send_detection(self.run_id))
+            transaction.on_commit(lambda: send_detection_soon(self.run_id))
 
     @classmethod
     def ingested(cls, run: Run, points: list[tuple[int, str, float | None]]) -> None:
@@ -248,7 +250,7 @@ class ExternalRun(models.Model):
         if run.host != cls.HOST or not points:
             return
         run.step = max(run.step or 0, max(step for step, _, _ in points))
-        transaction.on_commit(lambda: send_detection(run.pk))
+        transaction.on_commit(lambda: send_detection_soon(run.pk))
 
     def _add_tags(self, tags: dict[str, str]) -> None:
         """Under the run's row lock: the tags as stored now, not as this request read them."""
@@ -417,9 +419,42 @@ def from_millis(value: int | None, field: str) -> datetime | None:
         raise invalid(field, f"{value} is not a time in milliseconds since 1970") from None
 
 
-def send_detection(run_id: int) -> bool:
-    """Ask a worker to judge the run's complete steps. With the broker down the sweeper asks again
-    (ExternalRun.behind)."""
+def send_detection(run_id: int, eta: datetime | None = None) -> bool:
+    """Ask a worker to judge the run's complete steps (at `eta`, if given). With the broker down the sweeper
+    asks again (ExternalRun.behind)."""
     from worker import queues
 
-    return queues.send(queues.DETECT_EXTERNAL_RUN, [run_id], queues.DEFAULT)
+    return queues.send(queues.DETECT_EXTERNAL_RUN, [run_id], queues.DEFAULT, eta=eta)
+
+
+class DetectionThrottle:
+    """Detection asked after a run's batches, at most once every `every` seconds per run from this process:
+    a script logging fast (a replay, a backlog sent in batches) asks at once, then once more when the
+    second is up, for every batch since, instead of once a batch (a broker round trip each, a third of a
+    batch's own write). A detection judges every complete step, so one message covers them all; a run
+    logging a step every few seconds is judged after each, as before."""
+
+    def __init__(self, every: float = 1.0, send=send_detection, clock=time.monotonic):
+        self.every, self.send, self.clock = every, send, clock
+        self.planned: dict[int, float] = {}  # run id -> when its last message was sent or is due
+        self.lock = threading.Lock()
+
+    def __call__(self, run_id: int) -> None:
+        now = self.clock()
+        with self.lock:
+            last = self.planned.get(run_id)
+            if last is not None and last > now:
+                return  # a message is due later, for this batch too
+            if last is None or now >= last + self.every:
+                self.planned[run_id] = now
+                wait = 0.0
+            else:
+                self.planned[run_id] = last + self.every
+                wait = last + self.every - now
+            if len(self.planned) > 10_000:  # forget runs not asked about for a minute
+                self.planned = {pk: at for pk, at in self.planned.items() if at > now - 60}
+        self.send(run_id, timezone.now() + timedelta(seconds=wait) if wait else None)
+
+
+# After each write of points (log-batch, the ingest API); a run's end and loss ask at once (send_detection).
+send_detection_soon = DetectionThrottle()
