@@ -4,8 +4,10 @@ psycopg writes of the same rows on a connection of their own. Sides alternate, b
 warm-up; medians per batch, with /proc/loadavg.
 
 Phases: auth (the token's lookup), body (reading and decoding the JSON), parse (validating the points),
-write (ingest.write: the run's lock and ownership check, points, rollups and latest_metrics in one round
-trip), request (the whole request through the middleware). Bare writes, each batch its own transaction
+write (ingest.write: the run's lock and ownership check, points, rollups, latest_metrics, heartbeat and
+step in one round trip), mlflow (ExternalRun.ingested: the run is an MLflow client's, as every run the API
+takes points for; its detection message, to Redis, at most once a second), request (the whole request
+through the middleware). Bare writes, each batch its own transaction
 into a table shaped like MetricPoint's (columns, unique (run, key, step) index): COPY, the INSERT of three
 binary arrays that ingest.write's append uses, and the same as an upsert.
 
@@ -56,7 +58,12 @@ def main():
     with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {DB}")
-    env = {**os.environ, "DATABASE_URL": f"{PG}/{DB}", "DJANGO_SETTINGS_MODULE": "webapp.settings"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{PG}/{DB}",
+        "CELERY_BROKER_URL": "redis://127.0.0.1:6379/13",
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+    }
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
@@ -65,10 +72,11 @@ def main():
     django.setup()
     from django.contrib.auth import get_user_model
     from django.test import Client
+    from django.utils import timezone
 
     from webapp.accounts.models import ApiToken
-    from webapp.experiments.models import Experiment, Run
     from webapp.metrics import api, ingest
+    from webapp.tracking.models import ExternalExperiment, ExternalRun
 
     phases = {}
 
@@ -87,17 +95,13 @@ def main():
     api.json_body = timed("body", api.json_body)
     ingest.parse = timed("parse", ingest.parse)
     ingest.write = timed("write", ingest.write)
+    ExternalRun.ingested = classmethod(timed("mlflow", ExternalRun.ingested.__func__))
 
     user = get_user_model().objects.create_user("profile", "profile@example.com", "profile-password-1")
     token = ApiToken.issue(user, "profile")[1]
-    run = Run.objects.create(
-        # Trained elsewhere (imported) and running: the runs the ingest API takes points for (an MLflow
-        # client's, less its detection message: this profile has the request's phases, not the broker).
-        experiment=Experiment.objects.create(owner=user, name="profile", config={}, imported=True),
-        label="profile",
-        config={},
-        status=Run.Status.RUNNING,
-    )
+    run = ExternalRun.start(
+        ExternalExperiment.create(user, "profile"), "profile", {}, "profile", timezone.now()
+    ).run
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
     url = f"/api/runs/{run.pk}/metrics"
 
@@ -146,7 +150,7 @@ def main():
         f"/proc/loadavg: {load}"
     )
     print("the metrics view, in process (median ms per batch):")
-    for name in ("auth", "body", "parse", "write", "request"):
+    for name in ("auth", "body", "parse", "write", "mlflow", "request"):
         print(f"  {name:14s} {1000 * statistics.median(phases[name]):6.2f}")
     print("bare psycopg, one transaction per batch (median ms per batch):")
     for name, times in bare_times.items():
