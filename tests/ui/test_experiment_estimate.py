@@ -62,6 +62,21 @@ def test_the_same_environment_is_preferred_then_the_same_model(alice, alice_clie
     assert same_env["runs"][0]["seconds"] == pytest.approx(1.0 * 10)
 
 
+def test_runs_of_the_same_algorithm_are_preferred(alice, alice_client):
+    """StarPO-S updates on a quarter of the groups: its steps ran 2.6 s where StarPO's took 10 s (a
+    tester's bandit runs), and both were estimated alike."""
+    starpo = trained_run(alice, [10.0])
+    starpo_s = trained_run(alice, [2.5])
+    starpo_s.config["algorithm"].update(filter="top_ratio", filter_ratio=0.25)
+    starpo_s.save(update_fields=["config"])
+    runs = alice_client.post(URL, form(preset="starpo")).json()["runs"]
+    assert runs[0]["seconds"] == pytest.approx(10.0 * 10) and "(ppo, filter none)" in runs[0]["basis"]
+    runs = alice_client.post(URL, form(preset="starpo-s")).json()["runs"]
+    assert runs[0]["seconds"] == pytest.approx(2.5 * 10)
+    assert "(ppo, filter top_ratio 0.25)" in runs[0]["basis"]
+    assert starpo.config["algorithm"]["filter"] == "none"
+
+
 def test_an_invalid_form_answers_its_errors_naming_the_field(alice_client):
     response = alice_client.post(URL, form(steps="-3"))
     assert response.status_code == 200 and "steps" in response.json()["errors"]
@@ -89,14 +104,14 @@ def sized_run(owner, seconds, group_size):
         (
             {2: 50.0, 16: 3.0},
             3.0,
-            "from 1 run of model tiny on frozenlake measured here, of the same rollout size",
+            "from 1 run of model tiny on frozenlake (ppo, filter none) measured here, of the same rollout size",
         ),
         # 2 s of fixed cost and 0.25 s per group member: 2.5 s at 2, 4 s at 8, so 6 s at 16, where scaling
         # the smaller run in proportion would say 20 s
         (
             {2: 2.5, 8: 4.0},
             6.0,
-            "from 2 runs of model tiny on frozenlake measured here, fitted as a fixed cost",
+            "from 2 runs of model tiny on frozenlake (ppo, filter none) measured here, fitted as a fixed cost",
         ),
         ({8: 2.0}, 4.0, "scaled by rollout size"),
     ],
@@ -129,7 +144,7 @@ def test_a_grid_over_models_names_each_unmeasured_model_and_no_single_basis(alic
     model = measured.config["model"]["name"]
     mixed = summary([planned(model, "tiny"), planned("org/b", "b")])
     assert mixed["text"] == (
-        f"2 runs, about 10s each (2 s a step, from 1 run of model {model} on frozenlake measured here, "
-        "of the same rollout size); 1 with no estimate: no run of model org/b has measured its step time "
-        "on this server yet."
+        f"2 runs, about 10s each (2 s a step, from 1 run of model {model} on frozenlake (ppo, filter none) "
+        "measured here, of the same rollout size); 1 with no estimate: no run of model org/b has measured its "
+        "step time on this server yet."
     )

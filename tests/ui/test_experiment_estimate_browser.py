@@ -75,7 +75,7 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
     assert scale == 2  # the form's default preset rolls out 8 groups
     per_run = STEP_SECONDS * scale * 30
     assert f"3 runs, about {minutes_and_seconds(per_run)} each" in text, text
-    assert re.search(r"from 1 run of model tiny on frozenlake measured here", text), text
+    assert re.search(r"from 1 run of model tiny on frozenlake \(ppo, filter none\) measured here", text), text
     assert "Each waits for a free worker." in text
 
 

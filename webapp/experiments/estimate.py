@@ -1,11 +1,13 @@
 """Before an experiment is created: how long each planned run should take on this server. The basis is the
-step times (time/step_s) that runs trained here measured, of the same model (and environment when there are
-such runs). A step's time grows with how many tokens it may generate, the rollout size, but not in
-proportion: a step also has a fixed cost (the update, validation, the logging), which dominates a small
-rollout. So runs of the same rollout size are taken as they are; else, with runs of two or more sizes,
-step time is fitted as a fixed cost plus a cost per token of rollout size; with one size only (or a fit
-with a negative cost, from noisy step times), scaled in proportion (an upper bound when scaling up).
-Imported runs are left out: their step times are another machine's."""
+step times (time/step_s) that runs trained here measured, of the same model (and environment, and then
+algorithm, when there are such runs: a critic's update, or StarPO-S's filter keeping a quarter of the
+groups, changes a step's time as much as the rollout does). A step's time grows with how many tokens it
+may generate, the rollout size, but not in proportion: a step also has a fixed cost (the update,
+validation, the logging), which dominates a small rollout. So runs of the same rollout size are taken as
+they are; else, with runs of two or more sizes, step time is fitted as a fixed cost plus a cost per token
+of rollout size; with one size only (or a fit with a negative cost, from noisy step times), scaled in
+proportion (an upper bound when scaling up). Imported runs are left out: their step times are another
+machine's."""
 
 import statistics
 from dataclasses import dataclass
@@ -33,10 +35,20 @@ def rollout_size(config: dict) -> int:
     return size
 
 
+def algorithm(config: dict) -> str:
+    """What of a run's algorithm moves its step time: the advantage estimator (PPO trains a critic too) and
+    the rollout filter (StarPO-S updates on the groups it keeps), e.g. "ppo, filter top_ratio 0.25"."""
+    settings = config.get("algorithm") or {}
+    advantage, kept = settings.get("advantage", "ppo"), settings.get("filter", "none")
+    ratio = settings.get("filter_ratio") if kept == "top_ratio" else None
+    return f"{advantage}, filter {kept}" + (f" {ratio:g}" if isinstance(ratio, (int, float)) else "")
+
+
 @dataclass
 class Measured:
     model: str
     env: str
+    algorithm: str
     seconds_per_step: float
     size: int
 
@@ -57,6 +69,7 @@ def measured_runs() -> list[Measured]:
         Measured(
             model=str((config.get("model") or {}).get("name", "")),
             env=str((config.get("env") or {}).get("name", "")),
+            algorithm=algorithm(config),
             seconds_per_step=mean_of[pk],
             size=rollout_size(config),
         )
@@ -75,9 +88,22 @@ class RunEstimate:
 def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstimate:
     model = str((config.get("model") or {}).get("name", ""))
     env = str((config.get("env") or {}).get("name", ""))
+    kind = algorithm(config)
     same_model = [m for m in measured if m.model == model]
     same_env = [m for m in same_model if m.env == env]
-    similar, where = (same_env, f"model {model} on {env}") if same_env else (same_model, f"model {model}")
+    same_algorithm = [m for m in same_env if m.algorithm == kind]
+    similar, where = next(
+        (
+            (runs, where)
+            for runs, where in (
+                (same_algorithm, f"model {model} on {env} ({kind})"),
+                (same_env, f"model {model} on {env}"),
+                (same_model, f"model {model}"),
+            )
+            if runs
+        ),
+        ([], ""),
+    )
     if not similar:
         return RunEstimate(
             label, None, f"no run of model {model} has measured its step time on this server yet", model
