@@ -87,7 +87,7 @@ def test_create_from_a_complete_config(client, api):
             "env.params.zzz",
             "frozenlake.zzz is not a parameter",
         ),
-        ({"grid": {"nope.key": [1, 2]}}, "grid", "nope.key = 1: nope: unknown key"),
+        ({"grid": {"nope.key": [1, 2]}}, "grid", "nope.key: nope: unknown key"),  # once, not per value
         ({"grid": {"algorithm.filter_ratio": 0.5}}, "grid", "expected a list of values, got a number"),
         ({"grid": "algorithm.filter_ratio = 0.25,,0.5"}, "grid", "an empty value between commas"),
         (

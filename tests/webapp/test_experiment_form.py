@@ -224,10 +224,21 @@ def test_a_bad_grid_key_does_not_hide_a_bad_grid_value_or_bad_overrides(alice_cl
     )
     errors = response.context["form"].errors
     assert "optim.actor_lr = abc: must be a number" in errors["grid"][0]
-    assert "algorithm.bogus = 1: unknown key" in errors["grid"][0]
+    assert "algorithm.bogus = 1: unknown key" in errors["grid"][0]  # one value: said with it
     assert "rollout.group_size: must be >= 1" in errors["overrides"]
     assert any("unknown environment 'chess'" in message for message in errors["overrides"])
     assert not Experiment.objects.exists()
+
+
+def test_an_unknown_grid_key_is_said_once_not_once_per_value(alice_client):
+    response = alice_client.post(
+        reverse("experiment_new"), experiment_post(grid="algorithm.nonexistent = 1, 2, 3")
+    )
+    [grid] = response.context["form"].errors["grid"]
+    assert (
+        grid.startswith("algorithm.nonexistent: unknown key (known: advantage, ")
+        and grid.count("unknown") == 1
+    )
 
 
 @pytest.mark.parametrize("field", ["env__frozenlake__slippery", "alert_on_warnings"])

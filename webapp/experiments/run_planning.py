@@ -178,14 +178,21 @@ def _grid_cell_problems(spec: ExperimentSpec) -> tuple[dict[str, str], set[str]]
     found: list[str] = []
     bad_keys: set[str] = set()
     for key, values in spec.grid.items():
+        cells: list[list[str]] = []
         for value in values:
             try:
                 resolve(spec, {key: value, "seed": spec.seeds[0]})
             except ValueError as error:
                 cell = [m for where, m in _attributed(spec, {key: value}, error.errors) if where == "grid"]
+                cells.append([m.removeprefix(f"{key} = {format_value(value)}: ") for m in cell])
                 found += cell
-                if cell:
-                    bad_keys.add(key)
+            else:
+                cells.append([])
+        if any(cells):
+            bad_keys.add(key)
+        if len(values) > 1 and all(cell and cell == cells[0] for cell in cells):
+            # Every value fails alike (an unknown key): said once for the key, not once per value.
+            found = [m for m in found if not m.startswith(f"{key} = ")] + [f"{key}: {m}" for m in cells[0]]
     unique = list(dict.fromkeys(found))
     more = f" (and {len(unique) - 5} more)" if len(unique) > 5 else ""
     return ({"grid": "; ".join(unique[:5]) + more} if unique else {}), bad_keys
