@@ -126,5 +126,8 @@ def test_the_run_page_says_an_email_waits_and_names_each_alerts_step(alice_clien
     Notification.create_for([warning(alert_event, first.run, "zero_std_groups", 21)])
     Notification.create_for([warning(alert_event, first.run, "entropy_rise", 23)])
     html = alice_client.get(f"/runs/{first.run.pk}/").content.decode()
-    assert "waiting until " in html and "gathering this run&#x27;s alerts" in html
+    assert (
+        "waiting until " in html
+        and "to gather this run&#x27;s alerts into one email (a collapse sends it at once)" in html
+    )
     assert "entropy_rise fired" in html and "at step 23" in html

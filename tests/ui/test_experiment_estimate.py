@@ -56,7 +56,10 @@ def test_step_times_of_imported_runs_and_non_finite_values_are_left_out(alice, a
 def test_the_same_environment_is_preferred_then_the_same_model(alice, alice_client):
     trained_run(alice, [5.0], env="sokoban")
     only_model = alice_client.post(URL, form()).json()
-    assert "of model tiny measured here" in only_model["runs"][0]["basis"]
+    assert (
+        "of model tiny (other environments: none on frozenlake yet) measured here"
+        in only_model["runs"][0]["basis"]
+    )
     trained_run(alice, [1.0])
     same_env = alice_client.post(URL, form()).json()
     assert same_env["runs"][0]["seconds"] == pytest.approx(1.0 * 10)
@@ -74,6 +77,8 @@ def test_runs_of_the_same_algorithm_are_preferred(alice, alice_client):
     runs = alice_client.post(URL, form(preset="starpo-s")).json()["runs"]
     assert runs[0]["seconds"] == pytest.approx(2.5 * 10)
     assert "(ppo, filter top_ratio 0.25)" in runs[0]["basis"]
+    runs = alice_client.post(URL, form(preset="grpo")).json()["runs"]  # none measured: says so
+    assert "(other algorithms: none with grpo, filter none yet)" in runs[0]["basis"]
     assert starpo.config["algorithm"]["filter"] == "none"
 
 

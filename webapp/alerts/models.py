@@ -325,8 +325,8 @@ class Notification(models.Model):
             return "sending"
         if self.is_gathering:
             return (
-                f"waiting until {self.next_try_at:%Y-%m-%d %H:%M:%S} UTC, gathering this run's alerts "
-                f"(one email per run within ALERT_GROUP_SECONDS, {settings.ALERT_GROUP_SECONDS} s)"
+                f"waiting until {self.next_try_at:%Y-%m-%d %H:%M:%S} UTC to gather this run's alerts into one "
+                "email (a collapse sends it at once)"
             )
         if self.next_try_at:
             return f"retrying until it is sent; next try {self.next_try_at:%Y-%m-%d %H:%M} UTC ({self.error})"

@@ -97,8 +97,8 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
             (runs, where)
             for runs, where in (
                 (same_algorithm, f"model {model} on {env} ({kind})"),
-                (same_env, f"model {model} on {env}"),
-                (same_model, f"model {model}"),
+                (same_env, f"model {model} on {env} (other algorithms: none with {kind} yet)"),
+                (same_model, f"model {model} (other environments: none on {env} yet)"),
             )
             if runs
         ),
