@@ -208,6 +208,15 @@ def test_the_chart_draws_the_metric_the_alert_judged_and_no_empty_axis(alert_eve
     assert [axis.get_ylabel() for axis in figure.axes] == ["success", "entropy"]
     assert "mean reward) and actor/entropy within" in parts(parsed(notification))["text/html"].get_content()
 
+    # The steps of an email's other alerts are marked too, dotted, where they fall in the window.
+    marked = emails.chart_figure(run, EVENT_STEP, others=[EVENT_STEP - 30, EVENT_STEP + 500])
+    lines = [
+        (line.get_xdata()[0], line.get_linestyle())
+        for line in marked.axes[0].lines
+        if line.get_label().startswith("_")
+    ]
+    assert lines == [(EVENT_STEP, "--"), (EVENT_STEP - 30, ":")]
+
     MetricPoint.objects.filter(run=run, key="train/reward_std_in_group").delete()
     alone = emails.chart_figure(run, EVENT_STEP)  # a collapse beside a std the run did not log
     assert [axis.get_ylabel() for axis in alone.axes] == ["success"]

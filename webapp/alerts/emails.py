@@ -67,7 +67,8 @@ def build_message(notification) -> EmailMultiAlternatives:
     # multipart/related around the alternatives: mail clients then show the image inline (cid:)
     # instead of listing it as an attachment.
     message.mixed_subtype = "related"
-    image = MIMEImage(chart_png(run, event.step, beside), "png")
+    others = sorted({told.step for told in events[1:]} - {event.step})  # gathered from later steps
+    image = MIMEImage(chart_png(run, event.step, beside, others=others), "png")
     image.add_header("Content-ID", f"<{chart_id}>")
     image.add_header("Content-Disposition", "inline", filename="chart.png")
     message.attach(image)
@@ -134,13 +135,19 @@ def chart_series(
     return {key: found[key] for key in (outcome, beside) if key in found}
 
 
-def chart_png(run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window: int = CHART_WINDOW) -> bytes:
+def chart_png(
+    run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window: int = CHART_WINDOW, others=()
+) -> bytes:
     buffer = io.BytesIO()
-    chart_figure(run, step, beside, window).savefig(buffer, format="png")
+    chart_figure(run, step, beside, window, others).savefig(buffer, format="png")
     return buffer.getvalue()
 
 
-def chart_figure(run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window: int = CHART_WINDOW):
+def chart_figure(
+    run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window: int = CHART_WINDOW, others=()
+):
+    """The outcome and `beside` within `window` steps of `step` (a dashed line), and the steps of the
+    email's other alerts (`others`, dotted) where they fall in that window."""
     # The object-oriented API with the Agg canvas: no pyplot global state, safe in a worker thread.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -161,6 +168,9 @@ def chart_figure(run, step: int, beside: str = TRAIN_REWARD_STD_IN_GROUP, window
         lines += axis.plot(steps, points, color=color, linewidth=1.5, label=key)
         axis.set_ylabel(key.split("/")[-1], color=color, fontsize=8)
     outcome_axis.axvline(step, color="tab:red", linestyle="--", linewidth=1)
+    for other in others:
+        if abs(other - step) <= window:
+            outcome_axis.axvline(other, color="tab:red", linestyle=":", linewidth=1)
     # Up to `window` steps either side, but no further than the run has got: an alert usually fires at
     # the newest step, and a short run's few steps would fill a sliver of a 100-step axis.
     left = max(0, step - window)
