@@ -117,6 +117,12 @@ def test_stop_is_refused_for_a_run_trained_elsewhere(api, client, alice, run):
     stored = Run.objects.get(pk=run.run_id)
     assert stored.status == Run.Status.RUNNING and not stored.stop_requested
 
+    # Once its script has ended it there is nothing to stop: the run as it is, not "cannot stop it".
+    Run.objects.filter(pk=run.run_id).update(status=Run.Status.COMPLETED)
+    answer = api(f"/api/runs/{run.run_id}/stop")
+    assert answer.status_code == 200 and answer.json()["status"] == "completed"
+    assert not Run.objects.get(pk=run.run_id).stop_requested
+
 
 def test_a_gzip_body_is_read_and_another_encoding_is_a_bad_request(api, run):
     body = gzip.compress(json.dumps({"run_id": run.run_uuid, "metrics": [metric()]}).encode())

@@ -481,8 +481,9 @@ class Run(models.Model):
         return self.checkpoint_dir.is_dir()
 
     def request_stop(self) -> None:
-        """A queued run stops at once and never starts; a running one stops at its next step boundary."""
-        if self.experiment.imported:
+        """A queued run stops at once and never starts; a running one stops at its next step boundary; a
+        finished one has nothing to stop (whoever trained it)."""
+        if self.experiment.imported and not self.is_finished:
             raise Run.TrainedElsewhere(
                 f"run {self.pk} is trained elsewhere (its experiment was imported or started by an MLflow "
                 "client): EchoLab cannot stop it; stop the process that trains it"
