@@ -69,9 +69,7 @@ def send_notification(self, notification_id: int) -> str:
             send_notification_later(notification.pk, notification.next_try_at)
             return "not due yet"
         return "nothing to do"
-    via = emails.destination()[
-        : Notification._meta.get_field("delivered_via").max_length
-    ]  # nothing to fail after
+    via = emails.destination()  # before sending: nothing that can fail comes after it
     try:
         notification.deliver()
     except (smtplib.SMTPException, OSError) as error:

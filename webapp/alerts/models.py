@@ -262,6 +262,9 @@ class Notification(models.Model):
         return claimed == 1
 
     def mark_sent(self, via: str):
+        via = via[
+            : self._meta.get_field("delivered_via").max_length
+        ]  # a long EMAIL_FILE_PATH must not fail it
         Notification.objects.filter(pk=self.pk).update(
             status=self.Status.SENT, sent_at=timezone.now(), error="", next_try_at=None, delivered_via=via
         )
