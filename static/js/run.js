@@ -28,6 +28,7 @@
   // Seconds per step, logged by the trainer (and by veRL as timing_s/step): the clock of the time axis.
   const TIME_KEY = "time/step_s";
   const MAX_KEYS = 100;  // webapp.metrics.api.MAX_KEYS: the most keys one metrics request may ask for
+  const TRAINED_ELSEWHERE = page.key_count !== null;  // the view counts only such a run's keys
   const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });
   if (KEYS.indexOf(TIME_KEY) < 0) KEYS.push(TIME_KEY);
   // A series this short draws a marker on every point: a single point has no line to draw.
@@ -330,9 +331,11 @@
       const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
       const empty = !traces.length;
       const hidden = noClock ? 0 : hiddenByLog(chart);
-      // A finished run's chart of keys it never logged is left out (an imported or external run drew a
-      // screenful of empty axes), and named in one line above the charts.
-      const absent = empty && !hidden && !noClock && state.finished;
+      // A chart of keys the run has not logged is left out (an imported or external run drew a
+      // screenful of empty axes), and named in one line above the charts: once the run has finished, or
+      // from the start for a run trained elsewhere, whose script may never log our keys. A run trained
+      // here logs every standard key: its empty charts say "no data yet" until the first step.
+      const absent = empty && !hidden && !noClock && (state.finished || TRAINED_ELSEWHERE);
       plot.closest("figure").hidden = absent;
       if (absent) { notLogged.push(chart.title); return; }
       const layout = {
@@ -369,7 +372,8 @@
   function showNotLogged(titles) {
     const note = document.getElementById("not-logged");
     note.hidden = !titles.length;
-    note.textContent = "Not logged by this run, so not drawn: " + titles.join(", ") + ".";
+    note.textContent = "Not logged by this run" + (state.finished ? "" : " so far") + ", so not drawn: " +
+      titles.join(", ") + ".";
     document.querySelectorAll(".chart-section").forEach(function (section) {
       section.hidden = !section.querySelector("figure.chart:not([hidden])");
     });

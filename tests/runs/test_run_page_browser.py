@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.drawn_charts import drawn, last_tick, write_points
-from tests.factories import insert_series, make_experiment, make_run
+from tests.factories import insert_series, make_experiment, make_run, streamed_run
 from tests.helpers import REPO_ROOT, answer_next_dialog, wait_for
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
@@ -127,6 +127,23 @@ def test_an_ended_mlflow_run_that_runs_again_goes_live_on_its_open_page(page):
         timeout=25,
         message="the page live again",
     )
+
+
+def test_a_live_run_trained_elsewhere_leaves_out_the_charts_of_keys_it_has_not_logged(page):
+    """Its script may never log our keys: no screenful of "no data yet" axes while it runs; a standard key
+    it logs later draws its chart then."""
+    run = streamed_run(page.user, step=3)
+    write_points(run.pk, [(s, "loss", 1 / (s + 1)) for s in range(3)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_selector("#poll-state:has-text('live')")
+    wait_for(lambda: drawn(page, "logged-0")["lines"] == [3], timeout=15, message="its own key drawn")
+    assert page.locator("#chart-success").is_hidden()
+    note = page.locator("#not-logged").inner_text()
+    assert note.startswith("Not logged by this run so far, so not drawn: ") and "Success" in note
+
+    write_points(run.pk, [(3, "train/success", 0.5), (4, "train/success", 0.75)])
+    wait_for(lambda: drawn(page, "success")["lines"] == [2], timeout=15, message="success drawn once logged")
+    assert "Success" not in page.locator("#not-logged").inner_text()
 
 
 def test_live_charts_keep_zoom_and_stop_polling_when_the_run_ends(page):

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from django.contrib.messages import get_messages
+from django.utils import timezone
 
 from tests.factories import make_experiment, make_run, rows_of, run_with_data
 from webapp.accounts.models import ApiToken
@@ -124,3 +125,6 @@ def test_an_experiment_without_runs_says_so_instead_of_an_empty_table(alice_clie
     page = alice_client.get(empty.get_absolute_url()).content.decode()
     assert 'id="no-runs">No runs: they were deleted.' in page and '<table class="data runs' not in page
     assert 'data-confirm="Delete emptied (it has no runs) for good? This cannot be undone."' in page
+    assert "Config (as planned for a first run)" in page and "Config (first run)" not in page  # none left
+    make_run(alice, experiment=empty, archived_at=timezone.now())  # out of sight, still its first run
+    assert "Config (first run)" in alice_client.get(empty.get_absolute_url()).content.decode()
