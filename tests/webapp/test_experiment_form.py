@@ -241,6 +241,13 @@ def test_an_unknown_grid_key_is_said_once_not_once_per_value(alice_client):
     )
 
 
+def test_an_unknown_grid_section_names_preset_among_what_a_grid_varies(alice_client):
+    response = alice_client.post(reverse("experiment_new"), experiment_post(grid="nope.key = 1, 2"))
+    [grid] = response.context["form"].errors["grid"]
+    assert grid.startswith("nope.key: nope: unknown key (known: algorithm, ")
+    assert grid.endswith("; a grid also varies preset")
+
+
 @pytest.mark.parametrize("field", ["env__frozenlake__slippery", "alert_on_warnings"])
 def test_a_checkbox_takes_only_what_a_browser_sends(alice_client, field):
     html = alice_client.get(URL).content.decode()

@@ -147,6 +147,9 @@ def _checked_config(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainC
     return config
 
 
+_CONFIG_SECTIONS = {field.name for field in dataclasses.fields(TrainConfig)}
+
+
 def _attributed(spec: ExperimentSpec, combination: dict, problems: dict[str, str]):
     """(input, message) for each of a run's config problems: the grid for a grid key's problem, its
     section's (`nope.key`: "nope" is unknown), or a field's inside a grid value that is a whole section
@@ -163,6 +166,8 @@ def _attributed(spec: ExperimentSpec, combination: dict, problems: dict[str, str
                 f" (the parameters given are {spec.env['name']}'s: for a grid over environments, "
                 "grid over env = {name: ..., params: {...}} instead)"
             )
+        if cell is not None and spec.config is None and "." not in key and key not in _CONFIG_SECTIONS:
+            message += f"; a grid also varies {GRID_PRESET_KEY}"  # the trainer's list lacks it
         if cell is not None:
             problem = message if cell == key else f"{key}: {message}"
             yield "grid", f"{cell} = {format_value(combination[cell])}: {problem}"
