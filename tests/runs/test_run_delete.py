@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import make_run, rows_of, run_with_data
+from webapp.alerts.models import Notification
 from webapp.experiments.models import Run
 from webapp.tracking.models import ExternalExperiment, ExternalRun
 
@@ -46,12 +47,21 @@ def test_the_run_page_has_a_delete_button_whose_confirmation_says_what_is_lost(
     alice_client, alice, checkpoint_root
 ):
     run = with_checkpoints(run_with_data(alice))
+    Notification.objects.filter(event__run=run).update(
+        status=Notification.Status.SENT, sent_at=datetime.now(UTC)
+    )
     html = alice_client.get(run.get_absolute_url()).content.decode()
     assert f'action="/runs/{run.pk}/delete"' in html
     assert (
         f'data-confirm="Delete {run.display_name} for good? Its metrics, samples, detector events, alert '
         'history and checkpoints on disk are deleted; this cannot be undone."'
     ) in html
+
+
+def test_the_confirmation_says_an_alert_email_still_waiting_will_not_be_sent(alice_client, alice):
+    run = run_with_data(alice)  # its email is pending: gathering alerts, or waiting to be tried again
+    html = alice_client.get(run.get_absolute_url()).content.decode()
+    assert 'this cannot be undone. Its alert email not sent yet will not be sent."' in html
 
 
 def test_a_run_without_checkpoints_is_not_said_to_lose_any(alice_client, alice, checkpoint_root):

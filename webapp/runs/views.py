@@ -187,6 +187,12 @@ def run_detail(request, pk):
     ):  # a cursor far past the run would squash its curves into a corner
         cursor, step_error = None, f"step: this run ends at step {last}, got {cursor}; showing the whole run"
     sections = chart_sections(run)
+    notifications = list(
+        Notification.objects.filter(event__run=run)
+        .select_related("event")
+        .prefetch_related("also")
+        .order_by("id")
+    )
     page = {
         "run": run.pk,
         "finished": run.is_finished,
@@ -217,10 +223,9 @@ def run_detail(request, pk):
             "step_error": step_error,
             "sections": sections,
             "page": page,  # read by static/js/run.js through json_script
-            "notifications": Notification.objects.filter(event__run=run)
-            .select_related("event")
-            .prefetch_related("also")
-            .order_by("id"),
+            "notifications": notifications,
+            # Deleting the run drops them (their events go with it): its Delete confirmation says so.
+            "unsent_emails": sum(n.status == Notification.Status.PENDING for n in notifications),
         },
     )
 
