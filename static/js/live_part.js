@@ -21,10 +21,17 @@
   }
 
   // A control with data-off-while="selector" is disabled while the page holds an element the selector
-  // matches, which a refreshed part may add or remove (an experiment's Delete, off while runs train).
+  // matches, which a refreshed part may add or remove (an experiment's Delete, off while runs train); an
+  // element with data-copy-of="selector" shows that element's text where it belongs (the reason, beside
+  // the button), and hides while there is none.
   function followParts() {
     document.querySelectorAll("[data-off-while]").forEach(function (control) {
       control.disabled = document.querySelector(control.dataset.offWhile) !== null;
+    });
+    document.querySelectorAll("[data-copy-of]").forEach(function (copy) {
+      const source = document.querySelector(copy.dataset.copyOf);
+      copy.hidden = source === null;
+      copy.textContent = source ? source.textContent : "";
     });
   }
 

@@ -53,11 +53,14 @@ def test_delete_is_off_saying_why_while_runs_train_and_on_once_they_have_ended(p
         f"Delete is off: experiment {experiment.pk} has 2 runs still training: run {first.pk}"
     )
     assert f"run {second.pk} is queued" in note
+    # beside the button it explains, not down by the runs
+    below = page.locator("#delete-refusal").bounding_box()["y"] - delete.bounding_box()["y"]
+    assert 0 < below < 80
     page.screenshot(path=str(ARTIFACTS / "experiment-delete-off.png"))
 
     Run.objects.filter(pk__in=[first.pk, second.pk]).update(status="stopped")
     page.locator(".badges").get_by_text("2 stopped").wait_for(timeout=15_000)
-    assert page.locator("#delete-refusal").count() == 0 and delete.is_enabled()  # no reload needed
+    assert page.locator("#delete-refusal").is_hidden() and delete.is_enabled()  # no reload needed
 
 
 def test_the_experiment_list_follows_progress(page):

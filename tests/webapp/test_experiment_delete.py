@@ -91,9 +91,11 @@ def test_a_run_still_training_refuses_the_whole_delete_and_nothing_goes(
     )
     page = alice_client.get(experiment.get_absolute_url()).content.decode()
     assert (
-        'data-off-while="#delete-refusal" disabled aria-describedby="delete-refusal">Delete</button>' in page
+        'data-off-while="#delete-refusal-now" aria-describedby="delete-refusal" disabled>Delete</button>'
+        in page
     )
-    assert f'id="delete-refusal">Delete is off: {problem}.</p>' in page
+    assert f'data-copy-of="#delete-refusal-now">Delete is off: {problem}.</p>' in page  # beside the button
+    assert f'<span hidden id="delete-refusal-now">Delete is off: {problem}.</span>' in page  # the live part's
     token = ApiToken.issue(alice, "script")[1]
     response = client.delete(f"/api/experiments/{experiment.pk}", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code == 409 and response.json() == {"error": problem}
