@@ -1,5 +1,6 @@
 """`./echolab run` (manage.py serve) on the embedded defaults: SQLite, filesystem broker, no servers."""
 
+import http.client
 import json
 import os
 import re
@@ -30,6 +31,20 @@ def fetch_error(url, with_body=False):
         answer = (error.code, error.headers["Content-Type"])
         return (*answer, json.load(error)) if with_body else answer
     raise AssertionError(f"{url[:60]}... answered 2xx")
+
+
+ISSUE_TOKEN = (
+    "from django.contrib.auth.models import User; from webapp.accounts.models import ApiToken; "
+    "print(ApiToken.issue(User.objects.get(username='admin'), 'chunked')[1])"
+)
+
+
+def post_chunked(port: int, path: str, body: bytes, token: str) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connection.request("POST", path, body=iter([body[:5], body[5:]]), headers=headers, encode_chunked=True)
+    response = connection.getresponse()
+    return response.status, json.load(response)
 
 
 @pytest.mark.slow
@@ -106,6 +121,19 @@ def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_pa
             message="the ping through the filesystem broker",
         )
         database.close()
+        # A body sent chunked (no Content-Length) reaches the view as sent, through gunicorn.
+        token = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", ISSUE_TOKEN],
+            cwd=REPO_ROOT,
+            env=env,
+            check=True,
+            timeout=60,
+            capture_output=True,
+            text=True,
+        ).stdout.split()[-1]
+        body = b'{"name": "chunked", "env": {"name": "chess"}}'
+        status, answer = post_chunked(port, "/api/experiments", body, token)
+        assert status == 400 and list(answer["errors"]) == ["env"] and "'chess'" in answer["error"], answer
         output = (tmp_path / "serve.log").read_text()
         assert "Created login: user 'admin', password '" in output
         password = output.split("password '")[1].split("'")[0]

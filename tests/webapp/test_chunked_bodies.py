@@ -1,0 +1,76 @@
+"""A body sent with Transfer-Encoding: chunked (no Content-Length) is read as sent, by every URL: the WSGI
+application as gunicorn calls it, with the chunking taken off wsgi.input as gunicorn does."""
+
+import io
+import json
+import wsgiref.util
+
+import pytest
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+
+from tests.factories import make_run, streamed_run
+from webapp.accounts.models import ApiToken
+from webapp.core import chunked_bodies
+from webapp.experiments.models import Run
+from webapp.metrics.models import MetricPoint
+from webapp.wsgi import application
+
+
+class Unsized(io.BytesIO):
+    """gunicorn's de-chunked wsgi.input: read(n) gives pieces until the end, which nobody announced."""
+
+
+def call(method: str, path: str, body: bytes, token: str) -> tuple[int, dict]:
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "CONTENT_TYPE": "application/json",
+        "HTTP_TRANSFER_ENCODING": "chunked",
+        "HTTP_AUTHORIZATION": f"Bearer {token}",
+        "wsgi.input": Unsized(body),
+    }
+    wsgiref.util.setup_testing_defaults(environ)
+    started = {}
+    answer = b"".join(application(environ, lambda status, headers: started.update(status=status)))
+    return int(started["status"].split()[0]), json.loads(answer) if answer else {}
+
+
+@pytest.fixture
+def token(alice):
+    return ApiToken.issue(alice, "script")[1]
+
+
+@pytest.fixture(autouse=True)
+def connection_kept_open():
+    """As Django's test client does: a request's end must not close the test's connection (its transaction)."""
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
+
+
+def test_a_chunked_metrics_batch_is_written(alice, token):
+    run = streamed_run(alice)
+    status, answer = call(
+        "POST", f"/api/runs/{run.pk}/metrics", b'[{"step": 1, "key": "loss", "value": 0.5}]', token
+    )
+    assert (status, answer["written"]) == (200, 1)
+    assert MetricPoint.objects.filter(run=run, key="loss", step=1, value=0.5).exists()
+
+
+def test_a_chunked_body_on_a_call_that_takes_none_is_refused_and_nothing_is_done(alice, token, purge_broker):
+    run = make_run(alice, status=Run.Status.RUNNING)
+    status, answer = call("POST", f"/api/runs/{run.pk}/stop", b'{"from_step": 5}', token)
+    assert status == 400 and answer["error"].startswith("from_step: ")
+    assert not Run.objects.get(pk=run.pk).stop_requested
+
+
+def test_a_chunked_body_beyond_any_urls_limit_is_refused_unread(alice, token, settings):
+    settings.IMPORT_MAX_BYTES = 10
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+    run = streamed_run(alice)
+    status, answer = call("POST", f"/api/runs/{run.pk}/metrics", b" " * (2 * 1024 * 1024 + 1), token)
+    assert status == 413 and answer == {"error": "body: larger than the server's limit of 2097152 bytes"}
+    assert chunked_bodies.body_limit() == 2 * 1024 * 1024

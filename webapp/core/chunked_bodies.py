@@ -1,0 +1,58 @@
+"""Request bodies sent with `Transfer-Encoding: chunked`, as a streaming client sends them: no
+Content-Length. Django reads a body only as far as CONTENT_LENGTH says, so without one it read nothing,
+and every API took such a body as empty (a metrics batch refused as "must be a list of points", an MLflow
+`runs/create` that lost its name and tags, a stop that ignored the body it must refuse). The server
+(gunicorn) takes the chunking off `wsgi.input`; this reads it to its end into a spooled file, up to the
+largest body any URL takes, and sets CONTENT_LENGTH, so that Django and the views see the body as if its
+length had been sent. A longer body is answered 413 at once, unread."""
+
+import json
+import tempfile
+
+from django.conf import settings
+
+_READ = 64 * 1024
+_IN_MEMORY = 1024 * 1024  # beyond this the body spools to a temporary file (an import of 50 MB)
+_MULTIPART_FRAMING = 1024 * 1024  # a form's boundaries and fields around an import's file
+
+
+def body_limit() -> int:
+    """The largest body any URL takes: an import's file in its form, or a metrics batch."""
+    return max(settings.IMPORT_MAX_BYTES + _MULTIPART_FRAMING, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+def _is_chunked(environ) -> bool:
+    return "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower() and not environ.get(
+        "CONTENT_LENGTH"
+    )
+
+
+def _too_large(start_response, limit: int):
+    body = json.dumps({"error": f"body: larger than the server's limit of {limit} bytes"}).encode()
+    start_response(
+        "413 Request Entity Too Large",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Connection", "close")],
+    )
+    return [body]
+
+
+def with_chunked_bodies(application):
+    """The WSGI `application`, reading a chunked body whole before it sees the request."""
+
+    def dechunked(environ, start_response):
+        if not _is_chunked(environ):
+            return application(environ, start_response)
+        limit = body_limit()
+        body = tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY)
+        size = 0
+        while piece := environ["wsgi.input"].read(_READ):
+            size += len(piece)
+            if size > limit:
+                body.close()
+                return _too_large(start_response, limit)
+            body.write(piece)
+        body.seek(0)
+        environ["wsgi.input"], environ["CONTENT_LENGTH"] = body, str(size)
+        return application(environ, start_response)
+
+    return dechunked
