@@ -178,6 +178,11 @@ def test_the_bearer_scheme_is_read_in_any_case_and_a_401_names_it(client, alice)
         ({"env": {"name": "bandit"}, "seeds": "1,,2"}, "seeds", "an empty seed between commas in '1,,2'"),
         ({"env": {"name": "bandit"}, "seeds": ",1"}, "seeds", "an empty seed between commas"),
         ({"env": {"name": "bandit"}, "seeds": "\u0663"}, "seeds", "is not a whole number"),
+        (
+            {"env": {"name": "bandit"}, "seeds": [1, "2"]},
+            "seeds",
+            "seeds[1]: expected a whole number, got the text",
+        ),
     ],
 )
 def test_an_experiment_is_never_made_of_silent_defaults(client, auth, changes, field, fragment):
@@ -190,8 +195,34 @@ def test_an_experiment_is_never_made_of_silent_defaults(client, auth, changes, f
     assert not Experiment.objects.exists()
 
 
-def test_a_grid_value_beyond_the_steps_limit_is_named_under_grid(client, auth):
-    body = {"name": "x", "env": {"name": "bandit"}, "grid": {"schedule.steps": [1, 99_999_999]}}
+@pytest.mark.parametrize("steps", [99_999_999, 0])
+def test_a_grid_value_beyond_the_steps_limits_is_named_under_grid(client, auth, steps):
+    body = {"name": "x", "env": {"name": "bandit"}, "grid": {"schedule.steps": [1, steps]}}
     response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
     assert response.status_code == 400
-    assert response.json()["errors"] == {"grid": "schedule.steps = 99999999: must be at most 10000000"}
+    assert response.json()["errors"] == {"grid": f"schedule.steps = {steps}: must be from 1 to 10000000"}
+
+
+@pytest.mark.parametrize("seed, answer", [(7, 201), (-1, 400)])
+def test_a_complete_config_without_seeds_runs_its_own_seed(client, auth, seed, answer):
+    from tests.factories import trainer_config
+    from webapp.experiments.models import Experiment
+
+    body = {"name": "x", "config": {**trainer_config(), "seed": seed}}
+    response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == answer, response.content
+    if answer == 201:
+        assert response.json()["seeds"] == [7] and Experiment.objects.get().runs.get().config["seed"] == 7
+    else:
+        assert response.json()["errors"] == {"config.seed": "-1 is not a whole number >= 0"}
+
+
+def test_a_complete_config_of_no_steps_is_refused(client, auth):
+    from tests.factories import trainer_config
+
+    config = trainer_config()
+    config["schedule"]["steps"] = 0
+    body = {"name": "x", "config": config}
+    response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"config.schedule.steps": "must be from 1 to 10000000"}

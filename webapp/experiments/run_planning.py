@@ -120,12 +120,13 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
                     f"the run label {quoted(label)} is longer than "
                     f"{MAX_LABEL_LENGTH} characters: use fewer or shorter grid values",
                 )
-            if config.schedule.steps > MAX_STEPS:
+            if not 1 <= config.schedule.steps <= MAX_STEPS:  # the trainer takes 0; a run here trains
+                problem = f"must be from 1 to {MAX_STEPS}"
                 if "schedule.steps" in combination:
                     grid_value = format_value(combination["schedule.steps"])
-                    errors.setdefault("grid", f"schedule.steps = {grid_value}: must be at most {MAX_STEPS}")
+                    errors.setdefault("grid", f"schedule.steps = {grid_value}: {problem}")
                 else:
-                    errors.setdefault(input_name(spec, "schedule.steps"), f"must be at most {MAX_STEPS}")
+                    errors.setdefault(input_name(spec, "schedule.steps"), problem)
             # Every environment parameter, defaults filled in: two runs with the same environment store the
             # same params however they were asked for (the form lists every field, the API only some), so
             # a config diff shows real differences only.

@@ -39,7 +39,9 @@ def parse_seeds(value) -> list[int]:
     if not items:
         raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
     seeds = []
-    for item in items:
+    for index, item in enumerate(items):
+        if isinstance(value, list) and isinstance(item, str):  # a list is JSON's or YAML's: numbers
+            raise ValueError(f"seeds[{index}]: expected a whole number, got the text {quoted(item)}")
         seed = _seed(item)
         if seed in seeds:
             raise ValueError(f"seed {seed} is listed twice")
@@ -52,7 +54,7 @@ def _seed(item) -> int:
     if isinstance(item, str) and re.fullmatch(r"[0-9]+", item):
         # Measured as text: Python converts no text of more than 4,300 digits to a number.
         seed = int(item) if len(item.lstrip("0")) <= len(str(MAX_SEED)) else MAX_SEED + 1
-    elif isinstance(item, int) and not isinstance(item, bool):
+    elif isinstance(item, int) and not isinstance(item, bool) and item >= 0:
         seed = item
     else:
         raise ValueError(f"{quoted(item)} is not a whole number >= 0")
@@ -366,6 +368,11 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
             if key in body:
                 errors[key] = "give either a complete 'config' or preset/env/model/steps/overrides, not both"
         take("config", _check_complete_config)
+        if "seeds" not in body and isinstance(spec.config, dict) and "seed" in spec.config:
+            try:  # the config's own seed, as the form reads one: not the default seed in its place
+                spec.seeds = [_seed(spec.config["seed"])]
+            except ValueError as error:
+                errors["config.seed"] = str(error)
     else:
         take("preset", _check_preset)
         take("model", lambda v: resolve_model(_typed(v, str, "a string")))
