@@ -207,12 +207,30 @@ def _parse_csv(text: str, checked: bool) -> list[_Row]:
         raise ValueError(f"line {reader.line_num}: {error}") from None
 
 
+# A spreadsheet reads a cell that opens with one of these as a formula ("CSV injection", OWASP). A CSV
+# writer shows such a name as text with a leading apostrophe (as_text_cell); reading a header takes one
+# off again (csv_column_name), so a key comes back as it was logged. Apostrophes already before the
+# character count too ("'=x" is written "''=x"), so the round trip is exact.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def as_text_cell(text: str) -> str:
+    return "'" + text if text.lstrip("'")[:1] in FORMULA_STARTS else text
+
+
+def csv_column_name(cell: str) -> str:
+    """A CSV header cell as the key it names: without surrounding spaces, and without the apostrophe
+    as_text_cell put before a formula's first character."""
+    name = cell.strip()
+    return name[1:] if name[:1] == "'" and name.lstrip("'")[:1] in FORMULA_STARTS else name
+
+
 def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     header = next(reader, None)
     row_start[0] = reader.line_num + 1
     if not header or header == [""]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
-    header = [name.strip() for name in header]
+    header = [csv_column_name(name) for name in header]
     if "step" not in header:
         raise ValueError(
             f"line 1: no 'step' column (columns: {clipped(', '.join(header))}){_no_step_hint(header)}"

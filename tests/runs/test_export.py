@@ -141,3 +141,23 @@ def test_renamed_columns_stay_unique():
         "run (metric)",
         "step (metric)",
     ]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_keys_a_spreadsheet_or_a_stripped_header_would_misread_import_back(
+    alice_client, run, alice_token, fmt
+):
+    keys = ["step", " step", "=HYPERLINK(1)", "'=x", "-loss", "loss"]
+    MetricPoint.upsert(run.pk, [(1, key, float(i)) for i, key in enumerate(keys)])
+    exported = content(alice_client.get(URL.format(run.pk), {"format": fmt}))
+    response = alice_client.post(
+        f"/api/imports?format={fmt}&name=again",
+        data=exported,
+        content_type="text/plain",
+        HTTP_AUTHORIZATION=f"Bearer {alice_token}",
+    )
+    assert response.status_code == 201, response.content
+    copy = dict(MetricPoint.objects.filter(run_id=response.json()["id"]).values_list("key", "value"))
+    # each value under its own key; only a key the reader cannot tell from "step" is renamed
+    renamed = {"step": "step (metric)", " step": "step (metric) (metric)" if fmt == "csv" else " step"}
+    assert copy == {renamed.get(key, key): float(i) for i, key in enumerate(keys)}

@@ -9,7 +9,9 @@ A point stored as null is a NaN (SQLite stores a NaN as null, and the ingest rea
 MetricPoint.steps does), so it is written as one, not as a missing value.
 Several runs (the runs table's export): one CSV with the run first on each row, see runs_csv_lines.
 A key named like one of the export's own columns (a script that logs its step as a metric, "step") is
-written as "step (metric)", so the real steps are never overwritten and the file imports back.
+written as "step (metric)", so the real steps are never overwritten and the file imports back; in CSV
+also a key that the reader would take for another column once it strips the header's spaces (" step").
+A CSV name that opens like a formula (=, +, -, @) gets a leading apostrophe, which the import takes off.
 """
 
 import csv
@@ -19,7 +21,7 @@ import json
 import math
 from operator import itemgetter
 
-from diagnostics.series import NON_FINITE
+from diagnostics.series import NON_FINITE, as_text_cell, csv_column_name
 from webapp.metrics.models import MetricPoint
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson"}
@@ -60,26 +62,32 @@ def _csv_writer():
     return line
 
 
-def as_text_cell(text: str) -> str:
-    """Text a spreadsheet shows as text: one opening a cell with = + - @ (or a tab or carriage return) is
-    read as a formula ("CSV injection", OWASP), so it gets a leading apostrophe. Names and keys only:
-    numbers are written as numbers."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
-def key_columns(keys: list[str], fixed: tuple[str, ...]) -> list[str]:
-    """The column name of each key: the key itself, or "<key> (metric)" (as often as needed to be unique)
-    where it would repeat one of the `fixed` columns."""
-    taken = set(fixed) | set(keys)
-    names = []
+def key_columns(keys: list[str], fixed: tuple[str, ...], read_as=lambda name: name) -> list[str]:
+    """The column name of each key: the key itself, or "<key> (metric)" (as often as needed) where the
+    format's reader (`read_as`: a CSV header is read stripped, csv_column_name) would take it for one of
+    the `fixed` columns or another key's. A key read back as it is written keeps its name first: " step"
+    gives way to "step", not the other way round."""
+    taken = {read_as(name) for name in fixed}
+    names = dict.fromkeys(keys)
     for key in keys:
+        if read_as(key) == key and key not in taken:
+            names[key] = key
+            taken.add(key)
+    for key in sorted(
+        (key for key, name in names.items() if name is None), key=lambda key: read_as(key) != key
+    ):
         name = key
-        if key in fixed:
-            while name in taken:
-                name += " (metric)"
-            taken.add(name)
-        names.append(name)
-    return names
+        while read_as(name) in taken:
+            name += " (metric)"
+        taken.add(read_as(name))
+        names[key] = name
+    return list(names.values())
+
+
+def csv_columns(keys: list[str], fixed: tuple[str, ...]) -> list[str]:
+    """The header cells of `keys`, each read back by diagnostics.series as its own column."""
+    names = key_columns(keys, fixed, lambda name: csv_column_name(as_text_cell(name)))
+    return [as_text_cell(name) for name in names]
 
 
 def _cells(values: dict, keys: list[str]):
@@ -89,7 +97,7 @@ def _cells(values: dict, keys: list[str]):
 def csv_lines(run_id: int):
     keys = run_keys(run_id)
     line = _csv_writer()
-    yield line(["step", *map(as_text_cell, key_columns(keys, ("step",)))])
+    yield line(["step", *csv_columns(keys, ("step",))])
     for step, values in _steps(run_id):
         yield line([step, *_cells(values, keys)])
 
@@ -105,7 +113,7 @@ def runs_csv_lines(runs):
     )
     line = _csv_writer()
     fixed = ("run_id", "run", "experiment", "step")
-    yield line([*fixed, *map(as_text_cell, key_columns(keys, fixed))])
+    yield line([*fixed, *csv_columns(keys, fixed)])
     for run in runs:
         names = [as_text_cell(run.display_name), as_text_cell(run.experiment.name)]
         for step, values in _steps(run.pk):
