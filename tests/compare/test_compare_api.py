@@ -112,6 +112,10 @@ def test_events_come_with_each_run(alice_client, grid_runs):
         ({"runs": "3,abc"}, "runs", "'abc' is not a run id"),
         ({"runs": "-4"}, "runs", "'-4' is not a run id"),
         ({"runs": "99999999999999999999999"}, "runs", "is not a run id"),
+        ({"runs": "3,,1"}, "runs", "'3,,1': expected ids separated by commas"),  # as its document says
+        ({"runs": "03"}, "runs", "'03': expected ids separated by commas"),
+        ({"runs": "+3"}, "runs", "expected ids separated by commas"),
+        ({"runs": "3, 7"}, "runs", "expected ids separated by commas"),
         ({}, "runs", "at least one run id"),
         ({"runs": ",".join(str(i) for i in range(1, MAX_RUNS + 2))}, "runs", f"at most {MAX_RUNS} runs"),
         ({"runs": "1", "max_points": "lots"}, None, "max_points: must be an integer"),

@@ -80,9 +80,19 @@ def test_steps_without_a_metric_value_are_refused(client, auth, body):
     assert nothing_saved()
 
 
-def test_unknown_format_is_refused(client, auth):
-    response = client.post(f"{URL}?format=xlsx", b"step,a\n0,1\n", content_type="text/csv", **auth)
-    assert response.status_code == 400 and response.json()["error"].startswith("format:")
+@pytest.mark.parametrize("fmt", ["xlsx", ""])
+def test_unknown_format_is_refused(client, auth, fmt):
+    response = client.post(f"{URL}?format={fmt}", b"step,a\n0,1\n", content_type="text/csv", **auth)
+    assert response.status_code == 400 and response.json()["error"].startswith("format: must be csv or jsonl")
+    assert nothing_saved()
+
+
+def test_a_multipart_import_takes_one_file_and_a_named_format(client, auth):
+    upload = lambda: SimpleUploadedFile("m.csv", b"step,a\n0,1\n")  # noqa: E731
+    response = client.post(URL, {"file": [upload(), upload()]}, **auth)
+    assert response.status_code == 400 and response.json()["errors"] == {"file": "one file per import, got 2"}
+    response = client.post(URL, {"file": upload(), "format": ""}, **auth)
+    assert response.status_code == 400 and response.json()["error"].startswith("format: must be csv or jsonl")
     assert nothing_saved()
 
 

@@ -8,7 +8,10 @@ MAX_POINTS_PER_REQUEST) &bands=1 (add each bucket's min..max)
 Ids that do not exist or are not the caller's are left out and listed in `not_found` alike.
 """
 
+import re
+
 from diagnostics.metrics import CHART_KEYS
+from diagnostics.quoting import quoted
 from webapp.accounts.api_auth import ApiError, api_view, int_param
 from webapp.alerts.models import DetectorEvent
 from webapp.compare import aggregates, selection
@@ -22,12 +25,24 @@ DEFAULT_MAX_POINTS = 500
 MAX_POINTS_PER_REQUEST = 1_400_000
 
 
+# The API's `runs` as its document writes it: ids without signs, leading zeros or empty places (the page
+# takes what a person edits into its URL more loosely: selection.split_ids).
+RUN_IDS = re.compile(r"[1-9][0-9]{0,17}(,[1-9][0-9]{0,17})*")
+
+
 def parse_selection(request) -> selection.Selection:
     values = request.GET.getlist("runs")
     ids, invalid = selection.split_ids(values)
     if invalid:
-        message = f"runs: {invalid[0]!r} is not a run id; expected ids separated by commas, like runs=3,7,12"
-        raise ApiError.field("runs", message.removeprefix("runs: "))
+        message = f"{quoted(invalid[0])} is not a run id; expected ids separated by commas, like runs=3,7,12"
+        raise ApiError.field("runs", message)
+    for value in values:
+        if ids and not RUN_IDS.fullmatch(value):
+            message = (
+                f"{quoted(value)}: expected ids separated by commas, like runs=3,7,12 (no spaces, signs, "
+                "leading zeros or empty places)"
+            )
+            raise ApiError.field("runs", message)
     if not ids:
         raise ApiError.field("runs", "name at least one run id, like runs=3,7,12")
     if len(ids) > selection.MAX_RUNS:

@@ -9,6 +9,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_http_methods
 
 from diagnostics import gzip_stream
+from diagnostics.quoting import quoted
 from webapp.accounts.api_auth import ApiError, api_view, gzipped
 from webapp.core import jsonsafe
 from webapp.core.json_response import JsonResponse
@@ -66,11 +67,14 @@ def duplicate_warning(earlier_runs):
 def imports(request):
     """multipart/form-data (file, name, format), or the file as the raw body with ?format=&name=."""
     if request.content_type == "multipart/form-data":
+        _format_param(request.POST.get("format"))
+        if len(request.FILES.getlist("file")) > 1:
+            raise ApiError.field("file", f"one file per import, got {len(request.FILES.getlist('file'))}")
         form = ImportForm(request.POST, request.FILES)
     else:
         # Blank is absent, as the form's own fields have it: the name then defaults to the file's.
         name = request.GET.get("name", "").strip()
-        fmt = request.GET.get("format", "")
+        fmt = _format_param(request.GET.get("format"))
         # The name is checked before it becomes the file name, so that its error names it.
         if jsonsafe.unstorable_text(name) is not None:
             raise ApiError.field("name", jsonsafe.UNSTORABLE_TEXT)
@@ -86,6 +90,16 @@ def imports(request):
         {"id": run.pk, "url": run.get_absolute_url(), "experiment": run.experiment_id, **form.summary(run)},
         status=201,
     )
+
+
+def _format_param(given: str | None) -> str:
+    """The format the API was told, or "" when it was not (read from the file name, else the content): a
+    format named is csv or jsonl, never a blank taken for "not told"."""
+    if given is not None and given not in ("csv", "jsonl"):
+        raise ApiError.field(
+            "format", f"must be csv or jsonl, or left out to read the file's; got {quoted(given)}"
+        )
+    return given or ""
 
 
 def _default_filename(name: str, fmt: str) -> str:
