@@ -24,11 +24,11 @@ def ping(nonce: str, queue: str = queues.DEFAULT) -> None:
 
 @app.task(name=queues.TRAIN_RUN)
 def train_run(run_id: int) -> str:
-    """Train run `run_id` (gpu queue) if it is still queued; see worker/training.py."""
+    """Train the first run in the queue (gpu queue; sent for run `run_id`); see worker/training.py."""
     from worker.training import train_run as train
 
     outcome = train(run_id)
-    logger.info("run %s: %s", run_id, outcome)
+    logger.info("message for run %s: %s", run_id, outcome)
     return outcome
 
 

@@ -1,8 +1,10 @@
 """One training attempt of one run, inside a gpu worker's child process.
 
-Postgres decides who trains: the run is claimed with a conditional UPDATE (queued -> running), so a
-duplicated or stale message does nothing. torch and the trainer are imported here, in the child, never
-in the worker's parent process (CUDA must not be initialised before the fork).
+Postgres decides who trains, and what: a message makes a worker take the first run in the queue
+(Run.next_in_queue), claimed with a conditional UPDATE (queued -> running), so a duplicated or stale
+message does nothing and the broker's order of messages is not the queue's. torch and the trainer are
+imported here, in the child, never in the worker's parent process (CUDA must not be initialised before
+the fork).
 """
 
 import contextlib
@@ -83,37 +85,43 @@ def worker_is_stopping() -> bool:
     return any(flag is not None and flag is not False for flag in (state.should_stop, state.should_terminate))
 
 
-def train_run(run_id: int) -> str:
-    """Train run `run_id` if it is still queued; returns what happened, for the log."""
-    run = Run.objects.select_related("experiment__owner").filter(pk=run_id).first()
-    if run is None:
-        return "no such run"
-    if run.status != Run.Status.QUEUED or run.stop_requested:
-        return f"nothing to do: run is {run.status}"
+def train_run(message_run_id: int) -> str:
+    """A "train a run" message (sent for run `message_run_id`): claim the first run in the queue
+    (Run.next_in_queue, which is that run unless the broker's order differs from the queue's) and train
+    it; returns what happened, for the log."""
     if worker_is_stopping():
         # The pool forks a fresh child (one task per child) even during a warm shutdown and hands it the
         # task it had reserved; a claim now would be killed with the pool seconds later, leaving a run
-        # "running" with nothing training it. Sent again, it waits in the queue for the next worker.
-        run.enqueue()
+        # "running" with nothing training it. Sent again, the message waits for the next worker.
+        run = Run.next_in_queue()
+        if run is not None:
+            run.enqueue()
         return "worker shutting down: left queued"
     host, pid = socket.gethostname(), os.getpid()
+    # Another worker may claim the first run between reading it and claiming it: then the next one.
+    passed_over = set()
+    while (run := Run.next_in_queue(passed_over)) is not None:
+        passed_over.add(run.pk)
+        # Validate before anything heavy: a config that no longer validates fails now, once, with its message.
+        from trainer.config import ConfigError, TrainConfig
 
-    # Validate before anything heavy: a config that no longer validates fails now, once, with its message.
-    from trainer.config import ConfigError, TrainConfig
-
-    try:
-        cfg = TrainConfig.from_dict(run.config)
-        run_planning.resolve_model_fields(cfg)  # a config stored by other means is checked here too
-    except ConfigError as error:
-        if run.claim(host, pid, device="", pid_namespace=pid_namespace()):
-            run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
-            return "failed: invalid config"
-        return "claimed by another worker"
-
-    if not run.claim(host, pid, describe_device(), pid_namespace()):
-        return "claimed by another worker"
-    logger.info("run %s: attempt %s on %s (%s)", run.pk, run.attempt, host, run.device)
-    return train_claimed(run, cfg)
+        try:
+            cfg = TrainConfig.from_dict(run.config)
+            run_planning.resolve_model_fields(cfg)  # a config stored by other means is checked here too
+        except ConfigError as error:
+            if run.claim(host, pid, device="", pid_namespace=pid_namespace()):
+                run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
+                return f"run {run.pk} failed: invalid config"
+            continue
+        if run.claim(host, pid, describe_device(), pid_namespace()):
+            sent_for = (
+                ""
+                if run.pk == message_run_id
+                else f" (first in the queue; the message named run {message_run_id})"
+            )
+            logger.info("run %s: attempt %s on %s (%s)%s", run.pk, run.attempt, host, run.device, sent_for)
+            return f"run {run.pk}: {train_claimed(run, cfg)}"
+    return "nothing to do: no run is queued"
 
 
 @contextlib.contextmanager

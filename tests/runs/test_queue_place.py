@@ -13,14 +13,15 @@ from webapp.runs import queue
 
 def queued_runs(alice, bob):
     now = timezone.now()
-    first = table_run(bob, label="bobs-first", enqueued_at=now - timedelta(minutes=3))
-    mine_ahead = table_run(alice, label="alices-first", enqueued_at=now - timedelta(minutes=2))
-    target = table_run(alice, label="target", enqueued_at=now - timedelta(minutes=1))
-    unsent = table_run(alice, label="not-sent-yet")  # broker was down: last in line
+    first = table_run(bob, label="bobs-first", queued_at=now - timedelta(minutes=3))
+    mine_ahead = table_run(alice, label="alices-first", queued_at=now - timedelta(minutes=2))
+    # its message sent last (again, by the sweeper): its place is when it joined the queue
+    target = table_run(alice, label="target", queued_at=now - timedelta(minutes=1), enqueued_at=now)
+    unsent = table_run(alice, label="not-sent-yet")  # broker was down: in line all the same
     return first, mine_ahead, target, unsent
 
 
-def test_positions_follow_the_order_messages_were_sent(alice, bob):
+def test_positions_follow_the_order_runs_joined_the_queue(alice, bob):
     first, mine_ahead, target, unsent = queued_runs(alice, bob)
     table_run(alice, label="running", status=Run.Status.RUNNING)
     assert queue.positions([target.pk, unsent.pk, first.pk]) == {first.pk: 1, target.pk: 3, unsent.pk: 4}

@@ -18,8 +18,8 @@ def test_lists_the_callers_runs_with_summary_and_queue_place(client, alice, bob,
     done = table_run(alice, label="done", status=Run.Status.COMPLETED, tags=["keep"])
     MetricPoint.upsert(done.pk, [(0, "val/success", 0.5), (5, "val/success", 0.25)])
     now = timezone.now()
-    waiting = table_run(alice, label="waiting", enqueued_at=now)
-    table_run(bob, label="bobs", enqueued_at=now - timedelta(seconds=5))
+    waiting = table_run(alice, label="waiting", queued_at=now)
+    table_run(bob, label="bobs", queued_at=now - timedelta(seconds=5))
     response = client.get(URL, {"sort": "name"}, HTTP_AUTHORIZATION=f"Bearer {alice_token}")
     assert response.status_code == 200
     body = response.json()

@@ -16,6 +16,34 @@ def test_only_one_of_two_claims_wins(queued_run):
     assert (run.status, run.host, run.attempt) == ("running", "a", 1)
 
 
+def test_a_message_trains_the_first_run_in_the_queue_whichever_run_it_named(queued_run, purge_broker):
+    """The broker's order is not the queue's (a message sent again goes to its back; one a stopping worker
+    held comes back anywhere): the worker takes the run that has waited longest."""
+    from worker.training import train_run
+
+    first = queued_run({"not_a_field": 1}, label="first")  # were it claimed, it fails at once on its config
+    later = queued_run({"not_a_field": 1}, label="later")
+    assert train_run(later.pk) == f"run {first.pk} failed: invalid config"
+    assert [Run.objects.get(pk=pk).status for pk in (first.pk, later.pk)] == ["failed", "queued"]
+    assert train_run(first.pk) == f"run {later.pk} failed: invalid config"
+    assert train_run(first.pk) == "nothing to do: no run is queued"
+
+
+def test_a_run_keeps_its_place_when_sent_again_or_requeued_and_goes_last_when_resumed(
+    queued_run, purge_broker
+):
+    from webapp.runs import queue
+
+    first, second, third = (queued_run({}, label=label) for label in ("1", "2", "3"))
+    first.enqueue()  # sent again (the sweeper): not to the back
+    assert queue.positions([first.pk, second.pk, third.pk]) == {first.pk: 1, second.pk: 2, third.pk: 3}
+    assert first.claim("a", 1, "cpu") and first.requeue("worker shut down")  # its worker stopped
+    assert queue.positions([first.pk]) == {first.pk: 1}
+    assert first.claim("a", 1, "cpu") and first.finish(Run.Status.STOPPED)
+    first.resume()  # asked again by its owner: behind the runs already waiting
+    assert queue.positions([first.pk, second.pk]) == {second.pk: 1, first.pk: 3}
+
+
 def test_a_stopped_queued_run_cannot_be_claimed(queued_run):
     run = queued_run({})
     run.request_stop()

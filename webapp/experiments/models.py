@@ -224,6 +224,11 @@ class RunQuerySet(models.QuerySet):
     def archived(self):
         return self.filter(archived_at__isnull=False)
 
+    def in_queue_order(self):
+        """The runs waiting for a worker, in the order workers take them (Run.claim_next) and pages show
+        them (webapp.runs.queue): by when each joined the queue, whoever's, whatever message is sent."""
+        return self.filter(status=Run.Status.QUEUED).order_by("queued_at", "id")
+
     def delete_with_data(self) -> int:
         """Delete these runs and everything recorded about them, all or nothing, and return how many went:
         metric points and their rollups, step records, samples, detector events and their alert emails,
@@ -317,6 +322,11 @@ class Run(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     enqueued_at = models.DateTimeField(null=True, blank=True, help_text="When the last message was sent.")
+    queued_at = models.DateTimeField(
+        default=timezone.now,
+        help_text="Its place in the queue: when it was created or resumed. A run requeued because its "
+        "worker went keeps it, and so does one whose message is sent again.",
+    )
     started_at = models.DateTimeField(null=True, blank=True, help_text="When the current attempt started.")
     finished_at = models.DateTimeField(null=True, blank=True)
     # A resumed run's duration is this plus the current attempt's, without the downtime between them.
@@ -423,6 +433,20 @@ class Run(models.Model):
             return False
         Run.objects.filter(pk=self.pk).update(enqueued_at=timezone.now())
         return True
+
+    @classmethod
+    def next_in_queue(cls, passed_over=()) -> "Run | None":
+        """The run a free worker takes: the first in queue order that is not being stopped. Every "train
+        a run" message makes a worker take the first run, not the one it named: the broker's order (a
+        message sent again, one a worker held when it stopped and gave back) is not the queue's, and a
+        lost message then leaves the newest run waiting for the sweeper, not an old one."""
+        return (
+            cls.objects.in_queue_order()
+            .filter(stop_requested=False, experiment__imported=False)
+            .exclude(pk__in=passed_over)
+            .select_related("experiment__owner")
+            .first()
+        )
 
     def claim(self, host: str, pid: int, device: str, pid_namespace: str = "") -> bool:
         """queued -> running for exactly one caller; a duplicate or stale message gets False."""
@@ -534,6 +558,7 @@ class Run(models.Model):
                 pk=self.pk, status__in=(self.Status.STOPPED, self.Status.FAILED)
             ).update(
                 status=self.Status.QUEUED,
+                queued_at=timezone.now(),  # a new request: behind the runs queued before it
                 stop_requested=False,
                 finished_at=None,
                 error="",

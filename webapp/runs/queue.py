@@ -1,6 +1,5 @@
-"""Where a queued run stands. Training messages go to one `gpu` queue that workers take in the order
-they were sent, so a run's place is its rank among all queued runs (every user's) by the time its
-message was sent (Run.enqueued_at; a run not sent yet, the broker being down, comes last)."""
+"""Where a queued run stands: its rank among all queued runs (every user's) in the order workers take
+them (RunQuerySet.in_queue_order: by when each joined the queue; Run.next_in_queue)."""
 
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,18 +15,14 @@ GPU_SEEN_FOR = timedelta(days=7)
 MAX_LISTED = 5  # own runs ahead listed by name
 
 
-def queued_in_order():
-    return Run.objects.filter(status=Run.Status.QUEUED).order_by(F("enqueued_at").asc(nulls_last=True), "id")
-
-
 def positions(run_ids) -> dict[int, int]:
     """{run id: place in the queue, 1 = next to start} for those of run_ids that are queued."""
     ids = set(run_ids)
     if not ids:
         return {}
     ranked = (
-        queued_in_order()
-        .annotate(place=Window(RowNumber(), order_by=[F("enqueued_at").asc(nulls_last=True), F("id").asc()]))
+        Run.objects.in_queue_order()
+        .annotate(place=Window(RowNumber(), order_by=[F("queued_at").asc(), F("id").asc()]))
         .values_list("id", "place")
     )
     return {pk: place for pk, place in ranked if pk in ids}
@@ -65,8 +60,8 @@ def place(run: Run, viewer) -> QueuePlace | None:
     position = positions([run.pk]).get(run.pk)
     if position is None:  # it left the queue meanwhile
         return None
-    ahead = list(queued_in_order().values_list("id", flat=True)[: position - 1])
-    mine = queued_in_order().filter(pk__in=ahead).for_user(viewer).select_related("experiment")
+    ahead = list(Run.objects.in_queue_order().values_list("id", flat=True)[: position - 1])
+    mine = Run.objects.in_queue_order().filter(pk__in=ahead).for_user(viewer).select_related("experiment")
     return QueuePlace(
         position=position,
         ahead=len(ahead),
