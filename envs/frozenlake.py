@@ -46,6 +46,7 @@ PARAMS = [
         "",
         help="A fixed map instead of random ones: rows of S, F, H, G (one S, at least one G), separated "
         "by new lines or commas; overrides size and frozen_prob.",
+        lines=True,
     ),
 ]
 

@@ -34,6 +34,7 @@ class Param:
     max: float | None = None
     choices: tuple[str, ...] | None = None
     help: str = ""
+    lines: bool = False  # text of several lines (a map, a level): a form gives it a text area
 
     def validate(self, value: Any, owner: str) -> Any:
         """The value converted to this parameter's type; ParamError("owner.name ...") when it does not fit."""

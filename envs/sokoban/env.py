@@ -62,7 +62,8 @@ PARAMS = [
         "str",
         "",
         help="A fixed level in XSB text (# wall, @ player, + player on goal, $ box, * box on goal, "
-        ". goal, space/-/_ floor) instead of generated rooms.",
+        ". goal, space/-/_ floor), rows separated by new lines or |, instead of generated rooms.",
+        lines=True,
     ),
     Param(
         "levels",
@@ -117,7 +118,9 @@ def check_params(owner: str, params: dict) -> dict:
             f"{owner}.num_boxes={params['num_boxes']} does not fit a "
             f"{params['dim_room']}x{params['dim_room']} room; use fewer boxes",
         )
-    level, levels = params["level"], params["levels"]
+    # One line of text (an API value, a grid cell, a CLI override) gives its rows between | (RLE Sokoban's
+    # row separator), as frozenlake's map takes commas: stored one row per line.
+    level, levels = params["level"].replace("|", "\n"), params["levels"]
     if level and levels:
         raise ParamError("levels", f"{owner}: give either level or levels, not both")
     if level:
@@ -127,6 +130,7 @@ def check_params(owner: str, params: dict) -> dict:
                 "level",
                 f"{owner}.level must hold one level, got {len(parsed)} (use levels=<path> for a level set)",
             )
+        params = {**params, "level": level}
     if levels:
         path = _level_file(levels, owner)
         try:

@@ -218,6 +218,8 @@ def test_level_set_file_is_drawn_by_seed(tmp_path, any_level_file):
 def test_fixed_level_params(any_level_file):
     level = parse_xsb(ONE_PUSH_TO_WIN)[0]
     assert envs.validate_params("sokoban", {"level": level})["level"] == to_xsb(level)
+    one_line = ONE_PUSH_TO_WIN.replace("\n", "|")  # an API value or a grid cell: rows between bars
+    assert envs.validate_params("sokoban", {"level": one_line})["level"] == ONE_PUSH_TO_WIN
     with pytest.raises(envs.ParamError, match="must hold one level, got 3") as caught:
         envs.make("sokoban", level=LEVEL_SET)
     assert caught.value.field == "level"

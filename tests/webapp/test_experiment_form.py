@@ -111,6 +111,18 @@ def test_only_the_chosen_environments_parameters_are_validated(alice_client):
     assert "dim_room" not in Run.objects.get().config["env"]["params"]
 
 
+@pytest.mark.parametrize("typed", ["#####\r\n#@$.#\r\n#####\r\n", "#####|#@$.#|#####"])
+def test_a_sokoban_level_is_typed_in_a_text_area_or_on_one_line_between_bars(alice_client, typed):
+    page = alice_client.get(URL).content.decode()
+    assert re.search(r'<textarea name="env__sokoban__level"[^>]*class="code"', page)
+    assert re.search(r'<textarea name="env__frozenlake__map"', page)
+    sokoban = {f"env__sokoban__{name}": value for name, value in (("dim_room", "6"), ("num_boxes", "1"))}
+    sokoban |= {"env__sokoban__search_budget": "1000", "env__sokoban__max_steps": "10"}
+    response = alice_client.post(URL, experiment_post(env="sokoban", env__sokoban__level=typed, **sokoban))
+    assert response.status_code == 302, response.context["form"].errors
+    assert Run.objects.get().config["env"]["params"]["level"].splitlines() == ["#####", "#@$.#", "#####"]
+
+
 def test_env_check_error_from_the_environment_lands_on_its_parameter(alice_client):
     before = counts()
     response = alice_client.post(URL, experiment_post(env__frozenlake__map="not a map"))

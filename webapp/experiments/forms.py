@@ -38,6 +38,10 @@ def _param_field(param) -> forms.Field:
         return TickBox(**common)
     if param.type == "choice":
         return ChoiceField(choices=[(c, c) for c in param.choices], **common)
+    if param.lines:
+        return forms.CharField(
+            strip=False, widget=forms.Textarea(attrs={"rows": 5, "class": "code"}), **common
+        )
     return forms.CharField(strip=False, **common)
 
 
