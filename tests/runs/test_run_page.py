@@ -173,6 +173,9 @@ def test_a_queued_run_offers_no_trajectories_or_exports_it_does_not_have_yet(ali
     html = alice_client.get(f"/runs/{run.pk}/").content.decode()  # running: it has both
     assert "trajectories-link" in html and "Export CSV" in html and "Export JSONL" in html
     assert '<dd id="run-device">–</dd>' in html  # an empty fact reads as in every table
+    requeued = make_run(alice, attempt=1, step=53)  # its worker stopped: queued again with its data
+    html = alice_client.get(f"/runs/{requeued.pk}/").content.decode()
+    assert "trajectories-link" in html and "Export CSV" in html and "Export JSONL" in html
 
 
 def test_a_resumed_run_in_the_queue_has_no_worker_yet_and_says_where_it_last_ran(alice_client, alice):
