@@ -28,7 +28,7 @@ def train_run(run_id: int) -> str:
     from worker.training import train_run as train
 
     outcome = train(run_id)
-    logger.info("message for run %s: %s", run_id, outcome)
+    logger.info("train message for run %s -> %s", run_id, outcome)
     return outcome
 
 

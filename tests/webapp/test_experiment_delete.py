@@ -106,6 +106,21 @@ def test_a_run_still_training_refuses_the_whole_delete_and_nothing_goes(
     assert finished.checkpoint_dir.is_dir()
 
 
+def test_many_runs_in_the_way_are_counted_not_each_named(alice_client, alice):
+    experiment = make_experiment(alice, name="grid")
+    make_run(alice, experiment=experiment, label="seed=1", status=Run.Status.RUNNING)
+    for seed in range(2, 10):
+        make_run(alice, experiment=experiment, label=f"seed={seed}")
+    problem = (
+        f"experiment {experiment.pk} has 9 runs still training (1 running, 8 queued): stop them first (Stop "
+        "all; a queued run stops at once), then delete it once they have stopped"
+    )
+    assert experiment.delete_refusal == problem
+    response = alice_client.post(f"/experiments/{experiment.pk}/delete/", follow=True)
+    assert f"Not deleted: {problem}." in response.content.decode()
+    assert Run.objects.filter(experiment=experiment).count() == 9
+
+
 def test_an_mlflow_experiment_goes_with_its_name_which_a_script_may_then_use_again(alice_client, alice):
     external = ExternalExperiment.create(alice, "trl-sweep")
     run = ExternalRun.start(external, "grpo", {}, "alice", datetime.now(UTC)).run

@@ -138,10 +138,10 @@ def test_pasted_yaml_import(alice_client):
     assert yaml.safe_load(form.initial["overrides"]) == {"rollout": {"group_size": 2}}
     assert form.initial["preset"] == "starpo"
 
-    # Without env or seed, the form keeps its own (not the trainer's bandit and seed 0).
+    # Without env or seed, the form keeps its own (its first environment and seed 1, not the trainer's seed 0).
     response = alice_client.post(reverse("experiment_import"), {"text": "algorithm:\n  filter_ratio: 0.5\n"})
     form = response.context["form"]
-    assert (form.initial["env"], form.initial["seeds"]) == ("frozenlake", "1")
+    assert (form.initial["env"], form.initial["seeds"]) == ("bandit", "1")
     assert yaml.safe_load(form.initial["overrides"]) == {"algorithm": {"filter_ratio": 0.5}}
 
 

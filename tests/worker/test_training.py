@@ -83,16 +83,14 @@ def test_a_message_delivered_twice_trains_once(queued_run, start_gpu_worker, tin
 
     def both_deliveries_logged():
         logs = "".join(worker.output() for worker in workers)
-        duplicate = (
-            f"run {run.pk}: claimed by another worker" in logs or f"run {run.pk}: nothing to do" in logs
-        )
-        return f"run {run.pk}: completed" in logs and duplicate
+        duplicate = f"train message for run {run.pk} -> nothing to do: no run is queued" in logs
+        return f"-> run {run.pk}: completed" in logs and duplicate
 
     # The row says completed before the task logs its outcome: wait for both outcomes, not any two lines.
     wait_for(both_deliveries_logged, timeout=60, message="both deliveries handled")
     logs = "".join(worker.output() for worker in workers)
     assert logs.count(f"run {run.pk}: attempt 1 on") == 1
-    assert logs.count(f"run {run.pk}: completed") == 1
+    assert logs.count(f"-> run {run.pk}: completed") == 1
     assert_complete_series(run, 2)
 
 

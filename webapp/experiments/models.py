@@ -4,6 +4,7 @@ stale or duplicated actor cannot win."""
 
 import logging
 import shutil
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -194,7 +195,7 @@ class Experiment(models.Model):
             try:
                 deleted = self.runs.all().delete_with_data()
             except Run.StillTraining as refusal:
-                raise Run.StillTraining([self._training_refusal(refusal.refusals)]) from None
+                raise Run.StillTraining(refusal.runs, self._training_refusal(refusal.runs)) from None
             Experiment.objects.filter(pk=self.pk).delete()  # and its MLflow name, if it has one
         return deleted
 
@@ -205,13 +206,34 @@ class Experiment(models.Model):
         training = self.runs.filter(status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).select_related(
             "experiment"
         )
-        refusals = [run.delete_refusal for run in training.order_by("pk")]
-        return self._training_refusal(refusals) if refusals else None
+        runs = list(training.order_by("pk"))
+        return self._training_refusal(runs) if runs else None
 
-    def _training_refusal(self, refusals: list[str]) -> str:
-        if len(refusals) == 1:
-            return f"experiment {self.pk} has a run still training: {refusals[0]}"
-        return f"experiment {self.pk} has {len(refusals)} runs still training: {'; '.join(refusals)}"
+    # Up to this many runs in the way are each named with what to do; more are counted (a grid's 64 runs
+    # made a paragraph of the same sentence).
+    NAMED_REFUSALS = 3
+
+    def _training_refusal(self, runs: list["Run"]) -> str:
+        if len(runs) == 1:
+            return f"experiment {self.pk} has a run still training: {runs[0].delete_refusal}"
+        if len(runs) <= self.NAMED_REFUSALS:
+            named = "; ".join(run.delete_refusal for run in runs)
+            return f"experiment {self.pk} has {len(runs)} runs still training: {named}"
+        counts = Counter(run.status for run in runs)
+        states = ", ".join(
+            f"{counts[status]} {status}"
+            for status in (Run.Status.RUNNING, Run.Status.QUEUED)
+            if counts[status]
+        )
+        if self.imported:
+            advice = (
+                "they are logged by MLflow clients, which EchoLab cannot stop: end them in their scripts "
+                f"(mlflow.end_run()), or wait until each is marked lost after {settings.MLFLOW_LOST_AFTER} s "
+                "without a call, then delete it"
+            )
+        else:
+            advice = "stop them first (Stop all; a queued run stops at once), then delete it once they have stopped"
+        return f"experiment {self.pk} has {len(runs)} runs still training ({states}): {advice}"
 
 
 class RunQuerySet(models.QuerySet):
@@ -251,11 +273,9 @@ class RunQuerySet(models.QuerySet):
             # orphan).
             ExternalRun.hold_detection(self.filter(host=ExternalRun.HOST).values_list("pk", flat=True))
             runs = list(self.select_for_update(of=("self",)).select_related("experiment"))
-            refusals = [
-                run.delete_refusal for run in sorted(runs, key=lambda run: run.pk) if run.delete_refusal
-            ]
-            if refusals:
-                raise Run.StillTraining(refusals)
+            training = [run for run in sorted(runs, key=lambda run: run.pk) if run.delete_refusal]
+            if training:
+                raise Run.StillTraining(training)
             ids = [run.pk for run in runs]
             # A run's alert emails and events are few (the detector reports changes, not every step): the
             # cascade's reading them (and deleting the links between them) costs little.
@@ -471,11 +491,12 @@ class Run(models.Model):
         stop it."""
 
     class StillTraining(ValueError):
-        """Delete asked of queued or running runs: stop them first. `refusals`: each one's delete_refusal."""
+        """Delete asked of queued or running runs: stop them first. `runs`: those runs; the message is each
+        one's delete_refusal, unless one is given (an experiment's)."""
 
-        def __init__(self, refusals: list[str]):
-            super().__init__("; ".join(refusals))
-            self.refusals = refusals
+        def __init__(self, runs: list, message: str = ""):
+            super().__init__(message or "; ".join(run.delete_refusal for run in runs))
+            self.runs = runs
 
     @property
     def delete_refusal(self) -> str | None:
