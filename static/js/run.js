@@ -544,7 +544,8 @@
     document.getElementById("run-progress-text").textContent = "step " + run.step +
       (run.total_steps ? " / " + run.total_steps + " (" + run.progress_percent + "%)" : "");
     document.getElementById("run-eta").textContent =
-      run.eta_seconds !== null && !run.finished && !run.stop_requested ? "ETA " + duration(run.eta_seconds) : "";
+      // A run queued again keeps its last attempt's ETA, which knows nothing of the wait: none shown.
+      run.eta_seconds !== null && run.status === "running" && !run.stop_requested ? "ETA " + duration(run.eta_seconds) : "";
     const queue = document.getElementById("queue-place");  // the place in the queue, as of page load
     if (queue && run.status !== "queued") queue.hidden = true;
     if (document.getElementById("run-host")) {  // an imported run has no worker facts

@@ -54,6 +54,8 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
 def test_eta_reads_as_on_every_other_page(alice_client, run):
     Run.objects.filter(pk=run.pk).update(eta_seconds=1459)
     assert "ETA 24m 19s" in alice_client.get(f"/runs/{run.pk}/").content.decode()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)  # queued again: its wait is unknown
+    assert "ETA" not in alice_client.get(f"/runs/{run.pk}/").content.decode()
 
 
 def test_earlier_attempts_list_only_attempts_before_the_current_one(alice_client, run):
