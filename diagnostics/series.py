@@ -39,10 +39,13 @@ _Row = tuple[int, int, dict[str, float]]
 PathOrText = str | os.PathLike[str]
 
 
-def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int = MAX_BYTES) -> Series:
+def load_series(
+    path_or_text: PathOrText, fmt: str | None = None, max_bytes: int = MAX_BYTES, max_step: int | None = None
+) -> Series:
     """`path_or_text`: a path, or the text itself (a str holding a newline or starting with "{" or "[").
 
     `fmt`: "csv", "jsonl", or None to tell from the first character ("{" or "[" means JSON).
+    `max_step`: a larger step is refused, naming its line (the first in the file).
     """
     text = _read(path_or_text, max_bytes)
     if fmt is None:
@@ -58,6 +61,8 @@ def load_series(path_or_text: PathOrText, fmt: str | None = None, max_bytes: int
         rows = _parse_jsonl(lines, checked)
     by_step: dict[int, dict[str, float]] = {}
     for line, step, values in rows:
+        if max_step is not None and step > max_step:
+            raise ValueError(f"line {line}: step {quoted(step)} is larger than the largest step, {max_step}")
         merged = by_step.setdefault(step, values)
         if merged is values:
             continue

@@ -159,7 +159,12 @@ def test_raw_body_as_curl_sends_it(client, auth):
             b'{"step": 0, "a": 1}\n{"step": 1, "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
             "line 2: not JSON (nested too deeply)",
         ),
-        ("jsonl", b'{"step": ' + b"9" * 400 + b', "a": 1}\n', "is larger than the largest step"),
+        ("jsonl", b'{"step": ' + b"9" * 400 + b', "a": 1}\n', "line 1: step 9999"),
+        (  # the first too large in the file, named by its line, not the largest
+            "csv",
+            b"step,a\n0,1\n99999999999999999999,1\n1e30,1\n",
+            "line 3: step 100000000000000000000 is larger than the largest step, 2147483647",  # CSV: a float
+        ),
         ("csv", b"step,a\n0,1\n1," + b"7" * 140_000 + b"\n", "line 3: field larger than field limit"),
     ],
 )

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from diagnostics import Detector, load_series
 from diagnostics.aliases import canonical
-from diagnostics.quoting import quoted
 from diagnostics.series import cells_at
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
@@ -39,16 +38,12 @@ def format_of(filename: str) -> str | None:
 def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
     """The series in the file at `path`, keys renamed to ours (diagnostics.aliases) so that charts
     and rules find them. ValueError names the line or column on bad input."""
-    series = load_series(path, fmt, max_bytes=settings.IMPORT_MAX_BYTES)
+    series = load_series(path, fmt, max_bytes=settings.IMPORT_MAX_BYTES, max_step=MAX_STEP)
     if not series:
         raise ValueError("no data rows: the file has no steps")
     if not any(values for _, values in series):  # else a completed run with nothing to chart or diagnose
         raise ValueError(
             "no metric values: the file has steps, but each of its metric cells is empty or null"
-        )
-    if series[-1][0] > MAX_STEP:
-        raise ValueError(
-            f"column 'step': {quoted(series[-1][0])} is larger than the largest step, {MAX_STEP}"
         )
     if _renames_any(_keys_of(series)):
         series = _canonical_rows(series)
