@@ -241,7 +241,19 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"without_traceback": {"()": "webapp.core.server_errors.WithoutTraceback"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console_one_line": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["without_traceback"],
+        },
+    },
     "root": {"handlers": ["console"], "level": "INFO"},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # A Host header not in ALLOWED_HOSTS (scanners send them): one line, not a traceback.
+        "django.security.DisallowedHost": {"handlers": ["console_one_line"], "propagate": False},
+    },
 }

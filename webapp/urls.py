@@ -8,6 +8,7 @@ register_converter(IdConverter, "id")
 # Under /api/, a URL that matches nothing (a non-integer id, say) is a JSON 404 like every API error.
 handler404 = "webapp.core.views.not_found"
 handler500 = "webapp.core.server_errors.server_error"
+handler400 = "webapp.core.server_errors.bad_request"
 
 urlpatterns = [
     path("healthz", core_views.healthz, name="healthz"),

@@ -37,6 +37,26 @@ def test_the_largest_id_is_a_plain_404(client, auth):
     assert response.status_code == 404 and response.json()["error"]
 
 
+def test_a_host_this_server_does_not_answer_to_is_a_json_400_under_api_logged_in_one_line(client, auth):
+    import logging
+    import sys
+
+    from webapp.core.server_errors import WithoutTraceback
+
+    response = client.get("/api/runs/1", HTTP_HOST="evil.example", **auth)
+    assert response.status_code == 400 and response["Content-Type"] == "application/json"
+    assert response.json() == {"error": "Host: not a host this server answers to", "errors": {}}
+    page = client.get("/runs/", HTTP_HOST="evil.example")
+    assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord(
+            "django.security.DisallowedHost", logging.ERROR, "", 0, "bad", (), sys.exc_info()
+        )
+    assert WithoutTraceback().filter(record) and record.exc_info is None
+
+
 def test_pages_keep_their_html_404(alice_client):
     response = alice_client.get("/runs/99999999999999999999/")
     assert response.status_code == 404 and response["Content-Type"].startswith("text/html")

@@ -6,8 +6,10 @@ clients such as `mlflow` retry, not a 500."""
 import logging
 
 import psycopg
+from django.core.exceptions import DisallowedHost
 from django.db import OperationalError
 from django.http import HttpResponse
+from django.views.defaults import bad_request as html_bad_request
 from django.views.defaults import server_error as html_server_error
 
 from webapp.core.json_response import JsonResponse
@@ -52,3 +54,21 @@ class DatabaseUnavailableMiddleware:
 def server_error(request):
     """handler500: JSON under /api/, the HTML page elsewhere (Django has logged the exception)."""
     return _answer(request, 500, INTERNAL) or html_server_error(request)
+
+
+def bad_request(request, exception):
+    """handler400 (a request Django refuses before any view: a Host header not in ALLOWED_HOSTS, say):
+    JSON under /api/, the HTML page elsewhere."""
+    problem = (
+        "Host: not a host this server answers to" if isinstance(exception, DisallowedHost) else "bad request"
+    )
+    return _answer(request, 400, problem) or html_bad_request(request, exception)
+
+
+class WithoutTraceback(logging.Filter):
+    """A record logged with its exception's traceback, kept to its message: Django logs a refused Host
+    header (anyone can send one) as an error with a traceback, which says nothing more than the message."""
+
+    def filter(self, record):
+        record.exc_info = record.exc_text = None
+        return True
