@@ -91,6 +91,20 @@ def test_protocol_errors_have_mlflows_shape(api, run):
     }
 
 
+def test_options_and_head_answer_as_on_every_api_url(api, client, run):
+    options = client.options("/api/2.0/mlflow/runs/log-batch")  # no token: a preflight
+    assert (options.status_code, options["Allow"]) == (204, "POST, OPTIONS")
+    assert client.options("/api/2.0/mlflow/runs/get")["Allow"] == "GET, HEAD, OPTIONS"
+    get = api("/api/2.0/mlflow/runs/get", {"run_id": run.run_uuid}, method="get")
+    head = client.head(
+        "/api/2.0/mlflow/runs/get",
+        {"run_id": run.run_uuid},
+        HTTP_AUTHORIZATION=get.request["HTTP_AUTHORIZATION"],
+    )
+    assert head.status_code == 200 and head.content == b""
+    assert head["Content-Length"] == str(len(get.content))
+
+
 def test_the_ajax_api_spelling_answers_too(api, run):
     answer = api("/ajax-api/2.0/mlflow/runs/get", {"run_id": run.run_uuid}, method="get")
     assert answer.status_code == 200 and answer.json()["run"]["info"]["run_name"] == "raw"

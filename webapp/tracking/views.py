@@ -5,13 +5,13 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 import functools
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from diagnostics.aliases import ALIASES
-from webapp.accounts.api_auth import WWW_AUTHENTICATE, ApiError, bearer_token, json_body
+from webapp.accounts.api_auth import WWW_AUTHENTICATE, ApiError, bearer_token, json_body, without_body
 from webapp.accounts.models import ApiToken
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
@@ -34,24 +34,33 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def mlflow_view(method: str):
-    """Token authentication, the request's fields, and every refusal in MLflow's error shape."""
+    """Token authentication, the request's fields, and every refusal in MLflow's error shape. OPTIONS and
+    HEAD (where the method is GET) as on every other API URL (webapp.accounts.api_auth.api_view)."""
+    allowed = (method, "HEAD", "OPTIONS") if method == "GET" else (method, "OPTIONS")
 
     def decorate(view):
         @csrf_exempt
         @functools.wraps(view)
         def wrapped(request, **kwargs):
+            if request.method == "OPTIONS":
+                response = HttpResponse(status=204)
+                response["Allow"] = ", ".join(allowed)
+                return response
+            head = request.method == "HEAD" and method == "GET"
             try:
-                if request.method != method:
+                if request.method != method and not head:
                     raise MlflowError(
                         "ENDPOINT_NOT_FOUND", f"{request.path} takes {method}, not {request.method}"
                     )
+                if head:
+                    request.method = "GET"  # the view sees the GET it answers
                 request.user = _user(request)
-                return JsonResponse(view(request, _fields(request), **kwargs))
+                response = JsonResponse(view(request, _fields(request), **kwargs))
             except MlflowError as error:
                 response = JsonResponse(error.as_json(), status=error.status)
                 if error.status == 401:
                     response["WWW-Authenticate"] = WWW_AUTHENTICATE
-                return response
+            return without_body(response) if head else response
 
         return wrapped
 
