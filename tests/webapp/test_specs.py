@@ -33,6 +33,7 @@ def test_numbers_written_with_an_exponent_are_numbers_everywhere():
     [
         ("x = 1\nx = 2", "listed twice"),
         ("a.b = 1, 1", "listed twice"),
+        ("a.b = 1, 1.0", "the value 1.0 is listed twice"),  # one number: two runs of one config
         ("a.b =", "at least one value"),
         ("9bad = 1", "not a config field name"),
         ("a.b = [1", "not a valid value"),
@@ -42,6 +43,10 @@ def test_numbers_written_with_an_exponent_are_numbers_everywhere():
 def test_bad_grid_lines_say_what_is_wrong(text, words):
     with pytest.raises(ValueError, match=words):
         spec_parsing.parse_grid(text)
+
+
+def test_true_and_1_are_two_grid_values():
+    assert spec_parsing.parse_grid({"a.b": [True, 1]}) == {"a.b": [True, 1]}
 
 
 def test_a_trailing_comma_in_a_grid_line_is_no_value():

@@ -101,8 +101,17 @@ def parse_grid(value) -> dict[str, list]:
             raise ValueError(f"{key}: expected a list of values, got {_json_type(values)}")
         if not values:
             raise ValueError(f"{key}: give at least one value")
-        if len({repr(v) for v in values}) != len(values):
-            raise ValueError(f"{key}: a value is listed twice")
+        seen = set()
+        for value in values:
+            # 1 and 1.0 are one value (two runs of the same config); true and 1 are not
+            same = (
+                ("number", value)
+                if isinstance(value, (int, float)) and not isinstance(value, bool)
+                else repr(value)
+            )
+            if same in seen:
+                raise ValueError(f"{key}: the value {quoted(value)} is listed twice")
+            seen.add(same)
     return grid
 
 
