@@ -41,6 +41,14 @@
   // On page load a form not filled in yet gets no "No estimate until..." (nothing was chosen to refuse).
   const IMPORT_FIELDS = ["file", "text"]; // "Import a config" (ImportConfigForm), sent with the form it fills
 
+  // A field as the form shows it ("size" under FrozenLake), not its input's name (env__frozenlake__size).
+  function fieldLabel(name) {
+    const label = form.querySelector('label[for="id_' + CSS.escape(name) + '"]');
+    const text = label ? label.textContent.replace(/:\s*$/, "").trim() : "";
+    const env = name.split("__");
+    return !text ? name : env.length === 3 && env[0] === "env" ? env[1] + " " + text : text;
+  }
+
   async function ask(onLoad) {
     const number = ++asked;
     let text;
@@ -57,7 +65,7 @@
         text = "Estimate: " + body.text + " Each waits for " + body.waits_for + ".";
       } else {
         const first = Object.entries(body.errors || {})[0];
-        const where = first && first[0] !== "__all__" ? first[0] + ": " : "";  // the form's own errors name no field
+        const where = first && first[0] !== "__all__" ? fieldLabel(first[0]) + ": " : "";  // the form's own errors name no field
         const problem = first ? String(first[1]).replace(/\.$/, "") : "";  // "required." + ")." read ".)."
         text = "No estimate until the form is valid" + (first ? " (" + where + problem + ")" : "") + ".";
         refused = true;
