@@ -7,6 +7,7 @@ Validation collects every problem into ConfigError.errors = {"dotted.field": "me
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import typing
 from dataclasses import dataclass, field
@@ -427,7 +428,9 @@ def _build(cls, values, prefix: str, errors: dict[str, str]):
     field_names = [config_field.name for config_field in dataclasses.fields(cls)]
     for name in values:
         if name not in field_names:
-            errors[f"{prefix}{name}"] = f"unknown key (known: {', '.join(sorted(field_names))})"
+            close = difflib.get_close_matches(str(name), field_names, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            errors[f"{prefix}{name}"] = f"unknown key ({hint}known: {', '.join(sorted(field_names))})"
     kwargs = {}
     for name in field_names:
         if name not in values:

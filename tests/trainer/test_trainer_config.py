@@ -68,6 +68,13 @@ def test_all_errors_are_collected_with_dotted_names():
     assert "integer" in errs["rollout.group_size"]
 
 
+def test_a_misspelt_key_is_told_the_key_it_resembles():
+    with pytest.raises(ConfigError) as caught:
+        TrainConfig.from_dict({"algorithm": {"kl_coeff": 0.1, "zzz": 1}})
+    assert caught.value.errors["algorithm.kl_coeff"].startswith("unknown key (did you mean kl_coef? known: ")
+    assert caught.value.errors["algorithm.zzz"].startswith("unknown key (known: ")
+
+
 def test_cross_field_rules():
     errs = errors_of(
         {
