@@ -293,6 +293,13 @@
              x: 0.5, y: 0.5, showarrow: false };
   }
 
+  function nonNegative(chart) {
+    return chart.keys.every(function (key) {
+      const s = state.series[key];
+      return !s || s.value.every(function (v) { return v === null || v >= 0; });
+    });
+  }
+
   // A log axis cannot draw a value at or below 0: Plotly leaves it out, so the chart says how many.
   function hiddenByLog(chart) {
     if (!isLog(chart)) return 0;
@@ -345,7 +352,9 @@
         margin: { l: 50, r: 10, t: 36, b: 36 },
         height: 280,
         xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || span, state.xmode === "step"),
-        yaxis: { type: isLog(chart) ? "log" : "linear" },
+        // Values that are never negative (a fraction, a length) get no negative axis: Plotly drew a chart
+        // of zeros from -1 to 1.
+        yaxis: { type: isLog(chart) ? "log" : "linear", rangemode: nonNegative(chart) ? "nonnegative" : "normal" },
         yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
         shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
         // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of

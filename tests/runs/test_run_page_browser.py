@@ -248,6 +248,18 @@ def test_the_first_steps_of_a_run_are_ticked_as_whole_steps(page):
     assert drawn(page, "entropy")["xticks"] == ["0", "1"]  # not 0, 0.2, 0.4 ... 1
 
 
+def test_a_chart_of_values_never_negative_has_no_negative_axis(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED)
+    MetricPoint.upsert(run.pk, [(s, "train/frac_zero_std_groups", 0.0) for s in range(5)])
+    MetricPoint.upsert(run.pk, [(s, "actor/entropy", 0.5 - s / 4) for s in range(5)])  # goes below 0
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_function("document.querySelector('#chart-zero_std .scatterlayer .trace') !== null")
+    page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
+    ticks = [float(t.replace("\u2212", "-")) for t in drawn(page, "zero_std")["yticks"] if t]
+    assert min(ticks) == 0  # Plotly drew a chart of zeros from -1 to 1
+    assert min(float(t.replace("\u2212", "-")) for t in drawn(page, "entropy")["yticks"] if t) < 0
+
+
 def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor(page):
     run = make_run(page.user, status=Run.Status.COMPLETED, step=50, total_steps=50)
     MetricPoint.upsert(
