@@ -12,7 +12,6 @@ Every write is guarded by the attempt that claimed the run: once the sweeper has
 another worker (this one looked dead), this sink writes nothing more and should_stop() turns true.
 """
 
-import collections
 import contextlib
 import logging
 import threading
@@ -23,6 +22,7 @@ from django.db.utils import Error as DatabaseError
 from django.utils import timezone
 
 from diagnostics.metrics import TIME_STEP_S
+from trainer.sink import Eta
 from webapp.core.jsonsafe import jsonb_safe
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample, StepRecord
@@ -32,24 +32,6 @@ logger = logging.getLogger(__name__)
 
 class SinkFlushError(RuntimeError):
     """The buffer could not be written before the deadline; the message says how much was pending."""
-
-
-class Eta:
-    """Seconds left, at the pace of the last WINDOW steps. The first steps of a run are slow (the first
-    validation, long replies before the model learns to answer briefly): at the pace since the start, a
-    tester's 60-step run said "ETA 2h 02m" at step 2 and ended 25 minutes later."""
-
-    WINDOW = 10
-
-    def __init__(self):
-        self._marks: collections.deque[tuple[int, float]] = collections.deque(maxlen=self.WINDOW + 1)
-
-    def update(self, step: int, total: int, now: float, first_step_seconds: float) -> float | None:
-        if not self._marks:
-            self._marks.append((step - 1, now - first_step_seconds))
-        self._marks.append((step, now))
-        (since_step, since), (last_step, last) = self._marks[0], self._marks[-1]
-        return (last - since) / (last_step - since_step) * (total - step) if last_step > since_step else None
 
 
 class DatabaseSink:

@@ -17,7 +17,8 @@ the sweeper makes the broker agree.
   MLFLOW_LOST_AFTER seconds without a call from its client it is marked lost (failed). One with steps
   the detector has not judged (its message was lost) is sent to the detector again.
 
-Every message it sends may be a duplicate; the receiving task's atomic claim makes that harmless.
+Every message it sends may be a duplicate; the receiving task's atomic claim makes that harmless (a
+training message finds the queue empty, or trains the next run, which has a message of its own too).
 """
 
 import logging

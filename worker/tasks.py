@@ -1,7 +1,8 @@
 """Celery tasks: the glue between the trainer, the detector and the database.
 
-A message only says "go look at row N"; Postgres holds the state, and each task starts by claiming its
-row with a conditional UPDATE, so a duplicated, stale or re-sent message does nothing.
+A message only says "go look at the rows"; Postgres holds the state, and each task starts by claiming a
+row with a conditional UPDATE (a training message: the first run in the queue, whichever run it was sent
+for), so a duplicated, stale or re-sent message never does the work twice.
 Nothing here imports torch: the worker's parent process must never initialise CUDA.
 """
 

@@ -112,13 +112,19 @@ def test_many_runs_in_the_way_are_counted_not_each_named(alice_client, alice):
     for seed in range(2, 10):
         make_run(alice, experiment=experiment, label=f"seed={seed}")
     problem = (
-        f"experiment {experiment.pk} has 9 runs still training (1 running, 8 queued): stop them first (Stop "
-        "all; a queued run stops at once), then delete it once they have stopped"
+        f"experiment {experiment.pk} has 9 runs still training (1 running, 8 queued): stop them first (a "
+        "queued run stops at once), then delete it once they have stopped"
     )
     assert experiment.delete_refusal == problem
     response = alice_client.post(f"/experiments/{experiment.pk}/delete/", follow=True)
     assert f"Not deleted: {problem}." in response.content.decode()
     assert Run.objects.filter(experiment=experiment).count() == 9
+    for run in experiment.runs.all():
+        run.request_stop()  # the queued ones stop at once, the running one at its next step
+    Run.objects.filter(experiment=experiment, status=Run.Status.STOPPED).update(status=Run.Status.RUNNING)
+    assert experiment.delete_refusal == (
+        f"experiment {experiment.pk} has 9 runs still training (9 stopping): delete it once they have stopped"
+    )
 
 
 def test_an_mlflow_experiment_goes_with_its_name_which_a_script_may_then_use_again(alice_client, alice):

@@ -37,8 +37,11 @@ def test_a_run_keeps_its_place_when_sent_again_or_requeued_and_goes_last_when_re
     first, second, third = (queued_run({}, label=label) for label in ("1", "2", "3"))
     first.enqueue()  # sent again (the sweeper): not to the back
     assert queue.positions([first.pk, second.pk, third.pk]) == {first.pk: 1, second.pk: 2, third.pk: 3}
-    assert first.claim("a", 1, "cpu") and first.requeue("worker shut down")  # its worker stopped
+    assert first.claim("a", 1, "cpu")
+    Run.objects.filter(pk=first.pk).update(eta_seconds=50)
+    assert first.requeue("worker shut down")  # its worker stopped
     assert queue.positions([first.pk]) == {first.pk: 1}
+    assert first.eta_seconds is None  # that attempt's ETA knew nothing of the wait
     assert first.claim("a", 1, "cpu") and first.finish(Run.Status.STOPPED)
     first.resume()  # asked again by its owner: behind the runs already waiting
     assert queue.positions([first.pk, second.pk]) == {second.pk: 1, first.pk: 3}

@@ -9,7 +9,7 @@ from django.db import connection
 from tests.helpers import postgres_cluster, wait_for
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample, StepRecord
-from worker.sink import DatabaseSink, Eta
+from worker.sink import DatabaseSink
 
 
 @pytest.fixture
@@ -125,15 +125,3 @@ def test_buffer_survives_a_postgres_restart(running_run):
     assert points(running_run) == {(step, "loss"): float(step) for step in range(4)}
     assert Sample.objects.filter(run=running_run).count() == 3
     assert Run.objects.get(pk=running_run.pk).step == 4
-
-
-def test_the_eta_goes_at_the_pace_of_the_last_steps_not_of_the_slow_first_ones():
-    eta, now = Eta(), 0.0
-    for step in range(1, 4):  # three slow steps: 60 s each
-        now += 60
-        left = eta.update(step, 100, now, first_step_seconds=60)
-    assert left == pytest.approx(97 * 60)
-    for step in range(4, 30):  # then 2 s each
-        now += 2
-        left = eta.update(step, 100, now, 60)
-    assert left == pytest.approx(71 * 2)

@@ -3,8 +3,8 @@ Content-Length. Django reads a body only as far as CONTENT_LENGTH says, so witho
 and every API took such a body as empty (a metrics batch refused as "must be a list of points", an MLflow
 `runs/create` that lost its name and tags, a stop that ignored the body it must refuse). The server
 (gunicorn) takes the chunking off `wsgi.input`; this reads it to its end into a spooled file, up to the
-largest body any URL takes, and sets CONTENT_LENGTH, so that Django and the views see the body as if its
-length had been sent. A longer body is answered 413 at once, unread."""
+largest body its URL takes, and sets CONTENT_LENGTH, so that Django and the views see the body as if its
+length had been sent. Past that limit it stops reading and answers 413."""
 
 import json
 import tempfile
@@ -14,11 +14,15 @@ from django.conf import settings
 _READ = 64 * 1024
 _IN_MEMORY = 1024 * 1024  # beyond this the body spools to a temporary file (an import of 50 MB)
 _MULTIPART_FRAMING = 1024 * 1024  # a form's boundaries and fields around an import's file
+_IMPORT_PATHS = ("/import", "/api/imports")  # webapp.imports.urls: a metrics file, IMPORT_MAX_BYTES
 
 
-def body_limit() -> int:
-    """The largest body any URL takes: an import's file in its form, or a metrics batch."""
-    return max(settings.IMPORT_MAX_BYTES + _MULTIPART_FRAMING, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+def body_limit(path: str) -> int:
+    """The largest body the URL at `path` takes: an import's file in its form, or any other body Django
+    takes (a metrics batch)."""
+    if path in _IMPORT_PATHS:
+        return max(settings.IMPORT_MAX_BYTES + _MULTIPART_FRAMING, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
 def _is_chunked(environ) -> bool:
@@ -36,13 +40,30 @@ def _too_large(start_response, limit: int):
     return [body]
 
 
+class _ClosingToo:
+    """The application's response, which also closes the spooled body when the server closes it."""
+
+    def __init__(self, response, body):
+        self.response, self.body = response, body
+
+    def __iter__(self):
+        return iter(self.response)
+
+    def close(self):
+        try:
+            if hasattr(self.response, "close"):
+                self.response.close()
+        finally:
+            self.body.close()
+
+
 def with_chunked_bodies(application):
     """The WSGI `application`, reading a chunked body whole before it sees the request."""
 
     def dechunked(environ, start_response):
         if not _is_chunked(environ):
             return application(environ, start_response)
-        limit = body_limit()
+        limit = body_limit(environ.get("PATH_INFO", ""))
         body = tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY)
         size = 0
         while piece := environ["wsgi.input"].read(_READ):
@@ -53,6 +74,6 @@ def with_chunked_bodies(application):
             body.write(piece)
         body.seek(0)
         environ["wsgi.input"], environ["CONTENT_LENGTH"] = body, str(size)
-        return application(environ, start_response)
+        return _ClosingToo(application(environ, start_response), body)
 
     return dechunked

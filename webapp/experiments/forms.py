@@ -157,7 +157,8 @@ class ExperimentForm(AlertsForm):
         self.registry = envs.registry()
         names = list(self.registry)
         self.fields["env"].choices = [(name, name) for name in names]
-        self.fields["env"].initial = names[0]  # bandit: the simplest task, learnt in minutes (the demo's)
+        # Bandit: the simplest task, learnt in minutes (the demo's)
+        self.fields["env"].initial = "bandit" if "bandit" in names else names[0]
         chosen = self.data.get("env") if self.is_bound else None
         for env_name, spec in self.registry.items():
             for param in spec.params:

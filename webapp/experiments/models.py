@@ -219,11 +219,10 @@ class Experiment(models.Model):
         if len(runs) <= self.NAMED_REFUSALS:
             named = "; ".join(run.delete_refusal for run in runs)
             return f"experiment {self.pk} has {len(runs)} runs still training: {named}"
-        counts = Counter(run.status for run in runs)
+        # A running run whose stop was asked is "stopping": nothing more to do but wait for it.
+        counts = Counter("stopping" if run.stop_requested else run.status for run in runs)
         states = ", ".join(
-            f"{counts[status]} {status}"
-            for status in (Run.Status.RUNNING, Run.Status.QUEUED)
-            if counts[status]
+            f"{counts[state]} {state}" for state in ("running", "stopping", "queued") if counts[state]
         )
         if self.imported:
             advice = (
@@ -231,8 +230,10 @@ class Experiment(models.Model):
                 f"(mlflow.end_run()), or wait until each is marked lost after {settings.MLFLOW_LOST_AFTER} s "
                 "without a call, then delete it"
             )
+        elif counts["stopping"] == len(runs):
+            advice = "delete it once they have stopped"
         else:
-            advice = "stop them first (Stop all; a queued run stops at once), then delete it once they have stopped"
+            advice = "stop them first (a queued run stops at once), then delete it once they have stopped"
         return f"experiment {self.pk} has {len(runs)} runs still training ({states}): {advice}"
 
 
@@ -247,9 +248,9 @@ class RunQuerySet(models.QuerySet):
         return self.filter(archived_at__isnull=False)
 
     def in_queue_order(self):
-        """The runs waiting for a worker, in the order workers take them (Run.claim_next) and pages show
-        them (webapp.runs.queue): by when each joined the queue, whoever's, whatever message is sent."""
-        return self.filter(status=Run.Status.QUEUED).order_by("queued_at", "id")
+        """The runs waiting for a worker, in the order workers take them (Run.next_in_queue) and pages
+        show them (webapp.runs.queue): by when each joined the queue, whoever's, whatever message is sent."""
+        return self.filter(status=Run.Status.QUEUED).order_by(*Run.QUEUE_ORDER)
 
     def delete_with_data(self) -> int:
         """Delete these runs and everything recorded about them, all or nothing, and return how many went:
@@ -355,6 +356,7 @@ class Run(models.Model):
     )
 
     objects = RunQuerySet.as_manager()
+    QUEUE_ORDER = ("queued_at", "id")  # RunQuerySet.in_queue_order
 
     class Meta:
         ordering = ["experiment_id", "id"]
@@ -480,6 +482,7 @@ class Run(models.Model):
             device=device,
             started_at=now,
             heartbeat_at=now,
+            eta_seconds=None,  # an earlier attempt's: this one's comes with its first step
             error="",
             traceback="",
         )
@@ -580,6 +583,7 @@ class Run(models.Model):
             ).update(
                 status=self.Status.QUEUED,
                 queued_at=timezone.now(),  # a new request: behind the runs queued before it
+                eta_seconds=None,
                 stop_requested=False,
                 finished_at=None,
                 error="",
@@ -616,6 +620,7 @@ class Run(models.Model):
         ).update(
             status=self.Status.QUEUED,
             pid=None,
+            eta_seconds=None,  # it knows nothing of the wait in the queue
             attempt_log=self.attempt_log + [self._attempt_entry(reason)],
             earlier_training=self.earlier_training + self._attempt_time(),
         )

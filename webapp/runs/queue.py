@@ -22,7 +22,7 @@ def positions(run_ids) -> dict[int, int]:
         return {}
     ranked = (
         Run.objects.in_queue_order()
-        .annotate(place=Window(RowNumber(), order_by=[F("queued_at").asc(), F("id").asc()]))
+        .annotate(place=Window(RowNumber(), order_by=[F(field).asc() for field in Run.QUEUE_ORDER]))
         .values_list("id", "place")
     )
     return {pk: place for pk, place in ranked if pk in ids}
