@@ -116,19 +116,24 @@ def test_another_users_run_is_404(bob_client, run):
     assert bob_client.get(URL.format(run.pk)).status_code == 404
 
 
+def exported_and_imported(client, run, token, fmt) -> int:
+    """The id of the run that importing `run`'s export in `fmt` makes."""
+    exported = content(client.get(URL.format(run.pk), {"format": fmt}))
+    response = client.post(
+        f"/api/imports?format={fmt}&name=again",
+        data=exported,
+        content_type="text/plain",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_a_key_named_step_keeps_the_real_steps_and_the_file_imports_back(alice_client, run, alice_token, fmt):
     # Scripts log their step as a metric too (mlflow.log_metrics({"step": step, ...})).
     MetricPoint.upsert(run.pk, [(step, key, 7.0) for step in (0, 1, 2) for key in ("step", "loss")])
-    exported = content(alice_client.get(URL.format(run.pk), {"format": fmt}))
-    response = alice_client.post(
-        f"/api/imports?format={fmt}&name=again",
-        data=exported,
-        content_type="text/plain",
-        HTTP_AUTHORIZATION=f"Bearer {alice_token}",
-    )
-    assert response.status_code == 201, response.content
-    copy = MetricPoint.objects.filter(run_id=response.json()["id"])
+    copy = MetricPoint.objects.filter(run_id=exported_and_imported(alice_client, run, alice_token, fmt))
     assert sorted(copy.values_list("step", "key", "value")) == [
         (step, key, 7.0) for step in (0, 1, 2) for key in ("loss", "step (metric)")
     ]
@@ -149,15 +154,8 @@ def test_keys_a_spreadsheet_or_a_stripped_header_would_misread_import_back(
 ):
     keys = ["step", " step", "=HYPERLINK(1)", "'=x", "-loss", "loss"]
     MetricPoint.upsert(run.pk, [(1, key, float(i)) for i, key in enumerate(keys)])
-    exported = content(alice_client.get(URL.format(run.pk), {"format": fmt}))
-    response = alice_client.post(
-        f"/api/imports?format={fmt}&name=again",
-        data=exported,
-        content_type="text/plain",
-        HTTP_AUTHORIZATION=f"Bearer {alice_token}",
-    )
-    assert response.status_code == 201, response.content
-    copy = dict(MetricPoint.objects.filter(run_id=response.json()["id"]).values_list("key", "value"))
+    copy_id = exported_and_imported(alice_client, run, alice_token, fmt)
+    copy = dict(MetricPoint.objects.filter(run_id=copy_id).values_list("key", "value"))
     # each value under its own key; only a key the reader cannot tell from "step" is renamed
     renamed = {"step": "step (metric)", " step": "step (metric) (metric)" if fmt == "csv" else " step"}
     assert copy == {renamed.get(key, key): float(i) for i, key in enumerate(keys)}
