@@ -13,7 +13,7 @@ ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
 def test_alert_settings_are_changed_on_the_experiments_page(page):
     experiment = ExternalExperiment.create(page.user, "mlflow sweep").experiment  # logged live: it alerts
     page.goto(f"{page.base}/experiments/{experiment.pk}/")
-    summary = page.locator("p.muted").first
+    summary = page.locator("#experiment-summary")
     assert "trained elsewhere · alerts to" in summary.inner_text()
     assert not page.get_by_role("link", name="Export YAML").count()  # nothing to export: no trainer config
 
@@ -31,5 +31,5 @@ def test_alert_settings_are_changed_on_the_experiments_page(page):
     page.screenshot(path=str(ARTIFACTS / "experiment-alert-settings.png"), full_page=False)
     assert (
         "alerts to me@example.com, team@example.com (warnings too)"
-        in page.locator("p.muted").first.inner_text()
+        in page.locator("#experiment-summary").inner_text()
     )
