@@ -67,6 +67,10 @@ def check_params(owner: str, params: dict) -> dict:
 class BanditEnv(TextEnv):
     symbols: dict[str, str] = {}
     instruction = INSTRUCTION
+    success_means = (
+        "the arm with the higher expected payoff was chosen, whatever this one pull paid (the risky arm "
+        "often pays 0)"
+    )
 
     def __init__(self, low_risk_name, high_risk_name, low_risk_reward, high_risk_reward, high_risk_prob):
         super().__init__()

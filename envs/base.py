@@ -14,6 +14,7 @@ class TextEnv(ABC):
     actions: list[str] = []
     symbols: dict[str, str] = {}
     instruction: str = ""
+    success_means: str = ""  # what `info["success"]` says of an episode, for people reading trajectories
 
     def __init__(self) -> None:
         self._rng: random.Random | None = None

@@ -108,6 +108,7 @@ ORACLE_DISCOUNT = 0.95
 
 class FrozenLakeEnv(TextEnv):
     actions = ACTIONS
+    success_means = "the goal G was reached"
     symbols = SYMBOLS
     instruction = (
         "You are walking on a frozen lake. Reach the goal without falling into a hole. The ice is slippery: "

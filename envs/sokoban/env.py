@@ -154,6 +154,7 @@ def _parse(text: str, field: str, owner: str) -> list[Level]:
 
 class SokobanEnv(TextEnv):
     actions = ACTIONS
+    success_means = "every box was pushed onto a target"
 
     def __init__(self, dim_room, num_boxes, search_budget, max_steps, vocabulary, level, levels):
         super().__init__()

@@ -112,3 +112,14 @@ def test_float_sums_read_as_written(alice_client, run):
     html = alice_client.get(f"/runs/{run.pk}/trajectories?step=1").content.decode()
     assert "total reward <strong>-0.3</strong>" in html
     assert 'data-reward="-0.3"' in html  # the filter compares what is shown: "at least -0.3" keeps it
+
+
+def test_the_page_says_what_success_means_in_the_runs_environment(alice_client, alice):
+    from tests.factories import make_run
+
+    bandit = make_run(alice, config={"env": {"name": "bandit", "params": {}}})
+    Sample.objects.create(run=bandit, step=0, index=0, data={**SAMPLE, "reward": 0.0})
+    html = alice_client.get(f"/runs/{bandit.pk}/trajectories").content.decode()
+    assert "success</strong> here: the arm with the higher expected payoff was chosen, whatever" in html
+    imported = make_run(alice, config={})  # no environment named: nothing to say
+    assert 'id="success-means"' not in alice_client.get(f"/runs/{imported.pk}/trajectories").content.decode()

@@ -54,6 +54,12 @@ def nearest_sampled(steps: list[int], asked: int) -> int | None:
     return before[-1] if before else (steps[0] if steps else None)
 
 
+def success_means(config: dict) -> str:
+    """What "success" means in the run's environment ("" for a run whose config names none)."""
+    spec = envs.registry().get(_mapping(_mapping(config).get("env")).get("name", ""))
+    return spec.env_class.success_means if spec else ""
+
+
 def board_legend(config: dict) -> dict[str, str]:
     """Symbol -> meaning of the run's environment board, as the environment itself describes it to the
     model; empty for a run whose config names no environment that builds (an imported run)."""

@@ -21,7 +21,7 @@ from webapp.runs import queue, table
 from webapp.runs.charts import chart_sections
 from webapp.runs.forms import RunEditForm, RunTableForm
 from webapp.runs.owned import owned_run
-from webapp.runs.trajectories import board_legend, nearest_sampled, trajectory
+from webapp.runs.trajectories import board_legend, nearest_sampled, success_means, trajectory
 
 PAGE_SIZE = 50
 MAX_EXPORT_RUNS = 100
@@ -286,6 +286,7 @@ def run_trajectories(request, pk):
             "step_position": steps.index(step) if step in steps else 0,
             "asked_step": asked,
             "legend": board_legend(run.config),
+            "success_means": success_means(run.config),
             "step_error": step_error,
             "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
         },
