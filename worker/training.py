@@ -97,14 +97,14 @@ def train_run(message_run_id: int) -> str:
         if run is not None:
             run.enqueue()
         return "worker shutting down: left queued"
+    from trainer.config import ConfigError, TrainConfig
+
     host, pid = socket.gethostname(), os.getpid()
     # Another worker may claim the first run between reading it and claiming it: then the next one.
     passed_over = set()
     while (run := Run.next_in_queue(passed_over)) is not None:
         passed_over.add(run.pk)
         # Validate before anything heavy: a config that no longer validates fails now, once, with its message.
-        from trainer.config import ConfigError, TrainConfig
-
         try:
             cfg = TrainConfig.from_dict(run.config)
             run_planning.resolve_model_fields(cfg)  # a config stored by other means is checked here too

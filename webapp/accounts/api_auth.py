@@ -70,34 +70,45 @@ def _csrf_failure(request):
     return check.process_view(request, None, (), {})
 
 
+def allowed_methods(methods) -> tuple[str, ...]:
+    """What a URL taking `methods` answers: HEAD too wherever GET (RFC 9110), and OPTIONS everywhere."""
+    return (*methods, "HEAD", "OPTIONS") if "GET" in methods else (*methods, "OPTIONS")
+
+
+def options_answer(allowed) -> HttpResponse:
+    """OPTIONS: 204 with the Allow header, no authentication (as for a preflight)."""
+    response = HttpResponse(status=204)
+    response["Allow"] = ", ".join(allowed)
+    return response
+
+
 def api_view(methods=("GET",), public: bool = False):
     """`methods`: what the view takes. HEAD is answered wherever GET is (the GET's headers, no body,
     RFC 9110) and OPTIONS everywhere (204 with the Allow header, no authentication, as for a preflight).
     `public`: no authentication (the API's own description, the health check)."""
-    allowed = (*methods, "HEAD", "OPTIONS") if "GET" in methods else (*methods, "OPTIONS")
+    allowed = allowed_methods(methods)
 
     def decorate(view):
         @csrf_exempt
         @functools.wraps(view)
         def wrapped(request, *args, **kwargs):
+            if request.method == "OPTIONS":
+                return options_answer(allowed)
             if request.method not in allowed:
                 response = error_response(
                     405, f"method {request.method[:20]} not allowed; use {', '.join(allowed)}"
                 )
-            elif request.method == "OPTIONS":
-                response = HttpResponse(status=204)
-            else:
-                head = request.method == "HEAD"
-                if head:
-                    request.method = "GET"  # the view sees the GET it answers
-                response = (
-                    _call(view, request, *args, **kwargs)
-                    if public
-                    else _authenticated_call(view, request, *args, **kwargs)
-                )
-                return without_body(response) if head else response
-            response["Allow"] = ", ".join(allowed)
-            return response
+                response["Allow"] = ", ".join(allowed)
+                return response
+            head = request.method == "HEAD"
+            if head:
+                request.method = "GET"  # the view sees the GET it answers
+            response = (
+                _call(view, request, *args, **kwargs)
+                if public
+                else _authenticated_call(view, request, *args, **kwargs)
+            )
+            return without_body(response) if head else response
 
         return wrapped
 

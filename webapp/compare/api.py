@@ -36,13 +36,13 @@ def parse_selection(request) -> selection.Selection:
     if invalid:
         message = f"{quoted(invalid[0])} is not a run id; expected ids separated by commas, like runs=3,7,12"
         raise ApiError.field("runs", message)
-    for value in values:
-        if ids and not RUN_IDS.fullmatch(value):
-            message = (
-                f"{quoted(value)}: expected ids separated by commas, like runs=3,7,12 (no spaces, signs, "
-                "leading zeros or empty places)"
-            )
-            raise ApiError.field("runs", message)
+    loose = next((value for value in values if not RUN_IDS.fullmatch(value)), None) if ids else None
+    if loose is not None:
+        message = (
+            f"{quoted(loose)}: expected ids separated by commas, like runs=3,7,12 (no spaces, signs, "
+            "leading zeros or empty places)"
+        )
+        raise ApiError.field("runs", message)
     if not ids:
         raise ApiError.field("runs", "name at least one run id, like runs=3,7,12")
     if len(ids) > selection.MAX_RUNS:

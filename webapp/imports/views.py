@@ -68,8 +68,9 @@ def imports(request):
     """multipart/form-data (file, name, format), or the file as the raw body with ?format=&name=."""
     if request.content_type == "multipart/form-data":
         _format_param(request.POST.get("format"))
-        if len(request.FILES.getlist("file")) > 1:
-            raise ApiError.field("file", f"one file per import, got {len(request.FILES.getlist('file'))}")
+        files = len(request.FILES.getlist("file"))
+        if files > 1:
+            raise ApiError.field("file", f"one file per import, got {files}")
         form = ImportForm(request.POST, request.FILES)
     else:
         # Blank is absent, as the form's own fields have it: the name then defaults to the file's.

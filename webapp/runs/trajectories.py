@@ -54,16 +54,21 @@ def nearest_sampled(steps: list[int], asked: int) -> int | None:
     return before[-1] if before else (steps[0] if steps else None)
 
 
+def _env(config: dict) -> dict:
+    """The run config's env section ({} for a run whose config has none: an imported run)."""
+    return _mapping(_mapping(config).get("env"))
+
+
 def success_means(config: dict) -> str:
     """What "success" means in the run's environment ("" for a run whose config names none)."""
-    spec = envs.registry().get(_mapping(_mapping(config).get("env")).get("name", ""))
+    spec = envs.registry().get(_env(config).get("name", ""))
     return spec.env_class.success_means if spec else ""
 
 
 def board_legend(config: dict) -> dict[str, str]:
     """Symbol -> meaning of the run's environment board, as the environment itself describes it to the
     model; empty for a run whose config names no environment that builds (an imported run)."""
-    env = _mapping(_mapping(config).get("env"))
+    env = _env(config)
     try:
         return dict(envs.make(env.get("name", ""), **_mapping(env.get("params"))).symbols)
     except Exception:  # an unknown name or stale params: the page still shows the samples

@@ -5,13 +5,21 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 import functools
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from diagnostics.aliases import ALIASES
-from webapp.accounts.api_auth import WWW_AUTHENTICATE, ApiError, bearer_token, json_body, without_body
+from webapp.accounts.api_auth import (
+    WWW_AUTHENTICATE,
+    ApiError,
+    allowed_methods,
+    bearer_token,
+    json_body,
+    options_answer,
+    without_body,
+)
 from webapp.accounts.models import ApiToken
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
@@ -36,16 +44,14 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 def mlflow_view(method: str):
     """Token authentication, the request's fields, and every refusal in MLflow's error shape. OPTIONS and
     HEAD (where the method is GET) as on every other API URL (webapp.accounts.api_auth.api_view)."""
-    allowed = (method, "HEAD", "OPTIONS") if method == "GET" else (method, "OPTIONS")
+    allowed = allowed_methods((method,))
 
     def decorate(view):
         @csrf_exempt
         @functools.wraps(view)
         def wrapped(request, **kwargs):
             if request.method == "OPTIONS":
-                response = HttpResponse(status=204)
-                response["Allow"] = ", ".join(allowed)
-                return response
+                return options_answer(allowed)
             head = request.method == "HEAD" and method == "GET"
             try:
                 if request.method != method and not head:
