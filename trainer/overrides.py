@@ -31,6 +31,28 @@ class _Loader(yaml.SafeLoader):
                 None, None, f"an integer of more than {limit:,} digits", node.start_mark
             ) from None
 
+    def construct_mapping(self, node, deep=False):
+        """A key written twice in one mapping is an error, not its last value without a word (`lr` set
+        twice in an overrides box: which one was meant?). Merge keys (`<<`) may still be overridden."""
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # unhashable: the base class says so
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {quoted(str(key))} appears twice in one mapping",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 

@@ -330,3 +330,15 @@ def test_an_external_run_compares_with_a_native_run(mlflow_alice, alice, client)
     assert [run["label"] for run in data["runs"]] == ["seed=1", "trl"] and data["not_found"] == []
     assert data["series"][str(external.pk)]["train/reward_mean"]["value"] == [0.0, 0.5, 1.0]
     assert data["series"][str(native.pk)]["train/reward_mean"]["value"] == [0.1, 0.1, 0.1]
+
+
+def test_an_empty_run_name_tag_keeps_the_name_as_mlflow_does(mlflow_alice):
+    mlflow = mlflow_alice
+    mlflow.set_experiment("names")
+    with mlflow.start_run(run_name="first") as active:
+        mlflow.set_tag("mlflow.runName", "")  # MLflow's own store renames only to a non-empty name
+        assert echolab_run(active.info.run_id).label == "first"
+        assert mlflow.get_run(active.info.run_id).info.run_name == "first"
+        mlflow.set_tag("mlflow.runName", "second")
+    assert echolab_run(active.info.run_id).label == "second"
+    assert mlflow.get_run(active.info.run_id).data.tags["mlflow.runName"] == "second"

@@ -3,6 +3,7 @@
 import pytest
 
 from trainer.config import PRESETS, ConfigError, TrainConfig
+from trainer.overrides import load_yaml
 
 
 def errors_of(d) -> dict:
@@ -112,3 +113,11 @@ def test_bad_yaml_and_unknown_preset():
     with pytest.raises(ConfigError) as e:
         TrainConfig.preset("ppo-xl")
     assert "preset" in e.value.errors
+
+
+def test_a_key_written_twice_in_a_config_file_is_an_error_not_its_last_value():
+    with pytest.raises(ConfigError) as e:
+        TrainConfig.from_yaml("optim:\n  actor_lr: 1e-3\n  actor_lr: 1e-2\n")
+    assert "the key 'actor_lr' appears twice in one mapping" in e.value.errors["config"]
+    merged = load_yaml("base: &b {actor_lr: 1e-3}\noptim:\n  <<: *b\n  actor_lr: 1e-2\n")
+    assert merged["optim"] == {"actor_lr": 1e-2}  # a merge key's value may be overridden

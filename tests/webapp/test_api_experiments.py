@@ -74,6 +74,11 @@ def test_create_from_a_complete_config(client, api):
         ({"grid": {"algorithm.filter_ratio": list(range(1, 34))}}, "grid", "the limit is 64"),
         ({"overrides": {"algorithm": {"kl_coef": -1}}}, "algorithm.kl_coef", ">= 0"),
         ({"overrides": "algorithm: [oops"}, "overrides", "not valid YAML"),
+        (
+            {"overrides": "optim:\n  actor_lr: 1e-3\n  actor_lr: 2e-3"},
+            "overrides",
+            "(line 3, column 3): the key 'actor_lr' appears twice in one mapping",
+        ),
         ({"detector_overrides": {"grad_spike": {"nope": 1}}}, "detector_overrides", "grad_spike.nope"),
         ({"alert_recipients": "x@"}, "alert_recipients", "not a valid email"),
         ({"alert_recipients": [1.5]}, "alert_recipients", "1.5 is not an email address"),

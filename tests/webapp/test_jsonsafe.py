@@ -11,10 +11,23 @@ import pytest
 from webapp.core import jsonsafe
 
 
+def unique_keys(pairs):
+    keys = [key for key, _ in pairs]
+    twice = [key for key in keys if keys.count(key) > 1]
+    if twice:
+        raise ValueError(f"the key {json.dumps(twice[0])} appears twice in one object")
+    return dict(pairs)
+
+
 def reference(text):
-    """The standard library's reading, as jsonsafe documents it."""
+    """The standard library's reading, as jsonsafe documents it: a key twice in one object refused."""
     try:
-        value = json.loads(text, parse_int=jsonsafe._parse_int, parse_float=jsonsafe._parse_float)
+        value = json.loads(
+            text,
+            parse_int=jsonsafe._parse_int,
+            parse_float=jsonsafe._parse_float,
+            object_pairs_hook=unique_keys,
+        )
     except RecursionError:
         raise ValueError("nested") from None
     if jsonsafe.depth(value) > jsonsafe.MAX_DEPTH:
@@ -54,6 +67,11 @@ EDGES = [
     '"\\ud800"',  # a lone surrogate
     "\ufeff{}",
     '{"a": 1, "a": 2}',
+    '{"a": "x:y", "a": 1}',  # a colon inside a string as well
+    '{"\\u0061": 1, "a": 2}',  # the same key, once escaped
+    '[{"step": 1, "value": 2, "step": 3}]',
+    '{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]}',  # one key in different objects: no duplicate
+    '{"a": "::", "b": "x"}',
     "0.1234567890123456789",  # a 19-digit run in a float
     "[" * 64 + "]" * 64,
     "[" * 65 + "]" * 65,
@@ -97,6 +115,13 @@ def test_loads_reads_random_numbers_and_strings_like_the_standard_library():
         text = json.dumps({"key": "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(5))})[:-1]
         text += f', "value": [{number}]}}'
         assert same(jsonsafe.loads(text.encode()), reference(text.encode())), text
+
+
+def test_a_key_twice_in_one_object_is_refused_by_name():
+    with pytest.raises(jsonsafe.DuplicateKey, match='the key "value" appears twice in one object'):
+        jsonsafe.loads(
+            b'[{"step": 1, "key": "k", "value": 1}, {"step": 2, "key": "k", "value": 1, "value": 2}]'
+        )
 
 
 def test_too_deep_is_refused_with_the_limit_named():

@@ -118,3 +118,19 @@ def test_a_surrogate_sent_as_raw_utf8_bytes_is_not_json_text(client, token, alic
     message = response.json().get("message") or response.json()["error"]
     assert "not valid JSON" in message and "can't decode byte 0xed" in message
     assert not Experiment.objects.exists() and not ExternalExperiment.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "url, body",
+    [
+        ("/api/2.0/mlflow/experiments/create", b'{"name": "a", "name": "b"}'),
+        ("/api/experiments", b'{"name": "x", "env": {"name": "bandit", "name": "sokoban"}}'),
+    ],
+)
+def test_a_key_sent_twice_in_one_object_is_refused_by_name(client, token, alice, url, body):
+    # json.loads keeps the last value without a word: which one the client meant is unknown
+    response = client.post(url, body, content_type="application/json", **token)
+    assert response.status_code == 400
+    message = response.json().get("message") or response.json()["error"]
+    assert 'the key "name" appears twice in one object' in message, message
+    assert not Experiment.objects.exists() and not ExternalExperiment.objects.exists()

@@ -9,6 +9,7 @@ an infinity nobody wrote (`Infinity` itself stays infinity).
 `loads` parses with orjson (a 1,000-point metrics batch in a tenth of the standard library's time, which
 spent most of it calling the integer hook), and hands anything orjson refuses, or would read differently,
 to the standard library: the values and the error messages are the standard library's either way.
+A key written twice in one object is refused (DuplicateKey), where both parsers would keep its last value.
 """
 
 import json
@@ -61,48 +62,74 @@ def _has_long_digit_run(text) -> bool:
     return _LONG_DIGIT_RUN.encode() in bytes(text).translate(_DIGITS_TO_ZERO_BYTES)
 
 
+class DuplicateKey(ValueError):
+    """An object that names one key twice: JSON parsers keep one of the values without a word."""
+
+
 def loads(text):
-    """json.loads, or ValueError with one line; nesting deeper than MAX_DEPTH is a ValueError too."""
+    """json.loads, or ValueError with one line; nesting deeper than MAX_DEPTH is a ValueError too, and so is
+    an object with a key written twice (DuplicateKey)."""
     if not _has_long_digit_run(text):
         try:
             value = orjson.loads(text)
         except orjson.JSONDecodeError:
             pass  # NaN literals, lone surrogates, a byte order mark, bad JSON: the standard library decides
         else:
-            return _shallow(value)
+            levels, members = _shape(value)
+            if levels > MAX_DEPTH:
+                raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+            # Every member of an object has one colon outside strings, so as many colons as members
+            # means no key was written twice; more (colons inside strings, or a key twice) and the
+            # standard library reads it again, object by object.
+            if text.count(b":" if isinstance(text, (bytes, bytearray)) else ":") <= members:
+                return value
     if isinstance(text, (bytes, bytearray)):
         # Strictly: json.loads would let the UTF-8 bytes of a surrogate (ED A0 80) through as a lone
         # surrogate, which nothing can store; they are not UTF-8, so not JSON text (UnicodeDecodeError).
         text = text.decode(json.detect_encoding(text))
     try:
-        value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
+        value = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, object_pairs_hook=_object_of_unique_keys
+        )
     except RecursionError:
         raise ValueError(f"nested more than {MAX_DEPTH} levels deep") from None
-    return _shallow(value)
-
-
-def _shallow(value):
     if depth(value) > MAX_DEPTH:
         raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
     return value
 
 
+def _object_of_unique_keys(pairs: list) -> dict:
+    value = dict(pairs)
+    if len(value) < len(pairs):
+        seen = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKey(f"the key {json.dumps(twice, ensure_ascii=False)} appears twice in one object")
+    return value
+
+
 def depth(value) -> int:
     """How many objects and lists deep `value` is (0 for a scalar), without recursion; counting stops past
-    MAX_DEPTH, so a self-referencing YAML alias ends too. Level by level, each container once a level (an
-    alias shared by many is not walked many times), scalars dropped as each level is built: a 1,000-point
-    metrics batch is two levels of comprehensions, not a loop over its 4,000 values."""
-    level, layer = 0, [value] if isinstance(value, _CONTAINERS) else []
+    MAX_DEPTH, so a self-referencing YAML alias ends too."""
+    return _shape(value)[0]
+
+
+def _shape(value) -> tuple[int, int]:
+    """How deep `value` is (as `depth`) and how many members its objects have in all. Level by level, each
+    container once a level (an alias shared by many is not walked many times), scalars dropped as each
+    level is built: a 1,000-point metrics batch is two levels of comprehensions, not a loop over its
+    4,000 values."""
+    level, members, layer = 0, 0, [value] if isinstance(value, _CONTAINERS) else []
     while layer and level <= MAX_DEPTH:
         level += 1
         containers = {id(item): item for item in layer}
+        members += sum(len(item) for item in containers.values() if isinstance(item, dict))
         layer = [
             inner
             for item in containers.values()
             for inner in (item.values() if isinstance(item, dict) else item)
             if isinstance(inner, _CONTAINERS)
         ]
-    return level
+    return level, members
 
 
 def beyond_int64(value, where: str = "") -> str | None:

@@ -219,6 +219,9 @@ class ExternalRun(models.Model):
         first value, as in MLflow); tags are kept. All or nothing. `where` names a metric's fields in
         errors: a log-batch's list, or "" for log-metric's one metric, whose fields are the request's."""
         points = self._points(metrics, where)
+        if tags.get(RUN_NAME_TAG) == "":
+            # MLflow's store renames a run only to a non-empty name: an empty one changes nothing
+            tags = {key: value for key, value in tags.items() if key != RUN_NAME_TAG}
         with transaction.atomic():
             if params or tags:
                 run = Run.objects.select_for_update(no_key=True).only("config").get(pk=self.run_id)
