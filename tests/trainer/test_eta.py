@@ -15,3 +15,16 @@ def test_the_eta_goes_at_the_pace_of_the_last_steps_not_of_the_slow_first_ones()
         now += 2
         left = eta.update(step, 100, now, 60)
     assert left == pytest.approx(71 * 2)
+
+
+def test_a_validation_every_25_steps_is_taken_in_at_its_rate_not_seen_or_missed_by_a_window():
+    def seconds(step):
+        return 2 + (30 if step % 25 == 0 else 0)  # 2 s a step, 30 s more for each validation
+
+    eta, now, total = Eta(), 0.0, 200
+    for step in range(1, total):
+        now += seconds(step)
+        left = eta.update(step, total, now, seconds(step))
+        if 50 <= step <= total - 50:  # at least two validations ahead: near the end any rate is lumpy
+            truth = sum(seconds(later) for later in range(step + 1, total + 1))
+            assert 0.6 * truth < left < 1.5 * truth, (step, left, truth)
