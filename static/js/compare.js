@@ -348,6 +348,7 @@
     showSelection();
     showAlignNote();
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
+    document.getElementById("event-key").hidden = !markers.length;
     window.EchoChartView.share({ xmode: "step", xrange: state.xrange, span: dataSpan(all), cursor: null });
     const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
     // One chart at a time, those in view first, the browser painting between them: with 100 runs each

@@ -24,7 +24,11 @@
   const MAX_POINTS = 1000;
   const LINE_COLORS = ["#1f77b4", "#ff7f0e"];
   const BAND_COLORS = ["rgba(31,119,180,0.2)", "rgba(255,127,14,0.2)"];
-  const EVENT_COLORS = { info: "#4e79a7", warning: "#e69f00", collapse: "#d62728", resolved: "#2ca02c" };
+  // A detector event's colour by level, from echolab.css (--event-warning, ...), where the markers' key takes them.
+  const EVENT_COLORS = {};
+  ["info", "warning", "collapse", "resolved"].forEach(function (level) {
+    EVENT_COLORS[level] = getComputedStyle(document.documentElement).getPropertyValue("--event-" + level).trim();
+  });
   // Seconds per step, logged by the trainer (and by veRL as timing_s/step): the clock of the time axis.
   const TIME_KEY = "time/step_s";
   const MAX_KEYS = 100;  // webapp.metrics.api.MAX_KEYS: the most keys one metrics request may ask for
@@ -491,6 +495,7 @@
     table.dataset.drawn = drawnKey;
     table.hidden = !state.events.length;
     document.getElementById("events-empty").hidden = state.events.length > 0;
+    document.getElementById("event-key").hidden = !state.events.length;
     const labels = Array.from(table.tHead.rows[0].cells, function (th) { return th.textContent; });
     table.tBodies[0].replaceChildren.apply(table.tBodies[0], state.events.map(function (event) {
       const row = document.createElement("tr");

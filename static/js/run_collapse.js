@@ -67,24 +67,33 @@
     const layout = { margin: { t: 30, r: 50, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };
     const miPlot = document.getElementById("collapse-mi");
     // x: the page's step range and cursor (chart_view.js stepAxis)
-    Plotly.react(miPlot, [
+    // Only the series the run logs (an imported run may have the MI estimate alone), each named in the legend.
+    const traces = [
       line(series, "collapse/mi_estimate", "MI estimate (nats)", { color: "#1f77b4" }),
       line(series, "collapse/retrieval_acc", "retrieval accuracy", { color: "#ff7f0e" }),
       line(series, "collapse/retrieval_chance", "chance", { color: "#7f7f7f", dash: "dash" }),
       // Logged on every measured step, estimate or not: where the MI line stops, this says why (0: no
       // reply reasons any more, so there is nothing to score).
       line(series, "collapse/valid_thinking_rate", "valid thinking rate", { color: "#2ca02c", dash: "dot" }),
-    ], Object.assign({}, layout, {
-      title: { text: "Input dependence", font: { size: 14 } },
-      yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero", exponentformat: "e" },  // not "100μ" nats
+    ].filter(function (trace) { return trace.x.length > 0; });
+    const rightAxis = traces.some(function (trace) { return trace.yaxis === "y2"; }) ? {
       yaxis2: { title: { text: "retrieval, thinking rate" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
                 tickformat: ".0%", showgrid: false },
-    }, window.EchoChartView.stepAxis("collapse")), window.EchoChartView.stepConfig);
+    } : {};
+    Plotly.react(miPlot, traces, Object.assign({}, layout, {
+      title: { text: "Input dependence", font: { size: 14 } },
+      showlegend: true,
+      yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero", exponentformat: "e" },  // not "100μ" nats
+    }, rightAxis, window.EchoChartView.stepAxis("collapse")), window.EchoChartView.stepConfig);
     window.EchoChartView.joinStepAxis(miPlot, function () { draw(drawnSeries); });
     const regime = pairs(series, "collapse/mi_estimate", "collapse/conditional_entropy");
+    const regimePlot = document.getElementById("collapse-regime");
+    regimePlot.hidden = regime.step.length === 0;
+    document.getElementById("collapse-regime-no-data").hidden = !regimePlot.hidden;
+    if (regimePlot.hidden) return;
     // The colour scale spans the steps measured (at least one step wide: one point read -0.4..0.4).
     const first = Math.min.apply(null, regime.step), last = Math.max.apply(null, regime.step);
-    Plotly.react("collapse-regime", [{
+    Plotly.react(regimePlot, [{
       x: regime.x, y: regime.y, mode: "markers", name: "measured steps",
       text: regime.step.map(function (s) { return "step " + s; }), hoverinfo: "text+x+y",
       marker: { size: 9, color: regime.step, colorscale: "Viridis", showscale: true,

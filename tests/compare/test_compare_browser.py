@@ -67,6 +67,7 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
         "document.getElementById('chart-grad_norm').data.filter(t => t.meta === 'events')"
         ".map(t => Array.from(t.x))"
     ) == [[60]]
+    assert page.locator("#event-key").inner_text().startswith("The detector's markers, in each run's colour: ◇ info")
 
     # A legend click hides the run in every chart, another click shows it again.
     legend_entry = page.locator("#run-legend .legend-entry", has_text=f"#{runs[2].pk} {runs[2].label}")
@@ -82,6 +83,14 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     legend_entry.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 3")
     assert drawn_runs(page, "grad_norm")[0] == 3 + 1
+    # With the one run that has an event hidden, no marker is drawn and the key to them goes too.
+    collapsed = page.locator("#run-legend .legend-entry", has_text=f"#{runs[3].pk} {runs[3].label}")
+    collapsed.click()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 4")
+    assert not page.locator("#event-key").is_visible()
+    collapsed.click()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 5")
+    assert page.locator("#event-key").is_visible()
     assert legend_entry.get_attribute("aria-pressed") == "true"
 
     # Config diff: only the differing fields until "differences only" is unticked.

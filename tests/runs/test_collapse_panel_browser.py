@@ -107,3 +107,21 @@ def test_one_measured_step_colours_the_regime_scatter_by_whole_steps(page):
     labels = [label for label in ticks.all_text_contents() if label.strip()]
     assert labels and all(label.isdigit() for label in labels), labels
     assert len(set(labels)) == len(labels), labels  # whole steps, each once (not "0 0 0 1 1 1")
+
+
+def test_a_run_logging_the_mi_estimate_alone_draws_it_named_and_says_the_scatter_has_no_data(page):
+    # An imported run with only collapse/mi_estimate: no empty right axis, no empty scatter without a word.
+    run = make_run(page.user, status=Run.Status.COMPLETED)
+    MetricPoint.upsert(
+        run.pk,
+        [(step, "collapse/mi_estimate", 0.3 - 0.01 * step) for step in range(0, 30, 5)]
+        + [(s, "train/success", 0.5) for s in range(30)],
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.locator("#collapse-mi .scatterlayer .trace").first.wait_for()
+    assert page.locator("#collapse-mi .legendtext").all_text_contents() == ["MI estimate (nats)"]
+    assert page.locator("#collapse-mi .y2title").count() == 0  # no right axis with nothing on it
+    assert page.locator("#collapse-regime-no-data").text_content().split() == (
+        "Regime scatter: no data: this run logs no collapse/conditional_entropy at the steps of its MI estimate."
+    ).split()
+    assert not page.locator("#collapse-regime").is_visible()

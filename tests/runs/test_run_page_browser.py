@@ -59,9 +59,17 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
 
     # A detector event appears on every chart as a marker and a vertical line, without a reload.
     assert drawn(page, "success")["markers"] == [9]  # a short series marks its points
+    assert not page.locator("#event-key").is_visible()
     DetectorEvent.objects.create(run=run, step=7, level="warning", rule="reward_std_drop", message="std fell")
     wait_for(lambda: drawn(page, "success")["markers"] == [9, 1], timeout=15, message="a live event marker")
     assert drawn(page, "success")["shapes"] >= 1
+    # ... with the key to the markers' colours, the warning's in the key's colour
+    assert page.locator("#event-key").inner_text().startswith(
+        "The detector's markers on the charts: ▼ info, ▼ warning, ▼ collapse (a solid line), ▼ resolved."
+    )
+    marker_fill = page.locator("#chart-success .scatterlayer .trace").last.locator("path.point").first
+    key_colour = page.locator("#event-key .event-warning").evaluate("e => getComputedStyle(e).color")
+    assert marker_fill.evaluate("e => e.style.fill") == key_colour == "rgb(230, 159, 0)"
     page.screenshot(path=str(ARTIFACTS / "run-live.png"), full_page=True)
 
     # Progress as the API reports it (Run.progress_percent), not a second formula in the page: a step
