@@ -67,7 +67,11 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
         "document.getElementById('chart-grad_norm').data.filter(t => t.meta === 'events')"
         ".map(t => Array.from(t.x))"
     ) == [[60]]
-    assert page.locator("#event-key").inner_text().startswith("The detector's markers, in each run's colour: ◇ info")
+    assert (
+        page.locator("#event-key")
+        .inner_text()
+        .startswith("The detector's markers, in each run's colour: ◇ info")
+    )
 
     # A legend click hides the run in every chart, another click shows it again.
     legend_entry = page.locator("#run-legend .legend-entry", has_text=f"#{runs[2].pk} {runs[2].label}")

@@ -121,7 +121,7 @@ def test_a_run_logging_the_mi_estimate_alone_draws_it_named_and_says_the_scatter
     page.locator("#collapse-mi .scatterlayer .trace").first.wait_for()
     assert page.locator("#collapse-mi .legendtext").all_text_contents() == ["MI estimate (nats)"]
     assert page.locator("#collapse-mi .y2title").count() == 0  # no right axis with nothing on it
-    assert page.locator("#collapse-regime-no-data").text_content().split() == (
+    assert page.locator("#collapse-regime-no-data").inner_text() == (
         "Regime scatter: no data: this run logs no collapse/conditional_entropy at the steps of its MI estimate."
-    ).split()
+    )
     assert not page.locator("#collapse-regime").is_visible()

@@ -64,8 +64,12 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
     wait_for(lambda: drawn(page, "success")["markers"] == [9, 1], timeout=15, message="a live event marker")
     assert drawn(page, "success")["shapes"] >= 1
     # ... with the key to the markers' colours, the warning's in the key's colour
-    assert page.locator("#event-key").inner_text().startswith(
-        "The detector's markers on the charts: ▼ info, ▼ warning, ▼ collapse (a solid line), ▼ resolved."
+    assert (
+        page.locator("#event-key")
+        .inner_text()
+        .startswith(
+            "The detector's markers on the charts: ▼ info, ▼ warning, ▼ collapse (a solid line), ▼ resolved."
+        )
     )
     marker_fill = page.locator("#chart-success .scatterlayer .trace").last.locator("path.point").first
     key_colour = page.locator("#event-key .event-warning").evaluate("e => getComputedStyle(e).color")
