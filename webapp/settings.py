@@ -254,7 +254,8 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
-        # A Host header not in ALLOWED_HOSTS (scanners send them): one line, not a traceback.
-        "django.security.DisallowedHost": {"handlers": ["console_one_line"], "propagate": False},
+        # A request Django refuses as suspicious (a Host header not in ALLOWED_HOSTS, too many query
+        # parameters: scanners send them): one line, not a traceback.
+        "django.security": {"handlers": ["console_one_line"], "propagate": False},
     },
 }

@@ -237,3 +237,27 @@ def test_leading_zeros_do_not_make_an_integer_too_long(api, run):
     answer = api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric(step="0" * 25 + "5")})
     assert answer.status_code == 200, answer.content
     assert list(MetricPoint.objects.filter(run_id=run.pk).values_list("step", flat=True)) == [5]
+
+
+@pytest.mark.parametrize(
+    "path, body, where",
+    [
+        ("runs/log-parameter", {"key": "lr"}, "value"),
+        ("runs/log-parameter", {"key": "lr", "value": None}, "value"),
+        ("runs/set-tag", {"key": "stage"}, "value"),
+        ("runs/log-batch", {"params": [{"key": "lr", "value": "1"}, {"key": "beta"}]}, "params[1].value"),
+        ("runs/log-batch", {"tags": [{"key": "stage", "value": None}]}, "tags[0].value"),
+    ],
+)
+def test_a_param_or_tag_without_its_value_is_refused_not_stored_empty(api, run, path, body, where):
+    # Stored as "", a param could never be given its real value (params cannot change)
+    answer = api(f"/api/2.0/mlflow/{path}", {"run_id": run.run_uuid, **body})
+    assert answer.json() == {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": f'{where}: is required (an empty value is written "")',
+    }
+    assert Run.objects.get(pk=run.run_id).config == {}
+    assert (
+        api("/api/2.0/mlflow/runs/log-parameter", {"run_id": run.run_uuid, "key": "lr", "value": ""}).json()
+        == {}
+    )

@@ -246,3 +246,20 @@ def test_a_complete_config_of_no_steps_is_refused(client, auth):
     response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
     assert response.status_code == 400
     assert response.json()["errors"] == {"config.schedule.steps": "must be from 1 to 10000000"}
+
+
+def test_more_query_parameters_than_django_parses_is_a_400_saying_so_logged_in_one_line(client, auth, alice):
+    import logging
+
+    from django.conf import settings
+
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    run = make_run(alice)
+    response = client.get(f"/api/runs/{run.pk}/metrics?" + "&".join(["key=a"] * (limit + 1)), **auth)
+    assert response.status_code == 400 and response.json() == {
+        "error": f"more than {limit:,} query parameters or form fields; the limit is {limit:,}: send fewer",
+        "errors": {},
+    }
+    # Logged by django.security.TooManyFieldsSent: to the console in one line (pytest adds its own handlers)
+    consoles = [h for h in logging.getLogger("django.security").handlers if type(h) is logging.StreamHandler]
+    assert [type(f).__name__ for h in consoles for f in h.filters] == ["WithoutTraceback"]

@@ -100,6 +100,23 @@ def test_create_from_a_complete_config(client, api):
             "grid",
             "rollout = {group_size: 99999}: rollout.group_size: 99999 is above this server's limit",
         ),
+        # Counted, not built: 2**200 grid combinations (a list of them filled the memory) or a
+        # million seeds (each checked against every one before it)
+        (
+            {"grid": {f"rollout.x{i}": [1, 2] for i in range(200)}},
+            "grid",
+            f"this makes {2**200 * 2} runs ({2**200} combinations x 2 seeds); the limit is 64",
+        ),
+        (
+            {"seeds": list(range(1_000_000))},
+            "seeds",
+            "1000000 seeds make at least 1000000 runs; the limit is 64",
+        ),
+        (
+            {"seeds": ",".join(map(str, range(65)))},
+            "seeds",
+            "65 seeds make at least 65 runs; the limit is 64",
+        ),
         ({"seeds": {"a": 1}}, "seeds", "got an object"),
         ({"seeds": True}, "seeds", "got a boolean"),
     ],

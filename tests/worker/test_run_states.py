@@ -42,7 +42,9 @@ def test_a_run_keeps_its_place_when_sent_again_or_requeued_and_goes_last_when_re
     assert first.requeue("worker shut down")  # its worker stopped
     assert queue.positions([first.pk]) == {first.pk: 1}
     assert first.eta_seconds is None  # that attempt's ETA knew nothing of the wait
-    assert first.claim("a", 1, "cpu") and first.finish(Run.Status.STOPPED)
+    assert first.claim("a", 1, "cpu")
+    Run.objects.filter(pk=first.pk).update(eta_seconds=50)
+    assert first.finish(Run.Status.STOPPED) and first.eta_seconds is None  # a finished run waits for nothing
     first.resume()  # asked again by its owner: behind the runs already waiting
     assert queue.positions([first.pk, second.pk]) == {second.pk: 1, first.pk: 3}
 
@@ -74,9 +76,10 @@ def test_give_up_lists_every_attempt(queued_run):
         run.claim(host, 1, "cpu")
         run.requeue(f"no heartbeat from {host}")
     run.claim("c", 1, "cpu")
+    Run.objects.filter(pk=run.pk).update(eta_seconds=50)
     last_heard = run.heartbeat_at
     assert run.give_up("no heartbeat from c") is True
-    assert run.status == "failed" and run.finished_at == last_heard
+    assert run.status == "failed" and run.finished_at == last_heard and run.eta_seconds is None
     assert run.error.splitlines() == [
         "gave up after 3 attempts:",
         "attempt 1 on a: no heartbeat from a",

@@ -6,7 +6,8 @@ clients such as `mlflow` retry, not a 500."""
 import logging
 
 import psycopg
-from django.core.exceptions import DisallowedHost
+from django.conf import settings
+from django.core.exceptions import DisallowedHost, TooManyFieldsSent, TooManyFilesSent
 from django.db import OperationalError
 from django.http import HttpResponse
 from django.views.defaults import bad_request as html_bad_request
@@ -57,17 +58,26 @@ def server_error(request):
 
 
 def bad_request(request, exception):
-    """handler400 (a request Django refuses before any view: a Host header not in ALLOWED_HOSTS, say):
-    JSON under /api/, the HTML page elsewhere."""
-    problem = (
-        "Host: not a host this server answers to" if isinstance(exception, DisallowedHost) else "bad request"
-    )
-    return _answer(request, 400, problem) or html_bad_request(request, exception)
+    """handler400 (a request Django refuses before its view can answer: a Host header not in
+    ALLOWED_HOSTS, more query parameters than it parses): JSON under /api/, the HTML page elsewhere."""
+    return _answer(request, 400, _problem(exception)) or html_bad_request(request, exception)
+
+
+def _problem(exception) -> str:
+    if isinstance(exception, DisallowedHost):
+        return "Host: not a host this server answers to"
+    if isinstance(exception, TooManyFieldsSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return f"more than {limit:,} query parameters or form fields; the limit is {limit:,}: send fewer"
+    if isinstance(exception, TooManyFilesSent):
+        return f"more than {settings.DATA_UPLOAD_MAX_NUMBER_FILES:,} files in one request"
+    return "bad request"
 
 
 class WithoutTraceback(logging.Filter):
-    """A record logged with its exception's traceback, kept to its message: Django logs a refused Host
-    header (anyone can send one) as an error with a traceback, which says nothing more than the message."""
+    """A record logged with its exception's traceback, kept to its message: Django logs a request it
+    refuses as suspicious (a Host header not ours, 2,000 query parameters: anyone can send them) as an
+    error with a traceback, which says nothing more than the message."""
 
     def filter(self, record):
         record.exc_info = record.exc_text = None

@@ -607,6 +607,7 @@ class Run(models.Model):
             error=error,
             traceback=traceback,
             finished_at=timezone.now(),
+            eta_seconds=None,  # nothing is left to wait for
             attempt_log=self.attempt_log + [self._attempt_entry(error.splitlines()[0] if error else status)],
         )
         self.refresh_from_db()
@@ -640,6 +641,7 @@ class Run(models.Model):
             error=error,
             attempt_log=log,
             pid=None,
+            eta_seconds=None,
             finished_at=Coalesce(F("heartbeat_at"), Value(timezone.now())),
         )
         self.refresh_from_db()

@@ -6,6 +6,7 @@ caused it."""
 import copy
 import dataclasses
 import itertools
+import math
 from typing import Any
 
 import yaml
@@ -93,16 +94,18 @@ def resolve(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
 def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     """Every run of the experiment, each config validated; SpecError lists every problem found."""
     check_storable(spec)
-    combos = combinations(spec.grid) if spec.grid else [{}]
-    total = len(combos) * len(spec.seeds)
+    # Counted before any is built: 200 keys of two values each are 2**200 combinations
+    combination_count = math.prod(len(values) for values in (spec.grid or {}).values())
+    total = combination_count * len(spec.seeds)
     if total > MAX_RUNS:
         where = "grid" if spec.grid else "seeds"
         raise SpecError(
             {
-                where: f"this makes {total} runs ({len(combos)} combinations x "
+                where: f"this makes {total} runs ({combination_count} combinations x "
                 f"{len(spec.seeds)} seeds); the limit is {MAX_RUNS} per experiment"
             }
         )
+    combos = combinations(spec.grid) if spec.grid else [{}]
     errors: dict[str, str] = {}
     runs = []
     for combination in combos:

@@ -19,6 +19,7 @@ from webapp.core import jsonsafe
 from webapp.experiments.specs import (
     MAX_DESCRIPTION,
     MAX_NAME,
+    MAX_RUNS,
     MAX_SEED,
     MAX_STEPS,
     OWN_FIELDS,
@@ -38,15 +39,19 @@ def parse_seeds(value) -> list[int]:
     items = value if isinstance(value, list) else [item for item in re.split(r"[,\s]+", str(value)) if item]
     if not items:
         raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
-    seeds = []
+    if len(items) > MAX_RUNS:  # one run per seed at least: say so before reading a million of them
+        raise ValueError(
+            f"{len(items)} seeds make at least {len(items)} runs; the limit is {MAX_RUNS} per experiment"
+        )
+    seeds = {}  # insertion-ordered; a set's lookups
     for index, item in enumerate(items):
         if isinstance(value, list) and isinstance(item, str):  # a list is JSON's or YAML's: numbers
             raise ValueError(f"seeds[{index}]: expected a whole number, got the text {quoted(item)}")
         seed = _seed(item)
         if seed in seeds:
             raise ValueError(f"seed {seed} is listed twice")
-        seeds.append(seed)
-    return seeds
+        seeds[seed] = None
+    return list(seeds)
 
 
 def _seed(item) -> int:

@@ -189,8 +189,11 @@ def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
 
 
 def key_value(entry: Fields, max_value: int) -> tuple[str, str]:
-    """A param or tag: {"key", "value"}; MLflow allows an empty value."""
+    """A param or tag: {"key", "value"}. MLflow allows an empty value but requires one: a value left out
+    (or null) is no empty string, and a param stored as one could never be given its real value."""
     key = entry.string("key", max_length=MAX_ENTITY_KEY_LENGTH)
+    if entry.data.get("value") is None:
+        raise invalid(entry._name("value"), 'is required (an empty value is written "")')
     return key, entry.string("value", required=False, max_length=max_value)
 
 
