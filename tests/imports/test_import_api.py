@@ -39,6 +39,8 @@ def test_multipart_upload_creates_the_run(client, auth, alice):
     assert body["points"] == MetricPoint.objects.filter(run=run).count() > 0
     assert body["events"] == run.events.count() > 0
     assert body["steps"] == len(path.read_text().strip().splitlines()) - 1
+    header = path.read_text().splitlines()[0].split(",")  # every metric but the reply length is read
+    assert body["detector_keys"] == sorted(set(header) - {"step", "response/tokens_mean"})
     # When it trained is not in the file: no duration (it read "0s") and no steps per hour.
     listed = client.get("/api/runs", {"experiment": run.experiment_id}, **auth).json()
     [row] = listed["results"]

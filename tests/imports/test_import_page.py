@@ -159,3 +159,17 @@ def test_a_failure_while_writing_leaves_nothing_half_imported(alice, monkeypatch
     with pytest.raises(RuntimeError):
         importer.create_run(alice, "x", "sokoban-ppo-s0.csv", series)
     assert nothing_saved()
+
+
+def test_a_file_with_no_metric_the_detector_reads_is_imported_with_a_warning_saying_so(alice_client):
+    response = upload(alice_client, "custom.csv", b"step,foo,bar\n0,1,2\n1,2,3\n")
+    page = alice_client.get(response["Location"])
+    text = " ".join(page.content.decode().split())
+    assert (
+        "Imported 4 metric points over 2 steps, but none of its metrics ('bar', 'foo') is one the detector "
+        "reads (train/success, train/reward_mean, actor/entropy, ... under EchoLab's names or TRL's and "
+        "veRL's; docs/METRICS.md): it cannot judge this run."
+    ) in text.replace("&#x27;", "'")
+    one = upload(alice_client, "one.csv", b"step,train/success\n0,0.5\n")
+    text = " ".join(alice_client.get(one["Location"]).content.decode().split())
+    assert "Imported 1 metric point over 1 step; the detector found 0 events." in text

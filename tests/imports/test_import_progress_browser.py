@@ -35,7 +35,7 @@ def test_a_large_upload_shows_its_progress_then_the_run(page, tmp_path):
     page.wait_for_url("**/runs/*/", timeout=60_000)
     run = Run.objects.get()
     assert page.url.endswith(run.get_absolute_url())
-    assert page.get_by_text("Imported 80000 metric points over 40000 steps").is_visible()
+    assert page.get_by_text("Imported 80,000 metric points over 40,000 steps").is_visible()
 
 
 def test_a_bad_file_shows_the_forms_error(page, tmp_path):

@@ -314,3 +314,12 @@ def test_a_key_named_like_an_export_column_gets_a_column_of_its_own(alice_client
         ["run_id", "run", "experiment", "step", "run (metric)", "step (metric)"],
         [str(run.pk), "x", "Sweep", "3", "1.0", "9.0"],
     ]
+
+
+def test_the_step_cell_gives_the_planned_total_only_where_there_is_one(alice):
+    from webapp.runs.templatetags.runs_table import cell
+
+    planned = table_run(alice, label="planned", status=Run.Status.RUNNING, step=12, total_steps=60)
+    elsewhere = table_run(alice, label="mlflow", status=Run.Status.RUNNING, step=199, total_steps=0)
+    assert cell(planned, "step") == "12 / 60"
+    assert cell(elsewhere, "step") == 199  # not "199 / 0": an MLflow client plans no number of steps

@@ -5,6 +5,7 @@ from pathlib import PurePath
 from django import forms
 from django.conf import settings
 
+from diagnostics.rules import READS
 from webapp.core import jsonsafe
 from webapp.core.fields import ChoiceField
 from webapp.imports import importer
@@ -76,6 +77,7 @@ class ImportForm(forms.Form):
             "steps": len(series),
             "points": sum(len(values) for _, values in series),
             "events": run.events.count(),
+            "detector_keys": sorted(importer.keys_of(series) & READS),
             "duplicate_of": [
                 {"id": earlier.pk, "url": earlier.get_absolute_url()} for earlier in self.duplicates
             ],

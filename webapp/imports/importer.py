@@ -45,15 +45,15 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
         raise ValueError(
             "no metric values: the file has steps, but each of its metric cells is empty or null"
         )
-    if _renames_any(_keys_of(series)):
+    if _renames_any(keys_of(series)):
         series = _canonical_rows(series)
-    for key in sorted(_keys_of(series)):
+    for key in sorted(keys_of(series)):
         if len(key) > MAX_KEY_LENGTH:
             raise ValueError(f"column {key[:40]!r}...: names are at most {MAX_KEY_LENGTH} characters")
     return series
 
 
-def _keys_of(series) -> set[str]:
+def keys_of(series) -> set[str]:
     keys: set[str] = set()
     for _, values in series:
         keys.update(values)

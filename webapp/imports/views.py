@@ -13,9 +13,21 @@ from diagnostics.quoting import quoted
 from webapp.accounts.api_auth import ApiError, api_view, gzipped
 from webapp.core import jsonsafe
 from webapp.core.json_response import JsonResponse
+from webapp.imports import importer
 from webapp.imports.forms import ImportForm
 
 CHUNK = 1024 * 1024
+
+
+def counted(number: int, noun: str) -> str:
+    """ "1 step", "2 steps", "1,200 metric points"."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+def shortlist(names: list[str], shown: int = 5) -> str:
+    """ "a, b, c" or "a, b, c, d, e and 7 more", each name quoted as a message quotes it."""
+    listed = ", ".join(quoted(name) for name in names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 @login_required
@@ -26,11 +38,19 @@ def import_run(request):
         if form.is_valid():
             run = form.save(request.user)
             summary = form.summary(run)
-            messages.success(
-                request,
-                f"Imported {summary['points']} metric points over {summary['steps']} "
-                f"steps; the detector found {summary['events']} event{'' if summary['events'] == 1 else 's'}.",
-            )
+            imported = f"Imported {counted(summary['points'], 'metric point')} over {counted(summary['steps'], 'step')}"
+            if summary["detector_keys"]:
+                messages.success(
+                    request, f"{imported}; the detector found {counted(summary['events'], 'event')}."
+                )
+            else:
+                names = shortlist(sorted(importer.keys_of(form.cleaned_data["series"])))
+                messages.warning(
+                    request,
+                    f"{imported}, but none of its metrics ({names}) is one the detector reads (train/success, "
+                    "train/reward_mean, actor/entropy, ... under EchoLab's names or TRL's and veRL's; "
+                    "docs/METRICS.md): it cannot judge this run.",
+                )
             if form.duplicates:
                 messages.warning(request, duplicate_warning(form.duplicates))
             if request.headers.get("X-Requested-With") == "XMLHttpRequest":  # static/js/import.js

@@ -17,7 +17,8 @@ TEXT = {
     "seed": lambda run: get_dotted(run.config, "seed"),
     "filter_ratio": lambda run: get_dotted(run.config, "algorithm.filter_ratio"),
     "actor_lr": lambda run: get_dotted(run.config, "optim.actor_lr"),
-    "step": lambda run: f"{run.step} / {run.total_steps}",
+    # A run trained elsewhere has no planned total (0): its step alone, not "199 / 0"
+    "step": lambda run: f"{run.step} / {run.total_steps}" if run.total_steps else run.step,
     "final_val": lambda run: _fraction(run.final_val_success),
     "best_val": lambda run: _fraction(run.best_val_success),
     "final_train": lambda run: _fraction(run.final_train_success),
