@@ -10,6 +10,8 @@ A key with a part that varies (the validation environment of `val/<env>/success`
 as a pattern; `registered(key)` finds the entry of any key, patterns included.
 """
 
+import functools
+import math
 import re
 from dataclasses import dataclass
 
@@ -46,6 +48,10 @@ class Alias:
         return (self.name, TRL_PREFIX + self.name) if self.source == TRL else (self.name,)
 
 
+# Units of a share of something: a value outside 0..1 is no value of the key (a success rate of 7.5).
+FRACTION_UNITS = ("fraction", "fraction of tokens")
+
+
 @dataclass(frozen=True)
 class Metric:
     key: str
@@ -59,6 +65,11 @@ class Metric:
     @property
     def is_pattern(self) -> bool:
         return "<" in self.key
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The values the key can take, where they are bounded: a fraction's 0 to 1."""
+        return (0.0, 1.0) if self.unit in FRACTION_UNITS else None
 
     def fill(self, **parts: str) -> str:
         """The key with its <part>s filled in: val/<env>/success, env="sokoban" -> val/sokoban/success."""
@@ -414,7 +425,7 @@ METRICS: tuple[Metric, ...] = (
         "what guessing gives: 1 / J (the prompts are distinct, so one of J matches)",
         "fraction",
     ),
-    Metric(COLLAPSE_RETRIEVAL_ABOVE_CHANCE, "`retrieval_acc - retrieval_chance`", "fraction"),
+    Metric(COLLAPSE_RETRIEVAL_ABOVE_CHANCE, "`retrieval_acc - retrieval_chance`", "difference of fractions"),
     Metric(
         COLLAPSE_MI_ZSCORE,
         "mean((matched - marginal) / (sigma + 0.001)), sigma = population SD of marginal over the pairs",
@@ -453,6 +464,30 @@ BY_KEY = {metric.key: metric for metric in METRICS}
 def registered(key: str) -> Metric | None:
     """The entry of `key`, a pattern's for keys like val/sokoban/success; None for a key not registered."""
     return BY_KEY.get(key) or next((m for m in METRICS if m.is_pattern and m.matches(key)), None)
+
+
+# A fraction a little past 0 or 1 is a rounding another trainer's float16 arithmetic may make, not a bad value
+BOUNDS_SLACK = 1e-6
+
+
+@functools.lru_cache(maxsize=4096)
+def bounds(key: str) -> tuple[float, float] | None:
+    """The values `key` can take (our key, a pattern's, or another trainer's name for one of ours), where
+    they are bounded; None for a key that has no bounds or is not registered."""
+    metric = registered(ALIASES.get(key, key))
+    return metric.bounds if metric is not None else None
+
+
+def out_of_bounds(key: str, value: float) -> str | None:
+    """Why `value` cannot be `key`'s (a success rate of 7.5), else None. NaN and the infinities are no
+    data, not out of bounds: charts draw a gap and rules skip them."""
+    limits = bounds(key)
+    if limits is None or not math.isfinite(value):
+        return None
+    low, high = limits
+    if low - BOUNDS_SLACK <= value <= high + BOUNDS_SLACK:
+        return None
+    return f"must be between {low:g} and {high:g} ({key} is a fraction), got {value!r}"
 
 
 def chart_log(chart: Chart) -> bool:

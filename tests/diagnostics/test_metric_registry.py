@@ -54,6 +54,19 @@ def test_aliases_rename_to_registered_keys_and_never_shadow_ours():
     )
 
 
+def test_a_fractions_bounds_hold_under_its_aliases_and_let_no_data_through():
+    assert metrics.out_of_bounds("train/success", 7.5) == (
+        "must be between 0 and 1 (train/success is a fraction), got 7.5"
+    )
+    assert metrics.out_of_bounds("success_rate", -0.5)  # another trainer's name for it
+    assert metrics.out_of_bounds("val/frozenlake/success", 1.5)  # a pattern's key
+    for fine in (0.0, 1.0, 1.0000001, float("nan"), float("inf")):  # float16 rounding; NaN/inf are gaps
+        assert metrics.out_of_bounds("train/success", fine) is None
+    assert metrics.out_of_bounds("train/reward_mean", -5.0) is None  # a reward has no bounds
+    assert metrics.out_of_bounds("collapse/retrieval_above_chance", -0.4) is None  # a difference of fractions
+    assert metrics.out_of_bounds("my/own", 7.5) is None
+
+
 def test_pattern_keys_are_found_with_any_one_part():
     entry = metrics.BY_KEY[metrics.VAL_ENV_SUCCESS]
     assert metrics.registered(entry.fill(env="sokoban")) is entry
@@ -100,6 +113,14 @@ def test_every_key_the_trainer_writes_is_registered(tiny_model_dir, tmp_path):
         sink = MemorySink()
         assert train(TrainConfig.preset(preset, **EVERY_FEATURE), sink, str(tmp_path / preset)) == "completed"
         written |= {key for row in sink.rows for key in row if key != "step"}
+        # a fraction's bounds hold for what the trainer writes: the ingest refuses values past them
+        outside = [
+            (key, value)
+            for row in sink.rows
+            for key, value in row.items()
+            if metrics.out_of_bounds(key, value)
+        ]
+        assert not outside, outside
         written |= {key for _, key, _ in sink.record_rows}  # lists kept whole (Sink.records)
     unregistered = sorted(key for key in written if metrics.registered(key) is None)
     assert not unregistered, f"register these keys in diagnostics/metrics.py: {unregistered}"

@@ -113,6 +113,16 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
             "line 2, column 'a': 'x' is not a number",
         ),
         ("m.jsonl", b'{"step": 0}\n[1, 2]\n', "line 2: expected a JSON object"),
+        (
+            "m.csv",
+            b"step,train/success\n0,-3\n1,7.5\n",
+            "step 0, 'train/success': must be between 0 and 1 (train/success is a fraction), got -3.0",
+        ),
+        (
+            "m.jsonl",
+            b'{"step": 4, "success_rate": 1e38}\n',
+            "step 4, 'success_rate': must be between 0 and 1",
+        ),
         ("chart.png", PNG, "the data is binary"),
         ("m.csv", b"step,a\n", "no data rows"),
         ("m.csv", b"step,a\n0,\n1,\n", "no metric values"),

@@ -113,6 +113,22 @@ def test_duplicate_points_in_one_batch_keep_the_last(client, run, alice_token):
         ({"step": 1, "key": "k", "value": False}, "value", "must be a number, null"),
         ({"step": 1, "key": "k", "value": 10**400}, "value", "must be a number, null"),
         ({"step": 1, "key": "k", "value": 1, "wall_time": 3}, "wall_time", "unknown field"),
+        # a fraction outside 0..1, under our name or another trainer's, whole or not
+        (
+            {"step": 1, "key": "train/success", "value": 7.5},
+            "value",
+            "must be between 0 and 1 (train/success is a fraction), got 7.5",
+        ),
+        (
+            {"step": 1, "key": "success_rate", "value": -1},
+            "value",
+            "must be between 0 and 1 (success_rate is a fraction), got -1.0",
+        ),
+        (
+            {"step": 1, "key": "val/sokoban/success", "value": 1e38},
+            "value",
+            "must be between 0 and 1 (val/sokoban/success is a fraction), got 1e+38",
+        ),
     ],
 )
 def test_a_bad_point_is_400_naming_index_and_field_and_nothing_is_written(
@@ -276,7 +292,7 @@ def test_a_run_echolab_trains_refuses_metrics_from_elsewhere(
         monkeypatch.setattr(connection, "vendor", "sqlite")
     run = make_run(alice, status=status)
     MetricPoint.upsert(run.pk, [(0, "train/success", 0.25)])  # as its worker writes
-    response = post(client, run, [{"step": 0, "key": "train/success", "value": 42}], alice_token)
+    response = post(client, run, [{"step": 0, "key": "train/success", "value": 0.9}], alice_token)
     assert response.status_code == 409
     assert response.json()["error"].startswith(
         f"run {run.pk} is trained by EchoLab ({status}): its metrics come from its worker alone"

@@ -44,6 +44,10 @@ def metric(**fields):
             """metrics[1].value: must be a number or "NaN", "Infinity", "-Infinity", got 'high'""",
         ),
         (metric(key=None), "metrics[1].key: is required"),
+        (
+            metric(key="train/success", value=7.5),
+            "metrics[1].value: must be between 0 and 1 (train/success is a fraction), got 7.5",
+        ),
         (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
         (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),
         (metric(timestamp=-5), "metrics[1].timestamp: must be at least 0, got -5"),

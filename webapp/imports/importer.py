@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from diagnostics import Detector, load_series
 from diagnostics.aliases import canonical
+from diagnostics.metrics import bounds, out_of_bounds
+from diagnostics.quoting import quoted
 from diagnostics.series import cells_at
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
@@ -45,12 +47,26 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
         raise ValueError(
             "no metric values: the file has steps, but each of its metric cells is empty or null"
         )
+    _check_bounds(series)
     if _renames_any(keys_of(series)):
         series = _canonical_rows(series)
     for key in sorted(keys_of(series)):
         if len(key) > MAX_KEY_LENGTH:
             raise ValueError(f"column {key[:40]!r}...: names are at most {MAX_KEY_LENGTH} characters")
     return series
+
+
+def _check_bounds(series) -> None:
+    """ValueError naming the first value no metric of its key can take (a success rate of 7.5), by its
+    step and the file's own name for the metric."""
+    bounded = {key for key in keys_of(series) if bounds(key) is not None}
+    if not bounded:
+        return
+    for step, values in series:
+        for key in bounded.intersection(values):
+            problem = out_of_bounds(key, values[key])
+            if problem:
+                raise ValueError(f"step {step}, {quoted(key)}: {problem}")
 
 
 def keys_of(series) -> set[str]:

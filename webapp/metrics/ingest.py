@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from diagnostics.metrics import bounds, out_of_bounds
 from diagnostics.series import NON_FINITE, key_problem
 from webapp.core import jsonsafe
 from webapp.experiments.models import Run
@@ -92,6 +93,8 @@ def _point_errors(where: str, point) -> dict[str, str]:
         errors[f"{where}.value"] = 'must be a number, null, "NaN", "Infinity" or "-Infinity"' + (
             f", got {value!r}" if isinstance(value, jsonsafe.OversizedNumber) else ""
         )
+    elif isinstance(key, str) and isinstance(value, (int, float)) and out_of_bounds(key, float(value)):
+        errors[f"{where}.value"] = out_of_bounds(key, float(value))
     return errors
 
 
@@ -110,7 +113,7 @@ def parse(body) -> list[tuple[int, str, float | None]]:
         raise Invalid({"points": "must be a list"})
     if len(points) > MAX_POINTS:
         raise TooLarge(f"{len(points)} points in one batch; the limit is {MAX_POINTS}: send smaller batches")
-    unique, keys = {}, set()
+    unique, keys = {}, {}
     for point in points:
         parsed = _well_formed(point, keys)
         if parsed is None:
@@ -120,10 +123,10 @@ def parse(body) -> list[tuple[int, str, float | None]]:
     return [(step, key, value) for (step, key), value in unique.items()]
 
 
-def _well_formed(point, keys: set[str]) -> tuple[int, str, float | None] | None:
+def _well_formed(point, keys: dict) -> tuple[int, str, float | None] | None:
     """(step, key, value) of a valid point, else None. The common case of a 1,000-point batch, so plain
-    type checks here, and each distinct key checked once (`keys` holds the good ones); _point_errors
-    explains a rejection."""
+    type checks here, and each distinct key checked once (`keys` holds the good ones, with their bounds);
+    _point_errors explains a rejection."""
     if type(point) is not dict or point.keys() != FIELDS:
         return None
     step, key, value = _step(point["step"]), point["key"], point["value"]
@@ -132,12 +135,16 @@ def _well_formed(point, keys: set[str]) -> tuple[int, str, float | None] | None:
     if key not in keys:
         if len(key) > MAX_KEY_LENGTH or key_problem(key):
             return None
-        keys.add(key)
-    if type(value) is float or value is None:
+        keys[key] = bounds(key)
+    if value is None:
         return step, key, value
     if isinstance(value, str):
         return (step, key, NON_FINITE[value]) if value in NON_FINITE else None
-    return (step, key, float(value)) if _is_value(value) else None
+    if type(value) is not float:
+        if not _is_value(value):
+            return None
+        value = float(value)
+    return None if keys[key] is not None and out_of_bounds(key, value) else (step, key, value)
 
 
 def _batch_errors(points: list, prefix: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from diagnostics.aliases import canonical
+from diagnostics.metrics import out_of_bounds
 from diagnostics.series import key_problem
 from webapp.core.converters import parse_id
 from webapp.experiments.models import Experiment, Run
@@ -278,6 +279,9 @@ class ExternalRun(models.Model):
                     f"{where.format(index=index)}key",
                     f"is {len(key)} characters; EchoLab keeps metric keys of at most {ingest.MAX_KEY_LENGTH}",
                 )
+            problem = out_of_bounds(key, value)  # a success rate of 7.5
+            if problem:
+                raise invalid(f"{where.format(index=index)}value", problem)
             steps[step][key] = value
         return [
             (step, key, value) for step, values in steps.items() for key, value in canonical(values).items()
