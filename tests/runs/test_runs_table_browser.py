@@ -87,6 +87,35 @@ def test_the_table_scrolls_inside_itself_on_a_phone(page):
     page.wait_for_function("document.querySelector('.table-scroll').scrollLeft > 0")
 
 
+def test_no_column_is_covered_as_the_table_scrolls_sideways(page):
+    # The row actions were kept in view at the right edge, over the summary columns before them: at
+    # 1280 px a tester read "CO… AT" for "Collapse at step", and none of its steps.
+    from webapp.alerts.models import DetectorEvent
+
+    run = table_run(
+        page.user, experiment="FrozenLake StarPO vs StarPO-S", label="seed=1 algorithm.filter_ratio=0.25"
+    )
+    run.tags = ["baseline", "paper"]
+    run.save()
+    MetricPoint.upsert(run.pk, [(0, "val/success", 0.75), (0, "train/success", 0.125)])
+    DetectorEvent.objects.create(run=run, step=112, level="collapse", rule="collapse", message="fell")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{page.base}/runs/")
+    covered = """(() => {
+        const box = document.querySelector('.table-scroll').getBoundingClientRect();
+        return Array.from(document.querySelectorAll('#runs-table tbody td:not([hidden])')).filter(cell => {
+            const r = cell.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
+            if (x < box.left || x > box.right) return false;  // scrolled out of view, not covered
+            return !cell.contains(document.elementFromPoint(x, y));
+        }).map(cell => cell.dataset.col || cell.className); })()"""
+    for scrolled in (0, 10_000):  # at the start and scrolled to the end
+        page.evaluate(f"document.querySelector('.table-scroll').scrollLeft = {scrolled}")
+        assert page.evaluate(covered) == []
+    page.evaluate("document.querySelector('.table-scroll').scrollLeft = 0")
+    assert page.locator("td[data-col=collapse]").inner_text() == "112"
+    assert page.locator("td[data-col=collapse]").is_visible()
+
+
 def test_more_runs_selected_than_one_export_takes_say_so_instead_of_leaving_the_page(page, monkeypatch):
     from webapp.runs import views
 
