@@ -233,7 +233,7 @@
   function bandTraces(chart, all) {
     const bands = new Map();
     all.forEach(function (entry) {
-      if (state.hidden.has(entry.id) || !(entry.group || state.bands)) return;
+      if (state.hidden.has(entry.id) || !state.bands) return;
       const colour = entry.color;
       chart.keys.forEach(function (key) {
         const s = entry.series[key];
@@ -264,11 +264,13 @@
         if (!s || !s.step.length) return;
         const markers = s.step.length < MARKERS_BELOW;
         const id = entry.color.slice(1) + "-" + k + (markers ? "-m" : "");
-        if (!traces.has(id)) traces.set(id, { id: id, key: key, k: k, markers: markers, color: entry.color, entries: [], x: [], y: [], text: [] });
+        if (!traces.has(id)) traces.set(id, { id: id, key: key, k: k, markers: markers, color: entry.color, entries: [], x: [], y: [], text: [], n: [] });
         const trace = traces.get(id);
-        if (trace.x.length) { trace.x.push(null); trace.y.push(null); trace.text.push(null); }
+        if (trace.x.length) { trace.x.push(null); trace.y.push(null); trace.text.push(null); trace.n.push(null); }
         const x = shifted(s.step, entry.offset), y = smooth(entry.group ? s.mean : s.value), name = escapeHtml(entry.name);
-        for (let i = 0; i < x.length; i++) { trace.x.push(x[i]); trace.y.push(y[i]); trace.text.push(name); }
+        for (let i = 0; i < x.length; i++) {
+          trace.x.push(x[i]); trace.y.push(y[i]); trace.text.push(name); trace.n.push(entry.group ? s.n[i] : null);
+        }
         trace.entries.push(entry);
       });
     });
@@ -277,12 +279,17 @@
       // A run's own trace names it in the template: a text per point costs Plotly time per chart.
       const single = trace.entries.length === 1 ? trace.entries[0] : null;
       const who = single ? templateText(single.name) : "%{text}";
+      // A group's mean is over the runs that logged the step: say how many, as a run that ends earlier
+      // than the others makes the mean jump where it stops.
+      const grouped = trace.entries.some(function (entry) { return entry.group; });
       return { x: trace.x, y: trace.y, text: single ? undefined : trace.text, mode: trace.markers ? "lines+markers" : "lines",
+               customdata: grouped ? trace.n : undefined,
                marker: { color: trace.color, size: 5 }, name: single ? escapeHtml(single.name) : trace.entries.length + " runs",
                showlegend: false, connectgaps: false, meta: single ? single.id : "runs-" + trace.id,
                uid: single ? single.id + "-" + trace.k : "lines-" + trace.id,
                line: { color: trace.color, width: single && single.group ? 2.2 : 1.6, dash: DASHES[trace.k % DASHES.length] },
-               hovertemplate: who + "<br>" + templateText(trace.key) + " %{y:~.4g} at " + at + "<extra></extra>" };
+               hovertemplate: who + "<br>" + templateText(trace.key) + " %{y:~.4g}" +
+                 (grouped ? " (mean of %{customdata} runs)" : "") + " at " + at + "<extra></extra>" };
     });
   }
 

@@ -228,6 +228,22 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     assert set(swatches) <= set(line_colours)
     page.screenshot(path=str(ARTIFACTS / "compare-grouped-colours.png"), full_page=True)
 
+    # A group's mean says over how many runs it is taken: one run of the first pair stops at step 30.
+    MetricPoint.objects.filter(run=runs[0], step__gte=30).delete()
+    page.reload()
+    page.wait_for_function("document.querySelectorAll('#chart-success .fills path').length >= 2")
+    counts = page.evaluate("""document.getElementById('chart-success').data
+        .filter(t => String(t.meta).startsWith('group-'))
+        .map(t => [t.customdata[0], t.customdata[t.customdata.length - 1]])""")
+    assert sorted(counts) == [[2, 1], [2, 2]]
+    # Unticked, the bands go for groups too (they stayed, the toggle's label speaking of runs only).
+    page.uncheck("#bands")
+    page.wait_for_function("document.querySelectorAll('#chart-success .fills path').length === 0")
+    assert (
+        page.evaluate("document.getElementById('chart-success').data.filter(t => t.meta === 'band').length")
+        == 0
+    )
+
 
 # The vertical extent on screen (top and bottom, in px) of what a chart's SVG draws for one run: the
 # fill of the band trace whose hover text names the run (the bands of one colour share a trace) and

@@ -258,6 +258,17 @@ def test_summary_numbers_round_a_tie_away_from_zero_as_the_page_does(value, show
     assert number(value) == shown
 
 
+def test_a_whole_number_cell_groups_its_thousands():
+    from webapp.compare.templatetags.compare import number
+
+    assert [number(v, "0") for v in (2131477.4, 999.6, 12.0, float("nan"))] == [
+        "2,131,477",
+        "1,000",
+        "12",
+        "–",
+    ]
+
+
 def test_mlflow_runs_compare_and_group_by_their_params(alice_client, alice):
     from django.utils import timezone
 

@@ -16,10 +16,11 @@ def compare_max_runs() -> int:
 
 @register.filter
 def number(value, digits=3):
-    """A summary cell: 3 significant digits ("0" digits: a whole number); "–" when unknown."""
+    """A summary cell: 3 significant digits ("0" digits: a whole number, its thousands grouped: 2,131,477
+    steps an hour); "–" when unknown."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "–"
-    return f"{value:.0f}" if str(digits) == "0" else significant(value, int(digits))
+    return f"{value:,.0f}" if str(digits) == "0" else significant(value, int(digits))
 
 
 @register.filter
