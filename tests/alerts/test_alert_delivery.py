@@ -157,7 +157,7 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert
     ("email_url", "said"),
     [
         ("", "to a file in {var}, not emailed (EMAIL_URL is not an SMTP server)"),
-        ("console://", "to the worker's console, not emailed (EMAIL_URL is console://)"),
+        ("console://", "to the console of the process that sent it, not emailed (EMAIL_URL is console://)"),
         ("smtp+tls://u:p@mail.example.com", "via mail.example.com:587"),
     ],
 )

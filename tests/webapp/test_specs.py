@@ -93,6 +93,14 @@ def test_recipients_are_one_email_per_address_within_limits():
         spec_parsing.parse_recipients(["a" * 65 + "@x.org"])
 
 
+def test_recipients_copied_from_a_mail_client_keep_their_addresses():
+    # "Bob <bob@example.com>" was "'Bob' is not a valid email address"
+    copied = 'Bob <bob@example.com>, carol@example.com; "Smith, Eve" <eve@x.org>'
+    assert spec_parsing.parse_recipients(copied) == ["bob@example.com", "carol@example.com", "eve@x.org"]
+    with pytest.raises(ValueError, match="'<>' is not a list of email addresses"):
+        spec_parsing.parse_recipients("<>")
+
+
 def test_a_bad_grid_key_reports_only_problems_some_run_would_have():
     # The grid sets group_size for every run, so the overrides' 99999 is no problem of any run; judged
     # alone against the base config, max_new_tokens = 8192 breaks a tokens-per-step limit that the grid's

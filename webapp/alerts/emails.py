@@ -3,7 +3,8 @@ ALERT_GROUP_SECONDS), from the subject/text/html templates in
 templates/emails/, with a small chart of the signals around the event as an inline PNG.
 
 `deliver(notification)` sends and raises on SMTP errors; claiming the notification, retrying and
-recording the outcome belong to the Celery task (worker.tasks.send_notification).
+recording the outcome belong to the Celery task (worker.tasks.send_notification). `send_test` sends the
+test email an experiment's page asks for, there and then, so the page can say whether it went.
 """
 
 import io
@@ -24,6 +25,24 @@ def deliver(notification) -> None:
     build_message(notification).send(fail_silently=False)
 
 
+def send_test(experiment, sender) -> None:
+    """A test email to the experiment's alert recipients, from the subject/text/html templates of
+    templates/emails/test_*: is the mail server set up, do the addresses take mail? Raises on SMTP errors."""
+    context = {
+        "experiment": experiment,
+        "recipients": experiment.recipients(),
+        "sender": sender.get_username(),
+        "experiment_url": f"{settings.SITE_URL}{experiment.get_absolute_url()}",
+    }
+    message = EmailMultiAlternatives(
+        subject=" ".join(render_to_string("emails/test_subject.txt", context).split()),
+        body=render_to_string("emails/test_body.txt", context),
+        to=context["recipients"],
+    )
+    message.attach_alternative(render_to_string("emails/test_body.html", context), "text/html")
+    message.send(fail_silently=False)
+
+
 def destination() -> str:
     """Where deliver() hands an email, in words for the run page ("via smtp.example.com:587"), saying so
     when that is not an email at all: the embedded default (no EMAIL_URL) writes files under var/mail."""
@@ -33,7 +52,7 @@ def destination() -> str:
     if backend == "filebased":
         return f"to a file in {settings.EMAIL_FILE_PATH}, not emailed (EMAIL_URL is not an SMTP server)"
     if backend == "console":
-        return "to the worker's console, not emailed (EMAIL_URL is console://)"
+        return "to the console of the process that sent it, not emailed (EMAIL_URL is console://)"
     return f"to {settings.EMAIL_BACKEND}, not emailed"
 
 

@@ -50,7 +50,9 @@ class AlertsForm(forms.Form):
     (ExperimentForm has these fields) and changed later on its page."""
 
     alert_recipients = forms.CharField(
-        required=False, max_length=2000, help_text="Comma-separated emails; empty means you."
+        required=False,
+        max_length=2000,
+        help_text="Emails separated by commas (Bob <bob@example.com> is fine too); empty means you.",
     )
     alert_on_warnings = TickBox(required=False, label="Also alert on warnings")
 

@@ -3,6 +3,7 @@ one input (a string from the form, or a JSON value from the API) and returns it 
 ValueError saying what is wrong; spec_from_json collects every field's problem into SpecError.errors.
 resolve_model is the one resolver for every way a model name enters."""
 
+import email.utils
 import re
 from pathlib import Path
 
@@ -225,13 +226,25 @@ def parse_overrides(value) -> dict:
 MAX_RECIPIENTS = 50
 
 
+def _written_addresses(text: str) -> list[str]:
+    """The addresses in text as people write lists of them: separated by commas, semicolons or spaces, or
+    as a mail client copies them, "Bob <bob@example.com>, "Smith, Eve" <eve@example.com>" (the addresses
+    are kept, the names dropped)."""
+    if "<" not in text:
+        return [item for item in re.split(r"[,;\s]+", text) if item]
+    pairs = email.utils.getaddresses([text.replace(";", ",")])
+    if any(pair == ("", "") for pair in pairs):  # getaddresses's "could not parse"
+        raise ValueError(f"{quoted(text.strip())} is not a list of email addresses")
+    return [address or name for name, address in pairs]
+
+
 def parse_recipients(value) -> list[str]:
     if not isinstance(value, (list, str)):
         raise ValueError(
             f"expected a list of emails or text like a@example.com, b@example.com, got {_json_type(value)}"
         )
     if not isinstance(value, list):
-        value = [item for item in re.split(r"[,;\s]+", value) if item]
+        value = _written_addresses(value)
     if len(value) > MAX_RECIPIENTS:
         raise ValueError(f"{len(value)} addresses; at most {MAX_RECIPIENTS}")
     addresses: dict[str, str] = {}  # lower-cased -> as written: one email per address

@@ -16,6 +16,7 @@ urlpatterns = [
     path("experiments/<id:pk>/resume/", views.experiment_resume, name="experiment_resume"),
     path("experiments/<id:pk>/delete/", views.experiment_delete, name="experiment_delete"),
     path("experiments/<id:pk>/alerts/", views.experiment_alerts, name="experiment_alerts"),
+    path("experiments/<id:pk>/alerts/test/", views.experiment_alert_test, name="experiment_alert_test"),
     path("experiments/<id:pk>/export.yaml", views.experiment_export, name="experiment_export"),
     path("runs/<id:pk>/rerun/", views.run_rerun, name="run_rerun"),
     path("api/experiments", api.experiments, name="api_experiments"),

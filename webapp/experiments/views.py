@@ -1,4 +1,5 @@
 import functools
+import smtplib
 
 import yaml
 from django.contrib import messages
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 import envs
 from trainer.config import PRESETS, TrainConfig
+from webapp.alerts import emails
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import estimate, form_inputs, overview
 from webapp.experiments.forms import AlertsForm, ExperimentForm, ImportConfigForm
@@ -158,6 +160,33 @@ def experiment_alerts(request, pk):
     experiment.set_alerts(form.cleaned_data["alert_recipients"], form.cleaned_data["alert_on_warnings"])
     messages.success(request, "Alert settings saved.")
     return redirect(experiment)
+
+
+@login_required
+@require_POST
+def experiment_alert_test(request, pk):
+    """Send a test alert email to the saved recipients now, and say whether the mail server took it."""
+    experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    recipients = experiment.recipients()
+    if experiment.from_file:
+        messages.error(request, "No test email: runs imported from a file are never alerted on.")
+    elif not recipients:
+        messages.error(
+            request,
+            "No test email: this experiment's alerts go to nobody "
+            "(no recipients are saved and your account has no email).",
+        )
+    else:
+        try:
+            emails.send_test(experiment, request.user)
+        except (smtplib.SMTPException, OSError) as error:  # refused, unreachable, timed out
+            messages.error(request, f"The test email to {', '.join(recipients)} was not sent: {error}")
+        else:
+            messages.success(
+                request,
+                f"Sent a test alert email to {', '.join(recipients)}: it went {emails.destination()}.",
+            )
+    return redirect(experiment.get_absolute_url() + "#alert-settings")
 
 
 def _page_or_part(request, page: str, **parts: str) -> str | HttpResponseBadRequest:

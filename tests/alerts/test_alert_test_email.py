@@ -1,0 +1,62 @@
+"""The experiment page's "Send a test email": a real SMTP server gets it at once, and the page says whether
+it went (refused, unreachable) and to whom."""
+
+from django.urls import reverse
+
+from tests.factories import make_experiment
+from tests.helpers import SmtpInbox, serve_smtp
+
+
+def send_test(client, experiment):
+    response = client.post(reverse("experiment_alert_test", args=[experiment.pk]), follow=True)
+    assert response.status_code == 200
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_the_saved_recipients_get_a_test_email_and_the_page_says_so(
+    alice_client, alice, smtp_server, use_smtp
+):
+    use_smtp(smtp_server.port)
+    experiment = make_experiment(alice, name="FrozenLake PPO")
+    experiment.set_alerts(["bob@example.com", "carol@example.com"], on_warnings=True)
+    assert send_test(alice_client, experiment) == [
+        f"Sent a test alert email to bob@example.com, carol@example.com: it went via 127.0.0.1:{smtp_server.port}."
+    ]
+    [envelope] = smtp_server.envelopes
+    assert envelope.rcpt_tos == ["bob@example.com", "carol@example.com"]
+    [message] = smtp_server.messages
+    assert message["Subject"] == "[EchoLab] Test alert for FrozenLake PPO"
+    text = message.get_body(("plain",)).get_content()
+    assert 'a test of the alert emails of experiment "FrozenLake PPO", sent by alice' in text
+    assert "reports a collapse on one of its runs, or a warning," in text  # warnings are emailed too
+    assert f"/experiments/{experiment.pk}/" in text
+    html = message.get_body(("html",)).get_content()
+    assert "<bdi>FrozenLake PPO</bdi>" in html
+
+
+def test_a_refused_or_unreachable_mail_server_is_named_on_the_page(alice_client, alice, use_smtp):
+    experiment = make_experiment(alice)
+    experiment.set_alerts(["bob@example.com"], on_warnings=False)
+    with serve_smtp(SmtpInbox(reply="550 mailbox unavailable")) as inbox:
+        use_smtp(inbox.port)
+        [said] = send_test(alice_client, experiment)
+    assert said.startswith("The test email to bob@example.com was not sent: ") and "550" in said
+    use_smtp(inbox.port)  # nothing listens there now
+    [said] = send_test(alice_client, experiment)
+    assert said.startswith("The test email to bob@example.com was not sent: ")
+
+
+def test_no_recipients_or_another_users_experiment_sends_nothing(
+    alice_client, alice, bob, smtp_server, use_smtp
+):
+    use_smtp(smtp_server.port)
+    alice.email = ""
+    alice.save()
+    assert send_test(alice_client, make_experiment(alice)) == [
+        "No test email: this experiment's alerts go to nobody "
+        "(no recipients are saved and your account has no email)."
+    ]
+    theirs = make_experiment(bob)
+    assert alice_client.post(reverse("experiment_alert_test", args=[theirs.pk])).status_code == 404
+    assert alice_client.get(reverse("experiment_alert_test", args=[theirs.pk])).status_code in (404, 405)
+    assert smtp_server.envelopes == []
