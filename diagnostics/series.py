@@ -262,7 +262,7 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
             if len(cells) == len(header) and not checked:
                 number = float(cells[step_at])
                 step = int(number)
-                if step == number and step >= 0:
+                if step == number and 0 <= step <= _EXACT_FLOAT_INT:  # beyond, a float may misread it
                     rows.append((reader.line_num, step, dict(zip(names, map(float, metric_cells(cells))))))
                     continue
         except (ValueError, OverflowError):
@@ -296,13 +296,20 @@ def _csv_row(header: list[str], cells: list[str], line: int) -> _Row:
     if not step_cell:
         raise ValueError(f"line {line}, column 'step': empty")
     where = f"line {line}, column 'step'"
-    step = _step(_number(step_cell, where), where)
+    # Whole numbers as integers: a float would misquote them (-5 as -5.0, 10**23 as 99999999999999991611392)
+    whole = _WHOLE.fullmatch(step_cell) and len(step_cell) <= _WHOLE_DIGITS
+    step = _step(int(step_cell) if whole else _number(step_cell, where), where)
     values = {
         name: _number(cell.strip(), f"line {line}, column {quoted(name)}")
         for name, cell in zip(header, cells)
         if name != "step" and cell.strip()
     }
     return line, step, values
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_EXACT_FLOAT_INT = 2**53  # every whole number up to this is exactly a float
+_WHOLE_DIGITS = 400  # Python reads no longer decimal text as an int (4,300), and no step is this long
 
 
 def _loads(text: str, checked: bool) -> Any:

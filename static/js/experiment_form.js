@@ -87,13 +87,3 @@
   form.addEventListener("change", later);
   ask(true);
 })();
-
-// A refused form (or config import) comes back with its errors, and the import's sit far below the top:
-// take the user to the first field in error.
-(function () {
-  "use strict";
-  const first = document.querySelector("main [aria-invalid='true']");
-  if (!first) return;
-  first.scrollIntoView({ block: "center" });
-  first.focus({ preventScroll: true });
-})();

@@ -58,6 +58,7 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
         ("step,a\n0,1e400\n", "line 2, column 'a': '1e400' is beyond a 64-bit float's range"),
         ('{"step": 0, "a": -1E+999}\n', "line 1: '-1E+999' is beyond a 64-bit float's range"),
         ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
+        ("step,a\n0,1\n-5,2\n", "line 3, column 'step': -5 is not a whole step number"),  # not -5.0
         ("step,a\n0,1\n,2\n", "line 3, column 'step': empty"),
         ("step,a\n0,1,2\n", "line 2: 3 cells, the header has 2"),
         ("step,a,a\n0,1,2\n", "line 1: column 'a' appears twice"),

@@ -46,3 +46,11 @@ def test_a_bad_file_shows_the_forms_error(page, tmp_path):
     page.click("#import-form button[type=submit]")
     page.get_by_text("line 3, column 'a': 'oops' is not a number").wait_for()
     assert not Run.objects.exists()
+    # The keyboard is on the file field, whose description is the error: a screen reader says it (the
+    # focus was left on the page's body, and nothing was announced).
+    page.wait_for_function("document.activeElement && document.activeElement.type === 'file'")
+    described = page.evaluate(
+        "document.activeElement.getAttribute('aria-describedby').split(' ')"
+        ".map(id => document.getElementById(id).innerText).join(' ')"
+    )
+    assert "'oops' is not a number" in described

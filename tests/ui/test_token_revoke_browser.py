@@ -10,11 +10,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_revoke_asks_first_then_revokes(page):
-    ApiToken.issue(page.user, "ci-script")
+    token, _ = ApiToken.issue(page.user, "ci-script")
     page.goto(f"{page.base}/tokens/")
     questions = answer_next_dialog(page, accept=False)
     page.get_by_role("button", name="Revoke ci-script").click()
-    assert questions and questions[0].startswith("Revoke the token ci-script?")
+    assert questions and questions[0].startswith(f"Revoke the token ci-script (starts with {token.hint}…)?")
     page.wait_for_timeout(500)
     assert ApiToken.objects.filter(user=page.user).count() == 1  # dismissed: nothing sent
 

@@ -49,6 +49,23 @@ def test_the_account_page_changes_the_password_and_keeps_this_session(alice_clie
     assert alice_client.get("/account/").status_code == 200  # still signed in here
 
 
+def test_a_password_rule_is_said_under_the_new_password_and_nothing_takes_the_focus(alice_client):
+    page = alice_client.get("/account/")
+    assert b"autofocus" not in page.content  # the email form is first on the page
+    weak = alice_client.post(
+        "/account/",
+        {"old_password": "alice-password-1", "new_password1": "password", "new_password2": "password"},
+    )
+    form = weak.context["password_form"]
+    assert "This password is too common." in form.errors["new_password1"]
+    assert "new_password2" not in form.errors
+    mismatch = alice_client.post(
+        "/account/",
+        {"old_password": "alice-password-1", "new_password1": "a-long-pass-42", "new_password2": "x"},
+    )
+    assert list(mismatch.context["password_form"].errors) == ["new_password2"]  # the confirmation's own
+
+
 def test_a_forgotten_password_is_reset_through_the_emailed_link(client, alice, smtp_server, use_smtp):
     use_smtp(smtp_server.port)
     User.objects.filter(pk=alice.pk).update(email="alice@lab.example")

@@ -80,6 +80,21 @@ def test_token_name_is_required(alice_client):
     assert not ApiToken.objects.exists()
 
 
+def test_a_second_token_of_one_name_is_refused_naming_the_first(alice_client, alice, bob):
+    first, _ = ApiToken.issue(alice, "laptop scripts")
+    ApiToken.issue(bob, "ci")  # another user's names are theirs
+    response = alice_client.post(reverse("tokens"), {"name": "Laptop Scripts"})
+    assert response.context["form"].errors["name"] == [
+        f"You have a token named 'laptop scripts' (starts with {first.hint}…): choose another name, "
+        "or revoke that one first."
+    ]
+    assert alice_client.post(reverse("tokens"), {"name": "ci"}).status_code == 302
+    assert sorted(ApiToken.objects.filter(user=alice).values_list("name", flat=True)) == [
+        "ci",
+        "laptop scripts",
+    ]
+
+
 SQLITE_SCRIPT = """
 from datetime import timedelta
 from django.contrib.auth import get_user_model

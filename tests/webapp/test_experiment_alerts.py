@@ -39,6 +39,9 @@ def test_a_bad_address_is_named_keeps_what_was_typed_and_changes_nothing(alice_c
     assert "&#x27;not-an-email&#x27; is not a valid email address" in response.content.decode()
     assert 'value="me@example.com, not-an-email"' in response.content.decode()
     assert stored(experiment) == ("first@example.com", False)
+    # The refused form was shown at this address: opened again (a reload), it leads to the settings
+    again = alice_client.get(url)
+    assert again.status_code == 302 and again["Location"] == f"{experiment.get_absolute_url()}#alert-settings"
 
 
 def test_another_users_experiment_is_a_404(bob_client, experiment):

@@ -1,9 +1,28 @@
 from django import forms
 from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import PasswordChangeForm
+
+from webapp.accounts.models import ApiToken
 
 
 class ApiTokenForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What the token is for, e.g. 'laptop scripts'.")
+
+    def __init__(self, user, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_name(self):
+        """One token per name: two called "laptop scripts" cannot be told apart in the list or when one
+        is revoked."""
+        name = self.cleaned_data["name"]
+        taken = ApiToken.objects.for_user(self.user).filter(name__iexact=name).first()
+        if taken is not None:
+            raise forms.ValidationError(
+                f"You have a token named {taken.name!r} (starts with {taken.hint}…): choose another name, "
+                "or revoke that one first."
+            )
+        return name
 
 
 class EmailForm(forms.ModelForm):
@@ -24,3 +43,17 @@ class EmailForm(forms.ModelForm):
         help_texts = {
             "email": "Alerts of experiments that name no recipients go here; so does a password reset link."
         }
+
+
+class PasswordForm(PasswordChangeForm):
+    """Django's password change, with a password rule's error ("too common") under the new password it is
+    about, not under its confirmation, and no autofocus: the account page has the email form above it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["old_password"].widget.attrs.pop("autofocus", None)
+
+    def clean(self):
+        self.validate_passwords("new_password1", "new_password2")
+        self.validate_password_for_user(self.user, "new_password1")
+        return forms.Form.clean(self)

@@ -3,12 +3,11 @@ from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import PasswordChangeForm
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from webapp.accounts.forms import ApiTokenForm, EmailForm
+from webapp.accounts.forms import ApiTokenForm, EmailForm, PasswordForm
 from webapp.accounts.models import ApiToken
 
 NEW_TOKEN_SESSION_KEY = "new_api_token"
@@ -17,14 +16,14 @@ NEW_TOKEN_SESSION_KEY = "new_api_token"
 @login_required
 def tokens(request):
     if request.method == "POST":
-        form = ApiTokenForm(request.POST)
+        form = ApiTokenForm(request.user, request.POST)
         if form.is_valid():
             token, plain = ApiToken.issue(request.user, form.cleaned_data["name"])
             # Shown on the next page view only: the session forgets it as soon as it is displayed.
             request.session[NEW_TOKEN_SESSION_KEY] = {"name": token.name, "token": plain}
             return redirect("tokens")
     else:
-        form = ApiTokenForm()
+        form = ApiTokenForm(request.user)
     return render(
         request,
         "accounts/tokens.html",
@@ -40,7 +39,7 @@ def tokens(request):
 def account(request):
     """The signed-in user's email and password: two forms on one page, each posted on its own."""
     email_form = EmailForm(instance=request.user)
-    password_form = PasswordChangeForm(request.user)
+    password_form = PasswordForm(request.user)
     if request.method == "POST" and "email" in request.POST:
         email_form = EmailForm(request.POST, instance=request.user)
         if email_form.is_valid():
@@ -48,7 +47,7 @@ def account(request):
             messages.success(request, "Email saved.")
             return redirect("account")
     elif request.method == "POST":
-        password_form = PasswordChangeForm(request.user, request.POST)
+        password_form = PasswordForm(request.user, request.POST)
         if password_form.is_valid():
             update_session_auth_hash(request, password_form.save())  # this session stays signed in
             messages.success(request, "Password changed; other sessions are signed out.")
@@ -63,7 +62,7 @@ def account(request):
 def token_revoke(request, pk):
     token = get_object_or_404(ApiToken.objects.for_user(request.user), pk=pk)
     token.delete()
-    messages.success(request, f"Revoked token '{token.name}'; scripts using it now get 401.")
+    messages.success(request, f"Revoked token '{token.name}' ({token.hint}…); scripts using it now get 401.")
     return redirect("tokens")
 
 

@@ -9,7 +9,7 @@ from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotFou
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.utils.text import slugify
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 import envs
 from trainer.config import PRESETS, TrainConfig
@@ -151,9 +151,11 @@ def experiment_detail(request, pk):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "HEAD", "POST"])
 def experiment_alerts(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
+    if request.method != "POST":  # the address a refused save was shown at, opened again: the settings
+        return redirect(experiment.get_absolute_url() + "#alert-settings")
     form = AlertsForm(request.POST)
     if not form.is_valid():
         return _render_detail(request, experiment, form, status=400)
