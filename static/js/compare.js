@@ -459,7 +459,7 @@
       height: 320,
       xaxis: window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step",
                                         state.xrange || window.EchoChartView.shared.span, true),
-      yaxis: { type: chart.log ? "log" : "linear" },
+      yaxis: { type: chart.log ? "log" : "linear", visible: !empty },  // no made-up -1..4 scale beside "no data"
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
       // drawn in ten half-width charts cost more than the lines and squeezed the plots.

@@ -51,8 +51,10 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     colours = None
     for chart in ("success", "reward", "grad_norm", "entropy"):
         traces = line_traces(page, chart)
-        if chart in ("reward", "entropy"):  # never logged by these runs
+        if chart in ("reward", "entropy"):  # never logged by these runs: "no data", and no scale made up
             assert traces == []
+            assert "no data" in drawn(page, chart)["texts"]
+            assert page.locator(f"#chart-{chart} .ytick").count() == 0
             continue
         per_run = [t for t in traces if t[0].startswith("#")]
         names = list(dict.fromkeys(t[0] for t in per_run))
