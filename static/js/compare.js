@@ -674,8 +674,13 @@
     const all = document.getElementById("draw-all");
     all.checked = ticked === page.runs.length;
     all.indeterminate = ticked > 0 && ticked < page.runs.length;
+    // Runs ticked here but hidden with the legend (a click, or a double-click's "show alone") are not drawn
+    // either: said, so the count is what the charts show.
+    const hidden = page.runs.filter(function (run) {
+      return state.selected.has(run.id) && state.hidden.has("run-" + run.id);
+    }).length;
     document.getElementById("draw-count").textContent = "Drawing " + ticked + " of " + page.runs.length + " run" +
-      (page.runs.length === 1 ? "" : "s") + ".";
+      (page.runs.length === 1 ? "" : "s") + (hidden && !state.groupBy ? ", " + hidden + " of them hidden with the legend." : ".");
   }
 
   // Click a header: ascending, click again: descending. Empty cells (unknown values) always go last.

@@ -80,6 +80,9 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     legend_entry.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
     assert legend_entry.get_attribute("aria-pressed") == "false"
+    assert (
+        page.locator("#draw-count").text_content() == "Drawing 3 of 3 runs, 1 of them hidden with the legend."
+    )
     for chart, lines_per_run in (("success", 2), ("grad_norm", 1)):
         assert [t[0] for t in line_traces(page, chart)] == [
             f"#{run.pk} {run.label}" for run in (runs[0], runs[3]) for _ in range(lines_per_run)
