@@ -122,12 +122,22 @@ def _read(path_or_text: PathOrText, max_bytes: int) -> str:
         raise ValueError(f"text is {len(data)} bytes, over the limit of {max_bytes}")
     if data[:2] == gzip_stream.MAGIC:
         data = _gunzip(data, max_bytes)
+    if data[:2] in _UTF16_BOMS:  # a spreadsheet's "Unicode text", saved with its byte order mark
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"not CSV or JSON lines: not UTF-16 text after its byte order mark (byte {error.start})"
+            ) from None
     if b"\0" in data:
         raise ValueError("not CSV or JSON lines: the data is binary")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise ValueError(f"not CSV or JSON lines: not UTF-8 text (byte {error.start})") from None
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def _gunzip(data: bytes, max_bytes: int) -> bytes:

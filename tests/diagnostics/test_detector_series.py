@@ -128,6 +128,17 @@ def test_binary_and_non_utf8_are_rejected(tmp_path):
         load_series(latin)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_text_with_its_byte_order_mark_is_read(tmp_path, encoding):
+    # A spreadsheet's "Unicode text" export: it was refused as binary (its NUL bytes)
+    path = tmp_path / "sheet.csv"
+    path.write_bytes("\ufeffstep,train/success\r\n0,0.5\r\n1,0.75\r\n".encode(encoding))
+    assert load_series(path) == [(0, {"train/success": 0.5}), (1, {"train/success": 0.75})]
+    path.write_bytes(b"\xff\xfe\x00\xd8a\x00")  # a lone surrogate after the mark
+    with pytest.raises(ValueError, match=r"not UTF-16 text after its byte order mark \(byte 2\)"):
+        load_series(path)
+
+
 def test_size_limit(tmp_path):
     path = tmp_path / "big.csv"
     path.write_text("step,a\n" + "".join(f"{i},1\n" for i in range(1000)))
