@@ -214,12 +214,13 @@ def _parse_csv(text: str, checked: bool) -> list[_Row]:
     try:
         return _csv_rows(reader, checked, row_start)
     except csv.Error as error:  # also a cell longer than csv.field_size_limit()
+        hint = "; it looks like JSON lines: read it as jsonl" if text.lstrip().startswith("{") else ""
         if str(error) == "unexpected end of data":
             raise ValueError(
                 f'line {row_start[0]}: a quoted cell opened on this line is never closed (a " missing; '
-                "the file ends inside it)"
+                f"the file ends inside it){hint}"
             ) from None
-        raise ValueError(f"line {reader.line_num}: {error}") from None
+        raise ValueError(f"line {reader.line_num}: {error}{hint}") from None
 
 
 # A spreadsheet reads a cell that opens with one of these as a formula ("CSV injection", OWASP). A CSV

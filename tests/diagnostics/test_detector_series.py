@@ -181,9 +181,12 @@ def test_an_integer_longer_than_python_converts_is_named_as_such(line, message):
         load_series(line % ("0" * 5000) + "\n", fmt="jsonl")
 
 
-def test_json_lines_read_as_csv_say_so():
+@pytest.mark.parametrize(
+    "line", ['{"step": 0, "a": 1}', '{"step":0,"a":1}']
+)  # compact: the CSV reader's own error
+def test_json_lines_read_as_csv_say_so(line):
     with pytest.raises(ValueError, match="it looks like JSON lines: read it as jsonl"):
-        load_series('{"step": 0, "a": 1}\n', fmt="csv")
+        load_series(line + "\n", fmt="csv")
 
 
 def test_a_column_given_again_with_the_same_value_merges():
