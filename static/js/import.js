@@ -13,6 +13,22 @@
 
   form.addEventListener("submit", function (event) {
     event.preventDefault();
+    // A file over the server's limit is said at once, not after minutes of uploading it (the server's
+    // check, forms.ImportForm, stays for the form sent without this script).
+    const input = form.querySelector("input[type=file]");
+    const file = input && input.files[0];
+    const limit = Number(form.dataset.maxBytes);
+    if (file && limit && file.size > limit) {
+      bar.hidden = true;
+      text.textContent = file.name + ": " + megabytes(file.size) + ", over the limit of " + megabytes(limit) +
+        ": not sent (the server's IMPORT_MAX_BYTES).";
+      text.setAttribute("role", "alert");
+      box.hidden = false;
+      input.focus();
+      return;
+    }
+    bar.hidden = false;
+    text.removeAttribute("role");
     const request = new XMLHttpRequest();
     request.open("POST", form.action);
     request.setRequestHeader("X-Requested-With", "XMLHttpRequest");

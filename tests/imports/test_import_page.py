@@ -147,7 +147,7 @@ def test_too_large_files_are_refused(alice_client, settings):
     settings.IMPORT_MAX_BYTES = 100
     response = upload(alice_client, "m.csv", b"step,a\n" + b"".join(b"%d,1\n" % i for i in range(50)))
     assert response.status_code == 400
-    assert "over the limit of 100" in response.content.decode()
+    assert "m.csv: 247 bytes (0.0 MB), over the limit of 100 bytes (0.0 MB)" in response.content.decode()
     assert nothing_saved()
 
 

@@ -54,3 +54,21 @@ def test_a_bad_file_shows_the_forms_error(page, tmp_path):
         ".map(id => document.getElementById(id).innerText).join(' ')"
     )
     assert "'oops' is not a number" in described
+
+
+def test_a_file_over_the_limit_is_said_at_once_and_not_sent(page, tmp_path, settings):
+    settings.IMPORT_MAX_BYTES = 1000
+    path = csv_file(tmp_path, 500)  # ~10 KB
+    sent = []
+    page.on("request", lambda request: request.method == "POST" and sent.append(request.url))
+    page.goto(f"{page.base}/import")
+    page.set_input_files("#import-form input[type=file]", str(path))
+    page.click("#import-form button[type=submit]")
+    said = page.locator("#import-progress-text")
+    said.wait_for()
+    assert said.inner_text() == (
+        f"big-run.csv: {path.stat().st_size / 1048576:.1f} MB, over the limit of 0.0 MB: not sent "
+        "(the server's IMPORT_MAX_BYTES)."
+    )
+    assert page.evaluate("document.activeElement.type") == "file"
+    assert sent == [] and not Run.objects.exists()

@@ -24,6 +24,10 @@ def _path_of(upload):
         yield copy.name
 
 
+def megabytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MB"
+
+
 class ImportForm(forms.Form):
     file = forms.FileField(
         help_text="CSV with a 'step' column and one column per metric, a metrics.jsonl "
@@ -37,6 +41,11 @@ class ImportForm(forms.Form):
         choices=[("", "from the file name"), ("csv", "CSV"), ("jsonl", "JSON lines")], required=False
     )
 
+    @property
+    def max_bytes(self) -> int:
+        """The largest file taken (the page's script checks a file against it before sending it)."""
+        return settings.IMPORT_MAX_BYTES
+
     def clean(self):
         cleaned = super().clean()
         upload = cleaned.get("file")
@@ -45,9 +54,12 @@ class ImportForm(forms.Form):
         if jsonsafe.unstorable_text(upload.name) is not None:
             self.add_error("file", f"the file name {jsonsafe.UNSTORABLE_TEXT}")
             return cleaned
-        if upload.size > settings.IMPORT_MAX_BYTES:
-            limit = settings.IMPORT_MAX_BYTES
-            self.add_error("file", f"the file is {upload.size} bytes, over the limit of {limit}")
+        if upload.size > self.max_bytes:
+            self.add_error(
+                "file",
+                f"{upload.name}: {upload.size:,} bytes ({megabytes(upload.size)}), over the limit of "
+                f"{self.max_bytes:,} bytes ({megabytes(self.max_bytes)})",
+            )
             return cleaned
         try:
             with _path_of(upload) as path:
