@@ -8,6 +8,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from tests.factories import table_run
@@ -249,6 +250,13 @@ def test_export_writes_the_selected_runs_metrics_in_one_csv(alice_client, alice)
     ]
     assert alice_client.get("/runs/export.csv?runs=x").status_code == 400
     assert alice_client.get("/runs/export.csv").status_code == 400
+    # Imported back, it is said to be several runs' (its run column read as a metric: "'one' is not a number")
+    exported = "".join(",".join(row) + "\n" for row in rows).encode()
+    refused = alice_client.post("/import", {"file": SimpleUploadedFile("runs.csv", exported)})
+    assert refused.context["form"].errors["file"] == [
+        "runs.csv: an export of several runs (its first columns are run_id, run, experiment, step): "
+        "import one run's metrics at a time, from its run page's Export CSV"
+    ]
 
 
 def test_table_queries_run_without_postgres_jit_and_leave_the_setting_as_it_was(db):

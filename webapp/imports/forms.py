@@ -9,6 +9,7 @@ from diagnostics.rules import READS
 from webapp.core import jsonsafe
 from webapp.core.fields import ChoiceField
 from webapp.imports import importer
+from webapp.metrics.export import RUNS_CSV_COLUMNS
 
 
 @contextmanager
@@ -22,6 +23,19 @@ def _path_of(upload):
             copy.write(chunk)
         copy.flush()
         yield copy.name
+
+
+def _several_runs(path: str) -> str:
+    """What to say of a file whose header is that of an export of several runs, which is no one run's
+    metrics (its run column read as a metric: "'ended-killed' is not a number"); else ""."""
+    with open(path, "rb") as file:
+        head = file.read(200)
+    if not head.startswith((",".join(RUNS_CSV_COLUMNS) + ",").encode()):
+        return ""
+    return (
+        "an export of several runs (its first columns are "
+        f"{', '.join(RUNS_CSV_COLUMNS)}): import one run's metrics at a time, from its run page's Export CSV"
+    )
 
 
 def megabytes(size: int) -> str:
@@ -61,13 +75,13 @@ class ImportForm(forms.Form):
                 f"{self.max_bytes:,} bytes ({megabytes(self.max_bytes)})",
             )
             return cleaned
-        try:
-            with _path_of(upload) as path:
+        with _path_of(upload) as path:
+            try:
                 fmt = cleaned.get("format") or importer.format_of(upload.name)
                 cleaned["series"] = importer.load(path, fmt)
                 cleaned["sha256"] = importer.sha256_of(path)
-        except ValueError as error:
-            self.add_error("file", f"{upload.name}: {error}")
+            except ValueError as error:
+                self.add_error("file", f"{upload.name}: {_several_runs(path) or error}")
         # A name left blank is the file's (without .csv.gz), and a file named blank (" .csv") gives the raw
         # body's default.
         cleaned["name"] = (

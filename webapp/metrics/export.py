@@ -62,6 +62,11 @@ def _csv_writer():
     return line
 
 
+# The first columns of an export of several runs (the runs table's "Export selected as CSV"): the import
+# knows such a file by them, and says it takes one run's metrics.
+RUNS_CSV_COLUMNS = ("run_id", "run", "experiment", "step")
+
+
 def key_columns(keys: list[str], fixed: tuple[str, ...], read_as=lambda name: name) -> list[str]:
     """The column name of each key: the key itself, or "<key> (metric)" (as often as needed) where the
     format's reader (`read_as`: a CSV header is read stripped, csv_column_name) would take it for one of
@@ -112,7 +117,7 @@ def runs_csv_lines(runs):
         .distinct()
     )
     line = _csv_writer()
-    fixed = ("run_id", "run", "experiment", "step")
+    fixed = RUNS_CSV_COLUMNS
     yield line([*fixed, *csv_columns(keys, fixed)])
     for run in runs:
         names = [as_text_cell(run.display_name), as_text_cell(run.experiment.name)]
