@@ -2,9 +2,11 @@
 it went (refused, unreachable) and to whom."""
 
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.factories import make_experiment
 from tests.helpers import SmtpInbox, serve_smtp
+from webapp.experiments.models import Experiment
 
 
 def send_test(client, experiment):
@@ -41,6 +43,7 @@ def test_a_refused_or_unreachable_mail_server_is_named_on_the_page(alice_client,
         use_smtp(inbox.port)
         [said] = send_test(alice_client, experiment)
     assert said.startswith("The test email to bob@example.com was not sent: ") and "550" in said
+    Experiment.objects.update(alert_test_at=None)  # a minute later
     use_smtp(inbox.port)  # nothing listens there now
     [said] = send_test(alice_client, experiment)
     assert said.startswith("The test email to bob@example.com was not sent: ")
@@ -60,3 +63,18 @@ def test_no_recipients_or_another_users_experiment_sends_nothing(
     assert alice_client.post(reverse("experiment_alert_test", args=[theirs.pk])).status_code == 404
     assert alice_client.get(reverse("experiment_alert_test", args=[theirs.pk])).status_code in (404, 405)
     assert smtp_server.envelopes == []
+
+
+def test_one_test_email_a_minute_whatever_the_experiment(alice_client, alice, smtp_server, use_smtp):
+    # The button mails any saved address at once: not a relay (a click a second, 50 addresses each)
+    use_smtp(smtp_server.port)
+    first, second = make_experiment(alice, name="one"), make_experiment(alice, name="two")
+    assert send_test(alice_client, first)[0].startswith("Sent a test alert email")
+    [said] = send_test(alice_client, second)
+    assert said.startswith(
+        "No test email: one went out less than a minute ago (one a minute at most); try again in"
+    )
+    assert len(smtp_server.envelopes) == 1
+    Experiment.objects.update(alert_test_at=timezone.now() - Experiment.TEST_EMAIL_INTERVAL)
+    assert send_test(alice_client, second)[0].startswith("Sent a test alert email")
+    assert len(smtp_server.envelopes) == 2

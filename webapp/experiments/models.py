@@ -3,6 +3,7 @@ only says "go look at run N", so every state change here is a conditional UPDATE
 stale or duplicated actor cannot win."""
 
 import logging
+import math
 import shutil
 from collections import Counter
 from datetime import timedelta
@@ -43,6 +44,8 @@ class Experiment(models.Model):
     detector_overrides = models.JSONField(default=dict, blank=True)
     alert_recipients = models.TextField(blank=True, help_text="Comma-separated; empty means the owner.")
     alert_on_warnings = models.BooleanField(default=False)
+    # When its page last sent a test alert email: at most one a minute per user (TEST_EMAIL_INTERVAL)
+    alert_test_at = models.DateTimeField(null=True, blank=True)
     imported = models.BooleanField(default=False, help_text="Metrics uploaded from a file, not trained here.")
     # Of an imported file's bytes: a second import of the same file is told which run already holds it.
     import_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
@@ -176,6 +179,35 @@ class Experiment(models.Model):
         self.alert_recipients = ", ".join(recipients)
         self.alert_on_warnings = on_warnings
         self.save(update_fields=["alert_recipients", "alert_on_warnings"])
+
+    TEST_EMAIL_INTERVAL = timedelta(minutes=1)
+
+    class TestEmailTooSoon(Exception):
+        """A test email went out less than TEST_EMAIL_INTERVAL ago (from any experiment of this owner)."""
+
+        def __init__(self, wait_seconds: int):
+            super().__init__(wait_seconds)
+            self.wait_seconds = wait_seconds
+
+    def claim_test_email(self) -> None:
+        """Mark a test email as sent now, or TestEmailTooSoon: the button sends mail to any address a user
+        saved, at once, so it must not be a relay (a click a second, 50 addresses each)."""
+        now = timezone.now()
+        cutoff = now - self.TEST_EMAIL_INTERVAL
+        with transaction.atomic():
+            # The owner's row lock: two clicks at once (two tabs, two experiments) take turns here.
+            type(self.owner).objects.select_for_update().filter(pk=self.owner_id).first()
+            last = (
+                Experiment.objects.filter(owner_id=self.owner_id, alert_test_at__gt=cutoff)
+                .order_by("-alert_test_at")
+                .values_list("alert_test_at", flat=True)
+                .first()
+            )
+            if last is not None:
+                raise Experiment.TestEmailTooSoon(
+                    math.ceil((last + self.TEST_EMAIL_INTERVAL - now).total_seconds())
+                )
+            Experiment.objects.filter(pk=self.pk).update(alert_test_at=now)
 
     def listed_recipients(self) -> list[str]:
         """The addresses set on the experiment; none means the owner."""

@@ -180,7 +180,14 @@ def experiment_alert_test(request, pk):
         )
     else:
         try:
+            experiment.claim_test_email()
             emails.send_test(experiment, request.user)
+        except Experiment.TestEmailTooSoon as wait:
+            messages.error(
+                request,
+                "No test email: one went out less than a minute ago (one a minute at most); "
+                f"try again in {wait.wait_seconds} s.",
+            )
         except (smtplib.SMTPException, OSError) as error:  # refused, unreachable, timed out
             messages.error(request, f"The test email to {', '.join(recipients)} was not sent: {error}")
         else:
