@@ -466,28 +466,33 @@ def registered(key: str) -> Metric | None:
     return BY_KEY.get(key) or next((m for m in METRICS if m.is_pattern and m.matches(key)), None)
 
 
-# A fraction a little past 0 or 1 is a rounding another trainer's float16 arithmetic may make, not a bad value
-BOUNDS_SLACK = 1e-6
+# A fraction a little past 0 or 1 is another trainer's rounding, not a bad value: half precision's step
+# near 1 is 0.008 (bf16)
+BOUNDS_SLACK = 0.01
 
 
 @functools.lru_cache(maxsize=4096)
-def bounds(key: str) -> tuple[float, float] | None:
-    """The values `key` can take (our key, a pattern's, or another trainer's name for one of ours), where
-    they are bounded; None for a key that has no bounds or is not registered."""
-    metric = registered(ALIASES.get(key, key))
+def bounds(key: str, renamed: bool = True) -> tuple[float, float] | None:
+    """The values `key` can take (our key or a pattern's), where they are bounded; None for a key that has
+    no bounds or is not registered. `renamed`: also under the names canonical() renames to ours, where
+    they are stored under ours (the MLflow endpoint, imports; the ingest API stores keys as sent)."""
+    metric = registered(ALIASES.get(key, key) if renamed else key)
     return metric.bounds if metric is not None else None
 
 
-def out_of_bounds(key: str, value: float) -> str | None:
-    """Why `value` cannot be `key`'s (a success rate of 7.5), else None. NaN and the infinities are no
-    data, not out of bounds: charts draw a gap and rules skip them."""
-    limits = bounds(key)
-    if limits is None or not math.isfinite(value):
+def within(limits: tuple[float, float], value: float) -> bool:
+    """Whether a value is one of a bounded key's; NaN and the infinities are no data, not out of bounds
+    (charts draw a gap and rules skip them)."""
+    return limits[0] - BOUNDS_SLACK <= value <= limits[1] + BOUNDS_SLACK or not math.isfinite(value)
+
+
+def out_of_bounds(key: str, value: float, renamed: bool = True) -> str | None:
+    """Why `value` cannot be `key`'s (a success rate of 7.5), quoted as given, else None."""
+    limits = bounds(key, renamed)
+    if limits is None or within(limits, value):
         return None
-    low, high = limits
-    if low - BOUNDS_SLACK <= value <= high + BOUNDS_SLACK:
-        return None
-    return f"must be between {low:g} and {high:g} ({key} is a fraction), got {value!r}"
+    percent = "; a percentage? send it divided by 100" if 1 < value <= 100 else ""
+    return f"must be between {limits[0]:g} and {limits[1]:g} ({key} is a fraction), got {value!r}{percent}"
 
 
 def chart_log(chart: Chart) -> bool:

@@ -55,12 +55,14 @@ def test_aliases_rename_to_registered_keys_and_never_shadow_ours():
 
 
 def test_a_fractions_bounds_hold_under_its_aliases_and_let_no_data_through():
-    assert metrics.out_of_bounds("train/success", 7.5) == (
-        "must be between 0 and 1 (train/success is a fraction), got 7.5"
+    assert metrics.out_of_bounds("train/success", 107.5) == (
+        "must be between 0 and 1 (train/success is a fraction), got 107.5"
     )
+    assert metrics.out_of_bounds("train/success", 85).endswith("got 85; a percentage? send it divided by 100")
     assert metrics.out_of_bounds("success_rate", -0.5)  # another trainer's name for it
     assert metrics.out_of_bounds("val/frozenlake/success", 1.5)  # a pattern's key
-    for fine in (0.0, 1.0, 1.0000001, float("nan"), float("inf")):  # float16 rounding; NaN/inf are gaps
+    assert metrics.out_of_bounds("success_rate", 85.0, renamed=False) is None  # stored as sent: not ours
+    for fine in (0.0, 1.0, 1.005, float("nan"), float("inf")):  # half precision's rounding; NaN/inf are gaps
         assert metrics.out_of_bounds("train/success", fine) is None
     assert metrics.out_of_bounds("train/reward_mean", -5.0) is None  # a reward has no bounds
     assert metrics.out_of_bounds("collapse/retrieval_above_chance", -0.4) is None  # a difference of fractions

@@ -119,10 +119,15 @@ def test_duplicate_points_in_one_batch_keep_the_last(client, run, alice_token):
             "value",
             "must be between 0 and 1 (train/success is a fraction), got 7.5",
         ),
-        (
-            {"step": 1, "key": "success_rate", "value": -1},
+        (  # quoted as sent
+            {"step": 1, "key": "train/format_valid", "value": -1},
             "value",
-            "must be between 0 and 1 (success_rate is a fraction), got -1.0",
+            "must be between 0 and 1 (train/format_valid is a fraction), got -1",
+        ),
+        (
+            {"step": 1, "key": "train/success", "value": 85},
+            "value",
+            "must be between 0 and 1 (train/success is a fraction), got 85; a percentage? send it divided by 100",
         ),
         (
             {"step": 1, "key": "val/sokoban/success", "value": 1e38},
@@ -298,6 +303,12 @@ def test_a_run_echolab_trains_refuses_metrics_from_elsewhere(
         f"run {run.pk} is trained by EchoLab ({status}): its metrics come from its worker alone"
     )
     assert stored(run) == [(0, "train/success", 0.25)]
+
+
+def test_another_trainers_name_for_a_fraction_is_stored_as_sent_and_not_bounded(client, run, alice_token):
+    # The ingest API keeps keys as sent: a script's own success_rate in percent is its business
+    response = post(client, run, [{"step": 0, "key": "success_rate", "value": 85.0}], alice_token)
+    assert response.status_code == 200 and stored(run) == [(0, "success_rate", 85.0)]
 
 
 def test_the_largest_step_is_stored(client, run, alice_token):

@@ -46,7 +46,12 @@ def metric(**fields):
         (metric(key=None), "metrics[1].key: is required"),
         (
             metric(key="train/success", value=7.5),
-            "metrics[1].value: must be between 0 and 1 (train/success is a fraction), got 7.5",
+            "metrics[1].value: must be between 0 and 1 (train/success is a fraction), got 7.5; a percentage? "
+            "send it divided by 100",
+        ),
+        (  # renamed to train/success here: bounded under its own name too
+            metric(key="success_rate", value=-0.5),
+            "metrics[1].value: must be between 0 and 1 (success_rate is a fraction), got -0.5",
         ),
         (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
         (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),

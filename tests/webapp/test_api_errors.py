@@ -260,6 +260,8 @@ def test_more_query_parameters_than_django_parses_is_a_400_saying_so_logged_in_o
         "error": f"more than {limit:,} query parameters or form fields; the limit is {limit:,}: send fewer",
         "errors": {},
     }
+    mlflow = client.get("/api/2.0/mlflow/runs/get?" + "&".join(["a=1"] * (limit + 1)), **auth)
+    assert mlflow.status_code == 400 and mlflow.json()["error_code"] == "BAD_REQUEST"  # not INTERNAL_ERROR
     # Logged by django.security.TooManyFieldsSent: to the console in one line (pytest adds its own handlers)
     consoles = [h for h in logging.getLogger("django.security").handlers if type(h) is logging.StreamHandler]
     assert [type(f).__name__ for h in consoles for f in h.filters] == ["WithoutTraceback"]

@@ -24,7 +24,7 @@ INTERNAL = "internal server error (logged on the server)"
 def _answer(request, status: int, message: str):
     path = request.path
     if "/mlflow/" in path and (path.startswith("/api/") or path.startswith("/ajax-api/")):
-        code = "TEMPORARILY_UNAVAILABLE" if status == 503 else "INTERNAL_ERROR"
+        code = {400: "BAD_REQUEST", 503: "TEMPORARILY_UNAVAILABLE"}.get(status, "INTERNAL_ERROR")
         return JsonResponse({"error_code": code, "message": message}, status=status)
     if path.startswith("/api/"):
         return JsonResponse({"error": message, "errors": {}}, status=status)

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from diagnostics.metrics import bounds, out_of_bounds
+from diagnostics.metrics import bounds, out_of_bounds, within
 from diagnostics.series import NON_FINITE, key_problem
 from webapp.core import jsonsafe
 from webapp.experiments.models import Run
@@ -93,8 +93,12 @@ def _point_errors(where: str, point) -> dict[str, str]:
         errors[f"{where}.value"] = 'must be a number, null, "NaN", "Infinity" or "-Infinity"' + (
             f", got {value!r}" if isinstance(value, jsonsafe.OversizedNumber) else ""
         )
-    elif isinstance(key, str) and isinstance(value, (int, float)) and out_of_bounds(key, float(value)):
-        errors[f"{where}.value"] = out_of_bounds(key, float(value))
+    elif (
+        isinstance(key, str)
+        and isinstance(value, (int, float))
+        and (problem := out_of_bounds(key, value, False))
+    ):
+        errors[f"{where}.value"] = problem
     return errors
 
 
@@ -135,7 +139,7 @@ def _well_formed(point, keys: dict) -> tuple[int, str, float | None] | None:
     if key not in keys:
         if len(key) > MAX_KEY_LENGTH or key_problem(key):
             return None
-        keys[key] = bounds(key)
+        keys[key] = bounds(key, renamed=False)  # stored as sent: only our own keys are fractions here
     if value is None:
         return step, key, value
     if isinstance(value, str):
@@ -144,7 +148,8 @@ def _well_formed(point, keys: dict) -> tuple[int, str, float | None] | None:
         if not _is_value(value):
             return None
         value = float(value)
-    return None if keys[key] is not None and out_of_bounds(key, value) else (step, key, value)
+    limits = keys[key]
+    return (step, key, value) if limits is None or within(limits, value) else None
 
 
 def _batch_errors(points: list, prefix: str) -> dict[str, str]:
