@@ -72,6 +72,9 @@ EDGES = [
     '[{"step": 1, "value": 2, "step": 3}]',
     '{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]}',  # one key in different objects: no duplicate
     '{"a": "::", "b": "x"}',
+    '{"a\\u003a": 1, "a:": 2}',  # the same key, its colon once escaped
+    '{"x": "\\u003a", "y": "::"}',  # escaped and literal colons in values, no key twice
+    '[{"k": "a:b", "v": 0.00333025075263667}, {"k": "c", "v": 1, "v": 2}]',  # the standard library's path
     "0.1234567890123456789",  # a 19-digit run in a float
     "[" * 64 + "]" * 64,
     "[" * 65 + "]" * 65,
@@ -117,11 +120,18 @@ def test_loads_reads_random_numbers_and_strings_like_the_standard_library():
         assert same(jsonsafe.loads(text.encode()), reference(text.encode())), text
 
 
-def test_a_key_twice_in_one_object_is_refused_by_name():
-    with pytest.raises(jsonsafe.DuplicateKey, match='the key "value" appears twice in one object'):
-        jsonsafe.loads(
-            b'[{"step": 1, "key": "k", "value": 1}, {"step": 2, "key": "k", "value": 1, "value": 2}]'
-        )
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        (b'[{"step": 1, "key": "k", "value": 1}, {"step": 2, "key": "k", "value": 1, "value": 2}]', "[1]"),
+        (b'{"config": {"optim": {"lr": 1, "lr": 2}}, "name": "a:b"}', "config.optim"),
+        (b'{"name": "a", "name": "b"}', ""),
+    ],
+)
+def test_a_key_twice_in_one_object_is_refused_by_name_and_place(text, path):
+    with pytest.raises(jsonsafe.DuplicateKey, match=r'the key "\w+" appears twice in one object') as error:
+        jsonsafe.loads(text)
+    assert error.value.path == path
 
 
 def test_too_deep_is_refused_with_the_limit_named():

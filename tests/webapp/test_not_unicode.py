@@ -134,3 +134,15 @@ def test_a_key_sent_twice_in_one_object_is_refused_by_name(client, token, alice,
     message = response.json().get("message") or response.json()["error"]
     assert 'the key "name" appears twice in one object' in message, message
     assert not Experiment.objects.exists() and not ExternalExperiment.objects.exists()
+
+
+def test_a_point_with_a_key_twice_is_named_by_its_place_in_the_batch(client, token, alice):
+    from tests.factories import make_run
+
+    run = make_run(alice)
+    body = b'[{"step": 0, "key": "k", "value": 1}, {"step": 1, "key": "k", "value": 1, "value": 5}]'
+    response = client.post(f"/api/runs/{run.pk}/metrics", body, content_type="application/json", **token)
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "points[1]": 'the key "value" appears twice in one object: send each key once'
+    }

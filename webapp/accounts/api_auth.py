@@ -164,8 +164,9 @@ def json_body(request, max_bytes: int = 10 * 1024 * 1024, items: str = "body"):
         raise ApiError.field("body", f"{len(raw)} bytes; the limit is {max_bytes}", 413)
     try:
         body = jsonsafe.loads(raw or b"null")
-    except jsonsafe.DuplicateKey as error:
-        raise ApiError.field("body", f"{error}: send each key once") from None
+    except jsonsafe.DuplicateKey as error:  # named where it is: points[17], config.optim
+        where = (items + error.path if error.path.startswith("[") else error.path) or "body"
+        raise ApiError.field(where, f"{error}: send each key once") from None
     except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too deep
         hint = (
             " (it looks gzip-compressed: say so with Content-Encoding: gzip)"
