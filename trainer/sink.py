@@ -27,9 +27,12 @@ class Eta:
     short. The first steps of a run are slow (the first validation, long replies before the model learns
     to answer briefly): at the pace since the start, a tester's 60-step run said "ETA 2h 02m" at step 2 and
     ended 25 minutes later. A fixed window of the last steps sees a validation every 25 steps in some
-    steps and not in others, and the ETA jumped by half at each; half the run takes them in at their rate."""
+    steps and not in others, and the ETA jumped by half at each; half the run takes them in at their rate.
+    The window's start is one of at most about 2 x MARKS marks, spaced ever wider as the run goes on (a
+    mark a step held 60 MB after a million steps)."""
 
     WINDOW = 10
+    MARKS = 256
 
     def __init__(self):
         self._marks: collections.deque[tuple[int, float]] = collections.deque()
@@ -38,12 +41,14 @@ class Eta:
         if not self._marks:
             self._marks.append((step - 1, now - first_step_seconds))
             self._start = step - 1
-        self._marks.append((step, now))
-        span = max(self.WINDOW, (step - self._start) // 2)
+        done = step - self._start
+        if step - self._marks[-1][0] >= max(1, done // self.MARKS):
+            self._marks.append((step, now))
+        span = max(self.WINDOW, done // 2)
         while len(self._marks) > 2 and step - self._marks[1][0] >= span:
             self._marks.popleft()
-        (since_step, since), (last_step, last) = self._marks[0], self._marks[-1]
-        return (last - since) / (last_step - since_step) * (total - step) if last_step > since_step else None
+        since_step, since = self._marks[0]
+        return (now - since) / (step - since_step) * (total - step) if step > since_step else None
 
 
 class NullSink:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.factories import insert_series
+from webapp.experiments.models import Run
 from webapp.metrics.downsample import _bucketed_sql, bucket_numpy, key_stats
 from webapp.metrics.models import MetricPoint
 
@@ -98,6 +99,16 @@ def test_after_returns_only_newer_points_and_run_progress(alice_client, run):
     assert alice_client.get(URL.format(run.pk), {"keys": "train/success", "after": 9}).json()["series"] == {
         "train/success": {"step": [], "value": [], "downsampled": False}
     }
+
+
+def test_a_finished_run_has_no_eta_whatever_its_row_kept(alice_client, run):
+    # A run that finished before finish() cleared the column kept its last attempt's ETA
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED, eta_seconds=3095.8)
+    assert (
+        alice_client.get(URL.format(run.pk), {"keys": "train/success"}).json()["run"]["eta_seconds"] is None
+    )
+    assert alice_client.get(f"/api/runs/{run.pk}").json()["eta_seconds"] is None
+    assert "ETA" not in alice_client.get(f"/runs/{run.pk}/").content.decode().split('id="run-eta"')[1][:40]
 
 
 def test_after_applies_before_downsampling(alice_client, run):

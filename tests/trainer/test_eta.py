@@ -28,3 +28,12 @@ def test_a_validation_every_25_steps_is_taken_in_at_its_rate_not_seen_or_missed_
         if 50 <= step <= total - 50:  # at least two validations ahead: near the end any rate is lumpy
             truth = sum(seconds(later) for later in range(step + 1, total + 1))
             assert 0.6 * truth < left < 1.5 * truth, (step, left, truth)
+
+
+def test_a_long_run_keeps_a_few_hundred_marks_not_one_a_step():
+    eta, now = Eta(), 0.0
+    for step in range(1, 200_001):
+        now += 2.0
+        left = eta.update(step, 400_000, now, 2.0)
+    assert left == pytest.approx(200_000 * 2.0)
+    assert len(eta._marks) <= 2 * Eta.MARKS

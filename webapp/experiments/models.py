@@ -401,6 +401,12 @@ class Run(models.Model):
         return reverse("run_detail", args=[self.pk])
 
     @property
+    def eta(self) -> float | None:
+        """Seconds left while it trains, else None (a run finished before finish() cleared its ETA kept
+        its last attempt's)."""
+        return self.eta_seconds if self.status == self.Status.RUNNING else None
+
+    @property
     def display_name(self) -> str:
         return self.name or self.label or f"Run {self.pk}"
 
@@ -422,7 +428,7 @@ class Run(models.Model):
             "stop_requested": self.stop_requested,
             "step": self.step,
             "total_steps": self.total_steps,
-            "eta_seconds": self.eta_seconds,
+            "eta_seconds": self.eta,
             "latest_metrics": self.latest_metrics,
             "attempt": self.attempt,
             "host": self.host,

@@ -29,7 +29,7 @@ def run_state(run: Run, key_count: int | None = None) -> dict:
         "step": run.step,
         "total_steps": run.total_steps,
         "progress_percent": run.progress_percent,
-        "eta_seconds": finite_or_none(run.eta_seconds),
+        "eta_seconds": finite_or_none(run.eta),
         "error": run.error,
         "host": run.host,
         "device": run.device,
