@@ -59,6 +59,9 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
         if name == "run":  # each alert email is a card: its delivery state on screen, not scrolled away
             delivery = page.locator("#alert-delivery td[data-label=Delivery]").bounding_box()
             assert delivery["x"] >= 0 and delivery["x"] + delivery["width"] <= PHONE["width"]
+        if name == "tokens":  # each token is a card: its Revoke button on screen (it sat past the right edge)
+            revoke = page.get_by_role("button", name="Revoke").bounding_box()
+            assert revoke["x"] >= 0 and revoke["x"] + revoke["width"] <= PHONE["width"]
         page.screenshot(path=str(ARTIFACTS / f"phone-{name}.png"), full_page=True)
 
         menu.click()
