@@ -104,35 +104,24 @@ def test_not_unicode_finds_keys_values_and_nested_items():
     assert jsonsafe.unstorable_text({"a": ["ok", "\U0001f680 \u202e"], "b": 1.5}) is None
 
 
+@pytest.mark.parametrize("url", ["/api/2.0/mlflow/experiments/create", "/api/experiments"])
 @pytest.mark.parametrize(
-    "url, body",
+    "body, words",
     [
-        ("/api/2.0/mlflow/experiments/create", b'{"name": "x\xed\xa0\x80"}'),
-        ("/api/experiments", b'{"name": "x\xed\xa0\x80", "env": {"name": "bandit"}}'),
+        # ED A0 80 is how a lone surrogate would be encoded if UTF-8 allowed it; it does not: not JSON text
+        (
+            b'{"name": "x\xed\xa0\x80", "env": {"name": "bandit"}}',
+            ["not valid JSON", "can't decode byte 0xed"],
+        ),
+        # json.loads keeps the last value without a word: which one the client meant is unknown
+        (b'{"name": "x", "env": {"name": "bandit", "name": "sokoban"}}', ['the key "name" appears twice']),
     ],
 )
-def test_a_surrogate_sent_as_raw_utf8_bytes_is_not_json_text(client, token, alice, url, body):
-    # ED A0 80 is how a lone surrogate would be encoded if UTF-8 allowed it; it does not: not JSON text
+def test_a_body_no_parser_can_read_as_sent_is_refused_saying_why(client, token, alice, url, body, words):
     response = client.post(url, body, content_type="application/json", **token)
     assert response.status_code == 400
     message = response.json().get("message") or response.json()["error"]
-    assert "not valid JSON" in message and "can't decode byte 0xed" in message
-    assert not Experiment.objects.exists() and not ExternalExperiment.objects.exists()
-
-
-@pytest.mark.parametrize(
-    "url, body",
-    [
-        ("/api/2.0/mlflow/experiments/create", b'{"name": "a", "name": "b"}'),
-        ("/api/experiments", b'{"name": "x", "env": {"name": "bandit", "name": "sokoban"}}'),
-    ],
-)
-def test_a_key_sent_twice_in_one_object_is_refused_by_name(client, token, alice, url, body):
-    # json.loads keeps the last value without a word: which one the client meant is unknown
-    response = client.post(url, body, content_type="application/json", **token)
-    assert response.status_code == 400
-    message = response.json().get("message") or response.json()["error"]
-    assert 'the key "name" appears twice in one object' in message, message
+    assert all(word in message for word in words), message
     assert not Experiment.objects.exists() and not ExternalExperiment.objects.exists()
 
 
