@@ -145,7 +145,7 @@ def _gunzip(data: bytes, max_bytes: int) -> bytes:
     try:
         return b"".join(gzip_stream.inflate([data], max_bytes))
     except gzip_stream.Oversized:
-        raise ValueError(f"file is over the limit of {max_bytes} bytes once decompressed") from None
+        raise ValueError(f"file is over the limit of {max_bytes:,} bytes once decompressed") from None
     except gzip_stream.Truncated:
         raise ValueError("gzip: the file ends before its compressed data does") from None
     except ValueError as error:

@@ -674,13 +674,22 @@
     const all = document.getElementById("draw-all");
     all.checked = ticked === page.runs.length;
     all.indeterminate = ticked > 0 && ticked < page.runs.length;
-    // Runs ticked here but hidden with the legend (a click, or a double-click's "show alone") are not drawn
-    // either: said, so the count is what the charts show.
-    const hidden = page.runs.filter(function (run) {
-      return state.selected.has(run.id) && state.hidden.has("run-" + run.id);
-    }).length;
-    document.getElementById("draw-count").textContent = "Drawing " + ticked + " of " + page.runs.length + " run" +
-      (page.runs.length === 1 ? "" : "s") + (hidden && !state.groupBy ? ", " + hidden + " of them hidden with the legend." : ".");
+    // The count is what the charts show: ticked runs (or groups of them) hidden with the legend (a click, or
+    // a double-click's "show alone") are not drawn, nor, aligned at onset, runs without a collapse.
+    let drawn = ticked, hidden = 0;
+    if (state.data) {
+      const shown = new Set(), entered = new Set();
+      entries().forEach(function (entry) {
+        entry.runs.forEach(function (id) { entered.add(id); if (!state.hidden.has(entry.id)) shown.add(id); });
+      });
+      drawn = shown.size;
+      hidden = entered.size - shown.size;
+    }
+    const why = [];
+    if (hidden) why.push(hidden + " hidden with the legend");
+    if (ticked - drawn - hidden > 0) why.push(ticked - drawn - hidden + " with no collapse to align at");
+    document.getElementById("draw-count").textContent = "Drawing " + drawn + " of " + page.runs.length + " run" +
+      (page.runs.length === 1 ? "" : "s") + (why.length ? " (ticked but " + why.join(", ") + ")." : ".");
   }
 
   // Click a header: ascending, click again: descending. Empty cells (unknown values) always go last.

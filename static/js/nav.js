@@ -19,3 +19,15 @@
     }
   });
 })();
+
+// An address that names a folded section (/experiments/7/#alert-settings, where a test email or a refused
+// save leads back to) opens it: the user lands on what they were using, not on its closed summary.
+(function () {
+  "use strict";
+  function openNamed() {
+    const named = window.location.hash && document.getElementById(decodeURIComponent(window.location.hash.slice(1)));
+    if (named && named.tagName === "DETAILS") named.open = true;
+  }
+  openNamed();
+  window.addEventListener("hashchange", openNamed);
+})();

@@ -64,7 +64,8 @@
     if (empty) note.textContent = whyNoData(series["collapse/valid_thinking_rate"]);
     document.getElementById("collapse-charts").hidden = empty;
     if (empty) return;
-    const layout = { margin: { t: 30, r: 50, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };
+    // r: room for the right axis's title ("retrieval, thinking rate" was cut off at 50 px)
+    const layout = { margin: { t: 30, r: 70, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };
     const miPlot = document.getElementById("collapse-mi");
     // x: the page's step range and cursor (chart_view.js stepAxis)
     // Only the series the run logs (an imported run may have the MI estimate alone), each named in the legend.

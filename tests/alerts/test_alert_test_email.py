@@ -1,6 +1,7 @@
 """The experiment page's "Send a test email": a real SMTP server gets it at once, and the page says whether
 it went (refused, unreachable) and to whom."""
 
+import pytest
 from django.urls import reverse
 from django.utils import timezone
 
@@ -78,3 +79,16 @@ def test_one_test_email_a_minute_whatever_the_experiment(alice_client, alice, sm
     Experiment.objects.update(alert_test_at=timezone.now() - Experiment.TEST_EMAIL_INTERVAL)
     assert send_test(alice_client, second)[0].startswith("Sent a test alert email")
     assert len(smtp_server.envelopes) == 2
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_page_a_test_email_leads_back_to_has_the_alert_settings_open(page):
+    experiment = make_experiment(page.user, name="FrozenLake PPO")
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    assert not page.get_by_role("button", name="Send a test email").is_visible()  # folded
+    page.locator("#alert-settings summary").click()
+    page.get_by_role("button", name="Send a test email").click()
+    page.wait_for_url("**#alert-settings")
+    assert page.locator(".messages").inner_text().startswith("Sent a test alert email")
+    assert page.get_by_role("button", name="Send a test email").is_visible()  # open, where the user was

@@ -52,6 +52,10 @@ def test_align_at_onset_overlays_collapsed_runs_and_leaves_the_others_out_with_a
     note = page.locator("#align-note")
     assert note.is_visible() and name[healthy] in note.text_content()
     assert name[early] not in note.text_content()
+    assert (
+        page.locator("#draw-count").text_content()
+        == "Drawing 2 of 3 runs (ticked but 1 with no collapse to align at)."
+    )
     page.screenshot(
         path=str(REPO_ROOT / "test-artifacts" / "compare" / "compare-align-onset.png"), full_page=True
     )

@@ -81,7 +81,8 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
     assert legend_entry.get_attribute("aria-pressed") == "false"
     assert (
-        page.locator("#draw-count").text_content() == "Drawing 3 of 3 runs, 1 of them hidden with the legend."
+        page.locator("#draw-count").text_content()
+        == "Drawing 2 of 3 runs (ticked but 1 hidden with the legend)."
     )
     for chart, lines_per_run in (("success", 2), ("grad_norm", 1)):
         assert [t[0] for t in line_traces(page, chart)] == [
@@ -221,6 +222,16 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     runs = open_lr_pair(page, 50)
     page.select_option("#group-by", "optim.actor_lr")
     page.wait_for_function("document.querySelectorAll('#chart-success .fills path').length >= 2")
+    assert page.locator("#draw-count").text_content() == "Drawing 4 of 4 runs."
+    first_group = page.locator("#run-legend .legend-entry").first
+    first_group.click()  # a group's two runs hidden
+    page.wait_for_function("document.getElementById('draw-count').textContent.startsWith('Drawing 2 ')")
+    assert (
+        page.locator("#draw-count").text_content()
+        == "Drawing 2 of 4 runs (ticked but 2 hidden with the legend)."
+    )
+    first_group.click()
+    page.wait_for_function("document.getElementById('draw-count').textContent === 'Drawing 4 of 4 runs.'")
 
     line_colours = page.evaluate("""Array.from(document.querySelectorAll('#chart-success path.js-line'))
         .map(p => getComputedStyle(p).stroke).filter(c => c !== 'rgba(0, 0, 0, 0)')""")

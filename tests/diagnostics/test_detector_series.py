@@ -249,7 +249,7 @@ def test_gzip_files_are_read_and_bounded(tmp_path):
     path.write_bytes(gzip.compress(b"step,a\n0,1\n") + gzip.compress(b"1,2\n"))  # two members, as cat makes
     assert load_series(path) == [(0, {"a": 1.0}), (1, {"a": 2.0})]
     path.write_bytes(gzip.compress(b"step,a\n" + b"0,1\n" * 10_000))  # 40 kB of text in a small file
-    with pytest.raises(ValueError, match="over the limit of 1000 bytes once decompressed"):
+    with pytest.raises(ValueError, match="over the limit of 1,000 bytes once decompressed"):
         load_series(path, max_bytes=1000)
     path.write_bytes(gzip.compress(b"step,a\n0,1\n")[:-10])
     with pytest.raises(ValueError, match="gzip: the file ends before its compressed data does"):

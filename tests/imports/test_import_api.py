@@ -103,6 +103,12 @@ def test_raw_body_over_the_limit_is_a_413(client, auth, settings):
     response = client.post(f"{URL}?format=csv", b"step,a\n" + b"0,1\n" * 40, content_type="text/csv", **auth)
     assert response.status_code == 413 and "over the limit of 64" in response.json()["error"]
     assert nothing_saved()
+    upload = SimpleUploadedFile("m.csv", b"step,a\n" + b"0,1\n" * 40)  # the same file as a form's part
+    response = client.post(URL, {"file": upload}, **auth)
+    assert response.status_code == 413 and response.json()["errors"] == {
+        "file": "m.csv: 167 bytes (0.0 MB), over the limit of 64 bytes (0.0 MB)"
+    }
+    assert nothing_saved()
 
 
 def test_needs_authentication(client, db):

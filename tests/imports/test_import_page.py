@@ -176,7 +176,7 @@ def test_a_file_with_no_metric_the_detector_reads_is_imported_with_a_warning_say
     page = alice_client.get(response["Location"])
     text = " ".join(page.content.decode().split())
     assert (
-        "Imported 4 metric points over 2 steps, but none of its metrics ('bar', 'foo') is one the detector "
+        "Imported 4 metric points over 2 steps, but none of its metrics ('bar', 'foo') is one that the detector "
         "reads (train/success, train/reward_mean, actor/entropy, ... under EchoLab's names or TRL's and "
         "veRL's; docs/METRICS.md): it cannot judge this run."
     ) in text.replace("&#x27;", "'")

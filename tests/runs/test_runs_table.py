@@ -254,7 +254,7 @@ def test_export_writes_the_selected_runs_metrics_in_one_csv(alice_client, alice)
     exported = "".join(",".join(row) + "\n" for row in rows).encode()
     refused = alice_client.post("/import", {"file": SimpleUploadedFile("runs.csv", exported)})
     assert refused.context["form"].errors["file"] == [
-        "runs.csv: an export of several runs (its first columns are run_id, run, experiment, step): "
+        "runs.csv: an export of the runs table (its first columns are run_id, run, experiment, step): "
         "import one run's metrics at a time, from its run page's Export CSV"
     ]
 

@@ -33,7 +33,7 @@ def _several_runs(path: str) -> str:
     if not head.startswith((",".join(RUNS_CSV_COLUMNS) + ",").encode()):
         return ""
     return (
-        "an export of several runs (its first columns are "
+        "an export of the runs table (its first columns are "
         f"{', '.join(RUNS_CSV_COLUMNS)}): import one run's metrics at a time, from its run page's Export CSV"
     )
 
@@ -60,6 +60,12 @@ class ImportForm(forms.Form):
         """The largest file taken (the page's script checks a file against it before sending it)."""
         return settings.IMPORT_MAX_BYTES
 
+    def too_large(self, upload) -> str:
+        return (
+            f"{upload.name}: {upload.size:,} bytes ({megabytes(upload.size)}), over the limit of "
+            f"{self.max_bytes:,} bytes ({megabytes(self.max_bytes)})"
+        )
+
     def clean(self):
         cleaned = super().clean()
         upload = cleaned.get("file")
@@ -69,11 +75,7 @@ class ImportForm(forms.Form):
             self.add_error("file", f"the file name {jsonsafe.UNSTORABLE_TEXT}")
             return cleaned
         if upload.size > self.max_bytes:
-            self.add_error(
-                "file",
-                f"{upload.name}: {upload.size:,} bytes ({megabytes(upload.size)}), over the limit of "
-                f"{self.max_bytes:,} bytes ({megabytes(self.max_bytes)})",
-            )
+            self.add_error("file", self.too_large(upload))
             return cleaned
         with _path_of(upload) as path:
             try:

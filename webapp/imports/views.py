@@ -47,7 +47,7 @@ def import_run(request):
                 names = shortlist(sorted(importer.keys_of(form.cleaned_data["series"])))
                 messages.warning(
                     request,
-                    f"{imported}, but none of its metrics ({names}) is one the detector reads (train/success, "
+                    f"{imported}, but none of its metrics ({names}) is one that the detector reads (train/success, "
                     "train/reward_mean, actor/entropy, ... under EchoLab's names or TRL's and veRL's; "
                     "docs/METRICS.md): it cannot judge this run.",
                 )
@@ -92,6 +92,9 @@ def imports(request):
         if files > 1:
             raise ApiError.field("file", f"one file per import, got {files}")
         form = ImportForm(request.POST, request.FILES)
+        upload = request.FILES.get("file")
+        if upload is not None and upload.size > form.max_bytes:  # a 413, as for a raw body over the limit
+            raise ApiError.field("file", form.too_large(upload), 413)
     else:
         # Blank is absent, as the form's own fields have it: the name then defaults to the file's.
         name = request.GET.get("name", "").strip()
