@@ -209,7 +209,7 @@ def _step(value: Any, where: str) -> int:
 def _parse_csv(text: str, checked: bool) -> list[_Row]:
     # strict: a quote never closed is an error, not a cell that swallows the rest of the file. newline="":
     # rows end at \n, \r\n or a lone \r (an old Mac file), as the csv module reads them.
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_separator(text), strict=True)
     row_start = [1]  # the line the row being read starts on (a quoted cell may span lines)
     try:
         return _csv_rows(reader, checked, row_start)
@@ -282,14 +282,24 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     return rows
 
 
+def _separator(text: str) -> str:
+    """A comma, or a tab where the header names its step column between tabs and not between commas (a
+    spreadsheet's "Unicode text" or "tab-separated" export)."""
+    header = text[: min((text.find(end) for end in "\r\n" if end in text), default=len(text))]
+    if "step" not in (csv_column_name(name) for name in header.split(",")) and "step" in (
+        csv_column_name(name) for name in header.split("\t")
+    ):
+        return "\t"
+    return ","
+
+
 def _no_step_hint(header: list[str]) -> str:
-    """Why a header may have no step column: the file is JSON lines, or its separator is not a comma (a
-    semicolon is Excel's in locales that write 0,5; read as CSV, such a number would be two cells)."""
+    """Why a header may have no step column: the file is JSON lines, or its separator is a semicolon
+    (Excel's in locales that write 0,5; read as CSV, such a number would be two cells, so it is not read)."""
     if header[0].startswith("{"):
         return "; it looks like JSON lines: read it as jsonl"
-    for separator, named in ((";", "';'"), ("\t", "a tab")):
-        if "step" in (name.strip() for name in ",".join(header).split(separator)):
-            return f"; the file seems to separate its columns with {named}: only commas are read"
+    if "step" in (name.strip() for name in ",".join(header).split(";")):
+        return "; the file seems to separate its columns with ';': commas (or tabs) are read"
     return ""
 
 

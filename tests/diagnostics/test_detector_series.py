@@ -159,12 +159,24 @@ def test_a_file_with_cr_line_endings_is_read(tmp_path):
         load_series(path)
 
 
-@pytest.mark.parametrize("separator, named", [(";", "';'"), ("\t", "a tab")])
-def test_a_csv_separated_otherwise_than_by_commas_says_so(separator, named):
-    text = separator.join(["step", "a", "b"]) + "\n" + separator.join(["0", "0,5", "1"]) + "\n"
-    hint = f"; the file seems to separate its columns with {named}: only commas are read"
+def test_a_csv_separated_by_semicolons_says_so():
+    # Excel's in locales that write 0,5: read as commas, the number would be two cells
+    text = "step;a;b\n0;0,5;1\n"
+    hint = "; the file seems to separate its columns with ';': commas (or tabs) are read"
     with pytest.raises(ValueError, match=re.escape(hint)):
         load_series(text, fmt="csv")
+
+
+def test_a_tab_separated_file_is_read(tmp_path):
+    # A spreadsheet's "Unicode text" export: UTF-16 with its byte order mark, columns between tabs
+    path = tmp_path / "sheet.txt"
+    path.write_bytes("\ufeffstep\ttrain/success\tnote,x\r\n0\t0.5\t1\r\n1\t0.75\t2\r\n".encode("utf-16-le"))
+    assert load_series(path, fmt="csv") == [
+        (0, {"train/success": 0.5, "note,x": 1.0}),
+        (1, {"train/success": 0.75, "note,x": 2.0}),
+    ]
+    with pytest.raises(ValueError, match=re.escape("line 2, column 'a': '0,5' is not a number")):
+        load_series("step\ta\n0\t0,5\n", fmt="csv")
 
 
 @pytest.mark.parametrize(
