@@ -92,3 +92,23 @@ def test_the_page_a_test_email_leads_back_to_has_the_alert_settings_open(page):
     page.wait_for_url("**#alert-settings")
     assert page.locator(".messages").inner_text().startswith("Sent a test alert email")
     assert page.get_by_role("button", name="Send a test email").is_visible()  # open, where the user was
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_recipients_typed_but_not_saved_are_asked_about_before_a_test_email(page):
+    from tests.helpers import answer_next_dialog
+
+    experiment = make_experiment(page.user, name="FrozenLake PPO")
+    experiment.set_alerts(["bob@example.com"], on_warnings=False)
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    page.locator("#alert-settings summary").click()
+    page.get_by_label("Alert recipients").fill("eve@example.com")
+    questions = answer_next_dialog(page, accept=False)
+    page.get_by_role("button", name="Send a test email").click()
+    assert questions == [
+        "The recipients typed above are not saved: the test email goes to the saved ones (bob@example.com), "
+        "and what you typed is lost when the page reloads. Send it anyway?"
+    ]
+    assert page.get_by_label("Alert recipients").input_value() == "eve@example.com"  # nothing sent, kept
+    assert Experiment.objects.get(pk=experiment.pk).alert_test_at is None
