@@ -27,13 +27,17 @@ def form(**fields):
 
 
 def trained_run(owner, seconds, imported=False, env="frozenlake"):
+    """A run whose steps 1, 2, ... took `seconds`, after a step 0 of 1,000 s (the first validation and the
+    warm-up), which no estimate counts."""
     experiment = Experiment.create_with_runs(
         owner, ExperimentSpec(name="m", env={"name": env, "params": {}}, steps=5)
     )
     if imported:
         Experiment.objects.filter(pk=experiment.pk).update(imported=True)
     run = experiment.runs.get()
-    MetricPoint.upsert(run.pk, [(step, "time/step_s", value) for step, value in enumerate(seconds)])
+    MetricPoint.upsert(
+        run.pk, [(step, "time/step_s", value) for step, value in enumerate([1000.0, *seconds])]
+    )
     return run
 
 
@@ -153,3 +157,11 @@ def test_a_grid_over_models_names_each_unmeasured_model_and_no_single_basis(alic
         "measured here, of the same rollout size); 1 with no estimate: no run of model org/b has measured its "
         "step time on this server yet."
     )
+
+
+def test_several_runs_say_their_time_in_all_on_one_worker(alice, alice_client):
+    trained_run(alice, [3.0, 3.0])
+    body = alice_client.post(URL, form(seeds="1,2,3", steps="20")).json()
+    assert body["text"].startswith("3 runs, about 1m 00s each (3 s a step, from 1 run of model tiny")
+    assert body["text"].endswith("; 3m 00s in all on one worker.")
+    assert body["total_seconds"] == pytest.approx(180.0)

@@ -7,7 +7,8 @@ validation, the logging), which dominates a small rollout. So runs of the same r
 they are; else, with runs of two or more sizes, step time is fitted as a fixed cost plus a cost per token
 of rollout size; with one size only (or a fit with a negative cost, from noisy step times), scaled in
 proportion (an upper bound when scaling up). Imported runs are left out: their step times are another
-machine's."""
+machine's; so is each run's step 0 (measured_runs). With several runs the line adds their time in all on
+one worker: each waits for a free one."""
 
 import statistics
 from dataclasses import dataclass
@@ -54,10 +55,16 @@ class Measured:
 
 
 def measured_runs() -> list[Measured]:
-    """The mean step time of each of the latest MEASURED_RUNS runs trained here that logged time/step_s."""
+    """The mean step time of each of the latest MEASURED_RUNS runs trained here that logged time/step_s,
+    its step 0 left out: the first validation and the warm-up make it several times a later step (a
+    tester's estimate from a demo run stopped after that step said 10.5 s a step, for runs of 2-6 s)."""
     means = (
         MetricPoint.objects.filter(
-            key=TIME_STEP_S, value__gt=0, value__lt=MAX_STEP_SECONDS, run__experiment__imported=False
+            key=TIME_STEP_S,
+            step__gt=0,
+            value__gt=0,
+            value__lt=MAX_STEP_SECONDS,
+            run__experiment__imported=False,
         )
         .values("run_id")
         .annotate(mean=Avg("value"), n=Count("id"))
@@ -167,8 +174,10 @@ def summary(planned) -> dict:
     else:
         low, high = duration(min(known)), duration(max(known))
         unknown = len(runs) - len(known)
+        # Runs wait for a free worker: in all, one after another on one worker, as many take their turns
+        in_all = f"; {duration(sum(known))} in all on one worker" if len(known) > 1 else ""
         text = (
-            f"{count}, about {low if low == high else f'{low} to {high}'} each ({basis})"
+            f"{count}, about {low if low == high else f'{low} to {high}'} each ({basis}){in_all}"
             + (f"; {unknown} with no estimate: {no_estimate}" if unknown else "")
             + "."
         )
