@@ -155,13 +155,18 @@ def experiment_detail(request, pk):
 def experiment_alerts(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     if request.method != "POST":  # the address a refused save was shown at, opened again: the settings
-        return redirect(experiment.get_absolute_url() + "#alert-settings")
+        return redirect(_alert_settings(experiment))
     form = AlertsForm(request.POST)
     if not form.is_valid():
         return _render_detail(request, experiment, form, status=400)
     experiment.set_alerts(form.cleaned_data["alert_recipients"], form.cleaned_data["alert_on_warnings"])
     messages.success(request, "Alert settings saved.")
     return redirect(experiment)
+
+
+def _alert_settings(experiment) -> str:
+    """The experiment page opened at its alert settings (nav.js unfolds the section an address names)."""
+    return experiment.get_absolute_url() + "#alert-settings"
 
 
 @login_required
@@ -195,7 +200,7 @@ def experiment_alert_test(request, pk):
                 request,
                 f"Sent a test alert email to {', '.join(recipients)}: it went {emails.destination()}.",
             )
-    return redirect(experiment.get_absolute_url() + "#alert-settings")
+    return redirect(_alert_settings(experiment))
 
 
 def _page_or_part(request, page: str, **parts: str) -> str | HttpResponseBadRequest:
