@@ -6,7 +6,7 @@ our key wins: it is the one our trainer wrote on purpose.
 """
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .metrics import ALIASES, BY_KEY, CHART_KEYS
@@ -17,15 +17,26 @@ KEYS = {key: BY_KEY[key].meaning for key in CHART_KEYS}
 
 # ALIASES (foreign key -> our key) comes from diagnostics.metrics. Keys without an equivalent (TRL's
 # completions/clipped_ratio, clip_ratio/low_mean, veRL's timing_s/*) pass through under their own names.
-__all__ = ["ALIASES", "KEYS", "canonical", "finite"]
+__all__ = ["ALIASES", "KEYS", "canonical", "finite", "renaming"]
+
+
+def renaming(keys: Iterable[str]) -> dict[str, str]:
+    """Each key's name once renamed to ours: unknown keys and ours keep theirs. When two keys mean the
+    same (our own and an alias, or two aliases: `reward` and `critic/score/mean`), our own key, else the
+    first alias, takes our name; the other keeps its own name, so nothing logged is lost."""
+    keys = list(keys)
+    names = {key: key for key in keys if key not in ALIASES}
+    taken = set(names)
+    for key in keys:
+        if key in ALIASES:
+            names[key] = ALIASES[key] if ALIASES[key] not in taken else key
+            taken.add(names[key])
+    return names
 
 
 def canonical(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """Return `metrics` keyed by our names, values as floats; None means "not logged" and is dropped.
-
-    Unknown keys pass through unchanged (the detector ignores them). When two keys mean the same (our
-    own and an alias, or two aliases: `reward` and `critic/score/mean`), our own key, else the first
-    alias, takes our name; the other keeps its own name, so nothing logged is lost. A value that is not a
+    """Return `metrics` keyed by our names (`renaming`), values as floats; None means "not logged" and
+    is dropped. Unknown keys pass through unchanged (the detector ignores them). A value that is not a
     number raises ValueError naming the key: a worker that sends strings has a bug worth seeing.
     """
     numbers: dict[str, float] = {}
@@ -35,11 +46,7 @@ def canonical(metrics: Mapping[str, Any]) -> dict[str, float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"metric {key!r}: {value!r} is not a number")
         numbers[key] = float(value)
-    renamed = {key: value for key, value in numbers.items() if key not in ALIASES}
-    for key, value in numbers.items():
-        if key in ALIASES:
-            renamed[ALIASES[key] if ALIASES[key] not in renamed else key] = value
-    return renamed
+    return {name: numbers[key] for key, name in renaming(numbers).items()}
 
 
 def finite(value: float | None) -> float | None:

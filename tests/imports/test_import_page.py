@@ -130,7 +130,7 @@ PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
         ("m.csv", b"", "The submitted file is empty"),
         ("m.csv", b"\n\n", "line 1: empty file"),
         ("m.csv", b"step,a\n99999999999,1\n", "line 2: step 99999999999 is larger than"),
-        ("m.csv", ("step," + "k" * 101 + "\n0,1\n").encode(), "names are at most 100 characters"),
+        ("m.csv", ("step," + "k" * 251 + "\n0,1\n").encode(), "names are at most 250 characters"),
         ("/etc/passwd", b"/etc/passwd", "no 'step' column"),  # content is never taken for a path
     ],
 )

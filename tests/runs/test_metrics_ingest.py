@@ -103,7 +103,7 @@ def test_duplicate_points_in_one_batch_keep_the_last(client, run, alice_token):
         ({"step": 1, "value": 1}, "key", "is required"),
         ({"step": 1, "key": "", "value": 1}, "key", "must be a non-empty string"),
         ({"step": 1, "key": "   ", "value": 1}, "key", "must be a non-empty string"),
-        ({"step": 1, "key": "x" * 101, "value": 1}, "key", "must be a non-empty string of at most 100"),
+        ({"step": 1, "key": "x" * 251, "value": 1}, "key", "must be a non-empty string of at most 250"),
         ({"step": 1, "key": 5, "value": 1}, "key", "must be a non-empty string"),
         ({"step": 1, "key": "a\u0000b", "value": 1}, "key", "must be valid Unicode text without NUL"),
         ({"step": 1, "key": "k"}, "value", "is required"),
@@ -173,7 +173,7 @@ def test_every_bad_point_is_listed(client, run, alice_token):
     )
     assert response.json()["errors"] == {
         "points[0].step": "must be a non-negative integer (at most 2147483647)",
-        "points[1].key": "must be a non-empty string of at most 100 characters (valid Unicode, no NUL)",
+        "points[1].key": "must be a non-empty string of at most 250 characters (valid Unicode, no NUL)",
         "points[1].value": 'must be a number, null, "NaN", "Infinity" or "-Infinity"',
     }
     assert response.json()["error"].endswith("(and 2 more)")

@@ -76,7 +76,14 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
     assert got.info.status == "FINISHED" and got.info.run_name == "lr 1e-6"
     assert got.info.experiment_id == experiment.experiment_id
     assert got.data.params == {"learning_rate": "1e-06", "num_generations": "8", "beta": "0.0"}
-    assert got.data.metrics["train/reward_mean"] == 0.5 and got.data.metrics["actor/entropy"] == 1.5
+    # under the names it logged, as from MLflow's own server
+    assert got.data.metrics == {
+        "reward": 0.5,
+        "entropy": 1.5,
+        "my/custom": 7.0,
+        "reward_std": 0.1,
+        "train/success": 1.0,
+    }
     assert {key: got.data.tags[key] for key in ("stage", "team", "host")} == {
         "stage": "main",
         "team": "rl",
@@ -123,26 +130,34 @@ def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
     bob_experiment = ExternalExperiment.create(bob, "shared name")
     alice_experiment = mlflow.set_experiment("shared name")  # the same name is another experiment
     assert alice_experiment.experiment_id != bob_experiment.mlflow_id
-    for name in ("a", "b"):
+    for name in ("a", "b", "c"):
         with mlflow.start_run(run_name=name):
-            mlflow.log_param("name", name)
+            if name != "c":
+                mlflow.log_params({"name": name, "actor/lr-max": f"1e-{name}"})
     client = mlflow.MlflowClient()
     assert [e.name for e in client.search_experiments()] == ["shared name"]
     assert [e.experiment_id for e in client.search_experiments(filter_string="name = 'shared name'")] == [
         alice_experiment.experiment_id
     ]
     runs = client.search_runs([alice_experiment.experiment_id])
-    assert sorted(run.info.run_name for run in runs) == ["a", "b"]
-    found = client.search_runs([alice_experiment.experiment_id], filter_string="params.name = 'b'")
-    assert [run.info.run_name for run in found] == ["b"]
-    found = client.search_runs([alice_experiment.experiment_id], filter_string="tags.mlflow.runName = 'a'")
-    assert [run.info.run_name for run in found] == ["a"]
-    assert len(mlflow.search_runs(experiment_ids=[alice_experiment.experiment_id])) == 2  # the pandas path
+    assert sorted(run.info.run_name for run in runs) == ["a", "b", "c"]
+
+    def found(filter_string):
+        runs = client.search_runs([alice_experiment.experiment_id], filter_string=filter_string)
+        return sorted(run.info.run_name for run in runs)
+
+    assert found("params.name = 'b'") == ["b"]
+    assert found("params.name != 'b'") == ["a"]  # c has no such param: it matches neither, as in MLflow
+    assert found("params.nothing != 'b'") == []
+    assert found("tags.mlflow.runName = 'a'") == found("tags.\"mlflow.runName\" = 'a'") == ["a"]
+    assert found("params.`actor/lr-max` = '1e-a'") == found("param.`actor/lr-max` != '1e-b'") == ["a"]
+    assert client.search_runs([]) == []
+    assert len(mlflow.search_runs(experiment_ids=[alice_experiment.experiment_id])) == 3  # the pandas path
     from mlflow.entities import ViewType
 
     deleted = client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.DELETED_ONLY)
     assert list(deleted) == []  # nothing here is ever deleted
-    assert len(client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.ALL)) == 2
+    assert len(client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.ALL)) == 3
 
     with pytest.raises(mlflow.MlflowException) as excinfo:
         client.search_runs([bob_experiment.mlflow_id])
@@ -164,7 +179,7 @@ def test_non_finite_values_and_steps_going_backwards_are_stored_as_sent(mlflow_a
     assert stored[(5, "actor/grad_norm")] == math.inf and stored[(5, "actor/entropy")] == -math.inf
     assert stored[(2, "train/reward_mean")] == 0.75 and len(stored) == 4
     assert echolab_run(run.info.run_id).step == 5
-    assert math.isnan(mlflow.get_run(run.info.run_id).data.metrics["train/reward_mean"])  # step 5's value
+    assert math.isnan(mlflow.get_run(run.info.run_id).data.metrics["reward"])  # step 5's value
 
 
 def test_a_foreign_name_logged_beside_ours_has_its_own_history(mlflow_alice):
@@ -175,6 +190,30 @@ def test_a_foreign_name_logged_beside_ours_has_its_own_history(mlflow_alice):
     client = mlflow.MlflowClient()
     assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0, 4.0]
     assert [m.value for m in client.get_metric_history(run.info.run_id, "train/reward_mean")] == [2.0, 3.0]
+    assert client.get_run(run.info.run_id).data.metrics == {"reward": 4.0, "train/reward_mean": 3.0}
+
+
+def test_a_foreign_name_keeps_our_key_across_calls_and_a_second_alias_its_own(mlflow_alice):
+    mlflow = mlflow_alice
+    client = mlflow.MlflowClient()
+    with mlflow.start_run() as run:
+        mlflow.log_metric("reward", 1.0, step=0)  # TRL's name takes train/reward_mean...
+        mlflow.log_metric("critic/score/mean", 2.0, step=0)  # ...so veRL's, logged later, keeps its own
+        mlflow.log_metric("reward", 3.0, step=1)
+        with pytest.raises(mlflow.MlflowException) as excinfo:  # nowhere to keep ours apart from TRL's
+            mlflow.log_metrics({"train/reward_mean": 9.0, "loss": 0.5}, step=1)
+    assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
+    assert (
+        "train/reward_mean" in excinfo.value.message and "'reward' it logged first" in excinfo.value.message
+    )
+    assert points(run.info.run_id) == {
+        (0, "train/reward_mean"): 1.0,
+        (0, "critic/score/mean"): 2.0,
+        (1, "train/reward_mean"): 3.0,
+    }
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0, 3.0]
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "critic/score/mean")] == [2.0]
+    assert client.get_run(run.info.run_id).data.metrics == {"reward": 3.0, "critic/score/mean": 2.0}
 
 
 def test_ten_thousand_params_are_all_kept(mlflow_alice):
@@ -185,6 +224,18 @@ def test_ten_thousand_params_are_all_kept(mlflow_alice):
     config = echolab_run(run.info.run_id).config
     assert len(config) == 10_000 and config["layer.9999.lr"] == str(9999 / 7)
     assert len(mlflow.get_run(run.info.run_id).data.params) == 10_000
+
+
+def test_long_values_are_cut_and_long_metric_keys_kept_as_mlflows_server_does(mlflow_alice):
+    mlflow = mlflow_alice
+    key = "eval/" + "k" * 245  # MLflow's longest key
+    with mlflow.start_run() as run:
+        mlflow.log_param("prompt", "p" * 6001)
+        mlflow.set_tag("notes", "t" * 8001)
+        mlflow.log_metric(key, 0.5, step=1)
+    got = mlflow.get_run(run.info.run_id).data
+    assert got.params["prompt"] == "p" * 6000 and got.tags["notes"] == "t" * 8000
+    assert got.metrics[key] == 0.5
 
 
 def test_a_duplicated_run_name_makes_a_second_run(mlflow_alice):
@@ -342,3 +393,13 @@ def test_an_empty_run_name_tag_keeps_the_name_as_mlflow_does(mlflow_alice):
         mlflow.set_tag("mlflow.runName", "second")
     assert echolab_run(active.info.run_id).label == "second"
     assert mlflow.get_run(active.info.run_id).data.tags["mlflow.runName"] == "second"
+
+
+def test_a_run_logged_before_names_were_kept_finds_a_foreign_names_history_under_ours(mlflow_alice):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metric("reward", 1.0, step=0)
+    ExternalRun.objects.filter(run_uuid=run.info.run_id).update(logged_as={})  # as a run made before it
+    client = mlflow.MlflowClient()
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0]
+    assert client.get_run(run.info.run_id).data.metrics == {"train/reward_mean": 1.0}

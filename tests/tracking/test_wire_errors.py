@@ -163,7 +163,7 @@ def test_a_gzip_body_is_read_and_another_encoding_is_a_bad_request(api, run):
     "fields, message",
     [
         ({"step": -1}, "step: must be between 0 and 2147483647, got -1"),
-        ({"key": "k" * 120}, "key: is 120 characters; EchoLab keeps metric keys of at most 100"),
+        ({"key": "k" * 260}, "key: is 260 characters; the limit is 250"),
     ],
 )
 def test_log_metric_names_its_own_fields_not_a_batchs(api, run, fields, message):

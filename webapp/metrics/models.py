@@ -26,7 +26,7 @@ class MetricPoint(models.Model):
         db_index=False,
         db_constraint=False,
     )
-    key = models.CharField(max_length=100)
+    key = models.CharField(max_length=250)
     step = models.IntegerField()
     # NaN and +-inf are kept (Postgres floats hold them); charts draw them as gaps.
     value = models.FloatField(null=True)
@@ -176,7 +176,7 @@ class MetricRollup(models.Model):
     run = models.ForeignKey(
         "experiments.Run", on_delete=models.CASCADE, related_name="metric_rollups", db_index=False
     )
-    key = models.CharField(max_length=100)
+    key = models.CharField(max_length=250)
     bucket = models.IntegerField()
     count = models.IntegerField()
     first_step = models.IntegerField()

@@ -5,7 +5,8 @@ EchoLab run of it, so run pages, charts, the detector, alerts, compare and expor
 What MLflow has and a native run has not lives here: the experiment's MLflow name (unique per user), the
 run's MLflow id and tags, and how far the detector has judged it. Params are the run's config. Metric keys
 are renamed to ours on the way in (diagnostics.aliases), so `reward` from TRL is charted and judged as
-`train/reward_mean`.
+`train/reward_mean`; the run remembers the name it logged (`ExternalRun.logged_as`), so the client reads
+back `reward`, as from MLflow's own server.
 
 The detector judges a step once it is complete: when a later step arrives (a script may log one key at a
 time) or the run ends. That happens in a worker (worker/external.py), sent after each write commits.
@@ -23,7 +24,6 @@ aborts one), so every transaction that touches an MLflow run takes them in this 
 import threading
 import time
 import uuid
-from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -32,7 +32,7 @@ from django.db.models import F, Max, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from diagnostics.aliases import canonical
+from diagnostics.aliases import ALIASES, renaming
 from diagnostics.metrics import out_of_bounds
 from diagnostics.series import key_problem
 from webapp.core.converters import parse_id
@@ -48,6 +48,8 @@ RUN_NAME_TAG = "mlflow.runName"
 # Given back with every run (not stored): the run's id and page in EchoLab.
 ECHOLAB_RUN_ID_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_id"
 ECHOLAB_RUN_URL_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_url"
+# Our keys that other trainers' names are renamed to: the ones ExternalRun.logged_as keeps a name for.
+OUR_KEYS_WITH_ALIASES = frozenset(ALIASES.values())
 # The first key of the detection lock's pg_advisory_xact_lock(int, int), the second being the run's id:
 # any constant, as long as nothing else in the database takes advisory locks under it.
 DETECTION_LOCK = 1_000_016
@@ -149,6 +151,10 @@ class ExternalRun(models.Model):
     # The highest step the detector has judged (worker/external.py); None before the first.
     detected_through = models.IntegerField(null=True, blank=True)
     lost_at = models.DateTimeField(null=True, blank=True, help_text="When the sweeper found it silent.")
+    # Our key -> the name this run logged it under first, for each of our keys that other trainers'
+    # names are renamed to (`train/reward_mean` -> `reward`): it keeps that name's points from then on,
+    # and the client reads them back under it (to_mlflow). A run made before this field has none.
+    logged_as = models.JSONField(default=dict, blank=True)
 
     objects = ExternalRunQuerySet.as_manager()
 
@@ -219,13 +225,19 @@ class ExternalRun(models.Model):
         """Metrics as (key, value, step), renamed to ours; params become the config (a param keeps its
         first value, as in MLflow); tags are kept. All or nothing. `where` names a metric's fields in
         errors: a log-batch's list, or "" for log-metric's one metric, whose fields are the request's."""
-        points = self._points(metrics, where)
+        self._check(metrics, where)
+        points, claims = self._points(metrics, self.logged_as, where)
         if tags.get(RUN_NAME_TAG) == "":
             # MLflow's store renames a run only to a non-empty name: an empty one changes nothing
             tags = {key: value for key, value in tags.items() if key != RUN_NAME_TAG}
         with transaction.atomic():
-            if params or tags:
+            if params or tags or claims:
                 run = Run.objects.select_for_update(no_key=True).only("config").get(pk=self.run_id)
+            if claims:  # named again from the names stored now, which another request may have claimed
+                self.logged_as = ExternalRun.objects.values_list("logged_as", flat=True).get(pk=self.pk)
+                points, claims = self._points(metrics, self.logged_as, where)
+                self.logged_as = {**self.logged_as, **claims}
+                ExternalRun.objects.filter(pk=self.pk).update(logged_as=self.logged_as)
             if params:
                 changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
                 if changed:
@@ -262,10 +274,7 @@ class ExternalRun(models.Model):
         ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
 
     @staticmethod
-    def _points(metrics, where: str) -> list[tuple[int, str, float]]:
-        """(step, our key, value): the last of a repeated (step, key) wins, as in ingest, and where a step
-        has both our key and a foreign alias of it, ours wins (diagnostics.aliases.canonical)."""
-        steps = defaultdict(dict)
+    def _check(metrics, where: str) -> None:
         for index, (key, value, step) in enumerate(metrics):
             if not 0 <= step <= ingest.MAX_STEP:
                 raise invalid(
@@ -274,18 +283,42 @@ class ExternalRun(models.Model):
             problem = key_problem(key)  # the one rule for metric names: files, ingest, here
             if problem:
                 raise invalid(f"{where.format(index=index)}key", problem)
-            if len(key) > ingest.MAX_KEY_LENGTH:
-                raise invalid(
-                    f"{where.format(index=index)}key",
-                    f"is {len(key)} characters; EchoLab keeps metric keys of at most {ingest.MAX_KEY_LENGTH}",
-                )
             problem = out_of_bounds(key, value)  # a success rate of 7.5
             if problem:
                 raise invalid(f"{where.format(index=index)}value", problem)
-            steps[step][key] = value
-        return [
-            (step, key, value) for step, values in steps.items() for key, value in canonical(values).items()
-        ]
+
+    @staticmethod
+    def _points(metrics, logged_as: dict[str, str], where: str):
+        """(step, stored key, value) for each metric, the last of a repeated (step, key) winning as in
+        ingest, and the run's new `logged_as` entries. A foreign name takes our key unless the run keeps
+        that key for another name: in one call our own name, else the first alias, wins, as in
+        diagnostics.aliases.renaming; across calls, the name logged first. Our own name cannot be logged
+        once an alias has taken it (there is nowhere else to keep it): refused, naming both."""
+        first_index = {}
+        for index, (key, _, _) in enumerate(metrics):
+            first_index.setdefault(key, index)
+        stored, unclaimed = {}, []
+        for key in first_index:
+            ours = key if key in OUR_KEYS_WITH_ALIASES else ALIASES.get(key)
+            if ours is None:
+                stored[key] = key
+            elif ours not in logged_as:
+                unclaimed.append(key)
+            elif logged_as[ours] == key:
+                stored[key] = ours
+            elif key != ours:  # an alias of a key another name took: it keeps its own
+                stored[key] = key
+            else:
+                raise invalid(
+                    f"{where.format(index=first_index[key])}key",
+                    f"{key!r} is where this run keeps the {logged_as[ours]!r} it logged first (EchoLab's "
+                    f"name for it); log one of the two names",
+                )
+        named = renaming(unclaimed)
+        stored.update(named)
+        claims = {ours: key for key, ours in named.items() if ours in OUR_KEYS_WITH_ALIASES}
+        points = {(step, stored[key]): value for key, value, step in metrics}
+        return [(step, key, value) for (step, key), value in points.items()], claims
 
     def _heard_from(self, step: int | None) -> None:
         """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
@@ -365,6 +398,20 @@ class ExternalRun(models.Model):
 
     # Reading.
 
+    def logged_name(self, key: str) -> str:
+        """The name the client logged a stored key under."""
+        return self.logged_as.get(key, key)
+
+    def stored_key(self, name: str) -> str:
+        """Where the points the client logged under `name` are: our key, if `name` took it (ours is
+        found under its own name too). A run made before `logged_as` renamed every alias to ours."""
+        ours = ALIASES.get(name)
+        if ours is None or self.logged_as.get(ours, name) != name:
+            return name
+        if ours in self.logged_as or not MetricPoint.objects.filter(run_id=self.run_id, key=name).exists():
+            return ours
+        return name
+
     def to_mlflow(self) -> dict:
         run = self.run
         keys = sorted(run.latest_metrics)
@@ -378,7 +425,7 @@ class ExternalRun(models.Model):
         )
         metrics = [
             {
-                "key": key,
+                "key": self.logged_name(key),
                 "value": protocol.double(values.get(key)),
                 "timestamp": heard,
                 "step": last_steps.get(key, 0),

@@ -3,7 +3,8 @@ it: errors as {"error_code", "message"} with MLflow's HTTP status for the code, 
 checked one by one (every problem names its field), and experiments and runs written as MLflow's JSON.
 
 Limits are MLflow's own (mlflow/utils/validation.py), so a script that works against an MLflow server
-is not refused here for sizes MLflow allows; metric keys are EchoLab's (see ingest.MAX_KEY_LENGTH).
+is not refused here for sizes MLflow allows (EchoLab stores metric keys of MLflow's 250 characters,
+ingest.MAX_KEY_LENGTH); an experiment's name is EchoLab's.
 """
 
 import math
@@ -190,11 +191,13 @@ def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
 
 def key_value(entry: Fields, max_value: int) -> tuple[str, str]:
     """A param or tag: {"key", "value"}. MLflow allows an empty value but requires one: a value left out
-    (or null) is no empty string, and a param stored as one could never be given its real value."""
+    (or null) is no empty string, and a param stored as one could never be given its real value. A value
+    over `max_value` characters is cut to it, as MLflow's store does (MLFLOW_TRUNCATE_LONG_VALUES, on by
+    default): a script that logs a long prompt as a param runs on there."""
     key = entry.string("key", max_length=MAX_ENTITY_KEY_LENGTH)
     if entry.data.get("value") is None:
         raise invalid(entry._name("value"), 'is required (an empty value is written "")')
-    return key, entry.string("value", required=False, max_length=max_value)
+    return key, entry.string("value", required=False)[:max_value]
 
 
 # EchoLab's own tags on a run (models.ECHOLAB_RUN_ID_TAG, ECHOLAB_RUN_URL_TAG): computed when a run is read,
@@ -240,24 +243,32 @@ def pairs(mapping: dict) -> list[dict]:
 
 
 # search filters: `<entity>.<name> = '<value>'` clauses joined by AND, the ones training scripts use. A
-# value runs to its closing quote (no quote inside it), so "a = 'x' OR b = 'y'" is not one clause whose
-# value is "x' OR b = 'y", and an "and" inside a value does not split it.
+# name with other characters than letters, digits, `_` and `.` is quoted, in backquotes or double quotes
+# (veRL's params.`actor_rollout_ref/actor/lr`). A value runs to its closing quote (no quote inside it), so
+# "a = 'x' OR b = 'y'" is not one clause whose value is "x' OR b = 'y", and an "and" inside a value does
+# not split it.
 _CLAUSE = re.compile(
-    r"""\s*(?P<field>[\w.`"]+)\s*(?P<op>=|!=)\s*(?:'(?P<single>[^']*)'|"(?P<double>[^"]*)")\s*"""
+    r"""\s*(?:(?P<entity>\w+)\.)?(?:`(?P<backquoted>[^`]+)`|"(?P<quoted>[^"]+)"|(?P<plain>[\w.]+))"""
+    r"""\s*(?P<op>=|!=)\s*(?:'(?P<single>[^']*)'|"(?P<double>[^"]*)")\s*"""
 )
 _AND = re.compile(r"(?i:and)\s+")
+# MLflow's spellings of each entity, as the prefix of our names ("" for the run's own attributes).
+_ENTITIES = {
+    **dict.fromkeys(("attributes", "attribute", "attr", "run"), ""),
+    **dict.fromkeys(("params", "param", "parameters", "parameter"), "params."),
+    **dict.fromkeys(("tags", "tag"), "tags."),
+    **dict.fromkeys(("metrics", "metric"), "metrics."),
+}
 
 
 def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tuple[str, str, str]]:
-    """[(name, op, value)] from "a = 'x' AND b != 'y'"; names are normalised ("attributes.status" ->
-    "status", backquotes dropped). Anything else is refused, naming what is supported."""
+    """[(name, op, value)] from "a = 'x' AND params.`b-c` != 'y'"; names are normalised
+    ("attributes.status" -> "status", "param.lr" -> "params.lr", quotes dropped). Anything else is
+    refused, naming what is supported."""
     clauses, at = [], 0
     while text.strip():
         match = _CLAUSE.match(text, at)
-        name = match and match["field"].replace("`", "").replace('"', "")
-        for prefix in ("attributes.", "attribute.", "attr.", "run."):
-            if name and name.startswith(prefix):
-                name = name.removeprefix(prefix)
+        name = match and _clause_name(match)
         if not match or not (name in allowed or name.split(".", 1)[0] + "." in allowed):
             raise invalid(field, _unsupported(text[at:], allowed))
         value = match["single"] if match["single"] is not None else match["double"]
@@ -270,6 +281,15 @@ def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tu
             raise invalid(field, _unsupported(text[at:], allowed))
         at = joined.end()
     return clauses
+
+
+def _clause_name(match: re.Match) -> str:
+    key = match["backquoted"] or match["quoted"] or match["plain"]
+    entity = match["entity"]
+    if entity is None:
+        return key
+    prefix = _ENTITIES.get(entity.lower())
+    return f"{entity}.{key}" if prefix is None else prefix + key
 
 
 def _unsupported(rest: str, allowed: set[str]) -> str:

@@ -10,7 +10,6 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from diagnostics.aliases import ALIASES
 from webapp.accounts.api_auth import (
     WWW_AUTHENTICATE,
     ApiError,
@@ -275,8 +274,6 @@ def search_runs(request, fields):
         ExternalExperiment.get_for(request.user, experiment_id)
         for experiment_id in fields.strings("experiment_ids")
     ]
-    if not experiments:
-        raise invalid("experiment_ids", "name at least one experiment")
     view_type = _view_type(fields, "run_view_type")
     _no_order_by(fields)
     clauses = protocol.parse_filter(
@@ -299,13 +296,15 @@ def _matches(run: ExternalRun, name: str, op: str, value: str) -> bool:
     if name.startswith("params."):
         actual = run.run.config.get(name.removeprefix("params."))
     elif name.startswith("tags."):
-        actual = run.tags.get(name.removeprefix("tags.").replace("`", ""))
+        actual = run.tags.get(name.removeprefix("tags."))
     else:
         actual = {
             "run_name": run.run.label,
             "status": protocol.MLFLOW_STATUS_OF[run.run.status],
             "run_id": run.run_uuid,
         }[name]
+    if actual is None:  # a param or tag the run has not logged matches no clause on it, as in MLflow
+        return False
     return (actual == value) == (op == "=")
 
 
@@ -325,11 +324,11 @@ def _no_order_by(fields: Fields) -> None:
 def get_metric_history(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
     key = fields.string("metric_key")
-    # Stored under our name (TRL's `reward` is train/reward_mean), unless the run also logged our name at
-    # the same steps, which then kept the foreign one under its own (tracking.models.ExternalRun._points).
-    stored = MetricPoint.objects.filter(run_id=run.pk)
-    key_stored = ALIASES[key] if key in ALIASES and not stored.filter(key=key).exists() else key
-    points = stored.filter(key=key_stored).order_by("step").values_list("step", "value")
+    points = (
+        MetricPoint.objects.filter(run_id=run.pk, key=run.stored_key(key))
+        .order_by("step")
+        .values_list("step", "value")
+    )
     page, token = protocol.page(points, fields, 25_000)
     heard = protocol.millis(run.run.heartbeat_at)
     return {
