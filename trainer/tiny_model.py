@@ -6,6 +6,7 @@ real environment prompts, so replies mostly parse but the games are not solved. 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -89,11 +90,20 @@ def default_dir() -> str:
 
 
 def ensure(path: str | None = None) -> str:
-    """The tiny model's directory, built on first use."""
+    """The tiny model's directory, built on first use. One build at a time: a caller that finds one under
+    way (`./echolab run` builds it in the background while a worker is asked to train) waits for it."""
     path = path or default_dir()
-    if not os.path.exists(os.path.join(path, "config.json")):
-        build(path)
+    if not _built(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(f"{os.path.abspath(path)}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+            if not _built(path):
+                build(path)
     return path
+
+
+def _built(path: str) -> bool:
+    return os.path.exists(os.path.join(path, "config.json"))
 
 
 def _reply(rng: random.Random, actions: list[str], max_actions: int, thinking: bool) -> str:
@@ -165,6 +175,8 @@ def build(
     from trainer.rollout import SYSTEM, ChatFormat
 
     t0 = time.time()
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)  # a destination that cannot be made fails now, not after training
     rng = random.Random(seed)
     torch.manual_seed(seed)
     data = _dialogues(dialogues, rng)
@@ -222,8 +234,6 @@ def build(
             log(f"tiny model warm-start {step + 1}/{steps}: loss {loss.item():.3f}")
     model.eval()
     loss = loss.detach()
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tiny-", dir=parent)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

@@ -97,7 +97,8 @@ def train_run(message_run_id: int) -> str:
         if run is not None:
             run.enqueue()
         return "worker shutting down: left queued"
-    from trainer.config import ConfigError, TrainConfig
+    from trainer import tiny_model
+    from trainer.config import TINY_MODEL, ConfigError, TrainConfig
 
     host, pid = socket.gethostname(), os.getpid()
     # Another worker may claim the first run between reading it and claiming it: then the next one.
@@ -113,6 +114,10 @@ def train_run(message_run_id: int) -> str:
                 run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
                 return f"run {run.pk} failed: invalid config"
             continue
+        if cfg.model.name == TINY_MODEL:
+            # On a first start `./echolab run` builds it in the background: the run waits for that build
+            # queued (the page says so), not as a run at step 0 building a second copy beside it.
+            tiny_model.ensure()
         if run.claim(host, pid, describe_device(), pid_namespace()):
             sent_for = (
                 ""

@@ -85,9 +85,8 @@ def test_a_run_still_training_refuses_the_whole_delete_and_nothing_goes(
     training = make_run(alice, experiment=experiment, label="seed=3", status=Run.Status.RUNNING)
     queued = make_run(alice, experiment=experiment, label="seed=4", status=Run.Status.QUEUED)
     problem = (
-        f"experiment {experiment.pk} has 2 runs still training: run {training.pk} is running: stop it first, "
-        f"then delete it once it has stopped; run {queued.pk} is queued: stop it first (a queued run stops "
-        "at once), then delete it"
+        f"experiment {experiment.pk} has 2 runs still training (run {training.pk} running, run {queued.pk} "
+        "queued): stop them first (a queued run stops at once), then delete it once they have stopped"
     )
     page = alice_client.get(experiment.get_absolute_url()).content.decode()
     assert (

@@ -241,21 +241,22 @@ class Experiment(models.Model):
         runs = list(training.order_by("pk"))
         return self._training_refusal(runs) if runs else None
 
-    # Up to this many runs in the way are each named with what to do; more are counted (a grid's 64 runs
+    # Up to this many runs in the way are each named with its state; more are counted (a grid's 64 runs
     # made a paragraph of the same sentence).
     NAMED_REFUSALS = 3
 
     def _training_refusal(self, runs: list["Run"]) -> str:
         if len(runs) == 1:
             return f"experiment {self.pk} has a run still training: {runs[0].delete_refusal}"
-        if len(runs) <= self.NAMED_REFUSALS:
-            named = "; ".join(run.delete_refusal for run in runs)
-            return f"experiment {self.pk} has {len(runs)} runs still training: {named}"
         # A running run whose stop was asked is "stopping": nothing more to do but wait for it.
-        counts = Counter("stopping" if run.stop_requested else run.status for run in runs)
-        states = ", ".join(
-            f"{counts[state]} {state}" for state in ("running", "stopping", "queued") if counts[state]
-        )
+        state = {run.pk: "stopping" if run.stop_requested else run.status for run in runs}
+        counts = Counter(state.values())
+        if len(runs) <= self.NAMED_REFUSALS:
+            states = ", ".join(f"run {run.pk} {state[run.pk]}" for run in runs)
+        else:
+            states = ", ".join(
+                f"{counts[each]} {each}" for each in ("running", "stopping", "queued") if counts[each]
+            )
         if self.imported:
             advice = (
                 "they are logged by MLflow clients, which EchoLab cannot stop: end them in their scripts "

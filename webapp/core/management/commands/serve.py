@@ -36,7 +36,7 @@ READY_LINES = {
 BUILD_PROGRESS = re.compile(r"warm-start (\d+)/(\d+)")
 BUILD_STEPS = 150  # trainer.tiny_model.build's default
 BUILD_NOTICE_SECONDS = 30  # how often the console hears that the build goes on
-BUILD_SCRIPT = "import sys; from trainer import tiny_model; tiny_model.build(sys.argv[1])"
+BUILD_SCRIPT = "import sys; from trainer import tiny_model; tiny_model.ensure(sys.argv[1])"
 
 
 def public_host(host: str) -> str:
