@@ -165,3 +165,17 @@ def test_several_runs_say_their_time_in_all_on_one_worker(alice, alice_client):
     assert body["text"].startswith("3 runs, about 1m 00s each (3 s a step, from 1 run of model tiny")
     assert body["text"].endswith("; 3m 00s in all on one worker.")
     assert body["total_seconds"] == pytest.approx(180.0)
+
+
+def test_runs_too_short_for_a_collapse_are_warned_of(alice_client):
+    from diagnostics.detector import fewest_steps_for_a_collapse
+
+    needs = fewest_steps_for_a_collapse()
+    text = alice_client.post(URL, form(steps=str(needs - 1))).json()["text"]
+    assert text.endswith(
+        f" Runs of {needs - 1} steps are too short for the detector to call a collapse: it needs at least "
+        f"{needs} logged steps (warnings still count)."
+    )
+    assert "too short" not in alice_client.post(URL, form(steps=str(needs))).json()["text"]
+    rule_off = form(steps="3", detector_overrides="collapse:\n  enabled: false\n")
+    assert "too short" not in alice_client.post(URL, rule_off).json()["text"]

@@ -203,6 +203,10 @@ def test_the_bearer_scheme_is_read_in_any_case_and_a_401_names_it(client, alice)
             "seeds",
             "seeds[1]: expected a whole number, got the text",
         ),
+        ({}, "env", 'required: an object like {"name": "frozenlake"'),
+        ({"env": "bandit"}, "env", 'expected an object, got the text "bandit": write {"name": "bandit"}'),
+        ({"env": ["bandit"]}, "env", "got a list"),
+        ({"env": {"params": {}}}, "env", "got one without a name"),
     ],
 )
 def test_an_experiment_is_never_made_of_silent_defaults(client, auth, changes, field, fragment):

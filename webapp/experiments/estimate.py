@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from django.db.models import Avg, Count
 
+from diagnostics.detector import fewest_steps_for_a_collapse
 from diagnostics.metrics import TIME_STEP_S
 from webapp.core.templatetags.echolab import duration
 from webapp.experiments.models import Run
@@ -153,7 +154,27 @@ def answer(form, planned) -> dict:
     console), else the summary and what each run waits for."""
     if form.errors:
         return {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
-    return {**summary(planned), "waits_for": queue.waits_for()}
+    answered = summary(planned)
+    answered["text"] += too_short_note(planned, form.spec.detector_overrides)
+    return {**answered, "waits_for": queue.waits_for()}
+
+
+def too_short_note(planned, detector_overrides: dict) -> str:
+    """A warning for runs too short for the detector to call a collapse (their finished pages say so too,
+    Run.too_short_for_a_collapse), or ""."""
+    needs = fewest_steps_for_a_collapse(detector_overrides)  # the form checked the overrides
+    if needs is None:  # the collapse rule is off
+        return ""
+    short = sorted(
+        {run.config["schedule"]["steps"] for run in planned if run.config["schedule"]["steps"] < needs}
+    )
+    if not short:
+        return ""
+    lengths = ", ".join(str(steps) for steps in short)
+    return (
+        f" Runs of {lengths} step{'s' if short != [1] else ''} are too short for the detector to call a "
+        f"collapse: it needs at least {needs} logged steps (warnings still count)."
+    )
 
 
 def summary(planned) -> dict:

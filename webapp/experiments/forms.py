@@ -4,6 +4,7 @@ they name."""
 
 import yaml
 from django import forms
+from django.conf import settings
 
 import envs
 from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
@@ -45,6 +46,28 @@ def _param_field(param) -> forms.Field:
     return forms.CharField(strip=False, **common)
 
 
+def when_alerts_go() -> str:
+    """When an alert email goes, from this server's settings (README: ALERT_GROUP_SECONDS, ALERT_COOLDOWN_SECONDS)."""
+    group, cooldown = settings.ALERT_GROUP_SECONDS, settings.ALERT_COOLDOWN_SECONDS
+    pace = (
+        f"at most one email per run every {spoken_seconds(group)}, later warnings waiting to go with the next"
+        if group
+        else "each at once"
+    )
+    return (
+        f"A collapse is emailed at once. Ticked, warnings are too: {pace}; the same warning rule of a run "
+        f"not again within {spoken_seconds(cooldown)}."
+    )
+
+
+def spoken_seconds(seconds: int) -> str:
+    """300 -> "5 minutes", 3600 -> "1 hour", 90 -> "90 s"."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}{'s' if seconds != size else ''}"
+    return f"{seconds} s"
+
+
 class AlertsForm(forms.Form):
     """Who gets an experiment's alert emails, and whether warnings are emailed too: set when it is created
     (ExperimentForm has these fields) and changed later on its page."""
@@ -55,6 +78,10 @@ class AlertsForm(forms.Form):
         help_text="Emails separated by commas (Bob <bob@example.com> is fine too); empty means you.",
     )
     alert_on_warnings = TickBox(required=False, label="Also alert on warnings")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["alert_on_warnings"].help_text = when_alerts_go()
 
     def _parsed(self, field, parse):
         try:

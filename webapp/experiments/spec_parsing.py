@@ -4,6 +4,7 @@ ValueError saying what is wrong; spec_from_json collects every field's problem i
 resolve_model is the one resolver for every way a model name enters."""
 
 import email.utils
+import json
 import re
 from pathlib import Path
 
@@ -406,8 +407,16 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
         take("steps", _check_steps)
         take("overrides", parse_overrides)
         env = body.get("env")
-        if not isinstance(env, dict) or not isinstance(env.get("name"), str):
+        if env is None:
             errors["env"] = 'required: an object like {"name": "frozenlake", "params": {"size": 4}}'
+        elif isinstance(env, str):
+            name = json.dumps(env if len(env) <= 40 else env[:40] + "…", ensure_ascii=False)
+            errors["env"] = f'expected an object, got the text {name}: write {{"name": {name}}}'
+        elif not isinstance(env, dict) or not isinstance(env.get("name"), str):
+            errors["env"] = (
+                'expected an object like {"name": "frozenlake", "params": {"size": 4}}, '
+                f"got {_json_type(env) if not isinstance(env, dict) else 'one without a name'}"
+            )
         elif not isinstance(env.get("params", {}), dict) or set(env) - {"name", "params"}:
             errors["env"] = 'expected {"name": ..., "params": {...}} and nothing else'
         else:
