@@ -180,6 +180,21 @@ def test_a_queued_run_offers_no_trajectories_or_exports_it_does_not_have_yet(ali
     assert "trajectories-link" in html and "Export CSV" in html and "Export JSONL" in html
 
 
+def test_a_run_stopped_in_the_queue_says_nothing_was_trained_and_offers_only_resume(alice_client, alice):
+    queued = make_run(alice)
+    queued.request_stop()
+    html = alice_client.get(f"/runs/{queued.pk}/").content.decode()
+    assert "trajectories-link" not in html and "Export CSV" not in html and 'id="resume-form"' in html
+    assert "Stopped in the queue before a worker\n    started it: nothing was trained or logged" in html
+    assert "<dt>Stopped in the queue</dt>" in html and "too-short" not in html  # it was never judged
+    for section in ('class="run-charts"', 'id="reward-std-hist"', 'id="collapse-panel"'):
+        assert re.search(section + r"[^>]* hidden>", html), section
+    stopped = make_run(alice, attempt=1, step=53, status=Run.Status.STOPPED)  # stopped while training
+    html = alice_client.get(f"/runs/{stopped.pk}/").content.decode()
+    assert "never-trained" not in html and "Export CSV" in html and "<dt>Finished</dt>" in html
+    assert re.search(r'class="run-charts">', html)
+
+
 def test_a_resumed_run_in_the_queue_has_no_worker_yet_and_says_where_it_last_ran(alice_client, alice):
     queued = make_run(alice, host="vm", attempt=1)  # resumed: queued again after an attempt on "vm"
     html = alice_client.get(f"/runs/{queued.pk}/").content.decode()

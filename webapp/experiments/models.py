@@ -461,12 +461,21 @@ class Run(models.Model):
     def is_finished(self) -> bool:
         return self.status in self.FINISHED
 
+    @property
+    def stopped_before_training(self) -> bool:
+        """Stopped in the queue before any worker started it: nothing was trained or logged."""
+        return self.status == self.Status.STOPPED and self.attempt == 0 and not self.experiment.imported
+
     def too_short_for_a_collapse(self) -> tuple[int, int] | None:
         """(steps the collapse rule needs, steps this run logged) for a finished run that logged fewer, so
         can get no collapse event (its page says so rather than a "None" that reads as healthy); else None.
         Logged steps, not the step count: the detector judges each step a run logged (an import may log
         every 100th)."""
-        if not self.is_finished or self.events.filter(level="collapse").exists():
+        if (
+            not self.is_finished
+            or self.stopped_before_training
+            or self.events.filter(level="collapse").exists()
+        ):
             return None
         try:
             needs = fewest_steps_for_a_collapse(self.experiment.detector_overrides)
