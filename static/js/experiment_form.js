@@ -38,7 +38,8 @@
   let timer = null;
   let asked = 0;
 
-  // On page load a form not filled in yet gets no "No estimate until..." (nothing was chosen to refuse).
+  // On page load a form not filled in yet gets no "No estimate until..." (nothing was chosen to refuse);
+  // one the server refused (its fields in error) does: the box said something before the submit.
   const IMPORT_FIELDS = ["file", "text"]; // "Import a config" (ImportConfigForm), sent with the form it fills
 
   // A field as the form shows it ("size" under FrozenLake), not its input's name (env__frozenlake__size).
@@ -74,7 +75,7 @@
       text = "No estimate: the server did not answer (" + error.message + ").";
     }
     if (number !== asked) return;  // a later change asked again
-    if (onLoad === true && refused) return;
+    if (onLoad === true && refused && !form.querySelector("[aria-invalid='true']")) return;
     box.textContent = text;
     box.hidden = false;
   }

@@ -48,11 +48,16 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
     # Half-typed, the form is invalid: the box says which field, and the browser logs no failed request.
     page.get_by_label("Steps:", exact=True).fill("-3")
     page.get_by_text("No estimate until the form is valid (Steps:").wait_for()  # as the form labels it
+    assert console_errors == []
+    # Submitted so, the form comes back refused with the box saying why still (not hidden).
+    page.get_by_role("button", name="Create experiment").click()
+    page.wait_for_load_state()
+    page.get_by_text("No estimate until the form is valid (Steps:").wait_for()
+    assert not Experiment.objects.filter(name="estimate me").exists()
     page.get_by_label("Steps:", exact=True).fill("20")
     page.locator("input[name=env__frozenlake__size]").fill("99")
     page.get_by_text("No estimate until the form is valid (frozenlake size:").wait_for()
     page.locator("input[name=env__frozenlake__size]").fill("4")
-    assert console_errors == []
 
     # A run of the tiny model trained here, with a smaller rollout (4 groups instead of 8), 3 s a step.
     measured = Experiment.create_with_runs(

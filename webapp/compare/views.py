@@ -211,17 +211,18 @@ def ablation_estimate(request):
     """The ablation form as it stands: how many runs and how long each should take here (estimate.answer,
     as for the new-experiment form)."""
     form = AblationForm(request.POST)
-    planned = []
+    planned, detector_overrides = [], {}
     if form.is_valid():
         data = form.cleaned_data
         spec = ablations.build_spec(
             data["ablation"], data["env"], data["model"], data["seeds"], data["steps"]
         )
+        detector_overrides = spec.detector_overrides
         try:
             planned = run_planning.plan(spec)
         except specs.SpecError as error:
             form.add_spec_errors(error.errors)
-    return JsonResponse(estimate.answer(form, planned))
+    return JsonResponse(estimate.answer(form, planned, detector_overrides))
 
 
 @login_required

@@ -148,14 +148,14 @@ def _models(names: list[str]) -> str:
     return "models " + ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
-def answer(form, planned) -> dict:
+def answer(form, planned, detector_overrides: dict) -> dict:
     """What a form's estimate request answers (static/js/experiment_form.js): the form's errors while it is
     invalid (a 200 still: the question was fine, and a 400 on every keystroke fills the browser's
     console), else the summary and what each run waits for."""
     if form.errors:
         return {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
     answered = summary(planned)
-    answered["text"] += too_short_note(planned, form.spec.detector_overrides)
+    answered["text"] += too_short_note(planned, detector_overrides)
     return {**answered, "waits_for": queue.waits_for()}
 
 

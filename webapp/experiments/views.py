@@ -73,7 +73,8 @@ def experiment_estimate(request):
     data["name"] = data.get("name", "").strip() or "estimate"  # the name changes nothing here
     form = ExperimentForm(data)
     form.is_valid()
-    return JsonResponse(estimate.answer(form, form.planned))
+    detector_overrides = form.spec.detector_overrides if form.spec else {}
+    return JsonResponse(estimate.answer(form, form.planned, detector_overrides))
 
 
 @login_required
