@@ -402,10 +402,20 @@ def _in_sds(difference: float, sd: float) -> float:
     return difference / sd if sd > 0 else (math.inf if difference > 0 else 0.0)
 
 
+# What RAGEN's StarPO-S changes against the Echo Trap, in the trainer's config keys (the remedies below).
+STARPO_S_FIXES = (
+    "the starpo-s preset (RAGEN's StarPO-S: train on the groups with the most reward spread, "
+    "algorithm.filter top_ratio 0.25; clip higher, algorithm.eps_high 0.28; no KL term; a critic)"
+)
+
+
 class Rule(ABC):
     name = ""
     level = "warning"
     title = ""  # what a firing alert means, in a few words
+    # What a researcher can try, from the RAGEN papers' findings, in the trainer's config keys; alert
+    # emails and docs/DETECTOR.md give it with the event. Empty for an "info" rule: nothing to act on.
+    remedy = ""
     metric = ""  # the key whose smoothed values `self.ema` holds: the value a Check's signals quote
     Params: type[RuleParams] = RuleParams
 
@@ -523,6 +533,10 @@ class RewardStdDrop(DropFromPeak):
 
     name = "reward_std_drop"
     title = "In-group reward std dropped"
+    remedy = (
+        f"Fewer groups still tell good replies from bad: try {STARPO_S_FIXES}, or more replies per prompt "
+        "(rollout.group_size)."
+    )
     metric = TRAIN_REWARD_STD_IN_GROUP
     Params = RewardStdParams
     params: RewardStdParams
@@ -550,6 +564,10 @@ class ThinkingDecay(DropFromPeak):
 
     name = "thinking_decay"
     title = "Thinking length decayed"
+    remedy = (
+        "Reasoning is fading, as RAGEN saw when rewards do not depend on it: read the latest "
+        "trajectories; a lower optim.actor_lr slows the drift."
+    )
     metric = RESPONSE_THINK_TOKENS_MEAN
     Params = ThinkingParams
     params: ThinkingParams
@@ -588,6 +606,11 @@ class FormatBreak(DropFromPeak):
 
     name = "format_break"
     title = "Replies left the answer format"
+    remedy = (
+        "Read the latest trajectories for the template the replies fell into; a stronger (more "
+        "negative) rollout.format_penalty makes a broken format cost more, a lower optim.actor_lr "
+        "slows the drift."
+    )
     metric = TRAIN_FORMAT_VALID
     Params = FormatParams
     params: FormatParams
@@ -628,6 +651,10 @@ class Collapse(DropFromPeak):
     name = "collapse"
     level = "collapse"
     title = "Success collapsed"
+    remedy = (
+        "Training on rarely brings a collapsed run back: stop it and re-run it with a lower "
+        f"optim.actor_lr, or with {STARPO_S_FIXES}."
+    )
     Params = CollapseParams
     params: CollapseParams
 
@@ -667,17 +694,19 @@ class Collapse(DropFromPeak):
                 f"of its best level (a mean of {trend.PEAK_WINDOWS[-1]} in a row: {trend.best_level:.4g})"
             )
             return found._replace(breached=False, summary=summary)
+        # No real peak to have fallen from: said against the start, or the values before the fall.
+        metric, smoothed = found.signals["metric"], found.signals["value"]
         if trend.lost_start(self.params.peak_sigmas):
-            reason = (
-                f"it never rose clearly above its start {trend.baseline:.4g} (its peak is within the "
-                f"noise); its last values average {trend.recent_mean():.4g}, "
-                f"{trend.below_start():.1f} standard errors below the start"
+            summary = (
+                f"{metric} fell far below where the run started: its last values average "
+                f"{trend.recent_mean():.4g}, {trend.below_start():.1f} standard errors below its start "
+                f"{trend.baseline:.4g} (smoothed, {smoothed:.4g}; it never rose clearly above that start)"
             )
         elif trend.flatlined():
             found.signals["before_mean"] = trend.earlier_mean()
-            reason = (
-                f"it has been {trend.low:.4g} for the last {trend.at_low_in_a_row} values; the values "
-                f"before them averaged {trend.earlier_mean():.4g}"
+            summary = (
+                f"{metric} has been {trend.low:.4g} for the last {trend.at_low_in_a_row} values; the values "
+                f"before them averaged {trend.earlier_mean():.4g} (smoothed, {smoothed:.4g})"
             )
         else:
             summary = (
@@ -685,7 +714,7 @@ class Collapse(DropFromPeak):
                 f"{trend.baseline:.4g}: not a real peak"
             )
             return found._replace(breached=False, summary=summary)
-        return found._replace(summary=f"{found.summary}; {reason}")
+        return found._replace(summary=summary)
 
 
 # --- rising above a floor: zero-std groups --------------------------------------------------------
@@ -716,6 +745,10 @@ class ZeroStdGroups(Rule):
 
     name = "zero_std_groups"
     title = "Zero-std groups rose"
+    remedy = (
+        f"Groups whose replies all score the same give no learning signal: try {STARPO_S_FIXES}, or more "
+        "replies per prompt (rollout.group_size)."
+    )
     metric = TRAIN_FRAC_ZERO_STD_GROUPS
     Params = ZeroStdParams
     params: ZeroStdParams
@@ -759,6 +792,10 @@ class EntropyErratic(Rule):
 
     name = "entropy_erratic"
     title = "Entropy turned erratic"
+    remedy = (
+        "Erratic entropy goes with collapse in RAGEN's runs: try a lower optim.actor_lr, or "
+        f"{STARPO_S_FIXES}."
+    )
     metric = ACTOR_ENTROPY
     Params = EntropyErraticParams
     params: EntropyErraticParams
@@ -807,6 +844,10 @@ class EntropyRise(Rule):
 
     name = "entropy_rise"
     title = "Entropy rose after declining"
+    remedy = (
+        "A rise after the decline goes with collapse in RAGEN's runs: try a lower "
+        f"optim.actor_lr, or {STARPO_S_FIXES}."
+    )
     metric = ACTOR_ENTROPY
     Params = EntropyRiseParams
     params: EntropyRiseParams
@@ -945,6 +986,10 @@ class GradUnstable(GradSpike):
     name = "grad_unstable"
     level = "warning"
     title = "Gradient norm stayed high"
+    remedy = (
+        "Sustained large gradients come before irreversible collapse in RAGEN's runs: try a "
+        f"lower optim.actor_lr or optim.grad_clip, or {STARPO_S_FIXES}."
+    )
     Params = GradUnstableParams
 
 
@@ -1024,6 +1069,11 @@ class TemplateCollapse(Rule):
 
     name = "template_collapse"
     title = "Template collapse"
+    remedy = (
+        "The reasoning reads the same whatever the prompt (RAGEN-2): compare trajectories of "
+        "different prompts; RAGEN-2 trains on the groups with the most reward spread "
+        "(algorithm.filter top_p, filter_top_p 0.9)."
+    )
     metric = COLLAPSE_MI_ESTIMATE
     Params = TemplateParams
     params: TemplateParams

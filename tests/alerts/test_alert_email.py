@@ -53,9 +53,19 @@ def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
     assert '"seed 0" of experiment "FrozenLake PPO"' in text
     assert f"collapse at step {EVENT_STEP}:" in text and event.message in text
     assert "  ratio: 0.375\n" in text and "  value: 0.3\n" in text and "  missing: —\n" in text
+    # what to do: the rule's remedy, and that the run goes on training unless stopped
+    from diagnostics.rules import Collapse
+
+    assert f"What to try: {Collapse.remedy}\n" in text and "the starpo-s preset" in Collapse.remedy
+    assert "The run is still training (step 120 of 200); stop it on its page if it is lost." in text
 
     html = found["text/html"].get_content()
     assert f'href="{link}"' in html
+    assert "<strong>What to try:</strong> Training on rarely brings a collapsed run back" in html
+    assert "The run is still training (step 120 of 200): stop it" in html
+    run.status = run.Status.COMPLETED  # ended by the time the email is written: nothing to stop
+    run.save()
+    assert "still training" not in parts(parsed(notification))["text/plain"].get_content()
     assert "<td" in html and "since_step" in html and ">56<" in html
     cid = found["image/png"]["Content-ID"].strip("<>")
     assert f'src="cid:{cid}"' in html

@@ -56,3 +56,14 @@ def test_rule_params_lists_every_rule_and_parameter_with_defaults_and_help():
     assert {"tolerance", "window", "pending", "recovery", "smoothing", "enabled"} <= {
         p["name"] for p in described["grad_spike"]["params"]
     }
+
+
+def test_every_rule_that_warns_says_what_to_try_and_the_docs_say_the_same():
+    from pathlib import Path
+
+    from diagnostics.rules import RULES
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "DETECTOR.md").read_text()
+    for name, rule in RULES.items():
+        assert bool(rule.remedy) == (rule.level != "info"), name  # an info marker asks nothing of anyone
+        assert not rule.remedy or f"*What to try* (in the alert email too): {rule.remedy}\n" in docs, name

@@ -16,6 +16,7 @@ from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
 from diagnostics.metrics import OUTCOME_KEYS, TRAIN_REWARD_STD_IN_GROUP
+from diagnostics.rules import RULES
 from webapp.metrics.models import MetricPoint
 
 CHART_WINDOW = 50  # steps charted either side of the event
@@ -64,12 +65,14 @@ def build_message(notification) -> EmailMultiAlternatives:
     beside = charted_beside_outcome(events)
     context = {
         "event": event,
-        "events": [(told, signal_rows(told.signals)) for told in events],
+        "events": [(told, signal_rows(told.signals), remedy(told.rule)) for told in events],
         "reported": counted(events),
         "others": counted(events[1:], after=event),
         "run": run,
         "experiment": run.experiment,
         "run_url": f"{settings.SITE_URL}{run.get_absolute_url()}?step={event.step}",
+        # Said as the run stands when the email is written: a collapsed run that trains on wastes its worker.
+        "still_training": run.status == run.Status.RUNNING and not run.experiment.imported,
         "chart_cid": chart_id,
         "charted": beside,
         "window": CHART_WINDOW,
@@ -92,6 +95,13 @@ def build_message(notification) -> EmailMultiAlternatives:
     image.add_header("Content-Disposition", "inline", filename="chart.png")
     message.attach(image)
     return message
+
+
+def remedy(rule: str) -> str:
+    """What to try against what the rule saw (diagnostics.rules.Rule.remedy); "" for a rule this server no
+    longer has (an event recorded by an older version)."""
+    found = RULES.get(rule)
+    return found.remedy if found else ""
 
 
 def counted(events: list, after=None) -> str:
