@@ -144,6 +144,10 @@ def empty_working_directory():
 
 def train_claimed(run: Run, cfg) -> str:
     set_threads()
+    from transformers.utils import logging as transformers_logging
+
+    # Celery logs a task's stderr line by line as WARNINGs: every redraw of a "Loading weights" bar was one.
+    transformers_logging.disable_progress_bar()
     from trainer import checkpoint
 
     out_dir = str(run.checkpoint_dir)

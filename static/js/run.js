@@ -80,6 +80,7 @@
     events: [],
     smoothing: view.smoothing,
     finished: page.finished,
+    status: page.status,  // as the page was drawn: its header (started, worker, delete) says that state
     revision: 0,     // bumped whenever held data changes: the charts' datarevision
     cursor: page.cursor,  // a step marked on every chart (?step=, or a click in the events list)
     // The detector's view: on, the rules' series ({rule, metric, smoothing, step, value}), the data
@@ -488,7 +489,19 @@
   }
 
   // The events list: one row per detector event; a click on its step moves the cursor there.
+  // The first collapse beside the run's status, as the server drew it (templates/runs/detail.html).
+  function showCollapse() {
+    const badge = document.getElementById("run-collapse");
+    const first = state.events.filter(function (event) { return event.level === "collapse"; })
+      .sort(function (a, b) { return a.step - b.step; })[0];
+    badge.hidden = !first;
+    if (!first) return;
+    badge.textContent = "collapsed at step " + first.step;
+    badge.href = "?step=" + first.step;
+  }
+
   function showEvents() {
+    showCollapse();
     const table = document.getElementById("event-list");
     const drawnKey = JSON.stringify([state.events, state.cursor]);
     if (table.dataset.drawn === drawnKey) return;  // unchanged: keep the rows (and keyboard focus)
@@ -617,9 +630,10 @@
         window.location.reload();
         return;
       }
-      if (run.finished !== state.finished) {
-        // The page was live and the run just ended, or an ended MLflow run runs again: reload once to show
-        // its state (the error, the final values; or the live page).
+      if (run.finished !== state.finished || (!run.finished && run.status !== state.status)) {
+        // The page was live and the run just ended, or an ended MLflow run runs again, or a queued run
+        // started (or went back to the queue): reload once to show its state (the error, the final values;
+        // when it started, on which worker, why Delete is off; or the live page).
         window.location.reload();
         return;
       }

@@ -189,3 +189,26 @@ def test_an_email_that_never_left_the_machine_says_so(
 def test_a_run_without_alert_emails_shows_no_delivery_section(alice_client, alert_event):
     run = alert_event().run
     assert 'id="alert-delivery"' not in alice_client.get(run.get_absolute_url()).content.decode()
+
+
+def test_the_run_pages_alert_emails_refresh_as_a_part_while_they_may_change(alice_client, alert_event):
+    event = alert_event(rule="collapse")  # of a running run
+    run = event.run
+    url = run.get_absolute_url()
+    part = alice_client.get(url, {"part": "alerts"}).content.decode()
+    assert "<html" not in part and 'data-live-part="alerts"' in part and " data-live>" in part
+    assert "Alert emails" not in part  # none yet: the part waits, empty
+
+    notification = Notification.create_for([event])
+    part = alice_client.get(url, {"part": "alerts"}).content.decode()
+    assert "Alert emails" in part and notification.delivery_state() in part and " data-live>" in part
+
+    run.status = run.Status.COMPLETED
+    run.save()
+    assert " data-live>" in alice_client.get(url, {"part": "alerts"}).content.decode()  # still pending
+    notification.claim()
+    notification.mark_sent("via smtp.example.com:587")
+    done = alice_client.get(url, {"part": "alerts"}).content.decode()
+    assert "data-live" not in done.replace('data-live-part="alerts"', "").replace("data-live-url", "")
+    answer = alice_client.get(url, {"part": "charts"})
+    assert answer.status_code == 400 and b"part: 'charts' is not a choice (alerts)" in answer.content

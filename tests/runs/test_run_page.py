@@ -218,3 +218,16 @@ def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alic
     running = make_run(alice, status=Run.Status.RUNNING, step=3, total_steps=10)
     for run in (lenient, long_enough, running):
         assert 'id="too-short"' not in alice_client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_a_run_that_collapsed_says_so_beside_its_status_even_once_completed(alice_client, alice):
+    from tests.factories import make_event
+
+    run = make_run(alice, status=Run.Status.COMPLETED, attempt=1, step=40, total_steps=40)
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert re.search(r'<a class="badge badge-collapse" id="run-collapse" href="" hidden></a>', html)
+    make_event(run, 16, "collapse", rule="collapse")
+    make_event(run, 30, "collapse", rule="collapse")  # a relapse: the first is the one said
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<span class="badge badge-completed" id="run-status">Completed</span>' in html
+    assert 'id="run-collapse" href="?step=16">collapsed at step 16</a>' in html

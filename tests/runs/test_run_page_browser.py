@@ -529,3 +529,35 @@ def test_on_a_phone_each_detector_event_is_a_card_with_its_message_in_view(page)
     message.wait_for()
     box = message.bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= 390  # it sat past the screen's right edge
+
+
+def test_an_open_page_follows_its_run_from_the_queue_and_shows_alert_emails_as_they_come(page):
+    from django.utils import timezone
+
+    from tests.factories import make_event
+    from webapp.alerts.models import Notification
+
+    run = make_run(page.user, total_steps=40)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    assert "is queued: stop it first" in page.locator("#delete-refusal").inner_text()
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, host="gpu-3", attempt=1, started_at=now, heartbeat_at=now, step=2
+    )
+    # It started: the page is drawn again once, its header saying so (it said "queued" and "Started –").
+    page.locator("#delete-refusal").get_by_text("is running: stop it first").wait_for(timeout=15_000)
+    assert page.locator("dt:has-text('Started') + dd").inner_text() != "–"
+    assert not page.locator("#alert-delivery").count()
+    page.evaluate("window.sameDocument = true")  # gone if the page were loaded again
+    event = make_event(run, 5, "collapse", rule="collapse", message="Success collapsed: a test")
+    notification = Notification.objects.create(event=event, recipients=["me@example.com"])
+    notification.claim()
+    notification.mark_failed("SMTPServerDisconnected: Connection unexpectedly closed")
+    # An email failing while the run trains shows on the open page, without a reload.
+    page.locator("#alert-delivery").get_by_text("retrying until it is sent").wait_for(timeout=15_000)
+    assert "SMTPServerDisconnected" in page.locator("#alert-delivery").inner_text()
+    # and the collapse beside the run's status, linking to its step
+    collapsed = page.locator("#run-collapse")
+    assert collapsed.inner_text() == "collapsed at step 5" and collapsed.get_attribute("href") == "?step=5"
+    assert collapsed.bounding_box()["y"] - page.locator("#run-status").bounding_box()["y"] < 10  # beside it
+    assert page.evaluate("window.sameDocument === true")

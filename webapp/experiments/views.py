@@ -15,6 +15,7 @@ import envs
 from trainer.config import PRESETS, TrainConfig
 from webapp.alerts import emails
 from webapp.core.json_response import JsonResponse
+from webapp.core.live_parts import page_or_part
 from webapp.experiments import estimate, form_inputs, overview
 from webapp.experiments.forms import AlertsForm, ExperimentForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
@@ -32,7 +33,7 @@ def experiment_list(request):
     experiments = experiments.order_by("-created_at", "-id")
     page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
     overview.attach_sparklines(page.object_list)
-    template = _page_or_part(request, "experiments/list.html", experiments="experiments/_list_table.html")
+    template = page_or_part(request, "experiments/list.html", experiments="experiments/_list_table.html")
     if isinstance(template, HttpResponseBadRequest):
         return template
     return render(
@@ -204,22 +205,13 @@ def experiment_alert_test(request, pk):
     return redirect(_alert_settings(experiment))
 
 
-def _page_or_part(request, page: str, **parts: str) -> str | HttpResponseBadRequest:
-    """The template to render: the page, or with ?part=<name> one of its parts alone, as
-    static/js/live_part.js fetches it while runs train; an unknown part is a 400 naming the choices."""
-    part = request.GET.get("part", "")
-    if part and part not in parts:
-        return HttpResponseBadRequest(f"part: {part[:40]!r} is not a choice ({', '.join(parts)})")
-    return parts.get(part, page)
-
-
 def _render_detail(request, experiment, alerts_form, status=200):
     # Archived runs stay out of sight, as on the runs table, unless asked for (?archived=include).
     archived_choice = request.GET.get("archived", "")
     if archived_choice not in ("", "include"):
         return HttpResponseBadRequest(f"archived: {archived_choice[:40]!r} is not a choice (include)")
     include_archived = archived_choice == "include"
-    template = _page_or_part(request, "experiments/detail.html", runs="experiments/_runs.html")
+    template = page_or_part(request, "experiments/detail.html", runs="experiments/_runs.html")
     if isinstance(template, HttpResponseBadRequest):
         return template
     shown = experiment.runs.all() if include_archived else experiment.runs.active()

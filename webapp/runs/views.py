@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from webapp.alerts.models import Notification
 from webapp.compare import selection
+from webapp.core.live_parts import page_or_part
 from webapp.experiments.models import Run
 from webapp.metrics import export
 from webapp.metrics.ingest import MAX_STEP, MLFLOW_HOST
@@ -196,6 +197,7 @@ def run_detail(request, pk):
     page = {
         "run": run.pk,
         "finished": run.is_finished,
+        "status": run.status,
         # Keys logged so far by a run trained elsewhere (any names): run.js reloads when there are more. A
         # native run's keys are the trainer's, each charted from the start.
         "key_count": len(run.latest_metrics or {}) if run.experiment.imported else None,
@@ -212,12 +214,16 @@ def run_detail(request, pk):
             "reward_std_hist": reverse("api_run_reward_std_hist", args=[run.pk]),
         },
     }
+    template = page_or_part(request, "runs/detail.html", alerts="runs/_alert_delivery.html")
+    if isinstance(template, HttpResponseBadRequest):
+        return template
     return render(
         request,
-        "runs/detail.html",
+        template,
         {
             "run": run,
             "too_short": run.too_short_for_a_collapse(),
+            "first_collapse": run.events.filter(level="collapse").order_by("step").first(),
             "experiment": run.experiment,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
             "step_error": step_error,
@@ -226,6 +232,11 @@ def run_detail(request, pk):
             "notifications": notifications,
             # Deleting the run drops them (their events go with it): its Delete confirmation says so.
             "unsent_emails": sum(n.status == Notification.Status.PENDING for n in notifications),
+            # The alert emails' part refreshes while more may come or one is still on its way.
+            "alerts_live": not run.is_finished
+            or any(
+                n.status in (Notification.Status.PENDING, Notification.Status.SENDING) for n in notifications
+            ),
         },
     )
 
