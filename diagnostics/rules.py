@@ -404,8 +404,9 @@ def _in_sds(difference: float, sd: float) -> float:
 
 # What RAGEN's StarPO-S changes against the Echo Trap, in the trainer's config keys (the remedies below).
 STARPO_S_FIXES = (
-    "the starpo-s preset (RAGEN's StarPO-S: train on the groups with the most reward spread, "
-    "algorithm.filter top_ratio 0.25; clip higher, algorithm.eps_high 0.28; no KL term; a critic)"
+    "the starpo-s preset, if the run is not on it (RAGEN's StarPO-S: train on the groups with the most "
+    "reward spread, algorithm.filter: top_ratio with algorithm.filter_ratio: 0.25; clip higher, "
+    "algorithm.eps_high: 0.28; no KL term, algorithm.kl_coef: 0; a critic, algorithm.advantage: ppo)"
 )
 
 
@@ -714,7 +715,9 @@ class Collapse(DropFromPeak):
                 f"{trend.baseline:.4g}: not a real peak"
             )
             return found._replace(breached=False, summary=summary)
-        return found._replace(summary=summary)
+        # nor among the signals an email lists
+        signals = {name: value for name, value in found.signals.items() if name not in ("peak", "ratio")}
+        return found._replace(summary=summary, signals=signals)
 
 
 # --- rising above a floor: zero-std groups --------------------------------------------------------
@@ -1072,7 +1075,7 @@ class TemplateCollapse(Rule):
     remedy = (
         "The reasoning reads the same whatever the prompt (RAGEN-2): compare trajectories of "
         "different prompts; RAGEN-2 trains on the groups with the most reward spread "
-        "(algorithm.filter top_p, filter_top_p 0.9)."
+        "(algorithm.filter: top_p with algorithm.filter_top_p: 0.9)."
     )
     metric = COLLAPSE_MI_ESTIMATE
     Params = TemplateParams

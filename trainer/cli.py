@@ -219,9 +219,10 @@ def cmd_build_tiny(args) -> int:
     _threads(args.threads)
     from trainer import tiny_model
 
-    tiny_model.build(
-        args.dir, steps=args.steps, seed=args.seed, log=lambda message: print(message, file=sys.stderr)
-    )
+    with tiny_model.build_lock(args.dir):
+        tiny_model.build(
+            args.dir, steps=args.steps, seed=args.seed, log=lambda message: print(message, file=sys.stderr)
+        )
     return 0
 
 

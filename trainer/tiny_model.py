@@ -6,6 +6,7 @@ real environment prompts, so replies mostly parse but the games are not solved. 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import random
@@ -94,12 +95,20 @@ def ensure(path: str | None = None) -> str:
     way (`./echolab run` builds it in the background while a worker is asked to train) waits for it."""
     path = path or default_dir()
     if not _built(path):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(f"{os.path.abspath(path)}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        with build_lock(path):
             if not _built(path):
                 build(path)
     return path
+
+
+@contextlib.contextmanager
+def build_lock(path: str):
+    """Held while the model at `path` is built (ensure, `python -m trainer build-tiny`): a second build
+    waits for the first rather than replacing the folder under it."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(f"{os.path.abspath(path)}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        yield
 
 
 def _built(path: str) -> bool:

@@ -99,6 +99,7 @@ def train_run(message_run_id: int) -> str:
         return "worker shutting down: left queued"
     from trainer import tiny_model
     from trainer.config import TINY_MODEL, ConfigError, TrainConfig
+    from trainer.models import one_line
 
     host, pid = socket.gethostname(), os.getpid()
     # Another worker may claim the first run between reading it and claiming it: then the next one.
@@ -106,18 +107,25 @@ def train_run(message_run_id: int) -> str:
     while (run := Run.next_in_queue(passed_over)) is not None:
         passed_over.add(run.pk)
         # Validate before anything heavy: a config that no longer validates fails now, once, with its message.
+        problem = why = None
         try:
             cfg = TrainConfig.from_dict(run.config)
             run_planning.resolve_model_fields(cfg)  # a config stored by other means is checked here too
         except ConfigError as error:
+            problem, why = f"invalid config: {error}", "invalid config"
+        else:
+            if cfg.model.name == TINY_MODEL:
+                # On a first start `./echolab run` builds it in the background: the run waits for that build
+                # queued (the page says so), not as a run at step 0 building a second copy beside it.
+                try:
+                    tiny_model.ensure()
+                except Exception as error:  # a MODEL_ROOT it cannot write, a full disk: said on the run
+                    problem, why = f"building the tiny model failed: {one_line(error)}", "tiny model build"
+        if problem is not None:
             if run.claim(host, pid, device="", pid_namespace=pid_namespace()):
-                run.finish(Run.Status.FAILED, error=f"invalid config: {error}")
-                return f"run {run.pk} failed: invalid config"
+                run.finish(Run.Status.FAILED, error=problem)
+                return f"run {run.pk} failed: {why}"
             continue
-        if cfg.model.name == TINY_MODEL:
-            # On a first start `./echolab run` builds it in the background: the run waits for that build
-            # queued (the page says so), not as a run at step 0 building a second copy beside it.
-            tiny_model.ensure()
         if run.claim(host, pid, describe_device(), pid_namespace()):
             sent_for = (
                 ""

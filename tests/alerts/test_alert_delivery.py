@@ -212,3 +212,4 @@ def test_the_run_pages_alert_emails_refresh_as_a_part_while_they_may_change(alic
     assert "data-live" not in done.replace('data-live-part="alerts"', "").replace("data-live-url", "")
     answer = alice_client.get(url, {"part": "charts"})
     assert answer.status_code == 400 and b"part: 'charts' is not a choice (alerts)" in answer.content
+    assert answer["Content-Type"].startswith("text/plain")  # what was asked for is not echoed as HTML

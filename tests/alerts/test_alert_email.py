@@ -57,7 +57,7 @@ def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
     from diagnostics.rules import Collapse
 
     assert f"What to try: {Collapse.remedy}\n" in text and "the starpo-s preset" in Collapse.remedy
-    assert "The run is still training (step 120 of 200); stop it on its page if it is lost." in text
+    assert "The run is still training (step 120 of 200); stop it on its page if it cannot recover." in text
 
     html = found["text/html"].get_content()
     assert f'href="{link}"' in html
@@ -187,6 +187,16 @@ def test_the_events_of_one_step_are_one_email_led_by_the_collapse(alert_event):
     )
     html = parts(message)["text/html"].get_content()
     assert html.count("<h2") == 3 and html.count("cid:") == 1
+
+
+def test_each_remedy_is_said_once_and_none_to_a_run_trained_elsewhere(alert_event):
+    first = alert_event(level="warning", rule="entropy_erratic", alert_on_warnings=True)
+    second = alert_event(level="warning", rule="entropy_erratic", run=first.run, step=first.step + 1)
+    text = parts(parsed(Notification.create_for([first, second])))["text/plain"].get_content()
+    assert text.count("What to try: ") == 1 and text.count("entropy_erratic at step") == 2
+    elsewhere = alert_event(level="collapse", rule="collapse", imported=True)
+    text = parts(parsed(Notification.create_for([elsewhere])))["text/plain"].get_content()
+    assert "What to try" not in text  # its trainer has none of the keys a remedy names
 
 
 def test_warnings_alone_say_how_many_more(alert_event):

@@ -212,6 +212,7 @@ def test_collapse_of_a_run_that_starts_high_is_a_loss_of_its_start_not_of_a_peak
     )
     assert "below its start 0.886 (smoothed, " in events[0]["message"]
     assert "of its peak" not in events[0]["message"]  # a peak within the noise is not what it fell from
+    assert "peak" not in events[0]["signals"] and "ratio" not in events[0]["signals"]
     # A small drift below a high start is not a loss: within the run's own noise.
     det = only("collapse", pending=2, min_steps=5, **RAW)
     assert feed(det, "train/success", [0.9, 0.7, 0.9, 0.75, 0.9, 0.8] * 3 + [0.75] * 10) == []

@@ -558,6 +558,7 @@ def test_an_open_page_follows_its_run_from_the_queue_and_shows_alert_emails_as_t
     assert "SMTPServerDisconnected" in page.locator("#alert-delivery").inner_text()
     # and the collapse beside the run's status, linking to its step
     collapsed = page.locator("#run-collapse")
-    assert collapsed.inner_text() == "collapsed at step 5" and collapsed.get_attribute("href") == "?step=5"
+    collapsed.get_by_text("collapsed at step 5").wait_for(timeout=15_000)
+    assert collapsed.get_attribute("href") == "?step=5"
     assert collapsed.bounding_box()["y"] - page.locator("#run-status").bounding_box()["y"] < 10  # beside it
     assert page.evaluate("window.sameDocument === true")

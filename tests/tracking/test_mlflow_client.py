@@ -236,6 +236,16 @@ def test_long_values_are_cut_and_long_metric_keys_kept_as_mlflows_server_does(ml
     got = mlflow.get_run(run.info.run_id).data
     assert got.params["prompt"] == "p" * 6000 and got.tags["notes"] == "t" * 8000
     assert got.metrics[key] == 0.5
+    # an experiment's tags are not cut: MLflow keeps 20,000 characters and refuses more
+    client = mlflow.MlflowClient()
+    client.set_experiment_tag(run.info.experiment_id, "readme", "r" * 20_000)
+    assert client.get_experiment(run.info.experiment_id).tags["readme"] == "r" * 20_000
+    with pytest.raises(mlflow.MlflowException) as excinfo:
+        client.set_experiment_tag(run.info.experiment_id, "readme", "r" * 20_001)
+    assert (
+        error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
+        and "the limit is 20000" in excinfo.value.message
+    )
 
 
 def test_a_duplicated_run_name_makes_a_second_run(mlflow_alice):

@@ -172,13 +172,16 @@ def test_log_metric_names_its_own_fields_not_a_batchs(api, run, fields, message)
 
 
 def test_search_filters_are_read_clause_by_clause(api, run):
-    from webapp.tracking.protocol import parse_filter
+    from webapp.tracking.protocol import MlflowError, parse_filter
 
     allowed = {"run_name", "status", "tags."}
     assert parse_filter("run_name = 'salt and pepper' AND tags.note != \"it's\"", allowed) == [
         ("run_name", "=", "salt and pepper"),
         ("tags.note", "!=", "it's"),
     ]
+    for nameless in ("params = 'x'", "tags != 'y'", "params. = 'x'"):  # an entity without a name is no field
+        with pytest.raises(MlflowError, match="is not supported"):
+            parse_filter(nameless, allowed | {"params."})
     # OR is not supported: refused, not read as one clause whose value is "conc' OR run_name = 'r1"
     answer = api(
         "/api/2.0/mlflow/runs/search",

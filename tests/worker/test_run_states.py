@@ -29,6 +29,22 @@ def test_a_message_trains_the_first_run_in_the_queue_whichever_run_it_named(queu
     assert train_run(first.pk) == "nothing to do: no run is queued"
 
 
+def test_a_tiny_model_that_cannot_be_built_fails_the_run_saying_why(queued_run, purge_broker, monkeypatch):
+    from tests.factories import trainer_config
+    from trainer import tiny_model
+    from worker.training import train_run
+
+    def full_disk(path=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tiny_model, "ensure", full_disk)
+    run = queued_run(trainer_config())  # the tiny model, built on first use
+    assert train_run(run.pk) == f"run {run.pk} failed: tiny model build"
+    run.refresh_from_db()
+    assert run.status == "failed"  # not left queued, sent again by every sweep to fail the same way
+    assert run.error == "building the tiny model failed: [Errno 28] No space left on device"
+
+
 def test_a_run_keeps_its_place_when_sent_again_or_requeued_and_goes_last_when_resumed(
     queued_run, purge_broker
 ):

@@ -65,7 +65,9 @@ def build_message(notification) -> EmailMultiAlternatives:
     beside = charted_beside_outcome(events)
     context = {
         "event": event,
-        "events": [(told, signal_rows(told.signals), remedy(told.rule)) for told in events],
+        "events": [
+            (told, signal_rows(told.signals), advice) for told, advice in zip(events, remedies(events, run))
+        ],
         "reported": counted(events),
         "others": counted(events[1:], after=event),
         "run": run,
@@ -97,11 +99,17 @@ def build_message(notification) -> EmailMultiAlternatives:
     return message
 
 
-def remedy(rule: str) -> str:
-    """What to try against what the rule saw (diagnostics.rules.Rule.remedy); "" for a rule this server no
-    longer has (an event recorded by an older version)."""
-    found = RULES.get(rule)
-    return found.remedy if found else ""
+def remedies(events: list, run) -> list[str]:
+    """What to try against what each event's rule saw (diagnostics.rules.Rule.remedy), each said once in
+    an email; "" for a rule this server no longer has (an event recorded by an older version), and for a
+    run trained elsewhere, whose trainer has none of the config keys they name."""
+    said, out = set(), []
+    for event in events:
+        rule = RULES.get(event.rule)
+        advice = rule.remedy if rule and not run.experiment.imported else ""
+        out.append("" if advice in said else advice)
+        said.add(advice)
+    return out
 
 
 def counted(events: list, after=None) -> str:

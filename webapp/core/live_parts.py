@@ -9,5 +9,8 @@ def page_or_part(request, page: str, **parts: str) -> str | HttpResponseBadReque
     400 naming the choices."""
     part = request.GET.get("part", "")
     if part and part not in parts:
-        return HttpResponseBadRequest(f"part: {part[:40]!r} is not a choice ({', '.join(parts)})")
+        return HttpResponseBadRequest(
+            f"part: {part[:40]!r} is not a choice ({', '.join(parts)})",
+            content_type="text/plain; charset=utf-8",
+        )
     return parts.get(part, page)

@@ -10,6 +10,7 @@ import envs
 from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
 from trainer.overrides import deep_merge, get_dotted
 from webapp.core.fields import ChoiceField, TickBox
+from webapp.core.templatetags.echolab import spoken_seconds
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 
 MAX_IMPORT_BYTES = 256 * 1024
@@ -54,18 +55,8 @@ def when_alerts_go() -> str:
         if group
         else "each at once"
     )
-    return (
-        f"A collapse is emailed at once. Ticked, warnings are too: {pace}; the same warning rule of a run "
-        f"not again within {spoken_seconds(cooldown)}."
-    )
-
-
-def spoken_seconds(seconds: int) -> str:
-    """300 -> "5 minutes", 3600 -> "1 hour", 90 -> "90 s"."""
-    for unit, size in (("hour", 3600), ("minute", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds // size} {unit}{'s' if seconds != size else ''}"
-    return f"{seconds} s"
+    again = f"not again within {spoken_seconds(cooldown)}" if cooldown else "again whenever it fires"
+    return f"A collapse is emailed at once. Ticked, warnings are too: {pace}; the same warning rule of a run {again}."
 
 
 class AlertsForm(forms.Form):

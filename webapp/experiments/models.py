@@ -266,7 +266,8 @@ class Experiment(models.Model):
         elif counts["stopping"] == len(runs):
             advice = "delete it once they have stopped"
         else:
-            advice = "stop them first (a queued run stops at once), then delete it once they have stopped"
+            at_once = " (a queued run stops at once)" if counts["queued"] else ""
+            advice = f"stop them first{at_once}, then delete it once they have stopped"
         return f"experiment {self.pk} has {len(runs)} runs still training ({states}): {advice}"
 
 

@@ -209,7 +209,10 @@ def _render_detail(request, experiment, alerts_form, status=200):
     # Archived runs stay out of sight, as on the runs table, unless asked for (?archived=include).
     archived_choice = request.GET.get("archived", "")
     if archived_choice not in ("", "include"):
-        return HttpResponseBadRequest(f"archived: {archived_choice[:40]!r} is not a choice (include)")
+        return HttpResponseBadRequest(
+            f"archived: {archived_choice[:40]!r} is not a choice (include)",
+            content_type="text/plain; charset=utf-8",
+        )
     include_archived = archived_choice == "include"
     template = page_or_part(request, "experiments/detail.html", runs="experiments/_runs.html")
     if isinstance(template, HttpResponseBadRequest):

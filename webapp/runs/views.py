@@ -178,6 +178,11 @@ def _collapse_every(config) -> int | None:
 @login_required
 def run_detail(request, pk):
     run = owned_run(request, pk)
+    template = page_or_part(request, "runs/detail.html", alerts="runs/_alert_delivery.html")
+    if isinstance(template, HttpResponseBadRequest):
+        return template
+    if template != "runs/detail.html":  # the alert emails alone, every few seconds while the page is open
+        return render(request, template, {"run": run, **_alert_emails(run)})
     cursor, step_error = _step_param(request, "the whole run")
     # The last step logged (a native run's step counts steps done: its last logged one is step - 1); a
     # run still going may reach total_steps - 1.
@@ -188,12 +193,6 @@ def run_detail(request, pk):
     ):  # a cursor far past the run would squash its curves into a corner
         cursor, step_error = None, f"step: this run ends at step {last}, got {cursor}; showing the whole run"
     sections = chart_sections(run)
-    notifications = list(
-        Notification.objects.filter(event__run=run)
-        .select_related("event")
-        .prefetch_related("also")
-        .order_by("id")
-    )
     page = {
         "run": run.pk,
         "finished": run.is_finished,
@@ -214,9 +213,6 @@ def run_detail(request, pk):
             "reward_std_hist": reverse("api_run_reward_std_hist", args=[run.pk]),
         },
     }
-    template = page_or_part(request, "runs/detail.html", alerts="runs/_alert_delivery.html")
-    if isinstance(template, HttpResponseBadRequest):
-        return template
     return render(
         request,
         template,
@@ -229,16 +225,27 @@ def run_detail(request, pk):
             "step_error": step_error,
             "sections": sections,
             "page": page,  # read by static/js/run.js through json_script
-            "notifications": notifications,
-            # Deleting the run drops them (their events go with it): its Delete confirmation says so.
-            "unsent_emails": sum(n.status == Notification.Status.PENDING for n in notifications),
-            # The alert emails' part refreshes while more may come or one is still on its way.
-            "alerts_live": not run.is_finished
-            or any(
-                n.status in (Notification.Status.PENDING, Notification.Status.SENDING) for n in notifications
-            ),
+            **_alert_emails(run),
         },
     )
+
+
+def _alert_emails(run) -> dict:
+    """The run's alert emails, as the page and its live part (?part=alerts) show them."""
+    notifications = list(
+        Notification.objects.filter(event__run=run)
+        .select_related("event")
+        .prefetch_related("also")
+        .order_by("id")
+    )
+    on_the_way = (Notification.Status.PENDING, Notification.Status.SENDING)
+    return {
+        "notifications": notifications,
+        # Deleting the run drops them (their events go with it): its Delete confirmation says so.
+        "unsent_emails": sum(n.status == Notification.Status.PENDING for n in notifications),
+        # The part refreshes while more may come or one is still on its way.
+        "alerts_live": not run.is_finished or any(n.status in on_the_way for n in notifications),
+    }
 
 
 def as_sentence(error: Exception) -> str:

@@ -17,6 +17,7 @@ from webapp.core.jsonsafe import INT64_MAX
 MAX_ENTITY_KEY_LENGTH = 250
 MAX_PARAM_VALUE_LENGTH = 6000
 MAX_TAG_VALUE_LENGTH = 8000
+MAX_EXPERIMENT_TAG_VALUE_LENGTH = 20000
 MAX_EXPERIMENT_NAME_LENGTH = 200  # EchoLab's Experiment.name; MLflow allows 500
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_TAGS_PER_BATCH = 100
@@ -189,15 +190,18 @@ def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
     return metrics
 
 
-def key_value(entry: Fields, max_value: int) -> tuple[str, str]:
+def key_value(entry: Fields, max_value: int, cut: bool = False) -> tuple[str, str]:
     """A param or tag: {"key", "value"}. MLflow allows an empty value but requires one: a value left out
     (or null) is no empty string, and a param stored as one could never be given its real value. A value
-    over `max_value` characters is cut to it, as MLflow's store does (MLFLOW_TRUNCATE_LONG_VALUES, on by
-    default): a script that logs a long prompt as a param runs on there."""
+    over `max_value` characters is refused, or with `cut` cut to it, as MLflow's store does for a run's
+    params and tags (MLFLOW_TRUNCATE_LONG_VALUES, on by default): a script that logs a long prompt as a
+    param runs on there."""
     key = entry.string("key", max_length=MAX_ENTITY_KEY_LENGTH)
     if entry.data.get("value") is None:
         raise invalid(entry._name("value"), 'is required (an empty value is written "")')
-    return key, entry.string("value", required=False)[:max_value]
+    if cut:
+        return key, entry.string("value", required=False)[:max_value]
+    return key, entry.string("value", required=False, max_length=max_value)
 
 
 # EchoLab's own tags on a run (models.ECHOLAB_RUN_ID_TAG, ECHOLAB_RUN_URL_TAG): computed when a run is read,
@@ -207,7 +211,7 @@ ECHOLAB_TAG_PREFIX = "echolab."
 
 def run_tag(entry: Fields) -> tuple[str, str]:
     """A run's tag (key_value), refused under EchoLab's own prefix with the reason."""
-    key, value = key_value(entry, MAX_TAG_VALUE_LENGTH)
+    key, value = key_value(entry, MAX_TAG_VALUE_LENGTH, cut=True)
     if key.startswith(ECHOLAB_TAG_PREFIX):
         raise invalid(
             entry._name("key"),
@@ -269,7 +273,9 @@ def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tu
     while text.strip():
         match = _CLAUSE.match(text, at)
         name = match and _clause_name(match)
-        if not match or not (name in allowed or name.split(".", 1)[0] + "." in allowed):
+        # an allowed "params." is a prefix: "params" or "params." alone names no param
+        entity, _, key = (name or "").partition(".")
+        if not match or name.endswith(".") or not (name in allowed or (key and f"{entity}." in allowed)):
             raise invalid(field, _unsupported(text[at:], allowed))
         value = match["single"] if match["single"] is not None else match["double"]
         clauses.append((name, match["op"], value))

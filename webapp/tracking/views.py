@@ -128,7 +128,7 @@ def create_experiment(request, fields):
     if not name:
         raise invalid("name", "must not be blank")
     tags = dict(
-        protocol.key_value(tag, protocol.MAX_TAG_VALUE_LENGTH)
+        protocol.key_value(tag, protocol.MAX_EXPERIMENT_TAG_VALUE_LENGTH)
         for tag in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH)
     )
     return {"experiment_id": ExternalExperiment.create(request.user, name, tags).mlflow_id}
@@ -173,7 +173,7 @@ def search_experiments(request, fields):
 @mlflow_view("POST")
 def set_experiment_tag(request, fields):
     experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
-    key, value = protocol.key_value(fields, protocol.MAX_TAG_VALUE_LENGTH)
+    key, value = protocol.key_value(fields, protocol.MAX_EXPERIMENT_TAG_VALUE_LENGTH)
     experiment.tags = {**experiment.tags, key: value}
     experiment.save(update_fields=["tags"])
     return {}
@@ -229,7 +229,7 @@ def log_metric(request, fields):
 @mlflow_view("POST")
 def log_parameter(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
-    key, value = protocol.key_value(fields, protocol.MAX_PARAM_VALUE_LENGTH)
+    key, value = protocol.key_value(fields, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
     run.log([], {key: value}, {})
     return {}
 
@@ -250,7 +250,7 @@ def log_batch(request, fields):
         metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
     params, tags = {}, {}
     for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
-        key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH)
+        key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
         if params.get(key, value) != value:
             raise invalid(f"{entry.where}value", f"param {key!r} is given twice with different values")
         params[key] = value

@@ -28,6 +28,15 @@ def duration(seconds):
 
 
 @register.filter
+def spoken_seconds(seconds: int) -> str:
+    """A setting's seconds as a person says them: 300 -> "5 minutes", 3600 -> "1 hour", 90 -> "90 s"."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size} {unit}{'s' if seconds != size else ''}"
+    return f"{seconds} s"
+
+
+@register.filter
 def percent(done, total):
     return min(100, round(100 * done / total)) if total else 0
 
