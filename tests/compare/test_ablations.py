@@ -2,6 +2,7 @@
 then its compare page with the paper's numbers beside ours."""
 
 import contextlib
+from html import unescape
 
 import pytest
 
@@ -117,6 +118,18 @@ def test_one_click_creates_the_grid_and_opens_its_compare_page(
     assert page.context["page"]["group_by"] == "algorithm.filter_ratio"
 
 
+def test_an_ablation_the_paper_gives_no_numbers_for_says_so_instead_of_an_empty_table(
+    alice_client, alice, forget_queued_messages
+):
+    response = alice_client.post(
+        "/compare/ablations", {"ablation": "loss-aggregation", "model": "tiny", "seeds": "1", "steps": "8"}
+    )
+    html = " ".join(alice_client.get(response["Location"]).content.decode().split())
+    section = html[html.index('id="paper-loss-aggregation"') :]
+    section = section[: section.index("</section>")]
+    assert "The paper gives no numbers for this ablation" in section and "paper-table" not in section
+
+
 def test_paper_numbers_stand_beside_ours(alice_client, alice, forget_queued_messages):
     alice_client.post(
         "/compare/ablations", {"ablation": "actions-per-turn", "model": "tiny", "seeds": "1, 2"}
@@ -172,6 +185,15 @@ def test_the_form_lists_every_ablation(alice_client):
     html = alice_client.get("/compare/ablations").content.decode()
     for ablation in ablations.ABLATIONS.values():
         assert f'value="{ablation.key}"' in html
+    text = " ".join(unescape(html).split())
+    # what each creates, before it is created: its settings, and how many steps an empty Steps means
+    assert "<code>algorithm.filter_ratio</code> = 0.25, 0.5, 0.75, 1.0, preset starpo-s" in text
+    assert "One run per preset and seed: starpo, starpo-s;" in text
+    assert "= 1, 2, 4, 8, 16 (those that divide the batch)" in text
+    assert (
+        "Empty: the preset's default for the model: 60 for 'tiny', 200 (as in the paper) for the others."
+        in text
+    )
 
 
 def test_generalization_validates_beside_the_training_environment():

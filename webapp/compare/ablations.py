@@ -47,6 +47,13 @@ class Ablation:
             return {}
         return {"rollout": {"val_envs": list(self.val_envs.get(env, [env]))}}
 
+    @property
+    def settings(self) -> str:
+        """The settings its runs take, as the form lists them before they are created."""
+        if self.key == "responses-per-prompt":
+            return ", ".join(map(str, RESPONSES_PER_PROMPT)) + " (those that divide the batch)"
+        return ", ".join(map(str, self.values))
+
     def grid(self, base: TrainConfig) -> dict[str, list]:
         if self.key == "responses-per-prompt":
             return {

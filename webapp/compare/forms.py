@@ -1,7 +1,7 @@
 from django import forms
 
 import envs
-from trainer.config import TINY_MODEL
+from trainer.config import TINY_MODEL, TrainConfig
 from webapp.compare.ablations import ABLATIONS
 from webapp.core.fields import ChoiceField
 from webapp.experiments import spec_parsing, specs
@@ -26,7 +26,12 @@ class AblationForm(forms.Form):
         min_value=1,
         max_value=specs.MAX_STEPS,
         widget=number_input(True),
-        help_text="Empty: the preset's default for the model (200 as in the paper for hub models).",
+        help_text=(
+            "Empty: the preset's default for the model: "
+            f"{TrainConfig.preset('starpo', model={'name': TINY_MODEL}).schedule.steps} for 'tiny', "
+            f"{TrainConfig.preset('starpo', model={'name': 'any/hub-model'}).schedule.steps} (as in the paper) "
+            "for the others."
+        ),
     )
 
     def __init__(self, *args, **kwargs):
