@@ -34,7 +34,8 @@
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
   const shown = shownInAddress();  // ?group=, ?align=1, ?bands=0
   const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
-                  selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice() };
+                  selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice(),
+                  groupAfterAlign: shown.groupAfterAlign };  // the grouping that comes back when Align is unticked
 
   const escapeHtml = window.EchoChartView.plainText;
 
@@ -544,18 +545,20 @@
 
   // Grouping, "Align at onset" and the bands as the address says (a copied link draws the same), else
   // the page's defaults: the ablation's grouping, no alignment, bands on. A field the runs do not have is
-  // ignored, as aligned lines are one per run (no grouping).
+  // ignored. Aligned lines are one per run: the grouping waits (kept in the address) until Align is unticked.
   function shownInAddress() {
     const query = new URLSearchParams(window.location.search);
     const group = query.get("group");
     const aligned = query.get("align") === "1";
-    const groupBy = aligned ? "" : group !== null && (group === "" || page.group_fields.includes(group)) ? group : page.group_by;
-    return { groupBy: groupBy, aligned: aligned, bands: query.get("bands") !== "0" };
+    const chosen = group !== null && (group === "" || page.group_fields.includes(group)) ? group : page.group_by;
+    return { groupBy: aligned ? "" : chosen, groupAfterAlign: aligned ? chosen : "", aligned: aligned,
+             bands: query.get("bands") !== "0" };
   }
 
   function saveShown() {
     const url = new URL(window.location.href);
-    if (state.groupBy === page.group_by) url.searchParams.delete("group"); else url.searchParams.set("group", state.groupBy);
+    const group = state.aligned ? state.groupAfterAlign : state.groupBy;
+    if (group === page.group_by) url.searchParams.delete("group"); else url.searchParams.set("group", group);
     if (state.aligned) url.searchParams.set("align", "1"); else url.searchParams.delete("align");
     if (state.bands) url.searchParams.delete("bands"); else url.searchParams.set("bands", "0");
     window.history.replaceState(null, "", url);
@@ -583,6 +586,7 @@
     }
     document.getElementById("group-by").addEventListener("change", function (event) {
       state.groupBy = event.target.value;
+      state.groupAfterAlign = "";
       const unaligned = state.groupBy && state.aligned;
       if (unaligned) document.getElementById("align-onset").checked = state.aligned = false;
       sayExclusive(unaligned ? "Align at onset is off while runs are grouped: a group's runs collapse at different steps." : "");
@@ -593,9 +597,18 @@
       state.aligned = event.target.checked;
       state.xrange = null;  // steps and steps-from-onset share no range
       window.EchoChartView.save({ xmode: "step", xrange: null, smoothing: state.smoothing });
-      const regroup = state.aligned && state.groupBy;
-      if (regroup) document.getElementById("group-by").value = state.groupBy = "";
-      sayExclusive(regroup ? "Grouping is off while lines are aligned at onset: each run collapses at its own step." : "");
+      // Aligned, the grouping waits; unticked, it comes back.
+      const regroup = Boolean(state.aligned ? state.groupBy : state.groupAfterAlign);
+      if (state.aligned) {
+        state.groupAfterAlign = state.groupBy;
+        state.groupBy = "";
+      } else {
+        state.groupBy = state.groupAfterAlign;
+        state.groupAfterAlign = "";
+      }
+      document.getElementById("group-by").value = state.groupBy;
+      sayExclusive(state.aligned && regroup
+        ? "Grouping is off while lines are aligned at onset (each run collapses at its own step); unticking brings it back." : "");
       saveShown();
       if (regroup) load(); else scheduleRender();
     });

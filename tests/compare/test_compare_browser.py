@@ -592,11 +592,18 @@ def test_grouping_alignment_and_bands_are_kept_in_the_address(page):
     legend = page.locator("#run-legend .legend-entry").all_inner_texts()
     assert len(legend) == 2 and all("(2 runs)" in text for text in legend)  # two groups, as before the reload
     page.check("#align-onset")
-    assert "align=1" in page.url and "group=" not in page.url  # aligned lines are one per run: no grouping
+    # aligned lines are one per run: the grouping waits, kept in the address
+    assert "align=1" in page.url and "group=optim.actor_lr" in page.url
+    assert page.locator("#group-by").input_value() == ""
     assert page.locator("#exclusive-note").inner_text().startswith("Grouping is off while lines are aligned")
     page.reload()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
     assert page.locator("#align-onset").is_checked() and page.locator("#group-by").input_value() == ""
+    page.uncheck("#align-onset")  # and comes back when Align is unticked, after a reload too
+    assert page.locator("#group-by").input_value() == "optim.actor_lr" and "align=1" not in page.url
+    page.wait_for_function(
+        "document.getElementById('chart-success').data.some(t => String(t.meta).startsWith('group-'))"
+    )
 
 
 def test_every_chart_shows_one_step_range_and_a_double_click_gives_it_back(page):
