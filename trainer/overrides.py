@@ -17,10 +17,26 @@ import yaml
 
 from diagnostics.quoting import quoted
 
+# The most values a YAML document may stand for once its aliases are followed: a config has a few
+# hundred; nine lines of aliases nine times over ("billion laughs") stand for 9^9, which every later
+# walk of the document (checks, merges, storing it) would visit one by one.
+MAX_YAML_VALUES = 100_000
+
 
 class _Loader(yaml.SafeLoader):
     """PyYAML reads YAML 1.1, where `1e-4` is a string (a float needs a dot: `1.0e-4`); learning rates are
     written `1e-4`, so numbers with an exponent and no dot are floats here, as in YAML 1.2."""
+
+    def construct_document(self, node):
+        """Aliases (`*base`, merge keys) are fine, as long as the document they make stays config-sized."""
+        if _expanded_size(node, {}) > MAX_YAML_VALUES:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"its aliases (*name) make it stand for more than {MAX_YAML_VALUES:,} values",
+                node.start_mark,
+            )
+        return super().construct_document(node)
 
     def construct_yaml_int(self, node):
         try:
@@ -55,6 +71,30 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def _expanded_size(node, sizes: dict) -> int:
+    """How many values `node` stands for with every alias followed, each node counted once per path to it
+    but computed once (`sizes`, by node): linear in the text, however far the aliases multiply it. An
+    alias inside its own anchor (`a: &a [*a]`) stands for an endless document: refused."""
+    if id(node) in sizes and sizes[id(node)] is None:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            "an alias (*name) inside the value it names makes the document endless",
+            node.start_mark,
+        )
+    if id(node) not in sizes:
+        sizes[id(node)] = None  # being counted
+        if isinstance(node, yaml.SequenceNode):
+            sizes[id(node)] = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            sizes[id(node)] = 1 + sum(
+                _expanded_size(key, sizes) + _expanded_size(value, sizes) for key, value in node.value
+            )
+        else:
+            sizes[id(node)] = 1
+    return sizes[id(node)]
 
 
 _Loader.add_implicit_resolver(

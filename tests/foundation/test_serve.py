@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from tests.helpers import REPO_ROOT, free_port, wait_for
+from webapp.core.management.commands.serve import BUILD_SCRIPT
 
 
 def get_json(url):
@@ -209,7 +210,7 @@ def test_a_first_start_answers_at_once_while_the_tiny_model_builds(tmp_path):
             for line in subprocess.run(
                 ["ps", "-ww", "-o", "pid=,args=", "--ppid", str(serve.pid)], capture_output=True, text=True
             ).stdout.splitlines()
-            if "tiny_model.build" in line
+            if BUILD_SCRIPT in line
         )
     finally:
         os.killpg(serve.pid, signal.SIGINT)

@@ -413,3 +413,36 @@ def test_a_run_logged_before_names_were_kept_finds_a_foreign_names_history_under
     client = mlflow.MlflowClient()
     assert [m.value for m in client.get_metric_history(run.info.run_id, "reward")] == [1.0]
     assert client.get_run(run.info.run_id).data.metrics == {"train/reward_mean": 1.0}
+
+
+def test_a_name_with_points_of_its_own_from_echolabs_api_is_answered_once(mlflow_alice, alice, client):
+    import json
+
+    mlflow = mlflow_alice
+    with mlflow.start_run() as active:
+        mlflow.log_metric("reward", 1.0, step=0)  # takes train/reward_mean
+        run_id = mlflow.get_run(active.info.run_id).data.tags["echolab.run_id"]
+        token = ApiToken.issue(alice, "script")[1]
+        points_sent = [
+            {"step": 1, "key": "train/reward_mean", "value": 99},
+            {"step": 1, "key": "reward", "value": 7},
+        ]
+        answer = client.post(
+            f"/api/runs/{run_id}/metrics",
+            json.dumps({"points": points_sent}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+        assert answer.status_code == 200, answer.content
+    mlflow_client = mlflow.MlflowClient()
+    # EchoLab's own API writes keys as sent: "reward" has points of its own, and no name is answered twice
+    got = mlflow_client.get_run(active.info.run_id)
+    assert got.data.metrics == {"train/reward_mean": 99.0, "reward": 7.0}
+    assert [(m.step, m.value) for m in mlflow_client.get_metric_history(active.info.run_id, "reward")] == [
+        (1, 7.0)
+    ]
+    # and the tags EchoLab adds can be searched as they are read
+    found = mlflow_client.search_runs(
+        [active.info.experiment_id], filter_string=f"tags.`echolab.run_id` = '{run_id}'"
+    )
+    assert [run.info.run_id for run in found] == [active.info.run_id]

@@ -121,3 +121,19 @@ def test_a_key_written_twice_in_a_config_file_is_an_error_not_its_last_value():
     assert "the key 'actor_lr' appears twice in one mapping" in e.value.errors["config"]
     merged = load_yaml("base: &b {actor_lr: 1e-3}\noptim:\n  <<: *b\n  actor_lr: 1e-2\n")
     assert merged["optim"] == {"actor_lr": 1e-2}  # a merge key's value may be overridden
+
+
+def test_aliases_that_multiply_a_document_past_config_size_or_without_end_are_refused():
+    import yaml
+
+    # "billion laughs": 270 bytes standing for 9^9 values, which every later walk visited one by one
+    lines, previous = ["a: &a [x, x, x, x, x, x, x, x, x]"], "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+        previous = name
+    with pytest.raises(yaml.YAMLError, match="make it stand for more than 100,000 values"):
+        load_yaml("\n".join(lines))
+    assert len(load_yaml("\n".join(lines[:5]))["e"]) == 9  # 9^5 values: still a document
+    with pytest.raises(yaml.YAMLError, match="makes the document endless"):
+        load_yaml("a: &a [1, *a]")
+    assert load_yaml("x: &x 1\ny: [*x, *x]") == {"x": 1, "y": [1, 1]}  # an alias as such is fine

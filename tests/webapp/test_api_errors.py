@@ -207,6 +207,7 @@ def test_the_bearer_scheme_is_read_in_any_case_and_a_401_names_it(client, alice)
         ({"env": "bandit"}, "env", 'expected an object, got the text "bandit": write {"name": "bandit"}'),
         ({"env": ["bandit"]}, "env", "got a list"),
         ({"env": {"params": {}}}, "env", "got one without a name"),
+        ({"env": {"name": 5}}, "env", "got one whose name is a number"),
     ],
 )
 def test_an_experiment_is_never_made_of_silent_defaults(client, auth, changes, field, fragment):
@@ -269,3 +270,17 @@ def test_more_query_parameters_than_django_parses_is_a_400_saying_so_logged_in_o
     # Logged by django.security.TooManyFieldsSent: to the console in one line (pytest adds its own handlers)
     consoles = [h for h in logging.getLogger("django.security").handlers if type(h) is logging.StreamHandler]
     assert [type(f).__name__ for h in consoles for f in h.filters] == ["WithoutTraceback"]
+
+
+def test_a_yaml_whose_aliases_multiply_it_is_refused_naming_the_field(client, auth):
+    from webapp.experiments.models import Experiment
+
+    lines, previous = ["a: &a [x, x, x, x, x, x, x, x, x]"], "a"
+    for name in "bcdefghi":  # 9^9 values in 300 bytes: every check walked them one by one
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+        previous = name
+    body = {"name": "x", "env": {"name": "bandit"}, "overrides": "\n".join(lines)}
+    response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 400
+    assert "make it stand for more than 100,000 values" in response.json()["errors"]["overrides"]
+    assert not Experiment.objects.exists()

@@ -160,7 +160,7 @@ def test_a_runs_alerts_soon_after_its_last_email_come_together_when_the_window_e
     assert email["Subject"] == f"[EchoLab] warning: zero_std_groups fired on {run} (and one more warning)"
     text = email.get_body(("plain",)).get_content()
     assert "zero_std_groups at step 21:" in text and "entropy_rise at step 22:" in text
-    assert "within 4s of its last email" in " ".join(text.split())
+    assert "within 4 s of its last email" in " ".join(text.split())
     time.sleep(1)
     assert len(smtp_server.envelopes) == 2
 

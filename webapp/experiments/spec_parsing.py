@@ -127,7 +127,7 @@ _JSON_TYPES = (
     (dict, "an object"),
     (list, "a list"),
     (str, "a string"),
-    ((int, float), "a number"),
+    ((int, float, jsonsafe.OversizedNumber), "a number"),
 )
 
 
@@ -412,10 +412,12 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
         elif isinstance(env, str):
             name = json.dumps(env if len(env) <= 40 else env[:40] + "…", ensure_ascii=False)
             errors["env"] = f'expected an object, got the text {name}: write {{"name": {name}}}'
-        elif not isinstance(env, dict) or not isinstance(env.get("name"), str):
-            errors["env"] = (
-                'expected an object like {"name": "frozenlake", "params": {"size": 4}}, '
-                f"got {_json_type(env) if not isinstance(env, dict) else 'one without a name'}"
+        elif not isinstance(env, dict):
+            errors["env"] = f'expected an object like {{"name": "frozenlake"}}, got {_json_type(env)}'
+        elif not isinstance(env.get("name"), str):
+            name = env.get("name")
+            errors["env"] = 'expected an object like {"name": "frozenlake", "params": {"size": 4}}, got ' + (
+                "one without a name" if name is None else f"one whose name is {_json_type(name)}"
             )
         elif not isinstance(env.get("params", {}), dict) or set(env) - {"name", "params"}:
             errors["env"] = 'expected {"name": ..., "params": {...}} and nothing else'

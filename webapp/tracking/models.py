@@ -398,19 +398,23 @@ class ExternalRun(models.Model):
 
     # Reading.
 
-    def logged_name(self, key: str) -> str:
-        """The name the client logged a stored key under."""
-        return self.logged_as.get(key, key)
-
     def stored_key(self, name: str) -> str:
         """Where the points the client logged under `name` are: our key, if `name` took it (ours is
-        found under its own name too). A run made before `logged_as` renamed every alias to ours."""
+        found under its own name too; a run made before `logged_as` renamed every alias to ours), unless
+        points are stored under `name` itself (EchoLab's own metrics API writes keys as sent)."""
         ours = ALIASES.get(name)
         if ours is None or self.logged_as.get(ours, name) != name:
             return name
-        if ours in self.logged_as or not MetricPoint.objects.filter(run_id=self.run_id, key=name).exists():
-            return ours
-        return name
+        return name if MetricPoint.objects.filter(run_id=self.run_id, key=name).exists() else ours
+
+    def tags_shown(self) -> dict[str, str]:
+        """The run's tags as the client reads them, and searches them: with EchoLab's own two."""
+        run = self.run
+        return {
+            **self.tags,
+            ECHOLAB_RUN_ID_TAG: str(run.pk),
+            ECHOLAB_RUN_URL_TAG: settings.SITE_URL + run.get_absolute_url(),
+        }
 
     def to_mlflow(self) -> dict:
         run = self.run
@@ -423,9 +427,16 @@ class ExternalRun(models.Model):
             .annotate(last=Max("step"))
             .values_list("key", "last")
         )
+
+        def shown(key: str) -> str:
+            """The name the client logged `key` under, unless that name has points of its own (written
+            through EchoLab's own API): then ours, so no name is answered twice."""
+            name = self.logged_as.get(key, key)
+            return key if name in run.latest_metrics else name
+
         metrics = [
             {
-                "key": self.logged_name(key),
+                "key": shown(key),
                 "value": protocol.double(values.get(key)),
                 "timestamp": heard,
                 "step": last_steps.get(key, 0),
@@ -451,13 +462,7 @@ class ExternalRun(models.Model):
                 "metrics": metrics,
                 "params": protocol.pairs(run.config),
                 # and what a script needs for EchoLab's own API (POST /api/runs/<id>/metrics) and pages
-                "tags": protocol.pairs(
-                    {
-                        **self.tags,
-                        ECHOLAB_RUN_ID_TAG: str(run.pk),
-                        ECHOLAB_RUN_URL_TAG: settings.SITE_URL + run.get_absolute_url(),
-                    }
-                ),
+                "tags": protocol.pairs(self.tags_shown()),
             },
             "inputs": {},
         }

@@ -296,7 +296,7 @@ def _matches(run: ExternalRun, name: str, op: str, value: str) -> bool:
     if name.startswith("params."):
         actual = run.run.config.get(name.removeprefix("params."))
     elif name.startswith("tags."):
-        actual = run.tags.get(name.removeprefix("tags."))
+        actual = run.tags_shown().get(name.removeprefix("tags."))
     else:
         actual = {
             "run_name": run.run.label,
