@@ -13,6 +13,15 @@ from tests.helpers import SmtpInbox, WorkerProcess, as_function_predicate, serve
 SLOW_FIXTURES = {"start_worker", "live_server", "tiny_model_dir", "page"}
 
 
+def pytest_configure(config):
+    """Passwords hash with MD5 first in this process: the production hasher (PBKDF2, a million rounds) takes
+    ~0.35 s a password here, and most tests make a user or two (Django's own advice for test speed). The
+    production hashers stay listed, so a hash made by a server or worker process still checks."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS]
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
@@ -64,17 +73,22 @@ def tiny_model_dir(tmp_path_factory):
 
     from trainer import tiny_model
 
-    root = os.environ.get("ECHOLAB_TEST_MODEL_ROOT") or str(tmp_path_factory.mktemp("models"))
+    root = os.environ.get("ECHOLAB_TEST_MODEL_ROOT")
+    if not root and os.environ.get("PYTEST_XDIST_WORKER"):
+        # the session's folder above every worker's own: one worker builds, the others wait for it
+        root = str(tmp_path_factory.getbasetemp().parent / "models")
+    root = root or str(tmp_path_factory.mktemp("models"))
     path = os.path.join(root, "tiny")
     old = os.environ.get("MODEL_ROOT")
     os.environ["MODEL_ROOT"] = root
-    if not os.path.exists(os.path.join(path, "config.json")):
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            tiny_model.build(path, log=None)  # the same warm-start as the embedded default
-        finally:
-            torch.set_num_threads(threads)
+    with tiny_model.build_lock(path):
+        if not os.path.exists(os.path.join(path, "config.json")):
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                tiny_model.build(path, log=None)  # the same warm-start as the embedded default
+            finally:
+                torch.set_num_threads(threads)
     yield path
     if old is None:
         os.environ.pop("MODEL_ROOT", None)

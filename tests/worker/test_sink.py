@@ -104,6 +104,7 @@ def test_should_stop_follows_the_stop_request(running_run):
     sink.close()
 
 
+@pytest.mark.stops_services
 @pytest.mark.slow
 def test_buffer_survives_a_postgres_restart(running_run):
     sink = DatabaseSink(running_run, flush_interval=0.2)

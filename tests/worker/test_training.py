@@ -204,6 +204,7 @@ def test_a_worker_shut_down_mid_run_checkpoints_and_requeues_it_at_once(
     assert_complete_series(run, 7)
 
 
+@pytest.mark.stops_services
 def test_a_postgres_restart_during_a_run_loses_nothing(queued_run, start_gpu_worker, tiny_model_dir):
     run = queued_run(tiny_config(tiny_model_dir, steps=6))
     worker = start_gpu_worker()
@@ -258,6 +259,7 @@ def start_redis():
     )
 
 
+@pytest.mark.stops_services
 def test_a_run_submitted_while_the_broker_is_down_is_sent_by_the_sweeper(
     queued_run, start_gpu_worker, tiny_model_dir, purge_broker
 ):
