@@ -32,8 +32,8 @@
   page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
 
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
-  const shown = shownInAddress();  // ?group=, ?align=1, ?bands=0
-  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(), nextPoll: null, loads: 0, renders: 0,
+  const shown = shownInAddress();  // ?group=, ?align=1, ?bands=0, ?hide=
+  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(shown.hidden), nextPoll: null, loads: 0, renders: 0,
                   selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice(),
                   groupAfterAlign: shown.groupAfterAlign };  // the grouping that comes back when Align is unticked
 
@@ -91,7 +91,10 @@
       if (ticket !== state.loads) return;
       state.data = body;
       if (polled) showSummaries(body.runs);
-      if (!polled && !(options && options.sameEntries)) state.hidden.clear();
+      if (!polled && !(options && options.sameEntries) && state.hidden.size) {
+        state.hidden.clear();
+        saveShown();
+      }
       const live = body.runs.some(function (run) { return !run.finished; });
       status.textContent = live ? "live, updating every " + POLL_MS / 1000 + " s" : "";
       render();
@@ -533,6 +536,7 @@
 
   function toggle(id) {
     if (state.hidden.has(id)) state.hidden.delete(id); else state.hidden.add(id);
+    saveShown();
     scheduleRender();
   }
 
@@ -540,19 +544,21 @@
     const ids = entries().map(function (entry) { return entry.id; });
     const alone = ids.every(function (other) { return other === id || state.hidden.has(other); }) && !state.hidden.has(id);
     state.hidden = new Set(alone ? [] : ids.filter(function (other) { return other !== id; }));
+    saveShown();
     scheduleRender();
   }
 
-  // Grouping, "Align at onset" and the bands as the address says (a copied link draws the same), else
-  // the page's defaults: the ablation's grouping, no alignment, bands on. A field the runs do not have is
-  // ignored. Aligned lines are one per run: the grouping waits (kept in the address) until Align is unticked.
+  // Grouping, "Align at onset", the bands and the lines hidden with the legend as the address says (a copied
+  // link draws the same), else the page's defaults: the ablation's grouping, no alignment, bands on, every
+  // line shown. A field the runs do not have is ignored, and so is a hidden entry the page does not draw.
+  // Aligned lines are one per run: the grouping waits (kept in the address) until Align is unticked.
   function shownInAddress() {
     const query = new URLSearchParams(window.location.search);
     const group = query.get("group");
     const aligned = query.get("align") === "1";
     const chosen = group !== null && (group === "" || page.group_fields.includes(group)) ? group : page.group_by;
     return { groupBy: aligned ? "" : chosen, groupAfterAlign: aligned ? chosen : "", aligned: aligned,
-             bands: query.get("bands") !== "0" };
+             bands: query.get("bands") !== "0", hidden: (query.get("hide") || "").split(",").filter(Boolean) };
   }
 
   function saveShown() {
@@ -561,6 +567,7 @@
     if (group === page.group_by) url.searchParams.delete("group"); else url.searchParams.set("group", group);
     if (state.aligned) url.searchParams.set("align", "1"); else url.searchParams.delete("align");
     if (state.bands) url.searchParams.delete("bands"); else url.searchParams.set("bands", "0");
+    if (state.hidden.size) url.searchParams.set("hide", Array.from(state.hidden).join(",")); else url.searchParams.delete("hide");
     window.history.replaceState(null, "", url);
   }
 
@@ -728,6 +735,6 @@
     if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", resolve); else resolve();
   });
   placeExtraCharts();
-  load();
+  load({ sameEntries: true });  // the lines the address hides stay hidden
   scriptsLoaded.then(setupControls);
 })();

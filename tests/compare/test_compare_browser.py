@@ -606,6 +606,28 @@ def test_grouping_alignment_and_bands_are_kept_in_the_address(page):
     )
 
 
+def test_lines_hidden_with_the_legend_stay_hidden_in_a_reloaded_or_copied_address(page):
+    runs = open_lr_pair(page, 30)
+    page.dblclick(f"#run-legend .legend-entry >> text=#{runs[1].pk} {runs[1].label}")  # show it alone
+    page.wait_for_function("document.getElementById('draw-count').textContent.includes('3 hidden')")
+    hidden = ",".join(f"run-{run.pk}" for run in runs if run != runs[1])
+    assert f"hide={hidden.replace(',', '%2C')}" in page.url
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert (
+        page.locator("#draw-count").text_content()
+        == "Drawing 1 of 4 runs (ticked but 3 hidden with the legend)."
+    )
+    assert [name for name, *_ in line_traces(page, "success")] == [f"#{runs[1].pk} {runs[1].label}"]
+    assert drawn_runs(page, "success")[0] == 1  # one line in the SVG
+    pressed = page.locator("#run-legend .legend-entry[aria-pressed='true']").all_inner_texts()
+    assert pressed == [f"#{runs[1].pk} {runs[1].label}"]
+    # Grouping makes other lines: none of them is hidden, and the address says so.
+    page.select_option("#group-by", "optim.actor_lr")
+    page.wait_for_function("document.getElementById('draw-count').textContent === 'Drawing 4 of 4 runs.'")
+    assert "hide=" not in page.url
+
+
 def test_every_chart_shows_one_step_range_and_a_double_click_gives_it_back(page):
     # Entropy logged from step 60 only: fitted to its own data, that chart put step 80 where the others
     # drew step 40.
