@@ -3,9 +3,12 @@
 from datetime import timedelta
 
 import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from tests.helpers import on_sqlite
+from webapp.accounts.forms import ApiTokenForm
 from webapp.accounts.models import LAST_USED_PRECISION, ApiToken, hash_token
 
 
@@ -93,6 +96,47 @@ def test_a_second_token_of_one_name_is_refused_naming_the_first(alice_client, al
         "ci",
         "laptop scripts",
     ]
+
+
+def test_one_name_twice_is_refused_by_the_database_too(alice, bob):
+    ApiToken.issue(alice, "laptop scripts")
+    ApiToken.issue(bob, "Laptop Scripts")  # another user's names are theirs
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ApiToken.issue(alice, "LAPTOP scripts")
+
+
+def test_a_name_taken_after_the_form_checked_it_is_the_forms_error_and_one_token(
+    alice_client, alice, monkeypatch
+):
+    first, _ = ApiToken.issue(alice, "laptop scripts")
+    checks = []
+    real = ApiTokenForm._token_named
+
+    def another_request_saves_in_between(form, name):
+        checks.append(name)
+        return None if len(checks) == 1 else real(form, name)  # the first check comes before the other save
+
+    monkeypatch.setattr(ApiTokenForm, "_token_named", another_request_saves_in_between)
+    response = alice_client.post(reverse("tokens"), {"name": "Laptop Scripts"})
+    assert response.status_code == 200
+    assert response.context["form"].errors["name"] == [
+        f"You have a token named 'laptop scripts' (starts with {first.hint}…): choose another name, "
+        "or revoke that one first."
+    ]
+    assert list(ApiToken.objects.filter(user=alice)) == [first]
+
+
+def test_tokens_of_one_name_made_before_the_rule_are_numbered(transactional_db, alice):
+    executor = MigrationExecutor(connection)
+    before, after = [("accounts", "0001_initial")], [("accounts", "0002_one_token_name_per_user")]
+    executor.migrate(before)
+    OldToken = executor.loader.project_state(before).apps.get_model("accounts", "ApiToken")
+    names = ["ci", "CI", "ci (2)", "ci", "x" * 100, "X" * 100, "laptop"]
+    for i, name in enumerate(names):
+        OldToken.objects.create(user_id=alice.pk, name=name, token_hash=f"{i:064d}", hint=str(i))
+    MigrationExecutor(connection).migrate(after)
+    renamed = list(ApiToken.objects.order_by("pk").values_list("name", flat=True))
+    assert renamed == ["ci", "CI (3)", "ci (2)", "ci (4)", "x" * 100, "X" * 96 + " (2)", "laptop"]
 
 
 SQLITE_SCRIPT = """

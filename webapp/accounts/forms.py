@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import PasswordChangeForm
+from django.db import IntegrityError, transaction
 
 from webapp.accounts.models import ApiToken
 
@@ -16,13 +17,33 @@ class ApiTokenForm(forms.Form):
         """One token per name: two called "laptop scripts" cannot be told apart in the list or when one
         is revoked."""
         name = self.cleaned_data["name"]
-        taken = ApiToken.objects.for_user(self.user).filter(name__iexact=name).first()
+        taken = self._token_named(name)
         if taken is not None:
-            raise forms.ValidationError(
-                f"You have a token named {taken.name!r} (starts with {taken.hint}…): choose another name, "
-                "or revoke that one first."
-            )
+            raise forms.ValidationError(self._taken_message(taken))
         return name
+
+    def save(self) -> tuple[ApiToken, str] | None:
+        """(token, its plain text), or None with the name's error when a token of that name was made since
+        the form was checked (the same form submitted twice at once)."""
+        name = self.cleaned_data["name"]
+        try:
+            with transaction.atomic():
+                return ApiToken.issue(self.user, name)
+        except IntegrityError:
+            self.add_error("name", self._taken_message(self._token_named(name)))
+            return None
+
+    def _token_named(self, name: str) -> ApiToken | None:
+        return ApiToken.objects.for_user(self.user).filter(name__iexact=name).first()
+
+    @staticmethod
+    def _taken_message(taken: ApiToken | None) -> str:
+        if taken is None:  # revoked again meanwhile
+            return "A token of this name was made at the same time: reload the page to see your tokens."
+        return (
+            f"You have a token named {taken.name!r} (starts with {taken.hint}…): choose another name, "
+            "or revoke that one first."
+        )
 
 
 class EmailForm(forms.ModelForm):

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, models, transaction
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,12 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # The form refuses a name the user has; this holds when two submissions of it cross.
+            models.UniqueConstraint("user", Lower("name"), name="one_token_name_per_user"),
+        ]
 
     def __str__(self):
         return f"{self.name} ({self.hint}…)"

@@ -17,8 +17,9 @@ NEW_TOKEN_SESSION_KEY = "new_api_token"
 def tokens(request):
     if request.method == "POST":
         form = ApiTokenForm(request.user, request.POST)
-        if form.is_valid():
-            token, plain = ApiToken.issue(request.user, form.cleaned_data["name"])
+        issued = form.save() if form.is_valid() else None
+        if issued is not None:
+            token, plain = issued
             # Shown on the next page view only: the session forgets it as soon as it is displayed.
             request.session[NEW_TOKEN_SESSION_KEY] = {"name": token.name, "token": plain}
             return redirect("tokens")
