@@ -455,20 +455,24 @@
     const empty = !all.some(function (entry) {
       return chart.keys.some(function (key) { return entry.series[key] && entry.series[key].step.length; });
     });
+    const allHidden = !empty && all.every(function (entry) { return state.hidden.has(entry.id); });
+    const note = empty ? "no data" : allHidden ? "every line is hidden: click one in the legend above" : "";
+    const range = state.xrange || window.EchoChartView.shared.span;
     const data = bandTraces(chart, all).concat(lines);
     const layout = {
       title: { text: escapeHtml(chart.title), font: { size: 14 } },
       uirevision: "compare-" + (state.aligned ? "onset" : "step"),  // steps and steps-from-onset share no axis
       margin: { l: 50, r: 10, t: 36, b: 36 },
       height: 320,
-      xaxis: window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step",
-                                        state.xrange || window.EchoChartView.shared.span, true),
-      yaxis: { type: chart.log ? "log" : "linear", visible: !empty },  // no made-up -1..4 scale beside "no data"
+      // with a note and no span (every line hidden, or none has data) no made-up -1..6 either
+      xaxis: Object.assign(window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", range, true),
+                           { visible: !(note && !range) }),
+      yaxis: { type: chart.log ? "log" : "linear", visible: !note },  // no made-up -1..4 scale beside the note
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
       // drawn in ten half-width charts cost more than the lines and squeezed the plots.
       showlegend: false,
-      annotations: empty ? [{ text: "no data", xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+      annotations: note ? [{ text: note, xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
     };
     const div = document.getElementById("chart-" + chart.id);
     state.syncing = true;

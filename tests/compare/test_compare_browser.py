@@ -622,6 +622,11 @@ def test_lines_hidden_with_the_legend_stay_hidden_in_a_reloaded_or_copied_addres
     assert drawn_runs(page, "success")[0] == 1  # one line in the SVG
     pressed = page.locator("#run-legend .legend-entry[aria-pressed='true']").all_inner_texts()
     assert pressed == [f"#{runs[1].pk} {runs[1].label}"]
+    page.click(f"#run-legend .legend-entry >> text=#{runs[1].pk} {runs[1].label}")  # the last one too
+    page.wait_for_function("document.getElementById('draw-count').textContent.includes('4 hidden')")
+    assert drawn(page, "success")["texts"][-1] == "every line is hidden: click one in the legend above"
+    assert drawn_runs(page, "success")[0] == 0
+    assert drawn(page, "success")["yticks"] == [] and drawn(page, "success")["xticks"] == []
     # Grouping makes other lines: none of them is hidden, and the address says so.
     page.select_option("#group-by", "optim.actor_lr")
     page.wait_for_function("document.getElementById('draw-count').textContent === 'Drawing 4 of 4 runs.'")

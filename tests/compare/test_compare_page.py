@@ -133,7 +133,7 @@ def test_non_numeric_ids_get_a_message_not_a_500(alice_client, three):
     response = page(alice_client, f"{a.pk},abc,<b>")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "&#x27;abc&#x27;, &#x27;&lt;b&gt;&#x27; are not a run id" in html
+    assert "&#x27;abc&#x27;, &#x27;&lt;b&gt;&#x27; are not run ids" in html
     assert f'data-run="{a.pk}"' in html
 
 

@@ -239,6 +239,7 @@ def test_a_single_point_is_drawn_and_the_toolbar_has_no_share_button(page):
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_function("document.querySelector('#chart-entropy .scatterlayer .trace') !== null")
     assert drawn(page, "entropy")["markers"] == [1]
+    assert drawn(page, "entropy")["xticks"] == ["5"]  # its own step, not -1 to 1 ticked at halves
     page.hover("#chart-entropy")
     titles = page.eval_on_selector_all(
         "#chart-entropy .modebar-btn", "buttons => buttons.map(b => b.dataset.title)"
@@ -548,6 +549,7 @@ def test_an_open_page_follows_its_run_from_the_queue_and_shows_alert_emails_as_t
     page.locator("#delete-refusal").get_by_text("is running: stop it first").wait_for(timeout=15_000)
     assert page.locator("dt:has-text('Started') + dd").inner_text() != "–"
     assert not page.locator("#alert-delivery").count()
+    assert not page.locator("#run-collapse").is_visible()  # no collapse: no red mark beside the status
     page.evaluate("window.sameDocument = true")  # gone if the page were loaded again
     event = make_event(run, 5, "collapse", rule="collapse", message="Success collapsed: a test")
     notification = Notification.objects.create(event=event, recipients=["me@example.com"])

@@ -29,7 +29,7 @@ class Selection:
             shown = ", ".join(repr(token) for token in self.invalid[:5])
             more = f" and {len(self.invalid) - 5} more" if len(self.invalid) > 5 else ""
             out.append(
-                f"runs: {shown}{more} {'is' if len(self.invalid) == 1 else 'are'} not a run id "
+                f"runs: {shown}{more} {'is not a run id' if len(self.invalid) == 1 else 'are not run ids'} "
                 "(expected whole numbers separated by commas, like runs=3,7,12)"
             )
         if self.unavailable:
