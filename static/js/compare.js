@@ -91,10 +91,7 @@
       if (ticket !== state.loads) return;
       state.data = body;
       if (polled) showSummaries(body.runs);
-      if (!polled && !(options && options.sameEntries) && state.hidden.size) {
-        state.hidden.clear();
-        saveShown();
-      }
+      if (!polled && !(options && options.sameEntries)) keepHiddenRuns();
       const live = body.runs.some(function (run) { return !run.finished; });
       status.textContent = live ? "live, updating every " + POLL_MS / 1000 + " s" : "";
       render();
@@ -141,6 +138,17 @@
       return parts[0].replace(/\.?0+$/, "") + "e" + (exponent < 0 ? "-" : "+") + String(Math.abs(exponent)).padStart(2, "0");
     }
     return String(Number(parts[0] + "e" + exponent));
+  }
+
+  // Lines hidden with the legend outlive a new grouping or a new choice of runs as far as they can: a run
+  // stays hidden while it is drawn, so it is hidden again when the lines are one per run; a group's id is its
+  // place in one grouping, so those go.
+  function keepHiddenRuns() {
+    const drawn = new Set(selectedRuns().map(function (run) { return "run-" + run.id; }));
+    const kept = Array.from(state.hidden).filter(function (id) { return drawn.has(id); });
+    if (kept.length === state.hidden.size) return;
+    state.hidden = new Set(kept);
+    saveShown();
   }
 
   function selectedRuns() {
@@ -626,7 +634,7 @@
     document.getElementById("bands").addEventListener("change", function (event) {
       state.bands = event.target.checked;
       saveShown();
-      load();
+      load({ sameEntries: true });  // the same lines, with or without their bands: the hidden ones stay hidden
     });
     const picker = document.getElementById("other-keys");
     if (picker) picker.addEventListener("change", extraKeysChanged);

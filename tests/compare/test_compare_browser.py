@@ -627,10 +627,23 @@ def test_lines_hidden_with_the_legend_stay_hidden_in_a_reloaded_or_copied_addres
     assert drawn(page, "success")["texts"][-1] == "every line is hidden: click one in the legend above"
     assert drawn_runs(page, "success")[0] == 0
     assert drawn(page, "success")["yticks"] == [] and drawn(page, "success")["xticks"] == []
-    # Grouping makes other lines: none of them is hidden, and the address says so.
+    page.click(f"#run-legend .legend-entry >> text=#{runs[1].pk} {runs[1].label}")
+    page.wait_for_function("document.getElementById('draw-count').textContent.includes('3 hidden')")
+    page.uncheck("#bands")  # the same lines without bands: still three hidden
+    page.wait_for_function("document.getElementById('load-state').textContent === ''")  # loaded again
+    assert (
+        page.locator("#draw-count").text_content()
+        == "Drawing 1 of 4 runs (ticked but 3 hidden with the legend)."
+    )
+    # Grouping makes other lines, none of them hidden; one line per run again, the runs hidden before are.
     page.select_option("#group-by", "optim.actor_lr")
     page.wait_for_function("document.getElementById('draw-count').textContent === 'Drawing 4 of 4 runs.'")
-    assert "hide=" not in page.url
+    page.locator("#run-legend .legend-entry").first.click()  # hides a group: two runs
+    page.wait_for_function("document.getElementById('draw-count').textContent.includes('2 hidden')")
+    page.select_option("#group-by", "")
+    page.wait_for_function("document.getElementById('draw-count').textContent.includes('3 hidden')")
+    assert [name for name, *_ in line_traces(page, "success")] == [f"#{runs[1].pk} {runs[1].label}"]
+    assert "group-" not in page.url
 
 
 def test_every_chart_shows_one_step_range_and_a_double_click_gives_it_back(page):
