@@ -27,7 +27,8 @@ def pytest_collection_modifyitems(items):
         used = set(getattr(item, "fixturenames", ()))
         if "page" in used:
             item.add_marker(pytest.mark.browser)
-        if used & SLOW_FIXTURES:
+        # a test that stops Postgres or Redis runs only in the slow tier, after the parallel part
+        if used & SLOW_FIXTURES or item.get_closest_marker("stops_services"):
             item.add_marker(pytest.mark.slow)
 
 

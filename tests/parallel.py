@@ -7,26 +7,31 @@ leaves them out of a parallel run, or runs only them."""
 
 import os
 import re
-from pathlib import Path
+
+from webapp.environment import var_dir
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... in a worker; unset otherwise
 
 
 def own_broker(url: str, worker_number: int) -> str:
-    """A redis URL's database, one below the given one per worker: redis://h:6379/15 -> /14 for gw0, /13 for gw1."""
+    """A redis URL's database, one below the given one per worker: redis://h:6379/15 -> /14 for gw0, /13 for gw1.
+    Redis has 16 databases, so up to 15 workers get one each that is not the given one."""
     match = re.fullmatch(r"(rediss?://[^/?]+)(?:/(\d*))?(\?.*)?", url)
     if not match:
-        return url  # another transport: the tests use Redis; `./echolab test` runs them against it
+        raise ValueError(f"parallel test processes need a redis:// broker to keep apart, got {url!r}")
+    if worker_number >= 15:
+        raise ValueError(
+            f"at most 15 parallel test processes share one Redis, this is number {worker_number + 1}"
+        )
     database = int(match.group(2) or 0)
     return f"{match.group(1)}/{(database - 1 - worker_number) % 16}{match.group(3) or ''}"
 
 
 if WORKER:
     number = int(WORKER.removeprefix("gw"))
-    if os.environ.get("CELERY_BROKER_URL"):
+    if os.environ.get("CELERY_BROKER_URL"):  # unset: the filesystem broker, under each worker's own var/
         os.environ["CELERY_BROKER_URL"] = own_broker(os.environ["CELERY_BROKER_URL"], number)
-    var = os.environ.get("ECHOLAB_VAR") or str(Path(__file__).resolve().parent.parent / "var")
-    os.environ["ECHOLAB_VAR"] = os.path.join(var, WORKER)
+    os.environ["ECHOLAB_VAR"] = str(var_dir() / WORKER)
 
 
 def pytest_addoption(parser):
@@ -45,6 +50,8 @@ def pytest_collection_modifyitems(config, items):
     if choice == "run":
         return
     wanted = choice == "only"
-    kept = [item for item in items if (item.get_closest_marker("stops_services") is not None) == wanted]
-    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    kept, left_out = [], []
+    for item in items:
+        (kept if (item.get_closest_marker("stops_services") is not None) == wanted else left_out).append(item)
+    config.hook.pytest_deselected(items=left_out)
     items[:] = kept

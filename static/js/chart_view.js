@@ -93,10 +93,10 @@ window.EchoChartView = {
   },
 
   // The x range of unzoomed charts from their data's lowest and highest x, padded so that end markers show
-  // whole; null without a span of data. The run and compare pages' one rule.
+  // whole; null without data. The run and compare pages' one rule.
   paddedSpan: function (low, high) {
     if (!(low <= high)) return null;
-    // One step alone: half a step either side (Plotly's own fit went from -1 to 1, ticked at -0.5 and 0.5).
+    // One x alone: half a step (or minute) either side (Plotly's own fit of step 0 went from -1 to 1, ticked at halves).
     const pad = low < high ? (high - low) * 0.01 : 0.5;
     return [low - pad, high + pad];
   },

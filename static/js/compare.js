@@ -460,10 +460,12 @@
   function drawChart(chart, all, markers) {
     const lines = lineTraces(chart, all);
     // "no data" when no entry has any: hidden entries draw nothing but still have data
-    const empty = !all.some(function (entry) {
+    const hasData = function (entry) {
       return chart.keys.some(function (key) { return entry.series[key] && entry.series[key].step.length; });
-    });
-    const allHidden = !empty && all.every(function (entry) { return state.hidden.has(entry.id); });
+    };
+    const withData = all.filter(hasData);
+    const empty = !withData.length;
+    const allHidden = !empty && withData.every(function (entry) { return state.hidden.has(entry.id); });
     const note = empty ? "no data" : allHidden ? "every line is hidden: click one in the legend above" : "";
     const range = state.xrange || window.EchoChartView.shared.span;
     const data = bandTraces(chart, all).concat(lines);
@@ -555,7 +557,9 @@
   function solo(id) {
     const ids = entries().map(function (entry) { return entry.id; });
     const alone = ids.every(function (other) { return other === id || state.hidden.has(other); }) && !state.hidden.has(id);
-    state.hidden = new Set(alone ? [] : ids.filter(function (other) { return other !== id; }));
+    // runs hidden before a grouping keep their place for when the lines are one per run again
+    const elsewhere = Array.from(state.hidden).filter(function (other) { return !ids.includes(other); });
+    state.hidden = new Set(elsewhere.concat(alone ? [] : ids.filter(function (other) { return other !== id; })));
     saveShown();
     scheduleRender();
   }
@@ -570,7 +574,13 @@
     const aligned = query.get("align") === "1";
     const chosen = group !== null && (group === "" || page.group_fields.includes(group)) ? group : page.group_by;
     return { groupBy: aligned ? "" : chosen, groupAfterAlign: aligned ? chosen : "", aligned: aligned,
-             bands: query.get("bands") !== "0", hidden: (query.get("hide") || "").split(",").filter(Boolean) };
+             bands: query.get("bands") !== "0", hidden: (query.get("hide") || "").split(",").filter(isEntryOnPage) };
+  }
+
+  // "run-<id>" of a run on this page, or "group-<n>" (a group's place: checked against the groups drawn).
+  function isEntryOnPage(id) {
+    const match = /^(run|group)-(\d+)$/.exec(id);
+    return Boolean(match) && (match[1] === "group" || page.runs.some(function (run) { return String(run.id) === match[2]; }));
   }
 
   function saveShown() {

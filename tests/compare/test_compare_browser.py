@@ -646,6 +646,20 @@ def test_lines_hidden_with_the_legend_stay_hidden_in_a_reloaded_or_copied_addres
     assert "group-" not in page.url
 
 
+def test_a_hand_written_hide_keeps_only_the_runs_on_the_page(page):
+    runs = open_lr_pair(page, 10)
+    ids = ",".join(str(run.pk) for run in runs)
+    page.goto(f"{page.base}/compare?runs={ids}&hide=garbage,run-999999,run-{runs[0].pk},run-x,group-")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert (
+        page.locator("#draw-count").text_content()
+        == "Drawing 3 of 4 runs (ticked but 1 hidden with the legend)."
+    )
+    page.click(f"#run-legend .legend-entry >> text=#{runs[1].pk} {runs[1].label}")
+    page.wait_for_function("document.getElementById('draw-count').textContent.includes('2 hidden')")
+    assert page.url.endswith(f"&hide=run-{runs[0].pk}%2Crun-{runs[1].pk}")
+
+
 def test_every_chart_shows_one_step_range_and_a_double_click_gives_it_back(page):
     # Entropy logged from step 60 only: fitted to its own data, that chart put step 80 where the others
     # drew step 40.

@@ -105,6 +105,17 @@ def test_one_name_twice_is_refused_by_the_database_too(alice, bob):
         ApiToken.issue(alice, "LAPTOP scripts")
 
 
+def test_the_form_compares_names_as_the_database_does(alice_client, alice):
+    first, _ = ApiToken.issue(alice, "\N{KELVIN SIGN}")  # lower-cased by Postgres to "k"
+    response = alice_client.post(reverse("tokens"), {"name": "k"})
+    assert (
+        response.context["form"]
+        .errors["name"][0]
+        .startswith("You have a token named '\N{KELVIN SIGN}' (starts")
+    )
+    assert list(ApiToken.objects.filter(user=alice)) == [first]
+
+
 def test_a_name_taken_after_the_form_checked_it_is_the_forms_error_and_one_token(
     alice_client, alice, monkeypatch
 ):

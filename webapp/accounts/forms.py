@@ -2,6 +2,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import PasswordChangeForm
 from django.db import IntegrityError, transaction
+from django.db.models import Value
+from django.db.models.functions import Lower
 
 from webapp.accounts.models import ApiToken
 
@@ -34,7 +36,13 @@ class ApiTokenForm(forms.Form):
             return None
 
     def _token_named(self, name: str) -> ApiToken | None:
-        return ApiToken.objects.for_user(self.user).filter(name__iexact=name).first()
+        """Compared as the database's constraint compares them: lower-cased by the database."""
+        return (
+            ApiToken.objects.for_user(self.user)
+            .alias(folded=Lower("name"))
+            .filter(folded=Lower(Value(name)))
+            .first()
+        )
 
     @staticmethod
     def _taken_message(taken: ApiToken | None) -> str:
