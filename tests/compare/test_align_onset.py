@@ -37,7 +37,9 @@ def test_summary_lists_each_rules_lead_and_the_page_data_each_onset(alice, alice
     make_event(collapsed, 28, "warning", rule="reward_std_drop")
     response = alice_client.get(f"/compare?runs={collapsed.pk},{healthy.pk}")
     html = response.content.decode()
-    assert "Lead: reward_std_drop" in html and "12 steps" in html
+    assert (
+        "Lead: reward_<wbr>std_<wbr>drop</th>" in html and "12 steps" in html
+    )  # wraps after "_" in its narrow column
     assert 'id="align-onset"' in html
     data = response.context["page"]["runs"]
     assert [(run["id"], run["onset"]) for run in data] == [(collapsed.pk, 40), (healthy.pk, None)]

@@ -1,4 +1,5 @@
 import math
+import re
 import unicodedata
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -95,6 +96,6 @@ def isolated(text):
 
 @register.filter
 def breakable_key(key: str) -> str:
-    """A metric key that may wrap after each "/" (collapse/traj/retrieval_above_chance), escaped: in a
-    narrow column it broke inside a word ("chanc e") where no break was offered."""
-    return mark_safe("/<wbr>".join(escape(part) for part in str(key).split("/")))
+    """A metric key or rule name that may wrap after each "/" or "_" (collapse/traj/retrieval_above_chance),
+    escaped: in a narrow column it broke inside a word ("chanc e") where no break was offered."""
+    return mark_safe(re.sub(r"([/_])", r"\1<wbr>", str(escape(key))))
