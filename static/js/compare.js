@@ -91,7 +91,7 @@
       if (ticket !== state.loads) return;
       state.data = body;
       if (polled) showSummaries(body.runs);
-      if (!polled && !(options && options.sameEntries)) keepHiddenRuns();
+      if (!polled && !(options && options.sameEntries)) forgetHiddenGroups();
       const live = body.runs.some(function (run) { return !run.finished; });
       status.textContent = live ? "live, updating every " + POLL_MS / 1000 + " s" : "";
       render();
@@ -140,12 +140,11 @@
     return String(Number(parts[0] + "e" + exponent));
   }
 
-  // Lines hidden with the legend outlive a new grouping or a new choice of runs as far as they can: a run
-  // stays hidden while it is drawn, so it is hidden again when the lines are one per run; a group's id is its
-  // place in one grouping, so those go.
-  function keepHiddenRuns() {
-    const drawn = new Set(selectedRuns().map(function (run) { return "run-" + run.id; }));
-    const kept = Array.from(state.hidden).filter(function (id) { return drawn.has(id); });
+  // Lines hidden with the legend outlive a new grouping or a new choice of runs where they can: a run stays
+  // hidden (also while unticked in the table, or grouped), so it is hidden again when its line is drawn; a
+  // group's id is its place in one grouping, so those go.
+  function forgetHiddenGroups() {
+    const kept = Array.from(state.hidden).filter(function (id) { return id.startsWith("run-"); });
     if (kept.length === state.hidden.size) return;
     state.hidden = new Set(kept);
     saveShown();

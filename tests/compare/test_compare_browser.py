@@ -640,6 +640,10 @@ def test_lines_hidden_with_the_legend_stay_hidden_in_a_reloaded_or_copied_addres
     page.wait_for_function("document.getElementById('draw-count').textContent === 'Drawing 4 of 4 runs.'")
     page.locator("#run-legend .legend-entry").first.click()  # hides a group: two runs
     page.wait_for_function("document.getElementById('draw-count').textContent.includes('2 hidden')")
+    page.uncheck(f"input.draw-run[value='{runs[0].pk}']")  # a hidden run unticked and ticked again, grouped
+    page.wait_for_function("document.getElementById('draw-count').textContent.startsWith('Drawing 3 of 4')")
+    page.check(f"input.draw-run[value='{runs[0].pk}']")
+    page.wait_for_function("document.getElementById('draw-count').textContent === 'Drawing 4 of 4 runs.'")
     page.select_option("#group-by", "")
     page.wait_for_function("document.getElementById('draw-count').textContent.includes('3 hidden')")
     assert [name for name, *_ in line_traces(page, "success")] == [f"#{runs[1].pk} {runs[1].label}"]
