@@ -82,14 +82,12 @@ def tiny_model_dir(tmp_path_factory):
     path = os.path.join(root, "tiny")
     old = os.environ.get("MODEL_ROOT")
     os.environ["MODEL_ROOT"] = root
-    with tiny_model.build_lock(path):
-        if not os.path.exists(os.path.join(path, "config.json")):
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)
-            try:
-                tiny_model.build(path, log=None)  # the same warm-start as the embedded default
-            finally:
-                torch.set_num_threads(threads)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        tiny_model.ensure(path, log=None)  # the same warm-start as the embedded default
+    finally:
+        torch.set_num_threads(threads)
     yield path
     if old is None:
         os.environ.pop("MODEL_ROOT", None)

@@ -6,7 +6,7 @@ that stop the machine's Postgres or Redis would break every other process's conn
 leaves them out of a parallel run, or runs only them."""
 
 import os
-import re
+from urllib.parse import urlsplit, urlunsplit
 
 from webapp.environment import var_dir
 
@@ -16,15 +16,15 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... in a wor
 def own_broker(url: str, worker_number: int) -> str:
     """A redis URL's database, one below the given one per worker: redis://h:6379/15 -> /14 for gw0, /13 for gw1.
     Redis has 16 databases, so up to 15 workers get one each that is not the given one."""
-    match = re.fullmatch(r"(rediss?://[^/?]+)(?:/(\d*))?(\?.*)?", url)
-    if not match:
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
         raise ValueError(f"parallel test processes need a redis:// broker to keep apart, got {url!r}")
     if worker_number >= 15:
         raise ValueError(
             f"at most 15 parallel test processes share one Redis, this is number {worker_number + 1}"
         )
-    database = int(match.group(2) or 0)
-    return f"{match.group(1)}/{(database - 1 - worker_number) % 16}{match.group(3) or ''}"
+    database = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(database - 1 - worker_number) % 16}"))
 
 
 if WORKER:

@@ -90,14 +90,15 @@ def default_dir() -> str:
     return os.path.join(os.environ.get("ECHOLAB_VAR", str(repo / "var")), "models", "tiny")
 
 
-def ensure(path: str | None = None) -> str:
+def ensure(path: str | None = None, log=print) -> str:
     """The tiny model's directory, built on first use. One build at a time: a caller that finds one under
-    way (`./echolab run` builds it in the background while a worker is asked to train) waits for it."""
+    way (`./echolab run` builds it in the background while a worker is asked to train, or parallel test
+    processes) waits for it."""
     path = path or default_dir()
     if not _built(path):
         with build_lock(path):
             if not _built(path):
-                build(path)
+                build(path, log=log)
     return path
 
 

@@ -579,7 +579,7 @@
   // "run-<id>" of a run on this page, or "group-<n>" (a group's place: checked against the groups drawn).
   function isEntryOnPage(id) {
     const match = /^(run|group)-(\d+)$/.exec(id);
-    return Boolean(match) && (match[1] === "group" || page.runs.some(function (run) { return String(run.id) === match[2]; }));
+    return Boolean(match) && (match[1] === "group" || match[2] in colorOf);
   }
 
   function saveShown() {

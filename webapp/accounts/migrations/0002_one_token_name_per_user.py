@@ -16,10 +16,10 @@ def rename_repeated_names(apps, schema_editor):
             seen.add((token.user_id, token.folded))
             continue
         number = 2
-        while (token.user_id, folded(schema_editor, numbered(token.name, number))) in names:
+        while (key := (token.user_id, folded(schema_editor, numbered(token.name, number)))) in names:
             number += 1
         token.name = numbered(token.name, number)
-        names.add((token.user_id, folded(schema_editor, token.name)))
+        names.add(key)
         token.save(update_fields=["name"])
 
 
