@@ -11,7 +11,7 @@ from trainer import tiny_model
 def test_a_second_caller_waits_for_the_build_under_way(tmp_path, monkeypatch):
     builds = []
 
-    def slow_build(path):
+    def slow_build(path, log=print):
         builds.append(path)
         time.sleep(0.5)  # long enough for the second caller to arrive while this one builds
         os.makedirs(path)
