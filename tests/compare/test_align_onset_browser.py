@@ -65,3 +65,23 @@ def test_align_at_onset_overlays_collapsed_runs_and_leaves_the_others_out_with_a
     page.wait_for_function(f"Number(document.body.dataset.chartsDrawn) > {drawn_before}")
     assert run_lines(page, "success")[name[healthy]] == [0, 99]
     assert not note.is_visible()
+
+
+def test_at_1280_px_the_runs_table_shows_its_last_column_beside_three_lead_columns(page):
+    experiment = make_experiment(page.user, "lr sweep with a long experiment name")
+    runs = [trained_run(experiment, f"seed={seed} optim.actor_lr=0.0005", step=100) for seed in range(2)]
+    for run in runs:
+        points(run, "train/success", {s: 0.5 for s in range(100)})
+        make_event(run, 60, "collapse", rule="success_collapse")
+    make_event(runs[0], 25, "warning", rule="reward_std_drop")
+    make_event(runs[0], 28, "warning", rule="zero_std_groups")
+    make_event(runs[1], 52, "warning", rule="template_collapse")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    box = page.locator(".runs-scroll").bounding_box()
+    device = page.locator("#summary-table th", has_text="Device").bounding_box()
+    assert device["x"] + device["width"] <= box["x"] + box["width"]  # not off to the right
+    assert page.evaluate("document.querySelector('.runs-scroll').scrollWidth") <= box["width"] + 1
+    page.locator(".runs-scroll").screenshot(
+        path=str(REPO_ROOT / "test-artifacts" / "compare" / "runs-table-1280.png")
+    )
