@@ -135,6 +135,7 @@ def page(live_server, transactional_db, monkeypatch):
     `page.base` is the server's URL. The test fails on any JavaScript error the page raised and on anything
     the Content-Security-Policy blocked."""
     from django.conf import settings
+    from django.db import connections
     from django.test import Client
     from playwright import sync_api
 
@@ -169,6 +170,9 @@ def page(live_server, transactional_db, monkeypatch):
         tab.wait_for_function = as_function_predicate(tab.wait_for_function)
         yield tab
         browser.close()
+        # The test's ORM calls ran while Playwright's loop held this thread, on a connection of their own
+        # that nothing else closes: left open, it kept the test database from being dropped at the end.
+        connections.close_all()
         assert errors == []
 
 
