@@ -83,12 +83,7 @@ class AlgorithmConfig:
     @property
     def filter_value(self) -> float:
         """The number the chosen filter reads (RAGEN's rollout_filter_value)."""
-        return {
-            "top_ratio": self.filter_ratio,
-            "top_k_abs": self.filter_top_k,
-            "top_p": self.filter_top_p,
-            "min_p": self.filter_min_p,
-        }.get(self.filter, 1.0)
+        return 1.0 if self.filter == "none" else getattr(self, f"filter_{FILTER_VALUES[self.filter][0]}")
 
 
 @dataclass
@@ -330,11 +325,79 @@ class TrainConfig:
             errors.update(_val_env_errors(rollout.val_envs))
         return errors
 
+    def inert_fields(self) -> dict[str, str]:
+        """The fields training does not read with the rest of this config, each with what makes it so ("...
+        is not read while <reason>"): a grid or an override that changes only these trains the same run
+        again (the web app refuses it)."""
+        algorithm = self.algorithm
+        inert: dict[str, str] = {}
+
+        def unread(fields: list[str], reason: str) -> None:
+            inert.update(dict.fromkeys(fields, reason))
+
+        read_by = {
+            f"algorithm.filter_{name}": mode for mode, names in FILTER_VALUES.items() for name in names
+        }
+        if algorithm.filter == "none":
+            unread(
+                [*read_by, "algorithm.filter_include_zero", "algorithm.filter_empty_stop_steps"],
+                "algorithm.filter is 'none' (every group is kept; the starpo-s presets filter)",
+            )
+        else:
+            reads = f"algorithm.filter_{FILTER_VALUES[algorithm.filter][0]}"
+            unread(
+                [name for name, mode in read_by.items() if mode != algorithm.filter],
+                f"algorithm.filter is {quoted(algorithm.filter)} (it reads {reads})",
+            )
+        if algorithm.advantage != "ppo":
+            unread(
+                [
+                    "algorithm.gamma",
+                    "algorithm.lam",
+                    "algorithm.whiten_advantages",
+                    "algorithm.value_clip",
+                    "optim.critic_lr",
+                ],
+                f"algorithm.advantage is {quoted(algorithm.advantage)} (group-normalised advantages, no critic)",
+            )
+        if algorithm.kl_coef == 0:
+            unread(["algorithm.kl_estimator"], "algorithm.kl_coef is 0 (no KL term)")
+        if self.model.lora_rank == 0:
+            unread(
+                ["model.lora_alpha", "model.lora_dropout", "model.lora_target_modules"],
+                "model.lora_rank is 0 (full fine-tuning)",
+            )
+        if self.rollout.temperature == 0 and (
+            self.schedule.val_every == 0 or self.rollout.val_temperature == 0
+        ):
+            unread(
+                ["rollout.top_p"],
+                "every rollout is greedy (rollout.temperature 0, and validation off or at 0)",
+            )
+        if self.schedule.val_every == 0:
+            unread(
+                ["rollout.val_temperature", "rollout.val_seeds"],
+                "schedule.val_every is 0 (no validation)",
+            )
+        if self.diagnostics.collapse_every == 0:
+            unread(
+                ["diagnostics.collapse_samples", "diagnostics.collapse_traj_samples"],
+                "diagnostics.collapse_every is 0 (no template-collapse measurement)",
+            )
+        return inert
+
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ADVANTAGES = ("ppo", "grpo", "drgrpo")
 KL_ESTIMATORS = ("k1", "k3")
 FILTERS = ("none", "top_ratio", "top_k_abs", "top_p", "min_p")  # rules in trainer/filter.py
+# The algorithm.filter_* fields each rule reads, its value first (filter_include_zero: every rule).
+FILTER_VALUES = {
+    "top_ratio": ("ratio",),
+    "top_k_abs": ("top_k",),
+    "top_p": ("top_p", "top_p_mode"),
+    "min_p": ("min_p",),
+}
 TOP_P_MODES = ("linear", "softmax")
 LOSS_AGGS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
 

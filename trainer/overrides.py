@@ -134,6 +134,18 @@ def set_dotted(values: dict, key: str, value) -> None:
     values[parts[-1]] = value
 
 
+def flatten(mapping: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}, "c": [1, 2]} -> {"a.b": 1, "c": [1, 2]}; lists and empty dicts are leaves."""
+    out = {}
+    for key, value in mapping.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
 def get_dotted(mapping, dotted: str):
     """mapping["a"]["b"] for "a.b", or None where a part is missing or not a mapping."""
     for part in dotted.split("."):

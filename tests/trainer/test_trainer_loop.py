@@ -176,3 +176,48 @@ def test_nan_loss_skips_the_step_and_counts_it(tiny_model_dir, tmp_path, monkeyp
         tmp_path / "checkpoints" / "step_000002" / "policy"
     ).state_dict()
     assert all(torch.equal(before[k], after[k]) for k in after)
+
+
+OTHER_VALUE = {  # a valid value unlike the default, for each field of a kind not halved or negated
+    "algorithm.filter_top_p_mode": "softmax",
+    "algorithm.kl_estimator": "k3",
+    "model.lora_target_modules": ["q_proj"],
+}
+
+
+def another_value(key, value):
+    if key in OTHER_VALUE:
+        return OTHER_VALUE[key]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return max(1, value // 2) if value != 1 else 2
+    return value / 2 if value else 0.1
+
+
+@pytest.mark.parametrize(
+    "preset,dotted",
+    [
+        ("grpo", ["algorithm.kl_coef=0", "schedule.val_every=0", "diagnostics.collapse_every=0"]),
+        ("starpo-s", ["rollout.temperature=0", "rollout.val_temperature=0"]),
+    ],
+)
+def test_fields_a_config_does_not_read_change_nothing_it_trains(tiny_model_dir, tmp_path, preset, dotted):
+    """TrainConfig.inert_fields is what the web app refuses a grid or an override of: every one of them
+    changed at once, the run trains as before, metric for metric."""
+    from trainer.overrides import flatten, set_dotted
+
+    base = TrainConfig.preset(preset, "deterministic=true", *dotted, env={"name": "bandit"}, **SMALL)
+    inert = base.inert_fields()
+    assert len(inert) >= (17 if preset == "grpo" else 8)
+    values, flat = base.to_dict(), flatten(base.to_dict())
+    for key in inert:
+        set_dotted(values, key, another_value(key, flat[key]))
+    changed = TrainConfig.from_dict(values)
+    assert changed != base and changed.inert_fields() == inert
+    rows = []
+    for name, cfg in (("base", base), ("changed", changed)):
+        sink = MemorySink()
+        train(cfg, sink, str(tmp_path / name))
+        rows.append(_strip(sink.rows))
+    assert rows[0] == rows[1]

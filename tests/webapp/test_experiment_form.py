@@ -162,6 +162,43 @@ def test_grid_over_presets(alice_client):
     assert filters == {"seed=1 preset=starpo": "none", "seed=1 preset=starpo-s": "top_ratio"}
 
 
+def test_a_grid_that_trains_the_same_runs_again_is_refused_saying_why(alice_client):
+    """A tester's grid: filter_ratio under starpo, which keeps every group, made four runs of two configs
+    (identical curves, read as "the ratio does not matter")."""
+    post = experiment_post(preset="starpo", seeds="1,2", grid="algorithm.filter_ratio = 0.25, 0.5")
+    assert field_errors(alice_client.post(URL, post), "grid") == [
+        "algorithm.filter_ratio = 0.25 and 0.5 train the same runs: algorithm.filter_ratio is not read while "
+        "algorithm.filter is 'none' (every group is kept; the starpo-s presets filter)"
+    ]
+    # Over presets too: the starpo runs of the two ratios are the same
+    post = experiment_post(grid="preset = starpo, starpo-s\nalgorithm.filter_ratio = 0.25, 0.5")
+    assert (
+        "algorithm.filter_ratio = 0.25 and 0.5 train the same runs"
+        in field_errors(alice_client.post(URL, post), "grid")[0]
+    )
+    assert counts() == (0, 0)
+    alice_client.post(URL, experiment_post(preset="starpo-s", grid="algorithm.filter_ratio = 0.25, 0.5"))
+    assert counts() == (1, 2)
+
+
+def test_an_override_no_run_reads_is_refused_and_one_some_run_reads_is_kept(alice_client):
+    post = experiment_post(preset="starpo", overrides="algorithm:\n  filter_ratio: 0.5\n")
+    errors = alice_client.post(URL, post).context["form"].errors
+    assert "algorithm.filter_ratio: is not read while algorithm.filter is 'none'" in " ".join(
+        errors["overrides"]
+    )
+    post = experiment_post(preset="grpo", overrides="optim:\n  critic_lr: 0.001\n")
+    errors = alice_client.post(URL, post).context["form"].errors
+    assert "optim.critic_lr: is not read while algorithm.advantage is 'grpo'" in " ".join(errors["overrides"])
+    assert counts() == (0, 0)
+    post = experiment_post(grid="preset = starpo, starpo-s", overrides="algorithm:\n  filter_ratio: 0.5\n")
+    alice_client.post(URL, post)
+    assert dict(Run.objects.values_list("label", "config__algorithm__filter_ratio")) == {
+        "seed=1 preset=starpo": 0.5,
+        "seed=1 preset=starpo-s": 0.5,
+    }
+
+
 def test_too_many_runs_is_refused_with_the_count(alice_client):
     before = counts()
     seeds = ",".join(str(seed) for seed in range(9))

@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models import Max, Min, OuterRef, Q, Subquery
 
 from diagnostics.metrics import TRAIN_SUCCESS, VAL_SUCCESS
+from trainer.overrides import flatten
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments import run_planning
 from webapp.metrics.downsample import bucket_index, finite_or_none_list
@@ -38,18 +39,6 @@ def finite_points(**filters):
 
 
 # ---- config diff ----------------------------------------------------------------------------------
-
-
-def flatten(mapping: dict, prefix: str = "") -> dict:
-    """{"a": {"b": 1}, "c": [1, 2]} -> {"a.b": 1, "c": [1, 2]}; lists and empty dicts are leaves."""
-    out = {}
-    for key, value in mapping.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, dotted + "."))
-        else:
-            out[dotted] = value
-    return out
 
 
 _MISSING = object()

@@ -148,9 +148,10 @@ class ExperimentForm(AlertsForm):
     seeds = forms.CharField(initial="1", help_text="Comma-separated; each seed is a run.")
     grid = forms.CharField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "algorithm.filter_ratio = 0.25, 0.5, 1.0"}),
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "optim.actor_lr = 5e-4, 1e-3"}),
         help_text=f"One line per field: 'section.field = value, value'. One run per combination and seed "
-        f"(at most {specs.MAX_RUNS}). 'preset = starpo, starpo-s' compares presets.",
+        f"(at most {specs.MAX_RUNS}). 'preset = starpo, starpo-s' compares presets. A field the preset "
+        "does not read is refused (such as algorithm.filter_ratio under starpo, which keeps every group).",
     )
     overrides = forms.CharField(
         required=False,

@@ -6,6 +6,7 @@ caused it."""
 import copy
 import dataclasses
 import itertools
+import json
 import math
 from typing import Any
 
@@ -15,7 +16,7 @@ from django.conf import settings
 import envs
 from diagnostics.quoting import quoted
 from trainer.config import ConfigError, TrainConfig
-from trainer.overrides import deep_merge, get_dotted, set_dotted
+from trainer.overrides import deep_merge, flatten, get_dotted, set_dotted
 from webapp import environment
 from webapp.core import jsonsafe
 from webapp.experiments.spec_parsing import resolve_model
@@ -108,6 +109,7 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     combos = combinations(spec.grid) if spec.grid else [{}]
     errors: dict[str, str] = {}
     runs = []
+    inert = []  # (combination, the fields its config does not read), one per run
     for combination in combos:
         for seed in spec.seeds:
             try:
@@ -136,12 +138,49 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
             config.env.params = envs.validate_params(config.env.name, config.env.params)
             preset = "" if spec.config is not None else combination.get(GRID_PRESET_KEY, spec.preset)
             runs.append(PlannedRun(label, config.to_dict(), preset))
+            inert.append((combination, config.inert_fields()))
     if "grid" in errors:
         cells, bad_keys = _grid_cell_problems(spec)
         errors = {**_problems_without(spec, bad_keys), **errors, **cells}
+    if not errors:
+        errors = _no_effect_problems(spec, runs, inert)
     if errors:
         raise SpecError(errors)
     return runs
+
+
+def _no_effect_problems(spec: ExperimentSpec, runs: list[PlannedRun], inert: list) -> dict[str, str]:
+    """Settings training would not read: an override of a field no run reads (filter_ratio under a preset
+    that does not filter), and grid cells that train the same runs (same seed, same config but for
+    fields their configs do not read), which would spend compute on copies and read as "no effect"."""
+    errors: dict[str, str] = {}
+    if spec.config is None:
+        for key in flatten(spec.overrides):
+            reasons = {unread.get(key) for _, unread in inert}
+            if None not in reasons:
+                errors.setdefault(input_name(spec, key), f"is not read while {' or '.join(sorted(reasons))}")
+    first_of: dict[str, dict] = {}
+    for run, (combination, unread) in zip(runs, inert):
+        effective = run.config
+        for key in unread:
+            effective = _without(effective, key)
+        same = first_of.setdefault(json.dumps(effective, sort_keys=True), combination)  # seed included
+        if same is not combination:
+            varied = [key for key in combination if combination[key] != same[key]]
+            values = "; ".join(
+                f"{key} = {format_value(same[key])} and {format_value(combination[key])}" for key in varied
+            )
+            why = "; ".join(f"{key} is not read while {unread[key]}" for key in varied if key in unread)
+            errors.setdefault("grid", f"{values} train the same runs" + (f": {why}" if why else ""))
+    return errors
+
+
+def _without(config: dict, dotted: str) -> dict:
+    """A copy of config without one dotted field (the sections on its path copied, the rest shared)."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return {key: value for key, value in config.items() if key != head}
+    return {**config, head: _without(config[head], rest)}
 
 
 def _checked_config(spec: ExperimentSpec, assignments: dict[str, Any]) -> TrainConfig:
