@@ -327,60 +327,93 @@
 
   const X_TITLES = { step: "step", time: "training time (minutes, sum of " + TIME_KEY + ")" };
 
+  // A run may log a thousand keys (a norm per layer): on a page of more than LAZY_FROM charts each chart is
+  // drawn when it comes within a screen or two of the window (or its folded section opens), not all at
+  // once (1,500 charts drawn together froze the tab for 46 s).
+  const LAZY_FROM = 40;
+  const lazy = page.charts.length > LAZY_FROM;
+  const near = new Set();   // ids of the charts near the window
+  const stale = new Set();  // ids of the charts the last render left undrawn, being away from it
+  let drawn = null;         // what the last render drew every chart with: its events layer and x span
+
   function render() {
     state.time = clock();
-    const events = eventLayer();
-    const span = dataSpan();
+    drawn = { events: eventLayer(), span: dataSpan() };
     state.syncing = true;
-    const notLogged = [];
-    page.charts.forEach(function (chart) {
-      const plot = document.getElementById("chart-" + chart.id);
-      showTable(chart, plot);
-      if (state.tables[chart.id]) return;  // drawn when it shows again
-      // Against training time a run without a clock has no x at all: no trace (Plotly would draw the
-      // values against their index), the chart says why.
-      const noClock = state.xmode === "time" && state.time === null;
-      const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
-      const empty = !traces.length;
-      const hidden = noClock ? 0 : hiddenByLog(chart);
-      // A chart of keys the run has not logged is left out (an imported or external run drew a
-      // screenful of empty axes), and named in one line above the charts: once the run has finished, or
-      // from the start for a run trained elsewhere, whose script may never log our keys. A run trained
-      // here logs every standard key: its empty charts say "no data yet" until the first step.
-      const absent = empty && !hidden && !noClock && (state.finished || TRAINED_ELSEWHERE);
-      plot.closest("figure").hidden = absent;
-      if (absent) { notLogged.push(chart.title); return; }
-      const layout = {
-        title: { text: window.EchoChartView.plainText(chart.title), font: { size: 14 } },
-        uirevision: "run-" + page.run + "-" + state.xmode,  // keeps the y zoom and legend across redraws
-        datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
-        margin: { l: 50, r: 10, t: 36, b: 36 },
-        height: 280,
-        xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || span, state.xmode === "step"),
-        // Values that are never negative (a fraction, a length) get no negative axis: Plotly drew a chart
-        // of zeros from -1 to 1.
-        yaxis: { type: isLog(chart) ? "log" : "linear", rangemode: nonNegative(chart) ? "nonnegative" : "normal" },
-        yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
-        shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
-        // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of
-        // the plot's height it reached up into the title when it wrapped on a narrow window.
-        legend: { orientation: "h", y: -0.38, yanchor: "top" },
-        annotations: (noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()])
-          .concat(hidden ? [logNote(hidden)] : []),
-      };
-      Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartView.stepConfig);
-      if (!plot.dataset.zoomSynced) {
-        plot.dataset.zoomSynced = "true";
-        plot.on("plotly_relayout", zoomed);
-        window.EchoChartView.wholeOnDoubleClick(plot, function () { zoomTo(null); });
-      }
-    });
+    const notLogged = page.charts.filter(function (chart) { return !renderChart(chart); });
     state.syncing = false;
-    showNotLogged(notLogged);
-    window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: span, cursor: state.cursor });
+    showNotLogged(notLogged.map(function (chart) { return chart.title; }));
+    window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: drawn.span, cursor: state.cursor });
     const note = document.getElementById("x-axis-note");
     note.hidden = state.xmode !== "time" || state.time !== null;
     note.textContent = "this run has logged no " + TIME_KEY + " yet: no training time to draw against";
+  }
+
+  // One chart as the last render sees the run; false when it is left out (its keys not logged).
+  function renderChart(chart) {
+    const events = drawn.events;
+    const plot = document.getElementById("chart-" + chart.id);
+    showTable(chart, plot);
+    if (state.tables[chart.id]) return true;  // drawn when it shows again
+    // Against training time a run without a clock has no x at all: no trace (Plotly would draw the
+    // values against their index), the chart says why.
+    const noClock = state.xmode === "time" && state.time === null;
+    const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
+    const empty = !traces.length;
+    const hidden = noClock ? 0 : hiddenByLog(chart);
+    // A chart of keys the run has not logged is left out (an imported or external run drew a
+    // screenful of empty axes), and named in one line above the charts: once the run has finished, or
+    // from the start for a run trained elsewhere, whose script may never log our keys. A run trained
+    // here logs every standard key: its empty charts say "no data yet" until the first step.
+    const absent = empty && !hidden && !noClock && (state.finished || TRAINED_ELSEWHERE);
+    plot.closest("figure").hidden = absent;
+    if (absent) return false;
+    if (lazy && !near.has(chart.id)) {
+      stale.add(chart.id);
+      return true;
+    }
+    stale.delete(chart.id);
+    const layout = {
+      title: { text: window.EchoChartView.plainText(chart.title), font: { size: 14 } },
+      uirevision: "run-" + page.run + "-" + state.xmode,  // keeps the y zoom and legend across redraws
+      datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
+      margin: { l: 50, r: 10, t: 36, b: 36 },
+      height: 280,
+      xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || drawn.span, state.xmode === "step"),
+      // Values that are never negative (a fraction, a length) get no negative axis: Plotly drew a chart
+      // of zeros from -1 to 1.
+      yaxis: { type: isLog(chart) ? "log" : "linear", rangemode: nonNegative(chart) ? "nonnegative" : "normal" },
+      yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+      shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
+      // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of
+      // the plot's height it reached up into the title when it wrapped on a narrow window.
+      legend: { orientation: "h", y: -0.38, yanchor: "top" },
+      annotations: (noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()])
+        .concat(hidden ? [logNote(hidden)] : []),
+    };
+    Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartView.stepConfig);
+    if (!plot.dataset.zoomSynced) {
+      plot.dataset.zoomSynced = "true";
+      plot.on("plotly_relayout", zoomed);
+      window.EchoChartView.wholeOnDoubleClick(plot, function () { zoomTo(null); });
+    }
+    return true;
+  }
+
+  // The charts that come near the window (scrolled to, a section opened, shown again) are drawn then.
+  function watchNearness() {
+    const charts = new Map(page.charts.map(function (chart) { return ["chart-" + chart.id, chart]; }));
+    const observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        const id = charts.get(entry.target.id).id;
+        if (entry.isIntersecting) near.add(id); else near.delete(id);
+      });
+      if (!drawn) return;  // the first render draws them
+      state.syncing = true;
+      page.charts.forEach(function (chart) { if (stale.has(chart.id) && near.has(chart.id)) renderChart(chart); });
+      state.syncing = false;
+    }, { rootMargin: "1200px 0px" });
+    charts.forEach(function (chart, id) { observer.observe(document.getElementById(id)); });
   }
 
   function showNotLogged(titles) {
@@ -685,7 +718,7 @@
         savePrefs();
         // A chart drawn while folded has no width: fit it now that it shows.
         if (!section.open) return;
-        section.querySelectorAll(".chart-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
+        section.querySelectorAll(".chart-plot.js-plotly-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
       });
     });
   }
@@ -723,6 +756,7 @@
 
   setupPanels();
   setupControls();
+  if (lazy) watchNearness();
   // The address' view, for the panels that draw before the first poll answers.
   window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, cursor: state.cursor });
   poll();
