@@ -23,6 +23,11 @@ def test_the_printed_links_open_the_run_and_the_experiment(page):
     page.goto(f"{page.base}/#/experiments/{experiment_id}")
     page.wait_for_url(f"{page.base}/experiments/{experiment_id}/")
 
+    # Pasted into a tab already on the home page, only the fragment changes: nothing loads by itself
+    page.goto(f"{page.base}/")
+    page.goto(f"{page.base}/#/experiments/{experiment_id}/runs/{run.run_uuid}")
+    page.wait_for_url(f"**/runs/{run.pk}/")
+
 
 def test_the_run_id_page_is_the_owners_only(client, alice, bob, mlflow_run):
     url = f"/mlflow/runs/{mlflow_run.run_uuid}/"
