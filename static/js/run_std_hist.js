@@ -17,6 +17,10 @@
 
   let drawnBody = null;  // the last answer drawn, redrawn when the page's view changes
   const NO_DATA = empty.textContent;  // a finished run that logged none
+  // A run trained here logs the key every step; another trainer's script may never log it.
+  const WAITING = page.key_count === null
+    ? "No step logged yet: the strip fills in as the run trains."
+    : "No per-group reward std logged so far (train/reward_std_hist): the strip fills in if this run's script logs it.";
 
   function draw(body) {
     drawnBody = body;
@@ -24,7 +28,7 @@
     empty.hidden = drawn;
     plot.hidden = !drawn;
     if (!drawn) {
-      empty.textContent = body.run.finished ? NO_DATA : "No step logged yet: the strip fills in as the run trains.";
+      empty.textContent = body.run.finished ? NO_DATA : WAITING;
       return;
     }
     const bins = binCentres(body.bin_edges);

@@ -3,7 +3,7 @@ data" without them."""
 
 import pytest
 
-from tests.factories import make_run
+from tests.factories import make_run, streamed_run
 from tests.helpers import REPO_ROOT
 from webapp.experiments.models import Run
 from webapp.metrics.models import StepRecord
@@ -43,3 +43,14 @@ def test_heat_strip_of_a_run_that_has_not_logged_yet_says_so(page):
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.locator("#reward-std-hist-empty").wait_for(state="visible")
     assert page.locator("#reward-std-hist-empty").text_content().startswith("No step logged yet")
+
+
+def test_heat_strip_of_a_live_run_trained_elsewhere_does_not_promise_it_will_fill_in(page):
+    """Another trainer's script may never log train/reward_std_hist (TRL, veRL do not)."""
+    run = streamed_run(page.user)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.locator("#reward-std-hist-empty").wait_for(state="visible")
+    assert page.locator("#reward-std-hist-empty").text_content() == (
+        "No per-group reward std logged so far (train/reward_std_hist): the strip fills in if this run's "
+        "script logs it."
+    )
