@@ -788,6 +788,12 @@ class EntropyErraticParams(RuleParams):
     pending: int = param(2, "consecutive breached evaluations before the alert fires", min=1)
     window: int = param(30, "step-to-step changes in the rolling window (W&B's default)", min=5)
     threshold: float = param(4.0, "breach when |z| of the latest change exceeds this", min=0.0)
+    min_spread: float = param(
+        0.01,
+        "the changes' spread counts as at least this fraction of the entropy: a smooth series (a steady "
+        "decline levelling off) has no noise to measure a jump against",
+        min=0.0,
+    )
 
 
 class EntropyErratic(Rule):
@@ -823,9 +829,13 @@ class EntropyErratic(Rule):
             mean = math.fsum(window) / len(window)  # statistics.fmean's arithmetic, without its checks
             # in floats: statistics.pstdev works in exact fractions, 3/4 of a long replay's time
             spread = math.sqrt(math.fsum([(c - mean) ** 2 for c in window]) / len(window))
+            spread = max(spread, self.params.min_spread * abs(smoothed))
             z = (change - mean) / spread if spread > 0 else 0.0
             signals = {"metric": self.metric, "value": smoothed, "change": change, "z": z}
-            summary = f"entropy changed by {change:+.4g} (z = {z:+.1f} over the last {len(window)} changes)"
+            summary = (
+                f"entropy changed by {change:+.3g} in a step, against {mean:+.3g} ± {spread:.2g} over the "
+                f"last {len(window)} changes (z = {z:+.1f})"
+            )
             found = Check(abs(z) > self.params.threshold, signals, summary)
         window.append(change)
         return found

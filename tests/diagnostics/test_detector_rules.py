@@ -98,6 +98,18 @@ def test_entropy_erratic_fires_on_jumps_not_on_a_steady_decline():
     assert abs(events[0]["signals"]["z"]) > 4.0
 
 
+def test_entropy_erratic_takes_a_smooth_decline_levelling_off_for_no_jump():
+    """A tester's stream: entropy from 1.2 down to 0.6 by step 40 in equal steps, then flat. The changes
+    had no spread, so the first change of 0 was 'z = +5.4' and an email; the spread now counts as at least
+    1% of the entropy, and a real jump still stands out."""
+    values = [1.2 - 0.015 * i for i in range(41)] + [0.6] * 30
+    assert feed(only("entropy_erratic"), "actor/entropy", values) == []
+    jumpy = values[:45] + [0.9, 0.6, 0.9]
+    events = feed(only("entropy_erratic"), "actor/entropy", jumpy)
+    assert levels(events) == [(46, "warning")]
+    assert events[0]["message"].startswith("Entropy turned erratic: entropy changed by -0.3 in a step, against ")
+
+
 def test_entropy_rise_needs_a_decline_first():
     det = only("entropy_rise", pending=2, rise=0.25, min_decline=0.1, **RAW)
     assert feed(det, "actor/entropy", [1.0] * 5 + [1.3] * 5) == []  # a rise from the start is not it
