@@ -191,6 +191,26 @@ def test_a_run_without_alert_emails_shows_no_delivery_section(alice_client, aler
     assert 'id="alert-delivery"' not in alice_client.get(run.get_absolute_url()).content.decode()
 
 
+def test_a_run_whose_alerts_went_to_nobody_says_so_where_its_emails_would_be(
+    alice, alice_client, alert_event
+):
+    """A tester's account had no email: the experiment page said "alerts to nobody", the collapsed run's
+    page nothing at all."""
+    alice.email = ""
+    alice.save()
+    warned = alert_event(level="warning", rule="reward_std_drop")
+    html = alice_client.get(warned.run.get_absolute_url()).content.decode()
+    assert 'id="alert-delivery"' not in html  # warnings are not alerted on by default: nothing missed
+    collapsed = alert_event()
+    html = alice_client.get(collapsed.run.get_absolute_url()).content.decode()
+    assert "None sent: this run's experiment alerts nobody (your account has no email)." in html
+    assert Notification.create_for([collapsed]) is None  # as the note says
+
+    alice.email = "alice@example.com"
+    alice.save()
+    assert 'id="alert-delivery"' not in alice_client.get(collapsed.run.get_absolute_url()).content.decode()
+
+
 def test_the_run_pages_alert_emails_refresh_as_a_part_while_they_may_change(alice_client, alert_event):
     event = alert_event(rule="collapse")  # of a running run
     run = event.run

@@ -107,7 +107,9 @@ def test_entropy_erratic_takes_a_smooth_decline_levelling_off_for_no_jump():
     jumpy = values[:45] + [0.9, 0.6, 0.9]
     events = feed(only("entropy_erratic"), "actor/entropy", jumpy)
     assert levels(events) == [(46, "warning")]
-    assert events[0]["message"].startswith("Entropy turned erratic: entropy changed by -0.3 in a step, against ")
+    assert events[0]["message"].startswith(
+        "Entropy turned erratic: entropy changed by -0.3 in a step, against "
+    )
 
 
 def test_entropy_rise_needs_a_decline_first():

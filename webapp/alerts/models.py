@@ -106,6 +106,25 @@ class Notification(models.Model):
 
         return f"<echolab-notification-{self.pk}@{urlsplit(settings.SITE_URL).hostname or 'localhost'}>"
 
+    @staticmethod
+    def alerted_levels(experiment) -> set[str]:
+        """The event levels an experiment's alert emails tell: collapses, and warnings when asked for."""
+        alerted = {DetectorEvent.Level.COLLAPSE}
+        if experiment.alert_on_warnings:
+            alerted.add(DetectorEvent.Level.WARNING)
+        return alerted
+
+    @classmethod
+    def alerted_nobody(cls, run) -> bool:
+        """The run has events its experiment alerts on, and nobody to email them to (an account without an
+        email and no recipients named): the run page says so, where it would list the emails."""
+        experiment = run.experiment
+        return (
+            not experiment.from_file
+            and not experiment.recipients()
+            and run.events.filter(level__in=cls.alerted_levels(experiment)).exists()
+        )
+
     @classmethod
     def create_for(cls, events: list[DetectorEvent]) -> "Notification | None":
         """The notification the events of one step of a run deserve (a new one, or the run's waiting one
@@ -126,9 +145,7 @@ class Notification(models.Model):
         # The settings as they are now: a worker's run (and its experiment) was loaded when training
         # started, and the alert settings may have changed since.
         experiment.refresh_from_db(fields=["alert_recipients", "alert_on_warnings"])
-        alerted = {DetectorEvent.Level.COLLAPSE}
-        if experiment.alert_on_warnings:
-            alerted.add(DetectorEvent.Level.WARNING)
+        alerted = cls.alerted_levels(experiment)
         recipients = experiment.recipients()
         told = [event for event in events if event.level in alerted]
         if not told or not recipients:

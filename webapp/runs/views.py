@@ -241,6 +241,7 @@ def _alert_emails(run) -> dict:
     on_the_way = (Notification.Status.PENDING, Notification.Status.SENDING)
     return {
         "notifications": notifications,
+        "alerted_nobody": not notifications and Notification.alerted_nobody(run),
         # Deleting the run drops them (their events go with it): its Delete confirmation says so.
         "unsent_emails": sum(n.status == Notification.Status.PENDING for n in notifications),
         # The part refreshes while more may come or one is still on its way.
