@@ -327,8 +327,8 @@ class TrainConfig:
 
     def inert_fields(self) -> dict[str, str]:
         """The fields training does not read with the rest of this config, each with what makes it so ("...
-        is not read while <reason>"): a grid or an override that changes only these trains the same run
-        again (the web app refuses it)."""
+        is not read while <reason>"): a grid whose cells differ only in these trains the same runs again
+        (the web app refuses it)."""
         algorithm = self.algorithm
         inert: dict[str, str] = {}
 

@@ -181,24 +181,6 @@ def test_a_grid_that_trains_the_same_runs_again_is_refused_saying_why(alice_clie
     assert counts() == (1, 2)
 
 
-def test_an_override_no_run_reads_is_refused_and_one_some_run_reads_is_kept(alice_client):
-    post = experiment_post(preset="starpo", overrides="algorithm:\n  filter_ratio: 0.5\n")
-    errors = alice_client.post(URL, post).context["form"].errors
-    assert "algorithm.filter_ratio: is not read while algorithm.filter is 'none'" in " ".join(
-        errors["overrides"]
-    )
-    post = experiment_post(preset="grpo", overrides="optim:\n  critic_lr: 0.001\n")
-    errors = alice_client.post(URL, post).context["form"].errors
-    assert "optim.critic_lr: is not read while algorithm.advantage is 'grpo'" in " ".join(errors["overrides"])
-    assert counts() == (0, 0)
-    post = experiment_post(grid="preset = starpo, starpo-s", overrides="algorithm:\n  filter_ratio: 0.5\n")
-    alice_client.post(URL, post)
-    assert dict(Run.objects.values_list("label", "config__algorithm__filter_ratio")) == {
-        "seed=1 preset=starpo": 0.5,
-        "seed=1 preset=starpo-s": 0.5,
-    }
-
-
 def test_too_many_runs_is_refused_with_the_count(alice_client):
     before = counts()
     seeds = ",".join(str(seed) for seed in range(9))

@@ -151,7 +151,8 @@ class ExperimentForm(AlertsForm):
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "optim.actor_lr = 5e-4, 1e-3"}),
         help_text=f"One line per field: 'section.field = value, value'. One run per combination and seed "
         f"(at most {specs.MAX_RUNS}). 'preset = starpo, starpo-s' compares presets. A field the preset "
-        "does not read is refused (such as algorithm.filter_ratio under starpo, which keeps every group).",
+        "does not read is refused: its runs would be copies (algorithm.filter_ratio under starpo, which keeps "
+        "every group).",
     )
     overrides = forms.CharField(
         required=False,

@@ -16,7 +16,7 @@ from django.conf import settings
 import envs
 from diagnostics.quoting import quoted
 from trainer.config import ConfigError, TrainConfig
-from trainer.overrides import deep_merge, flatten, get_dotted, set_dotted
+from trainer.overrides import deep_merge, get_dotted, set_dotted
 from webapp import environment
 from webapp.core import jsonsafe
 from webapp.experiments.spec_parsing import resolve_model
@@ -143,22 +143,18 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
         cells, bad_keys = _grid_cell_problems(spec)
         errors = {**_problems_without(spec, bad_keys), **errors, **cells}
     if not errors:
-        errors = _no_effect_problems(spec, runs, inert)
+        errors = _no_effect_problems(runs, inert)
     if errors:
         raise SpecError(errors)
     return runs
 
 
-def _no_effect_problems(spec: ExperimentSpec, runs: list[PlannedRun], inert: list) -> dict[str, str]:
-    """Settings training would not read: an override of a field no run reads (filter_ratio under a preset
-    that does not filter), and grid cells that train the same runs (same seed, same config but for
-    fields their configs do not read), which would spend compute on copies and read as "no effect"."""
+def _no_effect_problems(runs: list[PlannedRun], inert: list) -> dict[str, str]:
+    """Grid cells that train the same runs (same seed, same config but for fields their configs do not
+    read, such as filter_ratio under a preset that does not filter): copies that spend compute and read
+    as "the field has no effect". (An override the run does not read is left alone: one run trains what
+    it says, and a config that turns validation off may still name its seeds.)"""
     errors: dict[str, str] = {}
-    if spec.config is None:
-        for key in flatten(spec.overrides):
-            reasons = {unread.get(key) for _, unread in inert}
-            if None not in reasons:
-                errors.setdefault(input_name(spec, key), f"is not read while {' or '.join(sorted(reasons))}")
     first_of: dict[str, dict] = {}
     for run, (combination, unread) in zip(runs, inert):
         effective = run.config
