@@ -168,7 +168,7 @@ def load_policy(
             )
         if model_cfg.gradient_checkpointing:
             # nn.Module.__getattr__ is typed Tensor | Module; this is the transformers model's method
-            critic.backbone.gradient_checkpointing_enable()  # type: ignore[operator]
+            critic.backbone.activation_checkpointing_enable()  # type: ignore[operator]
         if init_dir:
             state = torch.load(os.path.join(init_dir, "critic.pt"), map_location=device)
             critic.load_state_dict(state, strict=False)
@@ -193,7 +193,7 @@ def load_policy(
     else:
         model = base
     if model_cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        model.activation_checkpointing_enable()  # transformers 5: gradient_checkpointing_enable is its old name
         if lora:
             model.enable_input_require_grads()
     context_len = int(getattr(base.config, "max_position_embeddings", 2048) or 2048)

@@ -95,6 +95,25 @@ def test_lora_with_reference_as_disabled_adapter(tiny_model_dir, tmp_path):
     assert os.path.exists(tmp_path / "checkpoints" / "step_000002" / "policy" / "adapter_config.json")
 
 
+@pytest.mark.parametrize("lora_rank", [0, 4])
+def test_gradient_checkpointing_trains_through_transformers_current_api(tiny_model_dir, tmp_path, lora_rank):
+    """model.gradient_checkpointing (policy and critic) through activation_checkpointing_enable: the old
+    name warned in every worker log that it goes in transformers 6."""
+    import warnings
+
+    cfg = TrainConfig.preset(
+        "starpo",
+        "model.gradient_checkpointing=true",
+        f"model.lora_rank={lora_rank}",
+        env={"name": "bandit"},
+        **SMALL,
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert train(cfg, MemorySink(), str(tmp_path)) == "completed"
+    assert not [w for w in caught if "gradient_checkpointing_enable" in str(w.message)]
+
+
 def _strip(rows):
     return [{k: v for k, v in r.items() if not k.startswith(("time/", "perf/"))} for r in rows]
 
