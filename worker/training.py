@@ -15,6 +15,7 @@ import signal
 import socket
 import tempfile
 import traceback
+from collections.abc import Callable
 
 from django.db.utils import Error as DatabaseError
 
@@ -76,6 +77,22 @@ def shutdown_request() -> StopSignal:
     )
 
 
+def outlive_the_forking_thread() -> Callable[[], bool]:
+    """Celery arms PR_SET_PDEATHSIG (SIGKILL) in each pool child so that it dies with its worker, and Linux
+    ties that signal to the *thread* that forked the child. A child forked to replace one that exited
+    (--max-tasks-per-child 1: every run after a worker's first) comes from the pool's maintenance thread,
+    which ends as a warm shutdown begins: such a run was SIGKILLed seconds into the step SIGTERM had asked
+    it to finish, and left "running" without its last steps. Disarmed here; returns a check that the
+    worker process is gone (the child then has a new parent), which training reads at each step boundary
+    instead: an orphaned run checkpoints and goes back to the queue."""
+    from billiard.util import set_pdeathsig
+
+    parent = os.getppid()
+    with contextlib.suppress(OSError):  # not Linux: nothing was armed
+        set_pdeathsig(0)
+    return lambda: os.getppid() != parent
+
+
 def worker_is_stopping() -> bool:
     """In a pool child forked after its worker began shutting down: Celery sets these flags in the
     worker's process when it gets SIGTERM or SIGQUIT, and a fork copies them."""
@@ -89,10 +106,11 @@ def train_run(message_run_id: int) -> str:
     """A "train a run" message (sent for run `message_run_id`): claim the first run in the queue
     (Run.next_in_queue, which is that run unless the broker's order differs from the queue's) and train
     it; returns what happened, for the log."""
+    worker_gone = outlive_the_forking_thread()
     if worker_is_stopping():
         # The pool forks a fresh child (one task per child) even during a warm shutdown and hands it the
-        # task it had reserved; a claim now would be killed with the pool seconds later, leaving a run
-        # "running" with nothing training it. Sent again, the message waits for the next worker.
+        # task it had reserved; a claim now would load a model only to checkpoint it at the first step
+        # boundary. Sent again, the message waits for the next worker.
         run = Run.next_in_queue()
         if run is not None:
             run.enqueue()
@@ -133,7 +151,7 @@ def train_run(message_run_id: int) -> str:
                 else f" (first in the queue; the message named run {message_run_id})"
             )
             logger.info("run %s: attempt %s on %s (%s)%s", run.pk, run.attempt, host, run.device, sent_for)
-            return f"run {run.pk}: {train_claimed(run, cfg)}"
+            return f"run {run.pk}: {train_claimed(run, cfg, worker_gone)}"
     return "nothing to do: no run is queued"
 
 
@@ -150,7 +168,7 @@ def empty_working_directory():
             os.chdir(before)
 
 
-def train_claimed(run: Run, cfg) -> str:
+def train_claimed(run: Run, cfg, worker_gone: Callable[[], bool]) -> str:
     set_threads()
     from transformers.utils import logging as transformers_logging
 
@@ -169,10 +187,14 @@ def train_claimed(run: Run, cfg) -> str:
     sink = DatabaseSink(run, hook=make_hook(run))
     # Held until the attempt is recorded: a second SIGTERM must not cut the flush or the requeue short.
     with shutdown_request() as shutdown, empty_working_directory():
-        return attempt(run, cfg, sink, out_dir, resume, shutdown)
+        return attempt(run, cfg, sink, out_dir, resume, lambda: shutdown.asked or worker_gone())
 
 
-def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutdown: StopSignal) -> str:
+def attempt(
+    run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, leaving: Callable[[], bool]
+) -> str:
+    """Train the claimed run to its end, or to the step boundary where its owner stopped it or its worker
+    is `leaving` (shutting down, or gone): then checkpointed and queued again for the next worker."""
     from trainer.loop import train
     from trainer.models import ModelLoadError, one_line
 
@@ -182,7 +204,7 @@ def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutd
             cfg,
             sink,
             out_dir=out_dir,
-            should_stop=lambda: shutdown.asked or sink.should_stop(),
+            should_stop=lambda: leaving() or sink.should_stop(),
             resume=resume,
         )
         status = Run.Status.STOPPED if outcome == "stopped" else Run.Status.COMPLETED
@@ -199,7 +221,7 @@ def attempt(run: Run, cfg, sink: DatabaseSink, out_dir: str, resume: bool, shutd
         return "metrics not written; left for the sweeper"
     if sink.lost:
         return "lost the run to another attempt"
-    if status == Run.Status.STOPPED and shutdown.asked:
+    if status == Run.Status.STOPPED and leaving():
         run.refresh_from_db()
         # requeue() refuses a run whose stop was requested meanwhile: that one is finished as stopped.
         if run.requeue(f"worker shut down; checkpointed before step {run.step}"):
