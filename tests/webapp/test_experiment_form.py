@@ -172,10 +172,15 @@ def test_a_grid_that_trains_the_same_runs_again_is_refused_saying_why(alice_clie
     ]
     # Over presets too: the starpo runs of the two ratios are the same
     post = experiment_post(grid="preset = starpo, starpo-s\nalgorithm.filter_ratio = 0.25, 0.5")
-    assert (
-        "algorithm.filter_ratio = 0.25 and 0.5 train the same runs"
-        in field_errors(alice_client.post(URL, post), "grid")[0]
+    assert field_errors(alice_client.post(URL, post), "grid")[0].startswith(
+        "algorithm.filter_ratio = 0.25 and 0.5 train the same runs where preset = starpo: "
     )
+    # One value: no copies, but its runs would be labelled with a setting they do not have
+    post = experiment_post(preset="starpo", grid="algorithm.filter_ratio = 0.5")
+    assert field_errors(alice_client.post(URL, post), "grid") == [
+        "algorithm.filter_ratio is not read while algorithm.filter is 'none' (every group is kept; the "
+        "starpo-s presets filter)"
+    ]
     assert counts() == (0, 0)
     alice_client.post(URL, experiment_post(preset="starpo-s", grid="algorithm.filter_ratio = 0.25, 0.5"))
     assert counts() == (1, 2)

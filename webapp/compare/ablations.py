@@ -132,7 +132,9 @@ ABLATIONS = {
                 PaperResult("6", "sokoban", "success", "33.6% (best)"),
                 PaperResult("7", "sokoban", "success", "22.3%"),
             ),
-            note="Max actions per trajectory stays at 10.",
+            note="Max actions per trajectory stays at 10, over at most rollout.max_turns turns (5 by "
+            "default): with one action a turn a trajectory takes at most 5 actions, a smaller budget than "
+            "the other arms'.",
         ),
         Ablation(
             "generalization",

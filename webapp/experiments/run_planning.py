@@ -167,7 +167,14 @@ def _no_effect_problems(runs: list[PlannedRun], inert: list) -> dict[str, str]:
                 f"{key} = {format_value(same[key])} and {format_value(combination[key])}" for key in varied
             )
             why = "; ".join(f"{key} is not read while {unread[key]}" for key in varied if key in unread)
-            errors.setdefault("grid", f"{values} train the same runs" + (f": {why}" if why else ""))
+            cells = ", ".join(
+                f"{key} = {format_value(value)}" for key, value in same.items() if key not in varied
+            )
+            where = f" where {cells}" if cells else ""
+            errors.setdefault("grid", f"{values} train the same runs{where}" + (f": {why}" if why else ""))
+    for key in inert[0][0] if inert else ():  # no run reads it: a one-value line labels the runs with it
+        if key != GRID_PRESET_KEY and all(key in unread for _, unread in inert):
+            errors.setdefault("grid", f"{key} is not read while {inert[0][1][key]}")
     return errors
 
 
