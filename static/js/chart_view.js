@@ -101,6 +101,13 @@ window.EchoChartView = {
     return [low - pad, high + pad];
   },
 
+  // A y axis, linear or log. Across a decade or two Plotly labels a log axis's ticks between powers of ten
+  // with a bare digit ("2, 1, 9 8 7 ... 2" for 0.4 .. 20: a tester read 0.4 as 4); a tick format gives
+  // every tick its whole value.
+  yaxis: function (log, extra) {
+    return Object.assign({ type: log ? "log" : "linear" }, log ? { tickformat: "~g" } : {}, extra);
+  },
+
   // Ticks on whole numbers only: over a few steps Plotly's own fall between them (0, 0.2, 0.4 ... 1).
   wholeTicks: function (low, high) {
     return high - low < 8 ? { tick0: 0, dtick: Math.max(1, Math.ceil((high - low) / 5)) } : {};

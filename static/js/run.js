@@ -382,7 +382,7 @@
       xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || drawn.span, state.xmode === "step"),
       // Values that are never negative (a fraction, a length) get no negative axis: Plotly drew a chart
       // of zeros from -1 to 1.
-      yaxis: { type: isLog(chart) ? "log" : "linear", rangemode: nonNegative(chart) ? "nonnegative" : "normal" },
+      yaxis: window.EchoChartView.yaxis(isLog(chart), { rangemode: nonNegative(chart) ? "nonnegative" : "normal" }),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
       // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of
