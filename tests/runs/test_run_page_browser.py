@@ -153,7 +153,10 @@ def test_a_live_run_trained_elsewhere_leaves_out_the_charts_of_keys_it_has_not_l
     note = page.locator("#not-logged").inner_text()
     assert note.startswith("Not logged by this run so far, so not drawn: ") and "Success" in note
 
-    write_points(run.pk, [(3, "train/success", 0.5), (4, "train/success", 0.75)])
+    # A key first logged after the page was drawn: the page reloads to chart it (reading the chart while it
+    # reloaded failed now and then: "Execution context was destroyed")
+    with page.expect_navigation(timeout=15_000):
+        write_points(run.pk, [(3, "train/success", 0.5), (4, "train/success", 0.75)])
     wait_for(lambda: drawn(page, "success")["lines"] == [2], timeout=15, message="success drawn once logged")
     assert "Success" not in page.locator("#not-logged").inner_text()
 
