@@ -1,5 +1,7 @@
 // Trajectory viewer: the step slider picks a step that has samples and reloads the page; the filters
-// show only the samples of an outcome, a minimum total reward, or a format validity.
+// show only the samples of an outcome, a minimum total reward, or a format validity. The server draws the
+// page already filtered by the address; a filter changed here is written back to the address, so a
+// reload, a shared link and the next step keep it.
 (function () {
   "use strict";
 
@@ -22,6 +24,14 @@
         shown += keep ? 1 : 0;
       });
       document.getElementById("filter-count").textContent = shown + " of " + samples.length + " shown";
+      const url = new URL(window.location.href);
+      [outcome, reward, format].forEach(function (field) {
+        if (field.value === "") url.searchParams.delete(field.name);
+        else url.searchParams.set(field.name, field.value);
+      });
+      window.history.replaceState(null, "", url.toString());
+      const errors = document.getElementById("filter-errors");
+      if (errors) errors.remove();  // they named values the address no longer holds
     }
     form.addEventListener("input", apply);
     form.addEventListener("change", apply);

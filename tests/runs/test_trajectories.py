@@ -123,3 +123,42 @@ def test_the_page_says_what_success_means_in_the_runs_environment(alice_client, 
     assert "success</strong> here: the arm with the higher expected payoff was chosen, whatever" in html
     imported = make_run(alice, config={})  # no environment named: nothing to say
     assert 'id="success-means"' not in alice_client.get(f"/runs/{imported.pk}/trajectories").content.decode()
+
+
+def _shown(html: str) -> list[int]:
+    """The sample numbers the page shows (a hidden section is filtered out)."""
+    sections = html.split('<section class="trajectory"')[1:]
+    return [int(s.split("Sample ")[1].split()[0]) for s in sections if not s.startswith(" hidden")]
+
+
+def test_filters_in_the_address_are_applied_by_the_server_and_kept_by_the_step_form(alice_client, run):
+    for index, (success, reward, valid) in enumerate(
+        [(True, 1.0, True), (False, -0.3, False), (False, 0.5, True)]
+    ):
+        turns = [{**SAMPLE["turns"][0], "valid": valid}]
+        data = {"success": success, "reward": reward, "turns": turns}
+        Sample.objects.create(run=run, step=4, index=index, data=data)
+    page = f"/runs/{run.pk}/trajectories?step=4"
+    assert _shown(alice_client.get(page).content.decode()) == [0, 1, 2]
+    html = alice_client.get(page + "&outcome=failure").content.decode()
+    assert _shown(html) == [1, 2] and "2 of 3 shown" in html
+    assert '<option value="failure" selected>' in html
+    # the step picker sends the filters along with the step it picks
+    assert '<input type="hidden" name="outcome" value="failure">' in html
+    assert _shown(alice_client.get(page + "&reward=0.5").content.decode()) == [0, 2]
+    # a sum of float penalties shown as -0.3 passes "at least -0.3"
+    assert _shown(alice_client.get(page + "&reward=-0.3&format=invalid").content.decode()) == [1]
+    assert _shown(alice_client.get(page + "&outcome=success&format=invalid").content.decode()) == []
+
+
+def test_a_bad_filter_in_the_address_is_named_and_left_off(alice_client, run):
+    Sample.objects.create(run=run, step=4, index=0, data={**SAMPLE, "success": False})
+    response = alice_client.get(f"/runs/{run.pk}/trajectories?outcome=lost&reward=lots&format=invalid")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "outcome: must be one of: success, failure; got &#x27;lost&#x27;; that filter is off" in html
+    assert "reward: must be a number, like 0.5; that filter is off" in html
+    # the good filter still applies: sample 0 has an invalid action
+    assert _shown(html) == [0] and "1 of 1 shown" in html
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?reward=nan").content.decode()
+    assert "reward: must be a number" in html and _shown(html) == [0]

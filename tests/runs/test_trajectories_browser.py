@@ -72,3 +72,42 @@ def test_an_endless_word_wraps_inside_its_sample(page):
     page.goto(f"{page.base}/runs/{run.pk}/trajectories")
     page.locator(".think-text").wait_for()
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+
+
+def test_filters_outlive_a_step_change_and_a_reload(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, config={"env": {"name": "frozenlake"}})
+    for step in (2, 4):
+        for index, success in enumerate([True, False, False]):
+            Sample.objects.create(
+                run=run,
+                step=step,
+                index=index,
+                data={"reward": float(success), "success": success, "turns": [turn()]},
+            )
+    page.goto(f"{page.base}/runs/{run.pk}/trajectories")
+    page.select_option("#filter-outcome", "failure")
+    page.fill("#filter-reward", "0")
+    assert "outcome=failure" in page.url and "reward=0" in page.url
+    with page.expect_navigation():
+        page.select_option("#step-select", "2")
+    assert "step=2" in page.url
+    assert page.locator("section.trajectory:visible").count() == 2
+    assert page.locator("#filter-count").inner_text() == "2 of 3 shown"
+    assert page.input_value("#filter-outcome") == "failure" and page.input_value("#filter-reward") == "0"
+    page.reload()
+    assert page.locator("section.trajectory:visible").count() == 2
+    page.select_option("#filter-outcome", "")
+    assert "outcome" not in page.url and page.locator("section.trajectory:visible").count() == 3
+
+
+def test_a_bad_filter_in_a_link_is_named_until_the_filters_change(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, config={"env": {"name": "frozenlake"}})
+    Sample.objects.create(run=run, step=1, index=0, data={"reward": 0, "success": False, "turns": [turn()]})
+    page.goto(f"{page.base}/runs/{run.pk}/trajectories?reward=lots")
+    assert (
+        page.locator("#filter-errors").inner_text()
+        == "reward: must be a number, like 0.5; that filter is off"
+    )
+    page.select_option("#filter-outcome", "success")
+    assert page.locator("#filter-errors").count() == 0 and "reward" not in page.url
+    assert page.locator("#filter-count").inner_text() == "0 of 1 shown"

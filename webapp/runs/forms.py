@@ -1,12 +1,14 @@
-"""What the runs table accepts: its query (the page and GET /api/runs share one form) and a run's
-name, tags and notes."""
+"""What the runs table accepts: its query (the page and GET /api/runs share one form), a run's
+name, tags and notes, and the trajectory viewer's filters."""
 
+import math
 import re
 
 from django import forms
 from django.core.paginator import Paginator
 
 from webapp.core.fields import ChoiceField
+from webapp.core.templatetags.echolab import reward as reward_text
 from webapp.experiments.models import Run
 from webapp.runs import table
 
@@ -122,3 +124,51 @@ class RunEditForm(forms.ModelForm):
 
     def clean_name(self):
         return self.cleaned_data["name"].strip()
+
+
+class RewardField(forms.FloatField):
+    default_error_messages = {"invalid": "must be a number, like 0.5"}
+
+
+class TrajectoryFilterForm(forms.Form):
+    """The trajectory viewer's filters, read from its address so that a link, a reload and a step
+    change keep them. A bad value is named on the page and that filter is left off."""
+
+    outcome = ChoiceField(
+        required=False, choices=[("", "any"), ("success", "success"), ("failure", "failure")]
+    )
+    reward = RewardField(
+        required=False,
+        label="Total reward at least",
+        widget=forms.NumberInput(attrs={"step": "any", "inputmode": "decimal"}),
+    )
+    format = ChoiceField(
+        required=False,
+        choices=[("", "any"), ("valid", "every action valid"), ("invalid", "some action invalid")],
+    )
+
+    def __init__(self, data):
+        super().__init__(data, auto_id="filter-%s")
+        self.is_valid()  # fills cleaned_data with the good fields; errors name the bad ones
+
+    def carried(self) -> list[tuple[str, str]]:
+        """The filters in force as (name, value as sent), for a form that changes the step."""
+        return [
+            (name, self.data[name]) for name in self.fields if self.cleaned_data.get(name) not in ("", None)
+        ]
+
+    def keeps(self, sample: dict) -> bool:
+        """Whether a sample (as `trajectories.trajectory` shows it) passes every valid filter. The
+        reward is compared as the page prints it (`reward` template filter), as the page's script does."""
+        outcome, least, format_ = (self.cleaned_data.get(name) for name in ("outcome", "reward", "format"))
+        if outcome and sample["success"] is not (outcome == "success"):
+            return False
+        if format_ and sample["format_valid"] is not (format_ == "valid"):
+            return False
+        if least is None:
+            return True
+        try:
+            shown = float(reward_text(sample["reward"]))
+        except ValueError:  # "-": no reward recorded
+            return False
+        return math.isfinite(shown) and shown >= least

@@ -20,7 +20,7 @@ from webapp.metrics.ingest import MAX_STEP, MLFLOW_HOST
 from webapp.metrics.models import MetricRollup, Sample
 from webapp.runs import queue, table
 from webapp.runs.charts import chart_sections
-from webapp.runs.forms import RunEditForm, RunTableForm
+from webapp.runs.forms import RunEditForm, RunTableForm, TrajectoryFilterForm
 from webapp.runs.owned import owned_run
 from webapp.runs.trajectories import board_legend, nearest_sampled, success_means, trajectory
 
@@ -295,6 +295,10 @@ def run_trajectories(request, pk):
     asked, step_error = _step_param(request, "the last sampled step")
     step = nearest_sampled(steps, asked) if asked is not None else (steps[-1] if steps else None)
     samples = Sample.objects.filter(run=run, step=step).order_by("index") if step is not None else []
+    filters = TrajectoryFilterForm(request.GET)
+    trajectories = [trajectory(sample.index, sample.data) for sample in samples]
+    for shown in trajectories:
+        shown["kept"] = filters.keeps(shown)
     return render(
         request,
         "runs/trajectories.html",
@@ -307,6 +311,8 @@ def run_trajectories(request, pk):
             "legend": board_legend(run.config),
             "success_means": success_means(run.config),
             "step_error": step_error,
-            "trajectories": [trajectory(sample.index, sample.data) for sample in samples],
+            "trajectories": trajectories,
+            "kept_count": sum(shown["kept"] for shown in trajectories),
+            "filters": filters,
         },
     )
