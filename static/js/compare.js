@@ -304,6 +304,19 @@
     });
   }
 
+  // A chart of several keys says which line style is which key: one legend-only trace per key drawn
+  // (the runs' own legend above the charts names colours, not dashes).
+  function keyLegendTraces(chart, lines) {
+    if (chart.keys.length < 2) return [];
+    const drawn = new Set(lines.map(function (trace) { return trace.line.dash; }));
+    return chart.keys.flatMap(function (key, k) {
+      const dash = DASHES[k % DASHES.length];
+      if (!drawn.has(dash)) return [];
+      return [{ x: [null], y: [null], mode: "lines", name: escapeHtml(key), showlegend: true, hoverinfo: "skip",
+                line: { color: "#4b5563", width: 1.6, dash: dash }, meta: "key", uid: "key-" + k }];
+    });
+  }
+
   // Every chart's x range while the page is not zoomed: the span of the shown runs' series over all charts
   // (padded so end markers show whole; events sit on logged steps), so that a step sits at one place on every chart (a
   // chart whose keys some runs did not log, or logged every 10 steps, fitted only its own data).
@@ -467,11 +480,12 @@
     const allHidden = !empty && withData.every(function (entry) { return state.hidden.has(entry.id); });
     const note = empty ? "no data" : allHidden ? "every line is hidden: click one in the legend above" : "";
     const range = state.xrange || window.EchoChartView.shared.span;
-    const data = bandTraces(chart, all).concat(lines);
+    const keys = keyLegendTraces(chart, lines);
+    const data = bandTraces(chart, all).concat(lines, keys);
     const layout = {
       title: { text: escapeHtml(chart.title), font: { size: 14 } },
       uirevision: "compare-" + (state.aligned ? "onset" : "step"),  // steps and steps-from-onset share no axis
-      margin: { l: 50, r: 10, t: 36, b: 36 },
+      margin: { l: 50, r: 10, t: keys.length ? 58 : 36, b: 36 },
       height: 320,
       // with a note and no span (every line hidden, or none has data) no made-up -1..6 either
       xaxis: Object.assign(window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", range, true),
@@ -479,8 +493,11 @@
       yaxis: window.EchoChartView.yaxis(chart.log, { visible: !note }),  // no made-up -1..4 scale beside the note
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
-      // drawn in ten half-width charts cost more than the lines and squeezed the plots.
-      showlegend: false,
+      // drawn in ten half-width charts cost more than the lines and squeezed the plots. Plotly's legend
+      // names only the keys of a chart of several (it has nothing to hide: clicks do nothing).
+      showlegend: keys.length > 0,
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", font: { size: 11 },
+                itemclick: false, itemdoubleclick: false },
       annotations: note ? [{ text: note, xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
     };
     const div = document.getElementById("chart-" + chart.id);

@@ -154,17 +154,20 @@ def test_charts_of_live_runs_move_with_each_poll(page):
     def send(run, steps, offset=0.0):
         write_points(run.pk, [(s, "train/success", zigzag[s] + offset) for s in steps])
 
+    def vertices():  # of the drawn lines (the key legend's entries are traces that draw no line)
+        return [n for n in drawn(page, "success")["lines"] if n]
+
     send(runs[0], range(3))
     page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
     page.wait_for_selector("#load-state:has-text('live')")
-    wait_for(lambda: drawn(page, "success")["lines"] == [3], timeout=15, message="the first run's 3 vertices")
+    wait_for(lambda: vertices() == [3], timeout=15, message="the first run's 3 vertices")
 
     # Two more polls: the first run's line gains vertices, the second run's line appears, the axis extends.
     send(runs[0], range(3, 6))
     send(runs[1], range(5), offset=0.1)
-    wait_for(lambda: drawn(page, "success")["lines"] == [6, 5], timeout=15, message="both runs drawn")
+    wait_for(lambda: vertices() == [6, 5], timeout=15, message="both runs drawn")
     send(runs[0], range(6, 12))
-    wait_for(lambda: drawn(page, "success")["lines"] == [12, 5], timeout=15, message="12 vertices")
+    wait_for(lambda: vertices() == [12, 5], timeout=15, message="12 vertices")
     assert last_tick(page, "success") >= 10
 
     # A detector event shows up as a marker without a reload; the polls stop once both runs have ended.
@@ -681,3 +684,22 @@ def test_every_chart_shows_one_step_range_and_a_double_click_gives_it_back(page)
     page.dblclick("#chart-success .nsewdrag")
     wait_for(lambda: drawn(page, "entropy")["xticks"] == whole, timeout=10, message="the whole run again")
     assert "xrange" not in page.url
+
+
+def test_a_chart_of_two_keys_names_each_keys_line_style(page):
+    experiment = make_experiment(page.user, "two keys")
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=50) for seed in (1, 2)]
+    for run in runs:
+        points(run, "train/success", {s: s / 100 for s in range(50)})
+        points(run, "val/success", {s: s / 80 for s in range(0, 50, 10)})
+        points(run, "actor/grad_norm", {s: 1.0 for s in range(50)})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert drawn(page, "success")["legend"] == ["train/success", "val/success"]
+    assert drawn(page, "grad_norm")["legend"] == []  # one key: the title says which
+    dashes = page.evaluate("""Array.from(document.querySelectorAll('#chart-success .legend .traces path.js-line'))
+        .map(p => p.style.strokeDasharray)""")
+    drawn_dashes = page.evaluate("""Array.from(document.querySelectorAll('#chart-success .scatterlayer .trace path.js-line'))
+        .map(p => p.style.strokeDasharray)""")
+    assert len(set(dashes)) == 2 and set(dashes) <= set(drawn_dashes)  # the legend's styles are the lines'
+    page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "compare-two-keys.png"))
