@@ -379,10 +379,13 @@
       datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
       margin: { l: 50, r: 10, t: 36, b: 36 },
       height: 280,
-      xaxis: window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || drawn.span, state.xmode === "step"),
+      // A chart with nothing to draw shows its note, not a made-up scale (Plotly's -1..6 and -1..4): the x
+      // axis only when other charts give it a span, so a step still sits where it does on theirs.
+      xaxis: Object.assign(window.EchoChartView.xaxis(X_TITLES[state.xmode], state.xrange || drawn.span, state.xmode === "step"),
+                           { visible: !(empty && !(state.xrange || drawn.span)) }),
       // Values that are never negative (a fraction, a length) get no negative axis: Plotly drew a chart
       // of zeros from -1 to 1.
-      yaxis: window.EchoChartView.yaxis(isLog(chart), { rangemode: nonNegative(chart) ? "nonnegative" : "normal" }),
+      yaxis: window.EchoChartView.yaxis(isLog(chart), { rangemode: nonNegative(chart) ? "nonnegative" : "normal", visible: !empty }),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
       // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of

@@ -39,8 +39,9 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
     run = make_run(page.user, status=Run.Status.RUNNING, step=0, total_steps=40)
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_selector("#poll-state:has-text('live')")
-    assert drawn(page, "success")["lines"] == []
-    assert "no data yet" in drawn(page, "success")["texts"]
+    before = drawn(page, "success")
+    assert before["lines"] == [] and "no data yet" in before["texts"]
+    assert before["xticks"] == [] and before["yticks"] == []  # no made-up -1..6 scale beside the note
 
     # First poll with points: four vertices drawn, the x axis reaches step 3.
     # No three consecutive points in line: Plotly drops the middle vertex of a straight run.
@@ -48,7 +49,7 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
     write_points(run.pk, [(s, "train/success", zigzag[s]) for s in range(4)])
     wait_for(lambda: drawn(page, "success")["lines"] == [4], timeout=15, message="4 drawn vertices")
     assert 2 <= last_tick(page, "success") <= 3
-    assert "no data yet" not in drawn(page, "success")["texts"]
+    assert "no data yet" not in drawn(page, "success")["texts"] and drawn(page, "success")["yticks"]
 
     # Next poll: the same line gains vertices and the axis extends; nothing reloaded the page.
     page.evaluate("window.notReloaded = true")

@@ -87,7 +87,7 @@ def test_filters_outlive_a_step_change_and_a_reload(page):
     page.goto(f"{page.base}/runs/{run.pk}/trajectories")
     page.select_option("#filter-outcome", "failure")
     page.fill("#filter-reward", "0")
-    assert "outcome=failure" in page.url and "reward=0" in page.url
+    page.wait_for_url(lambda url: "outcome=failure" in url and "reward=0" in url)
     with page.expect_navigation():
         page.select_option("#step-select", "2")
     assert "step=2" in page.url
@@ -97,7 +97,8 @@ def test_filters_outlive_a_step_change_and_a_reload(page):
     page.reload()
     assert page.locator("section.trajectory:visible").count() == 2
     page.select_option("#filter-outcome", "")
-    assert "outcome" not in page.url and page.locator("section.trajectory:visible").count() == 3
+    page.wait_for_url(lambda url: "outcome" not in url)
+    assert page.locator("section.trajectory:visible").count() == 3
 
 
 def test_a_bad_filter_in_a_link_is_named_until_the_filters_change(page):
@@ -109,5 +110,6 @@ def test_a_bad_filter_in_a_link_is_named_until_the_filters_change(page):
         == "reward: must be a number, like 0.5; that filter is off"
     )
     page.select_option("#filter-outcome", "success")
-    assert page.locator("#filter-errors").count() == 0 and "reward" not in page.url
+    page.wait_for_url(lambda url: "reward" not in url)
+    assert page.locator("#filter-errors").count() == 0
     assert page.locator("#filter-count").inner_text() == "0 of 1 shown"
