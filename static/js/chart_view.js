@@ -108,6 +108,26 @@ window.EchoChartView = {
     return Object.assign({ type: log ? "log" : "linear" }, log ? { tickformat: "~g" } : {}, extra);
   },
 
+  // The y range of a linear chart whose drawn values are all one number (a constant learning rate):
+  // Plotly pads a lone value by 1 either side, so 1e-6 lay on the floor of a 0..1 axis, unreadable;
+  // here half the value either side. Otherwise (and on a log axis) Plotly's own fit, said outright so that
+  // a switch from one to the other does not keep the old range. Traces on "y2" (event markers) do not count.
+  flatRange: function (traces, log) {
+    if (log) return { autorange: true };
+    let low = Infinity;
+    let high = -Infinity;
+    traces.forEach(function (trace) {
+      if (trace.yaxis === "y2" || !trace.y) return;
+      for (let i = 0; i < trace.y.length; i++) {
+        const value = trace.y[i];
+        if (value !== null && Number.isFinite(value)) { low = Math.min(low, value); high = Math.max(high, value); }
+      }
+    });
+    if (low !== high || low === 0) return { autorange: true };
+    const pad = Math.abs(low) / 2;
+    return { range: [low - pad, high + pad], autorange: false };
+  },
+
   // Ticks on whole numbers only: over a few steps Plotly's own fall between them (0, 0.2, 0.4 ... 1).
   wholeTicks: function (low, high) {
     return high - low < 8 ? { tick0: 0, dtick: Math.max(1, Math.ceil((high - low) / 5)) } : {};

@@ -490,7 +490,8 @@
       // with a note and no span (every line hidden, or none has data) no made-up -1..6 either
       xaxis: Object.assign(window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", range, true),
                            { visible: !(note && !range) }),
-      yaxis: window.EchoChartView.yaxis(chart.log, { visible: !note }),  // no made-up -1..4 scale beside the note
+      // no made-up -1..4 scale beside the note
+      yaxis: window.EchoChartView.yaxis(chart.log, Object.assign({ visible: !note }, window.EchoChartView.flatRange(data, chart.log))),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
       // drawn in ten half-width charts cost more than the lines and squeezed the plots. Plotly's legend

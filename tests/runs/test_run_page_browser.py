@@ -585,3 +585,14 @@ def test_a_log_axis_across_decades_labels_every_tick_with_its_whole_value(page):
     assert page.evaluate("document.getElementById('chart-grad_norm').layout.yaxis.type") == "log"
     assert "0.5" in ticks and "10" in ticks and "5" in ticks, ticks
     assert len(ticks) == len(set(ticks)), ticks  # no digit twice, once for each decade
+
+
+def test_a_constant_value_is_drawn_on_a_scale_around_it(page):
+    """Plotly fits a lone value with 1 either side: a learning rate of 1e-6 lay on the floor of a 0..1 axis."""
+    run = streamed_run(page.user, step=5)
+    write_points(run.pk, [(s, "optim/lr", 1e-6) for s in range(5)] + [(s, "loss", 2.0) for s in range(5)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "logged-1")["lines"], timeout=15, message="the lr drawn")
+    ticks = drawn(page, "logged-1")["yticks"]
+    assert "1μ" in ticks and all(tick.endswith("μ") for tick in ticks), ticks  # Plotly's SI prefix: 1e-6
+    assert drawn(page, "logged-0")["yticks"][0] == "1"  # a constant 2: half of it either side
