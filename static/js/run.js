@@ -247,7 +247,7 @@
         return entry.step.length && KEYS.indexOf(entry.metric) >= 0;
       });
       note.textContent = drawn.length ? "dotted: each rule's series as it judged it, over " + body.steps + " steps"
-                                      : "no rule has judged this run's metrics yet";
+                                      : state.finished ? "no rule judged this run's metrics" : "no rule has judged this run's metrics yet";
     } catch (error) {
       detector.rules = [];
       note.textContent = "detector's view unavailable: " + error.message;
@@ -346,7 +346,14 @@
     window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: drawn.span, cursor: state.cursor });
     const note = document.getElementById("x-axis-note");
     note.hidden = state.xmode !== "time" || state.time !== null;
-    note.textContent = "this run has logged no " + TIME_KEY + " yet: no training time to draw against";
+    note.textContent = state.finished ? "this run logged no " + TIME_KEY + ": no training time to draw against"
+                                      : "this run has logged no " + TIME_KEY + " yet: no training time to draw against";
+    // A finished run without a clock (most imports) has no training time to offer: the option says so,
+    // unless the address asked for it (then the note above says why the charts are empty).
+    const timeOption = document.querySelector("#x-axis option[value=time]");
+    const clockless = state.finished && state.time === null;
+    timeOption.disabled = clockless && state.xmode !== "time";
+    timeOption.textContent = clockless ? "training time (not logged)" : "training time";
   }
 
   // One chart as the last render sees the run; false when it is left out (its keys not logged).

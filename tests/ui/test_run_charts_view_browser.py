@@ -92,12 +92,19 @@ def test_a_run_without_step_times_says_it_has_no_time_axis(page):
     page.goto(f"{page.base}/runs/{run.pk}/?x=time")
     note = page.locator("#x-axis-note")
     note.wait_for()
-    assert "has logged no time/step_s" in note.inner_text()
+    assert (
+        note.inner_text() == "this run logged no time/step_s: no training time to draw against"
+    )  # no "yet": it ended
     assert page.get_by_label("X axis").input_value() == "time"
     chart = page.locator("#chart-success")
     chart.get_by_text("no time/step_s logged: nothing to draw against training time").wait_for()
     assert chart.locator(".scatterlayer .trace").count() == 0, "drew the values against their index"
     assert chart.locator(".shapelayer path").count() == 0, "drew the event's line with no x for it"
+    # Back to steps, the finished run's clockless axis is not offered again
+    page.get_by_label("X axis").select_option("step")
+    option = page.locator("#x-axis option[value=time]")
+    assert option.is_disabled() and option.inner_text() == "training time (not logged)"
+    assert note.is_hidden()
 
 
 def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(page):
