@@ -79,12 +79,13 @@
     ].filter(function (trace) { return trace.x.length > 0; });
     const rightAxis = traces.some(function (trace) { return trace.yaxis === "y2"; }) ? {
       yaxis2: { title: { text: "retrieval, thinking rate" }, overlaying: "y", side: "right", range: [0, 1], dtick: 0.25,
-                tickformat: ".0%", showgrid: false },
+                tickformat: ".0%", showgrid: false, automargin: true },
     } : {};
     Plotly.react(miPlot, traces, Object.assign({}, layout, {
       title: { text: "Input dependence", font: { size: 14 } },
       showlegend: true,
-      yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero", exponentformat: "e" },  // not "100μ" nats
+      // Ticks as 1e-4, not "100μ" nats; automargin: a wide tick label pushes the axis title out, not over it
+      yaxis: { title: { text: "MI (nats)" }, rangemode: "tozero", exponentformat: "e", automargin: true },
     }, rightAxis, window.EchoChartView.stepAxis("collapse")), window.EchoChartView.stepConfig);
     window.EchoChartView.joinStepAxis(miPlot, function () { draw(drawnSeries); });
     const regime = pairs(series, "collapse/mi_estimate", "collapse/conditional_entropy");
@@ -103,8 +104,8 @@
                                         window.EchoChartView.wholeTicks(first, Math.max(last, first + 1))) },
     }], Object.assign({}, layout, {
       title: { text: "Regime: grounded (right) vs templated (left)", font: { size: 14 } },
-      xaxis: { title: { text: "MI estimate (nats)" }, rangemode: "tozero" },
-      yaxis: { title: { text: "conditional entropy (nats/token)" } },
+      xaxis: { title: { text: "MI estimate (nats)" }, rangemode: "tozero", exponentformat: "e", automargin: true },
+      yaxis: { title: { text: "conditional entropy (nats/token)" }, exponentformat: "e", automargin: true },
       uirevision: "collapse",
     }), window.EchoChartConfig);
   }
