@@ -148,6 +148,28 @@ def _models(names: list[str]) -> str:
     return "models " + ", ".join(names[:-1]) + f" or {names[-1]}"
 
 
+MOST_BASES = 4
+MOST_LABELS = 3
+
+
+def _some(labels: list[str]) -> str:
+    more = len(labels) - MOST_LABELS
+    return ", ".join(labels[:MOST_LABELS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _bases(runs: list[RunEstimate]) -> str:
+    """What the estimates rest on: the one basis, or each (up to MOST_BASES) after the runs it serves."""
+    labels: dict[str, list[str]] = {}
+    for run in runs:
+        labels.setdefault(run.basis, []).append(run.label)
+    if len(labels) == 1:
+        return next(iter(labels))
+    parts = [f"{_some(names)}: {basis}" for basis, names in list(labels.items())[:MOST_BASES]]
+    others = len(labels) - MOST_BASES
+    rest = f"; {others} other {'basis' if others == 1 else 'bases'} for the other runs" if others > 0 else ""
+    return "; ".join(parts) + rest
+
+
 def answer(form, planned, detector_overrides: dict) -> dict:
     """What a form's estimate request answers (static/js/experiment_form.js): the form's errors while it is
     invalid (a 200 still: the question was fine, and a 400 on every keystroke fills the browser's
@@ -188,8 +210,7 @@ def summary(planned) -> dict:
     no_estimate = (
         unmeasured and f"no run of {_models(unmeasured)} has measured its step time on this server yet"
     )
-    bases = list(dict.fromkeys(run.basis for run in runs if run.seconds is not None))
-    basis = bases[0] if len(bases) == 1 else "each from the runs of its own model measured here; see each run"
+    basis = _bases([run for run in runs if run.seconds is not None])
     if not known:
         text = f"{count}; no time estimate: {no_estimate}." if runs else "No runs planned."
     else:
