@@ -163,6 +163,8 @@ def test_a_stopped_run_resumes_with_its_steps_its_training_time_and_fresh_attemp
 
     from django.utils import timezone
 
+    from webapp.runs import table
+
     run = queued_run({})
     run.claim("a", 1, "cpu")
     started = timezone.now() - timedelta(hours=1)
@@ -181,9 +183,17 @@ def test_a_stopped_run_resumes_with_its_steps_its_training_time_and_fresh_attemp
     assert run.attempt_log[-1]["reason"].startswith("stopped; resumed ")
     assert run.enqueued_at is not None  # sent to the gpu queue
 
+    def durations():  # the run's training time, as its page and as the runs table (and API) say it
+        summary = table.with_summary(Run.objects.filter(pk=run.pk)).get()
+        return Run.objects.get(pk=run.pk).training_time, summary.duration
+
+    # Waiting in the queue adds nothing (it counted the hour since its first start, downtime included)
+    assert durations() == (timedelta(minutes=10), timedelta(minutes=10))
+
     # Stopped again before a worker took it, and resumed again: the log says both (a tester saw
-    # "stopped; resumed ...; resumed ...").
+    # "stopped; resumed ...; resumed ..."), and the first attempt's time stays (the table said none).
     run.request_stop()
+    assert durations() == (timedelta(minutes=10), timedelta(minutes=10))
     run.resume()
     run.refresh_from_db()
     assert re.fullmatch(

@@ -634,6 +634,7 @@ class Run(models.Model):
                 queued_at=timezone.now(),  # a new request: behind the runs queued before it
                 eta_seconds=None,
                 stop_requested=False,
+                started_at=None,  # its attempt's time is now in earlier_training; the next attempt sets it
                 finished_at=None,
                 error="",
                 traceback="",

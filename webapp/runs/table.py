@@ -4,9 +4,10 @@ and a page costs the same few queries at ten runs or ten thousand."""
 
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import DatabaseError, connection
-from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Value
+from django.db.models import Case, DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce, Collate, Now, NullIf
 
 from trainer.overrides import get_dotted
@@ -83,8 +84,17 @@ def with_summary(runs):
         best_val_success=best_finite(VAL_SUCCESS),
         final_train_success=last_finite(SUCCESS),
         collapse_step=Subquery(first_collapse),
-        duration=ExpressionWrapper(  # Run.training_time, in SQL to sort by
-            Coalesce("finished_at", Now()) - F("started_at") + F("earlier_training"),
+        duration=Case(  # Run.training_time, in SQL to sort by
+            When(
+                started_at__isnull=False,
+                then=ExpressionWrapper(
+                    Coalesce("finished_at", Now()) - F("started_at") + F("earlier_training"),
+                    output_field=DurationField(),
+                ),
+            ),
+            # between attempts (resumed, or stopped in the queue again): the earlier attempts' time
+            When(earlier_training__gt=timedelta(0), then=F("earlier_training")),
+            default=None,
             output_field=DurationField(),
         ),
     )
