@@ -423,6 +423,7 @@ def test_a_batch_written_at_or_before_a_keys_newest_step_counts_as_a_rewrite(
         answer = post(client, run, [{"step": s, "key": key, "value": s / 10} for s in steps], alice_token)
         assert answer.status_code == 200, answer.json()
         run.refresh_from_db()
+        assert answer.json()["run"]["rewrites"] == run.rewrites  # the batch's answer counts itself
         return run.rewrites
 
     assert send(0, 1, 2, 4) == 0  # appends
@@ -440,17 +441,19 @@ def test_a_batch_moves_the_runs_step_and_heartbeat_on(client, run, alice_token, 
     if vendor == "other":
         monkeypatch.setattr(connection, "vendor", "sqlite")
     Run.objects.filter(pk=run.pk).update(step=40, heartbeat_at=None)
-    post(client, run, [{"step": 30, "key": "k", "value": 1.0}], alice_token)  # a late batch: step stays
+    late = post(
+        client, run, [{"step": 30, "key": "k", "value": 1.0}], alice_token
+    )  # a late batch: step stays
     run.refresh_from_db()
-    assert run.step == 40 and run.heartbeat_at is not None
-    post(
+    assert run.step == 40 and run.heartbeat_at is not None and late.json()["run"]["step"] == 40
+    answer = post(
         client,
         run,
         [{"step": 41, "key": "k", "value": 1.0}, {"step": 45, "key": "j", "value": 2}],
         alice_token,
     )
     run.refresh_from_db()
-    assert run.step == 45
+    assert run.step == 45 and answer.json()["run"]["step"] == 45
 
 
 def test_the_run_page_poll_tells_that_a_stop_was_asked(client, alice, alice_token):

@@ -9,7 +9,7 @@ import math
 from typing import NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import F, Max
+from django.db.models import Max
 from django.utils import timezone
 
 from diagnostics.metrics import bounds, out_of_bounds, within
@@ -177,7 +177,7 @@ def write(
     Refused when EchoLab trains the run (its experiment is not imported: points from elsewhere would mix
     with its trainer's), or when it is completed, failed or stopped (imported runs are created completed),
     unless finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
-    Returns the points written, the run as its row was locked (its RUN_STATE fields) and its key count."""
+    Returns the points written, the run as this batch left it (its RUN_STATE fields) and its key count."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
     if owner is not None and not owner.is_authenticated:  # owner=None means "any run": never by accident
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -215,11 +215,11 @@ def write(
         for key, value in MetricPoint.latest_values(run_id, keys).items():
             # jsonb has no NaN or infinity.
             latest[key] = value if value is not None and math.isfinite(value) else None
+        # under the run's lock: the answer's state is the row as this batch leaves it
+        locked.step = max([locked.step or 0, *(step for step, _, _ in points)])
+        locked.rewrites += int(rewinds)
         Run.objects.filter(pk=run_id).update(
-            latest_metrics=latest,
-            rewrites=F("rewrites") + int(rewinds),
-            heartbeat_at=timezone.now(),
-            step=max([locked.step or 0, *(step for step, _, _ in points)]),  # under the run's lock
+            latest_metrics=latest, rewrites=locked.rewrites, heartbeat_at=timezone.now(), step=locked.step
         )
     return Written(written, locked, len(latest))
 

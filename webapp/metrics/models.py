@@ -90,8 +90,8 @@ class MetricPoint(models.Model):
         experiment EchoLab trains (not imported); with owner_id, neither does a run of another user
         (Run.DoesNotExist, as for a run that does not exist: Run.objects.for_user's scope, checked under the
         lock). Returns the run's RUN_STATE columns as the lock found them, and "imported", its experiment's
-        (with latest_metrics, also "key_count": the keys it has logged, this batch's included), and the
-        points written.
+        (with latest_metrics, also "key_count": the keys it has logged, this batch's included, and the step
+        and rewrites as this batch left them), and the points written.
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -125,16 +125,20 @@ class MetricPoint(models.Model):
             return lock.fetchone(), write.fetchone()
 
         if connection.in_atomic_block:
-            locked, (written, *key_count) = send(upsert=True)
+            locked, (written, *after) = send(upsert=True)
         else:
             try:
-                locked, (written, *key_count) = send(upsert=False)
+                locked, (written, *after) = send(upsert=False)
             except psycopg.errors.UniqueViolation:
-                locked, (written, *key_count) = send(upsert=True)
+                locked, (written, *after) = send(upsert=True)
         if locked is None:
             raise Run.DoesNotExist(f"run {run_id} does not exist")
         state = dict(zip((*RUN_STATE, "imported"), locked))
-        return {**state, **dict(zip(["key_count"], key_count))}, written
+        written_state = dict(zip(("key_count", "step", "rewrites"), after))
+        return {
+            **state,
+            **{name: value for name, value in written_state.items() if value is not None},
+        }, written
 
     @classmethod
     def insert_new(cls, run_id: int, points) -> int:
@@ -337,13 +341,15 @@ run AS (
     -- (the web server's clock, as every heartbeat's: the sweeper compares them with its own)
     heartbeat_at = %(now)b, step = GREATEST(step, (SELECT max(step) FROM batch))
     WHERE id = %(run)b AND EXISTS (SELECT FROM batch)
-    RETURNING latest_metrics
+    RETURNING latest_metrics, step, rewrites
 )
 SELECT count(*),
        -- keys the run has logged, this batch's included (an empty batch updates nothing: the row as it is)
        coalesce((SELECT (SELECT count(*) FROM jsonb_object_keys(latest_metrics)) FROM run),
                 (SELECT (SELECT count(*) FROM jsonb_object_keys(r.latest_metrics))
-                 FROM experiments_run r WHERE r.id = %(run)b))
+                 FROM experiments_run r WHERE r.id = %(run)b)),
+       -- the step and rewrite count this batch left (null when it updated nothing: the lock's hold)
+       (SELECT step FROM run), (SELECT rewrites FROM run)
 FROM written"""
 _WRITES = {
     (upsert, latest): (_WRITE_WITH_LATEST if latest else _WRITE + _WRITE_POINTS).replace(
