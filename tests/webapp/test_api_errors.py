@@ -24,6 +24,7 @@ def auth(alice):
         "/api/nothing",
         "/api/runs/99999999999999999999/metrics",
         "/api/runs/9223372036854775808",
+        "/api",
     ],
 )
 def test_a_url_under_api_that_matches_nothing_is_a_json_404(client, auth, url):
@@ -228,8 +229,11 @@ def test_a_grid_value_beyond_the_steps_limits_is_named_under_grid(client, auth, 
     assert response.json()["errors"] == {"grid": f"schedule.steps = {steps}: must be from 1 to 10000000"}
 
 
-@pytest.mark.parametrize("seed, answer", [(7, 201), (-1, 400)])
-def test_a_complete_config_without_seeds_runs_its_own_seed(client, auth, seed, answer):
+@pytest.mark.parametrize(
+    "seed, answer, error",
+    [(7, 201, None), (-1, 400, "-1 is not a whole number >= 0"), ("7", 400, "must be an integer, got str")],
+)
+def test_a_complete_config_without_seeds_runs_its_own_seed(client, auth, seed, answer, error):
     from tests.factories import trainer_config
     from webapp.experiments.models import Experiment
 
@@ -239,7 +243,7 @@ def test_a_complete_config_without_seeds_runs_its_own_seed(client, auth, seed, a
     if answer == 201:
         assert response.json()["seeds"] == [7] and Experiment.objects.get().runs.get().config["seed"] == 7
     else:
-        assert response.json()["errors"] == {"config.seed": "-1 is not a whole number >= 0"}
+        assert response.json()["errors"] == {"config.seed": error}
 
 
 def test_a_complete_config_of_no_steps_is_refused(client, auth):

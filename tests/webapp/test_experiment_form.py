@@ -156,6 +156,23 @@ def test_every_grid_combination_is_validated_before_saving(alice_client):
     assert counts() == before
 
 
+def test_a_grid_key_the_overrides_also_set_is_refused(alice_client):
+    """The grid's values replaced the override in every run, without a word."""
+    before = counts()
+    post = experiment_post(overrides="algorithm:\n  kl_coef: 0.3", grid="algorithm.kl_coef = 0.1, 0.2")
+    assert field_errors(alice_client.post(URL, post), "overrides") == [
+        "algorithm.kl_coef is also in the grid, whose values replace the override in every run: set it in one place"
+    ]
+    assert counts() == before
+    # a grid over a whole section the overrides set a field of
+    post = experiment_post(
+        overrides="rollout:\n  group_size: 4", grid="rollout = {group_size: 8}, {group_size: 4}"
+    )
+    assert field_errors(alice_client.post(URL, post), "overrides")[0].startswith(
+        "rollout is also in the grid"
+    )
+
+
 def test_grid_over_presets(alice_client):
     alice_client.post(URL, experiment_post(grid="preset = starpo, starpo-s"))
     filters = dict(Run.objects.values_list("label", "config__algorithm__filter"))

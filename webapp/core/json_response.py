@@ -17,6 +17,11 @@ _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS | orjson.OP
 _DJANGO = DjangoJSONEncoder()
 
 
+def is_api_path(path: str) -> bool:
+    """Whether a path is the JSON API's (/api and under it): its errors are answered as JSON."""
+    return path == "/api" or path.startswith("/api/")
+
+
 def dumps(data) -> bytes:
     try:
         return orjson.dumps(data, default=_DJANGO.default, option=_OPTIONS)

@@ -13,7 +13,7 @@ from django.http import HttpResponse
 from django.views.defaults import bad_request as html_bad_request
 from django.views.defaults import server_error as html_server_error
 
-from webapp.core.json_response import JsonResponse
+from webapp.core.json_response import JsonResponse, is_api_path
 
 logger = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
@@ -26,7 +26,7 @@ def _answer(request, status: int, message: str):
     if "/mlflow/" in path and (path.startswith("/api/") or path.startswith("/ajax-api/")):
         code = {400: "BAD_REQUEST", 503: "TEMPORARILY_UNAVAILABLE"}.get(status, "INTERNAL_ERROR")
         return JsonResponse({"error_code": code, "message": message}, status=status)
-    if path.startswith("/api/"):
+    if is_api_path(path):
         return JsonResponse({"error": message, "errors": {}}, status=status)
     return None
 

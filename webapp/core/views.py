@@ -5,7 +5,7 @@ from django.views.defaults import page_not_found
 
 from webapp.accounts.api_auth import api_view
 from webapp.core import health, openapi
-from webapp.core.json_response import JsonResponse
+from webapp.core.json_response import JsonResponse, is_api_path
 
 
 @never_cache
@@ -28,7 +28,7 @@ def api_schema(request):
 
 
 def not_found(request, exception):
-    if request.path.startswith("/api/"):
+    if is_api_path(request.path):
         return JsonResponse({"error": f"no API endpoint or object at {request.path[:200]}"}, status=404)
     return page_not_found(request, exception)
 

@@ -16,7 +16,7 @@ from django.conf import settings
 import envs
 from diagnostics.quoting import quoted
 from trainer.config import ConfigError, TrainConfig
-from trainer.overrides import deep_merge, get_dotted, set_dotted
+from trainer.overrides import deep_merge, flatten, get_dotted, set_dotted
 from webapp import environment
 from webapp.core import jsonsafe
 from webapp.experiments.spec_parsing import resolve_model
@@ -106,6 +106,9 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
                 f"{len(spec.seeds)} seeds); the limit is {MAX_RUNS} per experiment"
             }
         )
+    overridden = _grid_keys_overridden(spec)
+    if overridden:
+        raise SpecError(overridden)
     combos = combinations(spec.grid) if spec.grid else [{}]
     errors: dict[str, str] = {}
     runs = []
@@ -147,6 +150,20 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     if errors:
         raise SpecError(errors)
     return runs
+
+
+def _grid_keys_overridden(spec: ExperimentSpec) -> dict[str, str]:
+    """A grid key the overrides also set: the grid's values would replace the override in every run, so
+    the override is refused rather than silently dropped."""
+    overridden = set(flatten(spec.overrides or {}))
+    clashes = [key for key in spec.grid or {} if any(o == key or o.startswith(key + ".") for o in overridden)]
+    if not clashes:
+        return {}
+    names = ", ".join(clashes)
+    return {
+        "overrides": f"{names} {'is' if len(clashes) == 1 else 'are'} also in the grid, whose values replace "
+        "the override in every run: set it in one place"
+    }
 
 
 def _no_effect_problems(runs: list[PlannedRun], inert: list) -> dict[str, str]:

@@ -398,6 +398,8 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
         take("config", _check_complete_config)
         if "seeds" not in body and isinstance(spec.config, dict) and "seed" in spec.config:
             try:  # the config's own seed, as the form reads one: not the default seed in its place
+                if isinstance(spec.config["seed"], str):  # JSON's "1": refused as every config field's is
+                    raise ValueError("must be an integer, got str")
                 spec.seeds = [_seed(spec.config["seed"])]
             except ValueError as error:
                 errors["config.seed"] = str(error)
