@@ -697,9 +697,11 @@ def test_a_chart_of_two_keys_names_each_keys_line_style(page):
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
     assert drawn(page, "success")["legend"] == ["train/success", "val/success"]
     assert drawn(page, "grad_norm")["legend"] == []  # one key: the title says which
-    dashes = page.evaluate("""Array.from(document.querySelectorAll('#chart-success .legend .traces path.js-line'))
-        .map(p => p.style.strokeDasharray)""")
-    drawn_dashes = page.evaluate("""Array.from(document.querySelectorAll('#chart-success .scatterlayer .trace path.js-line'))
-        .map(p => p.style.strokeDasharray)""")
+
+    def dash_styles(selector):
+        return page.evaluate(f"""Array.from(document.querySelectorAll('#chart-success {selector} path.js-line'))
+            .map(p => p.style.strokeDasharray)""")
+
+    dashes, drawn_dashes = dash_styles(".legend .traces"), dash_styles(".scatterlayer .trace")
     assert len(set(dashes)) == 2 and set(dashes) <= set(drawn_dashes)  # the legend's styles are the lines'
     page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "compare-two-keys.png"))

@@ -71,6 +71,27 @@ def test_an_experiment_filter_beyond_64_bits_is_a_400(client, auth, value):
 
 
 @pytest.mark.parametrize(
+    "query, field, message",
+    [
+        ("experiment=-1", "experiment", "must be at least 1"),
+        ("page=0", "page", "must be at least 1"),
+        ("page_size=201", "page_size", "must be at most 200"),
+        ("page=1.0", "page", "must be a whole number, like 3"),
+    ],
+)
+def test_a_runs_query_number_out_of_bounds_says_its_bound(client, auth, query, field, message):
+    response = client.get(f"/api/runs?{query}", **auth)
+    assert response.status_code == 400 and response.json()["errors"] == {field: message}
+
+
+def test_an_experiment_name_of_the_wrong_type_says_so(client, auth):
+    for name, message in ((5, "must be a string, got a number"), ("  ", "required: a non-empty string")):
+        body = {"name": name, "env": {"name": "bandit"}}
+        response = client.post("/api/experiments", json.dumps(body), content_type="application/json", **auth)
+        assert response.status_code == 400 and response.json()["errors"] == {"name": message}
+
+
+@pytest.mark.parametrize(
     "method, url, allowed",
     [
         ("put", "/api/experiments", "GET, POST, HEAD, OPTIONS"),

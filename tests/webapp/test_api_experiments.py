@@ -96,7 +96,7 @@ def test_create_from_a_complete_config(client, api):
         ({"grid": {"algorithm.filter_ratio": 0.5}}, "grid", "expected a list of values, got a number"),
         ({"grid": "algorithm.filter_ratio = 0.25,,0.5"}, "grid", "an empty value between commas"),
         (
-            {"grid": {"rollout": [{"group_size": 4}, {"group_size": 99999}]}},
+            {"grid": {"rollout": [{"group_size": 4}, {"group_size": 99999}]}, "overrides": {}},
             "grid",
             "rollout = {group_size: 99999}: rollout.group_size: 99999 is above this server's limit",
         ),

@@ -102,13 +102,12 @@ def test_recipients_copied_from_a_mail_client_keep_their_addresses():
 
 
 def test_a_bad_grid_key_reports_only_problems_some_run_would_have():
-    # The grid sets group_size for every run, so the overrides' 99999 is no problem of any run; judged
-    # alone against the base config, max_new_tokens = 8192 breaks a tokens-per-step limit that the grid's
-    # own group_size (2) keeps it under. Only the unknown key is wrong.
+    # Judged alone against the base config, max_new_tokens = 8192 breaks a tokens-per-step limit that the
+    # grid's own group_size (2) keeps it under. Only the unknown key is wrong.
     spec = specs.ExperimentSpec(
         name="x",
         env={"name": "frozenlake", "params": {}},
-        overrides={"rollout": {"group_size": 99999, "env_groups": 64}},
+        overrides={"rollout": {"env_groups": 64}},
         grid={"rollout.group_size": [2, 4], "rollout.max_new_tokens": [8192], "nope.key": [1]},
     )
     with pytest.raises(specs.SpecError) as refused:

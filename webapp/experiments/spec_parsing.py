@@ -376,7 +376,9 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
                 errors[key] = str(error)
 
     name = body["name"].strip() if isinstance(body.get("name"), str) else ""  # as stored
-    if not name:
+    if "name" in body and not isinstance(body["name"], str):
+        errors["name"] = f"must be a string, got {_json_type(body['name'])}"
+    elif not name:
         errors["name"] = "required: a non-empty string"
     elif len(name) > MAX_NAME:
         errors["name"] = f"at most {MAX_NAME} characters, got {len(name):,}"
