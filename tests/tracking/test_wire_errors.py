@@ -213,13 +213,33 @@ def test_time_errors_name_their_field_and_a_run_cannot_end_before_it_started(api
         "/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "FINISHED", "end_time": 10**30}
     )
     assert answer.json()["message"].startswith("end_time: ")
-    answer = api("/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "FINISHED", "end_time": 1})
+    year_2000 = 946_684_800_000
+    answer = api(
+        "/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "FINISHED", "end_time": year_2000}
+    )
     assert answer.status_code == 400
-    assert answer.json()["message"].startswith("end_time: 1 is before the run started (")
+    assert answer.json()["message"].startswith(f"end_time: {year_2000} is before the run started (")
+    answer = api("/api/2.0/mlflow/runs/update", {"run_id": run.run_uuid, "status": "FINISHED", "end_time": 1})
+    assert answer.json()["message"] == (
+        "end_time: 1 is 1970-01-01 00:00:00 UTC, before 2000: a time in milliseconds since 1970 "
+        "(seconds times 1,000) is expected"
+    )
     run.run.refresh_from_db()
     assert run.run.status == Run.Status.RUNNING and run.run.finished_at is None
     answer = api("/api/2.0/mlflow/runs/get", {"run_id": ""}, method="get")
     assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": "run_id: is required"}
+
+
+def test_a_start_time_in_seconds_is_refused_not_made_a_run_of_57_years(api, alice):
+    experiment = ExternalExperiment.create(alice, "times")
+    body = {"experiment_id": str(experiment.pk), "start_time": 1_700_000_000}  # seconds, not milliseconds
+    answer = api("/api/2.0/mlflow/runs/create", body)
+    assert answer.status_code == 400 and answer.json()["message"].startswith(
+        "start_time: 1700000000 is 1970-01-20 16:13:20 UTC, before 2000"
+    )
+    assert not Run.objects.filter(experiment=experiment.experiment).exists()
+    answer = api("/api/2.0/mlflow/runs/create", {**body, "start_time": 1_700_000_000_000})
+    assert answer.status_code == 200 and answer.json()["run"]["info"]["start_time"] == 1_700_000_000_000
 
 
 def test_points_for_an_ended_mlflow_run_on_our_api_say_where_they_go(api, run):

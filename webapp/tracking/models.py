@@ -468,14 +468,27 @@ class ExternalRun(models.Model):
         }
 
 
+# Before it no training run was logged: a start_time of 123 (or of seconds, 1.7e9: January 1970) is a
+# client's bug, and would make a run 57 years long that tops every sort by duration.
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def from_millis(value: int | None, field: str) -> datetime | None:
-    """A request's `field` (milliseconds since 1970) as a time; an error naming the field if it is none."""
+    """A request's `field` (milliseconds since 1970) as a time; an error naming the field if it is none, or
+    if it is before EARLIEST."""
     if value is None:
         return None
     try:
-        return datetime.fromtimestamp(value / 1000, tz=UTC)
+        time = datetime.fromtimestamp(value / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
         raise invalid(field, f"{value} is not a time in milliseconds since 1970") from None
+    if time < EARLIEST:
+        raise invalid(
+            field,
+            f"{value} is {time:%Y-%m-%d %H:%M:%S} UTC, before {EARLIEST:%Y}: a time in milliseconds since 1970 "
+            "(seconds times 1,000) is expected",
+        )
+    return time
 
 
 def send_detection(run_id: int, eta: datetime | None = None) -> bool:
