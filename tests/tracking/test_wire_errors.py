@@ -232,7 +232,7 @@ def test_time_errors_name_their_field_and_a_run_cannot_end_before_it_started(api
 
 def test_a_start_time_in_seconds_is_refused_not_made_a_run_of_57_years(api, alice):
     experiment = ExternalExperiment.create(alice, "times")
-    body = {"experiment_id": str(experiment.pk), "start_time": 1_700_000_000}  # seconds, not milliseconds
+    body = {"experiment_id": experiment.mlflow_id, "start_time": 1_700_000_000}  # seconds, not milliseconds
     answer = api("/api/2.0/mlflow/runs/create", body)
     assert answer.status_code == 400 and answer.json()["message"].startswith(
         "start_time: 1700000000 is 1970-01-20 16:13:20 UTC, before 2000"

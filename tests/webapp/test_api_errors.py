@@ -309,3 +309,19 @@ def test_a_yaml_whose_aliases_multiply_it_is_refused_naming_the_field(client, au
     assert response.status_code == 400
     assert "make it stand for more than 100,000 values" in response.json()["errors"]["overrides"]
     assert not Experiment.objects.exists()
+
+
+def test_a_query_parameter_given_twice_is_refused_unless_it_is_a_list(client, auth, alice):
+    """The view read only the last (?status=queued&status=running listed the running runs alone)."""
+    response = client.get("/api/runs?status=queued&status=running", **auth)
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"status": "given 2 times; give it once"}
+    from tests.factories import streamed_run
+
+    run = streamed_run(alice)
+    # ?key= is a list, as ?runs= is on the compare API
+    assert client.get(f"/api/runs/{run.pk}/metrics?key=a&key=b", **auth).status_code == 200
+    assert client.get(f"/api/compare?runs={run.pk}&runs={run.pk}&key=a&key=b", **auth).status_code == 200
+    answer = client.get(f"/api/runs/{run.pk}/metrics?key=a&after=1&after=2", **auth)
+    assert answer.status_code == 400 and answer.json()["errors"] == {"after": "given 2 times; give it once"}
+    assert client.get("/api/runs?status=queued&status=running").status_code == 401  # who asks comes first

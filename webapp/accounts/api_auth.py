@@ -82,13 +82,22 @@ def options_answer(allowed) -> HttpResponse:
     return response
 
 
-def api_view(methods=("GET",), public: bool = False):
+def api_view(methods=("GET",), public: bool = False, repeatable: tuple[str, ...] = ()):
     """`methods`: what the view takes. HEAD is answered wherever GET is (the GET's headers, no body,
     RFC 9110) and OPTIONS everywhere (204 with the Allow header, no authentication, as for a preflight).
-    `public`: no authentication (the API's own description, the health check)."""
+    `public`: no authentication (the API's own description, the health check). `repeatable`: the query
+    parameters the view reads as lists (?key=a&key=b); any other given twice is a 400 naming it, where
+    the view would have read only the last."""
     allowed = allowed_methods(methods)
 
     def decorate(view):
+        def each_parameter_once(request, *args, **kwargs):
+            for name in request.GET:
+                count = len(request.GET.getlist(name))
+                if count > 1 and name not in repeatable:
+                    raise ApiError.field(name[:100], f"given {count} times; give it once")
+            return view(request, *args, **kwargs)
+
         @csrf_exempt
         @functools.wraps(view)
         def wrapped(request, *args, **kwargs):
@@ -104,9 +113,9 @@ def api_view(methods=("GET",), public: bool = False):
             if head:
                 request.method = "GET"  # the view sees the GET it answers
             response = (
-                _call(view, request, *args, **kwargs)
+                _call(each_parameter_once, request, *args, **kwargs)
                 if public
-                else _authenticated_call(view, request, *args, **kwargs)
+                else _authenticated_call(each_parameter_once, request, *args, **kwargs)
             )
             return without_body(response) if head else response
 

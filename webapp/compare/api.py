@@ -51,7 +51,7 @@ def parse_selection(request) -> selection.Selection:
     return selection.select(request.user, values)
 
 
-@api_view()
+@api_view(repeatable=("runs", "key"))
 def compare(request):
     chosen = parse_selection(request)
     keys = requested_keys(request, CHART_KEYS)

@@ -40,7 +40,7 @@ def run_state(run: Run, key_count: int | None = None) -> dict:
     }
 
 
-@api_view(methods=("GET", "POST"))
+@api_view(methods=("GET", "POST"), repeatable=("key",))
 def metrics(request, pk):
     if request.method == "POST":
         return _ingest(request, pk)  # which checks ownership in the write, under the run's lock
