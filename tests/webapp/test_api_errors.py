@@ -325,3 +325,24 @@ def test_a_query_parameter_given_twice_is_refused_unless_it_is_a_list(client, au
     answer = client.get(f"/api/runs/{run.pk}/metrics?key=a&after=1&after=2", **auth)
     assert answer.status_code == 400 and answer.json()["errors"] == {"after": "given 2 times; give it once"}
     assert client.get("/api/runs?status=queued&status=running").status_code == 401  # who asks comes first
+
+
+@pytest.mark.parametrize(
+    "url, name, takes",
+    [
+        (
+            "/api/runs?stauts=queued",
+            "stauts",
+            "algorithm, archived, env, experiment, page, page_size, q, sort, status, tag",
+        ),
+        ("/api/experiments?zzz=1", "zzz", "page, page_size"),
+    ],
+)
+def test_a_query_parameter_the_url_does_not_take_is_refused_naming_what_it_takes(
+    client, auth, url, name, takes
+):
+    """A misspelt filter (?stauts=queued) listed every run, as if it had filtered."""
+    response = client.get(url, **auth)
+    assert response.status_code == 400
+    path = url.split("?")[0]
+    assert response.json()["errors"] == {name: f"not a parameter of GET {path} (it takes {takes})"}

@@ -19,7 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from diagnostics import gzip_stream
 from webapp.accounts.models import ApiToken
-from webapp.core import jsonsafe
+from webapp.core import jsonsafe, openapi
 from webapp.core.json_response import JsonResponse
 
 logger = logging.getLogger(__name__)
@@ -91,11 +91,8 @@ def api_view(methods=("GET",), public: bool = False, repeatable: tuple[str, ...]
     allowed = allowed_methods(methods)
 
     def decorate(view):
-        def each_parameter_once(request, *args, **kwargs):
-            for name in request.GET:
-                count = len(request.GET.getlist(name))
-                if count > 1 and name not in repeatable:
-                    raise ApiError.field(name[:100], f"given {count} times; give it once")
+        def query_checked(request, *args, **kwargs):
+            check_query(request, repeatable)
             return view(request, *args, **kwargs)
 
         @csrf_exempt
@@ -113,15 +110,29 @@ def api_view(methods=("GET",), public: bool = False, repeatable: tuple[str, ...]
             if head:
                 request.method = "GET"  # the view sees the GET it answers
             response = (
-                _call(each_parameter_once, request, *args, **kwargs)
+                _call(query_checked, request, *args, **kwargs)
                 if public
-                else _authenticated_call(each_parameter_once, request, *args, **kwargs)
+                else _authenticated_call(query_checked, request, *args, **kwargs)
             )
             return without_body(response) if head else response
 
         return wrapped
 
     return decorate
+
+
+def check_query(request, repeatable: tuple[str, ...]) -> None:
+    """ApiError naming a query parameter the OpenAPI document does not list for this URL and method (a
+    misspelt filter, ?stauts=queued, listed every run), or one given twice that is not read as a list."""
+    path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", request.resolver_match.route)
+    known = openapi.query_parameters(path, request.method.lower())
+    for name in request.GET:
+        if known is not None and name not in known:
+            takes = ", ".join(sorted(known)) or "none"
+            raise ApiError.field(name[:100], f"not a parameter of {request.method} {path} (it takes {takes})")
+        count = len(request.GET.getlist(name))
+        if count > 1 and name not in repeatable:
+            raise ApiError.field(name[:100], f"given {count} times; give it once")
 
 
 def _authenticated_call(view, request, *args, **kwargs):
