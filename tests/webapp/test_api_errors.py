@@ -77,6 +77,7 @@ def test_an_experiment_filter_beyond_64_bits_is_a_400(client, auth, value):
         ("page=0", "page", "must be at least 1"),
         ("page_size=201", "page_size", "must be at most 200"),
         ("page=1.0", "page", "must be a whole number, like 3"),
+        ("q=" + "x" * 201, "q", "at most 200 characters, got 201"),
     ],
 )
 def test_a_runs_query_number_out_of_bounds_says_its_bound(client, auth, query, field, message):

@@ -22,6 +22,13 @@ class ChoiceField(forms.ChoiceField):
             ) from None
 
 
+class CharField(forms.CharField):
+    """Text whose length limit is said in the API's words, as the other fields' limits are (Django's:
+    "Ensure this value has at most 200 characters (it has 201).")."""
+
+    default_error_messages = {"max_length": "at most %(limit_value)d characters, got %(show_value)d"}
+
+
 TICKED = "on"  # what a browser sends for a ticked box without a value attribute
 
 

@@ -7,7 +7,7 @@ from django.conf import settings
 
 from diagnostics.rules import READS
 from webapp.core import jsonsafe
-from webapp.core.fields import ChoiceField
+from webapp.core.fields import CharField, ChoiceField
 from webapp.imports import importer
 from webapp.metrics.export import RUNS_CSV_COLUMNS
 
@@ -48,7 +48,7 @@ class ImportForm(forms.Form):
         "(one JSON object per line), or a TRL / Hugging Face trainer_state.json (its log history); "
         "gzip-compressed too. Metric names from veRL/RAGEN and TRL are renamed to ours."
     )
-    name = forms.CharField(
+    name = CharField(
         max_length=200, required=False, help_text="The experiment's name; default: the file name."
     )
     format = ChoiceField(

@@ -7,7 +7,7 @@ import re
 from django import forms
 from django.core.paginator import Paginator
 
-from webapp.core.fields import ChoiceField
+from webapp.core.fields import CharField, ChoiceField
 from webapp.core.templatetags.echolab import reward as reward_text
 from webapp.experiments.models import Run
 from webapp.runs import table
@@ -37,11 +37,11 @@ class RunTableForm(forms.Form):
     silently ignored."""
 
     # Not stripped: what is checked is what was sent (the API's schema bounds the raw value).
-    q = forms.CharField(required=False, max_length=200, strip=False, label="Search")
+    q = CharField(required=False, max_length=200, strip=False, label="Search")
     status = ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
-    env = forms.CharField(required=False, max_length=100, strip=False, label="Environment")
-    algorithm = forms.CharField(required=False, max_length=40, strip=False)
-    tag = forms.CharField(required=False, max_length=40, strip=False)
+    env = CharField(required=False, max_length=100, strip=False, label="Environment")
+    algorithm = CharField(required=False, max_length=40, strip=False)
+    tag = CharField(required=False, max_length=40, strip=False)
     experiment = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1)
     archived = ChoiceField(required=False, choices=[("false", "Active runs"), ("true", "Archived runs")])
     sort = ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
@@ -120,7 +120,7 @@ class RunEditForm(forms.ModelForm):
         max_length=2000,
         help_text="Words separated by commas or spaces, e.g. baseline, sweep-3",
     )
-    notes = forms.CharField(required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 5}))
+    notes = CharField(required=False, max_length=10_000, widget=forms.Textarea(attrs={"rows": 5}))
 
     class Meta:
         model = Run
