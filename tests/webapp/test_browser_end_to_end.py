@@ -27,7 +27,7 @@ schedule:
 
 
 def chart_points(page, chart="success"):
-    return page.evaluate(f"""document.getElementById('chart-{chart}').data
+    return page.evaluate(f"""(document.getElementById('chart-{chart}').data || [])
         .reduce((n, trace) => n + (trace.x ? trace.x.length : 0), 0)""")
 
 
@@ -82,15 +82,16 @@ def test_configure_start_watch_and_read(
         page.goto(url + run.get_absolute_url())
         page.wait_for_function("document.getElementById('chart-success').data !== undefined")
 
-        # The page polls while the worker trains: points arrive without a reload.
+        # The page polls while the worker trains: points arrive without a reload. (It reloads once when the
+        # run leaves the queue and once when it ends, so a check may find the chart not drawn yet.)
         page.wait_for_function(
-            """document.getElementById('chart-success').data
+            """(document.getElementById('chart-success').data || [])
             .some(trace => trace.x && trace.x.length >= 1)""",
             timeout=180_000,
         )
         first = chart_points(page)
         page.wait_for_function(
-            f"""document.getElementById('chart-success').data
+            f"""(document.getElementById('chart-success').data || [])
             .reduce((n, trace) => n + (trace.x ? trace.x.length : 0), 0) > {first}""",
             timeout=180_000,
         )
