@@ -191,7 +191,7 @@ def test_a_run_stopped_in_the_queue_says_nothing_was_trained_and_offers_only_res
         assert re.search(section + r"[^>]* hidden>", html), section
     stopped = make_run(alice, attempt=1, step=53, status=Run.Status.STOPPED)  # stopped while training
     html = alice_client.get(f"/runs/{stopped.pk}/").content.decode()
-    assert "never-trained" not in html and "Export CSV" in html and "<dt>Finished</dt>" in html
+    assert "never-trained" not in html and "Export CSV" in html and "<dt>Stopped</dt>" in html
     assert re.search(r'class="run-charts">', html)
 
 
@@ -231,3 +231,14 @@ def test_a_run_that_collapsed_says_so_beside_its_status_even_once_completed(alic
     html = alice_client.get(f"/runs/{run.pk}/").content.decode()
     assert '<span class="badge badge-completed" id="run-status">Completed</span>' in html
     assert 'id="run-collapse" href="?step=16">collapsed at step 16</a>' in html
+
+
+def test_the_end_of_a_run_is_named_by_how_it_ended(alice_client, alice):
+    from django.utils import timezone
+
+    said = {}
+    for status in ("completed", "stopped", "failed"):
+        run = make_run(alice, status=status, attempt=1, step=3, finished_at=timezone.now())
+        html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+        said[status] = re.search(r"<dt>(Finished|Stopped|Failed)</dt>", html).group(1)
+    assert said == {"completed": "Finished", "stopped": "Stopped", "failed": "Failed"}

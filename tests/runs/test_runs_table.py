@@ -211,6 +211,7 @@ def test_edit_saves_and_returns_to_the_table_and_a_bad_tag_saves_nothing(alice_c
     bad = alice_client.post(f"/runs/{run.pk}/edit", {"name": "renamed", "tags": "a b!", "notes": "n"})
     assert bad.status_code == 400
     assert "&#x27;b!&#x27; is not a tag" in bad.content.decode()
+    assert "renamed" not in bad.content.decode().split("<form")[0]  # the page's title is the saved name
     run.refresh_from_db()
     assert (run.name, run.tags, run.notes) == ("", [], "")
     ok = alice_client.post(

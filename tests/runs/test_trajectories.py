@@ -94,6 +94,11 @@ def test_slider_covers_the_steps_with_samples_and_defaults_to_the_latest(alice_c
 
 def test_no_samples_yet(alice_client, run):
     assert "No samples recorded yet" in alice_client.get(f"/runs/{run.pk}/trajectories").content.decode()
+    run.status = "completed"
+    run.save()
+    assert (
+        "This run recorded no samples." in alice_client.get(f"/runs/{run.pk}/trajectories").content.decode()
+    )
 
 
 def test_a_step_without_samples_opens_the_nearest_sampled_step_before_it(alice_client, run):

@@ -100,11 +100,9 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     total = combination_count * len(spec.seeds)
     if total > MAX_RUNS:
         where = "grid" if spec.grid else "seeds"
+        combos, seeds = _counted(combination_count, "combination"), _counted(len(spec.seeds), "seed")
         raise SpecError(
-            {
-                where: f"this makes {total} runs ({combination_count} combinations x "
-                f"{len(spec.seeds)} seeds); the limit is {MAX_RUNS} per experiment"
-            }
+            {where: f"this makes {total} runs ({combos} x {seeds}); the limit is {MAX_RUNS} per experiment"}
         )
     overridden = _grid_keys_overridden(spec)
     if overridden:
@@ -150,6 +148,10 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     if errors:
         raise SpecError(errors)
     return runs
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def _grid_keys_overridden(spec: ExperimentSpec) -> dict[str, str]:

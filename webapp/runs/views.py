@@ -81,9 +81,10 @@ def run_list(request):
 @login_required
 def run_edit(request, pk):
     run = owned_run(request, pk)
-    form = RunEditForm(request.POST or None, instance=run)
+    # The form edits a copy: a refused edit would leave its values on `run`, which the page shows as saved.
+    form = RunEditForm(request.POST or None, instance=owned_run(request, pk))
     if request.method == "POST" and form.is_valid():
-        form.save()
+        run = form.save()
         messages.success(request, f"Saved {run.display_name}.")
         return redirect(_back(request, run.get_absolute_url()))
     return render(
