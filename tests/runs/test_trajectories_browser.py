@@ -113,3 +113,17 @@ def test_a_bad_filter_in_a_link_is_named_until_the_filters_change(page):
     page.wait_for_url(lambda url: "reward" not in url)
     assert page.locator("#filter-errors").count() == 0
     assert page.locator("#filter-count").inner_text() == "0 of 1 shown"
+
+
+def test_back_shows_the_step_the_page_is_at_in_every_control(page):
+    run = make_run(page.user, status=Run.Status.COMPLETED, config={"env": {"name": "frozenlake"}})
+    for step in (2, 5):
+        Sample.objects.create(
+            run=run, step=step, index=0, data={"reward": 0, "success": False, "turns": [turn()]}
+        )
+    page.goto(f"{page.base}/runs/{run.pk}/trajectories?step=5")
+    with page.expect_navigation():
+        page.select_option("#step-select", "2")
+    page.go_back()
+    page.wait_for_url("**step=5")
+    assert page.input_value("#step-select") == "5" and page.input_value("#step-slider") == "1"
