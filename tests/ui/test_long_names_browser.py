@@ -59,3 +59,14 @@ def test_a_crowded_table_keeps_names_readable(page):
     name.wait_for()
     page.screenshot(path=str(ARTIFACTS / "long-name-compare-table.png"), full_page=False)
     assert name.bounding_box()["height"] < 45, "the name wraps over more than two lines"
+
+
+def test_a_long_name_wraps_in_its_own_pages_title(page):
+    """A tester's 150-letter name made the experiment page 3,919 px wide, its title on one line."""
+    page.set_viewport_size({"width": 1280, "height": 900})
+    experiment = make_experiment(page.user, LONG)
+    run = trained_run(experiment, "seed=1", step=3)
+    for path in (experiment.get_absolute_url(), run.get_absolute_url()):
+        page.goto(page.base + path)
+        page.locator("h1").first.wait_for()
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, path
