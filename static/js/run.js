@@ -305,6 +305,12 @@
     });
   }
 
+  // On a log axis a value at or below 0 is a gap: Plotly drew the line down to the axis's floor, which
+  // read as data. (The chart's note says how many values it leaves out, hiddenByLog.)
+  function withoutNonPositive(trace) {
+    return Object.assign({}, trace, { y: trace.y.map(function (v) { return v !== null && v <= 0 ? null : v; }) });
+  }
+
   // A log axis cannot draw a value at or below 0: Plotly leaves it out, so the chart says how many.
   function hiddenByLog(chart) {
     if (!isLog(chart)) return 0;
@@ -365,7 +371,8 @@
     // Against training time a run without a clock has no x at all: no trace (Plotly would draw the
     // values against their index), the chart says why.
     const noClock = state.xmode === "time" && state.time === null;
-    const traces = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
+    const built = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
+    const traces = isLog(chart) ? built.map(withoutNonPositive) : built;
     const empty = !traces.length;
     const hidden = noClock ? 0 : hiddenByLog(chart);
     // A chart of keys the run has not logged is left out (an imported or external run drew a

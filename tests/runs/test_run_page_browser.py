@@ -403,12 +403,22 @@ def test_a_log_scale_says_how_many_values_it_cannot_draw(page):
     page.goto(f"{page.base}/runs/{run.pk}/")
     page.wait_for_function("document.querySelector('#chart-reward .scatterlayer .trace') !== null")
     assert not any("not drawn" in text for text in drawn(page, "reward")["texts"])
+
+    def line_starts_at():  # the x pixel of the line's first vertex
+        return page.evaluate(
+            "parseFloat(document.querySelector('#chart-reward .scatterlayer path.js-line')"
+            ".getAttribute('d').slice(1))"
+        )
+
+    linear_start = line_starts_at()
     page.get_by_label("Log scale for Reward mean").check()
     wait_for(
         lambda: "6 values ≤ 0 not drawn on the log scale" in drawn(page, "reward")["texts"],
         timeout=10,
         message="the note",
     )
+    # The line starts at the first positive value (step 6), not with a drop from the axis's floor at step 0
+    assert line_starts_at() > linear_start + 100
     page.locator("#chart-reward").screenshot(path=str(ARTIFACTS / "run-log-scale-note.png"))
 
 
