@@ -113,7 +113,7 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     # Summary: one row per run; sorting by final success puts the best last, then first.
     rows = page.locator("#summary-table tbody tr")
     assert rows.count() == 3
-    header = page.locator("#summary-table th", has_text="Train success (final)")
+    header = page.locator("#summary-table th", has_text="Train success (last)")
     header.click()
     order = page.eval_on_selector_all(
         "#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))"
@@ -362,8 +362,8 @@ def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
 
     # Sort the runs table by final success, best first, and draw its top 10 rows.
     # From the keyboard: the header is a button (Tab reaches it, Enter presses it).
-    header = page.locator("#summary-table th", has_text="Train success (final)")
-    button = page.get_by_role("button", name="Train success (final)")
+    header = page.locator("#summary-table th", has_text="Train success (last)")
+    button = page.get_by_role("button", name="Train success (last)")
     button.focus()
     page.keyboard.press("Enter")
     assert header.get_attribute("aria-sort") == "ascending"
