@@ -211,6 +211,11 @@ def test_edit_saves_and_returns_to_the_table_and_a_bad_tag_saves_nothing(alice_c
     bad = alice_client.post(f"/runs/{run.pk}/edit", {"name": "renamed", "tags": "a b!", "notes": "n"})
     assert bad.status_code == 400
     assert "&#x27;b!&#x27; is not a tag" in bad.content.decode()
+    # quoted as typed, and a long one by its length (it quoted its first 40 letters, themselves a good tag)
+    typed = alice_client.post(f"/runs/{run.pk}/edit", {"name": "", "tags": "ok Bad!", "notes": ""})
+    assert "&#x27;Bad!&#x27; is not a tag" in typed.content.decode()
+    long = alice_client.post(f"/runs/{run.pk}/edit", {"name": "", "tags": "a" * 300, "notes": ""})
+    assert "is not a tag: 300 characters, at most 40" in long.content.decode()
     assert "renamed" not in bad.content.decode().split("<form")[0]  # the page's title is the saved name
     run.refresh_from_db()
     assert (run.name, run.tags, run.notes) == ("", [], "")

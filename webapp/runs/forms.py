@@ -7,6 +7,7 @@ import re
 from django import forms
 from django.core.paginator import Paginator
 
+from diagnostics.quoting import quoted
 from webapp.core.fields import CharField, ChoiceField
 from webapp.core.templatetags.echolab import reward as reward_text
 from webapp.experiments.models import Run
@@ -91,8 +92,11 @@ class RunTableForm(forms.Form):
 
 
 def tag_problem(tag: str) -> str:
+    """Why `tag`, as the user typed it, is not one."""
+    if len(tag) > 40:
+        return f"{quoted(tag)} is not a tag: {len(tag)} characters, at most 40"
     return (
-        f"{tag[:40]!r} is not a tag: use lower-case letters, digits and . _ : - "
+        f"{quoted(tag)} is not a tag: use lower-case letters, digits and . _ : - "
         "(at most 40 characters, starting with a letter or digit)"
     )
 
@@ -104,11 +108,11 @@ class TagsField(forms.CharField):
         return ", ".join(value) if isinstance(value, list) else value
 
     def to_python(self, value):
-        words = re.split(r"[,\s]+", (value or "").strip().lower())
-        tags = list(dict.fromkeys(word for word in words if word))
-        bad = [tag for tag in tags if not TAG.fullmatch(tag)]
+        words = [word for word in re.split(r"[,\s]+", (value or "").strip()) if word]
+        bad = [word for word in words if not TAG.fullmatch(word.lower())]
         if bad:
-            raise forms.ValidationError(tag_problem(bad[0]))
+            raise forms.ValidationError(tag_problem(bad[0]))  # as typed: "Tag!", not "tag!"
+        tags = list(dict.fromkeys(word.lower() for word in words))
         if len(tags) > MAX_TAGS:
             raise forms.ValidationError(f"{len(tags)} tags; a run has at most {MAX_TAGS}")
         return tags
