@@ -711,8 +711,10 @@
     const ids = page.runs.map(function (run) { return run.id; });
     const text = new URLSearchParams(window.location.search).get("draw");
     if (text === null) return ids;
+    if (text === "") return [];  // every run unticked
     const asked = new Set(text.split(",").map(Number));
-    return ids.filter(function (id) { return asked.has(id); });
+    const drawn = ids.filter(function (id) { return asked.has(id); });
+    return drawn.length ? drawn : ids;  // none of them here: every run (the page's notice says so)
   }
 
   function saveDrawn() {

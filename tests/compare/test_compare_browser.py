@@ -705,3 +705,16 @@ def test_a_chart_of_two_keys_names_each_keys_line_style(page):
     dashes, drawn_dashes = dash_styles(".legend .traces"), dash_styles(".scatterlayer .trace")
     assert len(set(dashes)) == 2 and set(dashes) <= set(drawn_dashes)  # the legend's styles are the lines'
     page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "compare-two-keys.png"))
+
+
+def test_a_draw_list_of_runs_not_here_draws_every_run_and_says_so(page):
+    experiment = make_experiment(page.user, "draw")
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)]
+    for run in runs:
+        points(run, "train/success", {s: s / 40 for s in range(20)})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}&draw=99")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert "draw: '99': not among the runs compared here; every run is drawn." in page.inner_text(
+        "#compare-notices"
+    )
+    assert len({name for name, *_ in line_traces(page, "success")}) == 2

@@ -299,3 +299,27 @@ def aggregates_differing(runs):
     from webapp.compare.aggregates import config_diff
 
     return [row.key for row in config_diff(runs) if row.differs]
+
+
+def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_shows(alice_client, three):
+    """?draw=99 drew no run and said nothing; ?group=, ?smooth= and ?xrange= were dropped without a word."""
+    a, b, c = three
+    runs = f"{a.pk},{b.pk}"
+    ask = {"runs": runs, "draw": "99", "group": "nope", "smooth": "-3", "xrange": "5,1"}
+    notices = alice_client.get("/compare", ask).context["notices"]
+    assert notices == [
+        "draw: '99': not among the runs compared here; every run is drawn.",
+        "group: 'nope': these runs differ in no field to group by; not grouped.",  # seeds are not grouped by
+        "smooth: expected a number from 0 to 0.99, got '-3'; no smoothing.",
+        "xrange: expected two increasing steps like 10,50, got '5,1'; every step is shown.",
+    ]
+    partly = alice_client.get("/compare", {"runs": runs, "draw": f"{a.pk},99"}).context["notices"]
+    assert partly == ["draw: '99': not among the runs compared here; left out."]
+    fine = {"runs": runs, "draw": "", "group": "", "smooth": "0.6", "xrange": "10,50.5"}
+    assert alice_client.get("/compare", fine).context["notices"] == []
+    grouped = {"runs": f"{runs},{c.pk}", "group": "nope"}
+    assert (
+        alice_client.get("/compare", grouped)
+        .context["notices"][0]
+        .startswith("group: 'nope' is not a field these runs differ in (one of experiment, ")
+    )

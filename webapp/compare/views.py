@@ -1,6 +1,7 @@
 """The compare page (/compare?runs=3,7,12) and the one-click paper ablations."""
 
 import colorsys
+import math
 import re
 
 from django.contrib.auth.decorators import login_required
@@ -9,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from diagnostics.metrics import CHART_KEYS, CHARTS
+from diagnostics.quoting import quoted
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
 from webapp.core.json_response import JsonResponse
@@ -92,6 +94,48 @@ def extra_keys(asked: list[str], others: list[str]) -> tuple[list[str], list[str
     return chosen, notices
 
 
+def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str]:
+    """What the page's script cannot follow in the address's view (?draw=, ?group=, ?smooth=, ?xrange=, as
+    static/js/compare.js and chart_view.js read them), and what it shows instead: never a silent default."""
+    notices = []
+    if "draw" in query:
+        asked = [part for part in query["draw"].split(",") if part]
+        unknown = [part for part in asked if not part.isdigit() or int(part) not in run_ids]
+        if unknown:
+            listed = ", ".join(quoted(part) for part in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            left = "every run is drawn" if len(unknown) == len(asked) else "left out"
+            notices.append(f"draw: {listed}: not among the runs compared here; {left}.")
+    group = query.get("group")
+    if group and group not in group_fields:
+        if group_fields:
+            fields = ", ".join(group_fields)
+            notices.append(
+                f"group: {quoted(group)} is not a field these runs differ in (one of {fields}); not grouped by it."
+            )
+        else:
+            notices.append(f"group: {quoted(group)}: these runs differ in no field to group by; not grouped.")
+    smooth = query.get("smooth", "")
+    if smooth and not _number_within(smooth, 0, 0.99):
+        notices.append(f"smooth: expected a number from 0 to 0.99, got {quoted(smooth)}; no smoothing.")
+    xrange = query.get("xrange", "")
+    parts = xrange.split(",")
+    if xrange and not (
+        len(parts) == 2 and all(_number_within(p) for p in parts) and float(parts[0]) < float(parts[1])
+    ):
+        notices.append(
+            f"xrange: expected two increasing steps like 10,50, got {quoted(xrange)}; every step is shown."
+        )
+    return notices
+
+
+def _number_within(text: str, low: float = -math.inf, high: float = math.inf) -> bool:
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and low <= value <= high
+
+
 def keys_at(text: str, others: list[str]) -> tuple[list[str], list[str]]:
     """`extra_at=0-5,9`: the keys at those places in the picker's list (what the page writes instead of
     `extra=` when those would make too long an address), and a notice about places it does not hold."""
@@ -144,7 +188,9 @@ def compare(request):
         "compare/compare.html",
         {
             "runs": runs,
-            "notices": chosen.notices() + extra_notices,
+            "notices": chosen.notices()
+            + extra_notices
+            + view_notices(request.GET, [run.pk for run in runs], group_fields),
             "rows": [
                 {
                     "run": run,
