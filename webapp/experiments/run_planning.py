@@ -307,6 +307,8 @@ def check_limits(config: TrainConfig) -> None:
     for name in limits:
         if "." in name:
             over(name, get_dotted(config.to_dict(), name))
+    if errors:  # the product below would blame max_new_tokens for a size already refused on its own
+        raise ConfigError(errors)
     r = config.rollout
     over(
         "rollout_tokens",
