@@ -4,6 +4,8 @@ import re
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from webapp.core import openapi
+
 
 def api_routes(patterns=None, prefix=""):
     for pattern in patterns if patterns is not None else get_resolver().url_patterns:
@@ -11,7 +13,7 @@ def api_routes(patterns=None, prefix=""):
         if isinstance(pattern, URLResolver):
             yield from api_routes(pattern.url_patterns, route)
         elif isinstance(pattern, URLPattern) and route.startswith("api/"):
-            yield "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
+            yield openapi.path_template(route)
 
 
 def test_schema_is_openapi_json_and_public(client, db):

@@ -1,11 +1,17 @@
 """The API's OpenAPI 3.1 description, kept by hand in openapi.yaml next to this file."""
 
 import functools
+import re
 from pathlib import Path
 
 import yaml
 
 SCHEMA_PATH = Path(__file__).with_name("openapi.yaml")
+
+
+def path_template(route: str) -> str:
+    """The document's path for a Django route: "api/runs/<int:pk>/metrics" -> "/api/runs/{pk}/metrics"."""
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
 
 
 @functools.cache
