@@ -619,9 +619,10 @@
     progress.value = run.step;
     progress.hidden = !run.total_steps;  // no planned steps (MLflow): a bar would read full
     // The percentage is the server's (Run.progress_percent), the same number the page opened with.
-    // A run trained elsewhere (MLflow) has no planned number of steps: its step alone.
-    document.getElementById("run-progress-text").textContent = "step " + run.step +
-      (run.total_steps ? " / " + run.total_steps + " (" + run.progress_percent + "%)" : "");
+    // Steps done of those planned (steps 0-9 done read "10 / 10 steps done", where ?step= names step 9);
+    // a run trained elsewhere (MLflow) has no planned number of steps: the last step it logged.
+    document.getElementById("run-progress-text").textContent = run.total_steps
+      ? run.step + " / " + run.total_steps + " steps done (" + run.progress_percent + "%)" : "step " + run.step;
     document.getElementById("run-eta").textContent =
       // A run queued again keeps its last attempt's ETA, which knows nothing of the wait: none shown.
       run.eta_seconds !== null && run.status === "running" && !run.stop_requested ? "ETA " + duration(run.eta_seconds) : "";

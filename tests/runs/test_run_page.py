@@ -26,7 +26,7 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="run-status">Running<' in html
-    assert "step 10 / 100 (10%)" in html and "ETA 42s" in html
+    assert "10 / 100 steps done (10%)" in html and "ETA 42s" in html
     assert "gpu-box-3" in html and "cuda:1" in html
     assert "model:\n  name: tiny\nrollout:\n  group_size: 4\n" in html
     assert f'action="/runs/{run.pk}/stop"' in html

@@ -79,7 +79,7 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
 
     # Progress as the API reports it (Run.progress_percent), not a second formula in the page: a step
     # past total_steps (a resumed run's recount) reads 100%, never more.
-    for step, text in ((10, "step 10 / 40 (25%)"), (50, "step 50 / 40 (100%)")):
+    for step, text in ((10, "10 / 40 steps done (25%)"), (50, "50 / 40 steps done (100%)")):
         Run.objects.filter(pk=run.pk).update(step=step)
         wait_for(
             lambda text=text: page.locator("#run-progress-text").inner_text() == text,
