@@ -108,21 +108,47 @@ window.EchoChartView = {
     return Object.assign({ type: log ? "log" : "linear" }, log ? { tickformat: "~g" } : {}, extra);
   },
 
-  // The y range of a linear chart whose drawn values are all one number (a constant learning rate):
-  // Plotly pads a lone value by 1 either side, so 1e-6 lay on the floor of a 0..1 axis, unreadable;
-  // here half the value either side. Otherwise (and on a log axis) Plotly's own fit, said outright so that
-  // a switch from one to the other does not keep the old range. Traces on "y2" (event markers) do not count.
-  flatRange: function (traces, log) {
-    if (log) return { autorange: true };
+  // On a log axis a value at or below 0 is a gap: Plotly drew the line down to the axis's floor, which
+  // read as data. The chart says how many values it leaves out (logNote).
+  positiveOnly: function (values) {
+    return values.map(function (v) { return v !== null && v <= 0 ? null : v; });
+  },
+
+  notPositive: function (values) {
+    return values.filter(function (v) { return v !== null && v <= 0; }).length;
+  },
+
+  // The note above a log chart's top right corner: how many values it does not draw.
+  logNote: function (count) {
+    return { text: count + (count === 1 ? " value" : " values") + " ≤ 0 not drawn on the log scale",
+             xref: "paper", yref: "paper", x: 1, y: 1, xanchor: "right", yanchor: "bottom", showarrow: false,
+             font: { size: 11, color: "#b45309" } };
+  },
+
+  // The y range and ticks where Plotly's own fit misreads (otherwise its fit, said outright so that a
+  // switch from one to the other does not keep the old range). Traces on "y2" (event markers) do not count.
+  // - Linear, every drawn value one number (a constant learning rate): Plotly pads a lone value by 1
+  //   either side, so 1e-6 lay on the floor of a 0..1 axis, unreadable; here half the value either side.
+  // - Log, values across one to two and a half decades: Plotly ticks every digit there (0.4 ... 0.9, 1,
+  //   2 ... 9, 10), labelled as small bare digits that yaxis's tick format writes out whole, so they
+  //   overlapped; the 1, 2 and 5 of each decade instead.
+  yRange: function (traces, log) {
     let low = Infinity;
     let high = -Infinity;
     traces.forEach(function (trace) {
       if (trace.yaxis === "y2" || !trace.y) return;
       for (let i = 0; i < trace.y.length; i++) {
         const value = trace.y[i];
-        if (value !== null && Number.isFinite(value)) { low = Math.min(low, value); high = Math.max(high, value); }
+        if (value !== null && Number.isFinite(value) && !(log && value <= 0)) {
+          low = Math.min(low, value);
+          high = Math.max(high, value);
+        }
       }
     });
+    if (log) {
+      const decades = Math.log10(high / low);
+      return decades >= 1 && decades <= 2.5 ? { autorange: true, dtick: "D2" } : { autorange: true };
+    }
     if (low !== high || low === 0) return { autorange: true };
     const pad = Math.abs(low) / 2;
     return { range: [low - pad, high + pad], autorange: false };

@@ -250,7 +250,9 @@
         const s = entry.series[key];
         if (!s || !s.step.length || !s.min || !s.max) return;
         if (!bands.has(colour)) bands.set(colour, { x: [], y: [], text: [], alpha: entry.group ? 0.18 : 0.12 });
-        addBand(bands.get(colour), shifted(s.step, entry.offset), s.min, s.max, escapeHtml(entry.name) + "<br>" + escapeHtml(key));
+        const low = chart.log ? window.EchoChartView.positiveOnly(s.min) : s.min;
+        const high = chart.log ? window.EchoChartView.positiveOnly(s.max) : s.max;
+        addBand(bands.get(colour), shifted(s.step, entry.offset), low, high, escapeHtml(entry.name) + "<br>" + escapeHtml(key));
       });
     });
     const at = state.aligned ? "%{x} steps from its first collapse" : "step %{x}";
@@ -278,7 +280,9 @@
         if (!traces.has(id)) traces.set(id, { id: id, key: key, k: k, markers: markers, color: entry.color, entries: [], x: [], y: [], text: [], n: [] });
         const trace = traces.get(id);
         if (trace.x.length) { trace.x.push(null); trace.y.push(null); trace.text.push(null); trace.n.push(null); }
-        const x = shifted(s.step, entry.offset), y = smooth(entry.group ? s.mean : s.value), name = escapeHtml(entry.name);
+        const smoothed = smooth(entry.group ? s.mean : s.value);
+        const x = shifted(s.step, entry.offset), name = escapeHtml(entry.name);
+        const y = chart.log ? window.EchoChartView.positiveOnly(smoothed) : smoothed;
         for (let i = 0; i < x.length; i++) {
           trace.x.push(x[i]); trace.y.push(y[i]); trace.text.push(name); trace.n.push(entry.group ? s.n[i] : null);
         }
@@ -469,6 +473,18 @@
     load({ sameEntries: true });  // the same runs or groups: the hidden ones stay hidden
   }
 
+  // How many of the drawn lines' values a log axis leaves out.
+  function hiddenByLog(chart, all) {
+    if (!chart.log) return 0;
+    return all.reduce(function (count, entry) {
+      if (state.hidden.has(entry.id)) return count;
+      return count + chart.keys.reduce(function (sum, key) {
+        const s = entry.series[key];
+        return sum + (s ? window.EchoChartView.notPositive(smooth(entry.group ? s.mean : s.value)) : 0);
+      }, 0);
+    }, 0);
+  }
+
   function drawChart(chart, all, markers) {
     const lines = lineTraces(chart, all);
     // "no data" when no entry has any: hidden entries draw nothing but still have data
@@ -481,6 +497,7 @@
     const note = empty ? "no data" : allHidden ? "every line is hidden: click one in the legend above" : "";
     const range = state.xrange || window.EchoChartView.shared.span;
     const keys = keyLegendTraces(chart, lines);
+    const hidden = hiddenByLog(chart, all);
     const data = bandTraces(chart, all).concat(lines, keys);
     const layout = {
       title: { text: escapeHtml(chart.title), font: { size: 14 } },
@@ -491,7 +508,7 @@
       xaxis: Object.assign(window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", range, true),
                            { visible: !(note && !range) }),
       // no made-up -1..4 scale beside the note
-      yaxis: window.EchoChartView.yaxis(chart.log, Object.assign({ visible: !note }, window.EchoChartView.flatRange(data, chart.log))),
+      yaxis: window.EchoChartView.yaxis(chart.log, Object.assign({ visible: !note }, window.EchoChartView.yRange(data, chart.log))),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
       // drawn in ten half-width charts cost more than the lines and squeezed the plots. Plotly's legend
@@ -499,7 +516,8 @@
       showlegend: keys.length > 0,
       legend: { orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", font: { size: 11 },
                 itemclick: false, itemdoubleclick: false },
-      annotations: note ? [{ text: note, xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }] : [],
+      annotations: note ? [{ text: note, xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false }]
+                        : hidden ? [window.EchoChartView.logNote(hidden)] : [],
     };
     const div = document.getElementById("chart-" + chart.id);
     state.syncing = true;

@@ -305,25 +305,17 @@
     });
   }
 
-  // On a log axis a value at or below 0 is a gap: Plotly drew the line down to the axis's floor, which
-  // read as data. (The chart's note says how many values it leaves out, hiddenByLog.)
   function withoutNonPositive(trace) {
-    return Object.assign({}, trace, { y: trace.y.map(function (v) { return v !== null && v <= 0 ? null : v; }) });
+    return Object.assign({}, trace, { y: window.EchoChartView.positiveOnly(trace.y) });
   }
 
-  // A log axis cannot draw a value at or below 0: Plotly leaves it out, so the chart says how many.
+  // How many of the chart's values a log axis leaves out.
   function hiddenByLog(chart) {
     if (!isLog(chart)) return 0;
     return chart.keys.reduce(function (count, key) {
       const s = state.series[key];
-      return count + (s ? s.value.filter(function (v) { return v !== null && v <= 0; }).length : 0);
+      return count + (s ? window.EchoChartView.notPositive(s.value) : 0);
     }, 0);
-  }
-
-  function logNote(count) {
-    return { text: count + (count === 1 ? " value" : " values") + " ≤ 0 not drawn on the log scale",
-             xref: "paper", yref: "paper", x: 1, y: 1, xanchor: "right", yanchor: "bottom", showarrow: false,
-             font: { size: 11, color: "#b45309" } };
   }
 
   function cursorLabel() {
@@ -401,14 +393,14 @@
       // of zeros from -1 to 1.
       yaxis: window.EchoChartView.yaxis(isLog(chart), Object.assign(
         { rangemode: nonNegative(chart) ? "nonnegative" : "normal", visible: !empty },
-        window.EchoChartView.flatRange(traces, isLog(chart)))),
+        window.EchoChartView.yRange(traces, isLog(chart)))),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
       // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of
       // the plot's height it reached up into the title when it wrapped on a narrow window.
       legend: { orientation: "h", y: -0.38, yanchor: "top" },
       annotations: (noClock ? [noClockNote()] : empty ? [emptyNote()] : state.cursor === null ? [] : [cursorLabel()])
-        .concat(hidden ? [logNote(hidden)] : []),
+        .concat(hidden ? [window.EchoChartView.logNote(hidden)] : []),
     };
     Plotly.react(plot, traces.concat(empty ? [] : events.markers), layout, window.EchoChartView.stepConfig);
     if (!plot.dataset.zoomSynced) {

@@ -718,3 +718,19 @@ def test_a_draw_list_of_runs_not_here_draws_every_run_and_says_so(page):
         "#compare-notices"
     )
     assert len({name for name, *_ in line_traces(page, "success")}) == 2
+
+
+def test_a_log_chart_leaves_values_at_or_below_zero_out_and_says_how_many(page):
+    experiment = make_experiment(page.user, "log")
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)]
+    points(runs[0], "actor/grad_norm", {s: s - 5.5 for s in range(20)})  # 6 below 0
+    points(runs[1], "actor/grad_norm", {s: s + 0.5 for s in range(20)})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    chart = drawn(page, "grad_norm")
+    assert "6 values ≤ 0 not drawn on the log scale" in chart["texts"]
+    # The first run's line is a gap where it is at or below 0, not a drop to the axis's floor
+    assert sorted(n for n in chart["markers"] if n) == [14, 20]
+    # 0.5 to 19.5: the 1, 2 and 5 of each decade (Plotly's every digit, written out whole, overlapped)
+    assert [t for t in chart["yticks"] if t] == ["0.5", "1", "2", "5", "10", "20"]
+    page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-log-gaps.png"))
