@@ -132,3 +132,28 @@ def test_more_runs_selected_than_one_export_takes_say_so_instead_of_leaving_the_
     assert export.get_attribute("aria-disabled") == "true"
     export.click(force=True)  # (Playwright itself will not click a link marked disabled)
     assert page.url == f"{page.base}/runs/"  # still on the table
+
+
+def test_a_sweeps_default_columns_fit_a_1280_px_screen(page):
+    # A tester's four-run sweep with two tags a run needed a sideways scroll for its Tags and actions
+    # (1,486 px of table in a 1,235 px page).
+    from webapp.alerts.models import DetectorEvent
+
+    for seed, lr in enumerate(("1e-4", "3e-4", "1e-3", "3e-3")):
+        run = table_run(
+            page.user,
+            experiment="FrozenLake StarPO vs StarPO-S sweep",
+            label=f"seed={seed} optim.actor_lr={lr}",
+            status=Run.Status.COMPLETED,
+        )
+        run.tags = ["baseline", "paper-figure-3"]
+        run.save()
+        MetricPoint.upsert(run.pk, [(0, "val/success", 0.75), (0, "train/success", 0.125)])
+        DetectorEvent.objects.create(run=run, step=112, level="collapse", rule="collapse", message="fell")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{page.base}/runs/")
+    box_width, table_width = page.evaluate(
+        "[document.querySelector('.table-scroll').clientWidth, document.querySelector('#runs-table').scrollWidth]"
+    )
+    assert table_width <= box_width
+    expect(page.get_by_role("button", name="Archive seed=0 optim.actor_lr=1e-4")).to_be_in_viewport()
