@@ -734,3 +734,25 @@ def test_a_log_chart_leaves_values_at_or_below_zero_out_and_says_how_many(page):
     # 0.5 to 19.5: the 1, 2 and 5 of each decade (Plotly's every digit, written out whole, overlapped)
     assert [t for t in chart["yticks"] if t] == ["0.5", "1", "2", "5", "10", "20"]
     page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-log-gaps.png"))
+
+
+def test_on_a_phone_the_legend_of_five_runs_shows_every_run(page):
+    # Its box showed three rows: the fourth of four runs hid below the fold, a run a reader never saw.
+    experiment = make_experiment(page.user, "phone legend")
+    runs = [
+        trained_run(experiment, f"seed={seed} optim.actor_lr=3e-4", overrides={"seed": seed}, step=20)
+        for seed in range(5)
+    ]
+    for run in runs:
+        points(run, "train/success", {s: s / 40 for s in range(20)})
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{page.base}/compare?runs=" + ",".join(str(run.pk) for run in runs))
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    legend = page.locator("#run-legend")
+    legend.scroll_into_view_if_needed()
+    box = legend.bounding_box()
+    entries = legend.locator(".legend-entry")
+    assert entries.count() == 5
+    for entry in entries.all():
+        entry_box = entry.bounding_box()
+        assert entry_box["y"] + entry_box["height"] <= box["y"] + box["height"] + 1, entry.inner_text()
