@@ -255,7 +255,6 @@ def test_an_experiment_id_that_is_not_a_database_id_does_not_exist(api, run, exp
     # "²" and "٤" (an Arabic-Indic 4) pass str.isdigit; the database refused the first and read the second as 4.
     for answer in (
         api("/api/2.0/mlflow/experiments/get", {"experiment_id": experiment_id}, method="get"),
-        api("/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment_id]}),
         api("/api/2.0/mlflow/runs/create", {"experiment_id": experiment_id}),
     ):
         assert answer.status_code == 404, answer.content
@@ -263,6 +262,27 @@ def test_an_experiment_id_that_is_not_a_database_id_does_not_exist(api, run, exp
             "error_code": "RESOURCE_DOES_NOT_EXIST",
             "message": f"no experiment with id {experiment_id!r}",
         }
+    # a search finds no runs in it, as MLflow's server answers
+    answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment_id]})
+    assert answer.status_code == 200 and answer.json() == {"runs": []}
+
+
+def test_a_search_reads_experiment_ids_as_mlflows_server_does(api, run, bob):
+    # An id of no experiment of the user's (none at all, or another user's) finds nothing; the others
+    # still find their runs. A bare string is refused (MLflow: "Value was of type 'str'").
+    other = ExternalExperiment.create(bob, "bob's")
+    ExternalRun.start(other, "bob's run", {}, "bob", timezone.now())
+    ids = [str(run.run.experiment_id), "999999", str(other.experiment_id)]
+    answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": ids})
+    assert answer.status_code == 200
+    assert [found["info"]["run_id"] for found in answer.json()["runs"]] == [run.run_uuid]
+    assert api("/api/2.0/mlflow/runs/search", {"experiment_ids": ids[1:]}).json() == {"runs": []}
+    answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": str(run.run.experiment_id)})
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": "experiment_ids: must be a list of strings, got a string",
+    }
 
 
 def test_leading_zeros_do_not_make_an_integer_too_long(api, run):

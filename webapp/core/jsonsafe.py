@@ -276,3 +276,19 @@ def jsonb_safe(value):
     if isinstance(value, (list, tuple)):
         return [jsonb_safe(item) for item in value]
     return value
+
+
+_JSON_TYPES = (
+    (bool, "a boolean"),
+    (dict, "an object"),
+    (list, "a list"),
+    (str, "a string"),
+    ((int, float, OversizedNumber), "a number"),
+)
+
+
+def json_type(value) -> str:
+    """What a JSON value is, in JSON's words: a message about an API body names the type a user sent."""
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)

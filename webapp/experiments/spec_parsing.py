@@ -35,7 +35,9 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 def parse_seeds(value) -> list[int]:
     """ "1, 2,3" or [1, 2, 3] -> [1, 2, 3]; each a distinct integer >= 0."""
     if isinstance(value, bool) or not isinstance(value, (list, str, int)):
-        raise ValueError(f"expected a list of whole numbers or text like 1,2,3, got {_json_type(value)}")
+        raise ValueError(
+            f"expected a list of whole numbers or text like 1,2,3, got {jsonsafe.json_type(value)}"
+        )
     if isinstance(value, str) and re.search(r"(^|,)\s*,", value.strip()):
         raise ValueError(f"an empty seed between commas in {quoted(value.strip())}; write them like 1,2,3")
     items = value if isinstance(value, list) else [item for item in re.split(r"[,\s]+", str(value)) if item]
@@ -105,7 +107,7 @@ def parse_grid(value) -> dict[str, list]:
         if key == "seed":
             raise ValueError("list seeds in the seeds field, not in the grid")
         if not isinstance(values, list):
-            raise ValueError(f"{key}: expected a list of values, got {_json_type(values)}")
+            raise ValueError(f"{key}: expected a list of values, got {jsonsafe.json_type(values)}")
         if not values:
             raise ValueError(f"{key}: give at least one value")
         seen = set()
@@ -120,22 +122,6 @@ def parse_grid(value) -> dict[str, list]:
                 raise ValueError(f"{key}: the value {quoted(value)} is listed twice")
             seen.add(same)
     return grid
-
-
-_JSON_TYPES = (
-    (bool, "a boolean"),
-    (dict, "an object"),
-    (list, "a list"),
-    (str, "a string"),
-    ((int, float, jsonsafe.OversizedNumber), "a number"),
-)
-
-
-def _json_type(value) -> str:
-    """What a JSON value is, in JSON's words: a message about an API body names the type a user sent."""
-    if value is None:
-        return "null"
-    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
 
 
 def _top_level_items(text: str) -> list[str]:
@@ -242,7 +228,7 @@ def _written_addresses(text: str) -> list[str]:
 def parse_recipients(value) -> list[str]:
     if not isinstance(value, (list, str)):
         raise ValueError(
-            f"expected a list of emails or text like a@example.com, b@example.com, got {_json_type(value)}"
+            f"expected a list of emails or text like a@example.com, b@example.com, got {jsonsafe.json_type(value)}"
         )
     if not isinstance(value, list):
         value = _written_addresses(value)
@@ -377,7 +363,7 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
 
     name = body["name"].strip() if isinstance(body.get("name"), str) else ""  # as stored
     if "name" in body and not isinstance(body["name"], str):
-        errors["name"] = f"must be a string, got {_json_type(body['name'])}"
+        errors["name"] = f"must be a string, got {jsonsafe.json_type(body['name'])}"
     elif not name:
         errors["name"] = "required: a non-empty string"
     elif len(name) > MAX_NAME:
@@ -417,11 +403,11 @@ def read_experiment(body) -> tuple[ExperimentSpec, dict[str, str]]:
             name = json.dumps(env if len(env) <= 40 else env[:40] + "…", ensure_ascii=False)
             errors["env"] = f'expected an object, got the text {name}: write {{"name": {name}}}'
         elif not isinstance(env, dict):
-            errors["env"] = f'expected an object like {{"name": "frozenlake"}}, got {_json_type(env)}'
+            errors["env"] = f'expected an object like {{"name": "frozenlake"}}, got {jsonsafe.json_type(env)}'
         elif not isinstance(env.get("name"), str):
             name = env.get("name")
             errors["env"] = 'expected an object like {"name": "frozenlake", "params": {"size": 4}}, got ' + (
-                "one without a name" if name is None else f"one whose name is {_json_type(name)}"
+                "one without a name" if name is None else f"one whose name is {jsonsafe.json_type(name)}"
             )
         elif not isinstance(env.get("params", {}), dict) or set(env) - {"name", "params"}:
             errors["env"] = 'expected {"name": ..., "params": {...}} and nothing else'

@@ -103,6 +103,14 @@ class ExternalExperiment(models.Model):
     def get_for(cls, owner, experiment_id: str) -> "ExternalExperiment":
         """The user's experiment with that MLflow id; "0" is their "Default" one, made on first use.
         Another user's experiment does not exist, as far as this user can tell."""
+        found = cls.find_for(owner, experiment_id)
+        if found is None:
+            raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment with id {experiment_id!r}")
+        return found
+
+    @classmethod
+    def find_for(cls, owner, experiment_id: str) -> "ExternalExperiment | None":
+        """get_for, or None where it says the experiment does not exist."""
         if experiment_id == DEFAULT_EXPERIMENT_ID:
             found = cls.objects.for_user(owner).filter(name=DEFAULT_EXPERIMENT_NAME).first()
             if found is None:
@@ -112,12 +120,9 @@ class ExternalExperiment(models.Model):
                     return cls.objects.for_user(owner).get(name=DEFAULT_EXPERIMENT_NAME)
             return found
         number = parse_id(experiment_id)
-        found = number is not None and (
-            cls.objects.for_user(owner).select_related("experiment").filter(experiment_id=number).first()
-        )
-        if not found:
-            raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no experiment with id {experiment_id!r}")
-        return found
+        if number is None:
+            return None
+        return cls.objects.for_user(owner).select_related("experiment").filter(experiment_id=number).first()
 
     def to_mlflow(self) -> dict:
         created = protocol.millis(self.experiment.created_at)

@@ -11,7 +11,7 @@ import math
 import re
 
 from diagnostics.quoting import quoted
-from webapp.core.jsonsafe import INT64_MAX
+from webapp.core.jsonsafe import INT64_MAX, json_type
 
 # MLflow's limits.
 MAX_ENTITY_KEY_LENGTH = 250
@@ -153,10 +153,9 @@ class Fields:
         value = self.data.get(name)
         if value is None:
             return []
-        if isinstance(value, str):
-            return [value]
+        # A bare string is refused, as MLflow's server refuses it (its clients always send a list).
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise invalid(self._name(name), "must be a list of strings")
+            raise invalid(self._name(name), f"must be a list of strings, got {json_type(value)}")
         return value
 
 

@@ -270,8 +270,9 @@ def _metric(fields: Fields) -> tuple[str, float, int]:
 
 @mlflow_view("POST")
 def search_runs(request, fields):
+    # An id that names no experiment of the user's finds no runs, as MLflow's server answers (not an error).
     experiments = [
-        ExternalExperiment.get_for(request.user, experiment_id)
+        ExternalExperiment.find_for(request.user, experiment_id)
         for experiment_id in fields.strings("experiment_ids")
     ]
     view_type = _view_type(fields, "run_view_type")
@@ -282,7 +283,7 @@ def search_runs(request, fields):
     found = (
         ExternalRun.objects.for_user(request.user)
         .select_related("run__experiment")
-        .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments])
+        .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments if experiment])
         .order_by("-run__started_at", "-run_id")
     )
     if view_type == "DELETED_ONLY":  # nothing here is ever deleted
