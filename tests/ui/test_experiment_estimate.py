@@ -194,16 +194,16 @@ def test_runs_on_different_bases_name_each_basis_after_its_runs(alice, alice_cli
     text = estimate.summary([planned(fast, "fl-1"), planned(slow, "b-1"), planned(fast, "fl-2")])["text"]
     model = fast.config["model"]["name"]
     assert text.startswith(
-        f"3 runs, about 10s to 25s each (fl-1, fl-2: 2 s a step, from 1 run of model {model} on frozenlake "
+        f"3 runs, about 10s to 25s each ('fl-1', 'fl-2': 2 s a step, from 1 run of model {model} on frozenlake "
     )
-    assert f"; b-1: 5 s a step, from 1 run of model {model} on bandit " in text
+    assert f"; 'b-1': 5 s a step, from 1 run of model {model} on bandit " in text
     # many bases: the first ones named, the rest counted
     runs = [planned(fast, f"fl-{i}") for i in range(5)] + [planned(slow, "b-1")]
     many = [estimate.RunEstimate(run.label, 1.0, f"basis {i}", model) for i, run in enumerate(runs)]
     assert estimate._bases(many) == (
-        "fl-0: basis 0; fl-1: basis 1; fl-2: basis 2; fl-3: basis 3; 2 other bases for the other runs"
+        "'fl-0': basis 0; 'fl-1': basis 1; 'fl-2': basis 2; 'fl-3': basis 3; 2 other bases for the other runs"
     )
     same = [estimate.RunEstimate(f"r{i}", 1.0, "basis", model) for i in range(5)]
     assert estimate._bases(same) == "basis"
     other = estimate.RunEstimate("o", 1.0, "other", model)
-    assert estimate._bases([*same, other]) == "r0, r1, r2 and 2 more: basis; o: other"
+    assert estimate._bases([*same, other]) == "'r0', 'r1', 'r2' and 2 more: basis; 'o': other"

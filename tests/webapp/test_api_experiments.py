@@ -105,12 +105,12 @@ def test_create_from_a_complete_config(client, api):
         (
             {"grid": {f"rollout.x{i}": [1, 2] for i in range(200)}},
             "grid",
-            f"this makes {2**200 * 2} runs ({2**200} combinations x 2 seeds); the limit is 64",
+            f"this makes {2**200 * 2:,} runs ({2**200:,} combinations x 2 seeds); the limit is 64",
         ),
         (
             {"seeds": list(range(1_000_000))},
             "seeds",
-            "1000000 seeds make at least 1000000 runs; the limit is 64",
+            "1,000,000 seeds make at least 1,000,000 runs; the limit is 64",
         ),
         (
             {"seeds": ",".join(map(str, range(65)))},

@@ -18,6 +18,7 @@ from django.db.models import Avg, Count
 from diagnostics.detector import fewest_steps_for_a_collapse
 from diagnostics.metrics import TIME_STEP_S
 from webapp.core.templatetags.echolab import duration
+from webapp.core.wording import shortlist
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 from webapp.runs import queue
@@ -152,11 +153,6 @@ MOST_BASES = 4
 MOST_LABELS = 3
 
 
-def _some(labels: list[str]) -> str:
-    more = len(labels) - MOST_LABELS
-    return ", ".join(labels[:MOST_LABELS]) + (f" and {more} more" if more > 0 else "")
-
-
 def _bases(runs: list[RunEstimate]) -> str:
     """What the estimates rest on: the one basis, or each (up to MOST_BASES) after the runs it serves."""
     labels: dict[str, list[str]] = {}
@@ -164,7 +160,9 @@ def _bases(runs: list[RunEstimate]) -> str:
         labels.setdefault(run.basis, []).append(run.label)
     if len(labels) == 1:
         return next(iter(labels))
-    parts = [f"{_some(names)}: {basis}" for basis, names in list(labels.items())[:MOST_BASES]]
+    parts = [
+        f"{shortlist(names, MOST_LABELS)}: {basis}" for basis, names in list(labels.items())[:MOST_BASES]
+    ]
     others = len(labels) - MOST_BASES
     rest = f"; {others} other {'basis' if others == 1 else 'bases'} for the other runs" if others > 0 else ""
     return "; ".join(parts) + rest

@@ -19,6 +19,7 @@ from trainer.config import ConfigError, TrainConfig
 from trainer.overrides import deep_merge, flatten, get_dotted, set_dotted
 from webapp import environment
 from webapp.core import jsonsafe
+from webapp.core.wording import counted
 from webapp.experiments.spec_parsing import resolve_model
 from webapp.experiments.specs import (
     GRID_PRESET_KEY,
@@ -100,9 +101,10 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     total = combination_count * len(spec.seeds)
     if total > MAX_RUNS:
         where = "grid" if spec.grid else "seeds"
-        combos, seeds = _counted(combination_count, "combination"), _counted(len(spec.seeds), "seed")
+        combos, seeds = counted(combination_count, "combination"), counted(len(spec.seeds), "seed")
+        runs = counted(total, "run")
         raise SpecError(
-            {where: f"this makes {total} runs ({combos} x {seeds}); the limit is {MAX_RUNS} per experiment"}
+            {where: f"this makes {runs} ({combos} x {seeds}); the limit is {MAX_RUNS} per experiment"}
         )
     overridden = _grid_keys_overridden(spec)
     if overridden:
@@ -148,10 +150,6 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
     if errors:
         raise SpecError(errors)
     return runs
-
-
-def _counted(count: int, noun: str) -> str:
-    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 def _grid_keys_overridden(spec: ExperimentSpec) -> dict[str, str]:

@@ -18,6 +18,7 @@ from diagnostics.quoting import quoted
 from trainer.config import PRESETS, TINY_MODEL, TrainConfig, typed
 from trainer.overrides import get_dotted, load_yaml
 from webapp.core import jsonsafe
+from webapp.core.wording import counted
 from webapp.experiments.specs import (
     MAX_DESCRIPTION,
     MAX_NAME,
@@ -44,9 +45,8 @@ def parse_seeds(value) -> list[int]:
     if not items:
         raise ValueError("enter at least one seed, e.g. 1 or 1,2,3")
     if len(items) > MAX_RUNS:  # one run per seed at least: say so before reading a million of them
-        raise ValueError(
-            f"{len(items)} seeds make at least {len(items)} runs; the limit is {MAX_RUNS} per experiment"
-        )
+        seeds, runs = counted(len(items), "seed"), counted(len(items), "run")
+        raise ValueError(f"{seeds} make at least {runs}; the limit is {MAX_RUNS} per experiment")
     seeds = {}  # insertion-ordered; a set's lookups
     for index, item in enumerate(items):
         if isinstance(value, list) and isinstance(item, str):  # a list is JSON's or YAML's: numbers
