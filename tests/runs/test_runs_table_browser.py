@@ -87,18 +87,27 @@ def test_the_table_scrolls_inside_itself_on_a_phone(page):
     page.wait_for_function("document.querySelector('.table-scroll').scrollLeft > 0")
 
 
-def test_no_column_is_covered_as_the_table_scrolls_sideways(page):
-    # The row actions were kept in view at the right edge, over the summary columns before them: at
-    # 1280 px a tester read "CO… AT" for "Collapse at step", and none of its steps.
+def summarised_run(user, experiment: str, label: str, tags: list[str]) -> Run:
+    """A run with every summary column filled: validation and train success, a collapse, tags."""
     from webapp.alerts.models import DetectorEvent
 
-    run = table_run(
-        page.user, experiment="FrozenLake StarPO vs StarPO-S", label="seed=1 algorithm.filter_ratio=0.25"
-    )
-    run.tags = ["baseline", "paper"]
+    run = table_run(user, experiment=experiment, label=label)
+    run.tags = tags
     run.save()
     MetricPoint.upsert(run.pk, [(0, "val/success", 0.75), (0, "train/success", 0.125)])
     DetectorEvent.objects.create(run=run, step=112, level="collapse", rule="collapse", message="fell")
+    return run
+
+
+def test_no_column_is_covered_as_the_table_scrolls_sideways(page):
+    # The row actions were kept in view at the right edge, over the summary columns before them: at
+    # 1280 px a tester read "CO… AT" for "Collapse at step", and none of its steps.
+    summarised_run(
+        page.user,
+        "FrozenLake StarPO vs StarPO-S",
+        "seed=1 algorithm.filter_ratio=0.25",
+        ["baseline", "paper"],
+    )
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{page.base}/runs/")
     covered = """(() => {
@@ -137,19 +146,13 @@ def test_more_runs_selected_than_one_export_takes_say_so_instead_of_leaving_the_
 def test_a_sweeps_default_columns_fit_a_1280_px_screen(page):
     # A tester's four-run sweep with two tags a run needed a sideways scroll for its Tags and actions
     # (1,486 px of table in a 1,235 px page).
-    from webapp.alerts.models import DetectorEvent
-
-    for seed, lr in enumerate(("1e-4", "3e-4", "1e-3", "3e-3")):
-        run = table_run(
-            page.user,
-            experiment="FrozenLake StarPO vs StarPO-S sweep",
-            label=f"seed={seed} optim.actor_lr={lr}",
-            status=Run.Status.COMPLETED,
+    statuses = ("queued", "running", "completed", "failed")  # a queued run's cell says where it waits
+    for seed, (lr, status) in enumerate(zip(("1e-4", "3e-4", "1e-3", "3e-3"), statuses)):
+        label = f"seed={seed} optim.actor_lr={lr}"
+        run = summarised_run(
+            page.user, "FrozenLake StarPO vs StarPO-S sweep", label, ["baseline", "paper-figure-3"]
         )
-        run.tags = ["baseline", "paper-figure-3"]
-        run.save()
-        MetricPoint.upsert(run.pk, [(0, "val/success", 0.75), (0, "train/success", 0.125)])
-        DetectorEvent.objects.create(run=run, step=112, level="collapse", rule="collapse", message="fell")
+        Run.objects.filter(pk=run.pk).update(status=status, step=30, total_steps=100)
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto(f"{page.base}/runs/")
     box_width, table_width = page.evaluate(
