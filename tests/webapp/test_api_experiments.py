@@ -50,6 +50,17 @@ def test_create_expands_grid_and_seeds(client, api, alice):
     assert run.config["rollout"]["group_size"] == 4 and run.config["schedule"]["steps"] == 12
 
 
+def test_seeds_and_grid_may_be_written_as_the_form_takes_them(client, api):
+    # The OpenAPI document says so: one whole number for seeds, the form's text for the grid.
+    body = {**BODY, "seeds": 3, "grid": "algorithm.filter_ratio = 0.25, 0.5\n"}
+    response = post(client, reverse("api_experiments"), body, api)
+    assert response.status_code == 201, response.json()
+    assert sorted(run["label"] for run in response.json()["runs"]) == [
+        "seed=3 algorithm.filter_ratio=0.25",
+        "seed=3 algorithm.filter_ratio=0.5",
+    ]
+
+
 def test_create_from_a_complete_config(client, api):
     from trainer.config import TrainConfig
 

@@ -40,3 +40,19 @@ def test_every_schema_reference_resolves(client, db):
     text = str(schema)
     for ref in set(re.findall(r"#/components/(\w+)/(\w+)", text)):
         assert ref[1] in schema["components"][ref[0]], ref
+
+
+def test_no_key_of_the_document_is_left_without_a_value(client, db):
+    # In a YAML flow mapping a comma ends the entry: `{description: Per bucket, only when downsampled}` made a
+    # keyword "only when downsampled" of value null in two schemas.
+    def keys_without_value(node, path):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if value is None:
+                    yield f"{path}/{key}"
+                yield from keys_without_value(value, f"{path}/{key}")
+        elif isinstance(node, list):
+            for index, item in enumerate(node):
+                yield from keys_without_value(item, f"{path}/{index}")
+
+    assert list(keys_without_value(client.get("/api/schema").json(), "")) == []
