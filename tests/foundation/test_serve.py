@@ -220,3 +220,36 @@ def test_a_first_start_answers_at_once_while_the_tiny_model_builds(tmp_path):
         not os.path.exists(f"/proc/{build_pid}")
         or "zombie" in open(f"/proc/{build_pid}/status").read().lower()
     )
+
+
+def test_stopping_waits_for_a_training_step_and_a_second_ctrl_c_stops_at_once(monkeypatch):
+    # A demo step took a minute on 2 cores, and the gpu worker was killed after 60 s, mid-step: the run then
+    # redid the steps since its last checkpoint. It gets minutes now, and the console says what it waits for.
+    import io
+    import threading
+    import time
+
+    from webapp.core.management.commands import serve
+
+    monkeypatch.setattr(serve, "SAY_WAITING_AFTER", 0.5)
+    # A worker in the middle of a step: it ignores SIGTERM until the step would end
+    step = subprocess.Popen(["bash", "-c", "trap '' TERM; sleep 60"], start_new_session=True)
+    command = serve.Command(stdout=io.StringIO(), stderr=io.StringIO())
+    command.build = None
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    second_ctrl_c = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    try:
+        second_ctrl_c.start()
+        command.stop({"worker-gpu": step})
+    finally:
+        second_ctrl_c.cancel()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    took = time.monotonic() - started
+    assert step.returncode == -signal.SIGKILL
+    assert 1.5 < took < 20  # waited past the old message, not the 10 minutes
+    said = command.stdout.getvalue()
+    assert "Waiting for worker-gpu to end its training step and checkpoint (up to 10 minutes)" in said
+    assert "echolab: worker-gpu stopping at once; killing it" in command.stderr.getvalue()
+    assert said.rstrip().endswith("Stopped.")

@@ -24,9 +24,12 @@ from webapp.core import first_start
 from worker import queues
 
 # Seconds each process gets to stop after SIGTERM; the gpu worker long enough for a training step to end
-# and checkpoint (worker/training.py shutdown_request).
-STOP_GRACE_SECONDS = {"worker-gpu": 60}
+# and checkpoint (worker/training.py shutdown_request): a step of the demo took a minute on 2 cores, and
+# killing it mid-step lost the steps since the last checkpoint. A second Ctrl-C stops everything at once.
+STOP_GRACE_SECONDS = {"worker-gpu": 600}
 DEFAULT_STOP_GRACE_SECONDS = 20
+# After this long the console says what the gpu worker is waiting for.
+SAY_WAITING_AFTER = 3
 # The line each process prints once it serves: the start-up is over when all have, and the model is built.
 READY_LINES = {
     "web": re.compile(r"Listening at: "),
@@ -252,6 +255,9 @@ class Command(BaseCommand):
 
     def stop(self, processes):
         self.stdout.write("Stopping...")
+        hurry = threading.Event()  # a second Ctrl-C (or SIGTERM): no more waiting
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: hurry.set())
         if self.build is not None and self.build.poll() is None:
             os.killpg(
                 self.build.pid, signal.SIGTERM
@@ -262,10 +268,19 @@ class Command(BaseCommand):
         started = time.monotonic()
         for name, process in processes.items():
             grace = STOP_GRACE_SECONDS.get(name, DEFAULT_STOP_GRACE_SECONDS)
-            try:
-                process.wait(timeout=max(0.1, started + grace - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                self.stderr.write(f"echolab: {name} did not stop in {grace}s; killing it")
+            said = False
+            while process.poll() is None and not hurry.is_set() and time.monotonic() < started + grace:
+                if not said and name in STOP_GRACE_SECONDS and time.monotonic() > started + SAY_WAITING_AFTER:
+                    self.stdout.write(
+                        f"Waiting for {name} to end its training step and checkpoint (up to {grace // 60} "
+                        "minutes); Ctrl-C again stops at once, and the run redoes the steps since its last "
+                        "checkpoint"
+                    )
+                    said = True
+                hurry.wait(0.2)
+            if process.poll() is None:
+                why = "stopping at once" if hurry.is_set() else f"did not stop in {grace}s"
+                self.stderr.write(f"echolab: {name} {why}; killing it")
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self.stdout.write("Stopped.")
