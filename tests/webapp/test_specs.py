@@ -97,8 +97,22 @@ def test_recipients_copied_from_a_mail_client_keep_their_addresses():
     # "Bob <bob@example.com>" was "'Bob' is not a valid email address"
     copied = 'Bob <bob@example.com>, carol@example.com; "Smith, Eve" <eve@x.org>'
     assert spec_parsing.parse_recipients(copied) == ["bob@example.com", "carol@example.com", "eve@x.org"]
-    with pytest.raises(ValueError, match="'<>' is not a list of email addresses"):
+    with pytest.raises(ValueError, match="'<>' is not an email address, nor a name and <address>"):
         spec_parsing.parse_recipients("<>")
+    # an entry that is not an address is named whole (the mail parser read "not an email" as "not" and
+    # dropped the rest)
+    with pytest.raises(
+        ValueError, match="^'not an email' is not an email address, nor a name and <address>$"
+    ):
+        spec_parsing.parse_recipients("Bob <bob@example.com>, not an email")
+
+
+def test_a_list_of_recipients_takes_each_as_the_text_does():
+    # The API's list refused "Bob Smith <bob@example.com>" that the same text was taken with
+    named = ["Bob Smith <bob@example.com>", "carol@example.com"]
+    assert spec_parsing.parse_recipients(named) == ["bob@example.com", "carol@example.com"]
+    with pytest.raises(ValueError, match="^'a@x.org b@x.org' is not one email address$"):
+        spec_parsing.parse_recipients(["a@x.org b@x.org"])
 
 
 def test_a_bad_grid_key_reports_only_problems_some_run_would_have():

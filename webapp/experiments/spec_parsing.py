@@ -3,7 +3,6 @@ one input (a string from the form, or a JSON value from the API) and returns it 
 ValueError saying what is wrong; spec_from_json collects every field's problem into SpecError.errors.
 resolve_model is the one resolver for every way a model name enters."""
 
-import email.utils
 import json
 import re
 from pathlib import Path
@@ -213,16 +212,46 @@ def parse_overrides(value) -> dict:
 MAX_RECIPIENTS = 50
 
 
+def _one_address(item) -> str:
+    if not isinstance(item, str):
+        raise ValueError(f"{quoted(item)} is not an email address")
+    found = _written_addresses(item)
+    if len(found) != 1:
+        raise ValueError(f"{quoted(item.strip())} is not one email address")
+    return found[0]
+
+
 def _written_addresses(text: str) -> list[str]:
     """The addresses in text as people write lists of them: separated by commas, semicolons or spaces, or
     as a mail client copies them, "Bob <bob@example.com>, "Smith, Eve" <eve@example.com>" (the addresses
-    are kept, the names dropped)."""
-    if "<" not in text:
-        return [item for item in re.split(r"[,;\s]+", text) if item]
-    pairs = email.utils.getaddresses([text.replace(";", ",")])
-    if any(pair == ("", "") for pair in pairs):  # getaddresses's "could not parse"
-        raise ValueError(f"{quoted(text.strip())} is not a list of email addresses")
-    return [address or name for name, address in pairs]
+    are kept, the names dropped). An entry that is neither is named whole, as typed."""
+    addresses = []
+    for entry in _entries(text):
+        named = re.fullmatch(r'(?:"[^"]*"|[^"<>])*<\s*([^<>\s]+)\s*>', entry)
+        if named:
+            addresses.append(named.group(1))
+        elif any(char in entry for char in '<>"') or ("@" not in entry and len(entry.split()) > 1):
+            raise ValueError(f"{quoted(entry)} is not an email address, nor a name and <address>")
+        else:
+            addresses.extend(entry.split())
+    return addresses
+
+
+def _entries(text: str) -> list[str]:
+    """text split at the commas and semicolons outside double quotes and angle brackets."""
+    entries, current, quote, angle = [], [], False, False
+    for char in text:
+        if char in ",;" and not quote and not angle:
+            entries.append("".join(current))
+            current = []
+            continue
+        if char == '"' and not angle:
+            quote = not quote
+        elif char in "<>" and not quote:
+            angle = char == "<"
+        current.append(char)
+    entries.append("".join(current))
+    return [entry.strip() for entry in entries if entry.strip()]
 
 
 def parse_recipients(value) -> list[str]:
@@ -230,15 +259,12 @@ def parse_recipients(value) -> list[str]:
         raise ValueError(
             f"expected a list of emails or text like a@example.com, b@example.com, got {jsonsafe.json_type(value)}"
         )
-    if not isinstance(value, list):
-        value = _written_addresses(value)
+    # a list: each item one address, written as the text takes it ("Bob <bob@example.com>" too)
+    value = [_one_address(item) for item in value] if isinstance(value, list) else _written_addresses(value)
     if len(value) > MAX_RECIPIENTS:
         raise ValueError(f"{len(value)} addresses; at most {MAX_RECIPIENTS}")
     addresses: dict[str, str] = {}  # lower-cased -> as written: one email per address
-    for item in value:
-        if not isinstance(item, str):
-            raise ValueError(f"{quoted(item)} is not an email address")
-        address = item.strip()
+    for address in value:
         try:
             validate_email(address)
         except ValidationError:
