@@ -233,7 +233,8 @@ def test_stopping_waits_for_a_training_step_and_a_second_ctrl_c_stops_at_once(mo
 
     monkeypatch.setattr(serve, "SAY_WAITING_AFTER", 0.5)
     # A worker in the middle of a step: it ignores SIGTERM until the step would end
-    step = subprocess.Popen(["bash", "-c", "trap '' TERM; sleep 60"], start_new_session=True)
+    ignore_sigterm = lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN)  # noqa: E731 (ignored before exec)
+    step = subprocess.Popen(["sleep", "60"], start_new_session=True, preexec_fn=ignore_sigterm)
     command = serve.Command(stdout=io.StringIO(), stderr=io.StringIO())
     command.build = None
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -84,6 +84,17 @@ def test_create_from_a_complete_config(client, api):
         ({"grid": {"algorithm.filter_ratio": [0.5, 2.0]}}, "grid", "algorithm.filter_ratio = 2.0"),
         ({"grid": {"algorithm.filter_ratio": list(range(1, 34))}}, "grid", "the limit is 64"),
         ({"overrides": {"algorithm": {"kl_coef": -1}}}, "algorithm.kl_coef", ">= 0"),
+        # an override no run reads (a tester's filter_ratio under starpo was stored and did nothing)
+        (
+            {"preset": "starpo", "grid": {}, "overrides": {"algorithm": {"filter_ratio": 0.5}}},
+            "overrides",
+            "algorithm.filter_ratio is not read while algorithm.filter is 'none'",
+        ),
+        (
+            {"overrides": {"model": {"lora_alpha": 16}}},
+            "overrides",
+            "model.lora_alpha is not read while model.lora_rank is 0",
+        ),
         ({"overrides": "algorithm: [oops"}, "overrides", "not valid YAML"),
         (
             {"overrides": "optim:\n  actor_lr: 1e-3\n  actor_lr: 2e-3"},

@@ -146,7 +146,7 @@ def plan(spec: ExperimentSpec) -> list[PlannedRun]:
         cells, bad_keys = _grid_cell_problems(spec)
         errors = {**_problems_without(spec, bad_keys), **errors, **cells}
     if not errors:
-        errors = _no_effect_problems(runs, inert)
+        errors = {**_unread_overrides(spec, inert), **_no_effect_problems(runs, inert)}
     if errors:
         raise SpecError(errors)
     return runs
@@ -166,11 +166,22 @@ def _grid_keys_overridden(spec: ExperimentSpec) -> dict[str, str]:
     }
 
 
+def _unread_overrides(spec: ExperimentSpec, inert: list) -> dict[str, str]:
+    """Overrides no run reads (filter_ratio under a preset that does not filter): taken silently, the
+    experiment would look like it tested the setting (a tester's filter_ratio 0.5 under starpo)."""
+    unread = [
+        key for key in flatten(spec.overrides or {}) if inert and all(key in fields for _, fields in inert)
+    ]
+    if not unread:
+        return {}
+    why = "; ".join(f"{key} is not read while {inert[0][1][key]}" for key in unread)
+    return {"overrides": f"{why}: leave it out, or change what turns it off"}
+
+
 def _no_effect_problems(runs: list[PlannedRun], inert: list) -> dict[str, str]:
     """Grid cells that train the same runs (same seed, same config but for fields their configs do not
     read, such as filter_ratio under a preset that does not filter): copies that spend compute and read
-    as "the field has no effect". (An override the run does not read is left alone: one run trains what
-    it says, and a config that turns validation off may still name its seeds.)"""
+    as "the field has no effect"."""
     errors: dict[str, str] = {}
     first_of: dict[str, dict] = {}
     for run, (combination, unread) in zip(runs, inert):
