@@ -473,6 +473,10 @@
     load({ sameEntries: true });  // the same runs or groups: the hidden ones stay hidden
   }
 
+  function nonNegative(lines) {
+    return lines.every(function (trace) { return trace.y.every(function (v) { return v === null || v >= 0; }); });
+  }
+
   // How many of the drawn lines' values a log axis leaves out.
   function hiddenByLog(chart, all) {
     if (!chart.log) return 0;
@@ -508,7 +512,10 @@
       xaxis: Object.assign(window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", range, true),
                            { visible: !(note && !range) }),
       // no made-up -1..4 scale beside the note
-      yaxis: window.EchoChartView.yaxis(chart.log, Object.assign({ visible: !note }, window.EchoChartView.yRange(data, chart.log))),
+      // Values that are never negative (a fraction of groups) get no negative axis: zeros were drawn on -1..1.
+      yaxis: window.EchoChartView.yaxis(chart.log, Object.assign(
+        { visible: !note, rangemode: nonNegative(lines) ? "nonnegative" : "normal" },
+        window.EchoChartView.yRange(data, chart.log))),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
       // drawn in ten half-width charts cost more than the lines and squeezed the plots. Plotly's legend

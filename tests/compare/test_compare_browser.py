@@ -756,3 +756,16 @@ def test_on_a_phone_the_legend_of_five_runs_shows_every_run(page):
     for entry in entries.all():
         entry_box = entry.bounding_box()
         assert entry_box["y"] + entry_box["height"] <= box["y"] + box["height"] + 1, entry.inner_text()
+
+
+def test_a_chart_of_zeros_has_no_negative_axis(page):
+    # Every group of both runs had some spread: their fraction of zero-std groups, all 0, was drawn on -1..1.
+    experiment = make_experiment(page.user, "zeros")
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)]
+    for run in runs:
+        points(run, "train/frac_zero_std_groups", {s: 0.0 for s in range(20)})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    page.locator("#chart-zero_std").scroll_into_view_if_needed()
+    ticks = [float(t.replace("\u2212", "-")) for t in drawn(page, "zero_std")["yticks"] if t]
+    assert ticks and min(ticks) == 0
