@@ -430,8 +430,10 @@
   function showNotLogged(titles) {
     const note = document.getElementById("not-logged");
     note.hidden = !titles.length;
-    note.textContent = "Not logged by this run" + (state.finished ? "" : " so far") + ", so not drawn: " +
-      titles.join(", ") + ".";
+    // A run that ended before its first step logged nothing: not a list of every chart as if it logged others
+    note.textContent = titles.length === page.charts.length && state.finished
+      ? "This run logged no metrics before it ended, so there are no charts."
+      : "Not logged by this run" + (state.finished ? "" : " so far") + ", so not drawn: " + titles.join(", ") + ".";
     document.querySelectorAll(".chart-section").forEach(function (section) {
       section.hidden = !section.querySelector("figure.chart:not([hidden])");
     });

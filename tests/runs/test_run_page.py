@@ -81,7 +81,7 @@ def test_earlier_attempts_list_only_attempts_before_the_current_one(alice_client
         status=Run.Status.COMPLETED, finished_at=started + timedelta(minutes=6)
     )
     html = alice_client.get(f"/runs/{second.pk}/").content.decode()
-    assert '<dd id="run-training-time">16m 00s over 2 attempts</dd>' in html
+    assert '<dd id="run-duration">16m 00s over 2 attempts</dd>' in html
 
 
 def test_plotly_is_served_from_the_project(alice_client, run):

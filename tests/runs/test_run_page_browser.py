@@ -5,6 +5,7 @@ import re
 import time
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.drawn_charts import drawn, last_tick, write_points
 from tests.factories import insert_series, make_experiment, make_run, streamed_run
@@ -606,3 +607,11 @@ def test_a_constant_value_is_drawn_on_a_scale_around_it(page):
     ticks = drawn(page, "logged-1")["yticks"]
     assert "1μ" in ticks and all(tick.endswith("μ") for tick in ticks), ticks  # Plotly's SI prefix: 1e-6
     assert drawn(page, "logged-0")["yticks"][0] == "1"  # a constant 2: half of it either side
+
+
+def test_a_run_that_ended_before_its_first_step_says_it_logged_nothing(page):
+    # It listed every chart as "not logged by this run", as if the run had logged other things.
+    run = make_run(page.user, status=Run.Status.STOPPED, step=0, total_steps=60)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    note = page.locator("#not-logged")
+    expect(note).to_have_text("This run logged no metrics before it ended, so there are no charts.")
