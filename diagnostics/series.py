@@ -246,10 +246,11 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     row_start[0] = reader.line_num + 1
     if not header or header == [""]:
         raise ValueError("line 1: empty file, expected a CSV header or JSON lines")
-    header = [csv_column_name(name) for name in header]
+    header = _with_step_column([csv_column_name(name) for name in header])
     if "step" not in header:
         raise ValueError(
-            f"line 1: no 'step' column (columns: {clipped(', '.join(header))}){_no_step_hint(header)}"
+            f"line 1: no 'step' column, nor one of {', '.join(STEP_NAMES[1:])} in any case "
+            f"(columns: {clipped(', '.join(header))}){_no_step_hint(header)}"
         )
     for i, name in enumerate(header):
         if not name:
@@ -282,11 +283,30 @@ def _csv_rows(reader: Any, checked: bool, row_start: list[int]) -> list[_Row]:
     return rows
 
 
+# The step under the names other tools write it: W&B's history (_step), Hugging Face's global_step, and
+# TensorBoard's and W&B's CSV exports (Step). Read as our `step` when a file has no `step` of its own.
+STEP_NAMES = ("step", "_step", "global_step")
+
+
+def _step_name(names: Iterable[str]) -> str | None:
+    """The one name among names that is the step: `step`, else a single one of STEP_NAMES in any case."""
+    names = list(names)
+    if "step" in names:
+        return "step"
+    found = [name for name in names if name.lower() in STEP_NAMES]
+    return found[0] if len(found) == 1 else None
+
+
+def _with_step_column(header: list[str]) -> list[str]:
+    step = _step_name(header)
+    return [("step" if name == step else name) for name in header]
+
+
 def _separator(text: str) -> str:
     """A comma, or a tab where the header names its step column between tabs and not between commas (a
     spreadsheet's "Unicode text" or "tab-separated" export)."""
     header = text[: min((text.find(end) for end in "\r\n" if end in text), default=len(text))]
-    if "step" not in (csv_column_name(name) for name in header.split(",")) and "step" in (
+    if not _step_name(csv_column_name(name) for name in header.split(",")) and _step_name(
         csv_column_name(name) for name in header.split("\t")
     ):
         return "\t"
@@ -298,7 +318,7 @@ def _no_step_hint(header: list[str]) -> str:
     (Excel's in locales that write 0,5; read as CSV, such a number would be two cells, so it is not read)."""
     if header[0].startswith("{"):
         return "; it looks like JSON lines: read it as jsonl"
-    if "step" in (name.strip() for name in ",".join(header).split(";")):
+    if _step_name(name.strip() for name in ",".join(header).split(";")):
         return "; the file seems to separate its columns with ';': commas (or tabs) are read"
     return ""
 
@@ -414,7 +434,10 @@ def _parse_jsonl(lines: Iterable[tuple[int, Any]], checked: bool) -> list[_Row]:
         if type(record) is _Duplicated:
             raise ValueError(f"line {line}: key {quoted(record.duplicate)} appears twice")
         if "step" not in record:
-            raise ValueError(f"line {line}: no 'step' key")
+            alias = _step_name(record)
+            if alias is None:
+                raise ValueError(f"line {line}: no 'step' key (nor one of {', '.join(STEP_NAMES[1:])})")
+            record = {("step" if key == alias else key): value for key, value in record.items()}
         step = _step(record["step"], f"line {line}, key 'step'")
         values: dict[str, float] = {}
         for key, value in record.items():

@@ -31,6 +31,22 @@ def test_jsonl_with_null_bare_nan_and_quoted_inf():
     assert series[1] == (1, {"grad_norm": -math.inf, "reward": 1.0})
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Wall time,Step,Value\n1700000000.5,0,0.25\n1700000001.5,1,0.5\n",  # TensorBoard's CSV export
+        "_step,Value\n0,0.25\n1,0.5\n",  # W&B's history
+        "global_step\tValue\n0\t0.25\n1\t0.5\n",  # Hugging Face's name, tab-separated
+        '{"_step": 0, "Value": 0.25}\n{"_step": 1, "Value": 0.5}\n',
+    ],
+)
+def test_the_step_under_other_tools_names_is_read_as_the_step(text):
+    # Refused before with "no 'step' column": a tester's exports from TensorBoard and W&B
+    series = load_series(text)
+    assert [(step, values["Value"]) for step, values in series] == [(0, 0.25), (1, 0.5)]
+    assert all("step" not in values and "_step" not in values for _, values in series)
+
+
 def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
     path = tmp_path / "metrics.log"
     path.write_text('{"step": 3, "x": 1}\n')
@@ -47,7 +63,11 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
             "step,actor/grad_norm\n0,1\n1,2\n2,3\n3,4\n4,5\n5,6\n6,abc\n",
             "line 8, column 'actor/grad_norm': 'abc' is not a number",
         ),
-        ("epoch,loss\n0,1\n", "line 1: no 'step' column (columns: epoch, loss)"),
+        (
+            "epoch,loss\n0,1\n",
+            "line 1: no 'step' column, nor one of _step, global_step in any case (columns: epoch, loss)",
+        ),
+        ("Step,_step,a\n0,0,1\n", "line 1: no 'step' column"),  # two candidates: neither is taken
         ("step,a\n0,1\n1,2\n0,3\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
         ("step,a,b\n0,1,\n0,,2\n0,3,\n", "line 4: step 0, column 'a' is 3.0 here but 1.0 on line 2"),
         # The line that gave the column its value, not the step's first line (2, which has no b).
