@@ -239,9 +239,9 @@ def steps_per_hour(run) -> float | None:
 
 def onset_leads(runs) -> tuple[list[str], dict[int, dict]]:
     """The rules that warned in any of the runs (sorted), and per run id: "onset", the step of its first
-    collapse event (None without one), and "leads", per rule, the steps from that rule's first warning at
-    or before the onset to the onset (None when the rule did not warn before it, or the run never
-    collapsed). A warning after the collapse gives no lead."""
+    collapse event (None without one), and "leads", per rule, the steps from that rule's first warning to
+    the onset: negative when it came after the collapse (a late warning is worth seeing), None when the rule
+    did not warn, or the run never collapsed."""
     ids = [run.pk for run in runs]
     onsets = dict(
         DetectorEvent.objects.filter(run_id__in=ids, level=DetectorEvent.Level.COLLAPSE)
@@ -259,6 +259,14 @@ def onset_leads(runs) -> tuple[list[str], dict[int, dict]]:
     leads: dict[int, dict[str, int | None]] = {pk: dict.fromkeys(rules) for pk in ids}
     for pk, rule, first in first_warnings:
         onset = onsets.get(pk)
-        if onset is not None and first <= onset:
+        if onset is not None:
             leads[pk][rule] = onset - first
     return rules, {pk: {"onset": onsets.get(pk), "leads": leads[pk]} for pk in ids}
+
+
+def lead_text(lead: int | None) -> str:
+    """A lead as the summary table writes it: "3 steps", "2 steps late", "–" without one."""
+    if lead is None:
+        return "–"
+    steps = f"{abs(lead)} step{'' if abs(lead) == 1 else 's'}"
+    return steps + (" late" if lead < 0 else "")

@@ -196,7 +196,10 @@ def compare(request):
                     "run": run,
                     "color": colors[run.pk],
                     **summaries[run.pk],
-                    "leads": [onsets[run.pk]["leads"][rule] for rule in lead_rules],
+                    "leads": [
+                        (lead, aggregates.lead_text(lead))
+                        for lead in (onsets[run.pk]["leads"][rule] for rule in lead_rules)
+                    ],
                 }
                 for run in runs
             ],
