@@ -152,6 +152,19 @@ def test_create_rejects_bad_input_naming_the_field(client, api, change, field, w
     assert Experiment.objects.count() == 0 and Run.objects.count() == 0
 
 
+def test_an_override_turned_off_by_the_overrides_themselves_is_kept(client, api):
+    # Validation switched off on purpose keeps its seeds (a CPU-sized config does this); a LoRA setting
+    # under full fine-tuning, which nothing in the overrides chose, is refused alone.
+    overrides = {"schedule": {"val_every": 0}, "rollout": {"val_seeds": 2}, "model": {"lora_alpha": 8}}
+    response = post(client, reverse("api_experiments"), {**BODY, "overrides": overrides}, api)
+    assert response.json()["errors"] == {
+        "overrides": "model.lora_alpha is not read while model.lora_rank is 0 (full fine-tuning): leave it out, "
+        "or change what turns it off"
+    }
+    del overrides["model"]
+    assert post(client, reverse("api_experiments"), {**BODY, "overrides": overrides}, api).status_code == 201
+
+
 def test_config_errors_are_named_under_config(client, api):
     config = TrainConfig.preset("starpo", env={"name": "bandit", "params": {}}).to_dict()
     config["rollout"]["group_size"] = "big"

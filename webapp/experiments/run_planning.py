@@ -168,9 +168,15 @@ def _grid_keys_overridden(spec: ExperimentSpec) -> dict[str, str]:
 
 def _unread_overrides(spec: ExperimentSpec, inert: list) -> dict[str, str]:
     """Overrides no run reads (filter_ratio under a preset that does not filter): taken silently, the
-    experiment would look like it tested the setting (a tester's filter_ratio 0.5 under starpo)."""
+    experiment would look like it tested the setting (a tester's filter_ratio 0.5 under starpo). Unless the
+    overrides turn it off themselves: `val_every: 0` beside `val_seeds` is validation switched off on purpose."""
+    keys = list(flatten(spec.overrides or {}))
     unread = [
-        key for key in flatten(spec.overrides or {}) if inert and all(key in fields for _, fields in inert)
+        key
+        for key in keys
+        if inert
+        and all(key in fields for _, fields in inert)
+        and not any(other != key and other in inert[0][1][key] for other in keys)  # the reason names it
     ]
     if not unread:
         return {}
