@@ -1,7 +1,6 @@
 """The compare page (/compare?runs=3,7,12) and the one-click paper ablations."""
 
 import colorsys
-import math
 import re
 
 from django.contrib.auth.decorators import login_required
@@ -13,6 +12,7 @@ from diagnostics.metrics import CHART_KEYS, CHARTS
 from diagnostics.quoting import quoted
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
+from webapp.core import chart_view
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import estimate, run_planning, specs
 from webapp.metrics.api import MAX_KEYS
@@ -95,8 +95,8 @@ def extra_keys(asked: list[str], others: list[str]) -> tuple[list[str], list[str
 
 
 def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str]:
-    """What the page's script cannot follow in the address's view (?draw=, ?group=, ?smooth=, ?xrange=, as
-    static/js/compare.js and chart_view.js read them), and what it shows instead: never a silent default."""
+    """What the page's script cannot follow in the address's view (?draw=, ?group=, as static/js/compare.js
+    reads them; the chart view's own, webapp.core.chart_view), and what it shows instead."""
     notices = []
     if "draw" in query:
         asked = [part for part in query["draw"].split(",") if part]
@@ -114,26 +114,7 @@ def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str
             )
         else:
             notices.append(f"group: {quoted(group)}: these runs differ in no field to group by; not grouped.")
-    smooth = query.get("smooth", "")
-    if smooth and not _number_within(smooth, 0, 0.99):
-        notices.append(f"smooth: expected a number from 0 to 0.99, got {quoted(smooth)}; no smoothing.")
-    xrange = query.get("xrange", "")
-    parts = xrange.split(",")
-    if xrange and not (
-        len(parts) == 2 and all(_number_within(p) for p in parts) and float(parts[0]) < float(parts[1])
-    ):
-        notices.append(
-            f"xrange: expected two increasing steps like 10,50, got {quoted(xrange)}; every step is shown."
-        )
-    return notices
-
-
-def _number_within(text: str, low: float = -math.inf, high: float = math.inf) -> bool:
-    try:
-        value = float(text)
-    except ValueError:
-        return False
-    return math.isfinite(value) and low <= value <= high
+    return notices + chart_view.view_notices(query)
 
 
 def keys_at(text: str, others: list[str]) -> tuple[list[str], list[str]]:

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from webapp.alerts.models import Notification
 from webapp.compare import selection
+from webapp.core import chart_view
 from webapp.core.live_parts import page_or_part
 from webapp.experiments.models import Run
 from webapp.metrics import export
@@ -224,6 +225,7 @@ def run_detail(request, pk):
             "experiment": run.experiment,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
             "step_error": step_error,
+            "view_notices": chart_view.view_notices(request.GET, x_axis=True),
             "sections": sections,
             "page": page,  # read by static/js/run.js through json_script
             **_alert_emails(run),

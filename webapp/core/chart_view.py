@@ -1,0 +1,34 @@
+"""The chart view a page keeps in its address (?x=, ?xrange=, ?smooth=), as static/js/chart_view.js reads
+it: what a page cannot follow, and what it shows instead, for the page to say (never a silent default)."""
+
+import math
+
+from diagnostics.quoting import quoted
+
+
+def view_notices(query, x_axis: bool = False) -> list[str]:
+    """Notices for ?smooth= and ?xrange=, and ?x= where the page offers a time axis (`x_axis`)."""
+    notices = []
+    x = query.get("x", "")
+    if x_axis and x not in ("", "step", "time"):
+        notices.append(f"x: expected step or time, got {quoted(x)}; the x axis is the step.")
+    smooth = query.get("smooth", "")
+    if smooth and not number_within(smooth, 0, 0.99):
+        notices.append(f"smooth: expected a number from 0 to 0.99, got {quoted(smooth)}; no smoothing.")
+    xrange = query.get("xrange", "")
+    parts = xrange.split(",")
+    if xrange and not (
+        len(parts) == 2 and all(number_within(p) for p in parts) and float(parts[0]) < float(parts[1])
+    ):
+        notices.append(
+            f"xrange: expected two increasing steps like 10,50, got {quoted(xrange)}; every step is shown."
+        )
+    return notices
+
+
+def number_within(text: str, low: float = -math.inf, high: float = math.inf) -> bool:
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and low <= value <= high
