@@ -221,7 +221,17 @@ def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alic
     MetricPoint.upsert(short.pk, [(step, "train/success", 0.5) for step in range(0, 1000, 100)])
     html = " ".join(alice_client.get(f"/runs/{short.pk}/").content.decode().split())
     assert "needs at least 14 logged steps of success (or of mean reward) before it can call one" in html
-    assert "and this run logged 10." in html
+    assert "and this run logged 10 of train/success." in html
+    # Only its outcome counts: a run of 20 logged steps of other keys and 12 of mean reward (TRL logs reward
+    # from step 1) logged 12, and one without success or reward logged none (it said "logged 20")
+    trl = make_run(alice, status=Run.Status.COMPLETED, step=20, total_steps=20)
+    MetricPoint.upsert(trl.pk, [(step, "actor/entropy", 1.0) for step in range(20)])
+    MetricPoint.upsert(trl.pk, [(step, "train/reward_mean", 0.5) for step in range(1, 13)])
+    html = " ".join(alice_client.get(f"/runs/{trl.pk}/").content.decode().split())
+    assert "and this run logged 12 of train/reward_mean." in html
+    MetricPoint.objects.filter(run=trl, key="train/reward_mean").delete()
+    html = " ".join(alice_client.get(f"/runs/{trl.pk}/").content.decode().split())
+    assert "and this run logged none of success, validation success or mean reward." in html
 
     lenient = make_run(alice, status=Run.Status.COMPLETED, step=10, total_steps=10)
     lenient.experiment.detector_overrides = {"collapse": {"min_steps": 5, "pending": 2}}

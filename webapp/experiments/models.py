@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from diagnostics.detector import fewest_steps_for_a_collapse
+from diagnostics.metrics import OUTCOME_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -467,11 +468,11 @@ class Run(models.Model):
         """Stopped in the queue before any worker started it: nothing was trained or logged."""
         return self.status == self.Status.STOPPED and self.attempt == 0 and not self.experiment.imported
 
-    def too_short_for_a_collapse(self) -> tuple[int, int] | None:
-        """(steps the collapse rule needs, steps this run logged) for a finished run that logged fewer, so
-        can get no collapse event (its page says so rather than a "None" that reads as healthy); else None.
-        Logged steps, not the step count: the detector judges each step a run logged (an import may log
-        every 100th)."""
+    def too_short_for_a_collapse(self) -> tuple[int, int, str | None] | None:
+        """(steps the collapse rule needs, steps this run logged of its outcome key, that key) for a finished
+        run that logged fewer, so can get no collapse event (its page says so rather than a "None" that reads
+        as healthy); else None. Logged steps of the key the rule judges (OUTCOME_KEYS: success, then
+        validation success, then mean reward), not the step count: an import may log every 100th."""
         if (
             not self.is_finished
             or self.stopped_before_training
@@ -484,8 +485,12 @@ class Run(models.Model):
             return None
         if needs is None:
             return None
-        logged = self.metric_points.values("step").distinct()[:needs].count()
-        return (needs, logged) if logged < needs else None
+        logged_keys = set(
+            self.metric_points.filter(key__in=OUTCOME_KEYS).values_list("key", flat=True).distinct()
+        )
+        outcome = next((key for key in OUTCOME_KEYS if key in logged_keys), None)
+        logged = self.metric_points.filter(key=outcome).values("step")[:needs].count() if outcome else 0
+        return (needs, logged, outcome) if logged < needs else None
 
     @property
     def earlier_attempts(self) -> list[dict]:
