@@ -50,7 +50,7 @@ def test_delete_is_off_saying_why_while_runs_train_and_on_once_they_have_ended(p
     assert delete.is_disabled()
     note = page.locator("#delete-refusal").inner_text()
     assert note.startswith(
-        f"Delete is off: experiment {experiment.pk} has 2 runs still training (run {first.pk} running, "
+        f"Delete is off: experiment {experiment.pk} has 2 runs not finished (run {first.pk} running, "
         f"run {second.pk} queued): stop them first"
     )
     # beside the button it explains, not down by the runs

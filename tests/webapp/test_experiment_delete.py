@@ -85,7 +85,7 @@ def test_a_run_still_training_refuses_the_whole_delete_and_nothing_goes(
     training = make_run(alice, experiment=experiment, label="seed=3", status=Run.Status.RUNNING)
     queued = make_run(alice, experiment=experiment, label="seed=4", status=Run.Status.QUEUED)
     problem = (
-        f"experiment {experiment.pk} has 2 runs still training (run {training.pk} running, run {queued.pk} "
+        f"experiment {experiment.pk} has 2 runs not finished (run {training.pk} running, run {queued.pk} "
         "queued): stop them first (a queued run stops at once), then delete it once they have stopped"
     )
     page = alice_client.get(experiment.get_absolute_url()).content.decode()
@@ -111,7 +111,7 @@ def test_many_runs_in_the_way_are_counted_not_each_named(alice_client, alice):
     for seed in range(2, 10):
         make_run(alice, experiment=experiment, label=f"seed={seed}")
     problem = (
-        f"experiment {experiment.pk} has 9 runs still training (1 running, 8 queued): stop them first (a "
+        f"experiment {experiment.pk} has 9 runs not finished (1 running, 8 queued): stop them first (a "
         "queued run stops at once), then delete it once they have stopped"
     )
     assert experiment.delete_refusal == problem
@@ -122,7 +122,7 @@ def test_many_runs_in_the_way_are_counted_not_each_named(alice_client, alice):
         run.request_stop()  # the queued ones stop at once, the running one at its next step
     Run.objects.filter(experiment=experiment, status=Run.Status.STOPPED).update(status=Run.Status.RUNNING)
     assert experiment.delete_refusal == (
-        f"experiment {experiment.pk} has 9 runs still training (9 stopping): delete it once they have stopped"
+        f"experiment {experiment.pk} has 9 runs not finished (9 stopping): delete it once they have stopped"
     )
 
 

@@ -234,7 +234,7 @@ class Experiment(models.Model):
 
     @property
     def delete_refusal(self) -> str | None:
-        """Why the experiment cannot be deleted now, naming each run still training, or None (as the
+        """Why the experiment cannot be deleted now, naming each run not finished (queued or running), or None (as the
         page shows it; delete_with_runs checks again under its locks)."""
         training = self.runs.filter(status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).select_related(
             "experiment"
@@ -248,7 +248,7 @@ class Experiment(models.Model):
 
     def _training_refusal(self, runs: list["Run"]) -> str:
         if len(runs) == 1:
-            return f"experiment {self.pk} has a run still training: {runs[0].delete_refusal}"
+            return f"experiment {self.pk} has a run not finished: {runs[0].delete_refusal}"
         # A running run whose stop was asked is "stopping": nothing more to do but wait for it.
         state = {run.pk: "stopping" if run.stop_requested else run.status for run in runs}
         counts = Counter(state.values())
@@ -269,7 +269,7 @@ class Experiment(models.Model):
         else:
             at_once = " (a queued run stops at once)" if counts["queued"] else ""
             advice = f"stop them first{at_once}, then delete it once they have stopped"
-        return f"experiment {self.pk} has {len(runs)} runs still training ({states}): {advice}"
+        return f"experiment {self.pk} has {len(runs)} runs not finished ({states}): {advice}"
 
 
 class RunQuerySet(models.QuerySet):
