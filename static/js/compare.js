@@ -385,10 +385,11 @@
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
     document.getElementById("event-key").hidden = !markers.length;
     window.EchoChartView.share({ xmode: "step", xrange: state.xrange, span: dataSpan(all), cursor: null });
+    const logged = showLogged();
     const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
     // One chart at a time, those in view first, the browser painting between them: with 100 runs each
     // chart takes a while, and the first screen shows before the charts below it are drawn.
-    return chartsInViewFirst().reduce(function (previous, chart) {
+    return chartsInViewFirst().filter(function (chart) { return logged.has(chart.id); }).reduce(function (previous, chart) {
       return previous.then(function () {
         if (ticket === state.renders) return drawChart(chart, all, markers).then(nextFrame);
       });
@@ -396,6 +397,26 @@
       // Read by tests and bench/compare.py: every chart has been drawn with the current data.
       if (ticket === state.renders) document.body.dataset.chartsDrawn = String(Number(document.body.dataset.chartsDrawn || 0) + 1);
     });
+  }
+
+  // A chart of keys no compared run has logged (most standard charts, for runs trained elsewhere) is left
+  // out and named in one line, as on the run page: nine charts of "no data" pushed the one with data
+  // aside. It comes back when a live run logs its keys. Returns the ids of the charts left in.
+  function showLogged() {
+    const series = Object.values(state.data.series);
+    const logged = new Set();
+    const absent = [];
+    charts().forEach(function (chart) {
+      const any = series.some(function (run) {
+        return chart.keys.some(function (key) { return run[key] && run[key].step.length; });
+      });
+      document.getElementById("chart-" + chart.id).closest("figure").hidden = !any;
+      if (any) logged.add(chart.id); else absent.push(chart.title);
+    });
+    const note = document.getElementById("not-logged");
+    note.hidden = !absent.length;
+    note.textContent = "Not logged by these runs, so not drawn: " + absent.join(", ") + ".";
+    return logged;
   }
 
   function nextFrame() {

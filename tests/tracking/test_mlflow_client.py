@@ -159,7 +159,9 @@ def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
     assert list(deleted) == []  # nothing here is ever deleted
     assert len(client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.ALL)) == 3
 
-    assert list(client.search_runs([bob_experiment.mlflow_id])) == []  # as MLflow's server: no such experiment
+    assert (
+        list(client.search_runs([bob_experiment.mlflow_id])) == []
+    )  # as MLflow's server: no such experiment
     with pytest.raises(mlflow.MlflowException) as excinfo:
         client.search_runs([alice_experiment.experiment_id], filter_string="metrics.reward > 0.5")
     assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
@@ -444,3 +446,23 @@ def test_a_name_with_points_of_its_own_from_echolabs_api_is_answered_once(mlflow
         [active.info.experiment_id], filter_string=f"tags.`echolab.run_id` = '{run_id}'"
     )
     assert [run.info.run_id for run in found] == [active.info.run_id]
+
+
+def test_the_run_page_lists_the_scripts_tags_and_links_a_nested_run_to_its_parent(
+    mlflow_alice, alice, client
+):
+    # A tester's tags and nesting came back from get_run but showed nowhere on the run's page.
+    mlflow = mlflow_alice
+    with mlflow.start_run(run_name="sweep") as parent:
+        with mlflow.start_run(run_name="trial 1", nested=True) as child:
+            mlflow.set_tags({"team": "rl", "mlflow.note.content": "first line\nsecond line <b>"})
+    client.force_login(alice)
+    child_page = client.get(ExternalRun.objects.get(run_uuid=child.info.run_id).run.get_absolute_url())
+    html = child_page.content.decode()
+    parent_run = ExternalRun.objects.get(run_uuid=parent.info.run_id).run
+    assert f'Nested in <a href="{parent_run.get_absolute_url()}">sweep</a>.' in html
+    assert "<th><code>team</code></th><td>rl</td>" in html
+    assert "<td>first line\nsecond line &lt;b&gt;</td>" in html  # as written, its lines kept
+    assert html.index("<code>team</code>") < html.index("<code>mlflow.note.content</code>")  # its own first
+    html = client.get(parent_run.get_absolute_url()).content.decode()
+    assert 'id="mlflow-parent"' not in html and "<code>team</code>" not in html

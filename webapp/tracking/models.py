@@ -45,6 +45,7 @@ from webapp.tracking.protocol import MlflowError, invalid
 DEFAULT_EXPERIMENT_ID = "0"  # the client's experiment when the script sets none
 DEFAULT_EXPERIMENT_NAME = "Default"
 RUN_NAME_TAG = "mlflow.runName"
+PARENT_RUN_TAG = "mlflow.parentRunId"  # set by mlflow.start_run(nested=True)
 # Given back with every run (not stored): the run's id and page in EchoLab.
 ECHOLAB_RUN_ID_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_id"
 ECHOLAB_RUN_URL_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_url"
@@ -167,6 +168,18 @@ class ExternalRun(models.Model):
 
     def __str__(self):
         return self.run_uuid
+
+    def tags_listed(self) -> list[tuple[str, str]]:
+        """The script's tags as its run page lists them: its own first, then the client's mlflow.* ones."""
+        return sorted(self.tags.items(), key=lambda tag: (tag[0].startswith("mlflow."), tag[0]))
+
+    def parent(self) -> "ExternalRun | None":
+        """The run this one is nested in, if it is its owner's too."""
+        parent_id = self.tags.get(PARENT_RUN_TAG)
+        if not parent_id:
+            return None
+        owner = self.run.experiment.owner
+        return ExternalRun.objects.for_user(owner).select_related("run").filter(run_uuid=parent_id).first()
 
     @staticmethod
     def hold_detection(run_ids) -> None:
