@@ -70,3 +70,25 @@ def test_a_long_name_wraps_in_its_own_pages_title(page):
         page.goto(page.base + path)
         page.locator("h1").first.wait_for()
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, path
+
+
+def test_a_long_run_name_wraps_in_the_compare_legend_and_config_diff(page):
+    # A tester's 200-letter run name ran out of its legend entry and widened its config-diff column until the
+    # other run's column was off the page.
+    experiment = make_experiment(page.user, "long run names")
+    runs = [
+        trained_run(
+            experiment, f"seed={seed}", overrides={"seed": seed}, step=3, name=LONG if seed == 1 else ""
+        )
+        for seed in (1, 2)
+    ]
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    legend = page.locator("#run-legend")
+    legend_right = legend.bounding_box()["x"] + legend.bounding_box()["width"]
+    for entry in legend.locator(".legend-entry").all():
+        assert entry.evaluate("e => e.scrollWidth <= e.clientWidth"), "its text runs out of the entry"
+        assert entry.bounding_box()["x"] + entry.bounding_box()["width"] <= legend_right + 1
+    other = page.locator("#config-diff thead th").nth(2)
+    assert right_edge(page, "#config-diff thead th >> nth=2") <= 1280, other.inner_text()
