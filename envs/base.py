@@ -72,7 +72,8 @@ class TextEnv(ABC):
 
     @abstractmethod
     def _step(self, action: str) -> tuple[float, bool, dict]:
-        """Apply a valid action: (reward, done, info with success and action_is_effective)."""
+        """Apply a valid action: (reward, done, info with success and action_is_effective, and "went": the
+        action that took effect where the environment changed it, as slippery ice does)."""
 
     @abstractmethod
     def render(self) -> str: ...

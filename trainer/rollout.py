@@ -107,6 +107,7 @@ class Trajectory:
     reward: float = 0.0  # env rewards + format penalties
     success: bool = False
     turns: list[dict] = field(default_factory=list)
+    final_state: str = ""  # the board after the last turn (each turn holds the board it was played on)
     done: bool = False
     actions: int = 0  # actions written (after the per-turn cut)
     executed: int = 0  # actions run in the environment (episode budget)
@@ -125,6 +126,7 @@ class Trajectory:
             "reward": self.reward,
             "success": self.success,
             "turns": self.turns,
+            "final_state": self.final_state,
             "text": tokenizer.decode(self.ids),
         }
 
@@ -344,11 +346,12 @@ def rollout(
             traj.actions += len(words)
             traj.valid_actions += len(valid)
             traj.think_tokens += len(chat.encode(think)) if think else 0
-            turn_reward, done = 0.0, False
+            turn_reward, done, went = 0.0, False, []
             for action in valid:
                 if traj.executed >= rollout_cfg.max_actions_per_episode:
                     break
                 states[i], action_reward, done, info = env.step(action)
+                went.append(info.get("went", action))
                 traj.executed += 1
                 turn_reward += action_reward
                 traj.success = traj.success or bool(info.get("success", False))
@@ -365,10 +368,13 @@ def rollout(
                     # A reply out of format has no think or answer: the page shows the text itself.
                     **({} if parsed else {"reply": text}),
                     "actions": valid,
+                    # what took effect, where the environment changed an action (slippery ice)
+                    **({"went": went} if went != valid[: len(went)] else {}),
                     "reward": turn_reward,
                     "valid": turn_ok,
                 }
             )
+            traj.final_state = states[i]
             traj.done = (
                 done
                 or overflow

@@ -66,4 +66,7 @@ def test_every_rule_that_warns_says_what_to_try_and_the_docs_say_the_same():
     docs = (Path(__file__).resolve().parents[2] / "docs" / "DETECTOR.md").read_text()
     for name, rule in RULES.items():
         assert bool(rule.remedy) == (rule.level != "info"), name  # an info marker asks nothing of anyone
-        assert not rule.remedy or f"*What to try* (in the alert email of a run trained here too): {rule.remedy}\n" in docs, name
+        assert (
+            not rule.remedy
+            or f"*What to try* (in the alert email of a run trained here too): {rule.remedy}\n" in docs
+        ), name

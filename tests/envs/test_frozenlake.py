@@ -191,3 +191,24 @@ def test_oracle_playout_matches_its_expected_success():
 def test_instruction_warns_about_slipping_only_on_slippery_ice():
     assert "slippery" in envs.make("frozenlake").instruction
     assert "slippery" not in envs.make("frozenlake", slippery=False).instruction
+
+
+def test_a_step_the_ice_slid_says_where_it_went():
+    env = envs.make("frozenlake", map=GYM_4X4)
+    env.reset(seed=0)
+    seen, episodes = set(), 0
+    for _ in range(200):
+        if env.done:
+            episodes += 1
+            env.reset(seed=episodes)
+        before = env.position
+        _, _, _, info = env.step("Right")
+        went = info.get("went", "Right")
+        assert went in ("Right", "Up", "Down")  # the intended way or one perpendicular to it
+        moved = (env.position[0] - before[0], env.position[1] - before[1])
+        assert moved in ((0, 0), {"Right": (0, 1), "Up": (-1, 0), "Down": (1, 0)}[went])
+        seen.add(went)
+    assert seen == {"Right", "Up", "Down"}
+    env = envs.make("frozenlake", map=GYM_4X4, slippery=False)
+    env.reset(seed=0)
+    assert "went" not in env.step("Right")[3]

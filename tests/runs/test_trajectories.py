@@ -39,6 +39,20 @@ def test_transcript_shows_grid_think_answer_and_rewards(alice_client, run):
     assert "group 3" in html and "seed 1234" in html
 
 
+def test_an_action_the_ice_slid_and_the_board_after_the_last_turn_are_shown(alice_client, run):
+    # A tester read "Left -> Left" over a board where the player had slid down, and never saw the last board.
+    slid = {**SAMPLE["turns"][0], "actions": ["Left", "Left"], "went": ["Down", "Left"]}
+    final = "#####\n#..√#\n#####"
+    Sample.objects.create(run=run, step=40, index=0, data={**SAMPLE, "turns": [slid], "final_state": final})
+    html = " ".join(alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode().split())
+    assert '&rarr; Left, Left</span> <span class="went">but went Down, Left' in html
+    assert f'<h3>After the last turn</h3><pre class="state-grid">{" ".join(final.split())}</pre>' in html
+    # a sample recorded before either: no such line, no empty board
+    Sample.objects.filter(run=run).update(data=SAMPLE)
+    html = alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode()
+    assert 'class="went"' not in html and "After the last turn" not in html
+
+
 def test_a_reply_out_of_format_is_shown_as_generated(alice_client, run):
     # A collapsed model's "<think>" and blanks parse to no think and no answer: "(none)" hid what it wrote.
     broken = {"state": "", "think": "", "answer": "", "reply": "<think>  \n ", "actions": [], "valid": False}

@@ -217,3 +217,32 @@ def test_a_loader_error_keeps_its_whole_reason_on_one_line():
     )
     assert one_line(ValueError("x" * 1000)) == "x" * 599 + "…"
     assert one_line(ValueError()) == "ValueError"
+
+
+def test_each_turn_says_where_the_ice_slid_an_action_and_the_sample_ends_with_the_last_board(policy):
+    # The trajectory viewer showed "Left -> Left" over a board where the player slid down, and never the board
+    # after the last turn. Replaying each episode's actions from its seed gives back what the turns recorded.
+    cfg = TrainConfig.preset(
+        "starpo", env={"name": "frozenlake"}, rollout={"max_turns": 3, "max_new_tokens": 40}
+    )
+    chat = R.ChatFormat(policy.tokenizer, True)
+    torch.manual_seed(0)
+    trajs = play(policy, chat, "frozenlake", cfg.rollout, [5, 5, 6, 6, 7, 7], [0, 0, 1, 1, 2, 2])
+    executed = slid = 0
+    for t in trajs:
+        env = envs.make("frozenlake")
+        board = env.reset(seed=t.seed)
+        for turn in t.turns:
+            assert turn["state"] == board
+            went = []
+            for action in turn["actions"]:
+                board, _, done, info = env.step(action)
+                went.append(info.get("went", action))
+                executed += 1
+                if done:
+                    break
+            slid += went != turn["actions"][: len(went)]
+            assert turn.get("went", turn["actions"][: len(went)]) == went
+        assert t.sample(policy.tokenizer)["final_state"] == board
+    assert executed > 0
+    assert slid > 0  # slippery by default: some action slid, so "went" was recorded

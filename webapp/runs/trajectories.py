@@ -30,6 +30,7 @@ def trajectory(index: int, data) -> dict:
         "text": _text(sample.get("text")),
         "raw": "" if isinstance(data, dict) else _text(data),
         "format_valid": all(value is not False for value in valid) if turns else None,
+        "final_state": _text(sample.get("final_state")),
         "turns": [
             {
                 "state": _text(turn.get("state")),
@@ -40,6 +41,8 @@ def trajectory(index: int, data) -> dict:
                 "actions": ", ".join(map(_text, turn["actions"]))
                 if isinstance(turn.get("actions"), list)
                 else _text(turn.get("actions")),
+                # what took effect, where the environment changed the actions (slippery ice)
+                "went": ", ".join(map(_text, turn["went"])) if isinstance(turn.get("went"), list) else "",
                 "reward": turn.get("reward"),
                 "valid": turn.get("valid"),
             }
