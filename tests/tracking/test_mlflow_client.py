@@ -453,9 +453,11 @@ def test_the_run_page_lists_the_scripts_tags_and_links_a_nested_run_to_its_paren
 ):
     # A tester's tags and nesting came back from get_run but showed nowhere on the run's page.
     mlflow = mlflow_alice
-    with mlflow.start_run(run_name="sweep") as parent:
-        with mlflow.start_run(run_name="trial 1", nested=True) as child:
-            mlflow.set_tags({"team": "rl", "mlflow.note.content": "first line\nsecond line <b>"})
+    with (
+        mlflow.start_run(run_name="sweep") as parent,
+        mlflow.start_run(run_name="trial 1", nested=True) as child,
+    ):
+        mlflow.set_tags({"team": "rl", "mlflow.note.content": "first line\nsecond line <b>"})
     client.force_login(alice)
     child_page = client.get(ExternalRun.objects.get(run_uuid=child.info.run_id).run.get_absolute_url())
     html = child_page.content.decode()
