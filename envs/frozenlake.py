@@ -154,7 +154,7 @@ class FrozenLakeEnv(TextEnv):
         self.position = self._next_position(before, direction)
         tile = self.rows[self.position[0]][self.position[1]]
         reached_goal = tile == "G"
-        info = {"success": reached_goal, "action_is_effective": self.position != before}
+        info: dict = {"success": reached_goal, "action_is_effective": self.position != before}
         if direction != intended:  # the ice slid it sideways: the trajectory viewer says so
             info["went"] = ACTIONS[direction]
         return (1.0 if reached_goal else 0.0), tile in "GH", info
