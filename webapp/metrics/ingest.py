@@ -82,10 +82,12 @@ def _point_errors(where: str, point) -> dict[str, str]:
     key = point.get("key")
     if "key" not in point:
         errors[f"{where}.key"] = "is required"
-    elif not isinstance(key, str) or key_problem(key) or len(key) > MAX_KEY_LENGTH:
-        errors[f"{where}.key"] = (
-            f"must be a non-empty string of at most {MAX_KEY_LENGTH} characters (valid Unicode, no NUL)"
-        )
+    elif not isinstance(key, str):
+        errors[f"{where}.key"] = f"must be a string, got {jsonsafe.json_type(key)}"
+    elif problem := key_problem(key):
+        errors[f"{where}.key"] = problem
+    elif len(key) > MAX_KEY_LENGTH:
+        errors[f"{where}.key"] = f"must be at most {MAX_KEY_LENGTH} characters, got {len(key)}"
     value = point.get("value")
     if "value" not in point:
         errors[f"{where}.value"] = "is required (null is allowed)"
