@@ -1,20 +1,23 @@
 """JSON API for runs (documented in webapp/core/openapi.yaml, served at /api/schema): GET /api/runs, the
-runs table; GET /api/runs/<id>, one run with its config, and DELETE, the run with its data; POST
+runs table; GET /api/runs/<id>, one run with its config, PATCH, its name, tags, notes and archived state,
+and DELETE, the run with its data; POST
 /api/runs/<id>/stop; GET /api/runs/<id>/detector-inputs, the series each detector rule judged. A run's
 metrics, events and samples are webapp.metrics.api's."""
 
+from django.db import transaction
 from django.http import HttpResponse
 
 from diagnostics import replay_inputs
 from diagnostics.detector import STORED_READS
-from webapp.accounts.api_auth import ApiError, api_view, no_body
+from webapp.accounts.api_auth import ApiError, api_view, json_body, no_body
+from webapp.core import jsonsafe
 from webapp.core.json_response import JsonResponse
 from webapp.experiments.models import Run
 from webapp.metrics.api import run_state
 from webapp.metrics.downsample import finite_or_none_list
 from webapp.metrics.models import MetricPoint
 from webapp.runs import queue, table
-from webapp.runs.forms import RunTableForm
+from webapp.runs.forms import TAG, RunEditForm, RunTableForm, tag_problem
 from webapp.runs.owned import owned_run
 
 DEFAULT_PAGE_SIZE = 50
@@ -52,7 +55,7 @@ def runs(request):
     )
 
 
-@api_view(methods=("GET", "DELETE"))
+@api_view(methods=("GET", "PATCH", "DELETE"))
 def run(request, pk):
     run = owned_run(request, pk)
     if request.method == "DELETE":
@@ -62,7 +65,54 @@ def run(request, pk):
         except Run.StillTraining as error:
             raise ApiError(409, str(error)) from None
         return HttpResponse(status=204)
+    if request.method == "PATCH":
+        run = _edit(run, json_body(request))
     return JsonResponse(run.to_dict(config=True))
+
+
+EDITABLE = ("name", "tags", "notes", "archived")
+
+
+def _edit(run: Run, body) -> Run:
+    """PATCH: what a person edits on the run's page (name, tags, notes, through the same form) and whether
+    it is archived; the fields left out keep their values. All or nothing."""
+    if not isinstance(body, dict) or not body:
+        raise ApiError.field("body", f"must be an object with any of {', '.join(EDITABLE)}")
+    errors = {
+        key: f"unknown field; only {', '.join(EDITABLE)} can change" for key in body if key not in EDITABLE
+    }
+    for key in ("name", "notes"):
+        if key in body and not isinstance(body[key], str):
+            errors[key] = f"must be a string, got {jsonsafe.json_type(body[key])}"
+    tags = body.get("tags", run.tags)
+    if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags):
+        # each item one tag: joined as the form's text, "a b" would have become two
+        bad = [tag for tag in tags if not TAG.fullmatch(tag.lower())]
+        if bad:
+            errors["tags"] = tag_problem(bad[0])
+        tags = ", ".join(tags)
+    elif not isinstance(tags, str):
+        errors["tags"] = (
+            f"must be a list of tags or text like 'baseline, sweep-3', got {jsonsafe.json_type(tags)}"
+        )
+    archived = body.get("archived", run.archived_at is not None)
+    if not isinstance(archived, bool):
+        errors["archived"] = "must be true or false"
+    if errors:
+        raise ApiError.fields(errors)
+    form = RunEditForm(
+        {"name": body.get("name", run.name), "tags": tags, "notes": body.get("notes", run.notes)},
+        instance=run,
+    )
+    if not form.is_valid():
+        raise ApiError.fields({field: " ".join(problems) for field, problems in form.errors.items()})
+    with transaction.atomic():
+        run = form.save()
+        if archived and run.archived_at is None:
+            run.archive()
+        elif not archived and run.archived_at is not None:
+            run.restore()
+    return run
 
 
 @api_view(methods=("POST",))

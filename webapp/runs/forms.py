@@ -119,6 +119,12 @@ class TagsField(forms.CharField):
 
 
 class RunEditForm(forms.ModelForm):
+    # The app's CharField: "at most 200 characters, got 201", as every other text limit says it
+    name = CharField(
+        required=False,
+        max_length=Run._meta.get_field("name").max_length,
+        help_text="Shown instead of the label (empty: the label).",
+    )
     tags = TagsField(
         required=False,
         max_length=2000,
@@ -129,11 +135,17 @@ class RunEditForm(forms.ModelForm):
     class Meta:
         model = Run
         fields = ["name", "tags", "notes"]
-        labels = {"name": "Name"}
-        help_texts = {"name": "Shown instead of the label (empty: the label)."}
 
     def clean_name(self):
         return self.cleaned_data["name"].strip()
+
+    def save(self, commit=True):
+        """Only the fields the form edits: the run's worker writes its step, heartbeat and status meanwhile,
+        and a save of the whole row would put back the values it was loaded with."""
+        run = super().save(commit=False)
+        if commit:
+            run.save(update_fields=self.Meta.fields)
+        return run
 
 
 class RewardField(forms.FloatField):
