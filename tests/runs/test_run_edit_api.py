@@ -27,7 +27,7 @@ def test_a_script_renames_tags_annotates_archives_and_restores_a_run(client, ali
         ["baseline", "paper"],
         "the paper's",
     )
-    assert patch(client, run, {"tags": "a, b"}, alice_token).json()["tags"] == ["a", "b"]  # text as the form
+    assert patch(client, run, {"tags": ["a", "A", "b"]}, alice_token).json()["tags"] == ["a", "b"]
     assert patch(client, run, {"archived": True}, alice_token).json()["archived_at"] is not None
     answer = patch(client, run, {"archived": False}, alice_token)
     assert answer.json()["archived_at"] is None and answer.json()["name"] == "lr 3e-4"  # the rest kept
@@ -42,7 +42,8 @@ def test_a_script_renames_tags_annotates_archives_and_restores_a_run(client, ali
         ({"name": "x" * 201}, "name", "at most 200 characters, got 201"),
         ({"tags": ["a b"]}, "tags", "'a b' is not a tag"),  # one item, one tag: not split in two
         ({"tags": ["Bad!"]}, "tags", "'Bad!' is not a tag"),
-        ({"tags": 3}, "tags", "must be a list of tags or text like 'baseline, sweep-3', got a number"),
+        ({"tags": "a, b"}, "tags", 'must be a list of tags, like ["baseline", "sweep-3"], got a string'),
+        ({"tags": [f"t{i}" for i in range(21)]}, "tags", "21 tags; a run has at most 20"),
         ({"archived": "yes"}, "archived", "must be true or false"),
         ({"name": "kept?", "archived": "yes"}, "archived", "must be true or false"),  # all or nothing
     ],

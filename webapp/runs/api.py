@@ -91,9 +91,9 @@ def _edit(run: Run, body) -> Run:
         if bad:
             errors["tags"] = tag_problem(bad[0])
         tags = ", ".join(tags)
-    elif not isinstance(tags, str):
+    else:
         errors["tags"] = (
-            f"must be a list of tags or text like 'baseline, sweep-3', got {jsonsafe.json_type(tags)}"
+            f'must be a list of tags, like ["baseline", "sweep-3"], got {jsonsafe.json_type(tags)}'
         )
     archived = body.get("archived", run.archived_at is not None)
     if not isinstance(archived, bool):
