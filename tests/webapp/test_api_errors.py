@@ -96,7 +96,7 @@ def test_an_experiment_name_of_the_wrong_type_says_so(client, auth):
     "method, url, allowed",
     [
         ("put", "/api/experiments", "GET, POST, HEAD, OPTIONS"),
-        ("put", "/api/runs/1", "GET, DELETE, HEAD, OPTIONS"),
+        ("put", "/api/runs/1", "GET, PATCH, DELETE, HEAD, OPTIONS"),
         ("get", "/api/runs/1/stop", "POST, OPTIONS"),
         ("head", "/api/runs/1/stop", "POST, OPTIONS"),
         ("patch", "/api/imports", "POST, OPTIONS"),
