@@ -122,7 +122,9 @@ def sized_run(owner, seconds, group_size):
             6.0,
             "from 2 runs of model tiny on frozenlake (ppo, filter none) measured here, fitted as a fixed cost",
         ),
-        ({8: 2.0}, 4.0, "scaled by rollout size"),
+        # in proportion from one size, saying which way it errs
+        ({8: 2.0}, 4.0, "scaled up by rollout size from smaller runs: likely shorter (a step's fixed cost"),
+        ({32: 8.0}, 4.0, "scaled down by rollout size from larger runs: likely longer (a step's fixed cost"),
     ],
 )
 def test_the_step_time_comes_from_runs_of_the_same_size_else_a_fit_else_a_scaling(

@@ -138,8 +138,22 @@ def step_seconds(similar: list[Measured], size: int) -> tuple[float, str, int]:
         if slope > 0 and fixed >= 0:
             how = "fitted as a fixed cost plus a cost per token of rollout size"
             return fixed + slope * size, how, len(similar)
-    # One size, or a fit that makes no sense (a negative fixed cost or per-token cost: noisy step times)
+    # One size, or a fit that makes no sense (a negative fixed cost or per-token cost: noisy step times).
+    # In proportion, the fixed cost scales too: from larger runs the estimate is low, from smaller ones high,
+    # and the basis says which (a tester's FrozenLake run took 6x the estimate scaled down from larger ones).
     scaled = statistics.median(m.seconds_per_step * size / m.size for m in similar)
+    if all(m.size > size for m in similar):
+        return (
+            scaled,
+            "scaled down by rollout size from larger runs: likely longer (a step's fixed cost does not shrink)",
+            len(similar),
+        )
+    if all(m.size < size for m in similar):
+        return (
+            scaled,
+            "scaled up by rollout size from smaller runs: likely shorter (a step's fixed cost does not grow)",
+            len(similar),
+        )
     return scaled, "scaled by rollout size", len(similar)
 
 
