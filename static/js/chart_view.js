@@ -114,6 +114,10 @@ window.EchoChartView = {
     return values.map(function (v) { return v !== null && v <= 0 ? null : v; });
   },
 
+  positiveTrace: function (trace) {
+    return Object.assign({}, trace, { y: window.EchoChartView.positiveOnly(trace.y) });
+  },
+
   notPositive: function (values) {
     return values.filter(function (v) { return v !== null && v <= 0; }).length;
   },

@@ -280,9 +280,7 @@
         if (!traces.has(id)) traces.set(id, { id: id, key: key, k: k, markers: markers, color: entry.color, entries: [], x: [], y: [], text: [], n: [] });
         const trace = traces.get(id);
         if (trace.x.length) { trace.x.push(null); trace.y.push(null); trace.text.push(null); trace.n.push(null); }
-        const smoothed = smooth(entry.group ? s.mean : s.value);
-        const x = shifted(s.step, entry.offset), name = escapeHtml(entry.name);
-        const y = chart.log ? window.EchoChartView.positiveOnly(smoothed) : smoothed;
+        const x = shifted(s.step, entry.offset), y = smooth(entry.group ? s.mean : s.value), name = escapeHtml(entry.name);
         for (let i = 0; i < x.length; i++) {
           trace.x.push(x[i]); trace.y.push(y[i]); trace.text.push(name); trace.n.push(entry.group ? s.n[i] : null);
         }
@@ -498,20 +496,11 @@
     return lines.every(function (trace) { return trace.y.every(function (v) { return v === null || v >= 0; }); });
   }
 
-  // How many of the drawn lines' values a log axis leaves out.
-  function hiddenByLog(chart, all) {
-    if (!chart.log) return 0;
-    return all.reduce(function (count, entry) {
-      if (state.hidden.has(entry.id)) return count;
-      return count + chart.keys.reduce(function (sum, key) {
-        const s = entry.series[key];
-        return sum + (s ? window.EchoChartView.notPositive(smooth(entry.group ? s.mean : s.value)) : 0);
-      }, 0);
-    }, 0);
-  }
-
   function drawChart(chart, all, markers) {
-    const lines = lineTraces(chart, all);
+    const built = lineTraces(chart, all);
+    // a log axis leaves values at or below 0 out, and the chart says how many
+    const hidden = chart.log ? built.reduce(function (n, trace) { return n + window.EchoChartView.notPositive(trace.y); }, 0) : 0;
+    const lines = chart.log ? built.map(window.EchoChartView.positiveTrace) : built;
     // "no data" when no entry has any: hidden entries draw nothing but still have data
     const hasData = function (entry) {
       return chart.keys.some(function (key) { return entry.series[key] && entry.series[key].step.length; });
@@ -522,7 +511,6 @@
     const note = empty ? "no data" : allHidden ? "every line is hidden: click one in the legend above" : "";
     const range = state.xrange || window.EchoChartView.shared.span;
     const keys = keyLegendTraces(chart, lines);
-    const hidden = hiddenByLog(chart, all);
     const data = bandTraces(chart, all).concat(lines, keys);
     const layout = {
       title: { text: escapeHtml(chart.title), font: { size: 14 } },

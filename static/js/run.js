@@ -305,10 +305,6 @@
     });
   }
 
-  function withoutNonPositive(trace) {
-    return Object.assign({}, trace, { y: window.EchoChartView.positiveOnly(trace.y) });
-  }
-
   // How many of the chart's values a log axis leaves out.
   function hiddenByLog(chart) {
     if (!isLog(chart)) return 0;
@@ -364,7 +360,7 @@
     // values against their index), the chart says why.
     const noClock = state.xmode === "time" && state.time === null;
     const built = noClock ? [] : chart.keys.flatMap(seriesTraces).concat(chart.keys.flatMap(detectorTraces));
-    const traces = isLog(chart) ? built.map(withoutNonPositive) : built;
+    const traces = isLog(chart) ? built.map(window.EchoChartView.positiveTrace) : built;
     const empty = !traces.length;
     const hidden = noClock ? 0 : hiddenByLog(chart);
     // A chart of keys the run has not logged is left out (an imported or external run drew a

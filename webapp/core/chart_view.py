@@ -13,12 +13,12 @@ def view_notices(query, x_axis: bool = False) -> list[str]:
     if x_axis and x not in ("", "step", "time"):
         notices.append(f"x: expected step or time, got {quoted(x)}; the x axis is the step.")
     smooth = query.get("smooth", "")
-    if smooth and not number_within(smooth, 0, 0.99):
+    if smooth and not _number_within(smooth, 0, 0.99):
         notices.append(f"smooth: expected a number from 0 to 0.99, got {quoted(smooth)}; no smoothing.")
     xrange = query.get("xrange", "")
     parts = xrange.split(",")
     if xrange and not (
-        len(parts) == 2 and all(number_within(p) for p in parts) and float(parts[0]) < float(parts[1])
+        len(parts) == 2 and all(_number_within(p) for p in parts) and float(parts[0]) < float(parts[1])
     ):
         notices.append(
             f"xrange: expected two increasing steps like 10,50, got {quoted(xrange)}; every step is shown."
@@ -26,7 +26,7 @@ def view_notices(query, x_axis: bool = False) -> list[str]:
     return notices
 
 
-def number_within(text: str, low: float = -math.inf, high: float = math.inf) -> bool:
+def _number_within(text: str, low: float = -math.inf, high: float = math.inf) -> bool:
     try:
         value = float(text)
     except ValueError:

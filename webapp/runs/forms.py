@@ -102,13 +102,17 @@ def tag_problem(tag: str) -> str:
 
 
 class TagsField(forms.CharField):
-    """Tags typed as "baseline, frozenlake sweep-3" (commas or spaces) -> ["baseline", "frozenlake", ...]."""
+    """Tags typed as "baseline, frozenlake sweep-3" (commas or spaces) -> ["baseline", "frozenlake", ...], or
+    given as a list (the API), each item one tag: "a b" is refused, not split in two."""
 
     def prepare_value(self, value):
         return ", ".join(value) if isinstance(value, list) else value
 
     def to_python(self, value):
-        words = [word for word in re.split(r"[,\s]+", (value or "").strip()) if word]
+        if isinstance(value, list):
+            words = value
+        else:
+            words = [word for word in re.split(r"[,\s]+", (value or "").strip()) if word]
         bad = [word for word in words if not TAG.fullmatch(word.lower())]
         if bad:
             raise forms.ValidationError(tag_problem(bad[0]))  # as typed: "Tag!", not "tag!"
