@@ -123,18 +123,20 @@ def parse_grid(value) -> dict[str, list]:
     return grid
 
 
-def _top_level_items(text: str) -> list[str]:
-    """Split on the commas outside brackets, braces and quotes, so that a value may be a YAML flow list
-    or mapping: `rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}`."""
+def _top_level_items(text: str, separators=",", brackets=("[{", "]}"), quotes="'\"") -> list[str]:
+    """Split on the separators outside brackets and quotes, so that a grid's value may be a YAML flow list
+    or mapping: `rollout = {env_groups: 32, group_size: 4}, {env_groups: 16, group_size: 8}` (and an
+    address list's entry may be `"Smith, Eve" <eve@example.com>`)."""
+    opening, closing = brackets
     items, depth, quote, start = [], 0, "", 0
     for i, char in enumerate(text):
         if quote:
             quote = "" if char == quote else quote
-        elif char in "'\"":
+        elif char in quotes:
             quote = char
         else:
-            depth += (char in "[{") - (char in "]}")
-            if char == "," and depth == 0:
+            depth += (char in opening) - (char in closing)
+            if char in separators and depth == 0:
                 items.append(text[start:i])
                 start = i + 1
     return items + [text[start:]]
@@ -238,20 +240,9 @@ def _written_addresses(text: str) -> list[str]:
 
 
 def _entries(text: str) -> list[str]:
-    """text split at the commas and semicolons outside double quotes and angle brackets."""
-    entries, current, quote, angle = [], [], False, False
-    for char in text:
-        if char in ",;" and not quote and not angle:
-            entries.append("".join(current))
-            current = []
-            continue
-        if char == '"' and not angle:
-            quote = not quote
-        elif char in "<>" and not quote:
-            angle = char == "<"
-        current.append(char)
-    entries.append("".join(current))
-    return [entry.strip() for entry in entries if entry.strip()]
+    """text split at the commas and semicolons outside double quotes and angle brackets (an apostrophe
+    is a name's: O'Brien)."""
+    return [entry.strip() for entry in _top_level_items(text, ",;", ("<", ">"), '"') if entry.strip()]
 
 
 def parse_recipients(value) -> list[str]:
