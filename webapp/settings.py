@@ -165,7 +165,8 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 # No second email for the same rule on the same run within this many seconds (a flapping rule).
 ALERT_COOLDOWN_SECONDS = env.integer("ALERT_COOLDOWN_SECONDS", 3600)
 # At most one alert email per run within this many seconds: warnings that come sooner after the run's last
-# email wait, gathered into one, until the time is up; a collapse is sent at once, with any that wait.
+# email wait, gathered into one, until the time is up; a collapse is sent at once, with any that wait,
+# unless the run had a collapse emailed within this time (Notification._send_or_gather).
 ALERT_GROUP_SECONDS = env.integer("ALERT_GROUP_SECONDS", 300, minimum=0)
 # Alert emails that fail are retried NOTIFY_RETRY_FIRST seconds later, the wait doubling up to
 # NOTIFY_RETRY_MAX_DELAY, for NOTIFY_RETRY_FOR seconds in all (an SMTP outage of hours), then marked failed.

@@ -1,5 +1,6 @@
 """At most one alert email per run within ALERT_GROUP_SECONDS: the first goes at once, alerts that come
-sooner after it wait together in one email sent when the time is up, and a collapse never waits."""
+sooner after it wait together in one email sent when the time is up, and a collapse never waits, unless
+one was emailed within that time."""
 
 from datetime import timedelta
 
@@ -61,6 +62,32 @@ def test_a_collapse_with_nothing_waiting_goes_at_once(alert_event, window):
     Notification.create_for([first])
     collapse = Notification.create_for([alert_event(step=30, run=first.run)])
     assert collapse.next_try_at is None and Notification.objects.count() == 2
+
+
+def test_relapses_within_the_window_of_a_collapse_email_wait_together(alert_event, window):
+    """A backlog of steps judged at once (a script's history streamed in) may collapse, recover and collapse
+    again in a second: one email at once, the relapses gathered into the next, not an email each."""
+    run = alert_event(step=1, level="info", rule="grad_spike").run
+
+    def collapse_after_recovery(step):
+        run.events.create(step=step - 1, level="resolved", rule="collapse", message="Resolved")
+        return alert_event(step=step, run=run)
+
+    first = Notification.create_for([alert_event(step=30, run=run)])
+    assert first.next_try_at is None
+    relapse = Notification.create_for([collapse_after_recovery(60)])
+    assert relapse.is_gathering and relapse.next_try_at == first.created_at + window
+    assert relapse.delivery_state().endswith(
+        "(the run's last collapse was emailed less than 5 minutes before)"
+    )
+    assert Notification.create_for([collapse_after_recovery(90)]) is None  # joins the waiting one
+    relapse.refresh_from_db()
+    assert [event.step for event in relapse.events] == [60, 90] and Notification.objects.count() == 2
+
+    # A relapse once the window has passed is news again, and goes at once.
+    long_ago = timezone.now() - window - timedelta(seconds=1)
+    Notification.objects.update(created_at=long_ago, sent_at=long_ago, next_try_at=None, status="sent")
+    assert Notification.create_for([collapse_after_recovery(120)]).next_try_at is None
 
 
 def test_the_window_runs_from_when_the_last_email_was_sent(alert_event, window):

@@ -36,12 +36,16 @@ def test_the_settings_say_when_an_email_goes_by_this_servers_settings(alice_clie
     settings.ALERT_GROUP_SECONDS, settings.ALERT_COOLDOWN_SECONDS = 600, 7200
     page = alice_client.get(experiment.get_absolute_url()).content.decode()
     assert (
-        "A collapse is emailed at once. Ticked, warnings are too: at most one email per run every 10 minutes, "
+        "A collapse is emailed at once (a relapse within 10 minutes of the last waits too). Ticked, warnings "
+        "are too: at most one email per run every 10 minutes, "
         "later warnings waiting to go with the next; the same warning rule of a run not again within 2 hours."
     ) in page
     settings.ALERT_GROUP_SECONDS, settings.ALERT_COOLDOWN_SECONDS = 0, 3600
     page = alice_client.get(experiment.get_absolute_url()).content.decode()
-    assert "warnings are too: each at once; the same warning rule of a run not again within 1 hour." in page
+    assert (
+        "A collapse is emailed at once. Ticked, warnings are too: each at once; the same warning rule of a run "
+        "not again within 1 hour."
+    ) in page
 
 
 def test_a_bad_address_is_named_keeps_what_was_typed_and_changes_nothing(alice_client, experiment):

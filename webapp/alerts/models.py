@@ -11,6 +11,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp.core.jsonsafe import jsonb_safe
+from webapp.core.templatetags.echolab import spoken_seconds
 
 
 class DetectorEvent(models.Model):
@@ -176,10 +177,14 @@ class Notification(models.Model):
         """At most one email per run within ALERT_GROUP_SECONDS (Alertmanager's group_interval): an event
         that comes sooner after the run's last email joins the email that waits for that time to pass (a
         new one, due then, if none waits). A collapse does not wait: it leads the waiting email, which is
-        sent now. Returns the notification to send (at its next_try_at when set), or None when the events
-        joined one already on its way."""
-        collapse = any(event.level == DetectorEvent.Level.COLLAPSE for event in told)
+        sent now; unless the run had a collapse emailed within that time, so that a run flapping between
+        collapse and recovery (a backlog of steps judged at once, as when a script's history is streamed
+        in) is one email per window, not one per relapse. Returns the notification to send (at its
+        next_try_at when set), or None when the events joined one already on its way."""
         now = timezone.now()
+        window = timedelta(seconds=settings.ALERT_GROUP_SECONDS)
+        collapse = any(event.level == DetectorEvent.Level.COLLAPSE for event in told)
+        urgent = collapse and not cls._collapse_emailed_since(run, now - window)
         # Its row locked (claim() updates it): a sender that claims it first has it sent without these
         # events, and the query, checked again once the lock is free, then finds no email waiting.
         waiting = (
@@ -191,17 +196,15 @@ class Notification(models.Model):
             events = [*waiting.events, *told]
             waiting.event = cls._lead(events)
             waiting.recipients = recipients  # the settings as they are now, as for a new one
-            waiting.next_try_at = None if collapse else waiting.next_try_at
+            waiting.next_try_at = None if urgent else waiting.next_try_at
             waiting.save(update_fields=["event", "recipients", "next_try_at"])
             waiting.also.set([event for event in events if event != waiting.event])
-            return waiting if collapse else None
+            return waiting if urgent else None
         # The last email: the latest sent, or made (one still on its way), of the run's.
         last = cls.objects.filter(event__run_id=run.pk).aggregate(at=Max(Coalesce("sent_at", "created_at")))[
             "at"
         ]
-        wait_until = None
-        if last is not None and not collapse:
-            wait_until = last + timedelta(seconds=settings.ALERT_GROUP_SECONDS)
+        wait_until = None if last is None or urgent else last + window
         lead = cls._lead(told)
         notification = cls.objects.create(
             event=lead,
@@ -210,6 +213,18 @@ class Notification(models.Model):
         )
         notification.also.set([event for event in told if event != lead])
         return notification
+
+    @classmethod
+    def _collapse_emailed_since(cls, run, since) -> bool:
+        """Whether an email of the run's made or sent since then tells a collapse (leading it, or among its
+        others)."""
+        collapse = DetectorEvent.Level.COLLAPSE
+        return (
+            cls.objects.filter(event__run_id=run.pk)
+            .filter(Q(created_at__gte=since) | Q(sent_at__gte=since))
+            .filter(Q(event__level=collapse) | Q(also__level=collapse))
+            .exists()
+        )
 
     @staticmethod
     def _lead(events: list[DetectorEvent]) -> DetectorEvent:
@@ -344,10 +359,11 @@ class Notification(models.Model):
         if self.status == self.Status.SENDING:
             return "sending"
         if self.is_gathering:
-            return (
-                f"waiting until {self.next_try_at:%Y-%m-%d %H:%M:%S} UTC to gather this run's alerts into one "
-                "email (a collapse sends it at once)"
-            )
+            until = f"waiting until {self.next_try_at:%Y-%m-%d %H:%M:%S} UTC to gather this run's alerts into one email"
+            if any(event.level == DetectorEvent.Level.COLLAPSE for event in self.events):
+                window = spoken_seconds(settings.ALERT_GROUP_SECONDS)
+                return f"{until} (the run's last collapse was emailed less than {window} before)"
+            return f"{until} (a collapse sends it at once)"
         if self.next_try_at:
             return f"retrying until it is sent; next try {self.next_try_at:%Y-%m-%d %H:%M} UTC ({self.error})"
         return "queued"

@@ -56,7 +56,12 @@ def when_alerts_go() -> str:
         else "each at once"
     )
     again = f"not again within {spoken_seconds(cooldown)}" if cooldown else "again whenever it fires"
-    return f"A collapse is emailed at once. Ticked, warnings are too: {pace}; the same warning rule of a run {again}."
+    first = (
+        f"A collapse is emailed at once (a relapse within {spoken_seconds(group)} of the last waits too)"
+        if group
+        else "A collapse is emailed at once"
+    )
+    return f"{first}. Ticked, warnings are too: {pace}; the same warning rule of a run {again}."
 
 
 class AlertsForm(forms.Form):
