@@ -384,7 +384,10 @@ METRICS: tuple[Metric, ...] = (
         TIME_STEP_S,
         "the whole step incl. validation",
         "seconds",
-        aliases=(Alias(VERL, "timing_s/step", renamed=False),),
+        aliases=(
+            Alias(VERL, "timing_s/step", renamed=False),
+            Alias(TRL, "step_time", renamed=False, note="an optimizer step, without evaluation"),
+        ),
     ),
     Metric(
         TIME_COLLAPSE_S,
@@ -532,3 +535,7 @@ ALIASES = {
     for spelling in alias.spellings()
     if spelling != metric.key
 }
+
+# The seconds-per-step keys the run page's training-time axis may sum, ours first: another trainer's are
+# close to ours but span other parts of a step (not renamed), so the axis' title names the key it sums.
+CLOCK_KEYS = (TIME_STEP_S, *(name for alias in BY_KEY[TIME_STEP_S].aliases for name in alias.spellings()))

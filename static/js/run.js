@@ -7,9 +7,10 @@
 // trace whose arrays are the same objects it drew last time, so every redraw hands it copies and a
 // new `datarevision`. Polling stops when the API says the run has finished.
 //
-// The x axis is the step or the training time (the running sum of the trainer's time/step_s: points
-// carry no timestamps). A zoom on one chart zooms every chart; the x axis, the zoom range and the
-// smoothing live in the URL (?x=time&xrange=10,50&smooth=0.6), so a copied address opens the same view.
+// The x axis is the step or the training time (the running sum of the trainer's time/step_s, or of veRL's
+// or TRL's seconds per step for a run trained with them: points carry no timestamps). A zoom on one chart
+// zooms every chart; the x axis, the zoom range and the smoothing live in the URL
+// (?x=time&xrange=10,50&smooth=0.6), so a copied address opens the same view.
 // Each chart can show its points as a table instead.
 //
 // "Detector's view" overlays, on each chart of a metric a detector rule judges, the series that rule used
@@ -29,8 +30,8 @@
   ["info", "warning", "collapse", "resolved"].forEach(function (level) {
     EVENT_COLORS[level] = getComputedStyle(document.documentElement).getPropertyValue("--event-" + level).trim();
   });
-  // Seconds per step, logged by the trainer (and by veRL as timing_s/step): the clock of the time axis.
-  const TIME_KEY = "time/step_s";
+  // Seconds per step, the clock of the time axis: time/step_s, or another trainer's (Run.clock_key).
+  const TIME_KEY = page.clock_key;
   const MAX_KEYS = 100;  // webapp.metrics.api.MAX_KEYS: the most keys one metrics request may ask for
   const TRAINED_ELSEWHERE = page.key_count !== null;  // the view counts only such a run's keys
   const KEYS = page.charts.flatMap(function (chart) { return chart.keys; });

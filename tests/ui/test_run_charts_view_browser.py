@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.drawn_charts import drawn, last_tick
-from tests.factories import make_run
+from tests.factories import make_experiment, make_run
 from tests.helpers import REPO_ROOT, wait_for
 from tests.ui.chart_helpers import drag_across, ticks
 from webapp.alerts.models import DetectorEvent
@@ -105,6 +105,39 @@ def test_a_run_without_step_times_says_it_has_no_time_axis(page):
     option = page.locator("#x-axis option[value=time]")
     assert option.is_disabled() and option.inner_text() == "training time (not logged)"
     assert note.is_hidden()
+
+
+def test_a_trl_run_draws_against_the_sum_of_its_own_step_times(page):
+    """TRL logs `step_time` (seconds an optimizer step took; here every 10 steps, as with logging_steps=10):
+    its training time is their sum, each counted for the steps since the last, and the axis says so."""
+    run = make_run(
+        page.user,
+        experiment=make_experiment(page.user, imported=True),
+        status=Run.Status.COMPLETED,
+        step=STEPS,
+        latest_metrics={"train/success": 0.5, "step_time": STEP_SECONDS},
+    )
+    MetricPoint.upsert(
+        run.pk,
+        [(s, "train/success", (s % 7) / 7) for s in range(10, STEPS + 1, 10)]
+        + [(s, "step_time", STEP_SECONDS) for s in range(10, STEPS + 1, 10)],
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/?x=time")
+    x_title = page.locator("#chart-success .g-xtitle text")
+    wait_for(
+        lambda: x_title.text_content() == "training time (minutes, sum of step_time)",
+        timeout=10,
+        message="axis",
+    )
+    assert page.locator("#x-axis-note").is_hidden()
+    page.get_by_label("Show Success (train and validation) as a table").check()
+    table = page.get_by_role("region", name="Success (train and validation) as a table")
+    minutes = [float(cell) for cell in table.locator("tbody tr td:nth-child(2)").all_inner_texts()]
+    # The first value counts for its own step (the steps before it are unknown), each later one for ten.
+    assert minutes == [pytest.approx(m) for m in (0.5, 5.5, 10.5, 15.5, 20.5, 25.5)]
+    assert Run.objects.get(pk=run.pk).clock_key == "step_time"
+    run.latest_metrics["time/step_s"] = 1.0  # ours, where a run logs both
+    assert run.clock_key == "time/step_s"
 
 
 def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(page):

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from diagnostics.detector import fewest_steps_for_a_collapse
-from diagnostics.metrics import OUTCOME_KEYS
+from diagnostics.metrics import CLOCK_KEYS, OUTCOME_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -467,6 +467,13 @@ class Run(models.Model):
     def stopped_before_training(self) -> bool:
         """Stopped in the queue before any worker started it: nothing was trained or logged."""
         return self.status == self.Status.STOPPED and self.attempt == 0 and not self.experiment.imported
+
+    @property
+    def clock_key(self) -> str:
+        """The seconds-per-step key its page's training-time axis sums: the first of CLOCK_KEYS it logged
+        (TRL's step_time for a TRL run; ours when it logged none of them, yet)."""
+        logged = self.latest_metrics or {}
+        return next((key for key in CLOCK_KEYS if key in logged), CLOCK_KEYS[0])
 
     def too_short_for_a_collapse(self) -> tuple[int, int, str | None] | None:
         """(steps the collapse rule needs, steps this run logged of its outcome key, that key) for a finished

@@ -203,6 +203,7 @@ def run_detail(request, pk):
         # native run's keys are the trainer's, each charted from the start.
         "key_count": len(run.latest_metrics or {}) if run.experiment.imported else None,
         "charts": [chart for section in sections for chart in section["charts"]],
+        "clock_key": run.clock_key,  # the training-time axis sums it
         "cursor": cursor,  # ?step=: every chart's cursor and the trajectories link open at this step
         "collapse_every": _collapse_every(run.config),  # why the Template collapse panel may be empty
         # An MLflow run takes points after it ended and may run again: its page keeps asking once ended.
