@@ -21,6 +21,15 @@ from .rules import READS, RULES, CollapseParams, Metrics, Rule, RuleParams, Succ
 # An alert that changed state: step, level, rule, message and signals, as workers store and send it.
 Event = dict[str, Any]
 
+# Past this size a value is an overflow in all but name (a gradient norm of 1e200, an entropy of 1e155):
+# the rules' sums and squares of it would overflow (Python raises for those), so it is judged as the
+# infinity it is on its way to: no data for most rules, a spike for grad_spike. Real metrics stay far below.
+OVERFLOW = 1e100
+
+
+def _overflowed(value: float) -> float:
+    return math.copysign(math.inf, value) if abs(value) > OVERFLOW else value
+
 
 class Alert:
     """One rule's state: normal or firing, and how long the condition has argued for a change."""
@@ -84,7 +93,7 @@ class Detector:
         if self.last_step is not None and step <= self.last_step:
             raise ValueError(f"step {step} is not after the previous step {self.last_step}")
         self.last_step = step
-        values = canonical(metrics)
+        values = {key: _overflowed(value) for key, value in canonical(metrics).items()}
         self.trend.update(values)
         return [event for alert in self.alerts if (event := alert.update(step, values, self.trend))]
 

@@ -39,8 +39,13 @@ def detect(run_id: int) -> int:
                 logger.warning("run %s: detector overrides rejected (%s); not judged", run_id, error)
                 return 0
         steps = MetricPoint.steps(run_id, after=start, through=through)
-        for step, metrics in steps:
-            hook.on_step(external.run, step, metrics)
+        try:
+            for step, metrics in steps:
+                hook.on_step(external.run, step, metrics)
+        except Exception:
+            # Its detector may hold steps whose events were rolled back: the next try replays the stored ones.
+            _hooks.pop(run_id, None)
+            raise
         ExternalRun.objects.filter(pk=run_id).update(detected_through=through)
         hook.last_step = through  # a step with no points (skipped by the script) is judged too: as absent
         if external.run.is_finished:

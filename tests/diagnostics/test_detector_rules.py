@@ -152,6 +152,17 @@ def test_grad_spike_marks_a_spike_nan_and_inf_at_info_level(spike):
     assert levels(events) == [(6, "info"), (9, "resolved")]
 
 
+def test_values_too_large_to_square_are_judged_as_the_infinity_they_approach():
+    """Sums and squares of 1e155 or 1.7e308 overflow, and Python raises for them: an import of such a file
+    was a 500 and a run's detection failed on every try. Now no data for most rules, a spike for grad_spike."""
+    huge = [1.0] * 12 + [1e155, 1.7e308, -1e308, 1e308] * 5
+    for key in ("actor/entropy", "train/reward_mean", "train/success", "train/reward_std_in_group"):
+        feed(Detector(), key, huge)  # raised OverflowError or ValueError ("-inf + inf in fsum")
+    spikes = feed(only("grad_spike", min_steps=5), GRAD, [1.0, 1.1, 0.9, 1.0, 1.05, 1e200])
+    assert [(e["step"], e["level"]) for e in spikes] == [(5, "info")]
+    assert "gradient norm is inf" in spikes[0]["message"]
+
+
 def test_grad_spike_tolerance_is_relative_to_the_running_median():
     values = [1.0, 1.2, 0.9, 1.1, 1.0, 1.05, 4.5]  # 4.5x the median of ~1.0
     assert feed(only("grad_spike", tolerance=4.0), GRAD, values) == []

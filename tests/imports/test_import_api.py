@@ -333,3 +333,13 @@ def test_a_name_that_already_ends_with_the_format_is_not_given_it_twice(client, 
     body = b"step,train/success\n0,0.5\n1,x\n"
     answer = client.post(f"{URL}?format=csv&name=bad.csv", body, content_type="text/csv", **auth)
     assert answer.json()["errors"]["file"].startswith("bad.csv: line 3")
+
+
+def test_values_too_large_for_the_detectors_arithmetic_are_imported_and_judged(client, auth):
+    """1e155 squared overflows: the import's detector pass raised and the import was a 500."""
+    rows = [f"{step},1.0,{1e155 if step > 11 else 1.0},{1.7e308 * (-1) ** step}" for step in range(32)]
+    body = ("step,train/success,actor/entropy,actor/grad_norm\n" + "\n".join(rows) + "\n").encode()
+    response = client.post(f"{URL}?format=csv&name=huge", body, content_type="text/csv", **auth)
+    assert response.status_code == 201, response.content
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.metric_points.filter(key="actor/entropy", value=1e155).count() == 20

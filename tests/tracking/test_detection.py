@@ -4,6 +4,7 @@ step is judged once it is complete, every step exactly once, the same events whi
 import pytest
 from django.utils import timezone
 
+from diagnostics.rules import ZeroStdGroups
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment
 from webapp.tracking.models import ExternalExperiment, ExternalRun
@@ -135,3 +136,24 @@ def test_a_run_logging_fast_asks_for_detection_once_a_second_and_once_after():
     now[0] = 104.5
     throttle(7)  # a run logging a step every few seconds is asked about after each, at once
     assert sent[-1] == (7, None) and len(sent) == 5
+
+
+def test_a_judgement_that_failed_is_judged_again_from_the_stored_steps(run, monkeypatch):
+    """The process' detector has seen the step that failed (its events rolled back): the next try replays
+    the stored steps instead of feeding that step again (which it refused, every 30 s, forever)."""
+    log(run, "frac_reward_zero_std", 0.0, 0)
+    log(run, "frac_reward_zero_std", 1.0, 1)
+    assert external.detect(run.pk) == 1  # the process keeps its detector, judged through step 0
+    log(run, "frac_reward_zero_std", 1.0, 2)
+    check = ZeroStdGroups.check
+
+    def fails_once(self, metrics, trend):
+        monkeypatch.setattr(ZeroStdGroups, "check", check)
+        raise OverflowError("a rule's bug")
+
+    monkeypatch.setattr(ZeroStdGroups, "check", fails_once)
+    with pytest.raises(OverflowError):
+        external.detect(run.pk)
+    assert judged(run) == 0
+    assert external.detect(run.pk) == 1 and judged(run) == 1
+    assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", flat=True)) == [1]

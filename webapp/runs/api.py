@@ -7,7 +7,7 @@ metrics, events and samples are webapp.metrics.api's."""
 from django.db import transaction
 from django.http import HttpResponse
 
-from diagnostics import replay_inputs
+from diagnostics import Detector, replay_inputs
 from diagnostics.detector import STORED_READS
 from webapp.accounts.api_auth import ApiError, api_view, json_body, no_body
 from webapp.core import jsonsafe
@@ -146,9 +146,10 @@ def detector_inputs(request, pk):
     history = MetricPoint.steps(run.pk, keys=STORED_READS)
     overrides = run.experiment.detector_overrides or {}
     try:
-        _, inputs = replay_inputs(history, overrides)
+        Detector(overrides)
     except ValueError as error:  # overrides saved before a rule or parameter was renamed
         raise ApiError(422, f"the experiment's detector overrides are rejected: {error}") from None
+    _, inputs = replay_inputs(history, overrides)
     for entry in inputs:
         entry["value"] = finite_or_none_list(entry["value"])
     return JsonResponse(
