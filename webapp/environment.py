@@ -174,7 +174,7 @@ def broker(default_folder: Path) -> tuple[str, dict]:
         if not parts.hostname:
             raise EnvironmentConfigError(f"CELERY_BROKER_URL: no host in {raw!r}")
         db = parts.path.lstrip("/")
-        if db and not db.isdigit():
+        if db and not (db.isascii() and db.isdigit()):
             raise EnvironmentConfigError(f"CELERY_BROKER_URL: redis database must be a number, got {db!r}")
     return raw, {}
 

@@ -315,6 +315,10 @@ def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_show
     ]
     partly = alice_client.get("/compare", {"runs": runs, "draw": f"{a.pk},99"}).context["notices"]
     assert partly == ["draw: '99': not among the runs compared here; left out."]
+    digits = alice_client.get(
+        "/compare", {"runs": runs, "draw": f"{a.pk},\u00b2"}
+    )  # isdigit(), not int(): a 500
+    assert digits.context["notices"] == ["draw: '\u00b2': not among the runs compared here; left out."]
     fine = {"runs": runs, "draw": "", "group": "", "smooth": "0.6", "xrange": "10,50.5"}
     assert alice_client.get("/compare", fine).context["notices"] == []
     grouped = {"runs": f"{runs},{c.pk}", "group": "nope"}

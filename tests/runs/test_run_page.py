@@ -182,6 +182,19 @@ def test_step_in_the_url_ends_at_the_last_logged_step(alice_client, alice):
     assert page_data(alice_client.get(f"/runs/{run.pk}/?step=20"))["cursor"] is None
 
 
+def test_a_step_in_other_scripts_digits_is_named_not_a_500(alice_client, alice):
+    run = make_run(alice, status=Run.Status.COMPLETED, step=20, total_steps=20)
+    for text in (
+        "\u00b2",
+        "\u0663",
+        "\uff11",
+    ):  # superscript two: isdigit() but no int(); Arabic-Indic 3; fullwidth 1
+        for url in (f"/runs/{run.pk}/", f"/runs/{run.pk}/trajectories"):
+            response = alice_client.get(url, {"step": text})
+            assert response.status_code == 200, (url, text)
+            assert response.context["step_error"].startswith("step: expected a whole number from 0 to "), text
+
+
 def test_a_queued_run_offers_no_trajectories_or_exports_it_does_not_have_yet(alice_client, alice, run):
     queued = make_run(alice)
     html = alice_client.get(f"/runs/{queued.pk}/").content.decode()

@@ -13,6 +13,7 @@ from diagnostics.quoting import quoted
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
 from webapp.core import chart_view
+from webapp.core.converters import parse_id
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import estimate, run_planning, specs
 from webapp.metrics.api import MAX_KEYS
@@ -100,7 +101,7 @@ def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str
     notices = []
     if "draw" in query:
         asked = [part for part in query["draw"].split(",") if part]
-        unknown = [part for part in asked if not part.isdigit() or int(part) not in run_ids]
+        unknown = [part for part in asked if parse_id(part) not in run_ids]
         if unknown:
             listed = ", ".join(quoted(part) for part in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
             left = "every run is drawn" if len(unknown) == len(asked) else "left out"

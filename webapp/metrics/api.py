@@ -91,7 +91,7 @@ def _query(request, run: Run):
 
 def _ingest(request, pk: int):
     declared = request.META.get("CONTENT_LENGTH") or "0"
-    if declared.isdigit() and int(declared) > ingest.MAX_BODY_BYTES:
+    if declared.isascii() and declared.isdigit() and int(declared) > ingest.MAX_BODY_BYTES:
         raise ApiError.field(
             "body",
             f"{declared} bytes; the limit is {ingest.MAX_BODY_BYTES}: "

@@ -161,7 +161,7 @@ def _step_param(request, instead: str) -> tuple[int | None, str]:
     text = request.GET.get("step", "").strip()
     if not text:
         return None, ""
-    if not text.isdigit() or int(text) > MAX_STEP:
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_STEP:  # "²" and "٣" are digits too
         quoted = repr(text) if len(text) <= 24 else repr(text[:24]) + "..."
         return None, f"step: expected a whole number from 0 to {MAX_STEP}, got {quoted}; showing {instead}"
     return int(text), ""
