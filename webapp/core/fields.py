@@ -1,5 +1,7 @@
 """Form fields every app's forms share."""
 
+import re
+
 from django import forms
 from django.core.exceptions import ValidationError
 
@@ -27,6 +29,21 @@ class CharField(forms.CharField):
     "Ensure this value has at most 200 characters (it has 201).")."""
 
     default_error_messages = {"max_length": "at most %(limit_value)d characters, got %(show_value)d"}
+
+
+class WholeNumberField(forms.IntegerField):
+    """Digits only: "1.0" and " 1" are not integers to the API's schema, so not to this form either. Its
+    bounds' messages in the API's words (Django's: "Ensure this value is greater than or equal to 1.")."""
+
+    default_error_messages = {
+        "min_value": "must be at least %(limit_value)s",
+        "max_value": "must be at most %(limit_value)s",
+    }
+
+    def to_python(self, value):
+        if value not in self.empty_values and not re.fullmatch(r"-?[0-9]+", str(value)):
+            raise forms.ValidationError("must be a whole number, like 3", code="invalid")
+        return super().to_python(value)
 
 
 TICKED = "on"  # what a browser sends for a ticked box without a value attribute

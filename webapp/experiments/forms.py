@@ -2,6 +2,8 @@
 own validation (through run_planning.plan) decides what is valid, and its errors land next to the field
 they name."""
 
+from urllib.parse import urlencode
+
 import yaml
 from django import forms
 from django.conf import settings
@@ -9,9 +11,10 @@ from django.conf import settings
 import envs
 from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
 from trainer.overrides import deep_merge, get_dotted
-from webapp.core.fields import ChoiceField, TickBox
+from webapp.core.fields import CharField, ChoiceField, TickBox, WholeNumberField
 from webapp.core.templatetags.echolab import spoken_seconds
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
+from webapp.experiments.models import Run
 
 MAX_IMPORT_BYTES = 256 * 1024
 
@@ -473,3 +476,31 @@ class ImportConfigForm(forms.Form):
             env_fields = f"env__{spec.env['name']}__"
             sets |= {name for name in imported if name.startswith(env_fields)}
         return {**imported, **typed, **{name: imported[name] for name in sets if name in imported}}
+
+
+class ExperimentListForm(forms.Form):
+    """The experiment list's filters and page, from its address: a bad value is named above the list (the
+    runs table's way), never dropped for everything or for page 1."""
+
+    q = CharField(required=False, max_length=200, label="Search")
+    env = CharField(required=False, max_length=100, label="Environment")
+    status = ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
+    page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
+
+    FILTERS = ("q", "env", "status")
+
+    def apply(self, experiments):
+        data = self.cleaned_data
+        if data["q"]:
+            experiments = experiments.filter(name__icontains=data["q"])
+        if data["env"]:
+            experiments = experiments.filter(config__env__name=data["env"])
+        if data["status"]:
+            # A subquery, not a join: a join would multiply the annotated counts.
+            with_status = Run.objects.active().filter(status=data["status"]).values("experiment_id")
+            experiments = experiments.filter(pk__in=with_status)
+        return experiments
+
+    def query_string(self) -> str:
+        """The filters as an address' query, without the page."""
+        return urlencode({name: self.cleaned_data[name] for name in self.FILTERS if self.cleaned_data[name]})

@@ -2,8 +2,6 @@
 counts and a success sparkline. Each is one aggregate query over the whole page, not one per row."""
 
 import math
-from dataclasses import dataclass
-from urllib.parse import urlencode
 
 from django.db.models import Avg, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce, Greatest
@@ -15,36 +13,6 @@ from webapp.metrics.models import MetricPoint
 
 SPARK_BUCKETS = 24
 SPARK_WIDTH, SPARK_HEIGHT = 96, 22
-
-
-@dataclass
-class ListFilters:
-    q: str = ""
-    env: str = ""
-    status: str = ""
-
-    @classmethod
-    def from_query(cls, query) -> "ListFilters":
-        status = query.get("status", "")
-        return cls(
-            q=query.get("q", "").strip()[:200],
-            env=query.get("env", "").strip()[:100],
-            status=status if status in Run.Status.values else "",
-        )
-
-    def apply(self, experiments):
-        if self.q:
-            experiments = experiments.filter(name__icontains=self.q)
-        if self.env:
-            experiments = experiments.filter(config__env__name=self.env)
-        if self.status:
-            # A subquery, not a join: a join would multiply the annotated counts.
-            with_status = Run.objects.active().filter(status=self.status).values("experiment_id")
-            experiments = experiments.filter(pk__in=with_status)
-        return experiments
-
-    def query_string(self) -> str:
-        return urlencode({key: value for key, value in vars(self).items() if value})
 
 
 def annotated(experiments):

@@ -17,7 +17,7 @@ from webapp.alerts import emails
 from webapp.core.json_response import JsonResponse
 from webapp.core.live_parts import page_or_part
 from webapp.experiments import estimate, form_inputs, overview
-from webapp.experiments.forms import AlertsForm, ExperimentForm, ImportConfigForm
+from webapp.experiments.forms import AlertsForm, ExperimentForm, ExperimentListForm, ImportConfigForm
 from webapp.experiments.models import Experiment, Run
 from webapp.runs import queue
 from webapp.runs.owned import owned_run
@@ -28,24 +28,25 @@ PAGE_SIZE = 20
 @login_required
 @require_safe
 def experiment_list(request):
-    filters = overview.ListFilters.from_query(request.GET)
-    experiments = filters.apply(overview.annotated(Experiment.objects.for_user(request.user)))
-    experiments = experiments.order_by("-created_at", "-id")
-    page = Paginator(experiments, PAGE_SIZE).get_page(request.GET.get("page"))
-    overview.attach_sparklines(page.object_list)
     template = page_or_part(request, "experiments/list.html", experiments="experiments/_list_table.html")
     if isinstance(template, HttpResponseBadRequest):
         return template
+    form = ExperimentListForm(request.GET)
+    context = {"form": form, "env_names": list(envs.registry()), "statuses": Run.Status.values}
+    if not form.is_valid():
+        return render(request, "experiments/list.html", context, status=400)
+    experiments = form.apply(overview.annotated(Experiment.objects.for_user(request.user)))
+    experiments = experiments.order_by("-created_at", "-id")
+    page = Paginator(experiments, PAGE_SIZE).get_page(form.cleaned_data["page"])
+    overview.attach_sparklines(page.object_list)
     return render(
         request,
         template,
         {
+            **context,
             "page": page,
             "live": any(experiment.runs_running or experiment.runs_queued for experiment in page.object_list),
-            "filters": filters,
-            "env_names": list(envs.registry()),
-            "statuses": Run.Status.values,
-            "query_without_page": filters.query_string(),
+            "query_without_page": form.query_string(),
         },
     )
 

@@ -8,7 +8,7 @@ from django import forms
 from django.core.paginator import Paginator
 
 from diagnostics.quoting import quoted
-from webapp.core.fields import CharField, ChoiceField
+from webapp.core.fields import CharField, ChoiceField, WholeNumberField
 from webapp.core.templatetags.echolab import reward as reward_text
 from webapp.experiments.models import Run
 from webapp.runs import table
@@ -16,21 +16,6 @@ from webapp.runs import table
 TAG = re.compile(r"[a-z0-9][a-z0-9._:-]{0,39}")
 MAX_TAGS = 20
 MAX_PAGE_SIZE = 200
-
-
-class WholeNumberField(forms.IntegerField):
-    """Digits only: "1.0" and " 1" are not integers to the API's schema, so not to this form either. Its
-    bounds' messages in the API's words (Django's: "Ensure this value is greater than or equal to 1.")."""
-
-    default_error_messages = {
-        "min_value": "must be at least %(limit_value)s",
-        "max_value": "must be at most %(limit_value)s",
-    }
-
-    def to_python(self, value):
-        if value not in self.empty_values and not re.fullmatch(r"-?[0-9]+", str(value)):
-            raise forms.ValidationError("must be a whole number, like 3", code="invalid")
-        return super().to_python(value)
 
 
 class RunTableForm(forms.Form):
