@@ -46,7 +46,17 @@ def test_no_measured_run_means_no_estimate(alice_client):
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["total_seconds"] is None and [run["seconds"] for run in body["runs"]] == [None, None]
-    assert body["text"].startswith("2 runs; no time estimate: no run of model tiny")
+    assert body["text"].startswith("2 runs; no time estimate: none of your runs of model tiny")
+
+
+def test_only_the_users_own_runs_are_measured(alice, bob, client):
+    """Another user's step times told which models others train, and how fast."""
+    trained_run(alice, [2.0, 4.0])
+    client.force_login(alice)
+    assert client.post(URL, form()).json()["runs"][0]["seconds"] == pytest.approx(3.0 * 10)
+    client.force_login(bob)
+    body = client.post(URL, form()).json()
+    assert body["runs"][0]["seconds"] is None and "none of your runs of model tiny" in body["text"]
 
 
 def test_step_times_of_imported_runs_and_non_finite_values_are_left_out(alice, alice_client):
@@ -147,17 +157,17 @@ def test_a_grid_over_models_names_each_unmeasured_model_and_no_single_basis(alic
     def planned(model, label):
         return SimpleNamespace(label=label, config={**measured.config, "model": {"name": model}})
 
-    both_unmeasured = summary([planned("org/a", "a"), planned("org/b", "b"), planned("org/c", "c")])
+    both_unmeasured = summary([planned("org/a", "a"), planned("org/b", "b"), planned("org/c", "c")], alice)
     assert both_unmeasured["text"] == (
-        "3 runs; no time estimate: no run of models org/a, org/b or org/c has measured its step time "
+        "3 runs; no time estimate: none of your runs of models org/a, org/b or org/c has measured its step time "
         "on this server yet."
     )
     model = measured.config["model"]["name"]
-    mixed = summary([planned(model, "tiny"), planned("org/b", "b")])
+    mixed = summary([planned(model, "tiny"), planned("org/b", "b")], alice)
     assert mixed["text"] == (
         f"2 runs, about 10s each (2 s a step, from 1 run of model {model} on frozenlake (ppo, filter none) "
-        "measured here, of the same rollout size); 1 with no estimate: no run of model org/b has measured its "
-        "step time on this server yet."
+        "measured here, of the same rollout size); 1 with no estimate: none of your runs of model org/b has "
+        "measured its step time on this server yet."
     )
 
 
@@ -193,7 +203,9 @@ def test_runs_on_different_bases_name_each_basis_after_its_runs(alice, alice_cli
     def planned(measured, label):
         return SimpleNamespace(label=label, config=measured.config)
 
-    text = estimate.summary([planned(fast, "fl-1"), planned(slow, "b-1"), planned(fast, "fl-2")])["text"]
+    text = estimate.summary([planned(fast, "fl-1"), planned(slow, "b-1"), planned(fast, "fl-2")], alice)[
+        "text"
+    ]
     model = fast.config["model"]["name"]
     assert text.startswith(
         f"3 runs, about 10s to 25s each ('fl-1', 'fl-2': 2 s a step, from 1 run of model {model} on frozenlake "

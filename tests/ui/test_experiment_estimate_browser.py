@@ -41,8 +41,9 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
     estimate = page.locator("#run-estimate")
     fill_form(page, 20, "1, 2, 3")
     page.get_by_text("3 runs; no time estimate").wait_for()
-    assert "3 runs; no time estimate: no run of model tiny has measured its step time on this server yet" in (
-        estimate.inner_text()
+    assert (
+        "3 runs; no time estimate: none of your runs of model tiny has measured its step time on this server yet"
+        in (estimate.inner_text())
     )
 
     # Half-typed, the form is invalid: the box says which field, and the browser logs no failed request.

@@ -253,7 +253,7 @@ def ablation_estimate(request):
             planned = run_planning.plan(spec)
         except specs.SpecError as error:
             form.add_spec_errors(error.errors)
-    return JsonResponse(estimate.answer(form, planned, detector_overrides))
+    return JsonResponse(estimate.answer(form, planned, detector_overrides, request.user))
 
 
 @login_required

@@ -1,14 +1,14 @@
 """Before an experiment is created: how long each planned run should take on this server. The basis is the
-step times (time/step_s) that runs trained here measured, of the same model (and environment, and then
-algorithm, when there are such runs: a critic's update, or StarPO-S's filter keeping a quarter of the
-groups, changes a step's time as much as the rollout does). A step's time grows with how many tokens it
-may generate, the rollout size, but not in proportion: a step also has a fixed cost (the update,
-validation, the logging), which dominates a small rollout. So runs of the same rollout size are taken as
-they are; else, with runs of two or more sizes, step time is fitted as a fixed cost plus a cost per token
-of rollout size; with one size only (or a fit with a negative cost, from noisy step times), scaled in
-proportion (an upper bound when scaling up). Imported runs are left out: their step times are another
-machine's; so is each run's step 0 (measured_runs). With several runs the line adds their time in all on
-one worker: each waits for a free one."""
+step times (time/step_s) that the user's runs trained here measured (measured_runs), of the same model
+(and environment, and then algorithm, when there are such runs: a critic's update, or StarPO-S's filter
+keeping a quarter of the groups, changes a step's time as much as the rollout does). A step's time grows
+with how many tokens it may generate, the rollout size, but not in proportion: a step also has a fixed
+cost (the update, validation, the logging), which dominates a small rollout. So runs of the same rollout
+size are taken as they are; else, with runs of two or more sizes, step time is fitted as a fixed cost
+plus a cost per token of rollout size; with one size only (or a fit with a negative cost, from noisy step
+times), scaled in proportion (an upper bound when scaling up). Imported runs are left out: their step
+times are another machine's; so is each run's step 0. With several runs the line adds their time in all
+on one worker: each waits for a free one."""
 
 import statistics
 from dataclasses import dataclass
@@ -56,10 +56,11 @@ class Measured:
     size: int
 
 
-def measured_runs() -> list[Measured]:
-    """The mean step time of each of the latest MEASURED_RUNS runs trained here that logged time/step_s,
-    its step 0 left out: the first validation and the warm-up make it several times a later step (a
-    tester's estimate from a demo run stopped after that step said 10.5 s a step, for runs of 2-6 s)."""
+def measured_runs(user) -> list[Measured]:
+    """The mean step time of each of the latest MEASURED_RUNS runs of the user's trained here that logged
+    time/step_s (another user's would tell which models others train, and how fast), its step 0 left out:
+    the first validation and the warm-up make it several times a later step (a tester's estimate from a
+    demo run stopped after that step said 10.5 s a step, for runs of 2-6 s)."""
     means = (
         MetricPoint.objects.filter(
             key=TIME_STEP_S,
@@ -67,6 +68,7 @@ def measured_runs() -> list[Measured]:
             value__gt=0,
             value__lt=MAX_STEP_SECONDS,
             run__experiment__imported=False,
+            run__in=Run.objects.for_user(user),
         )
         .values("run_id")
         .annotate(mean=Avg("value"), n=Count("id"))
@@ -115,7 +117,10 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
     )
     if not similar:
         return RunEstimate(
-            label, None, f"no run of model {model} has measured its step time on this server yet", model
+            label,
+            None,
+            f"none of your runs of model {model} has measured its step time on this server yet",
+            model,
         )
     per_step, how, used = step_seconds(similar, rollout_size(config))
     steps = (config.get("schedule") or {}).get("steps") or 0
@@ -182,13 +187,13 @@ def _bases(runs: list[RunEstimate]) -> str:
     return "; ".join(parts) + rest
 
 
-def answer(form, planned, detector_overrides: dict) -> dict:
+def answer(form, planned, detector_overrides: dict, user) -> dict:
     """What a form's estimate request answers (static/js/experiment_form.js): the form's errors while it is
     invalid (a 200 still: the question was fine, and a 400 on every keystroke fills the browser's
     console), else the summary and what each run waits for."""
     if form.errors:
         return {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
-    answered = summary(planned)
+    answered = summary(planned, user)
     answered["text"] += too_short_note(planned, detector_overrides)
     return {**answered, "waits_for": queue.waits_for()}
 
@@ -211,16 +216,17 @@ def too_short_note(planned, detector_overrides: dict) -> str:
     )
 
 
-def summary(planned) -> dict:
-    """What the form shows: how many runs, the estimate of each, and one line saying it."""
-    measured = measured_runs()
+def summary(planned, user) -> dict:
+    """What the form shows: how many runs, the estimate of each (from the user's runs), and one line saying it."""
+    measured = measured_runs(user)
     runs = [estimate_run(run.label, run.config, measured) for run in planned]
     known = [run.seconds for run in runs if run.seconds is not None]
     count = f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
     unmeasured = list(dict.fromkeys(run.model for run in runs if run.seconds is None))
     # A grid over models: each model's runs have their own basis, and the line names every model unmeasured.
     no_estimate = (
-        unmeasured and f"no run of {_models(unmeasured)} has measured its step time on this server yet"
+        unmeasured
+        and f"none of your runs of {_models(unmeasured)} has measured its step time on this server yet"
     )
     basis = _bases([run for run in runs if run.seconds is not None])
     if not known:

@@ -76,7 +76,7 @@ def experiment_estimate(request):
     form = ExperimentForm(data)
     form.is_valid()
     detector_overrides = form.spec.detector_overrides if form.spec else {}
-    return JsonResponse(estimate.answer(form, form.planned, detector_overrides))
+    return JsonResponse(estimate.answer(form, form.planned, detector_overrides, request.user))
 
 
 @login_required
