@@ -475,11 +475,11 @@ BOUNDS_SLACK = 0.01
 
 
 @functools.lru_cache(maxsize=4096)
-def bounds(key: str, renamed: bool = True) -> tuple[float, float] | None:
-    """The values `key` can take (our key or a pattern's), where they are bounded; None for a key that has
-    no bounds or is not registered. `renamed`: also under the names canonical() renames to ours, where
-    they are stored under ours (the MLflow endpoint, imports; the ingest API stores keys as sent)."""
-    metric = registered(ALIASES.get(key, key) if renamed else key)
+def bounds(key: str) -> tuple[float, float] | None:
+    """The values `key` can take (our key, a pattern's, or another trainer's name that canonical() renames
+    to ours), where they are bounded; None for a key that has no bounds or is not registered. Every way in
+    checks the same: a value the ingest API took (it stores keys as sent) must import back from its export."""
+    metric = registered(ALIASES.get(key, key))
     return metric.bounds if metric is not None else None
 
 
@@ -489,9 +489,9 @@ def within(limits: tuple[float, float], value: float) -> bool:
     return limits[0] - BOUNDS_SLACK <= value <= limits[1] + BOUNDS_SLACK or not math.isfinite(value)
 
 
-def out_of_bounds(key: str, value: float, renamed: bool = True) -> str | None:
+def out_of_bounds(key: str, value: float) -> str | None:
     """Why `value` cannot be `key`'s (a success rate of 7.5), quoted as given, else None."""
-    limits = bounds(key, renamed)
+    limits = bounds(key)
     if limits is None or within(limits, value):
         return None
     percent = "; a percentage? send it divided by 100" if 1 < value <= 100 else ""

@@ -224,6 +224,24 @@ def test_import_and_ingest_share_one_key_rule(client, auth, alice):
     assert Run.objects.count() == 1 and MetricPoint.objects.count() == 0
 
 
+def test_a_value_ingest_takes_imports_back_from_its_export(client, auth, alice):
+    """success_rate (RAGEN's name for train/success) is a fraction wherever it comes in: the ingest API took
+    50 under it, and its own export then failed to import."""
+    import json
+
+    run = streamed_run(alice)
+    url = f"/api/runs/{run.pk}/metrics"
+    for value, status in ((50, 400), (0.5, 200)):
+        point = json.dumps([{"step": 3, "key": "success_rate", "value": value}])
+        response = client.post(url, point, content_type="application/json", **auth)
+        assert response.status_code == status, response.content
+    assert response.status_code == 200
+    exported = client.get(f"/api/runs/{run.pk}/export?format=jsonl", **auth)
+    body = b"".join(exported.streaming_content) if exported.streaming else exported.content
+    imported = client.post(f"{URL}?format=jsonl&name=back", body, content_type="text/plain", **auth)
+    assert imported.status_code == 201, imported.content
+
+
 def test_import_and_ingest_share_one_value_rule(client, auth, alice):
     """A JSON string is a value for both (NaN, Infinity, -Infinity) or for neither."""
     run = streamed_run(alice)

@@ -95,11 +95,7 @@ def _point_errors(where: str, point) -> dict[str, str]:
         errors[f"{where}.value"] = 'must be a number, null, "NaN", "Infinity" or "-Infinity"' + (
             f", got {value!r}" if isinstance(value, jsonsafe.OversizedNumber) else ""
         )
-    elif (
-        isinstance(key, str)
-        and isinstance(value, (int, float))
-        and (problem := out_of_bounds(key, value, False))
-    ):
+    elif isinstance(key, str) and isinstance(value, (int, float)) and (problem := out_of_bounds(key, value)):
         errors[f"{where}.value"] = problem
     return errors
 
@@ -141,7 +137,7 @@ def _well_formed(point, keys: dict) -> tuple[int, str, float | None] | None:
     if key not in keys:
         if len(key) > MAX_KEY_LENGTH or key_problem(key):
             return None
-        keys[key] = bounds(key, renamed=False)  # stored as sent: only our own keys are fractions here
+        keys[key] = bounds(key)
     if value is None:
         return step, key, value
     if isinstance(value, str):
