@@ -242,6 +242,29 @@ def test_a_start_time_in_seconds_is_refused_not_made_a_run_of_57_years(api, alic
     assert answer.status_code == 200 and answer.json()["run"]["info"]["start_time"] == 1_700_000_000_000
 
 
+def test_a_start_time_years_ahead_is_refused_and_a_little_ahead_ends_no_earlier(api, alice):
+    """A start in 2100 gave a finished run a duration of minus 73 years; a client's clock a minute ahead
+    may start a run, which then ends when it ends or when it started, whichever is later."""
+    year_2100 = 4_102_444_800_000
+    answer = api("/api/2.0/mlflow/runs/create", {"start_time": year_2100})
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith(
+        "start_time: 4102444800000 is 2100-01-01 00:00:00 UTC, more than a day after this server's clock ("
+    )
+    ahead = int((timezone.now().timestamp() + 60) * 1000)
+    answer = api("/api/2.0/mlflow/runs/create", {"start_time": ahead})
+    run_id = answer.json()["run"]["info"]["run_id"]
+    api("/api/2.0/mlflow/runs/update", {"run_id": run_id, "status": "FINISHED"})
+    run = Run.objects.get(mlflow__run_uuid=run_id)
+    assert run.finished_at >= run.started_at
+
+
+def test_a_refused_run_makes_no_default_experiment(api, alice):
+    for body in ({"tags": [{"key": "a"}]}, {"start_time": 5}, {"run_name": "x" * 301}):
+        assert api("/api/2.0/mlflow/runs/create", body).status_code == 400, body
+    assert not ExternalExperiment.objects.filter(owner=alice).exists()
+
+
 def test_points_for_an_ended_mlflow_run_on_our_api_say_where_they_go(api, run):
     Run.objects.filter(pk=run.run_id).update(status=Run.Status.FAILED)  # lost: its client went quiet
     body = json.dumps([{"step": 1, "key": "train/success", "value": 0.5}])

@@ -370,7 +370,10 @@ class ExternalRun(models.Model):
                 finished = ours in Run.FINISHED
                 fields.update(
                     status=ours,
-                    finished_at=(end_time or timezone.now()) if finished else None,
+                    # A start a little ahead (the client's clock) is no negative duration.
+                    finished_at=(end_time or max(timezone.now(), run.started_at or EARLIEST))
+                    if finished
+                    else None,
                     error="failed (the client says)" if ours == Run.Status.FAILED else "",
                 )
                 if self.lost_at is not None:
@@ -489,11 +492,14 @@ class ExternalRun(models.Model):
 # Before it no training run was logged: a start_time of 123 (or of seconds, 1.7e9: January 1970) is a
 # client's bug, and would make a run 57 years long that tops every sort by duration.
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+# A client's clock may run ahead of this server's, by this much at most: a start in the year 2100 gave a
+# finished run a duration of minus 73 years.
+AHEAD = timedelta(days=1)
 
 
 def from_millis(value: int | None, field: str) -> datetime | None:
     """A request's `field` (milliseconds since 1970) as a time; an error naming the field if it is none, or
-    if it is before EARLIEST."""
+    if it is before EARLIEST or more than AHEAD after now."""
     if value is None:
         return None
     try:
@@ -505,6 +511,13 @@ def from_millis(value: int | None, field: str) -> datetime | None:
             field,
             f"{value} is {time:%Y-%m-%d %H:%M:%S} UTC, before {EARLIEST:%Y}: a time in milliseconds since 1970 "
             "(seconds times 1,000) is expected",
+        )
+    now = timezone.now()
+    if time > now + AHEAD:
+        raise invalid(
+            field,
+            f"{value} is {time:%Y-%m-%d %H:%M:%S} UTC, more than a day after this server's clock "
+            f"({now:%Y-%m-%d %H:%M:%S} UTC): a time in milliseconds since 1970 is expected",
         )
     return time
 

@@ -184,18 +184,15 @@ def set_experiment_tag(request, fields):
 
 @mlflow_view("POST")
 def create_run(request, fields):
-    experiment = ExternalExperiment.get_for(
-        request.user, fields.string("experiment_id", required=False, default="0")
-    )
+    # Every field checked before the experiment is looked up: the Default one is made on first use, and a
+    # refused request makes nothing.
     tags = dict(protocol.run_tag(tag) for tag in fields.items("tags", 1000))
     start = from_millis(fields.integer("start_time", low=0), "start_time")
-    run = ExternalRun.start(
-        experiment,
-        fields.string("run_name", required=False, max_length=300),
-        tags,
-        fields.string("user_id", required=False),
-        start or timezone.now(),
-    )
+    name = fields.string("run_name", required=False, max_length=300)
+    user_id = fields.string("user_id", required=False)
+    experiment_id = fields.string("experiment_id", required=False, default="0")
+    experiment = ExternalExperiment.get_for(request.user, experiment_id)
+    run = ExternalRun.start(experiment, name, tags, user_id, start or timezone.now())
     return {"run": run.to_mlflow()}
 
 
