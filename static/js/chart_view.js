@@ -47,11 +47,19 @@ window.EchoChartView = {
     return urls;
   },
 
+  // A number as an address writes one: digits, a point, an exponent; webapp.core.chart_view reads the same
+  // (Number() alone also takes "0x10" and " 1", Python's float() "1_0" and "inf": the page's notice and
+  // its charts disagreed).
+  DECIMAL: /^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$/,
+  decimal: function (text) {
+    return window.EchoChartView.DECIMAL.test(text) ? Number(text) : NaN;
+  },
+
   read: function () {
     const query = new URLSearchParams(window.location.search);
-    const smooth = query.get("smooth");
-    const weight = smooth === null || smooth === "" ? NaN : Number(smooth);
-    const parts = (query.get("xrange") || "").split(",").map(function (part) { return part === "" ? NaN : Number(part); });
+    const decimal = window.EchoChartView.decimal;
+    const weight = decimal(query.get("smooth") || "");
+    const parts = (query.get("xrange") || "").split(",").map(decimal);
     return {
       xmode: query.get("x") === "time" ? "time" : "step",
       xrange: parts.length === 2 && parts.every(Number.isFinite) && parts[0] < parts[1] ? parts : null,

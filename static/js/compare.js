@@ -746,7 +746,8 @@
     const text = new URLSearchParams(window.location.search).get("draw");
     if (text === null) return ids;
     if (text === "") return [];  // every run unticked
-    const asked = new Set(text.split(",").map(Number));
+    // Database ids as the server reads them (webapp.core.converters.parse_id): Number("0x3") is 3 too.
+    const asked = new Set(text.split(",").filter(function (part) { return /^[0-9]{1,19}$/.test(part); }).map(Number));
     const drawn = ids.filter(function (id) { return asked.has(id); });
     return drawn.length ? drawn : ids;  // none of them here: every run (the page's notice says so)
   }

@@ -11,6 +11,7 @@ from tests.factories import make_experiment, make_run
 from tests.helpers import REPO_ROOT, wait_for
 from tests.ui.chart_helpers import drag_across, ticks
 from webapp.alerts.models import DetectorEvent
+from webapp.core import chart_view
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -83,6 +84,40 @@ def test_time_axis_synced_zoom_view_in_the_url_and_table(page):
     page.screenshot(path=str(ARTIFACTS / "run-chart-as-table.png"), full_page=False)
     page.get_by_label("Show Success (train and validation) as a table").uncheck()
     assert page.locator("#chart-success").is_visible() and not table.count()
+
+
+def test_the_page_reads_the_addresss_numbers_as_its_notices_do(page):
+    """?xrange=0x0,0x10 zoomed to 0..16 under a notice that said every step was shown; ?xrange=1_0,2_0
+    showed every step without one. One grammar, here and in webapp.core.chart_view."""
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=5, total_steps=5)
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    texts = [
+        "10",
+        "-2.5",
+        ".5",
+        "5.",
+        "1e3",
+        "+1",
+        "1E-2",
+        "0x10",
+        "1_0",
+        " 1",
+        "1 ",
+        "inf",
+        "Infinity",
+        "nan",
+        "",
+        "-",
+        "1e",
+        "\u0663",
+        "\uff11",
+        "1e400",
+        "0b1",
+        "1,2",
+    ]
+    read = page.evaluate("texts => texts.map(t => Number.isFinite(EchoChartView.decimal(t)))", texts)
+    assert dict(zip(texts, read)) == {text: chart_view._number_within(text) for text in texts}
+    assert read[:7] == [True] * 7 and not any(read[7:])
 
 
 def test_a_run_without_step_times_says_it_has_no_time_axis(page):

@@ -2,8 +2,13 @@
 it: what a page cannot follow, and what it shows instead, for the page to say (never a silent default)."""
 
 import math
+import re
 
 from diagnostics.quoting import quoted
+
+# A number as an address writes one, read the same by static/js/chart_view.js (EchoChartView.DECIMAL):
+# float() alone also takes "1_0", "inf" and " 1", JavaScript's Number() "0x10".
+DECIMAL = re.compile(r"[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?")
 
 
 def view_notices(query, x_axis: bool = False) -> list[str]:
@@ -27,8 +32,7 @@ def view_notices(query, x_axis: bool = False) -> list[str]:
 
 
 def _number_within(text: str, low: float = -math.inf, high: float = math.inf) -> bool:
-    try:
-        value = float(text)
-    except ValueError:
+    if not DECIMAL.fullmatch(text):
         return False
+    value = float(text)
     return math.isfinite(value) and low <= value <= high
