@@ -113,6 +113,18 @@ def test_patch_refuses_bad_input_naming_it(patch, experiment, body, field):
     assert stored(experiment) == ("first@example.com", False)
 
 
+def test_what_the_api_takes_the_page_shows_and_saves_again(patch, alice_client, experiment):
+    addresses = [f"{'a' * 60}{i:02d}@{'b' * 60}.example.org" for i in range(14)]  # 1,918 characters
+    assert patch(experiment, {"alert_recipients": addresses}).status_code == 200
+    page = alice_client.get(experiment.get_absolute_url()).content.decode()
+    assert ", ".join(addresses) in page
+    # Typed with names, as a mail client copies them: longer than the list kept, which meets the limit.
+    typed = ", ".join(f"Person {i} <{address}>" for i, address in enumerate(addresses))
+    url = reverse("experiment_alerts", args=[experiment.pk])
+    saved = alice_client.post(url, {"alert_recipients": typed, "alert_on_warnings": "on"})
+    assert saved.status_code == 302 and stored(experiment) == (", ".join(addresses), True)
+
+
 def test_patch_on_another_users_experiment_is_a_404(client, bob, experiment):
     token = ApiToken.issue(bob, "bob")[1]
     response = client.patch(

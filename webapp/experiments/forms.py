@@ -73,7 +73,8 @@ class AlertsForm(forms.Form):
 
     alert_recipients = forms.CharField(
         required=False,
-        max_length=2000,
+        max_length=2
+        * spec_parsing.MAX_RECIPIENTS_TEXT,  # as typed, names too; the addresses kept meet the limit
         help_text="Emails separated by commas (Bob <bob@example.com> is fine too); empty means you.",
     )
     alert_on_warnings = TickBox(required=False, label="Also alert on warnings")
