@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp.accounts.forms import ApiTokenForm, EmailForm, PasswordForm
 from webapp.accounts.models import ApiToken
@@ -14,6 +14,7 @@ NEW_TOKEN_SESSION_KEY = "new_api_token"
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def tokens(request):
     if request.method == "POST":
         form = ApiTokenForm(request.user, request.POST)
@@ -37,6 +38,7 @@ def tokens(request):
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def account(request):
     """The signed-in user's email and password: two forms on one page, each posted on its own."""
     email_form = EmailForm(instance=request.user)

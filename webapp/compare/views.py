@@ -6,7 +6,7 @@ import re
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from diagnostics.metrics import CHART_KEYS, CHARTS
 from diagnostics.quoting import quoted
@@ -257,6 +257,7 @@ def ablation_estimate(request):
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def ablation_new(request):
     form = AblationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

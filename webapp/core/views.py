@@ -1,6 +1,7 @@
 from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
 from django.views.defaults import page_not_found
 
 from webapp.accounts.api_auth import api_view
@@ -33,6 +34,7 @@ def not_found(request, exception):
     return page_not_found(request, exception)
 
 
+@require_safe
 def favicon(request):
     """Browsers ask for /favicon.ico whatever the page's <link rel="icon">: point them at the real one."""
     return redirect(static("favicon.svg"), permanent=True)

@@ -52,6 +52,7 @@ def experiment_list(request):
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def experiment_new(request):
     if request.method == "POST":
         form = ExperimentForm(request.POST)

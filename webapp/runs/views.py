@@ -9,7 +9,7 @@ from django.http import HttpResponseBadRequest, HttpResponseNotFound, StreamingH
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from webapp.alerts.models import Notification
 from webapp.compare import selection
@@ -80,6 +80,7 @@ def run_list(request):
 
 
 @login_required
+@require_http_methods(["GET", "HEAD", "POST"])
 def run_edit(request, pk):
     run = owned_run(request, pk)
     # The form edits a copy: a refused edit would leave its values on `run`, which the page shows as saved.
@@ -178,6 +179,7 @@ def _collapse_every(config) -> int | None:
 
 
 @login_required
+@require_safe
 def run_detail(request, pk):
     run = owned_run(request, pk)
     template = page_or_part(request, "runs/detail.html", alerts="runs/_alert_delivery.html")
@@ -294,6 +296,7 @@ def run_resume(request, pk):
 
 
 @login_required
+@require_safe
 def run_trajectories(request, pk):
     run = owned_run(request, pk)
     steps = list(Sample.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())

@@ -9,6 +9,7 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_safe
 
 from webapp.accounts.api_auth import (
     WWW_AUTHENTICATE,
@@ -339,6 +340,7 @@ def get_metric_history(request, fields):
 
 
 @login_required
+@require_safe
 def experiment_page(request, experiment_id: int):
     """The page of the user's MLflow experiment with that id (0: their Default one, if made yet)."""
     experiments = ExternalExperiment.objects.for_user(request.user)
@@ -352,6 +354,7 @@ def experiment_page(request, experiment_id: int):
 
 
 @login_required
+@require_safe
 def run_page(request, run_uuid: str):
     """The run page of the user's MLflow run with that id; another user's is a 404 like a missing one."""
     found = ExternalRun.objects.for_user(request.user).filter(run_uuid=run_uuid).select_related("run").first()
