@@ -167,11 +167,17 @@ def key_problem(key: Any) -> str | None:
     return None
 
 
+# A number as a file writes one: decimal, or nan / inf / infinity in any case. float() alone also reads
+# "1_5" as 15.0 and other scripts' digits ("\u0663" as 3).
+_DECIMAL = re.compile(
+    r"[+-]?(([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
+)
+
+
 def _number(text: str, where: str) -> float:
-    try:
-        value = float(text)  # also reads nan, inf, -inf, Infinity in any case
-    except ValueError:
-        raise ValueError(f"{where}: {quoted(text)} is not a number") from None
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(f"{where}: {quoted(text)} is not a number")
+    value = float(text)
     if math.isinf(value) and "inf" not in text.lower():
         raise ValueError(f"{where}: {quoted(text)} is beyond a 64-bit float's range")
     return value
@@ -207,6 +213,10 @@ def _step(value: Any, where: str) -> int:
 
 
 def _parse_csv(text: str, checked: bool) -> list[_Row]:
+    # The rows' fast path reads cells with float(), which takes what _DECIMAL does not ("1_5", "\u0663"):
+    # a file with an underscore or a letter beyond ASCII below its header is read cell by cell.
+    body = text.partition("\n")[2]
+    checked = checked or "_" in body or not body.isascii()
     # strict: a quote never closed is an error, not a cell that swallows the rest of the file. newline="":
     # rows end at \n, \r\n or a lone \r (an old Mac file), as the csv module reads them.
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=_separator(text), strict=True)

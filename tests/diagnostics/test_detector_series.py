@@ -76,6 +76,10 @@ def test_reads_a_path_and_takes_an_explicit_format(tmp_path):
             "line 6: step 5, column 'b' is 3.0 here but 2.0 on line 4",
         ),
         ("step,a\n0,1e400\n", "line 2, column 'a': '1e400' is beyond a 64-bit float's range"),
+        # float() reads these as 15.0, 3.0 and 10; a file means none of them
+        ("step,a\n0,1_5\n", "line 2, column 'a': '1_5' is not a number"),
+        ("step,a\n0,\u0663\n", "line 2, column 'a': '\u0663' is not a number"),
+        ("step,a\n1_0,1\n", "line 2, column 'step': '1_0' is not a number"),
         ('{"step": 0, "a": -1E+999}\n', "line 1: '-1E+999' is beyond a 64-bit float's range"),
         ("step,a\n0,1\n1.5,2\n", "line 3, column 'step': 1.5 is not a whole step number"),
         ("step,a\n0,1\n-5,2\n", "line 3, column 'step': -5 is not a whole step number"),  # not -5.0
