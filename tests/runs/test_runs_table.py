@@ -160,6 +160,8 @@ def test_tags_are_parsed_checked_and_deduplicated(alice):
     bad = RunEditForm({"name": "", "tags": "ok, no/slash", "notes": ""}, instance=run)
     assert not bad.is_valid()
     assert "'no/slash' is not a tag" in bad.errors["tags"][0]
+    kelvin = RunEditForm({"name": "", "tags": "\u212a", "notes": ""}, instance=run)  # lower(): "k"
+    assert not kelvin.is_valid() and "'\u212a' is not a tag" in kelvin.errors["tags"][0]
 
 
 # ---- views ------------------------------------------------------------------------------------------

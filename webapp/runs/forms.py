@@ -98,7 +98,8 @@ class TagsField(forms.CharField):
             words = value
         else:
             words = [word for word in re.split(r"[,\s]+", (value or "").strip()) if word]
-        bad = [word for word in words if not TAG.fullmatch(word.lower())]
+        # ASCII as typed: lower() makes the Kelvin sign a "k"
+        bad = [word for word in words if not (word.isascii() and TAG.fullmatch(word.lower()))]
         if bad:
             raise forms.ValidationError(tag_problem(bad[0]))  # as typed: "Tag!", not "tag!"
         tags = list(dict.fromkeys(word.lower() for word in words))
