@@ -161,3 +161,20 @@ def test_an_imported_experiment_says_nothing_is_emailed_and_has_no_alert_setting
     live = ExternalExperiment.create(alice, "live").experiment
     page = alice_client.get(reverse("experiment_detail", args=[live.pk])).content.decode()
     assert "trained elsewhere · alerts to" in page and "Alert settings" in page
+
+
+def test_alert_settings_of_an_experiment_imported_from_a_file_are_refused(patch, alice_client, alice):
+    """They were stored, and nothing would ever read them."""
+    imported = make_experiment(alice, name="from a file", imported=True)
+    response = patch(imported, {"alert_on_warnings": True})
+    assert response.status_code == 409
+    assert response.json()["error"] == (
+        f"experiment {imported.pk} was imported from a file: its runs were judged once, when imported, and "
+        "nothing is emailed"
+    )
+    url = reverse("experiment_alerts", args=[imported.pk])
+    page = alice_client.post(url, {"alert_recipients": "x@example.com"}, follow=True).content.decode()
+    assert f"Experiment {imported.pk} was imported from a file" in page
+    assert stored(imported) == ("", False)
+    live = ExternalExperiment.create(alice, "live").experiment  # logged through MLflow: it alerts
+    assert patch(live, {"alert_on_warnings": True}).status_code == 200

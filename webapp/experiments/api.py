@@ -81,4 +81,7 @@ def _set_alerts(experiment: Experiment, body) -> None:
         errors["alert_on_warnings"] = "must be true or false"
     if errors:
         raise ApiError.fields(errors)
-    experiment.set_alerts(recipients, on_warnings)
+    try:
+        experiment.set_alerts(recipients, on_warnings)
+    except Experiment.NotAlerted as error:
+        raise ApiError(409, str(error)) from None

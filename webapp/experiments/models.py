@@ -175,8 +175,16 @@ class Experiment(models.Model):
             body["steps"] = inputs["steps"]
         return {**body, "overrides": overrides} if overrides else body
 
+    class NotAlerted(ValueError):
+        """Alert settings for an experiment imported from a file: its runs were judged once, when imported."""
+
     def set_alerts(self, recipients: list[str], on_warnings: bool) -> None:
         """Who gets this experiment's alert emails (empty: the owner), and whether warnings are sent too."""
+        if self.from_file:
+            raise self.NotAlerted(
+                f"experiment {self.pk} was imported from a file: its runs were judged once, when imported, and "
+                "nothing is emailed"
+            )
         self.alert_recipients = ", ".join(recipients)
         self.alert_on_warnings = on_warnings
         self.save(update_fields=["alert_recipients", "alert_on_warnings"])

@@ -163,7 +163,11 @@ def experiment_alerts(request, pk):
     form = AlertsForm(request.POST)
     if not form.is_valid():
         return _render_detail(request, experiment, form, status=400)
-    experiment.set_alerts(form.cleaned_data["alert_recipients"], form.cleaned_data["alert_on_warnings"])
+    try:
+        experiment.set_alerts(form.cleaned_data["alert_recipients"], form.cleaned_data["alert_on_warnings"])
+    except Experiment.NotAlerted as error:
+        messages.error(request, f"{str(error)[:1].upper()}{str(error)[1:]}.")
+        return redirect(experiment)
     messages.success(request, "Alert settings saved.")
     return redirect(experiment)
 
