@@ -155,14 +155,15 @@ def test_anonymous_is_sent_to_login(client, run):
 def test_a_view_the_page_cannot_follow_is_named_with_what_it_shows_instead(alice_client, alice):
     # ?x=bogus, ?xrange=a,b and ?smooth=7 were dropped without a word (the compare page named them).
     run = make_run(alice, status=Run.Status.COMPLETED, step=20, total_steps=20)
-    html = alice_client.get(f"/runs/{run.pk}/?x=bogus&xrange=a,b&smooth=7").content.decode()
+    html = alice_client.get(f"/runs/{run.pk}/?x=bogus&xrange=a,b&smooth=7&detector=2").content.decode()
     for notice in (
         "x: expected step or time, got &#x27;bogus&#x27;; the x axis is the step.",
+        "detector: expected 1 (the detector&#x27;s view), got &#x27;2&#x27;; not shown.",
         "smooth: expected a number from 0 to 0.99, got &#x27;7&#x27;; no smoothing.",
         "xrange: expected two increasing steps like 10,50, got &#x27;a,b&#x27;; every step is shown.",
     ):
         assert f"<li>{notice}</li>" in html
-    html = alice_client.get(f"/runs/{run.pk}/?x=time&xrange=10,50&smooth=0.6").content.decode()
+    html = alice_client.get(f"/runs/{run.pk}/?x=time&xrange=10,50&smooth=0.6&detector=1").content.decode()
     assert 'id="view-notices"' not in html
 
 

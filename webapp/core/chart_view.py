@@ -11,12 +11,16 @@ from diagnostics.quoting import quoted
 DECIMAL = re.compile(r"[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?")
 
 
-def view_notices(query, x_axis: bool = False) -> list[str]:
-    """Notices for ?smooth= and ?xrange=, and ?x= where the page offers a time axis (`x_axis`)."""
+def view_notices(query, run_page: bool = False) -> list[str]:
+    """Notices for ?smooth= and ?xrange=, and for ?x= and ?detector= where the page offers a time axis and
+    the detector's view (`run_page`)."""
     notices = []
     x = query.get("x", "")
-    if x_axis and x not in ("", "step", "time"):
+    if run_page and x not in ("", "step", "time"):
         notices.append(f"x: expected step or time, got {quoted(x)}; the x axis is the step.")
+    detector = query.get("detector", "")
+    if run_page and detector not in ("", "1"):
+        notices.append(f"detector: expected 1 (the detector's view), got {quoted(detector)}; not shown.")
     smooth = query.get("smooth", "")
     if smooth and not _number_within(smooth, 0, 0.99):
         notices.append(f"smooth: expected a number from 0 to 0.99, got {quoted(smooth)}; no smoothing.")

@@ -228,7 +228,7 @@ def run_detail(request, pk):
             "experiment": run.experiment,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
             "step_error": step_error,
-            "view_notices": chart_view.view_notices(request.GET, x_axis=True),
+            "view_notices": chart_view.view_notices(request.GET, run_page=True),
             "mlflow_run": getattr(run, "mlflow", None),  # an MLflow client's run: its tags and parent
             "sections": sections,
             "page": page,  # read by static/js/run.js through json_script
