@@ -238,7 +238,22 @@ def test_session_post_needs_csrf(alice):
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
     response = client.post(reverse("api_experiments"), json.dumps(BODY), content_type="application/json")
-    assert response.status_code == 403 and "CSRF" in response.json()["error"]
+    assert response.status_code == 403 and response.json()["error"].startswith(
+        "CSRF check failed: CSRF cookie not set. (a signed-in browser's call sends"
+    )
+    # The header sent, from another site: said so, not "send the X-CSRFToken header" (a tester sent it)
+    client.get("/")
+    token = client.cookies["csrftoken"].value
+    response = client.post(
+        reverse("api_experiments"),
+        json.dumps(BODY),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=token,
+        HTTP_ORIGIN="https://elsewhere.example",
+    )
+    assert response.status_code == 403 and response.json()["error"].startswith(
+        "CSRF check failed: Origin checking failed - https://elsewhere.example does not match any trusted origins."
+    )
     assert Experiment.objects.count() == 0
 
 

@@ -64,8 +64,16 @@ def unauthenticated(message: str) -> JsonResponse:
     return response
 
 
-def _csrf_failure(request):
-    check = CsrfViewMiddleware(lambda req: None)
+class _CsrfCheck(CsrfViewMiddleware):
+    """Django's CSRF check, answering why it refused (its reason: "CSRF token missing.", "Origin checking
+    failed - https://x does not match any trusted origins.") instead of its 403 page."""
+
+    def _reject(self, request, reason):
+        return reason
+
+
+def _csrf_failure(request) -> str | None:
+    check = _CsrfCheck(lambda req: None)
     check.process_request(request)
     return check.process_view(request, None, (), {})
 
@@ -145,8 +153,13 @@ def _authenticated_call(view, request, *args, **kwargs):
             return unauthenticated("invalid API token")
         request.user = user
     elif request.user.is_authenticated:
-        if request.method != "GET" and _csrf_failure(request) is not None:
-            return error_response(403, "CSRF check failed: send the X-CSRFToken header")
+        failure = _csrf_failure(request) if request.method != "GET" else None
+        if failure is not None:
+            return error_response(
+                403,
+                f"CSRF check failed: {failure} (a signed-in browser's call sends the csrftoken cookie's value "
+                "in the X-CSRFToken header, from this site's own pages; a script sends an API token instead)",
+            )
     else:
         return unauthenticated("authentication required: log in or send 'Authorization: Bearer <token>'")
     return _call(view, request, *args, **kwargs)
