@@ -5,7 +5,7 @@ import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseNotFound
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
 from django.utils.text import slugify
@@ -86,17 +86,18 @@ def experiment_rerun(request, pk):
     """ "Re-run with changes": the new-experiment form, prefilled from this experiment."""
     source = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     if not source.config:
-        return _no_trainer_config(source, "re-run")
+        return _no_trainer_config(request, source, "re-run")
     return _render_new(
         request, ExperimentForm(initial=ExperimentForm.initial_from_experiment(source)), ImportConfigForm()
     )
 
 
-def _no_trainer_config(experiment, what: str):
-    return HttpResponseNotFound(
-        f"Experiment {experiment.pk} was trained elsewhere: it has no trainer config to {what}.",
-        content_type="text/plain; charset=utf-8",
+def _no_trainer_config(request, experiment, what: str):
+    """Its page, saying why (a 404 said a page that exists was not found)."""
+    messages.error(
+        request, f"Experiment {experiment.pk} was trained elsewhere: it has no trainer config to {what}."
     )
+    return redirect(experiment)
 
 
 @login_required
@@ -105,7 +106,7 @@ def run_rerun(request, pk):
     """A run's "Re-run": the new-experiment form with this run's config and seed, without the grid."""
     run = owned_run(request, pk)
     if not run.experiment.config or run.experiment.imported:
-        return _no_trainer_config(run.experiment, "re-run")
+        return _no_trainer_config(request, run.experiment, "re-run")
     initial = ExperimentForm.initial_from_experiment(run.experiment, run=run)
     return _render_new(request, ExperimentForm(initial=initial), ImportConfigForm())
 
@@ -298,7 +299,7 @@ def experiment_delete(request, pk):
 def experiment_export(request, pk):
     experiment = get_object_or_404(Experiment.objects.for_user(request.user), pk=pk)
     if not experiment.config:
-        return _no_trainer_config(experiment, "export")
+        return _no_trainer_config(request, experiment, "export")
     exported = experiment.export_body()
     header = (
         f"# EchoLab experiment {experiment.pk}, as POST /api/experiments takes it. Import it on the\n"
