@@ -95,6 +95,13 @@ def test_a_multipart_import_takes_one_file_and_a_named_format(client, auth):
     assert response.status_code == 400 and response.json()["errors"] == {"file": "one file per import, got 2"}
     response = client.post(URL, {"file": upload(), "format": ""}, **auth)
     assert response.status_code == 400 and response.json()["error"].startswith("format: must be csv or jsonl")
+    # A raw body's parameters in the address, or a field no import has: named, not dropped
+    response = client.post(f"{URL}?name=from-the-address", {"file": upload()}, **auth)
+    assert response.json()["error"] == (
+        "name: a multipart import takes its fields in the form, not the address"
+    )
+    response = client.post(URL, {"file": upload(), "experiment": "7"}, **auth)
+    assert response.json()["error"] == "experiment: not a field of an import (it takes file, name, format)"
     assert nothing_saved()
 
 

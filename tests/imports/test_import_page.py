@@ -143,6 +143,13 @@ def test_bad_files_are_refused_naming_the_line_or_column_and_nothing_saved(
     assert nothing_saved()
 
 
+def test_two_files_are_refused_not_the_last_one_imported(alice_client):
+    files = [SimpleUploadedFile(f"{n}.csv", b"step,a\n0,1\n") for n in ("first", "second")]
+    response = alice_client.post(reverse("run_import"), {"file": files})
+    assert response.status_code == 400 and "one file per import, got 2" in response.content.decode()
+    assert nothing_saved()
+
+
 def test_too_large_files_are_refused(alice_client, settings):
     settings.IMPORT_MAX_BYTES = 100
     response = upload(alice_client, "m.csv", b"step,a\n" + b"".join(b"%d,1\n" % i for i in range(50)))

@@ -66,6 +66,13 @@ class ImportForm(forms.Form):
             f"{self.max_bytes:,} bytes ({megabytes(self.max_bytes)})"
         )
 
+    def clean_file(self):
+        """One file per import: of two `file` parts Django takes the last, without a word."""
+        given = len(self.files.getlist("file"))
+        if given > 1:
+            raise forms.ValidationError(f"one file per import, got {given}")
+        return self.cleaned_data["file"]
+
     def clean(self):
         cleaned = super().clean()
         upload = cleaned.get("file")
