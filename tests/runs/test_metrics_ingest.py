@@ -306,10 +306,14 @@ def test_a_run_echolab_trains_refuses_metrics_from_elsewhere(
     assert stored(run) == [(0, "train/success", 0.25)]
 
 
-def test_another_trainers_name_for_a_fraction_is_stored_as_sent_and_not_bounded(client, run, alice_token):
-    # The ingest API keeps keys as sent: a script's own success_rate in percent is its business
+def test_another_trainers_name_for_a_fraction_is_stored_as_sent_and_bounded(client, run, alice_token):
+    # Stored as sent, but the detector reads success_rate as train/success, and an import of the run's
+    # export renames it: a success rate of 85 is refused here as it is there.
     response = post(client, run, [{"step": 0, "key": "success_rate", "value": 85.0}], alice_token)
-    assert response.status_code == 200 and stored(run) == [(0, "success_rate", 85.0)]
+    assert response.status_code == 400 and stored(run) == []
+    assert response.json()["errors"]["points[0].value"].endswith("a percentage? send it divided by 100")
+    response = post(client, run, [{"step": 0, "key": "success_rate", "value": 0.85}], alice_token)
+    assert response.status_code == 200 and stored(run) == [(0, "success_rate", 0.85)]
 
 
 def test_the_largest_step_is_stored(client, run, alice_token):
