@@ -86,6 +86,37 @@ def test_time_axis_synced_zoom_view_in_the_url_and_table(page):
     assert page.locator("#chart-success").is_visible() and not table.count()
 
 
+def test_the_charts_keep_their_height_when_the_window_is_narrowed(page):
+    """Plotly resizes a plot to its box with the window: without a height of its own the box was 0 px, and
+    every chart vanished until a reload (a tester narrowed the window to 700 px)."""
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=20, total_steps=20)
+    MetricPoint.upsert(
+        run.pk,
+        [(s, "train/success", (s % 7) / 7) for s in range(20)]
+        + [
+            (s, key, 0.3 + s / 100)
+            for s in range(0, 20, 5)
+            for key in ("collapse/mi_estimate", "collapse/retrieval_acc")
+        ],
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    page.wait_for_selector("#chart-success .scatterlayer .trace path.js-line")
+    page.wait_for_selector("#collapse-mi .scatterlayer .trace")
+
+    def heights():
+        return {
+            name: page.locator(selector).bounding_box()["height"]
+            for name, selector in (("success", "#chart-success"), ("mi", "#collapse-mi"))
+        }
+
+    assert heights() == {"success": 280, "mi": 320}
+    for width in (700, 390):
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.wait_for_timeout(600)  # Plotly's resize waits for the window to settle
+        assert heights() == {"success": 280, "mi": 320}, width
+        assert page.locator("#chart-success .scatterlayer .trace path.js-line").is_visible()
+
+
 def test_the_page_reads_the_addresss_numbers_as_its_notices_do(page):
     """?xrange=0x0,0x10 zoomed to 0..16 under a notice that said every step was shown; ?xrange=1_0,2_0
     showed every step without one. One grammar, here and in webapp.core.chart_view."""
