@@ -106,12 +106,16 @@ class FilterStarved(RuntimeError):
 
 
 def set_determinism(cfg: TrainConfig) -> None:
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
+    reseed(cfg)
     if cfg.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.benchmark = False
+
+
+def reseed(cfg: TrainConfig) -> None:
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
 
 
 def pad_batch(
@@ -592,6 +596,10 @@ class TrainingRun:
         run = cls(cfg, Trainer(cfg, init_dir=found), sink, out_dir, TRAIN_SEED_BASE + cfg.seed * 10_000_000)
         if found:
             run.restore(found)
+        else:
+            # Building the models drew random numbers that depend on the algorithm (PPO's critic head, LoRA's
+            # matrices): from the seed again, so that one seed plays the same first episodes under any of them.
+            reseed(cfg)
         return run
 
     def restore(self, path: str) -> None:
