@@ -94,8 +94,29 @@ def test_sort_by_name_is_natural_on_sqlite_too(tmp_path):
 
 def test_sort_by_a_config_field_is_numeric(alice):
     for ratio in (0.5, 0.25, 1.0):
-        table_run(alice, label=f"r={ratio}", config={"algorithm": {"filter_ratio": ratio}})
+        table_run(
+            alice, label=f"r={ratio}", config={"algorithm": {"filter": "top_ratio", "filter_ratio": ratio}}
+        )
     assert [run.label for run in table_runs(alice, sort="filter_ratio")] == ["r=0.25", "r=0.5", "r=1.0"]
+
+
+def test_a_run_that_keeps_every_group_has_no_filter_ratio(alice_client, alice):
+    """starpo's config carries filter_ratio 0.25 and never reads it: the column showed 0.25 for every run."""
+    kept = table_run(alice, label="starpo", config={"algorithm": {"filter": "none", "filter_ratio": 0.25}})
+    filtered = table_run(
+        alice, label="starpo-s", config={"algorithm": {"filter": "top_ratio", "filter_ratio": 0.5}}
+    )
+    assert [run.label for run in table_runs(alice, sort="-filter_ratio")] == [
+        "starpo-s",
+        "starpo",
+    ]  # nulls last
+    html = alice_client.get("/runs/").content.decode()
+
+    def cell(run):
+        row = html[html.index(f'<tr data-run="{run.pk}">') :]
+        return row[row.index('data-col="filter_ratio"') :].split("</td>")[0].split(">", 1)[1].strip()
+
+    assert (cell(filtered), cell(kept)) == ("0.5", "–")
 
 
 def test_filters_by_status_env_algorithm_tag_and_text(alice):

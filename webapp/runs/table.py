@@ -35,7 +35,14 @@ COLUMNS = [
     Column("preset", "Preset", F("preset")),  # StarPO and StarPO-S share their algorithm column (ppo)
     Column("model", "Model", F("config__model__name"), shown=False),
     Column("seed", "Seed", F("config__seed"), numeric=True, shown=False),
-    Column("filter_ratio", "Filter ratio", F("config__algorithm__filter_ratio"), numeric=True, shown=False),
+    # The ratio only where the filter reads it: starpo's runs carry 0.25 in their config and keep every group
+    Column(
+        "filter_ratio",
+        "Filter ratio",
+        Case(When(config__algorithm__filter="top_ratio", then=F("config__algorithm__filter_ratio"))),
+        numeric=True,
+        shown=False,
+    ),
     Column("actor_lr", "Actor LR", F("config__optim__actor_lr"), numeric=True, shown=False),
     Column("step", "Step", F("step"), numeric=True, shown=False),
     Column("final_val", "Val success (last)", F("final_val_success"), numeric=True),

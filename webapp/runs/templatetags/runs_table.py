@@ -15,7 +15,11 @@ TEXT = {
     "preset": lambda run: run.preset,
     "model": lambda run: get_dotted(run.config, "model.name"),
     "seed": lambda run: get_dotted(run.config, "seed"),
-    "filter_ratio": lambda run: get_dotted(run.config, "algorithm.filter_ratio"),
+    "filter_ratio": lambda run: (
+        get_dotted(run.config, "algorithm.filter_ratio")
+        if get_dotted(run.config, "algorithm.filter") == "top_ratio"
+        else None
+    ),
     "actor_lr": lambda run: get_dotted(run.config, "optim.actor_lr"),
     # A run trained elsewhere has no planned total (0): its step alone, not "199 / 0"
     "step": lambda run: f"{run.step} / {run.total_steps}" if run.total_steps else run.step,
