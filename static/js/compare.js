@@ -250,8 +250,11 @@
         const s = entry.series[key];
         if (!s || !s.step.length || !s.min || !s.max) return;
         if (!bands.has(colour)) bands.set(colour, { x: [], y: [], text: [], alpha: entry.group ? 0.18 : 0.12 });
-        const low = chart.log ? window.EchoChartView.positiveOnly(s.min) : s.min;
-        const high = chart.log ? window.EchoChartView.positiveOnly(s.max) : s.max;
+        // A group's band is its runs' spread around their mean: smoothed with the mean, or the smoothed
+        // mean left its own band (W&B smooths a group's range the same way). A run's band stays raw: the
+        // bucket's spikes are what it is there to show.
+        const edges = entry.group ? [smooth(s.min), smooth(s.max)] : [s.min, s.max];
+        const [low, high] = chart.log ? edges.map(window.EchoChartView.positiveOnly) : edges;
         addBand(bands.get(colour), shifted(s.step, entry.offset), low, high, escapeHtml(entry.name) + "<br>" + escapeHtml(key));
       });
     });

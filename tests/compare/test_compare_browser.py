@@ -265,6 +265,30 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     )
 
 
+def test_a_smoothed_group_mean_stays_inside_its_band(page):
+    """The mean was smoothed and its runs' min..max band was not: at 0.5 the mean left its own band (a
+    tester's PPO group: mean 0.35 over a band of 0.50-0.69)."""
+    runs = open_lr_pair(page, 50)
+    page.goto(
+        f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}&group=optim.actor_lr&smooth=0.6"
+    )
+    page.wait_for_function("document.querySelectorAll('#chart-success .fills path').length >= 2")
+    outside = page.evaluate("""(() => {
+      const data = document.getElementById('chart-success').data;
+      const found = [];
+      data.filter(t => String(t.meta).startsWith('group-')).forEach(line => {
+        const band = data.find(t => t.meta === 'band' && t.uid === 'band-' + line.marker.color.slice(1));
+        line.x.forEach((x, i) => {
+          const edges = band.y.filter((y, j) => band.x[j] === x && y !== null);
+          const y = line.y[i];
+          if (y !== null && (y < Math.min(...edges) - 1e-9 || y > Math.max(...edges) + 1e-9)) found.push([x, y, edges]);
+        });
+      });
+      return found;
+    })()""")
+    assert outside == []
+
+
 # The vertical extent on screen (top and bottom, in px) of what a chart's SVG draws for one run: the
 # fill of the band trace whose hover text names the run (the bands of one colour share a trace) and
 # the run's line.
