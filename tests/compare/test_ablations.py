@@ -161,6 +161,13 @@ def test_too_many_runs_for_one_experiment_are_refused_before_saving(alice_client
     assert response.status_code == 400
     assert "this makes 70 runs (7 combinations x 10 seeds)" in response.content.decode()
     assert not Experiment.objects.exists() and not Run.objects.exists()
+    # Under Seeds (the form has no grid), and with the steps' own error, not after it is mended
+    data = {"ablation": "actions-per-turn", "model": "tiny", "seeds": seeds, "steps": "0"}
+    errors = alice_client.post("/compare/ablations", data).context["form"].errors
+    assert errors["seeds"] == [
+        "this makes 70 runs (7 combinations x 10 seeds); the limit is 64 per experiment"
+    ]
+    assert errors["steps"] and "__all__" not in errors
 
 
 @pytest.mark.parametrize(

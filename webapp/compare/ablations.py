@@ -12,7 +12,7 @@ from django.db import transaction
 
 from trainer.config import TrainConfig
 from webapp.compare.selection import MAX_RUNS
-from webapp.experiments import run_planning, spec_parsing, specs
+from webapp.experiments import spec_parsing, specs
 from webapp.experiments.models import Experiment
 
 RESPONSES_PER_PROMPT = (1, 2, 4, 8, 16)
@@ -199,12 +199,8 @@ def build_spec(ablation: Ablation, env: str, model: str, seeds: list[int], steps
     )
 
 
-def create(
-    owner, ablation: Ablation, env: str, model: str, seeds: list[int], steps: int | None
-) -> Experiment:
-    """The ablation's experiment and runs, all or nothing; SpecError names the input at fault."""
-    spec = build_spec(ablation, env, model, seeds, steps)
-    planned = run_planning.plan(spec)
+def create(owner, ablation: Ablation, spec, planned) -> Experiment:
+    """The ablation's experiment and its planned runs (build_spec, run_planning.plan), all or nothing."""
     with transaction.atomic():
         experiment = Experiment.create_with_runs(owner, spec, planned)
         experiment.ablation = ablation.key

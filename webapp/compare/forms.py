@@ -2,9 +2,10 @@ from django import forms
 
 import envs
 from trainer.config import TINY_MODEL, TrainConfig
+from webapp.compare import ablations
 from webapp.compare.ablations import ABLATIONS
 from webapp.core.fields import ChoiceField
-from webapp.experiments import spec_parsing, specs
+from webapp.experiments import run_planning, spec_parsing, specs
 from webapp.experiments.forms import number_input
 
 
@@ -50,14 +51,31 @@ class AblationForm(forms.Form):
         except ValueError as error:
             raise forms.ValidationError(str(error)) from None
 
+    # Where the planner's refusals belong on this form: it has no grid, and its seeds set how many runs
+    SPEC_FIELDS = {"grid": "seeds"}
+
     def clean(self):
+        """Also plans the runs (`spec`, `planned`), whenever the fields they need are valid: with the
+        preset's steps when the steps are refused, so that a run limit is named with them, not after."""
         data = super().clean()
+        self.spec, self.planned = None, []
         if "ablation" in data:
             data["ablation"] = ABLATIONS[data["ablation"]]
             data["env"] = data.get("env") or data["ablation"].default_env
+        if all(name in data for name in ("ablation", "model", "seeds")):
+            spec = ablations.build_spec(
+                data["ablation"], data["env"], data["model"], data["seeds"], data.get("steps")
+            )
+            try:
+                planned = run_planning.plan(spec)
+            except specs.SpecError as error:
+                self.add_spec_errors(error.errors)
+            else:
+                self.spec, self.planned = spec, planned
         return data
 
     def add_spec_errors(self, errors: dict[str, str]):
         for key, message in errors.items():
-            field = key if key in self.fields else None
+            field = self.SPEC_FIELDS.get(key, key)
+            field = field if field in self.fields else None
             self.add_error(field, message if field else f"{key}: {message}")

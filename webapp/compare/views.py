@@ -15,7 +15,7 @@ from webapp.compare.forms import AblationForm
 from webapp.core import chart_view
 from webapp.core.converters import parse_id
 from webapp.core.json_response import JsonResponse
-from webapp.experiments import estimate, run_planning, specs
+from webapp.experiments import estimate
 from webapp.metrics.api import MAX_KEYS
 from webapp.runs.charts import other_keys
 
@@ -242,17 +242,9 @@ def ablation_estimate(request):
     """The ablation form as it stands: how many runs and how long each should take here (estimate.answer,
     as for the new-experiment form)."""
     form = AblationForm(request.POST)
-    planned, detector_overrides = [], {}
-    if form.is_valid():
-        data = form.cleaned_data
-        spec = ablations.build_spec(
-            data["ablation"], data["env"], data["model"], data["seeds"], data["steps"]
-        )
-        detector_overrides = spec.detector_overrides
-        try:
-            planned = run_planning.plan(spec)
-        except specs.SpecError as error:
-            form.add_spec_errors(error.errors)
+    form.is_valid()
+    planned = form.planned if form.spec and not form.errors else []
+    detector_overrides = form.spec.detector_overrides if form.spec else {}
     return JsonResponse(estimate.answer(form, planned, detector_overrides, request.user))
 
 
@@ -261,15 +253,8 @@ def ablation_estimate(request):
 def ablation_new(request):
     form = AblationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            experiment = ablations.create(
-                request.user, data["ablation"], data["env"], data["model"], data["seeds"], data["steps"]
-            )
-        except specs.SpecError as error:
-            form.add_spec_errors(error.errors)
-        else:
-            return redirect(compare_url(experiment.runs.order_by("id").values_list("id", flat=True)))
+        experiment = ablations.create(request.user, form.cleaned_data["ablation"], form.spec, form.planned)
+        return redirect(compare_url(experiment.runs.order_by("id").values_list("id", flat=True)))
     return render(
         request,
         "compare/ablation_new.html",
