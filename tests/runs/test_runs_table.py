@@ -138,6 +138,10 @@ def test_filters_by_status_env_algorithm_tag_and_text(alice):
     assert labels(q="TOO HIGH") == ["b"]
     assert labels(q="other") == ["c"]
     assert labels(env="frozenlake", status="queued") == ["a"]
+    # A filter no run can match is named, not an empty table: the estimators are lower-case, as are tags
+    errors = RunTableForm({"algorithm": "GRPO", "tag": "Baseline"}).errors
+    assert errors["algorithm"] == ["must be one of: ppo, grpo, drgrpo; got 'GRPO'"]
+    assert errors["tag"] == ["'Baseline' is not a tag: tags are lower-case, 'baseline'"]
 
 
 def test_archived_runs_leave_the_list_and_come_back_when_restored(alice):

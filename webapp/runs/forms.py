@@ -8,6 +8,7 @@ from django import forms
 from django.core.paginator import Paginator
 
 from diagnostics.quoting import quoted
+from trainer.config import ADVANTAGES
 from webapp.core.fields import CharField, ChoiceField, WholeNumberField
 from webapp.core.templatetags.echolab import reward as reward_text
 from webapp.experiments.models import Run
@@ -26,7 +27,7 @@ class RunTableForm(forms.Form):
     q = CharField(required=False, max_length=200, strip=False, label="Search")
     status = ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
     env = CharField(required=False, max_length=100, strip=False, label="Environment")
-    algorithm = CharField(required=False, max_length=40, strip=False)
+    algorithm = ChoiceField(required=False, choices=[("", "Any"), *((name, name) for name in ADVANTAGES)])
     tag = CharField(required=False, max_length=40, strip=False)
     experiment = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1)
     archived = ChoiceField(required=False, choices=[("false", "Active runs"), ("true", "Archived runs")])
@@ -80,6 +81,8 @@ def tag_problem(tag: str) -> str:
     """Why `tag`, as the user typed it, is not one."""
     if len(tag) > 40:
         return f"{quoted(tag)} is not a tag: {len(tag)} characters, at most 40"
+    if tag.isascii() and TAG.fullmatch(tag.lower()):  # a filter takes a tag as stored: lower-case
+        return f"{quoted(tag)} is not a tag: tags are lower-case, {quoted(tag.lower())}"
     return (
         f"{quoted(tag)} is not a tag: use lower-case letters, digits and . _ : - "
         "(at most 40 characters, starting with a letter or digit)"
