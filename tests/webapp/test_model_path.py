@@ -123,3 +123,23 @@ def test_a_folder_that_is_no_saved_model_is_refused_before_anything_is_queued(mo
         ValueError, match="'broken' in MODEL_ROOT is not a saved model: it needs config.json and a tokenizer"
     ):
         resolve_model("broken")
+
+
+def test_a_name_one_letter_off_a_model_here_is_a_typo_unless_the_hub_cache_has_it(
+    client, api, model_root, tmp_path, monkeypatch
+):
+    """'tinyy' was queued with a hub model's settings and failed a minute later on a worker."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    body = {"name": "typo", "env": {"name": "bandit"}, "preset": "grpo", "model": "tinyy", "seeds": [1]}
+    response = post_experiment(client, api, body)
+    assert response.status_code == 400 and response.json()["errors"] == {
+        "model": "'tinyy' is no model here and not in this machine's Hugging Face cache; did you mean 'tiny'?"
+    }
+    with pytest.raises(ValueError, match="did you mean 'my-model'"):
+        resolve_model("my-modle")
+    assert Experiment.objects.count() == 0
+    (tmp_path / "hub" / "models--tinyy").mkdir(parents=True)  # a real hub model of that name, downloaded
+    assert resolve_model("tinyy") == "tinyy"
+    assert resolve_model("gpt2") == "gpt2" and resolve_model("org/tinyy") == "org/tinyy"  # nothing near

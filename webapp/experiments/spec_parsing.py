@@ -3,6 +3,7 @@ one input (a string from the form, or a JSON value from the API) and returns it 
 ValueError saying what is wrong; spec_from_json collects every field's problem into SpecError.errors.
 resolve_model is the one resolver for every way a model name enters."""
 
+import difflib
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ import yaml
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
+from huggingface_hub import constants
 
 import envs
 from diagnostics.quoting import quoted
@@ -281,6 +283,28 @@ def check_detector_overrides(overrides: dict) -> dict:
     return overrides
 
 
+def _not_a_typo(hub_id: str, root: Path) -> None:
+    """A hub id without an organisation ("tinyy") that is nearly the name of a model here and is not in
+    this machine's Hugging Face cache is a typo: refused with the name meant. It was queued, trained with
+    a hub model's settings, and failed on a worker a minute later, unable to reach the hub."""
+    if "/" in hub_id:
+        return
+    here = [TINY_MODEL, *(entry.name for entry in _children(root) if entry.is_dir())]
+    near = difflib.get_close_matches(hub_id, here, n=1, cutoff=0.75)
+    if near and not (Path(constants.HF_HUB_CACHE) / f"models--{hub_id}").is_dir():
+        raise ValueError(
+            f"{quoted(hub_id)} is no model here and not in this machine's Hugging Face cache; did you mean "
+            f"{quoted(near[0])}?"
+        )
+
+
+def _children(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:  # MODEL_ROOT not made yet
+        return []
+
+
 def resolve_model(value: str) -> str:
     """The one resolver for every way a model name enters (form, API, grids, YAML import, re-run,
     ablations, and the worker before it loads): "tiny", a Hugging Face hub id, or a folder strictly
@@ -305,6 +329,7 @@ def resolve_model(value: str) -> str:
     )
     if not local:
         if HUB_ID.fullmatch(value):
+            _not_a_typo(value, root)
             return value
         raise ValueError(
             f"{quoted(value)} is neither '{TINY_MODEL}', a hub id like org/name, nor a folder in MODEL_ROOT"
