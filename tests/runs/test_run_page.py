@@ -254,7 +254,9 @@ def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alic
     long_enough = make_run(alice, status=Run.Status.COMPLETED, step=14, total_steps=14)
     MetricPoint.upsert(long_enough.pk, [(step, "train/success", 0.5) for step in range(14)])
     running = make_run(alice, status=Run.Status.RUNNING, step=3, total_steps=10)
-    for run in (lenient, long_enough, running):
+    # failed loading its model: "logged no metrics before it ended" says it, not "too short"
+    failed = make_run(alice, status=Run.Status.FAILED, step=0, total_steps=10, attempt=1)
+    for run in (lenient, long_enough, running, failed):
         assert 'id="too-short"' not in alice_client.get(f"/runs/{run.pk}/").content.decode()
 
 

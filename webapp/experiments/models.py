@@ -492,6 +492,7 @@ class Run(models.Model):
             not self.is_finished
             or self.stopped_before_training
             or self.events.filter(level="collapse").exists()
+            or not self.metric_points.exists()  # it logged nothing (failed loading its model): the page says so
         ):
             return None
         try:

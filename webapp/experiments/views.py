@@ -302,8 +302,8 @@ def experiment_export(request, pk):
         return _no_trainer_config(request, experiment, "export")
     exported = experiment.export_body()
     header = (
-        f"# EchoLab experiment {experiment.pk}, as POST /api/experiments takes it. Import it on the\n"
-        "# new-experiment page to create its runs again: seeds, grid and settings.\n"
+        f"# EchoLab experiment {experiment.pk}, with the fields POST /api/experiments takes (as JSON there).\n"
+        "# Import it on the new-experiment page to create its runs again: seeds, grid and settings.\n"
     )
     if "config" in exported:
         header += (
