@@ -319,7 +319,18 @@ def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_show
         "/compare", {"runs": runs, "draw": f"{a.pk},\u00b2"}
     )  # isdigit(), not int(): a 500
     assert digits.context["notices"] == ["draw: '\u00b2': not among the runs compared here; left out."]
-    fine = {"runs": runs, "draw": "", "group": "", "smooth": "0.6", "xrange": "10,50.5"}
+    hide = alice_client.get("/compare", {"runs": runs, "hide": f"run-{a.pk},run-{c.pk},group-1,x"})
+    assert hide.context["notices"] == [
+        f"hide: 'run-{c.pk}', 'x': no line of these runs (run-<id> or group-<n>); not hidden."
+    ]
+    fine = {
+        "runs": runs,
+        "draw": "",
+        "group": "",
+        "smooth": "0.6",
+        "xrange": "10,50.5",
+        "hide": f"run-{b.pk}",
+    }
     assert alice_client.get("/compare", fine).context["notices"] == []
     grouped = {"runs": f"{runs},{c.pk}", "group": "nope"}
     assert (

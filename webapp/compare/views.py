@@ -106,6 +106,11 @@ def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str
             listed = ", ".join(quoted(part) for part in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
             left = "every run is drawn" if len(unknown) == len(asked) else "left out"
             notices.append(f"draw: {listed}: not among the runs compared here; {left}.")
+    hidden = [part for part in query.get("hide", "").split(",") if part]
+    not_here = [part for part in hidden if not _entry_here(part, run_ids)]
+    if not_here:
+        listed = ", ".join(quoted(part) for part in not_here[:5]) + (" ..." if len(not_here) > 5 else "")
+        notices.append(f"hide: {listed}: no line of these runs (run-<id> or group-<n>); not hidden.")
     group = query.get("group")
     if group and group not in group_fields:
         if group_fields:
@@ -116,6 +121,12 @@ def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str
         else:
             notices.append(f"group: {quoted(group)}: these runs differ in no field to group by; not grouped.")
     return notices + chart_view.view_notices(query)
+
+
+def _entry_here(entry: str, run_ids: list[int]) -> bool:
+    """A legend entry as static/js/compare.js names it: run-<id> of a compared run, or group-<n>."""
+    kind, _, number = entry.partition("-")
+    return kind == "group" and parse_id(number) is not None or kind == "run" and parse_id(number) in run_ids
 
 
 def keys_at(text: str, others: list[str]) -> tuple[list[str], list[str]]:
