@@ -368,8 +368,10 @@ def rollout(
                     # A reply out of format has no think or answer: the page shows the text itself.
                     **({} if parsed else {"reply": text}),
                     "actions": valid,
-                    # what took effect, where the environment changed an action (slippery ice)
+                    # what took effect, where the environment changed an action (slippery ice), and how
+                    # many were played, where the episode ended before the last
                     **({"went": went} if went != valid[: len(went)] else {}),
+                    **({"played": len(went)} if len(went) < len(valid) else {}),
                     "reward": turn_reward,
                     "valid": turn_ok,
                 }

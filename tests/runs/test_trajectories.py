@@ -45,8 +45,15 @@ def test_an_action_the_ice_slid_and_the_board_after_the_last_turn_are_shown(alic
     final = "#####\n#..√#\n#####"
     Sample.objects.create(run=run, step=40, index=0, data={**SAMPLE, "turns": [slid], "final_state": final})
     html = " ".join(alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode().split())
-    assert '&rarr; Left, Left</span> <span class="went">but went Down, Left' in html
+    assert '&rarr; Left, Left</span> <span class="went">but Left went Down <small>' in html
+    assert 'class="unplayed"' not in html  # both were played
     assert f'<h3>After the last turn</h3><pre class="state-grid">{" ".join(final.split())}</pre>' in html
+    # The first slid into a hole: the others were never played (it read "Left, Right, Up but went Up")
+    hole = {**SAMPLE["turns"][0], "actions": ["Left", "Right", "Up"], "went": ["Up"]}
+    Sample.objects.filter(run=run).update(data={**SAMPLE, "turns": [hole]})
+    html = " ".join(alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode().split())
+    assert '<span class="went">but Left went Up <small>' in html
+    assert '<span class="unplayed">Right, Up not played: the episode had ended</span>' in html
     # a sample recorded before either: no such line, no empty board
     Sample.objects.filter(run=run).update(data=SAMPLE)
     html = alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode()

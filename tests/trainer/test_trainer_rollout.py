@@ -243,6 +243,7 @@ def test_each_turn_says_where_the_ice_slid_an_action_and_the_sample_ends_with_th
                     break
             slid += went != turn["actions"][: len(went)]
             assert turn.get("went", turn["actions"][: len(went)]) == went
+            assert turn.get("played", len(turn["actions"])) == len(went)
         assert t.sample(policy.tokenizer)["final_state"] == board
     assert executed > 0
     assert slid > 0  # slippery by default: some action slid, so "went" was recorded

@@ -41,14 +41,28 @@ def trajectory(index: int, data) -> dict:
                 "actions": ", ".join(map(_text, turn["actions"]))
                 if isinstance(turn.get("actions"), list)
                 else _text(turn.get("actions")),
-                # what took effect, where the environment changed the actions (slippery ice)
-                "went": ", ".join(map(_text, turn["went"])) if isinstance(turn.get("went"), list) else "",
+                **_played(turn),
                 "reward": turn.get("reward"),
                 "valid": turn.get("valid"),
             }
             for turn in map(_mapping, turns)
         ],
     }
+
+
+def _played(turn: dict) -> dict:
+    """What took effect of a turn's actions: each one the environment moved otherwise ("Left went Down",
+    slippery ice), and those never played because the episode ended before them."""
+    actions = turn.get("actions") if isinstance(turn.get("actions"), list) else []
+    went = turn.get("went") if isinstance(turn.get("went"), list) else None
+    played = turn.get("played", len(went) if went is not None else len(actions))
+    played = played if isinstance(played, int) and 0 <= played <= len(actions) else len(actions)
+    slips = [
+        f"{_text(action)} went {_text(moved)}"
+        for action, moved in zip(actions, went or [])
+        if action != moved
+    ]
+    return {"went": ", ".join(slips), "unplayed": ", ".join(map(_text, actions[played:]))}
 
 
 def nearest_sampled(steps: list[int], asked: int) -> int | None:
