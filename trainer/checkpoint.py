@@ -64,6 +64,17 @@ def list_checkpoints(out_dir: str) -> list[str]:
     return [os.path.join(root, n) for n in names]
 
 
+def drop_after(out_dir: str, step: int) -> list[str]:
+    """Delete the checkpoints that resume after `step` (a run's steps stored elsewhere end there: one written
+    just before its process died, ahead of the steps it had not stored yet); returns their paths."""
+    ahead = [
+        path for path in list_checkpoints(out_dir) if int(os.path.basename(path).removeprefix("step_")) > step
+    ]
+    for path in ahead:
+        shutil.rmtree(path, ignore_errors=True)
+    return ahead
+
+
 def latest(out_dir: str) -> str | None:
     found = list_checkpoints(out_dir)
     return found[-1] if found else None

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 
-from django.db import close_old_connections, connection
+from django.db import close_old_connections, connection, transaction
 from django.db.utils import Error as DatabaseError
 from django.utils import timezone
 
@@ -119,12 +119,16 @@ class DatabaseSink:
         with self._flush_lock:
             try:
                 close_old_connections()
-                self._write_heartbeat()
+                # One transaction: the run's step is never seen ahead of the points of the steps it counts
+                # (a worker killed between the two left a gap that its heir resumed past).
+                with transaction.atomic():
+                    self._write_heartbeat()
+                    written = self._write_rows() if not self.lost else (0, 0, 0)
+                self._forget(*written)  # committed: only now out of the buffer
                 if self.lost:
                     with self._lock:  # the run belongs to another attempt: its writes win
-                        self._points, self._samples, self._steps = [], [], []
+                        self._points, self._samples, self._records, self._steps = [], [], [], []
                     return True
-                self._write_rows()
                 self._run_hook()
             except DatabaseError as error:
                 self._drop_connection(error)
@@ -173,10 +177,14 @@ class DatabaseSink:
             unique=["run", "key", "step"],
             update=["values"],
         )
-        with self._lock:  # only what was written; more may have arrived meanwhile
-            del self._points[: len(points)]
-            del self._samples[: len(samples)]
-            del self._records[: len(records)]
+        return len(points), len(samples), len(records)
+
+    def _forget(self, points: int, samples: int, records: int) -> None:
+        """Drop written rows from the buffer: only those; more may have arrived meanwhile."""
+        with self._lock:
+            del self._points[:points]
+            del self._samples[:samples]
+            del self._records[:records]
 
     def _run_hook(self):
         while True:

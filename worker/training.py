@@ -180,6 +180,10 @@ def train_claimed(run: Run, cfg, worker_gone: Callable[[], bool]) -> str:
     if run.attempt == 1:
         # A first attempt has no checkpoints of its own: whatever is there is from a reused run id.
         shutil.rmtree(out_dir, ignore_errors=True)
+    # A checkpoint is written before the sink stores the steps it follows: one ahead of the stored steps
+    # (the last attempt died in between) would resume past steps that no one stored.
+    for ahead in checkpoint.drop_after(out_dir, run.step):
+        logger.info("run %s: dropped checkpoint %s, ahead of the stored step %s", run.pk, ahead, run.step)
     found = checkpoint.latest(out_dir)
     resume = found is not None
     if resume:

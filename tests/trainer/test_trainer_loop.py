@@ -254,3 +254,17 @@ def test_fields_a_config_does_not_read_change_nothing_it_trains(tiny_model_dir, 
         train(cfg, sink, str(tmp_path / name))
         rows.append(_strip(sink.rows))
     assert rows[0] == rows[1]
+
+
+def test_checkpoints_ahead_of_a_step_are_dropped(tmp_path):
+    """A worker writes a checkpoint before its sink stores the steps it follows: its heir drops one ahead of
+    the stored steps rather than resume past steps no one stored."""
+    from trainer import checkpoint
+
+    root = tmp_path / "checkpoints"
+    for step in (2, 3, 4):
+        (root / f"step_{step:06d}").mkdir(parents=True)
+        (root / f"step_{step:06d}" / "state.json").write_text("{}")
+    assert checkpoint.drop_after(str(tmp_path), 3) == [str(root / "step_000004")]
+    assert checkpoint.latest(str(tmp_path)) == str(root / "step_000003")
+    assert checkpoint.drop_after(str(tmp_path), 3) == []
