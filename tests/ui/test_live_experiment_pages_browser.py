@@ -79,7 +79,7 @@ def test_on_a_phone_each_run_is_a_card_and_a_signed_out_page_says_so(page):
     Run.objects.filter(pk=run.pk).update(status="running", step=2)
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{page.base}/experiments/{experiment.pk}/")
-    success = page.locator("table.runs td[data-label=Success]")
+    success = page.locator("table.runs td[data-label='Train success']")
     box = success.bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= 390  # it sat off-screen in a scrolled table
 
