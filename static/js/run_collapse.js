@@ -9,6 +9,8 @@
   const KEYS = ["collapse/mi_estimate", "collapse/retrieval_acc", "collapse/retrieval_chance",
                 "collapse/conditional_entropy", "collapse/valid_thinking_rate"];
   const POLL_MS = 10000;
+  // At this chance or above (3 distinct prompts or fewer) the measurement has little to tell apart.
+  const FEW_PROMPTS_CHANCE = 1 / 3;
 
   async function load() {
     const url = new URL(page.urls.metrics, window.location.origin);
@@ -53,6 +55,19 @@
     return "No step measured yet: the first measurement is at step 0, then every " + every + " steps.";
   }
 
+  // Bandit's episodes open with 2 prompts: MI is at most log 2 nats and retrieval has half its range left
+  // above chance, so a flat panel there says little about templates (a tester read it as a finding).
+  function fewPrompts(chance) {
+    const values = chance ? chance.value.filter(function (value) { return value !== null && value > 0; }) : [];
+    const last = values.length ? values[values.length - 1] : null;
+    if (last === null || last < FEW_PROMPTS_CHANCE) return "";
+    const prompts = Math.round(1 / last);
+    return "Few prompts to tell apart: the last measurement had " + prompts + " distinct prompt" +
+      (prompts === 1 ? "" : "s") + " (retrieval's chance " + Math.round(100 * last) + "%), so the MI estimate " +
+      "is at most log " + prompts + " = " + Math.log(prompts).toFixed(2) + " nats and a flat line says little " +
+      "about templates. Bandit's episodes open with 2 prompts; Sokoban and FrozenLake give many.";
+  }
+
   let drawnSeries = null;  // the last answer drawn, redrawn when the page's view changes
 
   function draw(series) {
@@ -63,6 +78,9 @@
     note.hidden = !empty;
     if (empty) note.textContent = whyNoData(series["collapse/valid_thinking_rate"]);
     document.getElementById("collapse-charts").hidden = empty;
+    const few = document.getElementById("collapse-few-prompts");
+    few.textContent = empty ? "" : fewPrompts(series["collapse/retrieval_chance"]);
+    few.hidden = !few.textContent;
     if (empty) return;
     // r: room for the right axis's title ("retrieval, thinking rate" was cut off at 50 px)
     const layout = { margin: { t: 30, r: 70, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };

@@ -41,6 +41,15 @@ def test_panel_draws_mi_retrieval_with_its_chance_line_and_the_regime_scatter(pa
     assert rate_markers.count() == 10
     assert page.locator("#collapse-regime .scatterlayer .point").count() == 8  # one per measured step
     assert "step" in page.locator("#collapse-regime .colorbar").text_content()
+    assert page.locator("#collapse-few-prompts").is_hidden()  # 4 prompts: enough to tell apart
+
+    # Bandit: 2 prompts
+    MetricPoint.upsert(run.pk, [(step, "collapse/retrieval_chance", 0.5) for step in range(0, 40, 5)])
+    page.reload()
+    page.get_by_text(
+        "Few prompts to tell apart: the last measurement had 2 distinct prompts (retrieval's "
+        "chance 50%), so the MI estimate is at most log 2 = 0.69 nats"
+    ).wait_for()
     if os.environ.get("SCREENSHOTS"):
         shot = os.path.join(os.environ["SCREENSHOTS"], "collapse.png")
         page.locator("#collapse-panel").screenshot(path=shot)
