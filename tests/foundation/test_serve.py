@@ -251,6 +251,9 @@ def test_stopping_waits_for_a_training_step_and_a_second_ctrl_c_stops_at_once(mo
     assert step.returncode == -signal.SIGKILL
     assert 1.5 < took < 20  # waited past the old message, not the 10 minutes
     said = command.stdout.getvalue()
-    assert "Waiting for worker-gpu to end its training step and checkpoint (up to 10 minutes)" in said
+    assert (
+        "Waiting for worker-gpu to stop: a run it trains ends its step and checkpoints first (up to 10 minutes)"
+        in said
+    )
     assert "echolab: worker-gpu stopping at once; killing it" in command.stderr.getvalue()
     assert said.rstrip().endswith("Stopped.")

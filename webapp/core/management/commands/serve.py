@@ -272,9 +272,9 @@ class Command(BaseCommand):
             while process.poll() is None and not hurry.is_set() and time.monotonic() < started + grace:
                 if not said and name in STOP_GRACE_SECONDS and time.monotonic() > started + SAY_WAITING_AFTER:
                     self.stdout.write(
-                        f"Waiting for {name} to end its training step and checkpoint (up to {grace // 60} "
-                        "minutes); Ctrl-C again stops at once, and the run redoes the steps since its last "
-                        "checkpoint"
+                        f"Waiting for {name} to stop: a run it trains ends its step and checkpoints first (up to "
+                        f"{grace // 60} minutes); Ctrl-C again stops at once, and such a run redoes the steps "
+                        "since its last checkpoint"
                     )
                     said = True
                 hurry.wait(0.2)
