@@ -77,11 +77,16 @@ class RunTableForm(forms.Form):
         return "; ".join(f"{field}: {' '.join(errors)}" for field, errors in self.errors.items())
 
 
+def is_tag_in_any_case(word: str) -> bool:
+    """A tag once lower-cased, as typed in ASCII: lower() makes the Kelvin sign a "k"."""
+    return word.isascii() and TAG.fullmatch(word.lower()) is not None
+
+
 def tag_problem(tag: str) -> str:
     """Why `tag`, as the user typed it, is not one."""
     if len(tag) > 40:
         return f"{quoted(tag)} is not a tag: {len(tag)} characters, at most 40"
-    if tag.isascii() and TAG.fullmatch(tag.lower()):  # a filter takes a tag as stored: lower-case
+    if is_tag_in_any_case(tag):  # a filter takes a tag as stored: lower-case
         return f"{quoted(tag)} is not a tag: tags are lower-case, {quoted(tag.lower())}"
     return (
         f"{quoted(tag)} is not a tag: use lower-case letters, digits and . _ : - "
@@ -101,8 +106,7 @@ class TagsField(forms.CharField):
             words = value
         else:
             words = [word for word in re.split(r"[,\s]+", (value or "").strip()) if word]
-        # ASCII as typed: lower() makes the Kelvin sign a "k"
-        bad = [word for word in words if not (word.isascii() and TAG.fullmatch(word.lower()))]
+        bad = [word for word in words if not is_tag_in_any_case(word)]
         if bad:
             raise forms.ValidationError(tag_problem(bad[0]))  # as typed: "Tag!", not "tag!"
         tags = list(dict.fromkeys(word.lower() for word in words))
