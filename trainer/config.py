@@ -300,8 +300,9 @@ class TrainConfig:
             "rollout.group_size",
             f"must be >= 2 for {algorithm.advantage} (group-normalised advantages)",
         )
-        need(optim.actor_lr > 0, "optim.actor_lr", "must be > 0")
-        need(optim.critic_lr > 0, "optim.critic_lr", "must be > 0")
+        # AdamW moves each weight by up to about lr a step: beyond 1 no model trains (a typo, e.g. 1e3 for 1e-3).
+        need(0 < optim.actor_lr <= 1, "optim.actor_lr", "must be in (0, 1]")
+        need(0 < optim.critic_lr <= 1, "optim.critic_lr", "must be in (0, 1]")
         need(optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
         need(optim.grad_clip > 0, "optim.grad_clip", "must be > 0")
         need(optim.mini_batch_size >= 1, "optim.mini_batch_size", "must be >= 1")

@@ -44,6 +44,10 @@ def test_every_ablation_expands_to_valid_runs_varying_its_field():
     starpo = planned("starpo-vs-starpo-s")
     assert values(starpo, "algorithm.filter") == ["none", "top_ratio"]
     assert values(starpo, "algorithm.kl_coef") == [0.001, 0.0]
+    estimators = planned("ppo-vs-grpo")
+    assert values(estimators, "algorithm.advantage") == ["ppo", "grpo"]
+    for shared in ("algorithm.filter", "algorithm.kl_coef", "algorithm.eps_high", "optim.actor_lr"):
+        assert len(set(values(estimators, shared))) == 1, shared
 
 
 @pytest.mark.parametrize("model", ["tiny", "Qwen/Qwen2.5-0.5B-Instruct"])

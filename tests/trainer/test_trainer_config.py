@@ -91,6 +91,9 @@ def test_cross_field_rules():
     assert set(errors_of({"optim": {"micro_batch_size": 64, "mini_batch_size": 32}})) == {
         "optim.mini_batch_size"
     }
+    errs = errors_of({"optim": {"actor_lr": 1e308, "critic_lr": 0}})
+    assert errs == {"optim.actor_lr": "must be in (0, 1]", "optim.critic_lr": "must be in (0, 1]"}
+    assert TrainConfig.from_dict({"optim": {"actor_lr": 1}}).optim.actor_lr == 1
     errs = errors_of({"rollout": {"val_seeds": 0}, "schedule": {"val_every": 10}})
     assert list(errs) == ["rollout.val_seeds"] and "schedule.val_every" in errs["rollout.val_seeds"]
     assert (

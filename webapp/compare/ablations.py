@@ -87,6 +87,27 @@ ABLATIONS = {
             ),
         ),
         Ablation(
+            "ppo-vs-grpo",
+            "PPO vs GRPO (critic or group baseline)",
+            "Does a learned critic (PPO with GAE) or the group's mean reward (GRPO) hold training out of the "
+            "Echo Trap longer?",
+            preset="starpo",
+            group_by=specs.GRID_PRESET_KEY,
+            default_env="bandit",
+            values=("starpo", "grpo"),
+            paper=(
+                PaperResult("starpo", "bandit", "collapse", "PPO holds until ~step 100"),
+                PaperResult("grpo", "bandit", "collapse", "collapse at ~step 20"),
+                PaperResult("starpo", "sokoban", "collapse", "PPO holds until ~step 50"),
+                PaperResult("grpo", "sokoban", "collapse", "collapse at ~step 10"),
+                PaperResult("starpo", "frozenlake", "collapse", "collapses before GRPO"),
+                PaperResult("grpo", "frozenlake", "collapse", "more stable than PPO here"),
+            ),
+            note="StarPO with each estimator, the rest of the preset alike: no filter, KL 0.001 (a reward "
+            "penalty for PPO, a loss term for GRPO), clip 0.2. The paper found PPO steadier on Bandit and "
+            "Sokoban and GRPO on FrozenLake.",
+        ),
+        Ablation(
             "filter-ratio",
             "Rollout filter ratio",
             "How much does keeping only the most uncertain groups delay the collapse?",
