@@ -381,6 +381,7 @@
     const all = entries();
     drawLegend(all);
     colourSwatches(all);
+    showGroups(all);
     showSelection();
     showAlignNote();
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
@@ -581,6 +582,41 @@
       button.classList.toggle("off", !shown);
       button.setAttribute("aria-pressed", String(shown));
     });
+  }
+
+  // Grouped: a row per group with its runs' success as mean ± sample std (the server's group summary).
+  function showGroups(all) {
+    const section = document.getElementById("group-summary");
+    const groups = all.filter(function (entry) { return entry.group; });
+    section.hidden = !groups.length;
+    if (!groups.length) return;
+    document.getElementById("group-summary-title").textContent = "Groups by " + state.groupBy;
+    const body = document.querySelector("#group-table tbody");
+    body.replaceChildren.apply(body, groups.map(function (entry, i) {
+      const group = state.data.groups[i], summary = group.summary, size = group.runs.length;
+      const row = document.createElement("tr");
+      const name = document.createElement("td");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = entry.color;
+      name.append(swatch, group.value === "" ? "(none)" : group.value);
+      const cells = [String(size)].concat(["final_success", "best_success", "val_success"].map(function (key) {
+        return spread(summary[key], size);
+      }));
+      const collapsed = summary.collapsed;
+      cells.push(collapsed.runs ? collapsed.runs + " of " + collapsed.of + " (step" + (collapsed.runs > 1 ? "s " : " ") +
+                 collapsed.steps.join(", ") + ")" : "none of " + collapsed.of);
+      row.append(name);
+      cells.forEach(function (text) { const cell = document.createElement("td"); cell.textContent = text; row.append(cell); });
+      return row;
+    }));
+  }
+
+  // "0.512 ± 0.041", with "(2 of 3 runs)" when some runs have no value; one value has no spread.
+  function spread(measure, size) {
+    if (!measure.n) return "–";
+    const text = significant(measure.mean) + (measure.std === null ? "" : " ± " + significant(measure.std));
+    return measure.n < size ? text + " (" + measure.n + " of " + size + " runs)" : text;
   }
 
   // The tables' swatches take the colour of the line that draws their run: its own, or its group's.

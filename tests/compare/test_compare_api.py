@@ -48,6 +48,25 @@ def test_group_mean_min_max_over_seeds_aligned_by_step(alice_client, grid_runs):
     assert alone["mean"] == alone["min"] == alone["max"] == pytest.approx([0.0, 1.0, 0.25])
 
 
+def test_a_groups_summary_is_mean_and_sample_std_over_its_runs(alice_client, grid_runs):
+    half, full = grid_runs
+    make_event(half[1], 2, "collapse", "collapse")
+    make_event(half[0], 1, "warning")
+    ids = ",".join(str(run.pk) for run in [*half, full])
+    body = get(alice_client, runs=ids, keys="train/success", group_by="algorithm.filter_ratio").json()
+    groups = {group["value"]: group["summary"] for group in body["groups"]}
+    # last finite success 0.9, 0.5 (its NaN step is not its last), 0.6; best the same
+    for measure in ("final_success", "best_success"):
+        assert groups["0.5"][measure]["mean"] == pytest.approx(2.0 / 3)
+        assert groups["0.5"][measure]["std"] == pytest.approx(math.sqrt(0.13 / 3))
+        assert groups["0.5"][measure]["n"] == 3
+    assert groups["0.5"]["val_success"] == {"mean": None, "std": None, "n": 0}
+    assert groups["0.5"]["collapsed"] == {"runs": 1, "of": 3, "steps": [2]}
+    assert groups["1.0"]["final_success"] == {"mean": 0.25, "std": None, "n": 1}
+    assert groups["1.0"]["best_success"]["mean"] == 1.0
+    assert groups["1.0"]["collapsed"] == {"runs": 0, "of": 1, "steps": []}
+
+
 def test_group_aggregate_is_downsampled_without_losing_one_seeds_spike(alice_client, alice):
     experiment = make_experiment(alice)
     runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in (1, 2)]

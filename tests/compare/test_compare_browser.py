@@ -265,6 +265,31 @@ def test_grouped_lines_and_table_swatches_share_the_group_colour(page):
     )
 
 
+def test_grouped_runs_are_summarised_as_mean_and_std_over_their_seeds(page):
+    runs = open_lr_pair(page, 50)
+    assert page.locator("#group-summary").is_hidden()
+    page.select_option("#group-by", "optim.actor_lr")
+    page.wait_for_function("document.querySelectorAll('#group-table tbody tr').length === 2")
+    assert page.locator("#group-summary-title").inner_text() == "Groups by optim.actor_lr"
+    rows = page.locator("#group-table tbody tr").all_inner_texts()
+    # last success i / 10 (49 * 49 % 7 = 0), best 4 / 7 + i / 10: each pair 0.1 apart, std 0.0707
+    assert [row.split("\t")[1:] for row in rows] == [
+        ["2", "0.05 ± 0.0707", "0.621 ± 0.0707", "–", "none of 2"],
+        ["2", "0.25 ± 0.0707", "0.821 ± 0.0707", "–", "none of 2"],
+    ]
+    page.screenshot(path=str(ARTIFACTS / "compare-group-summary.png"), full_page=True)
+    # A group is summarised over its runs drawn: untick one, and the first group is that one run.
+    page.uncheck(f"input.draw-run[value='{runs[1].pk}']")
+    page.wait_for_function(
+        "document.querySelector('#group-table tbody tr').innerText.split('\\t')[1] === '1'"
+    )
+    assert page.locator("#group-table tbody tr").first.inner_text().split("\t")[1:] == [
+        "1", "0", "0.571", "–", "none of 1",
+    ]
+    page.select_option("#group-by", "")
+    page.wait_for_function("document.getElementById('group-summary').hidden")
+
+
 def test_a_smoothed_group_mean_stays_inside_its_band(page):
     """The mean was smoothed and its runs' min..max band was not: at 0.5 the mean left its own band (a
     tester's PPO group: mean 0.35 over a band of 0.50-0.69)."""

@@ -116,6 +116,31 @@ def groups(runs, field: str) -> list[dict]:
     return [{"value": value, "runs": ids} for value, ids in out.items()]
 
 
+# The runs table's success columns a group's summary averages over its runs (seeds).
+GROUP_MEASURES = ("final_success", "best_success", "val_success")
+
+
+def group_summary(run_ids: list[int], summaries: dict[int, dict]) -> dict:
+    """A group's runs in the runs table's columns, as a paper reports seeds: per success column the mean,
+    the sample standard deviation (n - 1; None for one run) and n, the runs that have a value; and how
+    many of its runs collapsed, with each one's first collapse step."""
+    out: dict = {}
+    for measure in GROUP_MEASURES:
+        values = [v for pk in run_ids if _is_finite(v := summaries[pk].get(measure))]
+        out[measure] = {
+            "mean": float(np.mean(values)) if values else None,
+            "std": float(np.std(values, ddof=1)) if len(values) > 1 else None,
+            "n": len(values),
+        }
+    steps = [summaries[pk]["first_collapse"] for pk in run_ids if summaries[pk].get("first_collapse") is not None]
+    out["collapsed"] = {"runs": len(steps), "of": len(run_ids), "steps": sorted(steps)}
+    return out
+
+
+def _is_finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def group_series(series: list[dict], keys: list[str], max_points: int) -> dict[str, dict]:
     """Per key: {"step", "mean", "min", "max", "n", "downsampled"} over the runs of a group, from the
     runs' series as load_series gives them (so the group costs no query of its own)."""

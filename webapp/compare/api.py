@@ -102,6 +102,7 @@ def compare(request):
             {
                 **group,
                 "series": aggregates.group_series([loaded[pk] for pk in group["runs"]], keys, max_points),
+                "summary": aggregates.group_summary(group["runs"], summaries),
             }
             for group in aggregates.groups(chosen.runs, group_by)
         ]
