@@ -284,7 +284,11 @@ def test_grouped_runs_are_summarised_as_mean_and_std_over_their_seeds(page):
         "document.querySelector('#group-table tbody tr').innerText.split('\\t')[1] === '1'"
     )
     assert page.locator("#group-table tbody tr").first.inner_text().split("\t")[1:] == [
-        "1", "0", "0.571", "–", "none of 1",
+        "1",
+        "0",
+        "0.571",
+        "–",
+        "none of 1",
     ]
     page.select_option("#group-by", "")
     page.wait_for_function("document.getElementById('group-summary').hidden")

@@ -132,7 +132,9 @@ def group_summary(run_ids: list[int], summaries: dict[int, dict]) -> dict:
             "std": float(np.std(values, ddof=1)) if len(values) > 1 else None,
             "n": len(values),
         }
-    steps = [summaries[pk]["first_collapse"] for pk in run_ids if summaries[pk].get("first_collapse") is not None]
+    steps = [
+        summaries[pk]["first_collapse"] for pk in run_ids if summaries[pk].get("first_collapse") is not None
+    ]
     out["collapsed"] = {"runs": len(steps), "of": len(run_ids), "steps": sorted(steps)}
     return out
 
