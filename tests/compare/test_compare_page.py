@@ -1,5 +1,7 @@
 """The compare page: summary table, config diff, notices for runs it cannot show, shareable URL."""
 
+import csv
+import io
 from datetime import timedelta
 
 import pytest
@@ -69,6 +71,38 @@ def test_summary_has_final_best_val_events_speed_and_device(alice_client, three)
     assert "100</td>" in row_b  # running: 50 steps by the last heartbeat, 30 min after the start
     # final, best, val, warning, collapse, device and each rule's lead (b never collapsed): sorted last
     assert row_b.count('data-sort=""') == 6 + html.count('class="lead-column"')
+
+
+def test_the_runs_table_downloads_as_csv_with_every_digit_and_the_differing_config(alice_client, three):
+    a, b, c = three
+    ids = f"{a.pk},{b.pk},{c.pk}"
+    html = page(alice_client, ids).content.decode()
+    assert f'href="/compare/summary.csv?runs={ids}"' in html
+    assert f'href="/runs/export.csv?runs={ids}"' in html
+    response = alice_client.get("/compare/summary.csv", {"runs": ids})
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert f'filename="compare-{a.pk}-{b.pk}-{c.pk}.csv"' in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [row["run_id"] for row in rows] == [str(a.pk), str(b.pk), str(c.pk)]
+    first = rows[0]
+    assert (first["final_success"], first["best_success"], first["val_success"]) == ("0.4", "0.8", "0.35")
+    assert (first["first_warning"], first["first_collapse"], first["steps_per_hour"]) == ("12", "28", "50.0")
+    # each warning rule's lead to the collapse, and the fields the runs differ in (not those they share)
+    assert (first["lead:reward_std_drop"], first["lead:entropy"]) == ("16", "3")
+    assert first["optim.actor_lr"] == "0.0007" and rows[2]["algorithm.advantage"] == "grpo"
+    assert "rollout.max_turns" not in first
+    assert rows[1]["final_success"] == "" and rows[1]["status"] == "running"
+
+
+@pytest.mark.parametrize("runs", ["", "abc", "999999"])
+def test_a_csv_of_no_run_or_of_runs_not_yours_says_why(alice_client, bob, three, runs):
+    bobs = trained_run(make_experiment(bob, "secret"), "seed=9")
+    response = alice_client.get("/compare/summary.csv", {"runs": runs})
+    assert response.status_code == (404 if runs.isdigit() else 400)
+    assert response.content.decode().startswith("runs: ")
+    foreign = alice_client.get("/compare/summary.csv", {"runs": f"{three[0].pk},{bobs.pk}"})
+    assert foreign.status_code == 404
+    assert foreign.content.decode() == f"runs: run {bobs.pk} is not among your runs"
 
 
 def test_config_diff_marks_only_the_differing_fields(alice_client, three):

@@ -14,6 +14,7 @@ PAGES = [
     ("run_list", []),
     ("run_edit", [1]),
     ("runs_export", []),
+    ("compare_csv", []),
 ]
 POSTS = [
     ("experiment_stop", [1]),

@@ -252,6 +252,48 @@ def summaries(runs) -> dict[int, dict]:
     }
 
 
+SUMMARY_COLUMNS = (
+    "final_success",
+    "best_success",
+    "val_success",
+    "first_warning",
+    "first_collapse",
+    "steps_per_hour",
+    "device",
+)
+
+
+def summary_table(runs) -> tuple[list[str], list[list]]:
+    """The compare page's runs table as data, for its CSV: a row per run with its summary columns, each
+    warning rule's lead ("lead:<rule>") and the config fields the runs differ in (as the config diff
+    writes them), values unrounded; None where a run has none."""
+    summary = summaries(runs)
+    rules, onsets = onset_leads(runs)
+    differing = [row for row in config_diff(runs) if row.differs]
+    header = [
+        "run_id",
+        "run",
+        "experiment",
+        "status",
+        *SUMMARY_COLUMNS,
+        *(f"lead:{rule}" for rule in rules),
+        *(row.key for row in differing),
+    ]
+    rows = [
+        [
+            run.pk,
+            run.display_name,
+            run.experiment.name,
+            run.status,
+            *(summary[run.pk].get(column) for column in SUMMARY_COLUMNS),
+            *(onsets[run.pk]["leads"][rule] for rule in rules),
+            *(row.values[i] for row in differing),
+        ]
+        for i, run in enumerate(runs)
+    ]
+    return header, rows
+
+
 def steps_per_hour(run) -> float | None:
     """Steps done / hours of training, over every attempt (to the last heartbeat while it runs)."""
     end = run.finished_at or run.heartbeat_at

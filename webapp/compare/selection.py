@@ -74,5 +74,28 @@ def select(user, values: list[str]) -> Selection:
     return selection
 
 
+class Refused(Exception):
+    """A download's runs= that names no run, too many, a bad id or a run not the user's."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def every_run(user, values: list[str], limit: int = MAX_RUNS) -> list[Run]:
+    """Each run `runs=` names, in its order, all the user's, or Refused: a download cannot carry the page's
+    notices, so it leaves nothing out. A missing run and another user's are the same 404."""
+    ids, invalid = split_ids(values)
+    if invalid:
+        raise Refused(400, f"runs: {invalid[0]!r} is not a run id (expected runs=3,7,12)")
+    if not ids or len(ids) > limit:
+        raise Refused(400, f"runs: select between 1 and {limit} runs")
+    found = Run.objects.for_user(user).select_related("experiment").in_bulk(ids)
+    missing = [pk for pk in ids if pk not in found]
+    if missing:
+        raise Refused(404, f"runs: run {missing[0]} is not among your runs")
+    return [found[pk] for pk in ids]
+
+
 def canonical_query(ids: list[int]) -> str:
     return "runs=" + ",".join(str(pk) for pk in ids)

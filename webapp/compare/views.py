@@ -4,18 +4,21 @@ import colorsys
 import re
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from diagnostics.metrics import CHART_KEYS, CHARTS
 from diagnostics.quoting import quoted
+from diagnostics.series import as_text_cell
 from webapp.compare import ablations, aggregates, selection
 from webapp.compare.forms import AblationForm
 from webapp.core import chart_view
 from webapp.core.converters import parse_id
 from webapp.core.json_response import JsonResponse
 from webapp.experiments import estimate
+from webapp.metrics import export
 from webapp.metrics.api import MAX_KEYS
 from webapp.runs.charts import other_keys
 
@@ -212,6 +215,7 @@ def compare(request):
                 if key in ablations.ABLATIONS
             ],
             "max_runs": selection.MAX_RUNS,
+            "runs_query": selection.canonical_query([run.pk for run in runs]),
             "page": {  # read by static/js/compare.js through json_script
                 "runs": [
                     {
@@ -245,6 +249,30 @@ def compare(request):
             },
         },
     )
+
+
+@login_required
+@require_safe
+def compare_csv(request):
+    """GET /compare/summary.csv?runs=3,7,12: the compare page's runs table as CSV (aggregates.summary_table)."""
+    try:
+        runs = selection.every_run(request.user, request.GET.getlist("runs"))
+    except selection.Refused as refusal:
+        return HttpResponse(str(refusal), status=refusal.status, content_type="text/plain")
+    header, rows = aggregates.summary_table(runs)
+    line = export.csv_writer()
+    text = line(header) + "".join(line([_csv_cell(value) for value in row]) for row in rows)
+    response = HttpResponse(text, content_type=export.FORMATS["csv"])
+    names = "-".join(str(run.pk) for run in runs[:10])
+    response["Content-Disposition"] = f'attachment; filename="compare-{names}.csv"'
+    return response
+
+
+def _csv_cell(value):
+    """Numbers as Python writes them (every digit), text safe to open in a spreadsheet, None empty."""
+    if value is None:
+        return ""
+    return as_text_cell(value) if isinstance(value, str) else value
 
 
 @login_required

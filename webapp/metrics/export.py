@@ -47,7 +47,7 @@ def _steps(run_id: int):
         yield step, {key: value for _, key, value in rows}
 
 
-def _csv_writer():
+def csv_writer():
     """A function that turns one row into one CSV line."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
@@ -101,7 +101,7 @@ def _cells(values: dict, keys: list[str]):
 
 def csv_lines(run_id: int):
     keys = run_keys(run_id)
-    line = _csv_writer()
+    line = csv_writer()
     yield line(["step", *csv_columns(keys, ("step",))])
     for step, values in _steps(run_id):
         yield line([step, *_cells(values, keys)])
@@ -116,7 +116,7 @@ def runs_csv_lines(runs):
         .values_list("key", flat=True)
         .distinct()
     )
-    line = _csv_writer()
+    line = csv_writer()
     fixed = RUNS_CSV_COLUMNS
     yield line([*fixed, *csv_columns(keys, fixed)])
     for run in runs:

@@ -5,7 +5,7 @@ of several runs' metrics. Every queryset is the user's own: another user's run i
 import yaml
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponseBadRequest, HttpResponseNotFound, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -134,25 +134,13 @@ def run_delete(request, pk):
 @require_safe
 def runs_export(request):
     """GET /runs/export.csv?runs=3,7,12: the runs' metrics in one CSV (webapp.metrics.export)."""
-    ids, invalid = selection.split_ids(request.GET.getlist("runs"))
-    if invalid:
-        return HttpResponseBadRequest(
-            f"runs: {invalid[0]!r} is not a run id (expected runs=3,7,12)", content_type="text/plain"
-        )
-    if not ids or len(ids) > MAX_EXPORT_RUNS:
-        return HttpResponseBadRequest(
-            f"runs: select between 1 and {MAX_EXPORT_RUNS} runs to export", content_type="text/plain"
-        )
-    found = Run.objects.for_user(request.user).select_related("experiment").in_bulk(ids)
-    missing = [pk for pk in ids if pk not in found]
-    if missing:
-        return HttpResponseNotFound(
-            f"runs: run {missing[0]} is not among your runs", content_type="text/plain"
-        )
-    response = StreamingHttpResponse(
-        export.runs_csv_lines([found[pk] for pk in ids]), content_type=export.FORMATS["csv"]
-    )
-    response["Content-Disposition"] = f'attachment; filename="runs-{"-".join(map(str, ids[:10]))}.csv"'
+    try:
+        runs = selection.every_run(request.user, request.GET.getlist("runs"), MAX_EXPORT_RUNS)
+    except selection.Refused as refusal:
+        return HttpResponse(str(refusal), status=refusal.status, content_type="text/plain")
+    response = StreamingHttpResponse(export.runs_csv_lines(runs), content_type=export.FORMATS["csv"])
+    names = "-".join(str(run.pk) for run in runs[:10])
+    response["Content-Disposition"] = f'attachment; filename="runs-{names}.csv"'
     return response
 
 
