@@ -261,7 +261,7 @@
     const at = state.aligned ? "%{x} steps from its first collapse" : "step %{x}";
     return Array.from(bands, function ([colour, band]) {
       return { x: band.x, y: band.y, text: band.text, mode: "none", fill: "toself", fillcolor: rgba(colour, band.alpha),
-               hoveron: "points", hovertemplate: "%{text} %{y:~.4g} in the bucket at " + at + "<extra></extra>",
+               hoveron: "points", hovertemplate: "%{text} %{y:.4~g} in the bucket at " + at + "<extra></extra>",
                showlegend: false, connectgaps: false, meta: "band", uid: "band-" + colour.slice(1) };
     });
   }
@@ -304,7 +304,7 @@
                showlegend: false, connectgaps: false, meta: single ? single.id : "runs-" + trace.id,
                uid: single ? single.id + "-" + trace.k : "lines-" + trace.id,
                line: { color: trace.color, width: single && single.group ? 2.2 : 1.6, dash: DASHES[trace.k % DASHES.length] },
-               hovertemplate: who + "<br>" + templateText(trace.key) + " %{y:~.4g}" +
+               hovertemplate: who + "<br>" + templateText(trace.key) + " %{y:.4~g}" +
                  (grouped ? " (mean of %{customdata} runs)" : "") + " at " + at + "<extra></extra>" };
     });
   }

@@ -224,7 +224,7 @@
       return { x: entry.step.map(xOf), y: entry.value.slice(), name: ruleLabel(entry),
                mode: entry.step.length < MARKERS_BELOW ? "lines+markers" : "lines",
                line: { color: judged.color, width: 2, dash: "dot" }, marker: { color: judged.color, size: 5 },
-               customdata: entry.step.slice(), hovertemplate: entry.rule + " judged %{y:~.4g} at step %{customdata}<extra></extra>",
+               customdata: entry.step.slice(), hovertemplate: entry.rule + " judged %{y:.4~g} at step %{customdata}<extra></extra>",
                connectgaps: false, legendgroup: "detector-" + entry.rule };
     });
   }

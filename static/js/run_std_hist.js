@@ -37,7 +37,7 @@
     const trace = {
       type: "heatmap", x: body.steps, y: bins, z: z, colorscale: "Viridis",
       colorbar: { title: { text: "groups" } },
-      hovertemplate: "step %{x}<br>std ≈ %{y:~.3g}<br>%{z} groups<extra></extra>",
+      hovertemplate: "step %{x}<br>std ≈ %{y:.3~g}<br>%{z} groups<extra></extra>",
     };
     // x: the page's step range and cursor (chart_view.js stepAxis)
     const layout = Object.assign({

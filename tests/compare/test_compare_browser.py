@@ -541,13 +541,14 @@ def test_a_label_that_looks_like_a_plotly_template_is_shown_as_written(page):
     experiment = make_experiment(page.user, "templates")
     runs = [trained_run(experiment, label, step=30) for label in ("lr 50%{y} %{x}", "plain")]
     for i, run in enumerate(runs):
-        points(run, "train/success", {s: 0.2 + 0.3 * i + s / 100 for s in range(30)})
+        points(run, "train/success", {s: 0.2 + 0.3 * i + s / 700 for s in range(30)})
     page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
     name = f"#{runs[0].pk} lr 50%{{y}} %{{x}}"
     page.locator("#chart-success").scroll_into_view_if_needed()
     label = hover_text(page, *page.evaluate(LINE_MIDDLE, ["success", name]))
-    assert name in label and "train/success" in label, label
+    # the value in four significant digits (0.2 + 15 / 700 = 0.22142857...)
+    assert name in label and "train/success 0.2214 at step 15" in label, label
     page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "compare-template-label.png"))
 
 
