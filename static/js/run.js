@@ -117,7 +117,7 @@
 
   // Append the points newer than what we hold; a raw point is its own min and max.
   function merge(key, incoming) {
-    const held = state.series[key] || (state.series[key] = { step: [], value: [], min: [], max: [], downsampled: false });
+    const held = state.series[key] || (state.series[key] = { step: [], value: [], min: [], max: [], sums: [], downsampled: false });
     const last = held.step.length ? held.step[held.step.length - 1] : -Infinity;
     held.downsampled = held.downsampled || incoming.downsampled;
     incoming.step.forEach(function (step, i) {
@@ -128,12 +128,14 @@
       held.value.push(value);
       held.min.push(incoming.downsampled ? incoming.min[i] : value);
       held.max.push(incoming.downsampled ? incoming.max[i] : value);
+      held.sums.push(incoming.sums ? incoming.sums[i] : null);
       if (state.lastStep === null || step > state.lastStep) state.lastStep = step;
     });
   }
 
   // Step -> minutes of training: the running sum of time/step_s, each value counted for the steps since the
-  // previous point (a downsampled series keeps one point per bucket), linear between points.
+  // previous point, linear between points. A downsampled bucket comes with the seconds all its points took
+  // (`sums`, from the server): its last value alone would stand for every step in it.
   function clock() {
     const s = state.series[TIME_KEY];
     if (!s || !s.step.length) return null;
@@ -141,7 +143,8 @@
     let total = 0;
     s.step.forEach(function (step, i) {
       const seconds = s.value[i];
-      if (seconds !== null && Number.isFinite(seconds)) total += seconds * (step - steps[steps.length - 1]);
+      if (s.sums[i] !== null) total += s.sums[i];
+      else if (seconds !== null && Number.isFinite(seconds)) total += seconds * (step - steps[steps.length - 1]);
       steps.push(step);
       minutes.push(total / 60);
     });

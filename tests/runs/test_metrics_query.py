@@ -119,6 +119,26 @@ def test_after_applies_before_downsampling(alice_client, run):
     assert series["downsampled"] and min(series["min"]) == 4_000 and series["step"][-1] == 4_999
 
 
+def test_a_downsampled_clock_says_the_seconds_each_bucket_took(alice_client, run):
+    """Every tenth step took 60 s, the others 2 s: 20,000 steps are 156,000 s, which the buckets' last
+    values (each a 2 s step) would tell as 40,000."""
+    insert_series(run, "time/step_s", 20_000, "CASE WHEN mod(s, 10) = 5 THEN 60.0 ELSE 2.0 END")
+    insert_series(run, "other", 20_000, "1.0")
+    MetricPoint.upsert(run.pk, [(7, "time/step_s", math.nan)])  # an unknown step time counts nothing
+    body = alice_client.get(URL.format(run.pk), {"keys": "time/step_s,other", "max_points": 1000}).json()
+    clock = body["series"]["time/step_s"]
+    assert clock["downsampled"] and len(clock["sums"]) == len(clock["step"]) == 1000
+    assert sum(clock["sums"]) == pytest.approx(2_000 * 60 + 18_000 * 2 - 2)
+    assert clock["sums"][0] == pytest.approx(2 * 60 + 17 * 2)  # steps 0..19: 5 and 15 slow, 7 unknown
+    assert "sums" not in body["series"]["other"]  # only the run's clock
+    later = alice_client.get(
+        URL.format(run.pk), {"keys": "time/step_s", "after": 9_999, "max_points": 100}
+    ).json()["series"]["time/step_s"]
+    assert sum(later["sums"]) == pytest.approx(1_000 * 60 + 9_000 * 2)
+    short = alice_client.get(URL.format(run.pk), {"keys": "time/step_s", "after": 19_989}).json()
+    assert "sums" not in short["series"]["time/step_s"]  # ten points, each its own
+
+
 def test_nan_and_infinity_come_back_as_null(alice_client, run):
     MetricPoint.upsert(
         run.pk,

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.drawn_charts import drawn, last_tick
-from tests.factories import make_experiment, make_run
+from tests.factories import insert_series, make_experiment, make_run
 from tests.helpers import REPO_ROOT, wait_for
 from tests.ui.chart_helpers import drag_across, ticks
 from webapp.alerts.models import DetectorEvent
@@ -204,6 +204,20 @@ def test_a_trl_run_draws_against_the_sum_of_its_own_step_times(page):
     assert Run.objects.get(pk=run.pk).clock_key == "step_time"
     run.latest_metrics["time/step_s"] = 1.0  # ours, where a run logs both
     assert run.clock_key == "time/step_s"
+
+
+def test_a_long_run_whose_step_times_vary_is_drawn_against_all_of_its_time(page):
+    """20,000 steps, every tenth 60 s and the others 2 s: 2,600 minutes. Downsampled to 1,000 buckets of
+    20 steps, each bucket's last value is a 2 s step: summed alone they told 667 minutes."""
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=20_000, total_steps=20_000)
+    insert_series(run, "train/success", 20_000, "0.5 + 0.4 * sin(s / 500.0)")
+    insert_series(run, "time/step_s", 20_000, "CASE WHEN mod(s, 10) = 5 THEN 60.0 ELSE 2.0 END")
+    page.goto(f"{page.base}/runs/{run.pk}/?x=time")
+    x_title = page.locator("#chart-success .g-xtitle text")
+    wait_for(lambda: x_title.text_content().startswith("training time (minutes"), timeout=10, message="axis")
+    wait_for(lambda: last_tick(page, "success") >= 2_500, timeout=10, message="the run's 2,600 minutes")
+    assert last_tick(page, "success") < 2_700
+    page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "time-axis-varying-step-times.png"))
 
 
 def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(page):

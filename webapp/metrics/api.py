@@ -8,7 +8,7 @@ from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
 from webapp.core.json_response import JsonResponse
 from webapp.experiments.models import Run
 from webapp.metrics import export, ingest
-from webapp.metrics.downsample import finite_or_none, load_series
+from webapp.metrics.downsample import clock_sums, finite_or_none, load_series
 from webapp.metrics.models import Sample, StepRecord
 from webapp.runs.owned import NOT_FOUND, owned_run
 from webapp.tracking.models import ExternalRun
@@ -79,6 +79,9 @@ def _query(request, run: Run):
     max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
     after = int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
     series = load_series(run.pk, keys, after=after, max_points=max_points)
+    clock = series.get(run.clock_key)
+    if clock is not None and clock.downsampled:
+        clock.sums = clock_sums(run.pk, run.clock_key, clock, after)
     return JsonResponse(
         {
             "run": run_state(run),

@@ -49,6 +49,7 @@ class Series:
     value: list
     min: list | None = None
     max: list | None = None
+    sums: list | None = None  # a clock key's seconds per bucket (clock_sums), when downsampled
 
     @property
     def downsampled(self) -> bool:
@@ -63,6 +64,8 @@ class Series:
         if self.downsampled:
             body["min"] = finite_or_none_list(self.min)
             body["max"] = finite_or_none_list(self.max)
+        if self.sums is not None:
+            body["sums"] = self.sums
         return body
 
 
@@ -277,6 +280,25 @@ def _load_many(run_ids, keys, after, max_points) -> dict[int, dict[str, Series]]
         bucketed = _bucketed_sql if connection.vendor == "postgresql" else _bucketed_numpy
         series.update(bucketed(fine, after, max_points))
     return {run: {key: series[(run, key)] for key in keys} for run in run_ids}
+
+
+def clock_sums(run_id: int, key: str, series: Series, after: int | None) -> list[float]:
+    """Per bucket of a downsampled series of seconds per step (Run.clock_key), the seconds its steps took:
+    each point's finite value times the steps since the point before it (a point logged every 10 steps
+    stands for 10), summed over the bucket. A bucket's last value alone stood for all its steps: a run
+    whose every tenth step took 60 s and the others 2 s read 3.9 times too short over 20,000 steps."""
+    points = MetricPoint.objects.filter(run_id=run_id, key=key)
+    if after is not None:
+        points = points.filter(step__gt=after)
+    rows = list(points.order_by("step").values_list("step", "value"))
+    if not rows:
+        return [0.0] * len(series.step)
+    steps = np.fromiter((step for step, _ in rows), dtype=np.int64, count=len(rows))
+    values = np.array(_none_to_nan(value for _, value in rows), dtype=np.float64)
+    seconds = np.where(np.isfinite(values), values, 0.0) * np.diff(steps, prepend=steps[0] - 1)
+    # a point belongs to the first bucket whose last step is at or after its own
+    buckets = np.searchsorted(np.asarray(series.step, dtype=np.int64), steps)
+    return np.bincount(buckets, weights=seconds, minlength=len(series.step))[: len(series.step)].tolist()
 
 
 def load_series(
