@@ -30,7 +30,7 @@ class StepHook:
 
 
 class EchoTrapHook(StepHook):
-    def __init__(self, run):
+    def __init__(self, run, keep_replayed: bool = True):
         from diagnostics import Detector
 
         self.detector_class = Detector
@@ -39,12 +39,16 @@ class EchoTrapHook(StepHook):
         self.detector = None
         self.last_step = None
         self.pending: list[dict] = []  # events found but not stored yet
+        # Store the events the replay of the steps before the first judged here finds, where not stored:
+        # a resumed training run's last attempt may have died between judging a step and storing its events.
+        self.keep_replayed = keep_replayed
 
     def on_step(self, run, step, metrics):
         if self.detector is None:
             history = self.history(run, before=step)
             self.detector, replayed = self.detector_class.replay(history, self.overrides)
-            self.pending.extend(replayed)  # stored already unless the last attempt died first
+            if self.keep_replayed:
+                self.pending.extend(replayed)
         if self.last_step is None or step > self.last_step:
             self.pending.extend(self.detector.update(step, metrics))
             self.last_step = step

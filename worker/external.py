@@ -5,6 +5,12 @@ so events, emails and cooldowns are the same as for a native run.
 The hook is kept per worker process while it is current (its last step is the run's detected_through);
 otherwise it is rebuilt by replaying the stored steps, which gives the same detector. The run's
 detection lock is held meanwhile (ExternalRun.hold_detection), so two workers never judge the same steps.
+
+Steps judged already are final: a rebuild stores none of their events again, so which worker process
+takes a run's next detection changes nothing. Except when some were sent again since (a trainer resumed
+from a checkpoint logs its steps again: Run.rewrites grew): then every process rebuilds, and the events
+the stored values give at those steps are added (and alerted like any new event); those the first values
+gave stay.
 """
 
 import logging
@@ -31,10 +37,11 @@ def detect(run_id: int) -> int:
         start = -1 if external.detected_through is None else external.detected_through
         if through <= start:
             return 0
+        rewritten = external.run.rewrites != external.judged_rewrites
         hook = _hooks.get(run_id)
-        if hook is None or hook.last_step != external.detected_through:
+        if hook is None or hook.last_step != external.detected_through or rewritten:
             try:
-                hook = EchoTrapHook(external.run)
+                hook = EchoTrapHook(external.run, keep_replayed=rewritten)
             except ValueError as error:  # overrides the detector refuses
                 logger.warning("run %s: detector overrides rejected (%s); not judged", run_id, error)
                 return 0
@@ -46,7 +53,9 @@ def detect(run_id: int) -> int:
             # Its detector may hold steps whose events were rolled back: the next try replays the stored ones.
             _hooks.pop(run_id, None)
             raise
-        ExternalRun.objects.filter(pk=run_id).update(detected_through=through)
+        ExternalRun.objects.filter(pk=run_id).update(
+            detected_through=through, judged_rewrites=external.run.rewrites
+        )
         hook.last_step = through  # a step with no points (skipped by the script) is judged too: as absent
         if external.run.is_finished:
             _hooks.pop(run_id, None)

@@ -67,6 +67,42 @@ def test_another_process_rebuilds_the_detector_from_the_stored_steps(run):
     assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", flat=True)) == [2]
 
 
+def events(run):
+    return list(DetectorEvent.objects.filter(run_id=run.pk).order_by("step").values_list("step", "rule"))
+
+
+def test_a_judged_step_is_final_whichever_process_judges_next(run):
+    """A key that comes after its step was judged (a second process logging behind the first) is in the
+    stored steps a rebuilt detector replays: that replay must not add events to steps judged already,
+    or whether they are added would depend on which worker process takes the next detection."""
+    for step in range(4):
+        log(run, "reward", 0.5, step)
+    assert external.detect(run.pk) == 3 and judged(run) == 2
+    log(run, "frac_reward_zero_std", 1.0, 1)  # late: step 1 was judged without it
+    log(run, "reward", 0.5, 4)
+    external._hooks.clear()  # the next detection in another process
+    assert external.detect(run.pk) == 1 and judged(run) == 3
+    assert events(run) == []
+
+
+@pytest.mark.parametrize("other_process", [False, True])
+def test_steps_sent_again_are_judged_again_from_their_new_values(run, other_process):
+    """A trainer resumed from a checkpoint logs steps again: their new values are judged, in every process
+    alike, and alerted as new; each event once."""
+    for step in range(4):
+        log(run, "frac_reward_zero_std", 0.0, step)
+    assert external.detect(run.pk) == 3
+    log(run, "frac_reward_zero_std", 1.0, 1)  # step 1 again, from the resumed trainer
+    log(run, "frac_reward_zero_std", 0.0, 4)
+    if other_process:
+        external._hooks.clear()
+    assert external.detect(run.pk) == 1 and judged(run) == 3
+    assert events(run) == [(1, "zero_std_groups")]
+    log(run, "frac_reward_zero_std", 0.0, 5)
+    external._hooks.clear()
+    assert external.detect(run.pk) == 1 and events(run) == [(1, "zero_std_groups")]
+
+
 def test_the_sweeper_resends_detection_for_a_run_whose_message_was_lost(run):
     from worker.sweeper import sweep_runs
 

@@ -156,6 +156,8 @@ class ExternalRun(models.Model):
     tags = models.JSONField(default=dict, blank=True)
     # The highest step the detector has judged (worker/external.py); None before the first.
     detected_through = models.IntegerField(null=True, blank=True)
+    # The run's Run.rewrites when the detector last judged: more since, and steps it judged were sent again.
+    judged_rewrites = models.PositiveIntegerField(default=0)
     lost_at = models.DateTimeField(null=True, blank=True, help_text="When the sweeper found it silent.")
     # Our key -> the name this run logged it under first, for each of our keys that other trainers'
     # names are renamed to (`train/reward_mean` -> `reward`): it keeps that name's points from then on,
