@@ -415,18 +415,17 @@ def test_a_run_logged_before_names_were_kept_finds_a_foreign_names_history_under
     assert client.get_run(run.info.run_id).data.metrics == {"train/reward_mean": 1.0}
 
 
-def test_a_name_with_points_of_its_own_from_echolabs_api_is_answered_once(mlflow_alice, alice, client):
+def test_a_script_logging_through_mlflow_and_echolabs_api_keeps_one_series_per_name(
+    mlflow_alice, alice, client
+):
+    """A tester's `reward` at steps 1 and 3 through the client and 2 through the API read back as step 2
+    alone, the API's points kept under `reward` beside the client's train/reward_mean."""
     import json
 
     mlflow = mlflow_alice
-    with mlflow.start_run() as active:
-        mlflow.log_metric("reward", 1.0, step=0)  # takes train/reward_mean
-        run_id = mlflow.get_run(active.info.run_id).data.tags["echolab.run_id"]
-        token = ApiToken.issue(alice, "script")[1]
-        points_sent = [
-            {"step": 1, "key": "train/reward_mean", "value": 99},
-            {"step": 1, "key": "reward", "value": 7},
-        ]
+    token = ApiToken.issue(alice, "script")[1]
+
+    def post(run_id, points_sent):
         answer = client.post(
             f"/api/runs/{run_id}/metrics",
             json.dumps({"points": points_sent}),
@@ -434,13 +433,28 @@ def test_a_name_with_points_of_its_own_from_echolabs_api_is_answered_once(mlflow
             HTTP_AUTHORIZATION=f"Bearer {token}",
         )
         assert answer.status_code == 200, answer.content
+
+    with mlflow.start_run() as active:
+        mlflow.log_metric("reward", 0.1, step=1)  # takes train/reward_mean
+        run_id = mlflow.get_run(active.info.run_id).data.tags["echolab.run_id"]
+        post(run_id, [{"step": 2, "key": "reward", "value": 0.2}])
+        mlflow.log_metric("reward", 0.3, step=3)
+        post(run_id, [{"step": 4, "key": "train/reward_mean", "value": 0.4}])  # ours joins the series
     mlflow_client = mlflow.MlflowClient()
-    # EchoLab's own API writes keys as sent: "reward" has points of its own, and no name is answered twice
+    history = mlflow_client.get_metric_history(active.info.run_id, "reward")
+    assert [(m.step, m.value) for m in history] == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)]
     got = mlflow_client.get_run(active.info.run_id)
-    assert got.data.metrics == {"train/reward_mean": 99.0, "reward": 7.0}
-    assert [(m.step, m.value) for m in mlflow_client.get_metric_history(active.info.run_id, "reward")] == [
-        (1, 7.0)
-    ]
+    assert got.data.metrics == {"reward": 0.4}
+    assert set(Run.objects.get(pk=run_id).latest_metrics) == {"train/reward_mean"}  # charted as Reward mean
+
+    # A run's first name through the API takes our key too, as through the client.
+    with mlflow.start_run() as second:
+        second_id = mlflow.get_run(second.info.run_id).data.tags["echolab.run_id"]
+        post(second_id, [{"step": 0, "key": "success_rate", "value": 0.5}])
+        mlflow.log_metric("success_rate", 0.75, step=1)
+    history = mlflow_client.get_metric_history(second.info.run_id, "success_rate")
+    assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.75)]
+    assert set(Run.objects.get(pk=second_id).latest_metrics) == {"train/success"}
     # and the tags EchoLab adds can be searched as they are read
     found = mlflow_client.search_runs(
         [active.info.experiment_id], filter_string=f"tags.`echolab.run_id` = '{run_id}'"

@@ -1,6 +1,7 @@
 """JSON API for a run's metrics, events and samples. Every view is scoped to the caller's runs: a run
 that is not theirs is a 404, exactly like one that does not exist."""
 
+from django.db import transaction
 from django.http import Http404, StreamingHttpResponse
 
 from diagnostics.metrics import TRAIN_REWARD_STD_HIST
@@ -109,13 +110,25 @@ def _ingest(request, pk: int):
     except ingest.Invalid as error:
         raise ApiError(400, error.message, error.errors) from None
     try:
-        written = ingest.write(pk, points, owner=request.user)
+        written = _write(request, pk, points)
     except Run.DoesNotExist:
         raise Http404(NOT_FOUND) from None
     except ingest.Refused as error:
         raise ApiError(409, str(error)) from None
     ExternalRun.ingested(written.run, points)
     return JsonResponse({"written": written.points, "run": run_state(written.run, written.key_count)})
+
+
+def _write(request, pk: int, points):
+    """ingest.write, with another trainer's names for our keys named as the run's MLflow client names them
+    (ExternalRun.api_points: a script may log through both)."""
+    if not ExternalRun.renames_any(points):
+        return ingest.write(pk, points, owner=request.user)
+    with transaction.atomic():
+        external = ExternalRun.objects.for_user(request.user).filter(pk=pk).first()
+        if external is not None:
+            points = external.api_points(points)
+        return ingest.write(pk, points, owner=request.user)
 
 
 @api_view()

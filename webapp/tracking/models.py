@@ -308,12 +308,35 @@ class ExternalRun(models.Model):
                 raise invalid(f"{where.format(index=index)}value", problem)
 
     @staticmethod
-    def _points(metrics, logged_as: dict[str, str], where: str):
+    def renames_any(points: list[tuple[int, str, float | None]]) -> bool:
+        """Whether points sent to POST /api/runs/<id>/metrics hold another trainer's name for one of our
+        keys (api_points would rename them); most batches hold none and need no lookup."""
+        return any(key in ALIASES for key in {key for _, key, _ in points})
+
+    def api_points(self, points: list[tuple[int, str, float | None]]) -> list[tuple[int, str, float | None]]:
+        """Points sent to POST /api/runs/<id>/metrics, named as log-batch names them, so that a script
+        logging both ways keeps one series per quantity and the run page charts it (`reward` either way is
+        the run's `train/reward_mean`, read back by the client as `reward`); our own key is kept as sent
+        (it joins the series a foreign name took). Inside the caller's transaction, with the write: a
+        name taking our key is stored with the points."""
+        metrics = [(key, value, step) for step, key, value in points]
+        named, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
+        if claims:  # named again under the run's row lock, from the names stored now (as in log)
+            Run.objects.select_for_update(no_key=True).filter(pk=self.run_id).first()
+            self.logged_as = ExternalRun.objects.values_list("logged_as", flat=True).get(pk=self.pk)
+            named, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
+            self.logged_as = {**self.logged_as, **claims}
+            ExternalRun.objects.filter(pk=self.pk).update(logged_as=self.logged_as)
+        return named
+
+    @staticmethod
+    def _points(metrics, logged_as: dict[str, str], where: str, ours_joins: bool = False):
         """(step, stored key, value) for each metric, the last of a repeated (step, key) winning as in
         ingest, and the run's new `logged_as` entries. A foreign name takes our key unless the run keeps
         that key for another name: in one call our own name, else the first alias, wins, as in
         diagnostics.aliases.renaming; across calls, the name logged first. Our own name cannot be logged
-        once an alias has taken it (there is nowhere else to keep it): refused, naming both."""
+        once an alias has taken it (there is nowhere else to keep it): refused, naming both, unless
+        `ours_joins` (EchoLab's own API, whose client reads our names: it joins the alias's series)."""
         first_index = {}
         for index, (key, _, _) in enumerate(metrics):
             first_index.setdefault(key, index)
@@ -326,8 +349,8 @@ class ExternalRun(models.Model):
                 unclaimed.append(key)
             elif logged_as[ours] == key:
                 stored[key] = ours
-            elif key != ours:  # an alias of a key another name took: it keeps its own
-                stored[key] = key
+            elif key != ours or ours_joins:  # an alias of a key another name took keeps its own; so
+                stored[key] = key  # does our own name through EchoLab's API, joining that name's points
             else:
                 raise invalid(
                     f"{where.format(index=first_index[key])}key",
