@@ -3,7 +3,8 @@ the sweeper makes the broker agree.
 
 - A running run whose heartbeat is older than RUN_HEARTBEAT_TIMEOUT lost its worker (killed, machine
   gone, OOM): it is queued again and re-sent; the next worker resumes from its last checkpoint. After
-  RUN_MAX_ATTEMPTS attempts it is failed instead, with every attempt's reason in the error.
+  RUN_MAX_ATTEMPTS attempts lost so (a worker shutting down cleanly loses none) it is failed instead,
+  with every attempt's reason in the error.
 - When a worker starts, the runs its host was training whose process is gone are recovered the same way
   at once (recover_orphans).
 - A queued run that was never sent (broker down at submit time) is sent.
@@ -57,7 +58,7 @@ def recover(run: Run, reason: str, counts: dict) -> None:
     up, else queued again and re-sent (the next worker resumes from its last checkpoint)."""
     if run.stop_requested:
         counts["stopped"] += run.finish(Run.Status.STOPPED, error=f"stopped; {reason}")
-    elif run.attempt - run.resumed_at_attempt >= settings.RUN_MAX_ATTEMPTS:
+    elif run.lost_attempts(run.attempt_log) + 1 >= settings.RUN_MAX_ATTEMPTS:  # + the one lost now
         counts["failed"] += run.give_up(reason)
     elif run.requeue(reason):
         logger.info("sweeper: run %s requeued after attempt %s: %s", run.pk, run.attempt, reason)

@@ -228,7 +228,7 @@ def attempt(
     if status == Run.Status.STOPPED and leaving():
         run.refresh_from_db()
         # requeue() refuses a run whose stop was requested meanwhile: that one is finished as stopped.
-        if run.requeue(f"worker shut down; checkpointed before step {run.step}"):
+        if run.requeue(f"{Run.SHUT_DOWN}; checkpointed before step {run.step}"):
             run.enqueue()  # when the broker is away, the sweeper sends it later
             return f"worker shutting down: requeued at step {run.step}"
     finish_with_retries(run, status, error, trace)

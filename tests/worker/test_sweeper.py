@@ -73,6 +73,24 @@ def test_after_the_last_attempt_the_run_fails_with_every_reason(queued_run, swee
     assert all("worker lost" in line for line in lines[1:])
 
 
+def test_a_worker_shutting_down_cleanly_loses_no_attempt(queued_run, sweeper_settings, purge_broker):
+    """A laptop user who stops `./echolab run` three times (each a checkpoint and a requeue) and then loses
+    the worker once: the run resumes, as the README promises, and is failed only after three lost."""
+    run = queued_run({})
+    for attempt in range(1, 4):
+        assert run.claim(f"host{attempt}", 1, "cpu")
+        assert run.requeue(f"{Run.SHUT_DOWN}; checkpointed before step {attempt}")
+    for attempt in range(4, 7):
+        assert run.claim(f"host{attempt}", 1, "cpu")
+        age(run, heartbeat_at=61)
+        sweep_runs()
+        run.refresh_from_db()
+        assert run.status == ("failed" if attempt == 6 else "queued"), attempt
+    lines = run.error.splitlines()
+    assert lines[0] == "gave up after 3 attempts, 3 more ended by a worker shutting down:"
+    assert len(lines) == 7 and lines[1].startswith("attempt 1 on host1: worker shut down; checkpointed")
+
+
 def test_a_run_its_owner_resumed_gets_its_attempts_afresh(queued_run, sweeper_settings, purge_broker):
     run = queued_run({})
     lose_every_attempt(run)

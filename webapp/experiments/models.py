@@ -684,6 +684,17 @@ class Run(models.Model):
         self.refresh_from_db()
         return finished == 1
 
+    # Why a worker shutting down (Ctrl-C, SIGTERM) requeued its run: at a step boundary, after a checkpoint,
+    # so that attempt lost nothing and is not one of the RUN_MAX_ATTEMPTS a run may lose.
+    SHUT_DOWN = "worker shut down"
+
+    def lost_attempts(self, log: list[dict]) -> int:
+        """Attempts in `log` since the run was resumed that lost their worker (a clean shutdown did not)."""
+        return sum(
+            entry["attempt"] > self.resumed_at_attempt and not entry["reason"].startswith(self.SHUT_DOWN)
+            for entry in log
+        )
+
     def requeue(self, reason: str) -> bool:
         """running -> queued (its worker died or shut down), recording why the attempt ended. A run whose
         stop was requested is not requeued: it is to be finished as stopped."""
@@ -703,7 +714,9 @@ class Run(models.Model):
         """running (stale heartbeat, attempts used up) -> failed, the error listing every attempt's end."""
         log = self.attempt_log + [self._attempt_entry(reason)]
         since = [entry for entry in log if entry["attempt"] > self.resumed_at_attempt]  # since it was resumed
-        error = f"gave up after {len(since)} attempt{'s' * (len(since) != 1)}:\n" + "\n".join(
+        lost = self.lost_attempts(log)
+        shut_down = f", {len(since) - lost} more ended by a worker shutting down" if len(since) > lost else ""
+        error = f"gave up after {lost} attempt{'s' * (lost != 1)}{shut_down}:\n" + "\n".join(
             f"attempt {entry['attempt']} on {entry['host'] or '?'}: {entry['reason']}" for entry in since
         )
         failed = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
