@@ -232,8 +232,9 @@ CELERY_BEAT_SCHEDULE = {
 # The sweeper (worker/sweeper.py): a running run without a heartbeat for this long lost its worker and
 # is requeued, at most RUN_MAX_ATTEMPTS attempts lost in all (a clean shutdown loses none); a queued run
 # whose message may be lost is re-sent after RUN_RESEND_AFTER seconds. A re-send is only a duplicate at
-# worst (the claim decides), and it happens only while the gpu queue holds fewer messages than there are queued runs, so a minute: with
-# 10 minutes, the queue after a Redis restart sat still that long beside idle workers.
+# worst (the claim decides), and it happens only while the gpu queue holds fewer messages than there are
+# queued runs, so a minute: with 10 minutes, the queue after a Redis restart sat still that long beside
+# idle workers.
 RUN_HEARTBEAT_TIMEOUT = env.integer("RUN_HEARTBEAT_TIMEOUT", 300, minimum=1)
 RUN_RESEND_AFTER = env.integer("RUN_RESEND_AFTER", 60, minimum=1)
 RUN_MAX_ATTEMPTS = env.integer("RUN_MAX_ATTEMPTS", 3, minimum=1)
