@@ -61,3 +61,25 @@ def test_a_finished_runs_step_link_opens_at_that_step_on_sqlite(tmp_path):
         "STEP 11 True False",
         "STEP 40 False True",
     ]
+
+
+REWRITES = """
+from django.contrib.auth import get_user_model
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.models import MetricPoint
+user = get_user_model().objects.create_user("erin", "erin@example.com", "pw-erin-123")
+run = Run.objects.create(experiment=Experiment.objects.create(owner=user, name="e", config={}), label="s", config={})
+counts = []
+for points in ([(0, "a", 1.0), (1, "a", 1.0)], [(2, "a", 1.0), (0, "b", 1.0)], [(1, "a", 2.0)], [(1, "b", 1.0)]):
+    MetricPoint.upsert(run.pk, points)
+    counts.append(Run.objects.get(pk=run.pk).rewrites)
+print("REWRITES", counts)
+"""
+
+
+@pytest.mark.slow
+def test_a_step_written_again_counts_as_a_rewrite_on_sqlite_too(tmp_path):
+    """A resumed run logs its steps again: the run page refetches its series when `rewrites` grows."""
+    printed = on_sqlite(tmp_path, REWRITES)
+    # new steps, a new key: none; step 1 of "a" again: one; "b" beyond its newest: none
+    assert "REWRITES [0, 0, 1, 1]" in printed

@@ -63,6 +63,17 @@ class MetricPoint(models.Model):
             return cls.write_batch(run_id, points)[1]
         # Other databases keep no rollups (charts read the points) and take no row locks.
         latest = {(step, key): None if value is None else float(value) for step, key, value in points}
+        first = {}
+        for step, key in latest:
+            first[key] = min(step, first.get(key, step))
+        newest = dict(
+            cls.objects.filter(run_id=run_id, key__in=first)
+            .values("key")
+            .annotate(last=models.Max("step"))
+            .values_list("key", "last")
+        )
+        if any(step <= newest.get(key, -1) for key, step in first.items()):  # as write_batch counts them
+            Run.objects.filter(pk=run_id).update(rewrites=models.F("rewrites") + 1)
         cls.objects.bulk_create(
             [cls(run_id=run_id, step=step, key=key, value=value) for (step, key), value in latest.items()],
             batch_size=2000,
