@@ -227,6 +227,9 @@ def test_a_resumed_run_in_the_queue_has_no_worker_yet_and_says_where_it_last_ran
     queued = make_run(alice, host="vm", attempt=1)  # resumed: queued again after an attempt on "vm"
     html = alice_client.get(f"/runs/{queued.pk}/").content.decode()
     assert '<dd id="run-host">none yet (the last attempt ran on vm)</dd>' in html
+    # attempt 1 has ended: the next one waits (it read "Attempt 1 started –" beside attempt 1's end)
+    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "Attempts 1 Attempt 2 waiting in the queue" in text and "started –" not in text
 
 
 def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alice):
