@@ -179,6 +179,11 @@ def test_several_runs_say_their_time_in_all_on_one_worker(alice, alice_client):
     assert body["total_seconds"] == pytest.approx(180.0)
 
 
+def test_a_slow_step_reads_as_a_whole_number_of_seconds(alice, alice_client):
+    trained_run(alice, [1410.6, 1410.6])  # a tester's FrozenLake steps on a busy machine: "1.41e+03 s a step"
+    assert "(1,411 s a step, from 1 run" in alice_client.post(URL, form()).json()["text"]
+
+
 def test_runs_too_short_for_a_collapse_are_warned_of(alice_client):
     from diagnostics.detector import fewest_steps_for_a_collapse
 

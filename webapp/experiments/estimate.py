@@ -125,9 +125,15 @@ def estimate_run(label: str, config: dict, measured: list[Measured]) -> RunEstim
     per_step, how, used = step_seconds(similar, rollout_size(config))
     steps = (config.get("schedule") or {}).get("steps") or 0
     basis = (
-        f"{per_step:.3g} s a step, from {used} run{'s' if used != 1 else ''} of {where} measured here, {how}"
+        f"{seconds_text(per_step)} s a step, from {used} run{'s' if used != 1 else ''} of {where} measured "
+        f"here, {how}"
     )
     return RunEstimate(label, per_step * steps, basis, model)
+
+
+def seconds_text(seconds: float) -> str:
+    """Three significant digits, a whole number from 100 on: "2.5", "41.3", "1,410" (not "1.41e+03")."""
+    return f"{seconds:,.0f}" if seconds >= 100 else f"{seconds:.3g}"
 
 
 def step_seconds(similar: list[Measured], size: int) -> tuple[float, str, int]:
