@@ -18,6 +18,11 @@ def view_notices(query, run_page: bool = False) -> list[str]:
     x = query.get("x", "")
     if run_page and x not in ("", "step", "time"):
         notices.append(f"x: expected step or time, got {quoted(x)}; the x axis is the step.")
+    elif not run_page and x not in ("", "step"):
+        notices.append(
+            f"x: {quoted(x)}: this page draws every run against its steps (a run's own page draws it against "
+            "training time); the x axis is the step."
+        )
     detector = query.get("detector", "")
     if run_page and detector not in ("", "1"):
         notices.append(f"detector: expected 1 (the detector's view), got {quoted(detector)}; not shown.")
