@@ -9,6 +9,16 @@ window.EchoChartView = {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   },
 
+  // A key as a chart's title or legend names it: one of 250 characters was clipped at both ends of a
+  // centred title, so keys alike but in their last characters (custom/....0, custom/....3) read the same.
+  // Longer than `max`, its middle gives way to an ellipsis; its start and its end stay.
+  shortName: function (text, max) {
+    const chars = Array.from(String(text)), limit = max || 60;
+    if (chars.length <= limit) return String(text);
+    const head = Math.floor((limit - 1) * 0.45);
+    return chars.slice(0, head).join("") + "\u2026" + chars.slice(chars.length - (limit - 1 - head)).join("");
+  },
+
   // A detector event's name as its marker's hover heads it: "warning: grad_spike", but "collapse" for the
   // collapse rule's own level (not "collapse: collapse").
   eventTitle: function (event) {

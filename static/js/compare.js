@@ -517,7 +517,7 @@
     const keys = keyLegendTraces(chart, lines);
     const data = bandTraces(chart, all).concat(lines, keys);
     const layout = {
-      title: { text: escapeHtml(chart.title), font: { size: 14 } },
+      title: { text: escapeHtml(window.EchoChartView.shortName(chart.title)), font: { size: 14 } },
       uirevision: "compare-" + (state.aligned ? "onset" : "step"),  // steps and steps-from-onset share no axis
       margin: { l: 50, r: 10, t: keys.length ? 58 : 36, b: 36 },
       height: 320,

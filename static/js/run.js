@@ -199,7 +199,7 @@
                     legendgroup: key, connectgaps: false });
     }
     const smoothed = state.smoothing > 0;
-    const name = window.EchoChartView.plainText(key);
+    const name = window.EchoChartView.plainText(window.EchoChartView.shortName(key));
     traces.push({ x: steps, y: s.value.slice(), mode: mode, name: name, legendgroup: key,
                   line: { color: color, width: 1.5 }, marker: { color: color, size: 5 },
                   opacity: smoothed ? 0.3 : 1, showlegend: !smoothed, connectgaps: false });
@@ -380,7 +380,7 @@
     }
     stale.delete(chart.id);
     const layout = {
-      title: { text: window.EchoChartView.plainText(chart.title), font: { size: 14 } },
+      title: { text: window.EchoChartView.plainText(window.EchoChartView.shortName(chart.title)), font: { size: 14 } },
       uirevision: "run-" + page.run + "-" + state.xmode,  // keeps the y zoom and legend across redraws
       datarevision: state.revision + "-" + state.xmode,  // new x values: Plotly diffs data only on a new revision
       margin: { l: 50, r: 10, t: 36, b: 36 },

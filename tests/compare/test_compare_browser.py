@@ -621,6 +621,15 @@ def test_long_key_names_are_asked_for_in_requests_any_server_accepts_and_joined(
         "Array.from(document.querySelectorAll('#extra-charts .gtitle')).map(t => t.textContent)"
     )
     assert len(titles) == 39 and keys[5] not in titles
+    # Each title fits its chart, keeping the key's start and its end (where these keys differ): a key of
+    # 95 characters was clipped at both ends of its centred title, and the 40 titles read alike.
+    ends = sorted(title.rsplit("_", 1)[1] for title in titles)
+    assert ends == sorted(str(i) for i in range(40) if i != 5)
+    assert all(title.startswith("timing_per_token_ms/") and "\u2026" in title for title in titles), titles
+    overflow = page.evaluate("""Array.from(document.querySelectorAll('#extra-charts figure')).filter(figure => {
+        const title = figure.querySelector('.gtitle').getBoundingClientRect(), box = figure.getBoundingClientRect();
+        return title.left < box.left || title.right > box.right; }).length""")
+    assert overflow == 0
 
 
 def test_a_key_that_looks_like_markup_is_drawn_as_written(page):
