@@ -489,8 +489,12 @@
         const row = rows[step] || (rows[step] = {});
         row[k] = s.value[i];
         if (smooth) row["s" + k] = smooth[i];
+        if (s.downsampled) { row["lo" + k] = s.min[i]; row["hi" + k] = s.max[i]; }
       });
     });
+    // A downsampled key's row is a bucket of steps: its last step's value, and its lowest and highest (a
+    // one-step spike inside it shows there, as in the chart's band).
+    const bucketed = keys.filter(function (key) { return state.series[key].downsampled; });
     judged.forEach(function (rule, r) {
       rule.entry.step.forEach(function (step, i) {
         (rows[step] || (rows[step] = {}))["d" + r] = rule.entry.value[i];
@@ -500,6 +504,7 @@
     keys.forEach(function (key) {
       headers.push(key);
       if (state.smoothing > 0) headers.push(key + " (smoothed)");
+      if (state.series[key].downsampled) headers.push(key + " (bucket min)", key + " (bucket max)");
     });
     judged.forEach(function (rule) { headers.push(ruleLabel(rule.entry)); });
     const format = function (value) {
@@ -512,7 +517,9 @@
     const table = document.createElement("table");
     table.className = "data chart-values";
     const caption = table.createCaption();
-    caption.textContent = chart.title + (keys.length ? " (" + steps.length + " rows)" : ": no data");
+    caption.textContent = chart.title + (keys.length ? " (" + steps.length + " rows)" : ": no data") +
+      (bucketed.length ? ". Downsampled: each row ends a bucket of steps, with the value at its last step and " +
+        "the bucket's lowest and highest; the run's export has every point." : "");
     const head = table.createTHead().insertRow();
     headers.forEach(function (text) {
       const cell = document.createElement("th");
@@ -527,6 +534,7 @@
       keys.forEach(function (key, k) {
         values.push(format(rows[step][k]));
         if (state.smoothing > 0) values.push(format(rows[step]["s" + k]));
+        if (state.series[key].downsampled) values.push(format(rows[step]["lo" + k]), format(rows[step]["hi" + k]));
       });
       judged.forEach(function (rule, r) { values.push(format(rows[step]["d" + r])); });
       values.forEach(function (text) { row.insertCell().textContent = text; });

@@ -220,6 +220,24 @@ def test_a_long_run_whose_step_times_vary_is_drawn_against_all_of_its_time(page)
     page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "time-axis-varying-step-times.png"))
 
 
+def test_a_downsampled_chart_as_a_table_says_so_and_keeps_each_buckets_spike(page):
+    """A tester's 20,000-step run, zoomed to 100 steps: 5 rows of buckets' last values were shown as the
+    points, and the one-step spike in them was in none."""
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=20_000, total_steps=20_000)
+    insert_series(run, "train/success", 20_000, "0.5")
+    MetricPoint.upsert(run.pk, [(12_345, "train/success", 1.0)])
+    page.goto(f"{page.base}/runs/{run.pk}/?xrange=12300,12400")
+    page.get_by_label("Show Success (train and validation) as a table").check()
+    table = page.get_by_role("region", name="Success (train and validation) as a table")
+    caption = table.locator("caption").inner_text()
+    assert caption.startswith("Success (train and validation) (5 rows). Downsampled: each row ends a bucket")
+    headers = table.locator("thead th").all_inner_texts()
+    assert headers == ["step", "train/success", "train/success (bucket min)", "train/success (bucket max)"]
+    rows = [row.split("\t") for row in table.locator("tbody tr").all_inner_texts()]
+    assert [row[1] for row in rows] == ["0.5"] * 5  # each bucket's last step
+    assert ["0.5", "1"] in [row[2:] for row in rows]  # the spike's bucket
+
+
 def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(page):
     # Validation every 20 steps, entropy logged from step 30: unzoomed, every chart is drawn over the run's
     # steps, so the cursor and the event lines fall at one x on each.
