@@ -77,6 +77,7 @@
     // series again, as the compare page always does, instead of the steps after the last one held.
     attempt: null,
     rewrites: null,
+    heardSecondsAgo: null,  // seconds since the run was last heard from, by the server's clock
     refetch: false,
     events: [],
     smoothing: view.smoothing,
@@ -638,6 +639,13 @@
       document.getElementById("run-device").textContent = run.device || "–";
       document.getElementById("run-attempt").textContent = run.attempt;
     }
+    const heard = document.getElementById("run-heard");  // a run trained elsewhere, while it runs
+    if (heard && state.heardSecondsAgo !== null) {
+      const lostAfter = Number(heard.dataset.lostAfter);
+      // Quiet for a minute: say when the sweeper will call the run lost (MLFLOW_LOST_AFTER).
+      heard.textContent = duration(state.heardSecondsAgo) + " ago" + (state.heardSecondsAgo >= 60
+        ? "; its trainer has sent nothing since (it is marked failed after " + duration(lostAfter) + " of silence)" : "");
+    }
     if (run.finished || run.stop_requested) {
       const stopForm = document.getElementById("stop-form");
       if (stopForm) stopForm.hidden = true;
@@ -658,6 +666,7 @@
     }
     state.attempt = run.attempt;
     state.rewrites = run.rewrites;
+    state.heardSecondsAgo = bodies[0].heard_seconds_ago;
     bodies.forEach(function (part) {
       Object.entries(part.series).forEach(function (pair) { merge(pair[0], pair[1]); });
     });

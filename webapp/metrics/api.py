@@ -3,6 +3,7 @@ that is not theirs is a 404, exactly like one that does not exist."""
 
 from django.db import transaction
 from django.http import Http404, StreamingHttpResponse
+from django.utils import timezone
 
 from diagnostics.metrics import TRAIN_REWARD_STD_HIST
 from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
@@ -83,12 +84,14 @@ def _query(request, run: Run):
     clock = series.get(run.clock_key)
     if clock is not None and clock.downsampled:
         clock.sums = clock_sums(run.pk, run.clock_key, clock, after)
+    heard = None if run.heartbeat_at is None else (timezone.now() - run.heartbeat_at).total_seconds()
     return JsonResponse(
         {
             "run": run_state(run),
             "after": after,
             "max_points": max_points,
             "series": {key: s.as_json() for key, s in series.items()},
+            "heard_seconds_ago": heard,
         }
     )
 

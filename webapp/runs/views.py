@@ -3,6 +3,7 @@ runs table across a user's experiments, a run's name, tags and notes, soft archi
 of several runs' metrics. Every queryset is the user's own: another user's run is a 404 (owned_run)."""
 
 import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
@@ -218,6 +219,7 @@ def run_detail(request, pk):
             "step_error": step_error,
             "view_notices": chart_view.view_notices(request.GET, run_page=True),
             "mlflow_run": getattr(run, "mlflow", None),  # an MLflow client's run: its tags and parent
+            "lost_after": settings.MLFLOW_LOST_AFTER,
             "sections": sections,
             "page": page,  # read by static/js/run.js through json_script
             **_alert_emails(run),
