@@ -184,6 +184,20 @@ def test_a_slow_step_reads_as_a_whole_number_of_seconds(alice, alice_client):
     assert "(1,411 s a step, from 1 run" in alice_client.post(URL, form()).json()["text"]
 
 
+def test_a_hub_model_this_server_has_not_downloaded_is_named(alice_client, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    text = alice_client.post(URL, form(model="Qwen/DoesNotExist-123")).json()["text"]
+    assert text.endswith(
+        " Qwen/DoesNotExist-123 is not in this server's Hugging Face cache: a worker downloads it when its run "
+        "starts, which needs the hub within that worker's reach (else the run fails then)."
+    )
+    (tmp_path / "models--Qwen--DoesNotExist-123").mkdir()
+    assert "cache" not in alice_client.post(URL, form(model="Qwen/DoesNotExist-123")).json()["text"]
+    assert "cache" not in alice_client.post(URL, form()).json()["text"]  # tiny is built here
+
+
 def test_runs_too_short_for_a_collapse_are_warned_of(alice_client):
     from diagnostics.detector import fewest_steps_for_a_collapse
 

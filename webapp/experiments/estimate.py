@@ -19,6 +19,7 @@ from diagnostics.detector import fewest_steps_for_a_collapse
 from diagnostics.metrics import TIME_STEP_S
 from webapp.core.templatetags.echolab import duration
 from webapp.core.wording import shortlist
+from webapp.experiments import spec_parsing
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 from webapp.runs import queue
@@ -200,8 +201,30 @@ def answer(form, planned, detector_overrides: dict, user) -> dict:
     if form.errors:
         return {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
     answered = summary(planned, user)
-    answered["text"] += too_short_note(planned, detector_overrides)
+    answered["text"] += too_short_note(planned, detector_overrides) + download_note(planned)
     return {**answered, "waits_for": queue.waits_for()}
+
+
+def download_note(planned) -> str:
+    """A word on hub models this server has not downloaded, or "": a worker fetches one when its run starts,
+    and with the hub out of its reach the run fails then, after its wait in the queue (a tester's did, 14
+    minutes later)."""
+    missing = sorted(
+        {
+            name
+            for run in planned
+            if spec_parsing.is_hub_id(name := run.config["model"]["name"])
+            and not spec_parsing.in_hub_cache(name)
+        }
+    )
+    if not missing:
+        return ""
+    names = ", ".join(missing)
+    return (
+        f" {names} {'is' if len(missing) == 1 else 'are'} not in this server's Hugging Face cache: a worker "
+        "downloads it when its run starts, which needs the hub within that worker's reach (else the run fails "
+        "then)."
+    )
 
 
 def too_short_note(planned, detector_overrides: dict) -> str:

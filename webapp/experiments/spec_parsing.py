@@ -291,11 +291,21 @@ def _not_a_typo(hub_id: str, root: Path) -> None:
         return
     here = [TINY_MODEL, *(entry.name for entry in _children(root) if entry.is_dir())]
     near = difflib.get_close_matches(hub_id, here, n=1, cutoff=0.75)
-    if near and not (Path(constants.HF_HUB_CACHE) / f"models--{hub_id}").is_dir():
+    if near and not in_hub_cache(hub_id):
         raise ValueError(
             f"{quoted(hub_id)} is no model here and not in this machine's Hugging Face cache; did you mean "
             f"{quoted(near[0])}?"
         )
+
+
+def in_hub_cache(hub_id: str) -> bool:
+    """Whether this machine's Hugging Face cache holds the hub model (a worker sharing it loads it offline)."""
+    return (Path(constants.HF_HUB_CACHE) / f"models--{hub_id.replace('/', '--')}").is_dir()
+
+
+def is_hub_id(model: str) -> bool:
+    """A resolved model name (resolve_model) that names a hub model, not the tiny one or a folder here."""
+    return model != TINY_MODEL and not Path(model).is_absolute()
 
 
 def _children(folder: Path) -> list[Path]:
