@@ -83,3 +83,26 @@ def test_a_step_written_again_counts_as_a_rewrite_on_sqlite_too(tmp_path):
     printed = on_sqlite(tmp_path, REWRITES)
     # new steps, a new key: none; step 1 of "a" again: one; "b" beyond its newest: none
     assert "REWRITES [0, 0, 1, 1]" in printed
+
+
+CLOCK = """
+import math
+from django.contrib.auth import get_user_model
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.downsample import clock_sums, load_series
+from webapp.metrics.models import MetricPoint
+user = get_user_model().objects.create_user("finn", "finn@example.com", "pw-finn-123")
+run = Run.objects.create(experiment=Experiment.objects.create(owner=user, name="f", config={}), label="s", config={})
+MetricPoint.upsert(run.pk, [(s, "time/step_s", 60.0 if s % 10 == 5 else (math.nan if s == 7 else 2.0))
+                            for s in range(2_000)])
+series = load_series(run.pk, ["time/step_s"], max_points=100)["time/step_s"]
+sums = clock_sums(run.pk, "time/step_s", series, None)
+print("CLOCK", len(sums), sum(sums), sums[0])
+"""
+
+
+@pytest.mark.slow
+def test_a_downsampled_clock_sums_each_buckets_seconds_on_sqlite_too(tmp_path):
+    printed = on_sqlite(tmp_path, CLOCK)
+    # 200 steps of 60 s, 1,799 of 2 s (step 7 unknown); the first bucket, steps 0-19: 2 x 60 + 17 x 2
+    assert "CLOCK 100 15598.0 154.0" in printed
