@@ -89,14 +89,14 @@ CLOCK = """
 import math
 from django.contrib.auth import get_user_model
 from webapp.experiments.models import Experiment, Run
-from webapp.metrics.downsample import clock_sums, load_series
+from webapp.metrics.downsample import Steps, clock_sums, load_series
 from webapp.metrics.models import MetricPoint
 user = get_user_model().objects.create_user("finn", "finn@example.com", "pw-finn-123")
 run = Run.objects.create(experiment=Experiment.objects.create(owner=user, name="f", config={}), label="s", config={})
 MetricPoint.upsert(run.pk, [(s, "time/step_s", 60.0 if s % 10 == 5 else (math.nan if s == 7 else 2.0))
                             for s in range(2_000)])
 series = load_series(run.pk, ["time/step_s"], max_points=100)["time/step_s"]
-sums = clock_sums(run.pk, "time/step_s", series, None)
+sums = clock_sums(run.pk, "time/step_s", series, Steps())
 print("CLOCK", len(sums), sum(sums), sums[0])
 """
 

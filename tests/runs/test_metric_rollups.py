@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tests.factories import make_run, make_user, streamed_run
-from webapp.metrics.downsample import _bucketed_sql, key_stats, load_many, load_series
+from webapp.metrics.downsample import Steps, _bucketed_sql, key_stats, load_many, load_series
 from webapp.metrics.models import ROLLUP_WIDTH, MetricPoint, MetricRollup
 
 
@@ -41,7 +41,7 @@ def test_a_chart_from_rollups_keeps_the_spike_and_matches_the_point_reduction(ru
     assert chart["step"][-1] == steps - 1 and chart["value"][-1] == pytest.approx(math.sin(steps - 1))
 
     # Chart buckets of 2 rollups each line up exactly: the same answer as reducing every point.
-    from_points = _bucketed_sql(key_stats([run.pk], ["actor/grad_norm"], after=-1), None, 100)
+    from_points = _bucketed_sql(key_stats([run.pk], ["actor/grad_norm"], Steps(after=-1)), Steps(), 100)
     assert chart == from_points[(run.pk, "actor/grad_norm")].as_json()
 
 
@@ -71,7 +71,9 @@ def test_many_runs_charts_from_rollups_match_the_point_reduction_with_gaps_and_n
     charts = load_many([run.pk, other.pk], ["a", "b", "missing"], max_points=20)
     for target in (run, other):
         for key in ("a", "b"):
-            from_points = _bucketed_sql(key_stats([target.pk], [key], after=-1), None, 20)[(target.pk, key)]
+            from_points = _bucketed_sql(key_stats([target.pk], [key], Steps(after=-1)), Steps(), 20)[
+                (target.pk, key)
+            ]
             assert charts[target.pk][key].as_json() == from_points.as_json()
         assert charts[target.pk]["missing"].as_json() == {"step": [], "value": [], "downsampled": False}
     assert charts[run.pk]["a"].as_json()["value"][0] is None  # the infinity at step 299

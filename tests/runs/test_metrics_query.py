@@ -8,7 +8,7 @@ import pytest
 
 from tests.factories import insert_series
 from webapp.experiments.models import Run
-from webapp.metrics.downsample import _bucketed_sql, bucket_numpy, key_stats
+from webapp.metrics.downsample import Steps, _bucketed_sql, bucket_numpy, key_stats
 from webapp.metrics.models import MetricPoint
 
 URL = "/api/runs/{}/metrics"
@@ -57,7 +57,9 @@ def test_sql_bucketing_matches_the_numpy_reference(run):
 
     # Bucketing the points themselves (whole-series charts coarser than the rollups use those instead:
     # tests/runs/test_metric_rollups.py).
-    from_sql = _bucketed_sql(key_stats([run.pk], ["k"], after=-1), None, 300)[(run.pk, "k")].as_json()
+    from_sql = _bucketed_sql(key_stats([run.pk], ["k"], Steps(after=-1)), Steps(), 300)[
+        (run.pk, "k")
+    ].as_json()
     reference = bucket_numpy(steps, [math.nan if v is None else v for v in values], 300).as_json()
 
     assert from_sql == reference
@@ -137,6 +139,21 @@ def test_a_downsampled_clock_says_the_seconds_each_bucket_took(alice_client, run
     assert sum(later["sums"]) == pytest.approx(1_000 * 60 + 9_000 * 2)
     short = alice_client.get(URL.format(run.pk), {"keys": "time/step_s", "after": 19_989}).json()
     assert "sums" not in short["series"]["time/step_s"]  # ten points, each its own
+
+
+def test_a_zoomed_range_is_downsampled_over_its_own_steps(alice_client, run):
+    """A chart zoomed to 100 of 20,000 steps asks for them alone: every point, not 5 buckets' last ones."""
+    insert_series(run, "k", 20_000, "s")
+    MetricPoint.upsert(run.pk, [(12_345, "k", 1e6)])
+    body = alice_client.get(URL.format(run.pk), {"keys": "k", "after": 12_299, "through": 12_400}).json()
+    series = body["series"]["k"]
+    assert (body["after"], body["through"]) == (12_299, 12_400) and not series["downsampled"]
+    assert series["step"] == list(range(12_300, 12_401)) and series["value"][45] == 1e6
+    wide = alice_client.get(URL.format(run.pk), {"keys": "k", "through": 9_999, "max_points": 100}).json()
+    s = wide["series"]["k"]
+    assert s["downsampled"] and s["step"][-1] == 9_999 and len(s["step"]) == 100
+    refused = alice_client.get(URL.format(run.pk), {"keys": "k", "after": 50, "through": 50})
+    assert refused.status_code == 400 and "through" in refused.json()["errors"]
 
 
 def test_nan_and_infinity_come_back_as_null(alice_client, run):

@@ -10,7 +10,7 @@ from webapp.accounts.api_auth import ApiError, api_view, int_param, json_body
 from webapp.core.json_response import JsonResponse
 from webapp.experiments.models import Run
 from webapp.metrics import export, ingest
-from webapp.metrics.downsample import clock_sums, finite_or_none, load_series
+from webapp.metrics.downsample import Steps, clock_sums, finite_or_none, load_series
 from webapp.metrics.models import Sample, StepRecord
 from webapp.runs.owned import NOT_FOUND, owned_run
 from webapp.tracking.models import ExternalRun
@@ -80,15 +80,19 @@ def _query(request, run: Run):
     keys = requested_keys(request, sorted(run.latest_metrics))
     max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
     after = int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
-    series = load_series(run.pk, keys, after=after, max_points=max_points)
+    through = int_param(request, "through", None, low=0, high=ingest.MAX_STEP)
+    if after is not None and through is not None and through <= after:
+        raise ApiError.field("through", f"must be above after ({after}), got {through}")
+    series = load_series(run.pk, keys, after=after, max_points=max_points, through=through)
     clock = series.get(run.clock_key)
     if clock is not None and clock.downsampled:
-        clock.sums = clock_sums(run.pk, run.clock_key, clock, after)
+        clock.sums = clock_sums(run.pk, run.clock_key, clock, Steps(after, through))
     heard = None if run.heartbeat_at is None else (timezone.now() - run.heartbeat_at).total_seconds()
     return JsonResponse(
         {
             "run": run_state(run),
             "after": after,
+            "through": through,
             "max_points": max_points,
             "series": {key: s.as_json() for key, s in series.items()},
             "heard_seconds_ago": heard,

@@ -98,18 +98,45 @@ def _none_to_nan(rows):
 Pair = tuple[int, str]  # (run id, metric key)
 
 
-def key_stats(run_ids: list[int], keys: list[str], after: int | None) -> dict[Pair, tuple[int, int, int]]:
+@dataclass(frozen=True)
+class Steps:
+    """The steps a query reads: after `after` (a poll's last step held) through `through` (a zoom's end),
+    each None for no bound."""
+
+    after: int | None = None
+    through: int | None = None
+
+    @property
+    def whole(self) -> bool:
+        return self.after is None and self.through is None
+
+    @property
+    def bounds(self) -> list[int]:
+        """The SQL parameters of `step > %s AND step <= %s`."""
+        return [
+            -(2**31) if self.after is None else self.after,
+            2**31 - 1 if self.through is None else self.through,
+        ]
+
+    def of(self, points):
+        """A MetricPoint queryset cut to these steps."""
+        if self.after is not None:
+            points = points.filter(step__gt=self.after)
+        if self.through is not None:
+            points = points.filter(step__lte=self.through)
+        return points
+
+
+def key_stats(run_ids: list[int], keys: list[str], steps: Steps) -> dict[Pair, tuple[int, int, int]]:
     """{(run, key): (count, first_step, last_step)} of the points that the query would return."""
-    if after is None and connection.vendor == "postgresql":
+    if steps.whole and connection.vendor == "postgresql":
         rows = (
             MetricRollup.objects.filter(run_id__in=run_ids, key__in=keys)
             .values("run_id", "key")
             .annotate(n=Sum("count"), first=Min("first_step"), last=Max("last_step"))
         )
     else:
-        points = MetricPoint.objects.filter(run_id__in=run_ids, key__in=keys)
-        if after is not None:
-            points = points.filter(step__gt=after)
+        points = steps.of(MetricPoint.objects.filter(run_id__in=run_ids, key__in=keys))
         rows = points.values("run_id", "key").annotate(n=Count("id"), first=Min("step"), last=Max("step"))
     return {(row["run_id"], row["key"]): (row["n"], row["first"], row["last"]) for row in rows}
 
@@ -140,23 +167,23 @@ _RAW_SQL = f"""
 SELECT r.run_id, r.key, p.step, p.value
 FROM unnest(%s::bigint[], %s::text[]) AS r(run_id, key)
 CROSS JOIN LATERAL (SELECT step, value FROM {_TABLE}
-                    WHERE run_id = r.run_id AND key = r.key AND step > %s OFFSET 0) AS p
+                    WHERE run_id = r.run_id AND key = r.key AND step > %s AND step <= %s OFFSET 0) AS p
 ORDER BY r.run_id, r.key, p.step
 """
 
 
-def _raw(pairs: list[Pair], after: int | None) -> dict[Pair, Series]:
+def _raw(pairs: list[Pair], steps: Steps) -> dict[Pair, Series]:
     series = {pair: Series([], []) for pair in pairs}
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(_RAW_SQL, [*_unnest(pairs), -(2**31) if after is None else after])
+            cursor.execute(_RAW_SQL, [*_unnest(pairs), *steps.bounds])
             rows = cursor.fetchall()
     else:  # the sqlite dev default: both lists, then only the pairs asked for
-        points = MetricPoint.objects.filter(
-            run_id__in={run for run, _ in pairs}, key__in={key for _, key in pairs}
+        points = steps.of(
+            MetricPoint.objects.filter(
+                run_id__in={run for run, _ in pairs}, key__in={key for _, key in pairs}
+            )
         )
-        if after is not None:
-            points = points.filter(step__gt=after)
         rows = points.order_by("run_id", "key", "step").values_list("run_id", "key", "step", "value")
     for run, key, step, value in rows:
         s = series.get((run, key))
@@ -180,20 +207,18 @@ SELECT r.run_id, r.key,
        max(p.value) FILTER (WHERE p.value NOT IN ('NaN', 'Infinity', '-Infinity')) AS high
 FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) AS r(run_id, key, first_step, span)
 CROSS JOIN LATERAL (SELECT step, value FROM {_TABLE}
-                    WHERE run_id = r.run_id AND key = r.key AND step > %s OFFSET 0) AS p
+                    WHERE run_id = r.run_id AND key = r.key AND step > %s AND step <= %s OFFSET 0) AS p
 GROUP BY r.run_id, r.key, (p.step - r.first_step) * %s / r.span
 ORDER BY r.run_id, r.key, last_step
 """
 
 
-def _bucketed_sql(stats: dict, after: int | None, max_points: int) -> dict[Pair, Series]:
+def _bucketed_sql(stats: dict, steps: Steps, max_points: int) -> dict[Pair, Series]:
     pairs = list(stats)
     firsts, spans = _ranges(stats, pairs)
     series = {pair: Series([], [], [], []) for pair in pairs}
     with connection.cursor() as cursor:
-        cursor.execute(
-            _BUCKET_SQL, [*_unnest(pairs, firsts, spans), -(2**31) if after is None else after, max_points]
-        )
+        cursor.execute(_BUCKET_SQL, [*_unnest(pairs, firsts, spans), *steps.bounds, max_points])
         for run, key, step, value, low, high in cursor.fetchall():
             s = series[(run, key)]
             s.step.append(step)
@@ -245,31 +270,36 @@ def _bucketed_rollups(stats: dict, max_points: int) -> dict[Pair, Series]:
     return series
 
 
-def _bucketed_numpy(stats: dict, after: int | None, max_points: int) -> dict[Pair, Series]:
-    raw = _raw(list(stats), after)
+def _bucketed_numpy(stats: dict, steps: Steps, max_points: int) -> dict[Pair, Series]:
+    raw = _raw(list(stats), steps)
     return {pair: bucket_numpy(s.step, _none_to_nan(s.value), max_points) for pair, s in raw.items()}
 
 
 def load_many(
-    run_ids: list[int], keys: list[str], after: int | None = None, max_points: int = 1000
+    run_ids: list[int],
+    keys: list[str],
+    after: int | None = None,
+    max_points: int = 1000,
+    through: int | None = None,
 ) -> dict[int, dict[str, Series]]:
-    """Per run and key, the points with step > after, reduced to at most max_points buckets when longer.
-    A few queries whatever the number of runs: the step ranges, then the short series' points, the long
-    series' rollups and (finer than the rollups, or after a step) the long series' points bucketed in SQL."""
+    """Per run and key, the points with after < step <= through, reduced to at most max_points buckets
+    when longer. A few queries whatever the number of runs: the step ranges, then the short series'
+    points, the long series' rollups and (finer than the rollups, or a part of the steps) the long series'
+    points bucketed in SQL."""
     with _without_jit(len(run_ids)):
-        return _load_many(run_ids, keys, after, max_points)
+        return _load_many(run_ids, keys, Steps(after, through), max_points)
 
 
-def _load_many(run_ids, keys, after, max_points) -> dict[int, dict[str, Series]]:
-    stats = key_stats(run_ids, keys, after)
+def _load_many(run_ids, keys, steps: Steps, max_points) -> dict[int, dict[str, Series]]:
+    stats = key_stats(run_ids, keys, steps)
     pairs = [(run, key) for run in run_ids for key in keys]
     short = [pair for pair in pairs if stats.get(pair, (0,))[0] <= max_points]
     long = {pair: stats[pair] for pair in pairs if stats.get(pair, (0,))[0] > max_points}
-    series = _raw(short, after) if short else {}
+    series = _raw(short, steps) if short else {}
     coarse = {
         pair: stat
         for pair, stat in long.items()
-        if after is None
+        if steps.whole
         and connection.vendor == "postgresql"
         and (stat[2] - stat[1] + 1) / max_points >= ROLLUP_WIDTH
     }
@@ -278,19 +308,20 @@ def _load_many(run_ids, keys, after, max_points) -> dict[int, dict[str, Series]]
     fine = {pair: stat for pair, stat in long.items() if pair not in coarse}
     if fine:
         bucketed = _bucketed_sql if connection.vendor == "postgresql" else _bucketed_numpy
-        series.update(bucketed(fine, after, max_points))
+        series.update(bucketed(fine, steps, max_points))
     return {run: {key: series[(run, key)] for key in keys} for run in run_ids}
 
 
-def clock_sums(run_id: int, key: str, series: Series, after: int | None) -> list[float]:
+def clock_sums(run_id: int, key: str, series: Series, steps: Steps) -> list[float]:
     """Per bucket of a downsampled series of seconds per step (Run.clock_key), the seconds its steps took:
     each point's finite value times the steps since the point before it (a point logged every 10 steps
     stands for 10), summed over the bucket. A bucket's last value alone stood for all its steps: a run
     whose every tenth step took 60 s and the others 2 s read 3.9 times too short over 20,000 steps."""
-    points = MetricPoint.objects.filter(run_id=run_id, key=key)
-    if after is not None:
-        points = points.filter(step__gt=after)
-    rows = list(points.order_by("step").values_list("step", "value"))
+    rows = list(
+        steps.of(MetricPoint.objects.filter(run_id=run_id, key=key))
+        .order_by("step")
+        .values_list("step", "value")
+    )
     if not rows:
         return [0.0] * len(series.step)
     steps = np.fromiter((step for step, _ in rows), dtype=np.int64, count=len(rows))
@@ -302,7 +333,7 @@ def clock_sums(run_id: int, key: str, series: Series, after: int | None) -> list
 
 
 def load_series(
-    run_id: int, keys: list[str], after: int | None = None, max_points: int = 1000
+    run_id: int, keys: list[str], after: int | None = None, max_points: int = 1000, through: int | None = None
 ) -> dict[str, Series]:
     """load_many for one run."""
-    return load_many([run_id], keys, after, max_points)[run_id]
+    return load_many([run_id], keys, after, max_points, through)[run_id]
