@@ -78,6 +78,10 @@
     attempt: null,
     rewrites: null,
     heardSecondsAgo: null,  // seconds since the run was last heard from, by the server's clock
+    // A zoom into a run held as buckets: its steps fetched again over the zoomed range alone ({from, to,
+    // series}), drawn in place of the held buckets there, so the zoom shows the run's own points.
+    detail: null,
+    detailLoads: 0,
     refetch: false,
     events: [],
     smoothing: view.smoothing,
@@ -134,6 +138,59 @@
     });
   }
 
+  // The zoomed range's steps, when the held series of a key are buckets there: [first, last], else null.
+  // By step only (a range in minutes would need the clock of every step).
+  function detailRange() {
+    if (state.xmode !== "step" || !state.xrange) return null;
+    if (!Object.values(state.series).some(function (s) { return s.downsampled; })) return null;
+    return [Math.max(0, Math.floor(state.xrange[0])), Math.max(1, Math.ceil(state.xrange[1]))];
+  }
+
+  // Fetch the zoomed range's steps (again while the run is live: its last steps may be in it), then draw.
+  async function loadDetail(live) {
+    const range = detailRange();
+    const held = state.detail;
+    if (!range) {
+      if (held) { state.detail = null; state.revision += 1; render(); }
+      return;
+    }
+    if (held && held.from === range[0] && held.to === range[1] && !live) return;
+    const ticket = ++state.detailLoads;  // a newer zoom supersedes this one
+    const bodies = await Promise.all(window.EchoChartView.keyUrls(function () {
+      const url = new URL(page.urls.metrics, window.location.origin);
+      url.searchParams.set("max_points", String(MAX_POINTS));
+      url.searchParams.set("after", String(range[0] - 1));
+      url.searchParams.set("through", String(range[1]));
+      return url;
+    }, KEYS, MAX_KEYS).map(getJson));
+    if (ticket !== state.detailLoads) return;
+    const series = {};
+    bodies.forEach(function (body) { Object.assign(series, body.series); });
+    state.detail = { from: range[0], to: range[1], series: series };
+    state.revision += 1;
+    render();
+  }
+
+  // The series a chart draws and tables: the held one, with the zoomed range's own points in place of the
+  // held buckets in that range (their min and max are the point itself, unless the range too is long).
+  function seriesOf(key) {
+    const s = state.series[key];
+    const detail = state.detail, d = detail && detail.series[key];
+    if (!s || !d || !d.step.length) return s;
+    const out = { step: [], value: [], min: [], max: [], sums: [], downsampled: d.downsampled };
+    function add(from, i, bucketed) {
+      out.step.push(from.step[i]);
+      out.value.push(from.value[i]);
+      out.min.push(bucketed ? from.min[i] : from.value[i]);
+      out.max.push(bucketed ? from.max[i] : from.value[i]);
+      out.sums.push(null);
+    }
+    s.step.forEach(function (step, i) { if (step < detail.from) add(s, i, s.downsampled); });
+    d.step.forEach(function (step, i) { add(d, i, d.downsampled); });
+    s.step.forEach(function (step, i) { if (step > detail.to) add(s, i, s.downsampled); });
+    return out;
+  }
+
   // Step -> minutes of training: the running sum of time/step_s, each value counted for the steps since the
   // previous point, linear between points. A downsampled bucket comes with the seconds all its points took
   // (`sums`, from the server): its last value alone would stand for every step in it.
@@ -186,7 +243,7 @@
   }
 
   function seriesTraces(key, index) {
-    const s = state.series[key];
+    const s = seriesOf(key);
     if (!s || !s.step.length) return [];
     const color = LINE_COLORS[index % LINE_COLORS.length];
     const steps = s.step.map(xOf);
@@ -452,6 +509,7 @@
     state.xrange = range;
     saveView();
     render();
+    loadDetail(false);
   }
 
   // The panels drawn by their own scripts over steps (heat strip, collapse panel) zoom the page too.
@@ -481,10 +539,12 @@
       plot.parentNode.insertBefore(box, plot.nextSibling);
     }
     const keys = chart.keys.filter(function (key) { return state.series[key] && state.series[key].step.length; });
+    const shown = {};
+    keys.forEach(function (key) { shown[key] = seriesOf(key); });
     const judged = chart.keys.flatMap(judging);
     const rows = {};
     keys.forEach(function (key, k) {
-      const s = state.series[key];
+      const s = shown[key];
       const smooth = state.smoothing > 0 ? window.EchoSmoothing.ema(s.value, state.smoothing) : null;
       s.step.forEach(function (step, i) {
         const row = rows[step] || (rows[step] = {});
@@ -495,7 +555,7 @@
     });
     // A downsampled key's row is a bucket of steps: its last step's value, and its lowest and highest (a
     // one-step spike inside it shows there, as in the chart's band).
-    const bucketed = keys.filter(function (key) { return state.series[key].downsampled; });
+    const bucketed = keys.filter(function (key) { return shown[key].downsampled; });
     judged.forEach(function (rule, r) {
       rule.entry.step.forEach(function (step, i) {
         (rows[step] || (rows[step] = {}))["d" + r] = rule.entry.value[i];
@@ -505,7 +565,7 @@
     keys.forEach(function (key) {
       headers.push(key);
       if (state.smoothing > 0) headers.push(key + " (smoothed)");
-      if (state.series[key].downsampled) headers.push(key + " (bucket min)", key + " (bucket max)");
+      if (shown[key].downsampled) headers.push(key + " (bucket min)", key + " (bucket max)");
     });
     judged.forEach(function (rule) { headers.push(ruleLabel(rule.entry)); });
     const format = function (value) {
@@ -535,7 +595,7 @@
       keys.forEach(function (key, k) {
         values.push(format(rows[step][k]));
         if (state.smoothing > 0) values.push(format(rows[step]["s" + k]));
-        if (state.series[key].downsampled) values.push(format(rows[step]["lo" + k]), format(rows[step]["hi" + k]));
+        if (shown[key].downsampled) values.push(format(rows[step]["lo" + k]), format(rows[step]["hi" + k]));
       });
       judged.forEach(function (rule, r) { values.push(format(rows[step]["d" + r])); });
       values.forEach(function (text) { row.insertCell().textContent = text; });
@@ -678,6 +738,7 @@
     showRun(body.run);
     render();
     showEvents();
+    await loadDetail(!body.run.finished);
     return body.run;
   }
 
@@ -772,6 +833,7 @@
       state.xrange = null;  // a range in steps means nothing in minutes
       saveView();
       render();
+      loadDetail(false);
     });
     document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
     const detectorBox = document.getElementById("detector-view");

@@ -220,22 +220,33 @@ def test_a_long_run_whose_step_times_vary_is_drawn_against_all_of_its_time(page)
     page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "time-axis-varying-step-times.png"))
 
 
-def test_a_downsampled_chart_as_a_table_says_so_and_keeps_each_buckets_spike(page):
-    """A tester's 20,000-step run, zoomed to 100 steps: 5 rows of buckets' last values were shown as the
-    points, and the one-step spike in them was in none."""
+def test_a_zoom_into_a_long_run_shows_its_own_points(page):
+    """A tester's 20,000-step run zoomed to 100 steps drew (and tabled) 5 buckets' last values as if they
+    were the points, the one-step spike in them in none. Unzoomed, the table says its rows are buckets and
+    keeps each bucket's lowest and highest; zoomed, the page fetches the range's own points."""
     run = make_run(page.user, status=Run.Status.COMPLETED, step=20_000, total_steps=20_000)
-    insert_series(run, "train/success", 20_000, "0.5")
+    insert_series(run, "train/success", 20_000, "0.5 + 0.1 * mod(s, 2)")  # a zigzag: a vertex a point
     MetricPoint.upsert(run.pk, [(12_345, "train/success", 1.0)])
-    page.goto(f"{page.base}/runs/{run.pk}/?xrange=12300,12400")
+    page.goto(f"{page.base}/runs/{run.pk}/")
     page.get_by_label("Show Success (train and validation) as a table").check()
     table = page.get_by_role("region", name="Success (train and validation) as a table")
-    caption = table.locator("caption").inner_text()
-    assert caption.startswith("Success (train and validation) (5 rows). Downsampled: each row ends a bucket")
+    caption = table.locator("caption")
+    wait_for(lambda: "rows)" in caption.inner_text(), timeout=10, message="the table")
+    assert caption.inner_text().startswith("Success (train and validation) (1000 rows). Downsampled: each row")
     headers = table.locator("thead th").all_inner_texts()
     assert headers == ["step", "train/success", "train/success (bucket min)", "train/success (bucket max)"]
     rows = [row.split("\t") for row in table.locator("tbody tr").all_inner_texts()]
-    assert [row[1] for row in rows] == ["0.5"] * 5  # each bucket's last step
-    assert ["0.5", "1"] in [row[2:] for row in rows]  # the spike's bucket
+    # each bucket of 20 steps ends on an odd step (0.6) and holds 0.5 and 0.6; the spike's holds 1
+    assert {row[1] for row in rows} == {"0.6"} and ["0.5", "1"] in [row[2:] for row in rows]
+
+    page.goto(f"{page.base}/runs/{run.pk}/?xrange=12300,12400")
+    page.get_by_label("Show Success (train and validation) as a table").check()
+    wait_for(lambda: "(101 rows)" in caption.inner_text(), timeout=10, message="the range's own points")
+    assert "Downsampled" not in caption.inner_text()
+    rows = [row.split("\t") for row in table.locator("tbody tr").all_inner_texts()]
+    assert rows[:2] == [["12300", "0.5"], ["12301", "0.6"]] and rows[45] == ["12345", "1"] and len(rows) == 101
+    page.get_by_label("Show Success (train and validation) as a table").uncheck()
+    assert max(drawn(page, "success")["lines"]) >= 100  # the chart draws every point of the range
 
 
 def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(page):
