@@ -247,6 +247,7 @@ def test_a_zoom_into_a_long_run_shows_its_own_points(page):
     assert rows[:2] == [["12300", "0.5"], ["12301", "0.6"]] and rows[45] == ["12345", "1"] and len(rows) == 101
     page.get_by_label("Show Success (train and validation) as a table").uncheck()
     assert max(drawn(page, "success")["lines"]) >= 100  # the chart draws every point of the range
+    page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "zoom-into-a-long-run.png"))
 
 
 def test_charts_share_one_x_range_and_a_double_click_gives_the_whole_run_back(page):
