@@ -33,7 +33,7 @@
 
   const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
   const shown = shownInAddress();  // ?group=, ?align=1, ?bands=0, ?hide=
-  const state = { data: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(shown.hidden), nextPoll: null, loads: 0, renders: 0,
+  const state = { data: null, dataRange: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(shown.hidden), nextPoll: null, loads: 0, renders: 0,
                   selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice(),
                   groupAfterAlign: shown.groupAfterAlign };  // the grouping that comes back when Align is unticked
 
@@ -60,6 +60,10 @@
       url.searchParams.set("max_points", String(page.max_points));
       if (state.bands) url.searchParams.set("bands", "1");
       if (state.groupBy) url.searchParams.set("group_by", state.groupBy);
+      if (state.dataRange) {
+        url.searchParams.set("after", String(state.dataRange[0] - 1));
+        url.searchParams.set("through", String(state.dataRange[1]));
+      }
       return url;
     }, chartKeys(), page.max_keys);
   }
@@ -95,6 +99,7 @@
       const live = body.runs.some(function (run) { return !run.finished; });
       status.textContent = live ? "live, updating every " + POLL_MS / 1000 + " s" : "";
       render();
+      if (followZoom()) return;  // a zoom into runs held as buckets: its range fetched again
       if (live) state.nextPoll = window.setTimeout(function () { load({ polled: true }); }, POLL_MS);
     } catch (error) {
       if (ticket !== state.loads) return;
@@ -635,7 +640,22 @@
     if (range === undefined) return;
     state.xrange = range;
     window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
-    scheduleRender();
+    if (!followZoom()) scheduleRender();
+  }
+
+  // The steps the chart data covers follow a zoom by step into runs held as buckets (50 to 1,000 points a
+  // run over all its steps): the zoomed range comes at its own resolution, so its points and spikes show;
+  // unzoomed (or aligned at onset, whose x is not a step), every step again. Returns whether it reloads.
+  function followZoom() {
+    const held = Object.values(state.data.series).some(function (run) {
+      return Object.values(run).some(function (s) { return s.downsampled; });
+    });
+    const range = !state.aligned && state.xrange && (held || state.dataRange)
+      ? [Math.max(0, Math.floor(state.xrange[0])), Math.max(1, Math.ceil(state.xrange[1]))] : null;
+    if (String(range) === String(state.dataRange)) return false;
+    state.dataRange = range;
+    load({ sameEntries: true });
+    return true;
   }
 
   function toggle(id) {
@@ -729,7 +749,9 @@
       sayExclusive(state.aligned && regroup
         ? "Grouping is off while lines are aligned at onset (each run collapses at its own step); unticking brings it back." : "");
       saveShown();
-      if (regroup) load(); else scheduleRender();
+      const ranged = state.dataRange !== null;  // a zoom's range of steps: every step again
+      state.dataRange = null;
+      if (regroup) load(); else if (ranged) load({ sameEntries: true }); else scheduleRender();
     });
     document.getElementById("bands").addEventListener("change", function (event) {
       state.bands = event.target.checked;

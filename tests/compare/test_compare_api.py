@@ -67,6 +67,30 @@ def test_a_groups_summary_is_mean_and_sample_std_over_its_runs(alice_client, gri
     assert groups["1.0"]["collapsed"] == {"runs": 0, "of": 1, "steps": []}
 
 
+def test_a_zoomed_range_of_many_runs_comes_at_its_own_resolution(alice_client, alice):
+    experiment = make_experiment(alice)
+    runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in (1, 2)]
+    for run in runs:
+        points(run, "actor/grad_norm", {step: 1.0 + step % 2 for step in range(3000)})
+    ids = f"{runs[0].pk},{runs[1].pk}"
+    body = get(alice_client, runs=ids, keys="actor/grad_norm", max_points=100, after=999, through=1099).json()
+    assert (body["after"], body["through"]) == (999, 1099)
+    s = body["series"][str(runs[0].pk)]["actor/grad_norm"]
+    assert s["step"] == list(range(1000, 1100)) and not s["downsampled"]
+    grouped = get(
+        alice_client,
+        runs=ids,
+        keys="actor/grad_norm",
+        max_points=100,
+        after=999,
+        through=1099,
+        group_by="experiment",
+    ).json()
+    assert grouped["groups"][0]["series"]["actor/grad_norm"]["step"] == list(range(1000, 1100))
+    refused = get(alice_client, runs=ids, after=10, through=5)
+    assert refused.status_code == 400 and "through" in refused.json()["errors"]
+
+
 def test_group_aggregate_is_downsampled_without_losing_one_seeds_spike(alice_client, alice):
     experiment = make_experiment(alice)
     runs = [trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in (1, 2)]

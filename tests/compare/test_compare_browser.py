@@ -394,6 +394,19 @@ def test_a_one_step_spike_shows_as_the_runs_min_max_band(page):
     assert y_top(page, "grad_norm") < 1000  # without the band the spike is gone from the chart
 
 
+def test_a_zoom_into_long_runs_draws_the_zoomed_steps_own_points(page):
+    """A tester's zoom into 20,000-step runs drew 20-step buckets' last values: with the bands off, a
+    one-step spike was gone. A zoom fetches its range at its own resolution, and unzoomed, every step."""
+    runs = spiky_runs(page.user, 2)
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}&bands=0&xrange=1450,1550")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 2")  # drawn, then its range fetched
+    wait_for(lambda: y_top(page, "grad_norm") >= 1000, timeout=10, message="the spike at step 1501")
+    page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-zoomed-spike.png"))
+    page.locator("#chart-grad_norm").dblclick()  # back to every step: buckets again, the spike's gone
+    wait_for(lambda: y_top(page, "grad_norm") < 1000, timeout=10, message="the whole runs again")
+    assert "xrange" not in page.url
+
+
 def drawn_runs(page, chart):
     """How many lines and how many band shapes a chart's SVG holds (each run: one of each here)."""
     return page.evaluate(

@@ -232,7 +232,9 @@ def test_a_zoom_into_a_long_run_shows_its_own_points(page):
     table = page.get_by_role("region", name="Success (train and validation) as a table")
     caption = table.locator("caption")
     wait_for(lambda: "rows)" in caption.inner_text(), timeout=10, message="the table")
-    assert caption.inner_text().startswith("Success (train and validation) (1000 rows). Downsampled: each row")
+    assert caption.inner_text().startswith(
+        "Success (train and validation) (1000 rows). Downsampled: each row"
+    )
     headers = table.locator("thead th").all_inner_texts()
     assert headers == ["step", "train/success", "train/success (bucket min)", "train/success (bucket max)"]
     rows = [row.split("\t") for row in table.locator("tbody tr").all_inner_texts()]
@@ -244,7 +246,9 @@ def test_a_zoom_into_a_long_run_shows_its_own_points(page):
     wait_for(lambda: "(101 rows)" in caption.inner_text(), timeout=10, message="the range's own points")
     assert "Downsampled" not in caption.inner_text()
     rows = [row.split("\t") for row in table.locator("tbody tr").all_inner_texts()]
-    assert rows[:2] == [["12300", "0.5"], ["12301", "0.6"]] and rows[45] == ["12345", "1"] and len(rows) == 101
+    assert (
+        rows[:2] == [["12300", "0.5"], ["12301", "0.6"]] and rows[45] == ["12345", "1"] and len(rows) == 101
+    )
     page.get_by_label("Show Success (train and validation) as a table").uncheck()
     assert max(drawn(page, "success")["lines"]) >= 100  # the chart draws every point of the range
     page.locator("#chart-success").screenshot(path=str(ARTIFACTS / "zoom-into-a-long-run.png"))

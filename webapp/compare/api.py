@@ -16,7 +16,7 @@ from webapp.accounts.api_auth import ApiError, api_view, int_param
 from webapp.alerts.models import DetectorEvent
 from webapp.compare import aggregates, selection
 from webapp.core.json_response import JsonResponse
-from webapp.metrics.api import MAX_MAX_POINTS, requested_keys, run_state
+from webapp.metrics.api import MAX_MAX_POINTS, requested_keys, run_state, step_range
 from webapp.metrics.downsample import finite_or_none, load_many
 
 DEFAULT_MAX_POINTS = 500
@@ -62,6 +62,7 @@ def compare(request):
             f"{len(chosen.requested)} x {len(keys)} x {max_points}: ask for fewer points"
         )
         raise ApiError.field("max_points", message)
+    after, through = step_range(request)
     bands = request.GET.get("bands", "0")
     if bands not in ("0", "1"):
         raise ApiError.field("bands", f"must be 0 or 1, got {bands[:20]!r}")
@@ -91,8 +92,10 @@ def compare(request):
         ],
         "not_found": chosen.unavailable,
         "max_points": max_points,
+        "after": after,
+        "through": through,
     }
-    loaded = load_many(chosen.ids, keys, max_points=max_points)
+    loaded = load_many(chosen.ids, keys, after, max_points, through)
     body["series"] = {
         str(pk): {key: _series_json(s, bands) for key, s in series.items()} for pk, series in loaded.items()
     }

@@ -76,13 +76,19 @@ def requested_keys(request, default: list[str]) -> list[str]:
     return keys
 
 
-def _query(request, run: Run):
-    keys = requested_keys(request, sorted(run.latest_metrics))
-    max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
+def step_range(request) -> tuple[int | None, int | None]:
+    """?after= (a poll's last step held) and ?through= (a zoom's last step): the steps a query reads."""
     after = int_param(request, "after", None, low=-1, high=ingest.MAX_STEP)
     through = int_param(request, "through", None, low=0, high=ingest.MAX_STEP)
     if after is not None and through is not None and through <= after:
         raise ApiError.field("through", f"must be above after ({after}), got {through}")
+    return after, through
+
+
+def _query(request, run: Run):
+    keys = requested_keys(request, sorted(run.latest_metrics))
+    max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
+    after, through = step_range(request)
     series = load_series(run.pk, keys, after=after, max_points=max_points, through=through)
     clock = series.get(run.clock_key)
     if clock is not None and clock.downsampled:
