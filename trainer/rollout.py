@@ -339,7 +339,8 @@ def rollout(
                 limit < rollout_cfg.max_new_tokens and parsed is None
             )  # the reply ran into the context end
             think, answer = parsed if parsed else ("", "")
-            words = env.parse_actions(answer)[: rollout_cfg.max_actions_per_turn] if parsed else []
+            written = env.parse_actions(answer) if parsed else []
+            words = written[: rollout_cfg.max_actions_per_turn]
             valid = [word for word in words if word in env.actions]
             turn_ok = parsed is not None and len(valid) > 0 and len(valid) == len(words)
             traj.format_ok += parsed is not None
@@ -372,6 +373,8 @@ def rollout(
                     # many were played, where the episode ended before the last
                     **({"went": went} if went != valid[: len(went)] else {}),
                     **({"played": len(went)} if len(went) < len(valid) else {}),
+                    # and the actions written beyond the turn's limit, which were not read
+                    **({"beyond_limit": written[len(words) :]} if len(written) > len(words) else {}),
                     "reward": turn_reward,
                     "valid": turn_ok,
                 }

@@ -1,5 +1,6 @@
 """/runs/<id>/trajectories: sampled trajectories as a transcript, model output always escaped."""
 
+from webapp.experiments.models import Run
 from webapp.metrics.models import Sample
 
 SAMPLE = {
@@ -54,6 +55,12 @@ def test_an_action_the_ice_slid_and_the_board_after_the_last_turn_are_shown(alic
     html = " ".join(alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode().split())
     assert '<span class="went">but Left went Up <small>' in html
     assert '<span class="unplayed">Right, Up not played: the episode had ended</span>' in html
+    # Bandit with one action a turn: "Librarian || Teacher || B" read the first alone, and said nothing of the rest
+    Run.objects.filter(pk=run.pk).update(config={**run.config, "rollout": {"max_actions_per_turn": 1}})
+    cut = {**SAMPLE["turns"][0], "actions": ["Librarian"], "beyond_limit": ["Teacher", "B"]}
+    Sample.objects.filter(run=run).update(data={**SAMPLE, "turns": [cut]})
+    html = " ".join(alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode().split())
+    assert '<span class="unplayed">Teacher, B not read: beyond the turn\'s limit of 1 action</span>' in html
     # a sample recorded before either: no such line, no empty board
     Sample.objects.filter(run=run).update(data=SAMPLE)
     html = alice_client.get(f"/runs/{run.pk}/trajectories?step=40").content.decode()

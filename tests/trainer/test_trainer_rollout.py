@@ -244,6 +244,9 @@ def test_each_turn_says_where_the_ice_slid_an_action_and_the_sample_ends_with_th
             slid += went != turn["actions"][: len(went)]
             assert turn.get("went", turn["actions"][: len(went)]) == went
             assert turn.get("played", len(turn["actions"])) == len(went)
+            # the actions written past the turn's limit are kept aside, as the page says they were not read
+            written = env.parse_actions(turn["answer"]) if "reply" not in turn else []
+            assert turn.get("beyond_limit", []) == written[cfg.rollout.max_actions_per_turn :]
         assert t.sample(policy.tokenizer)["final_state"] == board
     assert executed > 0
     assert slid > 0  # slippery by default: some action slid, so "went" was recorded

@@ -52,7 +52,8 @@ def trajectory(index: int, data) -> dict:
 
 def _played(turn: dict) -> dict:
     """What took effect of a turn's actions: each one the environment moved otherwise ("Left went Down",
-    slippery ice), and those never played because the episode ended before them."""
+    slippery ice), those never played because the episode ended before them, and those written beyond
+    the turn's limit (rollout.max_actions_per_turn), which were not read."""
     actions = turn.get("actions") if isinstance(turn.get("actions"), list) else []
     went = turn.get("went") if isinstance(turn.get("went"), list) else None
     played = turn.get("played", len(went) if went is not None else len(actions))
@@ -62,7 +63,12 @@ def _played(turn: dict) -> dict:
         for action, moved in zip(actions, went or [])
         if action != moved
     ]
-    return {"went": ", ".join(slips), "unplayed": ", ".join(map(_text, actions[played:]))}
+    beyond = turn.get("beyond_limit") if isinstance(turn.get("beyond_limit"), list) else []
+    return {
+        "went": ", ".join(slips),
+        "unplayed": ", ".join(map(_text, actions[played:])),
+        "beyond_limit": ", ".join(map(_text, beyond)),
+    }
 
 
 def nearest_sampled(steps: list[int], asked: int) -> int | None:

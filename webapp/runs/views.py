@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from trainer.overrides import get_dotted
 from webapp.alerts.models import Notification
 from webapp.compare import selection
 from webapp.core import chart_view
@@ -308,6 +309,7 @@ def run_trajectories(request, pk):
             "asked_step": asked,
             "legend": board_legend(run.config),
             "success_means": success_means(run.config),
+            "max_actions_per_turn": get_dotted(run.config, "rollout.max_actions_per_turn"),
             "step_error": step_error,
             "trajectories": trajectories,
             "kept_count": sum(shown["kept"] for shown in trajectories),
