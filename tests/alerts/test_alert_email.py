@@ -72,6 +72,31 @@ def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
     assert_png(found["image/png"].get_content())
 
 
+def test_an_mlflow_runs_email_says_the_names_it_logged_our_keys_under(alice, settings):
+    """A veRL user read "smoothed train/reward_mean 0.28" about a run that logged critic/score/mean."""
+    from django.utils import timezone
+
+    from tests.factories import make_event
+    from webapp.tracking.models import ExternalExperiment, ExternalRun
+
+    experiment = ExternalExperiment.create(alice, "verl")
+    external = ExternalRun.start(experiment, "ppo", {}, "alice", timezone.now())
+    external.log([("critic/score/mean", 0.5, 0), ("actor/entropy", 1.0, 0)], {}, {})
+    event = make_event(
+        external.run,
+        30,
+        "collapse",
+        "collapse",
+        message="smoothed train/reward_mean 0.28 is 31% of its peak 0.9",
+    )
+    found = parts(parsed(Notification.create_for([event])))
+    text = found["text/plain"].get_content()
+    assert "The names above are EchoLab's: this run logged train/reward_mean as critic/score/mean.\n" in text
+    assert (
+        "<code>train/reward_mean</code> as <code>critic/score/mean</code>" in found["text/html"].get_content()
+    )
+
+
 def test_email_is_related_multipart_with_an_inline_image(alert_event):
     message = parsed(Notification.create_for([alert_event()]))
     assert message.get_content_type() == "multipart/related"

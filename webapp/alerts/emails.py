@@ -79,6 +79,7 @@ def build_message(notification) -> EmailMultiAlternatives:
         "charted": beside,
         "window": CHART_WINDOW,
         "group_seconds": settings.ALERT_GROUP_SECONDS,
+        "logged_as": logged_as(events, run),
     }
     subject = " ".join(render_to_string("emails/event_subject.txt", context).split())
     message = EmailMultiAlternatives(
@@ -97,6 +98,16 @@ def build_message(notification) -> EmailMultiAlternatives:
     image.add_header("Content-Disposition", "inline", filename="chart.png")
     message.attach(image)
     return message
+
+
+def logged_as(events: list, run) -> list[tuple[str, str]]:
+    """(our key, the name the run logged it under) for each of our keys the events name that a run trained
+    elsewhere logged under another trainer's name (a veRL user reads `train/reward_mean` and logged
+    `critic/score/mean`); [] for others."""
+    external = getattr(run, "mlflow", None)  # the MLflow client's run, whose names it keeps
+    names = external.logged_as if external is not None else {}
+    said = " ".join(f"{event.message} {event.signals}" for event in events)
+    return [(ours, theirs) for ours, theirs in sorted(names.items()) if ours != theirs and ours in said]
 
 
 def remedies(events: list, run) -> list[str]:
