@@ -509,7 +509,14 @@
     state.xrange = range;
     saveView();
     render();
-    loadDetail(false);
+    followZoom();
+  }
+
+  // After a zoom (outside a poll, which says its own failures): the zoomed range's points, or why not.
+  function followZoom() {
+    loadDetail(false).catch(function (error) {
+      document.getElementById("poll-state").textContent = "could not load the zoomed steps (" + error.message + ")";
+    });
   }
 
   // The panels drawn by their own scripts over steps (heat strip, collapse panel) zoom the page too.
@@ -833,7 +840,7 @@
       state.xrange = null;  // a range in steps means nothing in minutes
       saveView();
       render();
-      loadDetail(false);
+      followZoom();
     });
     document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
     const detectorBox = document.getElementById("detector-view");
