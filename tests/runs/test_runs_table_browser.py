@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.factories import table_run
+from tests.helpers import REPO_ROOT
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -160,3 +161,22 @@ def test_a_sweeps_default_columns_fit_a_1280_px_screen(page):
     )
     assert table_width <= box_width
     expect(page.get_by_role("button", name="Archive seed=0 optim.actor_lr=1e-4")).to_be_in_viewport()
+
+
+def test_a_very_long_name_takes_three_lines_and_keeps_the_whole_name_in_its_title(page):
+    """A tester's name of 200 letters without a space made its row about 400 px tall."""
+    name = "x" * 120 + "y" * 80
+    run = summarised_run(page.user, "long names", "seed=1", [])
+    Run.objects.filter(pk=run.pk).update(name=name)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{page.base}/runs/")
+    link = page.locator("#runs-table tbody td[data-col=name] a").first
+    assert link.get_attribute("title") == name and link.inner_text() == name  # read out whole
+    line = page.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('#runs-table td[data-col=name] a')).lineHeight)"
+    )
+    assert link.bounding_box()["height"] <= 3 * line + 1
+    assert page.locator("#runs-table tbody tr").first.bounding_box()["height"] < 120
+    page.locator("#runs-table").screenshot(
+        path=str(REPO_ROOT / "test-artifacts" / "ui" / "runs-long-name.png")
+    )
