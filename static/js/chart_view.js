@@ -9,6 +9,12 @@ window.EchoChartView = {
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   },
 
+  // The whole steps a zoom by step covers ([from, through], from 0): the range a zoom into runs held as
+  // buckets fetches at its own resolution (?after=from-1&through=through).
+  zoomedSteps: function (xrange) {
+    return [Math.max(0, Math.floor(xrange[0])), Math.max(1, Math.ceil(xrange[1]))];
+  },
+
   // A key as a chart's title or legend names it: one of 250 characters was clipped at both ends of a
   // centred title, so keys alike but in their last characters (custom/....0, custom/....3) read the same.
   // Longer than `max`, its middle gives way to an ellipsis; its start and its end stay.

@@ -651,7 +651,7 @@
       return Object.values(run).some(function (s) { return s.downsampled; });
     });
     const range = !state.aligned && state.xrange && (held || state.dataRange)
-      ? [Math.max(0, Math.floor(state.xrange[0])), Math.max(1, Math.ceil(state.xrange[1]))] : null;
+      ? window.EchoChartView.zoomedSteps(state.xrange) : null;
     if (String(range) === String(state.dataRange)) return false;
     state.dataRange = range;
     load({ sameEntries: true });

@@ -143,7 +143,7 @@
   function detailRange() {
     if (state.xmode !== "step" || !state.xrange) return null;
     if (!Object.values(state.series).some(function (s) { return s.downsampled; })) return null;
-    return [Math.max(0, Math.floor(state.xrange[0])), Math.max(1, Math.ceil(state.xrange[1]))];
+    return window.EchoChartView.zoomedSteps(state.xrange);
   }
 
   // Fetch the zoomed range's steps (again while the run is live: its last steps may be in it), then draw.

@@ -23,7 +23,7 @@ from diagnostics.metrics import TRAIN_SUCCESS, VAL_SUCCESS
 from trainer.overrides import flatten
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments import run_planning
-from webapp.metrics.downsample import bucket_index, finite_or_none_list
+from webapp.metrics.downsample import bucket_index, finite_or_none, finite_or_none_list
 from webapp.metrics.models import MetricPoint, MetricRollup
 from webapp.tracking.models import ExternalRun
 
@@ -126,7 +126,7 @@ def group_summary(run_ids: list[int], summaries: dict[int, dict]) -> dict:
     many of its runs collapsed, with each one's first collapse step."""
     out: dict = {}
     for measure in GROUP_MEASURES:
-        values = [v for pk in run_ids if _is_finite(v := summaries[pk].get(measure))]
+        values = [v for pk in run_ids if finite_or_none(v := summaries[pk].get(measure)) is not None]
         out[measure] = {
             "mean": float(np.mean(values)) if values else None,
             "std": float(np.std(values, ddof=1)) if len(values) > 1 else None,
@@ -137,10 +137,6 @@ def group_summary(run_ids: list[int], summaries: dict[int, dict]) -> dict:
     ]
     out["collapsed"] = {"runs": len(steps), "of": len(run_ids), "steps": sorted(steps)}
     return out
-
-
-def _is_finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def group_series(series: list[dict], keys: list[str], max_points: int) -> dict[str, dict]:

@@ -253,11 +253,8 @@ class ExternalRun(models.Model):
         with transaction.atomic():
             if params or tags or claims:
                 run = Run.objects.select_for_update(no_key=True).only("config").get(pk=self.run_id)
-            if claims:  # named again from the names stored now, which another request may have claimed
-                self.logged_as = ExternalRun.objects.values_list("logged_as", flat=True).get(pk=self.pk)
-                points, claims = self._points(metrics, self.logged_as, where)
-                self.logged_as = {**self.logged_as, **claims}
-                ExternalRun.objects.filter(pk=self.pk).update(logged_as=self.logged_as)
+            if claims:
+                points = self._claim(metrics, where)
             if params:
                 changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
                 if changed:
@@ -321,13 +318,19 @@ class ExternalRun(models.Model):
         name taking our key is stored with the points."""
         metrics = [(key, value, step) for step, key, value in points]
         named, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
-        if claims:  # named again under the run's row lock, from the names stored now (as in log)
+        if claims:
             Run.objects.select_for_update(no_key=True).filter(pk=self.run_id).first()
-            self.logged_as = ExternalRun.objects.values_list("logged_as", flat=True).get(pk=self.pk)
-            named, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
-            self.logged_as = {**self.logged_as, **claims}
-            ExternalRun.objects.filter(pk=self.pk).update(logged_as=self.logged_as)
+            named = self._claim(metrics, "points[{index}].", ours_joins=True)
         return named
+
+    def _claim(self, metrics, where: str, ours_joins: bool = False) -> list:
+        """The metrics named again from the names stored now, which another request may have claimed,
+        and this call's claims stored; under the run's row lock, which the caller holds."""
+        self.logged_as = ExternalRun.objects.values_list("logged_as", flat=True).get(pk=self.pk)
+        points, claims = self._points(metrics, self.logged_as, where, ours_joins)
+        self.logged_as = {**self.logged_as, **claims}
+        ExternalRun.objects.filter(pk=self.pk).update(logged_as=self.logged_as)
+        return points
 
     @staticmethod
     def _points(metrics, logged_as: dict[str, str], where: str, ours_joins: bool = False):
