@@ -140,7 +140,7 @@ def run_with_data(owner, *, experiment=None, label="seed=1", **fields) -> Run:
     collapse = make_event(run, 200, "collapse", rule="success_collapse")
     warning = make_event(run, 200, "warning")
     make_event(run, 250, "resolved")
-    notification = Notification.objects.create(event=collapse, recipients=[owner.email])
+    notification = Notification.objects.create(run=run, event=collapse, recipients=[owner.email])
     notification.also.set([warning])
     return run
 

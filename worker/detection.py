@@ -16,7 +16,7 @@ import logging
 
 from django.db import transaction
 
-from webapp.alerts.models import DetectorEvent, Notification
+from webapp.alerts.models import DetectorEvent, Notification, send_later
 from webapp.metrics.models import MetricPoint
 
 logger = logging.getLogger(__name__)
@@ -71,14 +71,6 @@ class EchoTrapHook(StepHook):
                 notification = Notification.create_for([event for event in new if event.step == step])
                 if notification is not None:
                     at = notification.next_try_at
-                    transaction.on_commit(lambda pk=notification.pk, at=at: send_notification_later(pk, at))
+                    transaction.on_commit(lambda pk=notification.pk, at=at: send_later(pk, at))
         for event in new:
             logger.info("run %s: %s %s at step %s", run.pk, event.level, event.rule, event.step)
-
-
-def send_notification_later(notification_id: int, at=None) -> bool:
-    """Queue the email, to be sent at `at` (a datetime; None: now); with the broker down it stays pending
-    and the sweeper sends it later."""
-    from worker import queues
-
-    return queues.send(queues.SEND_NOTIFICATION, [notification_id], queues.DEFAULT, eta=at)

@@ -29,7 +29,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from webapp.alerts.models import Notification
+from webapp.alerts.models import Notification, send_later
 from webapp.experiments.models import Run
 from webapp.tracking.models import ExternalRun
 from worker import queues
@@ -114,7 +114,6 @@ def process_exists(pid: int) -> bool:
 
 def sweep_runs() -> dict:
     from webapp.tracking.models import send_detection
-    from worker.detection import send_notification_later
 
     now = timezone.now()
     counts = {
@@ -159,10 +158,10 @@ def sweep_runs() -> dict:
 
     released = Notification.release_stuck()
     for notification_id in released:
-        counts["notifications"] += send_notification_later(notification_id)
+        counts["notifications"] += send_later(notification_id)
     lost_notifications = Notification.due(settings.RUN_RESEND_AFTER).exclude(pk__in=released)
     for notification_id in lost_notifications.values_list("pk", flat=True):
-        counts["notifications"] += send_notification_later(notification_id)
+        counts["notifications"] += send_later(notification_id)
     if any(counts.values()):
         logger.info("sweeper: %s", counts)
     return counts

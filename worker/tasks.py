@@ -51,23 +51,22 @@ def sweep_runs() -> dict:
 
 @app.task(name=queues.SEND_NOTIFICATION, bind=True, max_retries=None)  # retry_delays() decides
 def send_notification(self, notification_id: int) -> str:
-    """Email one detector event to its recipients: claimed once, retried with backoff
+    """Email a run's alert (or its failure) to the recipients: claimed once, retried with backoff
     (Notification.retry_delays, next_try_at; the sweeper re-sends a retry whose message was lost), then
     failed.
     The message itself (templates, chart) is webapp.alerts.emails'."""
     from webapp.alerts import emails
-    from webapp.alerts.models import Notification
-    from worker.detection import send_notification_later
+    from webapp.alerts.models import Notification, send_later
 
     notification = (
-        Notification.objects.select_related("event__run__experiment").filter(pk=notification_id).first()
+        Notification.objects.select_related("run__experiment", "event").filter(pk=notification_id).first()
     )
     if notification is None:
         return "nothing to do"
     if not notification.claim():
         if notification.is_gathering:
             # Early: the sender's clock is ahead of this machine's. Again at its time, by this clock.
-            send_notification_later(notification.pk, notification.next_try_at)
+            send_later(notification.pk, notification.next_try_at)
             return "not due yet"
         return "nothing to do"
     via = emails.destination()  # before sending: nothing that can fail comes after it

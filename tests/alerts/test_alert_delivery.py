@@ -118,6 +118,7 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert
     sent.mark_sent("via smtp.example.com:587")
     run = sent.event.run
     retrying = Notification.objects.create(
+        run=run,
         event=alert_event(
             level="warning", rule="grad_unstable", step=70, run=run, message="Gradient norm stayed high: 9"
         ),
@@ -126,6 +127,7 @@ def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert
     retrying.claim()
     retrying.mark_failed("SMTPServerDisconnected: Connection unexpectedly closed")
     failed = Notification.objects.create(
+        run=run,
         event=alert_event(rule="entropy_drop", step=80, run=run),
         recipients=["y@example.com"],
         status="failed",

@@ -571,7 +571,7 @@ def test_an_open_page_follows_its_run_from_the_queue_and_shows_alert_emails_as_t
     assert not page.locator("#run-collapse").is_visible()  # no collapse: no red mark beside the status
     page.evaluate("window.sameDocument = true")  # gone if the page were loaded again
     event = make_event(run, 5, "collapse", rule="collapse", message="Success collapsed: a test")
-    notification = Notification.objects.create(event=event, recipients=["me@example.com"])
+    notification = Notification.objects.create(run=event.run, event=event, recipients=["me@example.com"])
     notification.claim()
     notification.mark_failed("SMTPServerDisconnected: Connection unexpectedly closed")
     # An email failing while the run trains shows on the open page, without a reload.

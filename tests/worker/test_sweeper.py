@@ -141,9 +141,10 @@ def purge_broker_queues():
 def test_a_notification_left_pending_is_sent_again(queued_run, sweeper_settings, purge_broker):
     run = queued_run({})
     event = DetectorEvent.objects.create(run=run, step=3, level="collapse", rule="collapse", message="m")
-    old = Notification.objects.create(event=event, recipients=["a@example.com"])
+    old = Notification.objects.create(run=event.run, event=event, recipients=["a@example.com"])
     Notification.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(seconds=121))
-    Notification.objects.create(event=event, recipients=["b@example.com"])  # recent: its message is coming
+    # A recent one: its message is coming.
+    Notification.objects.create(run=event.run, event=event, recipients=["b@example.com"])
     assert sweep_runs()["notifications"] == 1
 
 

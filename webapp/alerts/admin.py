@@ -13,6 +13,6 @@ class DetectorEventAdmin(admin.ModelAdmin):
 
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
-    list_display = ("event", "status", "tries", "created_at", "sent_at")
+    list_display = ("run", "event", "failure_step", "status", "tries", "created_at", "sent_at")
     list_filter = ("status",)
-    raw_id_fields = ("event",)
+    raw_id_fields = ("run", "event")

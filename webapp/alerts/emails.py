@@ -1,6 +1,6 @@
 """Alert emails: one per notification (the alerted events of a run's step, with those gathered after it within
-ALERT_GROUP_SECONDS), from the subject/text/html templates in
-templates/emails/, with a small chart of the signals around the event as an inline PNG.
+ALERT_GROUP_SECONDS, or the run's failure), from the subject/text/html templates in
+templates/emails/; an event's email has a small chart of the signals around the event as an inline PNG.
 
 `deliver(notification)` sends and raises on SMTP errors; claiming the notification, retrying and
 recording the outcome belong to the Celery task (worker.tasks.send_notification). `send_test` sends the
@@ -23,7 +23,8 @@ CHART_WINDOW = 50  # steps charted either side of the event
 
 
 def deliver(notification) -> None:
-    build_message(notification).send(fail_silently=False)
+    message = build_message(notification) if notification.event_id else failure_message(notification)
+    message.send(fail_silently=False)
 
 
 def send_test(experiment, sender) -> None:
@@ -81,14 +82,7 @@ def build_message(notification) -> EmailMultiAlternatives:
         "group_seconds": settings.ALERT_GROUP_SECONDS,
         "logged_as": logged_as(events, run),
     }
-    subject = " ".join(render_to_string("emails/event_subject.txt", context).split())
-    message = EmailMultiAlternatives(
-        subject=subject,
-        body=render_to_string("emails/event_body.txt", context),
-        to=notification.recipients,
-        headers={"Message-ID": notification.message_id},
-    )
-    message.attach_alternative(render_to_string("emails/event_body.html", context), "text/html")
+    message = _message("event", context, notification)
     # multipart/related around the alternatives: mail clients then show the image inline (cid:)
     # instead of listing it as an attachment.
     message.mixed_subtype = "related"
@@ -97,6 +91,36 @@ def build_message(notification) -> EmailMultiAlternatives:
     image.add_header("Content-ID", f"<{chart_id}>")
     image.add_header("Content-Disposition", "inline", filename="chart.png")
     message.attach(image)
+    return message
+
+
+def failure_message(notification) -> EmailMultiAlternatives:
+    """The email that a run failed: why (its error as it was then), where, and what brings it back."""
+    run = notification.run
+    external = getattr(run, "mlflow", None)
+    context = {
+        "run": run,
+        "experiment": run.experiment,
+        "failure": notification.failure,
+        "step": notification.failure_step,
+        "run_url": f"{settings.SITE_URL}{run.get_absolute_url()}?step={notification.failure_step}",
+        # What brings it back: a run of ours resumes from its checkpoint; one trained elsewhere, from its
+        # script (a lost MLflow run resumes when its client logs again).
+        "trained_elsewhere": run.experiment.imported,
+        "lost": external is not None and notification.failure.startswith("lost:"),
+    }
+    return _message("failure", context, notification)
+
+
+def _message(template: str, context: dict, notification) -> EmailMultiAlternatives:
+    """An email from templates/emails/<template>_subject.txt, _body.txt and _body.html."""
+    message = EmailMultiAlternatives(
+        subject=" ".join(render_to_string(f"emails/{template}_subject.txt", context).split()),
+        body=render_to_string(f"emails/{template}_body.txt", context),
+        to=notification.recipients,
+        headers={"Message-ID": notification.message_id},
+    )
+    message.attach_alternative(render_to_string(f"emails/{template}_body.html", context), "text/html")
     return message
 
 

@@ -67,7 +67,13 @@ class Notification(models.Model):
 
     # One email for the alerted events of a step of a run, and of the steps after it within
     # ALERT_GROUP_SECONDS: `event` is what it leads with (a collapse before warnings), `also` the others.
-    event = models.ForeignKey(DetectorEvent, on_delete=models.CASCADE, related_name="notifications")
+    # Or, without events, the email that says the run failed (`failure`, at `failure_step`).
+    run = models.ForeignKey("experiments.Run", on_delete=models.CASCADE, related_name="notifications")
+    event = models.ForeignKey(
+        DetectorEvent, on_delete=models.CASCADE, related_name="notifications", null=True, blank=True
+    )
+    failure = models.TextField(blank=True, help_text="Why the run failed, as its error said then.")
+    failure_step = models.IntegerField(null=True, blank=True, help_text="The run's step when it failed.")
     also = models.ManyToManyField(DetectorEvent, related_name="grouped_notifications", blank=True)
     recipients = models.JSONField(default=list)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
@@ -87,6 +93,11 @@ class Notification(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status", "next_try_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(event__isnull=False) | Q(failure_step__isnull=False), name="notification_tells"
+            )
+        ]
 
     @staticmethod
     def retry_delays() -> list[int]:
@@ -155,7 +166,7 @@ class Notification(models.Model):
             # The run's row lock serialises two senders checking the same run's cooldown at once.
             type(run).objects.select_for_update(no_key=True).filter(pk=run.pk).first()
             since = timezone.now() - timedelta(seconds=settings.ALERT_COOLDOWN_SECONDS)
-            recent = cls.objects.filter(event__run_id=run.pk, created_at__gte=since)
+            recent = cls.objects.filter(run_id=run.pk, event__isnull=False, created_at__gte=since)
             cooling = {
                 rule for rules in recent.values_list("event__rule", "also__rule") for rule in rules if rule
             }
@@ -189,7 +200,9 @@ class Notification(models.Model):
         # events, and the query, checked again once the lock is free, then finds no email waiting.
         waiting = (
             cls.objects.select_for_update(of=("self",))
-            .filter(event__run_id=run.pk, status=cls.Status.PENDING, tries=0, next_try_at__gt=now)
+            .filter(
+                run_id=run.pk, event__isnull=False, status=cls.Status.PENDING, tries=0, next_try_at__gt=now
+            )
             .first()
         )
         if waiting is not None:
@@ -201,12 +214,13 @@ class Notification(models.Model):
             waiting.also.set([event for event in events if event != waiting.event])
             return waiting if urgent else None
         # The last email: the latest sent, or made (one still on its way), of the run's.
-        last = cls.objects.filter(event__run_id=run.pk).aggregate(at=Max(Coalesce("sent_at", "created_at")))[
-            "at"
-        ]
+        last = cls.objects.filter(run_id=run.pk, event__isnull=False).aggregate(
+            at=Max(Coalesce("sent_at", "created_at"))
+        )["at"]
         wait_until = None if last is None or urgent else last + window
         lead = cls._lead(told)
         notification = cls.objects.create(
+            run=run,
             event=lead,
             recipients=recipients,
             next_try_at=wait_until if wait_until and wait_until > now else None,
@@ -220,7 +234,7 @@ class Notification(models.Model):
         others)."""
         collapse = DetectorEvent.Level.COLLAPSE
         return (
-            cls.objects.filter(event__run_id=run.pk)
+            cls.objects.filter(run_id=run.pk)
             .filter(Q(created_at__gte=since) | Q(sent_at__gte=since))
             .filter(Q(event__level=collapse) | Q(also__level=collapse))
             .exists()
@@ -250,9 +264,34 @@ class Notification(models.Model):
         ).exclude(pk=collapse.pk)
         return cls.objects.filter(Q(event__in=earlier) | Q(also__in=earlier)).exists()
 
+    @classmethod
+    def tell_failure(cls, run) -> "Notification | None":
+        """When a run has just become failed (its trainer raised, its worker was lost once too often, its
+        MLflow client went quiet or said so): an email to the experiment's recipients, sent by a worker
+        once the transaction commits. Not gathered with the detector's alerts nor held back by them: a
+        failed run is the news at once. Nobody to tell (or an imported run), nothing."""
+        experiment = run.experiment
+        experiment.refresh_from_db(fields=["alert_recipients"])  # the settings as they are now
+        recipients = [] if experiment.from_file else experiment.recipients()
+        if not recipients:
+            return None
+        notification = cls.objects.create(
+            run=run, failure=run.error or "failed", failure_step=run.step, recipients=recipients
+        )
+        transaction.on_commit(lambda: send_later(notification.pk))
+        return notification
+
+    @property
+    def step(self) -> int:
+        """The step the email is about: its lead event's, or where the run failed."""
+        return self.event.step if self.event is not None else self.failure_step
+
     @property
     def events(self) -> list[DetectorEvent]:
-        """Every event this email tells, the one it leads with first, then in the order they were found."""
+        """Every event this email tells, the one it leads with first, then in the order they were found
+        ([] for a failure's email)."""
+        if self.event is None:
+            return []
         return [
             self.event,
             *sorted(self.also.all(), key=lambda event: event.pk),
@@ -367,3 +406,11 @@ class Notification(models.Model):
         if self.next_try_at:
             return f"retrying until it is sent; next try {self.next_try_at:%Y-%m-%d %H:%M} UTC ({self.error})"
         return "queued"
+
+
+def send_later(notification_id: int, at=None) -> bool:
+    """Queue the email, to be sent at `at` (a datetime; None: now); with the broker down it stays pending
+    and the sweeper sends it later."""
+    from worker import queues
+
+    return queues.send(queues.SEND_NOTIFICATION, [notification_id], queues.DEFAULT, eta=at)

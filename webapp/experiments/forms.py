@@ -75,7 +75,8 @@ class AlertsForm(forms.Form):
         required=False,
         max_length=2
         * spec_parsing.MAX_RECIPIENTS_TEXT,  # as typed, names too; the addresses kept meet the limit
-        help_text="Emails separated by commas (Bob <bob@example.com> is fine too); empty means you.",
+        help_text="Emails separated by commas (Bob <bob@example.com> is fine too); empty means you. "
+        "They get the detector's alerts, and an email when a run fails.",
     )
     alert_on_warnings = TickBox(required=False, label="Also alert on warnings")
 

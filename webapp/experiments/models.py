@@ -323,9 +323,8 @@ class RunQuerySet(models.QuerySet):
             ids = [run.pk for run in runs]
             # A run's alert emails and events are few (the detector reports changes, not every step): the
             # cascade's reading them (and deleting the links between them) costs little.
-            events = DetectorEvent.objects.filter(run_id__in=ids)
-            Notification.objects.filter(event__in=events).delete()
-            events.delete()
+            Notification.objects.filter(run_id__in=ids).delete()
+            DetectorEvent.objects.filter(run_id__in=ids).delete()
             for data in (Sample, StepRecord, MetricRollup, MetricPoint):
                 data.objects.filter(run_id__in=ids).delete()
             Run.objects.filter(pk__in=ids).delete()
@@ -682,7 +681,15 @@ class Run(models.Model):
             attempt_log=self.attempt_log + [self._attempt_entry(error.splitlines()[0] if error else status)],
         )
         self.refresh_from_db()
+        if finished and status == self.Status.FAILED:
+            self.tell_failure()
         return finished == 1
+
+    def tell_failure(self) -> None:
+        """The email that says this run has just failed (webapp.alerts: to its experiment's recipients)."""
+        from webapp.alerts.models import Notification
+
+        Notification.tell_failure(self)
 
     # Why a worker shutting down (Ctrl-C, SIGTERM) requeued its run: at a step boundary, after a checkpoint,
     # so that attempt lost nothing and is not one of the RUN_MAX_ATTEMPTS a run may lose.
@@ -729,6 +736,8 @@ class Run(models.Model):
             finished_at=Coalesce(F("heartbeat_at"), Value(timezone.now())),
         )
         self.refresh_from_db()
+        if failed:
+            self.tell_failure()
         return failed == 1
 
     def _attempt_time(self) -> timedelta:

@@ -231,10 +231,7 @@ def run_detail(request, pk):
 def _alert_emails(run) -> dict:
     """The run's alert emails, as the page and its live part (?part=alerts) show them."""
     notifications = list(
-        Notification.objects.filter(event__run=run)
-        .select_related("event")
-        .prefetch_related("also")
-        .order_by("id")
+        Notification.objects.filter(run=run).select_related("event").prefetch_related("also").order_by("id")
     )
     on_the_way = (Notification.Status.PENDING, Notification.Status.SENDING)
     return {

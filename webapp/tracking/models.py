@@ -408,6 +408,9 @@ class ExternalRun(models.Model):
                     ExternalRun.objects.filter(pk=self.pk).update(lost_at=None)
                     self.lost_at = None
             Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now(), **fields)
+            if fields.get("status") == Run.Status.FAILED and run.status != Run.Status.FAILED:
+                run.refresh_from_db()
+                run.tell_failure()
         if status:
             # The last step is complete now: judge it.
             transaction.on_commit(lambda: send_detection(self.run_id))
@@ -427,7 +430,9 @@ class ExternalRun(models.Model):
         )
         if lost:
             ExternalRun.objects.filter(pk=self.pk).update(lost_at=now)
+            self.lost_at = now
             transaction.on_commit(lambda: send_detection(self.run_id))
+            Run.objects.get(pk=self.run_id).tell_failure()
         return lost == 1
 
     def judged_through(self) -> int:
