@@ -28,6 +28,7 @@ _HTTPS = SITE_URL.startswith("https://")
 SECURE_SSL_REDIRECT = _HTTPS and env.flag("SECURE_SSL_REDIRECT", True)
 SESSION_COOKIE_SECURE = _HTTPS
 CSRF_COOKIE_SECURE = _HTTPS
+CSRF_FAILURE_VIEW = "webapp.core.server_errors.csrf_failure"
 SECURE_HSTS_SECONDS = env.integer("SECURE_HSTS_SECONDS", 31536000 if _HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = _HTTPS
 SECURE_HSTS_PRELOAD = _HTTPS
@@ -84,6 +85,7 @@ MIDDLEWARE = [
     "webapp.core.slashes.RemoveSlashMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "webapp.core.utf8.Utf8InputMiddleware",  # after the user is known: its 400 page is the signed-in one
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",

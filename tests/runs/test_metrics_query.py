@@ -141,6 +141,19 @@ def test_a_downsampled_clock_says_the_seconds_each_bucket_took(alice_client, run
     assert "sums" not in short["series"]["time/step_s"]  # ten points, each its own
 
 
+def test_a_clock_whose_seconds_overflow_a_float_says_null_as_its_schema_does(alice_client, run):
+    """A fuzzer's time/step_s of 1e308 every 10 steps: the bucket's seconds are beyond a float's range."""
+    from webapp.core import openapi
+
+    MetricPoint.upsert(run.pk, [(step, "time/step_s", 1e308) for step in range(0, 30, 10)])
+    clock = alice_client.get(URL.format(run.pk), {"keys": "time/step_s", "max_points": 2}).json()["series"][
+        "time/step_s"
+    ]
+    assert clock["downsampled"] and None in clock["sums"]
+    sums = openapi.document()["components"]["schemas"]["Series"]["properties"]["sums"]
+    assert sums["items"]["type"] == ["number", "null"]
+
+
 def test_a_zoomed_range_is_downsampled_over_its_own_steps(alice_client, run):
     """A chart zoomed to 100 of 20,000 steps asks for them alone: every point, not 5 buckets' last ones."""
     insert_series(run, "k", 20_000, "s")

@@ -12,7 +12,7 @@ def test_the_account_page_saves_the_email_and_refuses_a_bad_one(alice_client, al
     page = alice_client.get("/account/")
     assert page.status_code == 200 and b"Save email" in page.content
     refused = alice_client.post("/account/", {"email": "not an address", "password": "alice-password-1"})
-    assert refused.status_code == 200 and b"Enter a valid email address." in refused.content
+    assert refused.status_code == 400 and b"Enter a valid email address." in refused.content
     assert User.objects.get(pk=alice.pk).email == alice.email  # nothing written
     # An open session is not enough: the address a reset link goes to needs the password.
     wrong = alice_client.post("/account/", {"email": "mallory@evil.example", "password": "guess"})
@@ -34,7 +34,7 @@ def test_the_account_page_changes_the_password_and_keeps_this_session(alice_clie
             "new_password2": "a-new-long-pass-42",
         },
     )
-    assert wrong.status_code == 200 and b"Your old password was entered incorrectly" in wrong.content
+    assert wrong.status_code == 400 and b"Your old password was entered incorrectly" in wrong.content
     changed = alice_client.post(
         "/account/",
         {

@@ -153,7 +153,11 @@ def test_unknown_metric_keys_come_back_as_empty_series_as_documented(client, aut
     assert "empty series" in parameter["description"]
 
 
-@pytest.mark.parametrize("query", ["max_points=", "after=", "after=2147483648", "max_points=x"])
+@pytest.mark.parametrize(
+    "query",
+    # Spaces around the digits too (a fuzzer's " 10\n", an em space): the schema says integer.
+    ["max_points=", "after=", "after=2147483648", "max_points=x", "max_points=%2010%0A", "after=%E2%80%831"],
+)
 def test_integer_parameters_present_but_not_integers_in_range_are_a_400(client, auth, alice, query):
     run = make_run(alice)
     assert client.get(f"/api/runs/{run.pk}/metrics?{query}", **auth).status_code == 400
@@ -170,6 +174,12 @@ def test_the_schema_states_the_bounds_the_server_enforces():
     assert openapi.document()["components"]["schemas"]["Id"]["maximum"] == 2**63 - 1
     series = openapi.document()["components"]["schemas"]["Series"]
     assert "last value" in series["properties"]["value"]["description"]
+    from webapp.experiments.specs import MAX_SEED, MAX_STEPS
+
+    schemas = openapi.document()["components"]["schemas"]
+    assert schemas["ExperimentFromPreset"]["allOf"][1]["properties"]["steps"]["maximum"] == MAX_STEPS
+    seeds = schemas["ExperimentCommon"]["properties"]["seeds"]["oneOf"]
+    assert seeds[0]["items"]["maximum"] == seeds[1]["maximum"] == MAX_SEED
 
 
 def test_a_broken_multipart_body_is_a_json_400(client, auth):
@@ -347,3 +357,10 @@ def test_a_query_parameter_the_url_does_not_take_is_refused_naming_what_it_takes
     assert response.status_code == 400
     path = url.split("?")[0]
     assert response.json()["errors"] == {name: f"not a parameter of GET {path} (it takes {takes})"}
+
+
+def test_text_fields_the_server_refuses_nul_in_say_so_in_the_schema():
+    """A fuzzer sent a NUL in a run's name and notes, which the schema allowed and the server refuses."""
+    run_patch = openapi.document()["paths"]["/api/runs/{pk}"]["patch"]["requestBody"]["content"]
+    fields = run_patch["application/json"]["schema"]["properties"]
+    assert fields["name"]["pattern"] == fields["notes"]["pattern"] == "^[^\\u0000]*$"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import make_run
+from tests.factories import make_experiment, make_run
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint, Sample
@@ -26,6 +26,8 @@ def test_schemathesis_finds_nothing(live_server, transactional_db, alice, tmp_pa
     MetricPoint.upsert(run.pk, [(step, "train/success", step / 10) for step in range(3)])
     Sample.objects.create(run=run, step=2, index=0, data={"text": "hi"})
     make_run(alice, status=Run.Status.COMPLETED)
+    # and an experiment imported from a file, whose alerts cannot be set (a 409)
+    make_run(alice, experiment=make_experiment(alice, imported=True), status=Run.Status.COMPLETED)
     command = [
         sys.executable,
         "-m",

@@ -79,7 +79,7 @@ def test_cannot_see_or_revoke_another_users_token(client, alice, bob):
 
 def test_token_name_is_required(alice_client):
     response = alice_client.post(reverse("tokens"), {"name": ""})
-    assert response.status_code == 200 and response.context["form"].errors["name"]
+    assert response.status_code == 400 and response.context["form"].errors["name"]
     assert not ApiToken.objects.exists()
 
 
@@ -129,7 +129,7 @@ def test_a_name_taken_after_the_form_checked_it_is_the_forms_error_and_one_token
 
     monkeypatch.setattr(ApiTokenForm, "_token_named", another_request_saves_in_between)
     response = alice_client.post(reverse("tokens"), {"name": "Laptop Scripts"})
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert response.context["form"].errors["name"] == [
         f"You have a token named 'laptop scripts' (starts with {first.hint}…): choose another name, "
         "or revoke that one first."

@@ -228,6 +228,27 @@ def test_post_without_csrf_token_is_refused(alice, client):
     response = csrf_client.post(URL, experiment_post())
     assert response.status_code == 403
     assert Experiment.objects.count() == 0
+    # In the site's page, saying what to do (it was Django's technical page, "CSRF verification failed").
+    page = response.content.decode()
+    assert "<h1>This form is out of date</h1>" in page and "reload the page, and send the form again" in page
+    assert "Nothing was saved." in page and "The check that failed: CSRF cookie not set." in page
+    assert "SITE_URL" not in page
+
+
+def test_a_form_posted_from_an_address_the_server_was_not_told_of_names_the_setting(alice):
+    from django.test import Client
+
+    csrf_client = Client(enforce_csrf_checks=True)
+    csrf_client.force_login(alice)
+    csrf_client.get(URL)  # the page's cookie
+    token = csrf_client.cookies["csrftoken"].value
+    response = csrf_client.post(
+        URL, {**experiment_post(), "csrfmiddlewaretoken": token}, HTTP_ORIGIN="http://10.0.0.5:8000"
+    )
+    assert response.status_code == 403 and Experiment.objects.count() == 0
+    page = response.content.decode()
+    assert "The check that failed: Origin checking failed - http://10.0.0.5:8000 does not match" in page
+    assert "sets <code>SITE_URL</code>" in page
 
 
 def test_every_problem_shows_after_one_submit(alice_client):

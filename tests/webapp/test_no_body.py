@@ -52,3 +52,27 @@ def test_stop_with_no_body_or_null_is_done(client, alice):
             == 200
         )
     assert Run.objects.get(pk=run.pk).stop_requested
+
+
+def test_a_body_is_read_as_every_api_reads_one_whatever_its_type_says(client, alice):
+    """A fuzzer's findings: a JSON body under curl's default form type was named by its whole text, a form
+    in UTF-16 was a 400 naming nothing (with a traceback logged), and Content-Encoding was ignored."""
+    import gzip
+
+    run = make_run(alice, status=Run.Status.RUNNING)
+    url = f"/api/runs/{run.pk}/stop"
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(alice, 'script')[1]}"}
+    form = "application/x-www-form-urlencoded"
+
+    response = client.post(url, '{"from_step": 5}', content_type=form, **auth)
+    assert response.status_code == 400 and response.json()["errors"] == {
+        "from_step": f"POST {url} takes no body; nothing was done"
+    }
+    response = client.post(url, "a=1", content_type=f"{form}; charset=utf-16", **auth)  # encoded so
+    assert response.status_code == 400 and list(response.json()["errors"]) == ["body"]
+    response = client.post(url, "", content_type=form, HTTP_CONTENT_ENCODING="br", **auth)
+    assert response.status_code == 415
+    assert not Run.objects.get(pk=run.pk).stop_requested
+    # An empty body, gzipped, is no body.
+    response = client.post(url, gzip.compress(b""), content_type=form, HTTP_CONTENT_ENCODING="gzip", **auth)
+    assert response.status_code == 200 and Run.objects.get(pk=run.pk).stop_requested

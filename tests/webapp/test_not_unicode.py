@@ -135,3 +135,37 @@ def test_a_point_with_a_key_twice_is_named_by_its_place_in_the_batch(client, tok
     assert response.json()["errors"] == {
         "points[1]": 'the key "value" appears twice in one object: send each key once'
     }
+
+
+def test_a_query_that_is_not_utf8_is_refused_naming_the_parameter(client, token, alice):
+    """Django read each such byte as U+FFFD: `?name=%ff` imported a run named "\ufffd" (a fuzzer's)."""
+    from webapp.experiments.models import Run
+
+    response = client.post(
+        "/api/imports?name=%ff&format=csv", b"step,a\n0,1\n", content_type="text/csv", **token
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "name": "not UTF-8 text: percent-encode the UTF-8 bytes of each character"
+    }
+    assert not Run.objects.exists()
+    response = client.get("/api/runs?q=%ff%fe", **token)
+    assert response.status_code == 400 and list(response.json()["errors"]) == ["q"]
+    # UTF-8 percent-encoded is text, U+FFFD itself included
+    assert client.get("/api/runs?q=%C3%A9t%C3%A9%EF%BF%BD", **token).status_code == 200
+
+
+def test_a_page_or_form_that_is_not_utf8_is_a_400_page_naming_it_and_saves_nothing(alice_client, alice):
+    from tests.factories import make_run
+
+    run = make_run(alice, label="seed 0")
+    response = alice_client.post(
+        f"/runs/{run.pk}/edit", b"name=%ff%fe&tags=&notes=", content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "The field name: not UTF-8 text" in page and "Nothing was changed." in page
+    run.refresh_from_db()
+    assert run.name == ""
+    response = alice_client.get("/runs/?q=%ff")
+    assert response.status_code == 400 and "The parameter q: not UTF-8 text" in response.content.decode()

@@ -221,16 +221,31 @@ def no_body(request) -> None:
     """For a call that takes no body (stop, resume, delete): one sent with it is refused naming its first
     field, not silently ignored (a client sending {"from_step": 5} to resume must learn it did nothing).
     Nothing, null and {} are no body, and so is a form with no fields (what a bare POST of Django's test
-    client, or of an HTML form, sends)."""
-    if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        fields = request.POST if request.method == "POST" else QueryDict(request.body)
-        body = {name: True for name in fields}
-    else:
-        body = json_body(request, max_bytes=64 * 1024)
+    client, or of an HTML form, sends). The body is read as every API reads one: gunzipped under
+    Content-Encoding: gzip (415 for another encoding), JSON whatever its Content-Type says."""
+    raw = _decoded_body(request, max_bytes=64 * 1024)
+    body = _sent_fields(request, raw)
     if body is None or body == {}:
         return
     first = next(iter(body), "body") if isinstance(body, dict) else "body"
     raise ApiError.field(first, f"{request.method} {request.path} takes no body; nothing was done")
+
+
+def _sent_fields(request, raw: bytes):
+    """What a body that should be empty holds: its JSON, else a form's fields ({name: True}), else the
+    body as it came (not empty: refused as a whole)."""
+    try:
+        return jsonsafe.loads(raw or b"null")
+    except ValueError:
+        pass
+    if request.content_type == "application/x-www-form-urlencoded":
+        try:
+            return dict.fromkeys(QueryDict(raw.decode("ascii")), True)  # percent-encoded: ASCII on the wire
+        except UnicodeDecodeError:
+            return raw
+    if request.content_type == "multipart/form-data" and request.method == "POST" and not gzipped(request):
+        return dict.fromkeys([*request.POST, *request.FILES], True)
+    return raw
 
 
 def _decoded_body(request, max_bytes: int) -> bytes:
@@ -266,9 +281,10 @@ def int_param(request, name: str, default=None, low=None, high=None):
     """?name=N as an int within [low, high], `default` when absent; ApiError naming the parameter."""
     if name not in request.GET:
         return default
-    text = request.GET[name].strip()
-    # ASCII digits only: int() also reads "1_0" and other scripts' digits; "?name=" (present but
-    # empty) is a 400 too, the schema says integer; and no more digits than a 64-bit integer has.
+    text = request.GET[name]
+    # ASCII digits only: int() also reads "1_0", other scripts' digits and spaces around them; "?name="
+    # (present but empty) is a 400 too, the schema says integer; and no more digits than a 64-bit integer
+    # has.
     if not re.fullmatch(r"-?[0-9]{1,19}", text):
         raise ApiError.field(name, f"must be an integer, got {text[:40]!r}")
     value = int(text)

@@ -34,6 +34,7 @@ def tokens(request):
             "tokens": ApiToken.objects.for_user(request.user).order_by("-created_at"),
             "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),
         },
+        status=400 if form.errors else 200,  # as every form of the site answers a refused one
     )
 
 
@@ -56,7 +57,10 @@ def account(request):
             messages.success(request, "Password changed; other sessions are signed out.")
             return redirect("account")
     return render(
-        request, "accounts/account.html", {"email_form": email_form, "password_form": password_form}
+        request,
+        "accounts/account.html",
+        {"email_form": email_form, "password_form": password_form},
+        status=400 if email_form.errors or password_form.errors else 200,
     )
 
 

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import DisallowedHost, TooManyFieldsSent, TooManyFilesSent
 from django.db import OperationalError
 from django.http import HttpResponse
+from django.shortcuts import render
 from django.views.defaults import bad_request as html_bad_request
 from django.views.defaults import server_error as html_server_error
 
@@ -21,13 +22,14 @@ UNAVAILABLE = "the database is busy or unreachable; retry the request"
 INTERNAL = "internal server error (logged on the server)"
 
 
-def _answer(request, status: int, message: str):
+def answer(request, status: int, message: str, errors: dict | None = None):
+    """The JSON answer of an API path (MLflow's shape under .../mlflow/), else None."""
     path = request.path
     if "/mlflow/" in path and (path.startswith("/api/") or path.startswith("/ajax-api/")):
         code = {400: "BAD_REQUEST", 503: "TEMPORARILY_UNAVAILABLE"}.get(status, "INTERNAL_ERROR")
         return JsonResponse({"error_code": code, "message": message}, status=status)
     if is_api_path(path):
-        return JsonResponse({"error": message, "errors": {}}, status=status)
+        return JsonResponse({"error": message, "errors": errors or {}}, status=status)
     return None
 
 
@@ -45,7 +47,7 @@ class DatabaseUnavailableMiddleware:
         if not isinstance(exception, (OperationalError, psycopg.OperationalError)):
             return None
         logger.warning("database unavailable on %s %s: %s", request.method, request.path, exception)
-        response = _answer(request, 503, UNAVAILABLE) or HttpResponse(
+        response = answer(request, 503, UNAVAILABLE) or HttpResponse(
             f"EchoLab: {UNAVAILABLE}.\n", status=503, content_type="text/plain; charset=utf-8"
         )
         response["Retry-After"] = str(RETRY_AFTER_SECONDS)
@@ -54,13 +56,27 @@ class DatabaseUnavailableMiddleware:
 
 def server_error(request):
     """handler500: JSON under /api/, the HTML page elsewhere (Django has logged the exception)."""
-    return _answer(request, 500, INTERNAL) or html_server_error(request)
+    return answer(request, 500, INTERNAL) or html_server_error(request)
 
 
 def bad_request(request, exception):
     """handler400 (a request Django refuses before its view can answer: a Host header not in
     ALLOWED_HOSTS, more query parameters than it parses): JSON under /api/, the HTML page elsewhere."""
-    return _answer(request, 400, _problem(exception)) or html_bad_request(request, exception)
+    return answer(request, 400, _problem(exception)) or html_bad_request(request, exception)
+
+
+def csrf_failure(request, reason=""):
+    """CSRF_FAILURE_VIEW: a form posted from a page too old for this session (signed out and in again
+    since, in another tab; the cookie cleared; the server's secret changed) says so, and what to do, in
+    the site's own page, not Django's technical one. JSON under /api/, as every API answer."""
+    message = "the form's security token is missing or out of date; reload the page and send it again"
+    return answer(request, 403, message) or render(
+        request,
+        "403_csrf.html",
+        # Django's own words for it; the origin's is a set-up problem, not the user's.
+        {"reason": reason, "origin_refused": reason.startswith("Origin checking failed")},
+        status=403,
+    )
 
 
 def _problem(exception) -> str:

@@ -89,6 +89,9 @@ def imports(request):
                 raise ApiError.field(
                     field[:100], f"not a field of an import (it takes {', '.join(ImportForm.base_fields)})"
                 )
+            given = len(request.POST.getlist(field))
+            if given > 1:  # the last one was taken, without a word (the form counts files itself)
+                raise ApiError.field(field, f"given {given} times; give it once")
         _format_param(request.POST.get("format"))
         form = ImportForm(request.POST, request.FILES)
         upload = request.FILES.get("file")

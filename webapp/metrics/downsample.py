@@ -326,10 +326,31 @@ def clock_sums(run_id: int, key: str, series: Series, steps: Steps) -> list[floa
         return [0.0] * len(series.step)
     steps = np.fromiter((step for step, _ in rows), dtype=np.int64, count=len(rows))
     values = np.array(_none_to_nan(value for _, value in rows), dtype=np.float64)
-    seconds = np.where(np.isfinite(values), values, 0.0) * np.diff(steps, prepend=steps[0] - 1)
     # a point belongs to the first bucket whose last step is at or after its own
     buckets = np.searchsorted(np.asarray(series.step, dtype=np.int64), steps)
-    return np.bincount(buckets, weights=seconds, minlength=len(series.step))[: len(series.step)].tolist()
+    with np.errstate(over="ignore", invalid="ignore"):  # seconds beyond a float's range: null in the answer
+        seconds = np.where(np.isfinite(values), values, 0.0) * np.diff(steps, prepend=steps[0] - 1)
+        sums = np.bincount(buckets, weights=seconds, minlength=len(series.step))[: len(series.step)]
+    return sums.tolist()
+
+
+def load_clocks(clock_keys: dict[int, str], max_points: int) -> dict[int, Series]:
+    """Per run ({run id: its seconds-per-step key}, Run.clock_key), that key's series over every step,
+    with each bucket's seconds when downsampled (clock_sums): a training-time axis for many runs. Runs
+    that logged none of it are left out."""
+    runs_of: dict[str, list[int]] = {}
+    for run_id, key in clock_keys.items():
+        runs_of.setdefault(key, []).append(run_id)
+    clocks = {}
+    for key, run_ids in runs_of.items():
+        for run_id, series in load_many(run_ids, [key], max_points=max_points).items():
+            clock = series.get(key)
+            if clock is None or not clock.step:
+                continue
+            if clock.downsampled:
+                clock.sums = clock_sums(run_id, key, clock, Steps())
+            clocks[run_id] = clock
+    return clocks
 
 
 def load_series(
