@@ -71,6 +71,37 @@ window.EchoChartView = {
     return window.EchoChartView.DECIMAL.test(text) ? Number(text) : NaN;
   },
 
+  // Step -> minutes of training from a run's seconds-per-step series ({step, value, sums}): the running
+  // sum, each value counted for the steps since the previous point, linear between points. A downsampled
+  // bucket comes with the seconds all its points took (`sums`, from the server): its last value alone
+  // would stand for every step in it. null without a point.
+  trainingClock: function (s) {
+    if (!s || !s.step.length) return null;
+    const steps = [s.step[0] - 1], minutes = [0];
+    let total = 0;
+    s.step.forEach(function (step, i) {
+      const seconds = s.value[i], sum = s.sums ? s.sums[i] : null;
+      if (sum !== null && sum !== undefined) total += sum;
+      else if (seconds !== null && Number.isFinite(seconds)) total += seconds * (step - steps[steps.length - 1]);
+      steps.push(step);
+      minutes.push(total / 60);
+    });
+    return { steps: steps, minutes: minutes };
+  },
+
+  minutesAt: function (clock, step) {
+    const steps = clock.steps, minutes = clock.minutes;
+    if (step <= steps[0]) return minutes[0];
+    if (step >= steps[steps.length - 1]) return minutes[minutes.length - 1];
+    let low = 0, high = steps.length - 1;
+    while (high - low > 1) {
+      const middle = (low + high) >> 1;
+      if (steps[middle] <= step) low = middle; else high = middle;
+    }
+    const share = (step - steps[low]) / (steps[high] - steps[low]);
+    return minutes[low] + share * (minutes[high] - minutes[low]);
+  },
+
   read: function () {
     const query = new URLSearchParams(window.location.search);
     const decimal = window.EchoChartView.decimal;

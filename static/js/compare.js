@@ -31,11 +31,14 @@
   const colorOf = {};
   page.runs.forEach(function (run) { colorOf[run.id] = run.color; });
 
-  const view = window.EchoChartView.read();  // ?smooth= and ?xrange= (one zoom for every chart)
-  const shown = shownInAddress();  // ?group=, ?align=1, ?bands=0, ?hide=
+  const view = window.EchoChartView.read();  // ?x=time, ?smooth= and ?xrange= (one zoom for every chart)
+  const shown = shownInAddress(view.xmode);  // ?group=, ?align=1, ?bands=0, ?hide=
   const state = { data: null, dataRange: null, smoothing: view.smoothing, xrange: view.xrange, syncing: false, groupBy: shown.groupBy, bands: shown.bands, hidden: new Set(shown.hidden), nextPoll: null, loads: 0, renders: 0,
                   selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice(),
-                  groupAfterAlign: shown.groupAfterAlign };  // the grouping that comes back when Align is unticked
+                  xmode: shown.aligned ? "step" : view.xmode,  // "step" or "time" (minutes of training)
+                  clocks: {},  // run id -> its training clock (EchoChartView.trainingClock), on the time axis
+                  // The grouping that comes back once lines need not be one per run (Align unticked, steps again).
+                  groupWaiting: shown.groupWaiting };
 
   const escapeHtml = window.EchoChartView.plainText;
 
@@ -60,6 +63,7 @@
       url.searchParams.set("max_points", String(page.max_points));
       if (state.bands) url.searchParams.set("bands", "1");
       if (state.groupBy) url.searchParams.set("group_by", state.groupBy);
+      if (state.xmode === "time") url.searchParams.set("clock", "1");
       if (state.dataRange) {
         url.searchParams.set("after", String(state.dataRange[0] - 1));
         url.searchParams.set("through", String(state.dataRange[1]));
@@ -94,6 +98,10 @@
       await scriptsLoaded;
       if (ticket !== state.loads) return;
       state.data = body;
+      state.clocks = {};
+      Object.keys(body.clocks || {}).forEach(function (id) {
+        state.clocks[id] = window.EchoChartView.trainingClock(body.clocks[id]);
+      });
       if (polled) showSummaries(body.runs);
       if (!polled && !(options && options.sameEntries)) forgetHiddenGroups();
       const live = body.runs.some(function (run) { return !run.finished; });
@@ -198,28 +206,56 @@
         return { id: "group-" + i, name: state.groupBy + " = " + (group.value === "" ? "(none)" : group.value) +
                  " (" + group.runs.length + " run" + (group.runs.length === 1 ? "" : "s") + ")",
                  color: drawnColour(page.colors[i % page.colors.length], count),
-                 series: group.series, runs: group.runs, group: true };
+                 series: group.series, runs: group.runs, group: true, xs: sameSteps };
       });
     }
-    const drawn = state.aligned ? selectedRuns().filter(function (run) { return run.onset !== null; }) : selectedRuns();
+    const drawn = selectedRuns().filter(hasItsX);
     return drawn.map(function (run) {
       return { id: "run-" + run.id, name: "#" + run.id + " " + run.name, color: drawnColour(run.color, drawn.length),
-               series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false,
-               offset: state.aligned ? run.onset : 0 };
+               series: state.data.series[String(run.id)] || {}, runs: [run.id], group: false, xs: xsOf(run) };
     });
   }
 
-  function shifted(steps, offset) {
-    return offset ? steps.map(function (step) { return step - offset; }) : steps;
+  // The x axis drawn, as its title and a hover's words say it.
+  const X_AXES = {
+    step: { title: "step", at: "step %{x}" },
+    onset: { title: "steps from the run's first collapse", at: "%{x} steps from its first collapse" },
+    time: { title: "training time (minutes, sum of each run's seconds per step)", at: "%{x:.4~g} min of training" },
+  };
+
+  function xAxis() {
+    return state.aligned ? "onset" : state.xmode === "time" && !state.groupBy ? "time" : "step";
   }
 
-  // Aligned: which ticked runs are left out for want of a collapse event.
+  // Whether a run has an x on the chosen axis: a collapse event to align at, a clock to tell time by.
+  function hasItsX(run) {
+    if (state.aligned) return run.onset !== null;
+    return state.xmode !== "time" || Boolean(state.clocks[run.id]);
+  }
+
+  // A run's steps -> its x: the step, the steps from its first collapse, or its minutes of training.
+  function xsOf(run) {
+    if (state.aligned) return function (steps) { return steps.map(function (step) { return step - run.onset; }); };
+    const clock = state.xmode === "time" ? state.clocks[run.id] : null;
+    if (clock) {
+      return function (steps) {
+        return steps.map(function (step) { return Number(window.EchoChartView.minutesAt(clock, step).toFixed(4)); });
+      };
+    }
+    return function (steps) { return steps; };
+  }
+
+  function sameSteps(steps) { return steps; }  // a group's x: steps (grouped lines are drawn by step only)
+
+  // Which ticked runs the axis leaves out: those without a collapse event when aligned, without a clock
+  // on the time axis.
   function showAlignNote() {
     const note = document.getElementById("align-note");
-    const left = state.aligned ? selectedRuns().filter(function (run) { return run.onset === null; }) : [];
+    const left = state.groupBy ? [] : selectedRuns().filter(function (run) { return !hasItsX(run); });
     note.hidden = !left.length;
-    note.textContent = left.length ? "Aligned at each run's first collapse; left out, with no collapse event: " +
-      left.map(function (run) { return "#" + run.id + " " + run.name; }).join(", ") + "." : "";
+    const why = state.aligned ? "Aligned at each run's first collapse; left out, with no collapse event: "
+                              : "Against training time; left out, with no seconds per step logged: ";
+    note.textContent = left.length ? why + left.map(function (run) { return "#" + run.id + " " + run.name; }).join(", ") + "." : "";
   }
 
   // Adds a min..max band to `band` as closed shapes: forward along the maxima, back along the minima,
@@ -260,10 +296,10 @@
         // bucket's spikes are what it is there to show.
         const edges = entry.group ? [smooth(s.min), smooth(s.max)] : [s.min, s.max];
         const [low, high] = chart.log ? edges.map(window.EchoChartView.positiveOnly) : edges;
-        addBand(bands.get(colour), shifted(s.step, entry.offset), low, high, escapeHtml(entry.name) + "<br>" + escapeHtml(key));
+        addBand(bands.get(colour), entry.xs(s.step), low, high, escapeHtml(entry.name) + "<br>" + escapeHtml(key));
       });
     });
-    const at = state.aligned ? "%{x} steps from its first collapse" : "step %{x}";
+    const at = X_AXES[xAxis()].at;
     return Array.from(bands, function ([colour, band]) {
       return { x: band.x, y: band.y, text: band.text, mode: "none", fill: "toself", fillcolor: rgba(colour, band.alpha),
                hoveron: "points", hovertemplate: "%{text} %{y:.4~g} in the bucket at " + at + "<extra></extra>",
@@ -288,14 +324,14 @@
         if (!traces.has(id)) traces.set(id, { id: id, key: key, k: k, markers: markers, color: entry.color, entries: [], x: [], y: [], text: [], n: [] });
         const trace = traces.get(id);
         if (trace.x.length) { trace.x.push(null); trace.y.push(null); trace.text.push(null); trace.n.push(null); }
-        const x = shifted(s.step, entry.offset), y = smooth(entry.group ? s.mean : s.value), name = escapeHtml(entry.name);
+        const x = entry.xs(s.step), y = smooth(entry.group ? s.mean : s.value), name = escapeHtml(entry.name);
         for (let i = 0; i < x.length; i++) {
           trace.x.push(x[i]); trace.y.push(y[i]); trace.text.push(name); trace.n.push(entry.group ? s.n[i] : null);
         }
         trace.entries.push(entry);
       });
     });
-    const at = state.aligned ? "%{x} steps from its first collapse" : "step %{x}";
+    const at = X_AXES[xAxis()].at;
     return Array.from(traces.values(), function (trace) {
       // A run's own trace names it in the template: a text per point costs Plotly time per chart.
       const single = trace.entries.length === 1 ? trace.entries[0] : null;
@@ -336,8 +372,9 @@
       if (state.hidden.has(entry.id)) return;
       Object.values(entry.series).forEach(function (s) {
         if (!s || !s.step.length) return;
-        low = Math.min(low, s.step[0] - (entry.offset || 0));
-        high = Math.max(high, s.step[s.step.length - 1] - (entry.offset || 0));
+        const ends = entry.xs([s.step[0], s.step[s.step.length - 1]]);
+        low = Math.min(low, ends[0]);
+        high = Math.max(high, ends[1]);
       });
     });
     return window.EchoChartView.paddedSpan(low, high);
@@ -351,7 +388,7 @@
       if (state.hidden.has(entry.id)) return;
       state.data.runs.forEach(function (run) {
         if (entry.runs.indexOf(run.id) < 0) return;
-        run.events.forEach(function (e) { marks.push({ run: run.id, color: entry.color, event: e, x: e.step - (entry.offset || 0) }); });
+        run.events.forEach(function (e) { marks.push({ run: run.id, color: entry.color, event: e, x: entry.xs([e.step])[0] }); });
       });
     });
     if (!marks.length) return [];
@@ -391,7 +428,7 @@
     showAlignNote();
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
     document.getElementById("event-key").hidden = !markers.length;
-    window.EchoChartView.share({ xmode: "step", xrange: state.xrange, span: dataSpan(all), cursor: null });
+    window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: dataSpan(all), cursor: null });
     const logged = showLogged();
     const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
     // One chart at a time, those in view first, the browser painting between them: with 100 runs each
@@ -523,11 +560,11 @@
     const data = bandTraces(chart, all).concat(lines, keys);
     const layout = {
       title: { text: escapeHtml(window.EchoChartView.shortName(chart.title)), font: { size: 14 } },
-      uirevision: "compare-" + (state.aligned ? "onset" : "step"),  // steps and steps-from-onset share no axis
+      uirevision: "compare-" + xAxis(),  // steps, steps from onset and minutes share no axis
       margin: { l: 50, r: 10, t: keys.length ? 58 : 36, b: 36 },
       height: 320,
       // with a note and no span (every line hidden, or none has data) no made-up -1..6 either
-      xaxis: Object.assign(window.EchoChartView.xaxis(state.aligned ? "steps from the run's first collapse" : "step", range, true),
+      xaxis: Object.assign(window.EchoChartView.xaxis(X_AXES[xAxis()].title, range, xAxis() !== "time"),
                            { visible: !(note && !range) }),
       // no made-up -1..4 scale beside the note
       // Values that are never negative (a fraction of groups) get no negative axis: zeros were drawn on -1..1.
@@ -639,18 +676,23 @@
     const range = window.EchoChartView.zoomedRange(change);
     if (range === undefined) return;
     state.xrange = range;
-    window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
+    saveView();
     if (!followZoom()) scheduleRender();
+  }
+
+  function saveView() {
+    window.EchoChartView.save({ xmode: state.xmode, xrange: state.xrange, smoothing: state.smoothing });
   }
 
   // The steps the chart data covers follow a zoom by step into runs held as buckets (50 to 1,000 points a
   // run over all its steps): the zoomed range comes at its own resolution, so its points and spikes show;
-  // unzoomed (or aligned at onset, whose x is not a step), every step again. Returns whether it reloads.
+  // unzoomed (or aligned at onset, or against time, whose x is not a step), every step again. Returns
+  // whether it reloads.
   function followZoom() {
     const held = Object.values(state.data.series).some(function (run) {
       return Object.values(run).some(function (s) { return s.downsampled; });
     });
-    const range = !state.aligned && state.xrange && (held || state.dataRange)
+    const range = xAxis() === "step" && state.xrange && (held || state.dataRange)
       ? window.EchoChartView.zoomedSteps(state.xrange) : null;
     if (String(range) === String(state.dataRange)) return false;
     state.dataRange = range;
@@ -677,13 +719,15 @@
   // Grouping, "Align at onset", the bands and the lines hidden with the legend as the address says (a copied
   // link draws the same), else the page's defaults: the ablation's grouping, no alignment, bands on, every
   // line shown. A field the runs do not have is ignored, and so is a hidden entry the page does not draw.
-  // Aligned lines are one per run: the grouping waits (kept in the address) until Align is unticked.
-  function shownInAddress() {
+  // Aligned lines, and lines against training time, are one per run: the grouping waits (kept in the
+  // address) until Align is unticked or the x axis is the step again.
+  function shownInAddress(xmode) {
     const query = new URLSearchParams(window.location.search);
     const group = query.get("group");
     const aligned = query.get("align") === "1";
+    const perRun = aligned || xmode === "time";
     const chosen = group !== null && (group === "" || page.group_fields.includes(group)) ? group : page.group_by;
-    return { groupBy: aligned ? "" : chosen, groupAfterAlign: aligned ? chosen : "", aligned: aligned,
+    return { groupBy: perRun ? "" : chosen, groupWaiting: perRun ? chosen : "", aligned: aligned,
              bands: query.get("bands") !== "0", hidden: (query.get("hide") || "").split(",").filter(isEntryOnPage) };
   }
 
@@ -695,7 +739,7 @@
 
   function saveShown() {
     const url = new URL(window.location.href);
-    const group = state.aligned ? state.groupAfterAlign : state.groupBy;
+    const group = state.groupWaiting || state.groupBy;
     if (group === page.group_by) url.searchParams.delete("group"); else url.searchParams.set("group", group);
     if (state.aligned) url.searchParams.set("align", "1"); else url.searchParams.delete("align");
     if (state.bands) url.searchParams.delete("bands"); else url.searchParams.set("bands", "0");
@@ -713,45 +757,76 @@
     slider.addEventListener("input", function () {
       state.smoothing = Number(slider.value);
       document.getElementById("smoothing-value").textContent = slider.value;
-      window.EchoChartView.save({ xmode: "step", xrange: state.xrange, smoothing: state.smoothing });
+      saveView();
       scheduleRender();
     });
-    // Aligned lines are one per run (a group's runs collapse at different steps): choosing one of the two
-    // turns the other off, and the page says so.
+    // Aligned lines, and lines against training time, are one per run (a group's runs collapse at different
+    // steps, and each keeps its own clock): choosing one turns the others off, and the page says so.
     const exclusive = document.getElementById("exclusive-note");
     function sayExclusive(text) {
       exclusive.textContent = text;
       exclusive.hidden = !text;
     }
+    const xSelect = document.getElementById("x-axis");
+    xSelect.value = state.xmode;
+    function stepsAgain() {  // the x axis back to the step, its zoom (in other units) let go
+      state.xmode = xSelect.value = "step";
+      state.xrange = null;
+      saveView();
+    }
     document.getElementById("group-by").addEventListener("change", function (event) {
       state.groupBy = event.target.value;
-      state.groupAfterAlign = "";
+      state.groupWaiting = "";
       const unaligned = state.groupBy && state.aligned;
+      const untimed = state.groupBy && state.xmode === "time";
       if (unaligned) document.getElementById("align-onset").checked = state.aligned = false;
-      sayExclusive(unaligned ? "Align at onset is off while runs are grouped: a group's runs collapse at different steps." : "");
+      if (untimed) stepsAgain();
+      sayExclusive(unaligned ? "Align at onset is off while runs are grouped: a group's runs collapse at different steps."
+        : untimed ? "The x axis is the step while runs are grouped: each run keeps its own clock." : "");
       saveShown();
       load();
     });
-    document.getElementById("align-onset").addEventListener("change", function (event) {
-      state.aligned = event.target.checked;
-      state.xrange = null;  // steps and steps-from-onset share no range
-      window.EchoChartView.save({ xmode: "step", xrange: null, smoothing: state.smoothing });
-      // Aligned, the grouping waits; unticked, it comes back.
-      const regroup = Boolean(state.aligned ? state.groupBy : state.groupAfterAlign);
-      if (state.aligned) {
-        state.groupAfterAlign = state.groupBy;
+    // Lines one per run (aligned, or against time): the grouping waits; lines by step again, it comes back.
+    function perRunLines(perRun) {
+      const regroup = Boolean(perRun ? state.groupBy : state.groupWaiting);
+      if (perRun && state.groupBy) {
+        state.groupWaiting = state.groupBy;
         state.groupBy = "";
-      } else {
-        state.groupBy = state.groupAfterAlign;
-        state.groupAfterAlign = "";
+      } else if (!perRun) {
+        state.groupBy = state.groupWaiting;
+        state.groupWaiting = "";
       }
       document.getElementById("group-by").value = state.groupBy;
+      return regroup;
+    }
+    document.getElementById("align-onset").addEventListener("change", function (event) {
+      state.aligned = event.target.checked;
+      const untimed = state.aligned && state.xmode === "time";
+      if (untimed) stepsAgain();
+      state.xrange = null;  // steps and steps-from-onset share no range
+      saveView();
+      const regroup = perRunLines(state.aligned);
       sayExclusive(state.aligned && regroup
-        ? "Grouping is off while lines are aligned at onset (each run collapses at its own step); unticking brings it back." : "");
+        ? "Grouping is off while lines are aligned at onset (each run collapses at its own step); unticking brings it back."
+        : untimed ? "Aligned at onset, the x axis counts steps from each run's first collapse, not training time." : "");
       saveShown();
       const ranged = state.dataRange !== null;  // a zoom's range of steps: every step again
       state.dataRange = null;
       if (regroup) load(); else if (ranged) load({ sameEntries: true }); else scheduleRender();
+    });
+    xSelect.addEventListener("change", function () {
+      state.xmode = xSelect.value;
+      state.xrange = null;  // steps and minutes share no range
+      state.dataRange = null;
+      const unaligned = state.xmode === "time" && state.aligned;
+      if (unaligned) document.getElementById("align-onset").checked = state.aligned = false;
+      saveView();
+      const regroup = perRunLines(state.xmode === "time");
+      sayExclusive(state.xmode === "time" && regroup
+        ? "Grouping is off against training time (each run keeps its own clock); the step axis brings it back."
+        : unaligned ? "Align at onset is off against training time." : "");
+      saveShown();
+      load();  // with each run's clock, or without
     });
     document.getElementById("bands").addEventListener("change", function (event) {
       state.bands = event.target.checked;
@@ -832,7 +907,8 @@
     all.checked = ticked === page.runs.length;
     all.indeterminate = ticked > 0 && ticked < page.runs.length;
     // The count is what the charts show: ticked runs (or groups of them) hidden with the legend (a click, or
-    // a double-click's "show alone") are not drawn, nor, aligned at onset, runs without a collapse.
+    // a double-click's "show alone") are not drawn, nor, aligned at onset, runs without a collapse, nor,
+    // against training time, runs without a clock.
     let drawn = ticked, hidden = 0;
     if (state.data) {
       const shown = new Set(), entered = new Set();
@@ -844,7 +920,8 @@
     }
     const why = [];
     if (hidden) why.push(hidden + " hidden with the legend");
-    if (ticked - drawn - hidden > 0) why.push(ticked - drawn - hidden + " with no collapse to align at");
+    const without = state.aligned ? " with no collapse to align at" : " with no seconds per step logged";
+    if (ticked - drawn - hidden > 0) why.push(ticked - drawn - hidden + without);
     document.getElementById("draw-count").textContent = "Drawing " + drawn + " of " + page.runs.length + " run" +
       (page.runs.length === 1 ? "" : "s") + (why.length ? " (ticked but " + why.join(", ") + ")." : ".");
   }

@@ -191,41 +191,15 @@
     return out;
   }
 
-  // Step -> minutes of training: the running sum of time/step_s, each value counted for the steps since the
-  // previous point, linear between points. A downsampled bucket comes with the seconds all its points took
-  // (`sums`, from the server): its last value alone would stand for every step in it.
+  // Step -> minutes of training: EchoChartView.trainingClock over the run's clock key.
   function clock() {
-    const s = state.series[TIME_KEY];
-    if (!s || !s.step.length) return null;
-    const steps = [s.step[0] - 1], minutes = [0];
-    let total = 0;
-    s.step.forEach(function (step, i) {
-      const seconds = s.value[i];
-      if (s.sums[i] !== null) total += s.sums[i];
-      else if (seconds !== null && Number.isFinite(seconds)) total += seconds * (step - steps[steps.length - 1]);
-      steps.push(step);
-      minutes.push(total / 60);
-    });
-    return { steps: steps, minutes: minutes };
-  }
-
-  function timeAt(time, step) {
-    const steps = time.steps, minutes = time.minutes;
-    if (step <= steps[0]) return minutes[0];
-    if (step >= steps[steps.length - 1]) return minutes[minutes.length - 1];
-    let low = 0, high = steps.length - 1;
-    while (high - low > 1) {
-      const middle = (low + high) >> 1;
-      if (steps[middle] <= step) low = middle; else high = middle;
-    }
-    const share = (step - steps[low]) / (steps[high] - steps[low]);
-    return minutes[low] + share * (minutes[high] - minutes[low]);
+    return window.EchoChartView.trainingClock(state.series[TIME_KEY]);
   }
 
   // The x of a step on the chosen axis.
   function xOf(step) {
     if (state.xmode !== "time") return step;
-    return state.time ? Number(timeAt(state.time, step).toFixed(4)) : null;
+    return state.time ? Number(window.EchoChartView.minutesAt(state.time, step).toFixed(4)) : null;
   }
 
   // Every chart's x range while the page is not zoomed: the span of all its series (padded so the end
@@ -598,7 +572,7 @@
     const body = table.createTBody();
     steps.forEach(function (step) {
       const row = body.insertRow();
-      const values = [String(step)].concat(state.time ? [format(timeAt(state.time, step))] : []);
+      const values = [String(step)].concat(state.time ? [format(window.EchoChartView.minutesAt(state.time, step))] : []);
       keys.forEach(function (key, k) {
         values.push(format(rows[step][k]));
         if (state.smoothing > 0) values.push(format(rows[step]["s" + k]));

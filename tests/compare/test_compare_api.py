@@ -261,3 +261,35 @@ def test_key_names_a_key_holding_a_comma(alice_client, grid_runs):
     body = get(alice_client, runs=str(half[0].pk), key="loss,total").json()
     assert list(body["series"][str(half[0].pk)]) == ["loss,total"]
     assert body["series"][str(half[0].pk)]["loss,total"]["value"] == [1.5, 1.25]
+
+
+def test_clock_adds_each_runs_seconds_per_step_over_every_step(alice_client, alice):
+    """The training-time axis: each run's own clock key (ours, or its trainer's), every step of it whatever
+    range the series were asked for, a long one downsampled with each bucket's seconds."""
+    from webapp.metrics.models import MetricPoint
+
+    experiment = make_experiment(alice)
+    ours, trl, none = (trained_run(experiment, f"seed={s}", overrides={"seed": s}) for s in (1, 2, 3))
+    MetricPoint.write_batch(
+        ours.pk, [(s, "time/step_s", 2.0 if s % 10 else 60.0) for s in range(2000)], latest_metrics=True
+    )
+    MetricPoint.write_batch(trl.pk, [(s, "step_time", 3.0) for s in range(0, 50, 5)], latest_metrics=True)
+    for run in (ours, trl, none):
+        points(run, "train/success", {s: 0.5 for s in range(50)})
+    ids = f"{ours.pk},{trl.pk},{none.pk}"
+    body = get(alice_client, runs=ids, keys="train/success", max_points=100, after=10, clock=1).json()
+    assert set(body["clocks"]) == {str(ours.pk), str(trl.pk)}  # a run that logged no clock is left out
+    long, short = body["clocks"][str(ours.pk)], body["clocks"][str(trl.pk)]
+    assert long["key"] == "time/step_s" and long["downsampled"] and len(long["step"]) == 100
+    # from step 0, though the series were asked for after step 10: steps 0-19, two of them 60 s
+    assert long["step"][0] == 19 and long["sums"][0] == 2 * 60 + 18 * 2
+    assert sum(long["sums"]) == pytest.approx(200 * 60 + 1800 * 2)
+    assert short == {
+        "key": "step_time",
+        "step": list(range(0, 50, 5)),
+        "value": [3.0] * 10,
+        "downsampled": False,
+    }
+    assert "clocks" not in get(alice_client, runs=ids, keys="train/success").json()
+    refused = get(alice_client, runs=ids, clock="yes")
+    assert refused.status_code == 400 and refused.json()["errors"] == {"clock": "must be 0 or 1, got 'yes'"}

@@ -339,13 +339,12 @@ def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_show
     """?draw=99 drew no run and said nothing; ?group=, ?smooth= and ?xrange= were dropped without a word."""
     a, b, c = three
     runs = f"{a.pk},{b.pk}"
-    ask = {"runs": runs, "draw": "99", "group": "nope", "smooth": "-3", "xrange": "5,1", "x": "time"}
+    ask = {"runs": runs, "draw": "99", "group": "nope", "smooth": "-3", "xrange": "5,1", "x": "minutes"}
     notices = alice_client.get("/compare", ask).context["notices"]
     assert notices == [
         "draw: '99': not among the runs compared here; every run is drawn.",
         "group: 'nope': these runs differ in no field to group by; not grouped.",  # seeds are not grouped by
-        "x: 'time': this page draws every run against its steps (a run's own page draws it against training "
-        "time); the x axis is the step.",
+        "x: expected step or time, got 'minutes'; the x axis is the step.",
         "smooth: expected a number from 0 to 0.99, got '-3'; no smoothing.",
         "xrange: expected two increasing steps like 10,50, got '5,1'; every step is shown.",
     ]
@@ -366,7 +365,7 @@ def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_show
         "smooth": "0.6",
         "xrange": "10,50.5",
         "hide": f"run-{b.pk}",
-        "x": "step",
+        "x": "time",
     }
     assert alice_client.get("/compare", fine).context["notices"] == []
     grouped = {"runs": f"{runs},{c.pk}", "group": "nope"}

@@ -4,7 +4,8 @@
 page charts)
 &max_points=N (per run and key, downsampled like the run page; runs x keys x max_points at most
 MAX_POINTS_PER_REQUEST) &bands=1 (add each bucket's min..max)
-&group_by=<config field> (add the mean and min..max over each group's runs, aligned by step).
+&group_by=<config field> (add the mean and min..max over each group's runs, aligned by step)
+&clock=1 (add each run's seconds-per-step series over every step: the training-time axis).
 Ids that do not exist or are not the caller's are left out and listed in `not_found` alike.
 """
 
@@ -17,7 +18,7 @@ from webapp.alerts.models import DetectorEvent
 from webapp.compare import aggregates, selection
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.api import MAX_MAX_POINTS, requested_keys, run_state, step_range
-from webapp.metrics.downsample import finite_or_none, load_many
+from webapp.metrics.downsample import finite_or_none, load_clocks, load_many
 
 DEFAULT_MAX_POINTS = 500
 # Points one request may return (runs x keys x max_points): 100 runs x 14 chart keys x 1,000 points.
@@ -67,6 +68,9 @@ def compare(request):
     if bands not in ("0", "1"):
         raise ApiError.field("bands", f"must be 0 or 1, got {bands[:20]!r}")
     bands = bands == "1"
+    clock = request.GET.get("clock", "0")
+    if clock not in ("0", "1"):
+        raise ApiError.field("clock", f"must be 0 or 1, got {clock[:20]!r}")
     group_by = request.GET.get("group_by", "").strip()
     if group_by and not aggregates.is_field(chosen.runs, group_by):
         message = f"{group_by[:100]!r} is not a config field of these runs (e.g. algorithm.filter_ratio)"
@@ -99,6 +103,12 @@ def compare(request):
     body["series"] = {
         str(pk): {key: _series_json(s, bands) for key, s in series.items()} for pk, series in loaded.items()
     }
+    if clock == "1":  # over every step, whatever the range asked: minutes of training count from the start
+        clock_keys = {run.pk: run.clock_key for run in chosen.runs}
+        body["clocks"] = {
+            str(pk): {"key": clock_keys[pk], **series.as_json()}
+            for pk, series in load_clocks(clock_keys, max_points).items()
+        }
     if group_by:
         body["group_by"] = group_by
         body["groups"] = [

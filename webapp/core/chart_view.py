@@ -12,17 +12,12 @@ DECIMAL = re.compile(r"[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?")
 
 
 def view_notices(query, run_page: bool = False) -> list[str]:
-    """Notices for ?smooth= and ?xrange=, and for ?x= and ?detector= where the page offers a time axis and
-    the detector's view (`run_page`)."""
+    """Notices for ?x=, ?smooth= and ?xrange=, and for ?detector= where the page offers the detector's
+    view (`run_page`)."""
     notices = []
     x = query.get("x", "")
-    if run_page and x not in ("", "step", "time"):
+    if x not in ("", "step", "time"):
         notices.append(f"x: expected step or time, got {quoted(x)}; the x axis is the step.")
-    elif not run_page and x not in ("", "step"):
-        notices.append(
-            f"x: {quoted(x)}: this page draws every run against its steps (a run's own page draws it against "
-            "training time); the x axis is the step."
-        )
     detector = query.get("detector", "")
     if run_page and detector not in ("", "1"):
         notices.append(f"detector: expected 1 (the detector's view), got {quoted(detector)}; not shown.")

@@ -1,0 +1,59 @@
+"""Compare page against training time, in a real browser: each run drawn over the minutes its own
+seconds per step add up to, a run without them left out with a note, grouping waiting meanwhile."""
+
+import pytest
+
+from tests.drawn_charts import drawn, last_tick, write_points
+from tests.factories import make_experiment, trained_run
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def chart_title(page) -> str:
+    return page.locator("#chart-success .g-xtitle").text_content()
+
+
+def test_runs_are_drawn_over_their_own_training_time_and_grouping_waits(page):
+    experiment = make_experiment(page.user, "step times")
+    fast, slow, clockless = (
+        trained_run(experiment, f"lr={lr}", overrides={"optim.actor_lr": lr}, step=21)
+        for lr in (1e-3, 1e-4, 1e-5)
+    )
+    for run, seconds in ((fast, 6.0), (slow, 12.0), (clockless, None)):
+        clock = [] if seconds is None else [(s, "time/step_s", seconds) for s in range(21)]
+        write_points(run.pk, [(s, "train/success", s / 20) for s in range(21)] + clock)
+    page.goto(f"{page.base}/compare?runs={fast.pk},{slow.pk},{clockless.pk}&group=optim.actor_lr")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert chart_title(page) == "step" and 19 <= last_tick(page, "success") <= 21
+
+    page.select_option("#x-axis", "time")
+    page.locator("#chart-success .g-xtitle").get_by_text("training time").wait_for(timeout=15_000)
+    # 21 steps of 12 s: 4.2 minutes at most (the fast run's 6 s steps end at 2.1)
+    assert 3.5 <= last_tick(page, "success") <= 4.5, drawn(page, "success")["xticks"]
+    assert page.locator("#align-note").inner_text() == (
+        f"Against training time; left out, with no seconds per step logged: #{clockless.pk} lr=1e-05."
+    )
+    assert "Grouping is off against training time" in page.locator("#exclusive-note").inner_text()
+    assert page.locator("#draw-count").inner_text() == (
+        "Drawing 2 of 3 runs (ticked but 1 with no seconds per step logged)."
+    )
+    assert page.locator("#group-by").input_value() == ""
+    assert "x=time" in page.url and "group=optim.actor_lr" in page.url  # the grouping waits in the address
+
+    page.reload()  # the address draws the same
+    page.locator("#chart-success .g-xtitle").get_by_text("training time").wait_for(timeout=15_000)
+    assert page.locator("#x-axis").input_value() == "time" and 3.5 <= last_tick(page, "success") <= 4.5
+
+    page.select_option("#x-axis", "step")  # steps again: the grouping comes back
+    page.locator("#chart-success .g-xtitle").get_by_text("step", exact=True).wait_for(timeout=15_000)
+    assert page.locator("#group-by").input_value() == "optim.actor_lr"
+    assert page.locator("#align-note").is_hidden()
+
+    page.select_option("#x-axis", "time")
+    page.locator("#chart-success .g-xtitle").get_by_text("training time").wait_for(timeout=15_000)
+    page.select_option(
+        "#group-by", "optim.actor_lr"
+    )  # grouping asked for: the axis goes back to steps, saying so
+    page.locator("#chart-success .g-xtitle").get_by_text("step", exact=True).wait_for(timeout=15_000)
+    assert page.locator("#x-axis").input_value() == "step"
+    assert "The x axis is the step while runs are grouped" in page.locator("#exclusive-note").inner_text()
