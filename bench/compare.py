@@ -5,7 +5,9 @@
      page asks for: 100 points per run and key from 20 runs on), latency p50/p95 over --repeats
      requests and payload size; peer: the same data as N run-page requests (GET /api/runs/<id>/metrics,
      one per run, same points), alternated with it. Also the bulk request with
-     group_by=algorithm.filter_ratio (4 groups: mean and min..max per step).
+     group_by=algorithm.filter_ratio (4 groups: mean and min..max per step), and the bulk request with
+     clock=1 (each run's time/step_s over every step, summed per bucket: the training-time axis),
+     alternated with the bulk request alone.
   2. page: headless Debian chromium opens /compare?runs=<N ids> and waits until every chart is drawn
      (compare.js sets body[data-charts-drawn] when Plotly has rendered all panels with the data);
      peer: the run page of one of the runs until all its metric charts hold data, alternated with it. Median
@@ -57,8 +59,8 @@ def recreate_database():
 
 
 def populate(runs: int, steps: int):
-    """A user, one grid experiment, `runs` finished runs, every charted key at every step (val/success
-    every 10 steps), a one-step gradient spike and a few detector events per run."""
+    """A user, one grid experiment, `runs` finished runs, every charted key and time/step_s at every step
+    (val/success every 10 steps), a one-step gradient spike and a few detector events per run."""
     import django
 
     os.environ.update(env())
@@ -95,7 +97,7 @@ def populate(runs: int, steps: int):
             run=run, step=steps // 2, level="collapse", rule="grad_spike", message="c"
         )
     with connection.cursor() as cursor:
-        for n, key in enumerate(CHART_KEYS):
+        for n, key in enumerate([*CHART_KEYS, "time/step_s"]):
             every = 10 if key == "val/success" else 1
             cursor.execute(
                 f"INSERT INTO {MetricPoint._meta.db_table} (run_id, key, step, value) "
@@ -203,7 +205,20 @@ def bench_api(ids, token, repeats):
         timed_get(conn, bulk_path + "&group_by=algorithm.filter_ratio", headers)[0]
         for _ in range(max(3, repeats // 4))
     ]
-    return {"bulk": bulk, "per_run": per_run, "bytes": size, "max_points": points, "grouped": grouped}
+    plain, clocked = [], []
+    timed_get(conn, bulk_path + "&clock=1", headers)  # warm up
+    for _ in range(repeats):
+        plain.append(timed_get(conn, bulk_path, headers)[0])
+        clocked.append(timed_get(conn, bulk_path + "&clock=1", headers)[0])
+    return {
+        "bulk": bulk,
+        "per_run": per_run,
+        "bytes": size,
+        "max_points": points,
+        "grouped": grouped,
+        "plain": plain,
+        "clocked": clocked,
+    }
 
 
 # In the page: run `action`, then resolve with the milliseconds until every chart has been drawn again.
@@ -319,6 +334,8 @@ def measure(ids, token, args) -> dict:
         "per_run_requests_p95_ms": 1000 * percentile(per_run, 0.95),
         "bulk_over_per_run_ratio": statistics.median(bulk) / statistics.median(per_run),
         "grouped_by_filter_ratio_p50_ms": 1000 * statistics.median(api["grouped"]),
+        "with_clock_p50_ms": 1000 * statistics.median(api["clocked"]),
+        "with_clock_over_bulk_ratio": statistics.median(api["clocked"]) / statistics.median(api["plain"]),
         "compare_first_screen_drawn_s": [round(t, 3) for t in times["first_screen"]],
         "compare_first_screen_median_s": statistics.median(times["first_screen"]),
         "compare_page_drawn_s": [round(t, 3) for t in times["compare"]],

@@ -3,6 +3,7 @@ and the tiny trainer config. One home, so that a change to a model touches one p
 
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.utils import timezone
 
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
@@ -126,8 +127,8 @@ def make_event(run, step, level, rule="reward_std_drop", message=None, **fields)
 
 def run_with_data(owner, *, experiment=None, label="seed=1", **fields) -> Run:
     """A completed run (unless `status` says otherwise) holding a row in every table of a run's data: metric
-    points with their rollups and latest_metrics, a step record, a sample, detector events and an alert email
-    that tells two of them. Its rows are counted by `rows_of`."""
+    points with their rollups and latest_metrics, a step record, a sample, detector events, an alert email
+    that tells two of them and one that tells a failure. Its rows are counted by `rows_of`."""
     from webapp.alerts.models import Notification
     from webapp.metrics.models import Sample, StepRecord
 
@@ -142,6 +143,14 @@ def run_with_data(owner, *, experiment=None, label="seed=1", **fields) -> Run:
     make_event(run, 250, "resolved")
     notification = Notification.objects.create(run=run, event=collapse, recipients=[owner.email])
     notification.also.set([warning])
+    Notification.objects.create(
+        run=run,
+        failure="lost",
+        failure_step=250,
+        recipients=[owner.email],
+        status=Notification.Status.SENT,
+        sent_at=timezone.now(),
+    )
     return run
 
 
@@ -158,6 +167,6 @@ def rows_of(run) -> dict[str, int]:
         "step_records": StepRecord.objects.filter(run_id=run.pk).count(),
         "samples": Sample.objects.filter(run_id=run.pk).count(),
         "events": DetectorEvent.objects.filter(run_id=run.pk).count(),
-        "notifications": Notification.objects.filter(event__run_id=run.pk).count(),
+        "notifications": Notification.objects.filter(run_id=run.pk).count(),
         "notification_links": links.filter(detectorevent__run_id=run.pk).count(),
     }

@@ -53,23 +53,25 @@
     return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + alpha + ")";
   }
 
-  // The chart data, in as many requests as the keys' addresses need (many keys with long names).
+  // The chart data, in as many requests as the keys' addresses need (many keys with long names); the
+  // first also asks for the runs' clocks on the time axis.
   function dataUrls() {
     // Grouped: only the runs drawn, since the server aggregates every run it is sent.
     const runs = state.groupBy ? selectedRuns() : page.runs;
-    return window.EchoChartView.keyUrls(function () {
+    const urls = window.EchoChartView.keyUrls(function () {
       const url = new URL(page.urls.data, window.location.origin);
       url.searchParams.set("runs", runs.map(function (run) { return run.id; }).join(","));
       url.searchParams.set("max_points", String(page.max_points));
       if (state.bands) url.searchParams.set("bands", "1");
       if (state.groupBy) url.searchParams.set("group_by", state.groupBy);
-      if (state.xmode === "time") url.searchParams.set("clock", "1");
       if (state.dataRange) {
         url.searchParams.set("after", String(state.dataRange[0] - 1));
         url.searchParams.set("through", String(state.dataRange[1]));
       }
       return url;
     }, chartKeys(), page.max_keys);
+    if (state.xmode === "time" && urls.length) urls[0].searchParams.set("clock", "1");
+    return urls;
   }
 
   const getJson = window.EchoChartView.getJson;
@@ -420,6 +422,7 @@
 
   function render() {
     if (!state.data) return Promise.resolve(showSelection());  // ticked before the data came
+    if (xAxis() === "time" && !state.data.clocks) return Promise.resolve();  // the clocks are on their way
     const all = entries();
     drawLegend(all);
     colourSwatches(all);
@@ -771,7 +774,7 @@
     xSelect.value = state.xmode;
     function stepsAgain() {  // the x axis back to the step, its zoom (in other units) let go
       state.xmode = xSelect.value = "step";
-      state.xrange = null;
+      state.xrange = state.dataRange = null;
       saveView();
     }
     document.getElementById("group-by").addEventListener("change", function (event) {
@@ -780,7 +783,7 @@
       const unaligned = state.groupBy && state.aligned;
       const untimed = state.groupBy && state.xmode === "time";
       if (unaligned) document.getElementById("align-onset").checked = state.aligned = false;
-      if (untimed) stepsAgain();
+      if (unaligned || untimed) stepsAgain();  // steps from onset, or minutes: no range of steps
       sayExclusive(unaligned ? "Align at onset is off while runs are grouped: a group's runs collapse at different steps."
         : untimed ? "The x axis is the step while runs are grouped: each run keeps its own clock." : "");
       saveShown();
@@ -920,7 +923,7 @@
     }
     const why = [];
     if (hidden) why.push(hidden + " hidden with the legend");
-    const without = state.aligned ? " with no collapse to align at" : " with no seconds per step logged";
+    const without = xAxis() === "onset" ? " with no collapse to align at" : " with no seconds per step logged";
     if (ticked - drawn - hidden > 0) why.push(ticked - drawn - hidden + without);
     document.getElementById("draw-count").textContent = "Drawing " + drawn + " of " + page.runs.length + " run" +
       (page.runs.length === 1 ? "" : "s") + (why.length ? " (ticked but " + why.join(", ") + ")." : ".");

@@ -293,3 +293,9 @@ def test_clock_adds_each_runs_seconds_per_step_over_every_step(alice_client, ali
     assert "clocks" not in get(alice_client, runs=ids, keys="train/success").json()
     refused = get(alice_client, runs=ids, clock="yes")
     assert refused.status_code == 400 and refused.json()["errors"] == {"clock": "must be 0 or 1, got 'yes'"}
+    # The clocks count towards the points a request may return: every run at 1,000 points is allowed with
+    # every chart key, not with the clocks too.
+    every = ",".join(str(i) for i in range(1, MAX_RUNS + 1))
+    assert get(alice_client, runs=every, max_points=1000).status_code == 200
+    over = get(alice_client, runs=every, max_points=1000, clock=1)
+    assert over.status_code == 400 and "x 15 x 1000" in over.json()["error"]

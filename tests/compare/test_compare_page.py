@@ -368,6 +368,9 @@ def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_show
         "x": "time",
     }
     assert alice_client.get("/compare", fine).context["notices"] == []
+    assert alice_client.get("/compare", {**fine, "align": "1"}).context["notices"] == [
+        "x: 'time' with align=1: aligned at onset, the x axis counts steps from each collapse."
+    ]
     grouped = {"runs": f"{runs},{c.pk}", "group": "nope"}
     assert (
         alice_client.get("/compare", grouped)

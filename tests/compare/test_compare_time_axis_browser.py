@@ -57,3 +57,29 @@ def test_runs_are_drawn_over_their_own_training_time_and_grouping_waits(page):
     page.locator("#chart-success .g-xtitle").get_by_text("step", exact=True).wait_for(timeout=15_000)
     assert page.locator("#x-axis").input_value() == "step"
     assert "The x axis is the step while runs are grouped" in page.locator("#exclusive-note").inner_text()
+
+
+def test_grouping_aligned_runs_lets_their_zoom_from_onset_go(page):
+    """A zoom of -20..10 steps from each run's collapse stayed as steps -20..10 once runs were grouped."""
+    from tests.factories import make_event
+
+    experiment = make_experiment(page.user, "lr pair")
+    runs = [
+        trained_run(
+            experiment, f"lr={lr} seed={seed}", overrides={"optim.actor_lr": lr, "seed": seed}, step=60
+        )
+        for lr in (1e-3, 1e-4)
+        for seed in (1, 2)
+    ]
+    for i, run in enumerate(runs):
+        write_points(run.pk, [(s, "train/success", 0.5) for s in range(60)])
+        make_event(run, 30 + i, "collapse", rule="collapse")
+    ids = ",".join(str(run.pk) for run in runs)
+    page.goto(f"{page.base}/compare?runs={ids}&group=&align=1&xrange=-20,10")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert chart_title(page) == "steps from the run's first collapse" and last_tick(page, "success") <= 10
+    page.select_option("#group-by", "optim.actor_lr")
+    page.locator("#chart-success .g-xtitle").get_by_text("step", exact=True).wait_for(timeout=15_000)
+    page.wait_for_function("document.querySelectorAll('#group-table tbody tr').length === 2")
+    assert "xrange" not in page.url and "align" not in page.url
+    assert last_tick(page, "success") >= 50  # every step again, not steps -20..10

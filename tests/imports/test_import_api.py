@@ -102,6 +102,8 @@ def test_a_multipart_import_takes_one_file_and_a_named_format(client, auth):
     )
     response = client.post(URL, {"file": upload(), "experiment": "7"}, **auth)
     assert response.json()["error"] == "experiment: not a field of an import (it takes file, name, format)"
+    response = client.post(URL, {"file": upload(), "name": "\ufffd"}, **auth)  # what a byte 0xff reads as
+    assert response.status_code == 400 and response.json()["errors"]["name"].startswith("not UTF-8 text")
     response = client.post(URL, {"file": upload(), "name": ["a", "b"]}, **auth)  # was named "b" silently
     assert response.status_code == 400 and response.json()["error"] == "name: given 2 times; give it once"
     assert nothing_saved()

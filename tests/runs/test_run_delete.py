@@ -81,7 +81,7 @@ def test_delete_on_the_page_removes_the_run_its_data_and_checkpoints_then_shows_
     assert messages_of(response) == ["Deleted seed=1 with its metrics, samples and detector events."]
     assert rows_of(run) == GONE
     assert not run.checkpoint_dir.exists()
-    assert rows_of(kept) == kept_rows and kept_rows["points"] == 300 and kept_rows["notifications"] == 1
+    assert rows_of(kept) == kept_rows and kept_rows["points"] == 300 and kept_rows["notifications"] == 2
     assert kept.checkpoint_dir.is_dir()
     runs_table = alice_client.get(run.experiment.get_absolute_url() + "?part=runs").content.decode()
     assert "seed=2" in runs_table and "seed=1" not in runs_table

@@ -285,3 +285,19 @@ def test_the_end_of_a_run_is_named_by_how_it_ended(alice_client, alice):
         html = alice_client.get(f"/runs/{run.pk}/").content.decode()
         said[status] = re.search(r"<dt>(Finished|Stopped|Failed)</dt>", html).group(1)
     assert said == {"completed": "Finished", "stopped": "Stopped", "failed": "Failed"}
+
+
+def test_a_right_to_left_override_in_a_name_cannot_turn_the_title_or_a_confirmation_around(
+    alice_client, alice
+):
+    """A tester's run named "...\u202eevil" had the Delete question read backwards after it."""
+    from tests.factories import make_experiment
+
+    run = make_run(
+        alice, experiment=make_experiment(alice, name="lr \u202esweep"), status=Run.Status.COMPLETED
+    )
+    Run.objects.filter(pk=run.pk).update(name="seed \u202eevil")
+    page = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    isolated = "\u2068lr \u202esweep\u2069 / \u2068seed \u202eevil\u2069"
+    assert f"<title>{isolated} · EchoLab</title>" in page
+    assert 'data-confirm="Delete \u2068seed \u202eevil\u2069 for good?' in page

@@ -66,16 +66,22 @@ def test_a_password_rule_is_said_under_the_new_password_and_nothing_takes_the_fo
     assert list(mismatch.context["password_form"].errors) == ["new_password2"]  # the confirmation's own
 
 
-def test_a_forgotten_password_is_reset_through_the_emailed_link(client, alice, smtp_server, use_smtp):
+def test_a_forgotten_password_is_reset_through_the_emailed_link(
+    client, alice, smtp_server, use_smtp, settings
+):
     use_smtp(smtp_server.port)
+    settings.SITE_URL = "https://echolab.lab.example"
     User.objects.filter(pk=alice.pk).update(email="alice@lab.example")
     assert b"Forgot your password?" in client.get("/accounts/login/").content
-    sent = client.post("/accounts/password-reset/", {"email": "alice@lab.example"}, follow=True)
+    # The link goes to SITE_URL, not to the Host the asker sent (a stranger can ask for anyone's reset).
+    sent = client.post(
+        "/accounts/password-reset/", {"email": "alice@lab.example"}, follow=True, HTTP_HOST="localhost:6666"
+    )
     assert b"Check your email" in sent.content
     [message] = smtp_server.messages
     assert message["To"] == "alice@lab.example" and message["Subject"] == "[EchoLab] Reset your password"
     text = message.get_body(("plain",)).get_content()
-    link = re.search(r"https?://[^/\s]+(/accounts/reset/\S+/)", text).group(1)
+    link = re.search(r"https://echolab\.lab\.example(/accounts/reset/\S+/)", text).group(1)
     form = client.get(link, follow=True)
     assert b"Choose a new password" in form.content and b"Set password" in form.content
     done = client.post(
@@ -86,6 +92,35 @@ def test_a_forgotten_password_is_reset_through_the_emailed_link(client, alice, s
     assert b"Password set" in done.content
     assert User.objects.get(pk=alice.pk).check_password("reset-pass-1234")
     assert b"no longer valid" in client.get(link, follow=True).content  # the link works once
+
+
+def test_guessing_the_password_from_an_open_session_is_locked_out_as_logins_are(
+    alice_client, alice, settings
+):
+    """The account page checked the password with no limit: a stolen session could guess it forever."""
+    for guess in range(settings.AXES_FAILURE_LIMIT - 1):
+        wrong = alice_client.post(
+            "/account/",
+            {
+                "old_password": f"guess-{guess}",
+                "new_password1": "n3w-pass-word",
+                "new_password2": "n3w-pass-word",
+            },
+        )
+        assert wrong.status_code == 400 and b"Your old password was entered incorrectly" in wrong.content
+    locked = alice_client.post("/account/", {"email": "mallory@evil.example", "password": "one-more-guess"})
+    assert locked.status_code == 429 and b"Too many failed logins" in locked.content
+    right = alice_client.post(
+        "/account/",
+        {
+            "old_password": "alice-password-1",
+            "new_password1": "n3w-pass-word",
+            "new_password2": "n3w-pass-word",
+        },
+    )
+    assert right.status_code == 429  # locked out for the cool-off, the right password too
+    assert User.objects.get(pk=alice.pk).check_password("alice-password-1")
+    assert User.objects.get(pk=alice.pk).email == alice.email
 
 
 def test_log_out_by_address_offers_the_button_and_the_login_page_confirms(alice_client):

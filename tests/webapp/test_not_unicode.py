@@ -169,3 +169,13 @@ def test_a_page_or_form_that_is_not_utf8_is_a_400_page_naming_it_and_saves_nothi
     assert run.name == ""
     response = alice_client.get("/runs/?q=%ff")
     assert response.status_code == 400 and "The parameter q: not UTF-8 text" in response.content.decode()
+
+
+def test_a_form_is_read_for_utf8_no_further_than_the_fields_django_parses(settings):
+    from webapp.core.utf8 import first_not_utf8
+
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+    assert first_not_utf8(b"q=%C3%A9t%C3%A9&n=%ff", "body") == "n"
+    assert first_not_utf8(b"%ff=1", "body") == "body"  # a name that is not text is not named
+    assert first_not_utf8(b"&" * 4_000_000, "body") is None
+    assert first_not_utf8(b"&" * 4_000_000 + b"a=%ff", "body") == "body"  # beyond the thousandth field

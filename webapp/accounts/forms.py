@@ -1,5 +1,5 @@
 from django import forms
-from django.contrib.auth import get_user_model
+from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth.forms import PasswordChangeForm
 from django.db import IntegrityError, transaction
 from django.db.models import Value
@@ -54,6 +54,12 @@ class ApiTokenForm(forms.Form):
         )
 
 
+def is_own_password(request, user, password: str) -> bool:
+    """The signed-in user's password, checked as the login page checks one: django-axes counts each
+    failure and locks the account out as it does there, so a session left open is no way to guess it."""
+    return authenticate(request, username=user.get_username(), password=password) == user
+
+
 class EmailForm(forms.ModelForm):
     """The account's email: where alerts go when an experiment names no recipients, and where a password
     reset link is sent; so changing it asks for the password (a session left open must not be enough to
@@ -61,8 +67,12 @@ class EmailForm(forms.ModelForm):
 
     password = forms.CharField(widget=forms.PasswordInput, label="Your password", strip=False)
 
+    def __init__(self, *args, request=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.request = request
+
     def clean_password(self):
-        if not self.instance.check_password(self.cleaned_data["password"]):
+        if not is_own_password(self.request, self.instance, self.cleaned_data["password"]):
             raise forms.ValidationError("This is not your password.")
         return ""
 
@@ -78,9 +88,16 @@ class PasswordForm(PasswordChangeForm):
     """Django's password change, with a password rule's error ("too common") under the new password it is
     about, not under its confirmation, and no autofocus: the account page has the email form above it."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, request=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.request = request
         self.fields["old_password"].widget.attrs.pop("autofocus", None)
+
+    def clean_old_password(self):
+        old = self.cleaned_data["old_password"]
+        if not is_own_password(self.request, self.user, old):
+            raise forms.ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
+        return old
 
     def clean(self):
         self.validate_passwords("new_password1", "new_password2")

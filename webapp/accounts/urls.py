@@ -14,12 +14,7 @@ urlpatterns = [
     # Django's reset by email: a link valid for PASSWORD_RESET_TIMEOUT, sent to the account's email.
     path(
         "accounts/password-reset/",
-        auth_views.PasswordResetView.as_view(
-            template_name="accounts/password_reset.html",
-            email_template_name="emails/password_reset_body.txt",
-            html_email_template_name="emails/password_reset_body.html",
-            subject_template_name="emails/password_reset_subject.txt",
-        ),
+        views.PasswordResetView.as_view(),
         name="password_reset",
     ),
     path(

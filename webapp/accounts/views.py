@@ -1,4 +1,7 @@
+from urllib.parse import urlsplit
+
 from axes.helpers import get_cool_off
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
@@ -45,13 +48,13 @@ def account(request):
     email_form = EmailForm(instance=request.user)
     password_form = PasswordForm(request.user)
     if request.method == "POST" and "email" in request.POST:
-        email_form = EmailForm(request.POST, instance=request.user)
+        email_form = EmailForm(request.POST, instance=request.user, request=request)
         if email_form.is_valid():
             email_form.save()
             messages.success(request, "Email saved.")
             return redirect("account")
     elif request.method == "POST":
-        password_form = PasswordForm(request.user, request.POST)
+        password_form = PasswordForm(request.user, request.POST, request=request)
         if password_form.is_valid():
             update_session_auth_hash(request, password_form.save())  # this session stays signed in
             messages.success(request, "Password changed; other sessions are signed out.")
@@ -87,6 +90,31 @@ def locked_out(request, original_response=None, credentials=None):
         },
         status=429,
     )
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's reset by email, its link to SITE_URL as every email's link is: Django builds it from the
+    request's Host, which a stranger asking for someone's reset chooses (within ALLOWED_HOSTS, any port)."""
+
+    template_name = "accounts/password_reset.html"
+    email_template_name = "emails/password_reset_body.txt"
+    html_email_template_name = "emails/password_reset_body.html"
+    subject_template_name = "emails/password_reset_subject.txt"
+
+    def form_valid(self, form):
+        site = urlsplit(settings.SITE_URL)
+        form.save(
+            domain_override=site.netloc,
+            use_https=site.scheme == "https",
+            token_generator=self.token_generator,
+            from_email=self.from_email,
+            email_template_name=self.email_template_name,
+            subject_template_name=self.subject_template_name,
+            request=self.request,
+            html_email_template_name=self.html_email_template_name,
+            extra_email_context=self.extra_email_context,
+        )
+        return redirect(self.get_success_url())
 
 
 class LogoutView(auth_views.LogoutView):

@@ -57,10 +57,14 @@ def compare(request):
     chosen = parse_selection(request)
     keys = requested_keys(request, CHART_KEYS)
     max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
-    if len(chosen.requested) * len(keys) * max_points > MAX_POINTS_PER_REQUEST:
+    clock = request.GET.get("clock", "0")
+    if clock not in ("0", "1"):
+        raise ApiError.field("clock", f"must be 0 or 1, got {clock[:20]!r}")
+    series_per_run = len(keys) + (clock == "1")  # a run's clock is one more series
+    if len(chosen.requested) * series_per_run * max_points > MAX_POINTS_PER_REQUEST:
         message = (
             f"runs x keys x max_points is at most {MAX_POINTS_PER_REQUEST:,}, got "
-            f"{len(chosen.requested)} x {len(keys)} x {max_points}: ask for fewer points"
+            f"{len(chosen.requested)} x {series_per_run} x {max_points}: ask for fewer points"
         )
         raise ApiError.field("max_points", message)
     after, through = step_range(request)
@@ -68,9 +72,6 @@ def compare(request):
     if bands not in ("0", "1"):
         raise ApiError.field("bands", f"must be 0 or 1, got {bands[:20]!r}")
     bands = bands == "1"
-    clock = request.GET.get("clock", "0")
-    if clock not in ("0", "1"):
-        raise ApiError.field("clock", f"must be 0 or 1, got {clock[:20]!r}")
     group_by = request.GET.get("group_by", "").strip()
     if group_by and not aggregates.is_field(chosen.runs, group_by):
         message = f"{group_by[:100]!r} is not a config field of these runs (e.g. algorithm.filter_ratio)"

@@ -123,6 +123,12 @@ def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str
             )
         else:
             notices.append(f"group: {quoted(group)}: these runs differ in no field to group by; not grouped.")
+    if (
+        query.get("x") == "time" and query.get("align") == "1"
+    ):  # as compare.js: aligned, x is steps from onset
+        notices.append(
+            "x: 'time' with align=1: aligned at onset, the x axis counts steps from each collapse."
+        )
     return notices + chart_view.view_notices(query)
 
 

@@ -2,8 +2,11 @@
 `?name=%ff` made an experiment named "\ufffd" and a search for it, without a word: here such a request is
 a 400 naming the parameter or field, before any view sees it."""
 
+from contextlib import suppress
 from urllib.parse import unquote_to_bytes
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.shortcuts import render
 
 from webapp.core.server_errors import answer
@@ -14,8 +17,18 @@ NOT_UTF8 = "not UTF-8 text: percent-encode the UTF-8 bytes of each character"
 
 def first_not_utf8(encoded: bytes, whole: str) -> str | None:
     """The name of the first pair of a query string or urlencoded form whose value is not UTF-8 once
-    percent-decoded, `whole` where a name is not (a form in UTF-16, say), else None."""
-    for pair in encoded.split(b"&"):
+    percent-decoded, `whole` where a name is not (a form in UTF-16, say), else None. One pass over the
+    whole text first ("&" and "=" are ASCII: if it decodes, every pair does); pair by pair only when it
+    does not, and no further than the fields Django would parse (a body of 4 MiB of "&" took 3 s)."""
+    try:
+        unquote_to_bytes(encoded.replace(b"+", b" ")).decode()
+        return None
+    except UnicodeDecodeError:
+        pass
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    for index, pair in enumerate(encoded.split(b"&", limit) if limit else encoded.split(b"&")):
+        if index == limit:  # the rest, beyond the fields Django parses, holds what is not UTF-8
+            return whole
         name, _, value = (unquote_to_bytes(part.replace(b"+", b" ")) for part in pair.partition(b"="))
         try:
             name = name.decode()
@@ -46,7 +59,8 @@ class Utf8InputMiddleware:
         # A compressed body is the API's to read (webapp.accounts.api_auth): no page takes one.
         form = request.method == "POST" and request.content_type == FORM
         if name is None and form and not request.headers.get("Content-Encoding"):
-            where, name = "field", first_not_utf8(request.body, "body")
+            with suppress(RequestDataTooBig):  # the view's to refuse, as it refuses every body over the limit
+                where, name = "field", first_not_utf8(request.body, "body")
         if name is None:
             return self.get_response(request)
         message = f"{name}: {NOT_UTF8}"

@@ -672,17 +672,21 @@ class Run(models.Model):
     def finish(self, status: str, error: str = "", traceback: str = "") -> bool:
         """running -> a final state, only for the attempt that owns the run."""
         assert status in self.FINISHED
-        finished = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
-            status=status,
-            error=error,
-            traceback=traceback,
-            finished_at=timezone.now(),
-            eta_seconds=None,  # nothing is left to wait for
-            attempt_log=self.attempt_log + [self._attempt_entry(error.splitlines()[0] if error else status)],
-        )
-        self.refresh_from_db()
-        if finished and status == self.Status.FAILED:
-            self.tell_failure()
+        with transaction.atomic():  # failed and its email together: a retried finish() finds it done
+            finished = Run.objects.filter(
+                pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt
+            ).update(
+                status=status,
+                error=error,
+                traceback=traceback,
+                finished_at=timezone.now(),
+                eta_seconds=None,  # nothing is left to wait for
+                attempt_log=self.attempt_log
+                + [self._attempt_entry(error.splitlines()[0] if error else status)],
+            )
+            self.refresh_from_db()
+            if finished and status == self.Status.FAILED:
+                self.tell_failure()
         return finished == 1
 
     def tell_failure(self) -> None:
@@ -726,18 +730,20 @@ class Run(models.Model):
         error = f"gave up after {lost} attempt{'s' * (lost != 1)}{shut_down}:\n" + "\n".join(
             f"attempt {entry['attempt']} on {entry['host'] or '?'}: {entry['reason']}" for entry in since
         )
-        failed = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
-            # It ended when it was last heard from, not when the sweeper noticed (a duration is training time).
-            status=self.Status.FAILED,
-            error=error,
-            attempt_log=log,
-            pid=None,
-            eta_seconds=None,
-            finished_at=Coalesce(F("heartbeat_at"), Value(timezone.now())),
-        )
-        self.refresh_from_db()
-        if failed:
-            self.tell_failure()
+        with transaction.atomic():  # failed and its email together
+            failed = Run.objects.filter(pk=self.pk, status=self.Status.RUNNING, attempt=self.attempt).update(
+                # It ended when it was last heard from, not when the sweeper noticed (a duration is training
+                # time).
+                status=self.Status.FAILED,
+                error=error,
+                attempt_log=log,
+                pid=None,
+                eta_seconds=None,
+                finished_at=Coalesce(F("heartbeat_at"), Value(timezone.now())),
+            )
+            self.refresh_from_db()
+            if failed:
+                self.tell_failure()
         return failed == 1
 
     def _attempt_time(self) -> timedelta:

@@ -66,6 +66,14 @@ class ImportForm(forms.Form):
             f"{self.max_bytes:,} bytes ({megabytes(self.max_bytes)})"
         )
 
+    def clean_name(self):
+        """A multipart form's fields are read as UTF-8 with each byte that is not replaced by U+FFFD (Django's
+        parser): a name holding one was not text as sent, and would be stored as that character."""
+        name = self.cleaned_data["name"]
+        if "\ufffd" in name:
+            raise forms.ValidationError("not UTF-8 text (it holds U+FFFD, a byte that could not be read)")
+        return name
+
     def clean_file(self):
         """One file per import: of two `file` parts Django takes the last, without a word."""
         given = len(self.files.getlist("file"))

@@ -420,19 +420,22 @@ class ExternalRun(models.Model):
         makes it running again."""
         now = timezone.now()
         since = self.run.heartbeat_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        lost = Run.objects.filter(
-            pk=self.run_id, status=Run.Status.RUNNING, heartbeat_at__lt=now - timedelta(seconds=silent_for)
-        ).update(
-            status=Run.Status.FAILED,
-            finished_at=F("heartbeat_at"),  # it ended when it was last heard from, not when found silent
-            error=f"lost: nothing arrived from the MLflow client since {since} "
-            f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it",
-        )
-        if lost:
-            ExternalRun.objects.filter(pk=self.pk).update(lost_at=now)
-            self.lost_at = now
-            transaction.on_commit(lambda: send_detection(self.run_id))
-            Run.objects.get(pk=self.run_id).tell_failure()
+        with transaction.atomic():  # lost and its email together
+            lost = Run.objects.filter(
+                pk=self.run_id,
+                status=Run.Status.RUNNING,
+                heartbeat_at__lt=now - timedelta(seconds=silent_for),
+            ).update(
+                status=Run.Status.FAILED,
+                finished_at=F("heartbeat_at"),  # it ended when it was last heard from, not when found silent
+                error=f"lost: nothing arrived from the MLflow client since {since} "
+                f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it",
+            )
+            if lost:
+                ExternalRun.objects.filter(pk=self.pk).update(lost_at=now)
+                self.lost_at = now
+                transaction.on_commit(lambda: send_detection(self.run_id))
+                Run.objects.get(pk=self.run_id).tell_failure()
         return lost == 1
 
     def judged_through(self) -> int:
