@@ -89,7 +89,7 @@ CLOCK = """
 import math
 from django.contrib.auth import get_user_model
 from webapp.experiments.models import Experiment, Run
-from webapp.metrics.downsample import Steps, clock_sums, load_series
+from webapp.metrics.downsample import Steps, clock_sums, load_clocks, load_series
 from webapp.metrics.models import MetricPoint
 user = get_user_model().objects.create_user("finn", "finn@example.com", "pw-finn-123")
 run = Run.objects.create(experiment=Experiment.objects.create(owner=user, name="f", config={}), label="s", config={})
@@ -98,6 +98,11 @@ MetricPoint.upsert(run.pk, [(s, "time/step_s", 60.0 if s % 10 == 5 else (math.na
 series = load_series(run.pk, ["time/step_s"], max_points=100)["time/step_s"]
 sums = clock_sums(run.pk, "time/step_s", series, Steps())
 print("CLOCK", len(sums), sum(sums), sums[0])
+# The compare page's clocks of several runs, read the way SQLite can
+other = Run.objects.create(experiment=run.experiment, label="t", config={})
+MetricPoint.upsert(other.pk, [(s, "time/step_s", 3.0) for s in range(500)])
+clocks = load_clocks({run.pk: "time/step_s", other.pk: "time/step_s"}, 100)
+print("CLOCKS", sum(clocks[run.pk].sums), sum(clocks[other.pk].sums))
 """
 
 
@@ -106,3 +111,4 @@ def test_a_downsampled_clock_sums_each_buckets_seconds_on_sqlite_too(tmp_path):
     printed = on_sqlite(tmp_path, CLOCK)
     # 200 steps of 60 s, 1,799 of 2 s (step 7 unknown); the first bucket, steps 0-19: 2 x 60 + 17 x 2
     assert "CLOCK 100 15598.0 154.0" in printed
+    assert "CLOCKS 15598.0 1500.0" in printed

@@ -322,16 +322,52 @@ def clock_sums(run_id: int, key: str, series: Series, steps: Steps) -> list[floa
         .order_by("step")
         .values_list("step", "value")
     )
-    if not rows:
-        return [0.0] * len(series.step)
-    steps = np.fromiter((step for step, _ in rows), dtype=np.int64, count=len(rows))
-    values = np.array(_none_to_nan(value for _, value in rows), dtype=np.float64)
+    return _bucket_seconds([step for step, _ in rows], [value for _, value in rows], series.step)
+
+
+def _bucket_seconds(point_steps: list, values: list, bucket_steps: list) -> list[float]:
+    """clock_sums over a key's points (steps ascending) and its series' buckets (each one's last step)."""
+    if not point_steps:
+        return [0.0] * len(bucket_steps)
+    steps = np.asarray(point_steps, dtype=np.int64)
+    seconds_per_step = np.array(_none_to_nan(values), dtype=np.float64)
     # a point belongs to the first bucket whose last step is at or after its own
-    buckets = np.searchsorted(np.asarray(series.step, dtype=np.int64), steps)
+    buckets = np.searchsorted(np.asarray(bucket_steps, dtype=np.int64), steps)
     with np.errstate(over="ignore", invalid="ignore"):  # seconds beyond a float's range: null in the answer
-        seconds = np.where(np.isfinite(values), values, 0.0) * np.diff(steps, prepend=steps[0] - 1)
-        sums = np.bincount(buckets, weights=seconds, minlength=len(series.step))[: len(series.step)]
+        finite = np.where(np.isfinite(seconds_per_step), seconds_per_step, 0.0)
+        seconds = finite * np.diff(steps, prepend=steps[0] - 1)
+        sums = np.bincount(buckets, weights=seconds, minlength=len(bucket_steps))[: len(bucket_steps)]
     return sums.tolist()
+
+
+# Every point of one key for many runs, one row of arrays per run (binary: psycopg's C code makes the
+# lists), for clock_sums of each: a query per run read 100 runs' clocks in 1.5 s (docs/BENCHMARKS.md).
+_KEY_ARRAYS_SQL = f"""
+SELECT r.run_id, p.steps, p.values
+FROM unnest(%s::bigint[]) AS r(run_id)
+CROSS JOIN LATERAL (SELECT array_agg(step ORDER BY step) AS steps, array_agg(value ORDER BY step) AS values
+                    FROM {_TABLE} WHERE run_id = r.run_id AND key = %s) AS p
+"""
+
+
+def _key_points(run_ids: list[int], key: str) -> dict[int, tuple[list, list]]:
+    """{run: (steps, values)} of every point of `key`, steps ascending."""
+    if connection.vendor != "postgresql":
+        rows = (
+            MetricPoint.objects.filter(run_id__in=run_ids, key=key)
+            .order_by("run_id", "step")
+            .values_list("run_id", "step", "value")
+        )
+        points: dict[int, tuple[list, list]] = {}
+        for run_id, step, value in rows:
+            steps, values = points.setdefault(run_id, ([], []))
+            steps.append(step)
+            values.append(value)
+        return points
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:  # binary results, as in _bucketed_rollups
+        cursor.execute(_KEY_ARRAYS_SQL, [run_ids, key], binary=True)
+        return {run_id: (steps, values) for run_id, steps, values in cursor if steps is not None}
 
 
 def load_clocks(clock_keys: dict[int, str], max_points: int) -> dict[int, Series]:
@@ -343,13 +379,14 @@ def load_clocks(clock_keys: dict[int, str], max_points: int) -> dict[int, Series
         runs_of.setdefault(key, []).append(run_id)
     clocks = {}
     for key, run_ids in runs_of.items():
-        for run_id, series in load_many(run_ids, [key], max_points=max_points).items():
+        loaded = load_many(run_ids, [key], max_points=max_points)
+        for run_id, series in loaded.items():
             clock = series.get(key)
-            if clock is None or not clock.step:
-                continue
-            if clock.downsampled:
-                clock.sums = clock_sums(run_id, key, clock, Steps())
-            clocks[run_id] = clock
+            if clock is not None and clock.step:
+                clocks[run_id] = clock
+        downsampled = [run_id for run_id in run_ids if run_id in clocks and clocks[run_id].downsampled]
+        for run_id, (steps, values) in _key_points(downsampled, key).items():
+            clocks[run_id].sums = _bucket_seconds(steps, values, clocks[run_id].step)
     return clocks
 
 
