@@ -770,67 +770,55 @@
       exclusive.textContent = text;
       exclusive.hidden = !text;
     }
-    const xSelect = document.getElementById("x-axis");
+    const xSelect = document.getElementById("x-axis"), groupSelect = document.getElementById("group-by");
+    const alignBox = document.getElementById("align-onset");
     xSelect.value = state.xmode;
-    function stepsAgain() {  // the x axis back to the step, its zoom (in other units) let go
-      state.xmode = xSelect.value = "step";
-      state.xrange = state.dataRange = null;
-      saveView();
-    }
-    document.getElementById("group-by").addEventListener("change", function (event) {
-      state.groupBy = event.target.value;
-      state.groupWaiting = "";
-      const unaligned = state.groupBy && state.aligned;
-      const untimed = state.groupBy && state.xmode === "time";
-      if (unaligned) document.getElementById("align-onset").checked = state.aligned = false;
-      if (unaligned || untimed) stepsAgain();  // steps from onset, or minutes: no range of steps
-      sayExclusive(unaligned ? "Align at onset is off while runs are grouped: a group's runs collapse at different steps."
-        : untimed ? "The x axis is the step while runs are grouped: each run keeps its own clock." : "");
-      saveShown();
-      load();
-    });
-    // Lines one per run (aligned, or against time): the grouping waits; lines by step again, it comes back.
-    function perRunLines(perRun) {
-      const regroup = Boolean(perRun ? state.groupBy : state.groupWaiting);
-      if (perRun && state.groupBy) {
-        state.groupWaiting = state.groupBy;
-        state.groupBy = "";
-      } else if (!perRun) {
-        state.groupBy = state.groupWaiting;
+    groupSelect.addEventListener("change", function () { setLines({ groupBy: groupSelect.value }); });
+    alignBox.addEventListener("change", function () { setLines({ aligned: alignBox.checked }); });
+    xSelect.addEventListener("change", function () { setLines({ xmode: xSelect.value }); });
+
+    // The one rule between the three: lines aligned at onset, or against training time, are one per run
+    // (a group's runs collapse at different steps, and each keeps its own clock), so a grouping waits while
+    // either is on and comes back after; grouped or aligned lines are drawn by step. The control just
+    // changed (`asked`) wins, the others give way, and the page says which. A zoom in the old axis' units
+    // is let go; the data is fetched again when the lines or their clocks change.
+    function setLines(asked) {
+      const axis = xAxis(), grouped = state.groupBy, zoomedSteps = state.dataRange !== null;
+      let said = "";
+      if ("groupBy" in asked) {
+        state.groupBy = asked.groupBy;
         state.groupWaiting = "";
+        if (state.groupBy && state.aligned) said = "Align at onset is off while runs are grouped: a group's runs collapse at different steps.";
+        else if (state.groupBy && state.xmode === "time") said = "The x axis is the step while runs are grouped: each run keeps its own clock.";
+        if (state.groupBy) { state.aligned = false; state.xmode = "step"; }
+      } else {
+        if (asked.aligned && state.xmode === "time") said = "Aligned at onset, the x axis counts steps from each run's first collapse, not training time.";
+        if (asked.xmode === "time" && state.aligned) said = "Align at onset is off against training time.";
+        if ("aligned" in asked) { state.aligned = asked.aligned; if (state.aligned) state.xmode = "step"; }
+        if ("xmode" in asked) { state.xmode = asked.xmode; if (state.xmode === "time") state.aligned = false; }
+        const perRun = state.aligned || state.xmode === "time";
+        if (perRun && state.groupBy) {
+          state.groupWaiting = state.groupBy;
+          state.groupBy = "";
+          said = state.aligned ? "Grouping is off while lines are aligned at onset (each run collapses at its own step); unticking brings it back."
+                               : "Grouping is off against training time (each run keeps its own clock); the step axis brings it back.";
+        } else if (!perRun && state.groupWaiting) {
+          state.groupBy = state.groupWaiting;
+          state.groupWaiting = "";
+        }
       }
-      document.getElementById("group-by").value = state.groupBy;
-      return regroup;
+      if (xAxis() !== axis) state.xrange = state.dataRange = null;  // steps, steps from onset, minutes
+      groupSelect.value = state.groupBy;
+      alignBox.checked = state.aligned;
+      xSelect.value = state.xmode;
+      sayExclusive(said);
+      saveView();
+      saveShown();
+      const clocksMissing = xAxis() === "time" && !(state.data && state.data.clocks);
+      if (state.groupBy !== grouped || clocksMissing) load();
+      else if (zoomedSteps && state.dataRange === null) load({ sameEntries: true });  // every step again
+      else scheduleRender();
     }
-    document.getElementById("align-onset").addEventListener("change", function (event) {
-      state.aligned = event.target.checked;
-      const untimed = state.aligned && state.xmode === "time";
-      if (untimed) stepsAgain();
-      state.xrange = null;  // steps and steps-from-onset share no range
-      saveView();
-      const regroup = perRunLines(state.aligned);
-      sayExclusive(state.aligned && regroup
-        ? "Grouping is off while lines are aligned at onset (each run collapses at its own step); unticking brings it back."
-        : untimed ? "Aligned at onset, the x axis counts steps from each run's first collapse, not training time." : "");
-      saveShown();
-      const ranged = state.dataRange !== null;  // a zoom's range of steps: every step again
-      state.dataRange = null;
-      if (regroup) load(); else if (ranged) load({ sameEntries: true }); else scheduleRender();
-    });
-    xSelect.addEventListener("change", function () {
-      state.xmode = xSelect.value;
-      state.xrange = null;  // steps and minutes share no range
-      state.dataRange = null;
-      const unaligned = state.xmode === "time" && state.aligned;
-      if (unaligned) document.getElementById("align-onset").checked = state.aligned = false;
-      saveView();
-      const regroup = perRunLines(state.xmode === "time");
-      sayExclusive(state.xmode === "time" && regroup
-        ? "Grouping is off against training time (each run keeps its own clock); the step axis brings it back."
-        : unaligned ? "Align at onset is off against training time." : "");
-      saveShown();
-      load();  // with each run's clock, or without
-    });
     document.getElementById("bands").addEventListener("change", function (event) {
       state.bands = event.target.checked;
       saveShown();

@@ -83,3 +83,18 @@ def test_grouping_aligned_runs_lets_their_zoom_from_onset_go(page):
     page.wait_for_function("document.querySelectorAll('#group-table tbody tr').length === 2")
     assert "xrange" not in page.url and "align" not in page.url
     assert last_tick(page, "success") >= 50  # every step again, not steps -20..10
+
+    # Against time, the grouping waits; ticking Align takes the axis back to steps from onset, still one
+    # line per run; unticking it, lines by step and the grouping again.
+    page.select_option("#x-axis", "time")
+    page.locator("#exclusive-note").get_by_text("Grouping is off against training time").wait_for()
+    page.check("#align-onset")
+    page.locator("#chart-success .g-xtitle").get_by_text("steps from the run's first collapse").wait_for()
+    assert page.locator("#x-axis").input_value() == "step" and page.locator("#group-by").input_value() == ""
+    assert (
+        page.locator("#exclusive-note").inner_text().startswith("Aligned at onset, the x axis counts steps")
+    )
+    page.uncheck("#align-onset")
+    page.locator("#chart-success .g-xtitle").get_by_text("step", exact=True).wait_for()
+    assert page.locator("#group-by").input_value() == "optim.actor_lr"
+    page.locator("#group-summary").wait_for()  # the groups' table is back
