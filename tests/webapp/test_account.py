@@ -130,3 +130,23 @@ def test_log_out_by_address_offers_the_button_and_the_login_page_confirms(alice_
     out = alice_client.post("/accounts/logout/", follow=True)
     assert b"You are logged out." in out.content and out.redirect_chain[-1][0].startswith("/accounts/login/")
     assert alice_client.get("/account/").status_code == 302  # signed out now
+
+
+def test_reset_emails_are_limited_per_address_and_per_client(client, alice, smtp_server, use_smtp):
+    """A security tester sent 8 resets of one account in a row: 8 emails from this server's address."""
+    from webapp.accounts.models import PasswordResetRequest
+
+    use_smtp(smtp_server.port)
+    User.objects.filter(pk=alice.pk).update(email="alice@lab.example")
+    for _ in range(3):
+        sent = client.post("/accounts/password-reset/", {"email": "Alice@Lab.example"}, follow=True)
+        assert b"Check your email" in sent.content  # the same answer each time: nothing said of the limit
+    assert len(smtp_server.messages) == 1  # the first email is still good
+    others = [f"nobody{n}@lab.example" for n in range(PasswordResetRequest.CLIENT_PER_HOUR - 3)]
+    for address in others:
+        assert client.post("/accounts/password-reset/", {"email": address}).status_code == 302
+    refused = client.post("/accounts/password-reset/", {"email": "alice@lab.example"})
+    assert refused.status_code == 429 and b"Too many reset requests" in refused.content
+    elsewhere = client.post("/accounts/password-reset/", {"email": "bob@lab.example"}, REMOTE_ADDR="10.0.0.9")
+    assert elsewhere.status_code == 302  # another client is not refused
+    assert len(smtp_server.messages) == 1

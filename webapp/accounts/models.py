@@ -85,3 +85,35 @@ class ApiToken(models.Model):
             f"SELECT u.*, t.id AS token_id, t.last_used_at AS token_last_used_at FROM {users.db_table} u "
             f"JOIN {cls._meta.db_table} t ON t.user_id = u.{users.pk.column} WHERE t.token_hash = %s"
         )
+
+
+class PasswordResetRequest(models.Model):
+    """A reset asked for, by address and client, for a while: anyone may ask for anyone's reset, so the
+    emails are limited (PasswordResetRequest.refusal) or one person could fill another's mailbox from this
+    server's address."""
+
+    # One email per address within this time (the one sent is still good); so many asks per client an hour.
+    ADDRESS_INTERVAL = timedelta(minutes=5)
+    CLIENT_PER_HOUR = 10
+    KEPT = timedelta(days=1)
+
+    address = models.CharField(max_length=254)
+    client = models.CharField(max_length=45)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    @classmethod
+    def ask(cls, address: str, client: str) -> str:
+        """Record an ask and say what to do with it: "send", "again" (this address had an email within
+        ADDRESS_INTERVAL: send nothing, say as ever that an email is on its way) or "refuse" (the client
+        asked CLIENT_PER_HOUR times within the hour)."""
+        now = timezone.now()
+        address = address.strip().lower()
+        with transaction.atomic():
+            cls.objects.filter(created_at__lt=now - cls.KEPT).delete()
+            if cls.objects.filter(client=client, created_at__gte=now - timedelta(hours=1)).count() >= (
+                cls.CLIENT_PER_HOUR
+            ):
+                return "refuse"
+            recent = cls.objects.filter(address=address, created_at__gte=now - cls.ADDRESS_INTERVAL).exists()
+            cls.objects.create(address=address, client=client)
+        return "again" if recent else "send"

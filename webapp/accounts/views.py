@@ -11,7 +11,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from webapp.accounts.forms import ApiTokenForm, EmailForm, PasswordForm
-from webapp.accounts.models import ApiToken
+from webapp.accounts.models import ApiToken, PasswordResetRequest
 
 NEW_TOKEN_SESSION_KEY = "new_api_token"
 
@@ -94,7 +94,8 @@ def locked_out(request, original_response=None, credentials=None):
 
 class PasswordResetView(auth_views.PasswordResetView):
     """Django's reset by email, its link to SITE_URL as every email's link is: Django builds it from the
-    request's Host, which a stranger asking for someone's reset chooses (within ALLOWED_HOSTS, any port)."""
+    request's Host, which a stranger asking for someone's reset chooses (within ALLOWED_HOSTS, any port).
+    Its emails are limited per address and per client (PasswordResetRequest)."""
 
     template_name = "accounts/password_reset.html"
     email_template_name = "emails/password_reset_body.txt"
@@ -102,6 +103,11 @@ class PasswordResetView(auth_views.PasswordResetView):
     subject_template_name = "emails/password_reset_subject.txt"
 
     def form_valid(self, form):
+        asked = PasswordResetRequest.ask(form.cleaned_data["email"], self.request.META.get("REMOTE_ADDR", ""))
+        if asked == "refuse":
+            return render(self.request, "accounts/reset_refused.html", status=429)
+        if asked == "again":  # the email sent minutes ago is still good: the same page, nothing sent
+            return redirect(self.get_success_url())
         site = urlsplit(settings.SITE_URL)
         form.save(
             domain_override=site.netloc,
