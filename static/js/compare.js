@@ -222,7 +222,7 @@
   const X_AXES = {
     step: { title: "step", at: "step %{x}" },
     onset: { title: "steps from the run's first collapse", at: "%{x} steps from its first collapse" },
-    time: { title: "training time (minutes, sum of each run's seconds per step)", at: "%{x:.4~g} min of training" },
+    time: { title: "training time (minutes)", at: "%{x:.4~g} min of training" },  // the select says of what
   };
 
   function xAxis() {
@@ -244,10 +244,10 @@
         return steps.map(function (step) { return Number(window.EchoChartView.minutesAt(clock, step).toFixed(4)); });
       };
     }
-    return function (steps) { return steps; };
+    return sameSteps;
   }
 
-  function sameSteps(steps) { return steps; }  // a group's x: steps (grouped lines are drawn by step only)
+  function sameSteps(steps) { return steps; }  // a group's x, and a run's by step
 
   // Which ticked runs the axis leaves out: those without a collapse event when aligned, without a clock
   // on the time axis.

@@ -98,3 +98,24 @@ def test_grouping_aligned_runs_lets_their_zoom_from_onset_go(page):
     page.locator("#chart-success .g-xtitle").get_by_text("step", exact=True).wait_for()
     assert page.locator("#group-by").input_value() == "optim.actor_lr"
     page.locator("#group-summary").wait_for()  # the groups' table is back
+
+
+def test_a_live_run_moves_on_along_its_training_time(page):
+    from webapp.experiments.models import Run
+
+    experiment = make_experiment(page.user, "live clock")
+    run = trained_run(experiment, "seed=1", step=30)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    write_points(
+        run.pk, [(s, "train/success", 0.5) for s in range(30)] + [(s, "time/step_s", 6.0) for s in range(30)]
+    )
+    page.set_viewport_size({"width": 390, "height": 900})  # a phone: the axis' title whole
+    page.goto(f"{page.base}/compare?runs={run.pk}&x=time")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert chart_title(page) == "training time (minutes)" and last_tick(page, "success") <= 3.5  # 3 minutes
+    write_points(
+        run.pk,
+        [(s, "train/success", 0.5) for s in range(30, 90)] + [(s, "time/step_s", 6.0) for s in range(30, 90)],
+    )
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 2", timeout=15_000)  # the next poll
+    assert last_tick(page, "success") >= 8  # 9 minutes now

@@ -107,7 +107,7 @@ def failure_message(notification) -> EmailMultiAlternatives:
         # What brings it back: a run of ours resumes from its checkpoint; one trained elsewhere, from its
         # script (a lost MLflow run resumes when its client logs again).
         "trained_elsewhere": run.experiment.imported,
-        "lost": external is not None and notification.failure.startswith("lost:"),
+        "lost": external is not None and notification.failure.startswith(external.LOST),
     }
     return _message("failure", context, notification)
 

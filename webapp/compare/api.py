@@ -57,10 +57,8 @@ def compare(request):
     chosen = parse_selection(request)
     keys = requested_keys(request, CHART_KEYS)
     max_points = int_param(request, "max_points", DEFAULT_MAX_POINTS, low=2, high=MAX_MAX_POINTS)
-    clock = request.GET.get("clock", "0")
-    if clock not in ("0", "1"):
-        raise ApiError.field("clock", f"must be 0 or 1, got {clock[:20]!r}")
-    series_per_run = len(keys) + (clock == "1")  # a run's clock is one more series
+    clock = _flag(request, "clock")
+    series_per_run = len(keys) + clock  # a run's clock is one more series
     if len(chosen.requested) * series_per_run * max_points > MAX_POINTS_PER_REQUEST:
         message = (
             f"runs x keys x max_points is at most {MAX_POINTS_PER_REQUEST:,}, got "
@@ -68,10 +66,7 @@ def compare(request):
         )
         raise ApiError.field("max_points", message)
     after, through = step_range(request)
-    bands = request.GET.get("bands", "0")
-    if bands not in ("0", "1"):
-        raise ApiError.field("bands", f"must be 0 or 1, got {bands[:20]!r}")
-    bands = bands == "1"
+    bands = _flag(request, "bands")
     group_by = request.GET.get("group_by", "").strip()
     if group_by and not aggregates.is_field(chosen.runs, group_by):
         message = f"{group_by[:100]!r} is not a config field of these runs (e.g. algorithm.filter_ratio)"
@@ -104,7 +99,7 @@ def compare(request):
     body["series"] = {
         str(pk): {key: _series_json(s, bands) for key, s in series.items()} for pk, series in loaded.items()
     }
-    if clock == "1":  # over every step, whatever the range asked: minutes of training count from the start
+    if clock:  # over every step, whatever the range asked: minutes of training count from the start
         clock_keys = {run.pk: run.clock_key for run in chosen.runs}
         body["clocks"] = {
             str(pk): {"key": clock_keys[pk], **series.as_json()}
@@ -121,6 +116,14 @@ def compare(request):
             for group in aggregates.groups(chosen.runs, group_by)
         ]
     return JsonResponse(body)
+
+
+def _flag(request, name: str) -> bool:
+    """?name=0 or 1, 0 when left out."""
+    value = request.GET.get(name, "0")
+    if value not in ("0", "1"):
+        raise ApiError.field(name, f"must be 0 or 1, got {value[:20]!r}")
+    return value == "1"
 
 
 def _series_json(series, bands: bool) -> dict:

@@ -415,6 +415,8 @@ class ExternalRun(models.Model):
             # The last step is complete now: judge it.
             transaction.on_commit(lambda: send_detection(self.run_id))
 
+    LOST = "lost: "  # how a lost run's error starts: its email tells how such a run resumes
+
     def mark_lost(self, silent_for: int) -> bool:
         """running -> failed ("lost") when nothing arrived for `silent_for` seconds. Data arriving later
         makes it running again."""
@@ -428,7 +430,7 @@ class ExternalRun(models.Model):
             ).update(
                 status=Run.Status.FAILED,
                 finished_at=F("heartbeat_at"),  # it ended when it was last heard from, not when found silent
-                error=f"lost: nothing arrived from the MLflow client since {since} "
+                error=f"{self.LOST}nothing arrived from the MLflow client since {since} "
                 f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it",
             )
             if lost:
