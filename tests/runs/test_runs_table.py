@@ -83,13 +83,19 @@ for label in {NAMES!r}:
 form = RunTableForm({{"sort": "name"}})
 assert form.is_valid(), form.errors
 print("ORDER", [run.label for run in form.runs(user)])
+for label, lr in (("text", "auto"), ("high", "2e-3"), ("low", 0.0003), ("more", 0.01)):
+    table_run(user, experiment="lr", label=label, config={{"optim": {{"actor_lr": lr}}}})
+form = RunTableForm({{"sort": "-config:optim.actor_lr", "experiment": user.experiments.get(name="lr").pk}})
+assert form.is_valid(), form.errors
+print("CONFIG", [run.label for run in form.runs(user)])
 """
 
 
 @pytest.mark.slow
-def test_sort_by_name_is_natural_on_sqlite_too(tmp_path):
-    printed = on_sqlite(tmp_path, NATURAL_ON_SQLITE)
-    assert f"ORDER {NATURAL!r}" in printed.splitlines()
+def test_sort_by_name_and_by_config_values_on_sqlite_too(tmp_path):
+    printed = on_sqlite(tmp_path, NATURAL_ON_SQLITE).splitlines()
+    assert f"ORDER {NATURAL!r}" in printed
+    assert f"CONFIG {['more', 'high', 'low', 'text']!r}" in printed
 
 
 def test_sort_by_a_config_field_is_numeric(alice):
@@ -98,6 +104,29 @@ def test_sort_by_a_config_field_is_numeric(alice):
             alice, label=f"r={ratio}", config={"algorithm": {"filter": "top_ratio", "filter_ratio": ratio}}
         )
     assert [run.label for run in table_runs(alice, sort="filter_ratio")] == ["r=0.25", "r=0.5", "r=1.0"]
+
+
+def test_sort_by_any_config_value_reads_numbers_as_numbers_text_after_and_missing_last(alice):
+    # Ours nested; an MLflow run's params flat and as text ("1e-05"), veRL's with dots in the key itself.
+    configs = {
+        "ours-3e-4": {"optim": {"actor_lr": 3e-4}},
+        "trl-1e-05": {"learning_rate": "1e-05"},
+        "verl-2e-3": {"optim.actor_lr": "2e-3"},
+        "ours-0.01": {"optim": {"actor_lr": 0.01}},
+        "auto": {"optim": {"actor_lr": "auto"}},
+        "none": {"seed": 1},
+    }
+    for label, config in configs.items():
+        table_run(alice, label=label, config=config)
+    assert table.config_value(configs["trl-1e-05"], "learning_rate") == "1e-05"
+    assert table.config_value(configs["verl-2e-3"], "optim.actor_lr") == "2e-3"
+    assert table.config_value(configs["none"], "optim.actor_lr") is None
+    ascending = ["ours-3e-4", "verl-2e-3", "ours-0.01", "auto", "trl-1e-05", "none"]
+    assert [run.label for run in table_runs(alice, sort="config:optim.actor_lr")] == ascending
+    # Descending: numbers largest first, then text; runs without it still last (newest first among them)
+    descending = ["ours-0.01", "verl-2e-3", "ours-3e-4", "auto", "none", "trl-1e-05"]
+    assert [run.label for run in table_runs(alice, sort="-config:optim.actor_lr")] == descending
+    assert [run.label for run in table_runs(alice, sort="config:learning_rate")][0] == "trl-1e-05"
 
 
 def test_a_run_that_keeps_every_group_has_no_filter_ratio(alice_client, alice):
@@ -208,13 +237,37 @@ def test_page_lists_only_the_users_runs_with_their_summary(alice_client, alice, 
     assert preset and "hidden" not in preset.group()
 
 
+def test_config_columns_on_the_page_offer_the_users_own_paths_and_remove_with_their_sort(
+    alice_client, alice, bob
+):
+    table_run(
+        alice, label="grid-a", config={"algorithm": {"kl_coef": 0.001, "ema": True}, "tags": ["x", "y"]}
+    )
+    table_run(alice, label="trl", config={"learning_rate": "1e-05"})
+    table_run(bob, label="bobs", config={"bobs_secret_key": 1})
+    query = {"config": ["algorithm.kl_coef", "tags", "algorithm.ema"], "sort": "config:algorithm.kl_coef"}
+    html = alice_client.get("/runs/", query).content.decode()
+    offered = re.findall(r'<option value="([^"]+)">', html.split('<datalist id="config-paths">')[1])
+    assert offered == ["algorithm.ema", "algorithm.kl_coef", "learning_rate", "tags"]  # not bob's
+    cells = re.findall(r'<td class="config-col" title="([^"]*)">', html)
+    assert cells == ["0.001", "[&quot;x&quot;, &quot;y&quot;]", "true", "–", "–", "–"]
+    header = re.search(
+        r'<th scope="col" class="config-col" aria-sort="ascending">\s*<a href="\?([^"]+)"', html
+    )
+    assert header and "sort=-config%3Aalgorithm.kl_coef" in header.group(1)
+    removal = re.search(
+        r'<a class="remove-column" href="\?([^"]*)" aria-label="Remove the column algorithm.kl_coef"', html
+    )
+    assert removal and "sort" not in removal.group(1) and removal.group(1).count("config=") == 2
+
+
 def test_bad_query_is_a_400_that_names_the_field(alice_client, alice):
     table_run(alice)
     response = alice_client.get("/runs/", {"sort": "nope"})
     assert response.status_code == 400
     html = response.content.decode()
     # the refused value quoted, then HTML-escaped
-    assert "sort: must be one of: name, -name, experiment" in html and "; got &#x27;nope&#x27;" in html
+    assert "sort: must be a column (name, experiment, status" in html and "; got &#x27;nope&#x27;" in html
 
 
 def test_other_users_run_is_404_for_every_action(client, alice, bob):

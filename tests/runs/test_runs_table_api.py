@@ -63,6 +63,12 @@ def test_archived_runs_only_with_archived_true(alice_client, alice):
         ({"experiment": "0"}, "experiment"),
         ({"page": "1.0"}, "page"),
         ({"page_size": " 5"}, "page_size"),
+        ({"config": [f"key{n}" for n in range(9)]}, "config"),
+        ({"config": ["seed", "  "]}, "config"),
+        ({"config": "a\x1fb"}, "config"),
+        ({"config": "x" * 251}, "config"),
+        ({"sort": "config: "}, "sort"),
+        ({"sort": "-config:"}, "sort"),
     ],
 )
 def test_bad_parameters_are_400_naming_the_parameter(alice_client, query, field):
@@ -79,5 +85,27 @@ def test_unauthenticated_is_401(client, db):
 def test_schema_declares_every_sort_the_table_has():
     schema = openapi.document()
     parameters = {p["name"]: p for p in schema["paths"]["/api/runs"]["get"]["parameters"] if "name" in p}
-    assert parameters["sort"]["schema"]["enum"] == table.SORTS
+    columns, config = parameters["sort"]["schema"]["anyOf"]
+    assert columns["enum"] == table.SORTS
     assert parameters["sort"]["schema"]["default"] == table.DEFAULT_SORT
+    assert config["pattern"].startswith("^-?" + table.CONFIG_SORT)
+    assert parameters["config"]["schema"]["maxItems"] == table.MAX_CONFIG_COLUMNS
+
+
+def test_config_columns_answer_each_runs_value_and_sort_by_it(alice_client, alice):
+    table_run(alice, label="trl", config={"learning_rate": "1e-05", "beta": 0.0})
+    table_run(alice, label="ours", config={"optim": {"actor_lr": 0.0005}, "seed": 3})
+    query = "config=learning_rate&config=optim.actor_lr&config=learning_rate&sort=-config:learning_rate"
+    response = alice_client.get(f"{URL}?{query}")
+    assert response.status_code == 200
+    trl, ours = response.json()["results"]
+    # given twice, one column; a run without the value answers null (and sorts last)
+    assert (trl["label"], trl["config_columns"]) == (
+        "trl",
+        {"learning_rate": "1e-05", "optim.actor_lr": None},
+    )
+    assert (ours["label"], ours["config_columns"]) == (
+        "ours",
+        {"learning_rate": None, "optim.actor_lr": 0.0005},
+    )
+    assert alice_client.get(URL).json()["results"][0]["config_columns"] == {}

@@ -180,3 +180,40 @@ def test_a_very_long_name_takes_three_lines_and_keeps_the_whole_name_in_its_titl
     page.locator("#runs-table").screenshot(
         path=str(REPO_ROOT / "test-artifacts" / "ui" / "runs-long-name.png")
     )
+
+
+def test_a_config_value_added_as_a_column_by_keyboard_sorts_and_goes(page):
+    # A grid over the KL coefficient, and a TRL run logged through MLflow (its params flat, as text)
+    for label, config in (
+        ("kl-0.01", {"algorithm": {"kl_coef": 0.01}}),
+        ("kl-0.001", {"algorithm": {"kl_coef": 0.001}}),
+        ("trl", {"learning_rate": "1e-05", "beta": "0.04"}),
+    ):
+        table_run(page.user, label=label, config=config)
+    page.goto(f"{page.base}/runs/")
+    page.get_by_text("Columns", exact=True).click()
+    path = page.get_by_label("A config value as a column")
+    path.focus()
+    page.keyboard.type("algorithm.kl_coef")
+    page.keyboard.press("Enter")
+    header = page.locator("th.config-col", has_text="algorithm.kl_coef")
+    expect(header).to_be_visible()
+    assert page.locator("#runs-table td.config-col").all_inner_texts() == ["–", "0.001", "0.01"]
+
+    header.locator("a").first.click()  # the name, then the remove link
+    expect_rows(page, ["kl-0.001", "kl-0.01", "trl"])  # by value, the run without one last
+    header.locator("a").first.click()  # the name, then the remove link
+    expect_rows(page, ["kl-0.01", "kl-0.001", "trl"])
+
+    # A filter keeps the column; a second column comes from the same box; removing one keeps the other.
+    page.get_by_label("Search").fill("sweep")
+    page.get_by_role("button", name="Filter").click()
+    expect(header).to_be_visible()
+    page.get_by_text("Columns", exact=True).click()
+    page.get_by_label("A config value as a column").fill("beta")
+    page.get_by_role("button", name="Add column").click()
+    expect(page.locator("th.config-col", has_text="beta")).to_be_visible()
+    expect_rows(page, ["kl-0.01", "kl-0.001", "trl"])
+    page.get_by_role("link", name="Remove the column algorithm.kl_coef").click()
+    expect(header).to_have_count(0)
+    assert page.locator("#runs-table td.config-col").all_inner_texts() == ["0.04", "–", "–"]

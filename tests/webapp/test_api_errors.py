@@ -344,7 +344,7 @@ def test_a_query_parameter_given_twice_is_refused_unless_it_is_a_list(client, au
         (
             "/api/runs?stauts=queued",
             "stauts",
-            "algorithm, archived, env, experiment, page, page_size, q, sort, status, tag",
+            "algorithm, archived, config, env, experiment, page, page_size, q, sort, status, tag",
         ),
         ("/api/experiments?zzz=1", "zzz", "page, page_size"),
     ],

@@ -27,7 +27,7 @@ DEFAULT_PAGE_SIZE = 50
 MAX_REPLAY_POINTS = 100_000
 
 
-@api_view()
+@api_view(repeatable=("config",))
 def runs(request):
     empty = [name for name, value in request.GET.items() if value == "" and name in RunTableForm.base_fields]
     if empty:
@@ -50,7 +50,7 @@ def runs(request):
             "count": paginator.count,
             "page": number,
             "page_size": paginator.per_page,
-            "results": [table.row(run, places.get(run.pk)) for run in items],
+            "results": [table.row(run, places.get(run.pk), form.cleaned_data["config"]) for run in items],
         }
     )
 

@@ -14,9 +14,40 @@ from webapp.core.templatetags.echolab import reward as reward_text
 from webapp.experiments.models import Run
 from webapp.runs import table
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 TAG = re.compile(r"[a-z0-9][a-z0-9._:-]{0,39}")
 MAX_TAGS = 20
 MAX_PAGE_SIZE = 200
+
+
+class ConfigPathsField(forms.Field):
+    """The `config` parameter, given once per column: each a path into a run's config (webapp.runs.table
+    reads it), in the order given; a path given twice is one column."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value) -> list[str]:
+        paths = list(dict.fromkeys(value or []))
+        if len(paths) > table.MAX_CONFIG_COLUMNS:
+            raise forms.ValidationError(
+                f"at most {table.MAX_CONFIG_COLUMNS} config columns, got {len(paths)}"
+            )
+        for path in paths:
+            problem = config_path_problem(path)
+            if problem:
+                raise forms.ValidationError(f"{quoted(path)} {problem}")
+        return paths
+
+
+def config_path_problem(path: str) -> str | None:
+    """Why `path` cannot name a config value (a key, or sections joined by dots), or None."""
+    if not path.strip():
+        return "is empty: name a config key, like algorithm.kl_coef"
+    if len(path) > table.MAX_CONFIG_PATH:
+        return f"is {len(path)} characters long, at most {table.MAX_CONFIG_PATH}"
+    if CONTROL.search(path):
+        return "holds a control character"
+    return None
 
 
 class RunTableForm(forms.Form):
@@ -31,11 +62,29 @@ class RunTableForm(forms.Form):
     tag = CharField(required=False, max_length=40, strip=False)
     experiment = WholeNumberField(required=False, min_value=1, max_value=2**63 - 1)
     archived = ChoiceField(required=False, choices=[("false", "Active runs"), ("true", "Archived runs")])
-    sort = ChoiceField(required=False, choices=[(sort, sort) for sort in table.SORTS])
+    sort = CharField(
+        required=False, max_length=len(table.CONFIG_SORT) + table.MAX_CONFIG_PATH + 1, strip=False
+    )
+    config = ConfigPathsField(required=False, label="Config columns")
     page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
     page_size = WholeNumberField(required=False, min_value=1, max_value=MAX_PAGE_SIZE)
 
     FILTERS = ("q", "status", "env", "algorithm", "tag", "experiment")
+
+    def clean_sort(self):
+        sort = self.cleaned_data["sort"]
+        key = sort.removeprefix("-")
+        if not sort or sort in table.SORTS:
+            return sort
+        if key.startswith(table.CONFIG_SORT):
+            problem = config_path_problem(key.removeprefix(table.CONFIG_SORT))
+            if problem:
+                raise forms.ValidationError(f"the config path {problem}")
+            return sort
+        raise forms.ValidationError(
+            f"must be a column ({', '.join(table.SORTS[::2])}) or config:<path>, "
+            f"'-' first for descending; got {quoted(sort)}"
+        )
 
     def clean_tag(self):
         tag = self.cleaned_data["tag"]

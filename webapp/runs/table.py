@@ -7,8 +7,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import DatabaseError, connection
-from django.db.models import Case, DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Value, When
-from django.db.models.functions import Coalesce, Collate, Now, NullIf
+from django.db.models import (
+    Case,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Coalesce, Collate, Now, NullIf
+from django.db.models.lookups import Regex
 
 from trainer.overrides import get_dotted
 from webapp.alerts.models import DetectorEvent
@@ -58,23 +71,80 @@ BY_KEY = {column.key: column for column in COLUMNS}
 SORTS = [prefix + column.key for column in COLUMNS if column.order is not None for prefix in ("", "-")]
 DEFAULT_SORT = "-created"
 
+# Columns of any config value the user names (`?config=algorithm.kl_coef`): the grid's own dimensions, and
+# the params of a run logged through MLflow (`learning_rate` from TRL, `actor_rollout_ref/actor/optim/lr`
+# from veRL), which have no fixed column. Sorted by `sort=config:<path>`.
+CONFIG_SORT = "config:"
+MAX_CONFIG_COLUMNS = 8
+MAX_CONFIG_PATH = 250  # MLflow's longest param key
+# A number written as text (MLflow keeps params as strings: "1e-05") sorts as a number; the bounds keep
+# it inside a double's range, so the cast cannot fail. Anything else sorts as text, after the numbers.
+NUMBER_TEXT = r"^[-+]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][-+]?[0-9]{1,2})?$"
+
+
+def config_value(config, path: str):
+    """The value at `path` in a run's config: the key of that whole name first (MLflow params are flat,
+    and veRL's hold dots and slashes), else the dotted path through nested sections (ours)."""
+    if isinstance(config, dict) and path in config:
+        return config[path]
+    return get_dotted(config, path)
+
+
+@dataclass(frozen=True)
+class ConfigColumn:
+    path: str
+
+    @property
+    def key(self) -> str:
+        return CONFIG_SORT + self.path
+
+    def text(self):
+        """The value as text in SQL, read as config_value reads it."""
+        flat = KeyTextTransform(self.path, "config")
+        *sections, last = self.path.split(".")
+        if not sections:
+            return flat
+        nested = "config"
+        for section in sections:
+            nested = KeyTransform(section, nested)
+        return Coalesce(flat, KeyTextTransform(last, nested))
+
+    def orders(self, descending: bool) -> list:
+        """Numbers first, by value; then other values, by text; then runs without the key."""
+        text = self.text()
+        number = Case(When(Regex(text, Value(NUMBER_TEXT)), then=Cast(text, FloatField())))
+        words = Collate(text, natural_sort.COLLATION)
+        return [
+            expression.desc(nulls_last=True) if descending else expression.asc(nulls_last=True)
+            for expression in (number, words)
+        ]
+
+
+def _sort_link(key: str, first_descending: bool, sort: str) -> tuple[str, str]:
+    """A sortable header's aria-sort state and the sort a click on it asks for."""
+    current, descending = sort.removeprefix("-"), sort.startswith("-")
+    if key != current:
+        return "none", ("-" if first_descending else "") + key
+    return ("descending", key) if descending else ("ascending", "-" + key)
+
 
 def headers(sort: str) -> list[dict]:
     """Per column: its aria-sort state and the sort a click on its header asks for."""
-    current, descending = sort.removeprefix("-"), sort.startswith("-")
     out = []
     for column in COLUMNS:
-        state, click = "none", ("-" if column.numeric else "") + column.key
-        if column.key == current:
-            state = "descending" if descending else "ascending"
-            click = column.key if descending else "-" + column.key
-        out.append(
-            {
-                "column": column,
-                "aria_sort": state if column.order is not None else None,
-                "click": click if column.order is not None else None,
-            }
+        state, click = (
+            _sort_link(column.key, column.numeric, sort) if column.order is not None else (None, None)
         )
+        out.append({"column": column, "aria_sort": state, "click": click})
+    return out
+
+
+def config_headers(paths: list[str], sort: str) -> list[dict]:
+    """The same for the config columns asked for, in their order; the first click sorts ascending."""
+    out = []
+    for path in paths:
+        state, click = _sort_link(ConfigColumn(path).key, False, sort)
+        out.append({"path": path, "aria_sort": state, "click": click})
     return out
 
 
@@ -108,12 +178,15 @@ def with_summary(runs):
 
 
 def sorted_by(runs, sort: str):
-    """`sort` is a column key, "-" first for descending; runs without a value come last either way,
-    and the id breaks ties so that pages do not overlap."""
-    column = BY_KEY[sort.removeprefix("-")]
-    descending = sort.startswith("-")
-    order = column.order.desc(nulls_last=True) if descending else column.order.asc(nulls_last=True)
-    return runs.order_by(order, "-id" if descending else "id")
+    """`sort` is a column key or config:<path>, "-" first for descending; runs without a value come last
+    either way, and the id breaks ties so that pages do not overlap."""
+    key, descending = sort.removeprefix("-"), sort.startswith("-")
+    if key.startswith(CONFIG_SORT):
+        orders = ConfigColumn(key.removeprefix(CONFIG_SORT)).orders(descending)
+    else:
+        order = BY_KEY[key].order
+        orders = [order.desc(nulls_last=True) if descending else order.asc(nulls_last=True)]
+    return runs.order_by(*orders, "-id" if descending else "id")
 
 
 @contextmanager
@@ -166,6 +239,28 @@ def choices(runs) -> dict[str, list[str]]:
     }
 
 
+OFFERED_FROM = 100  # the latest runs whose config paths the column chooser offers
+MAX_OFFERED = 1000
+
+
+def config_paths(runs) -> list[str]:
+    """The config paths the column chooser offers: every value's path in the user's latest runs."""
+    paths = set()
+
+    def walk(mapping: dict, prefix: str):
+        for key, value in mapping.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict) and value:
+                walk(value, path)
+            elif len(path) <= MAX_CONFIG_PATH:
+                paths.add(path)
+
+    for config in runs.order_by("-created_at").values_list("config", flat=True)[:OFFERED_FROM]:
+        if isinstance(config, dict):
+            walk(config, "")
+    return sorted(paths, key=natural_sort.sort_key)[:MAX_OFFERED]
+
+
 def summary(run) -> dict:
     """A run of with_summary() as the API shows its table row's summary."""
     return {
@@ -177,8 +272,8 @@ def summary(run) -> dict:
     }
 
 
-def row(run, queue_position: int | None) -> dict:
-    """One run of the table as GET /api/runs answers it."""
+def row(run, queue_position: int | None, config_columns: list[str]) -> dict:
+    """One run of the table as GET /api/runs answers it, with its values of the config columns asked for."""
     return {
         **run.to_dict(),
         "display_name": run.display_name,
@@ -186,5 +281,6 @@ def row(run, queue_position: int | None) -> dict:
         "env": get_dotted(run.config, "env.name"),
         "algorithm": get_dotted(run.config, "algorithm.advantage"),
         "summary": summary(run),
+        "config_columns": {path: config_value(run.config, path) for path in config_columns},
         "queue_position": queue_position,
     }

@@ -45,10 +45,12 @@ def _back(request, fallback: str):
 @require_safe
 def run_list(request):
     form = RunTableForm(request.GET)
+    runs = Run.objects.for_user(request.user)
     context = {
         "form": form,
         "columns": table.COLUMNS,
-        "choices": table.choices(Run.objects.for_user(request.user)),
+        "choices": table.choices(runs),
+        "config_paths": table.config_paths(runs),
     }
     if not form.is_valid():
         return render(request, "runs/list.html", context, status=400)
@@ -56,8 +58,10 @@ def run_list(request):
         page = form.paginator(request.user, PAGE_SIZE).get_page(form.cleaned_data["page"])
         page.object_list = list(page.object_list)
     places = queue.positions(run.pk for run in page.object_list if run.status == Run.Status.QUEUED)
+    config_columns = form.cleaned_data["config"]
     for run in page.object_list:
         run.queue_position = places.get(run.pk)
+        run.config_cells = [table.config_value(run.config, path) for path in config_columns]
     query = request.GET.copy()
     query.pop("page", None)
     sort_query = query.copy()
@@ -74,11 +78,27 @@ def run_list(request):
             "query_without_page": query.urlencode(),
             "query_without_sort": sort_query.urlencode(),
             "headers": table.headers(form.sort_key),
+            "config_headers": [
+                {**header, "remove": _without_column(query, header["path"])}
+                for header in table.config_headers(config_columns, form.sort_key)
+            ],
+            "empty_colspan": len(table.COLUMNS) + len(config_columns) + 2,  # the ticks' and actions' columns
+            "query_pairs": [(name, value) for name, values in query.lists() for value in values],
+            "max_config_path": table.MAX_CONFIG_PATH,
             "waits_for": queue.waits_for(),
             "filtered": any(form.cleaned_data[name] for name in RunTableForm.FILTERS),
             "next": request.get_full_path(),
         },
     )
+
+
+def _without_column(query, path: str) -> str:
+    """The query string less the config column `path`, and less its sort."""
+    less = query.copy()
+    less.setlist("config", [item for item in query.getlist("config") if item != path])
+    if less.get("sort", "").removeprefix("-") == table.CONFIG_SORT + path:
+        less.pop("sort")
+    return less.urlencode()
 
 
 @login_required

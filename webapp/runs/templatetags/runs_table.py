@@ -1,6 +1,11 @@
 """Cells of the runs table, and a queued run's place in the queue (the run page includes it)."""
 
+import json
+import re
+
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from trainer.overrides import get_dotted
 from webapp.core.templatetags.echolab import duration, significant
@@ -36,6 +41,24 @@ TEXT = {
 def _fraction(value):
     # 3 significant digits, as the compare and experiment pages write the same success: 0.125, not 0.12
     return None if value is None else significant(value, 3)
+
+
+@register.filter
+def config_text(value) -> str:
+    """A config value as its YAML on the run page reads: text as it is, true/false, sections as JSON."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return str(value)
+
+
+@register.filter
+def path_breaks(path: str) -> str:
+    """A config path that may wrap after each dot or slash (a header as narrow as its longest part)."""
+    return mark_safe(re.sub(r"([./])", r"\1<wbr>", escape(path)))
 
 
 @register.simple_tag
