@@ -2,22 +2,59 @@
 // while the part says it is live (data-live: a run is queued or running) and the tab is visible, the
 // same URL with ?part=name is fetched every few seconds and the fresh part swapped in; the fresh part
 // says itself whether to go on. Like healthchecks.io's status refresh: the server renders the HTML
-// once, for the page and the refresh alike. Keyboard focus inside the part moves to the same control
-// in the fresh one, and a scrolled table (a phone) keeps its scroll, so a refresh loses no place. A
+// once, for the page and the refresh alike. The fresh part is merged into the page's element by element
+// (morph): what did not change is not touched, so the focused control stays the same element (a screen
+// reader announced it again at every swap, every 5 s, and lost its reading place), a ticked box stays
+// ticked and a scrolled table (a phone) keeps its scroll. A
 // session that ended meanwhile (the fetch lands on the login page), or an answer of 4xx (the experiment
 // deleted in another tab), stops the refresh and says so; a 5xx is tried again next round.
 (function () {
   "use strict";
 
   const EVERY_MS = 5000;
-  const CONTROLS = "a[href], button, input, select, textarea";
 
-  function identity(control) {
-    return [control.tagName, control.getAttribute("href"), control.name, control.value, control.className].join("|");
+  // Rows are matched by data-key (a run's or an experiment's id), so that a new run at the top does not
+  // turn the focused row's link into its neighbour's; other nodes by their place.
+  function key(node) {
+    return node.nodeType === Node.ELEMENT_NODE ? node.getAttribute("data-key") : null;
   }
 
-  function scrolled(part) {
-    return Array.from(part.querySelectorAll(".table-scroll")).map(function (box) { return box.scrollLeft; });
+  // Makes `node` what `fresh` says, keeping every element whose tag and key stay.
+  function morph(node, fresh) {
+    if (node.nodeType !== fresh.nodeType || node.nodeName !== fresh.nodeName || key(node) !== key(fresh)) {
+      node.replaceWith(fresh);
+      return;
+    }
+    if (node.nodeType !== Node.ELEMENT_NODE) {
+      if (node.nodeValue !== fresh.nodeValue) node.nodeValue = fresh.nodeValue;
+      return;
+    }
+    Array.from(node.attributes).forEach(function (attribute) {
+      if (!fresh.hasAttribute(attribute.name)) node.removeAttribute(attribute.name);
+    });
+    Array.from(fresh.attributes).forEach(function (attribute) {
+      if (node.getAttribute(attribute.name) !== attribute.value) node.setAttribute(attribute.name, attribute.value);
+    });
+    const keyed = new Map();
+    node.childNodes.forEach(function (child) { if (key(child) !== null) keyed.set(key(child), child); });
+    let cursor = node.firstChild; // the old children from here on are not matched yet
+    Array.from(fresh.childNodes).forEach(function (child) {
+      const wanted = key(child);
+      const match = wanted !== null ? keyed.get(wanted) : (cursor && key(cursor) === null ? cursor : null);
+      if (!match) {
+        node.insertBefore(child, cursor);
+        return;
+      }
+      keyed.delete(wanted);
+      if (match === cursor) cursor = cursor.nextSibling;
+      else node.insertBefore(match, cursor);
+      morph(match, child);
+    });
+    while (cursor) {
+      const next = cursor.nextSibling;
+      cursor.remove();
+      cursor = next;
+    }
   }
 
   // A control with data-off-while="selector" is disabled while the page holds an element the selector
@@ -36,16 +73,9 @@
   }
 
   function swap(part, fresh) {
-    const focused = part.contains(document.activeElement) ? identity(document.activeElement) : null;
-    const scroll = scrolled(part);
-    part.replaceWith(fresh);
-    fresh.querySelectorAll(".table-scroll").forEach(function (box, i) { box.scrollLeft = scroll[i] || 0; });
-    if (focused !== null) {
-      const same = Array.from(fresh.querySelectorAll(CONTROLS)).find(function (c) { return identity(c) === focused; });
-      if (same) same.focus({ preventScroll: true });
-    }
+    morph(part, fresh);
     followParts();
-    document.dispatchEvent(new CustomEvent("echolab:part-updated", { detail: fresh }));
+    document.dispatchEvent(new CustomEvent("echolab:part-updated", { detail: part }));
   }
 
   function stopWith(part, message) {

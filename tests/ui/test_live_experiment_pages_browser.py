@@ -108,3 +108,33 @@ def test_a_refused_alert_settings_form_keeps_the_runs_table_live(page):
     page.get_by_text("'oops' is not a valid email address").wait_for()  # shown at .../alerts/
     Run.objects.filter(pk=run.pk).update(status="running", step=4)
     page.get_by_text("4 / 10").wait_for(timeout=15_000)
+
+
+WATCH_FOCUS = """() => {
+  window.focusedAtStart = document.activeElement;
+  window.focusLeft = 0;
+  document.activeElement.addEventListener("blur", () => { window.focusLeft += 1; });
+}"""
+SAME_FOCUS = "() => [document.activeElement === window.focusedAtStart, window.focusLeft]"
+
+
+def test_a_refresh_leaves_the_focused_control_alone_even_when_a_row_comes_in_above(page):
+    # A screen reader announced the focused control at every refresh (the part was replaced and the copy
+    # focused), every 5 s, and lost its reading place: now the part is merged in, the focus never moves.
+    experiment = spec_experiment(page.user, name="Older", seeds=[1, 2], steps=10)
+    first, second = experiment.runs.order_by("id")
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    page.locator(f"input.compare-select[value='{second.pk}']").focus()
+    page.evaluate(WATCH_FOCUS)
+    Run.objects.filter(pk=first.pk).update(status="running", step=6, host="gpu-7")
+    page.get_by_text("6 / 10").wait_for(timeout=15_000)
+    assert page.evaluate(SAME_FOCUS) == [True, 0]
+
+    page.goto(f"{page.base}/")
+    page.get_by_role("link", name="Older").focus()
+    page.evaluate(WATCH_FOCUS)
+    spec_experiment(page.user, name="Newer", seeds=[1], steps=10)  # listed first, above the focused row
+    page.get_by_role("link", name="Newer").wait_for(timeout=15_000)
+    assert page.locator("#experiment-table tbody tr").first.inner_text().startswith("Newer")
+    assert page.evaluate(SAME_FOCUS) == [True, 0]
+    assert page.evaluate("document.activeElement.textContent") == "Older"
