@@ -7,4 +7,5 @@ COPY requirements.txt .
 RUN pip install -r requirements.txt
 COPY . .
 EXPOSE 8000
-CMD ["gunicorn", "webapp.wsgi", "--bind", "0.0.0.0:8000"]
+# docker-compose.yml's web service migrates first; this is the same server without it
+CMD ["gunicorn", "-c", "python:webapp.core.gunicorn_conf", "webapp.wsgi", "--bind", "0.0.0.0:8000"]

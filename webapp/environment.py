@@ -6,6 +6,7 @@ launcher print that one line and exit instead of showing a traceback.
 """
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -85,10 +86,19 @@ def secret_key() -> str:
     return key
 
 
+# user:password@ in a URL: the password up to the last "@", where a malformed URL would cut it elsewhere
+_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)(.*)@")
+
+
+def _masked(raw: str) -> str:
+    """A URL as an error message shows it: without its password (the message goes to the logs)."""
+    return _PASSWORD.sub(r"\1***@", raw, count=1)
+
+
 def _split_url(name: str, raw: str, schemes: tuple[str, ...]):
     parts = urlsplit(raw)
     if "://" not in raw or not parts.scheme:
-        raise EnvironmentConfigError(f"{name}: expected a URL like {schemes[0]}://..., got {raw!r}")
+        raise EnvironmentConfigError(f"{name}: expected a URL like {schemes[0]}://..., got {_masked(raw)!r}")
     if parts.scheme not in schemes:
         raise EnvironmentConfigError(
             f"{name}: unsupported scheme {parts.scheme!r} (use one of: {', '.join(schemes)})"
@@ -96,7 +106,14 @@ def _split_url(name: str, raw: str, schemes: tuple[str, ...]):
     try:
         parts.port  # noqa: B018 - urlsplit validates the port lazily
     except ValueError:
-        raise EnvironmentConfigError(f"{name}: the port in {raw!r} is not a number in 0-65535") from None
+        hint = (
+            " (characters # / ? @ : in a password are written percent-encoded: %23 %2F %3F %40 %3A)"
+            if _PASSWORD.match(raw)
+            else ""
+        )
+        raise EnvironmentConfigError(
+            f"{name}: the port in {_masked(raw)!r} is not a number in 0-65535{hint}"
+        ) from None
     return parts
 
 
@@ -117,10 +134,10 @@ def database(default_sqlite: Path) -> dict:
     name = unquote(parts.path.lstrip("/"))
     if not name:
         raise EnvironmentConfigError(
-            f"DATABASE_URL: no database name in {raw!r} (postgres://user@host:5432/NAME)"
+            f"DATABASE_URL: no database name in {_masked(raw)!r} (postgres://user@host:5432/NAME)"
         )
     if not parts.hostname:
-        raise EnvironmentConfigError(f"DATABASE_URL: no host in {raw!r}")
+        raise EnvironmentConfigError(f"DATABASE_URL: no host in {_masked(raw)!r}")
     options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     return {
         "ENGINE": "django.db.backends.postgresql",
@@ -172,7 +189,7 @@ def broker(default_folder: Path) -> tuple[str, dict]:
     parts = _split_url("CELERY_BROKER_URL", raw, ("redis", "rediss", "amqp", "amqps", "filesystem"))
     if parts.scheme in ("redis", "rediss"):
         if not parts.hostname:
-            raise EnvironmentConfigError(f"CELERY_BROKER_URL: no host in {raw!r}")
+            raise EnvironmentConfigError(f"CELERY_BROKER_URL: no host in {_masked(raw)!r}")
         db = parts.path.lstrip("/")
         if db and not (db.isascii() and db.isdigit()):
             raise EnvironmentConfigError(f"CELERY_BROKER_URL: redis database must be a number, got {db!r}")
@@ -199,7 +216,9 @@ def email() -> dict:
             "EMAIL_FILE_PATH": folder,
         }
     if not parts.hostname:
-        raise EnvironmentConfigError(f"EMAIL_URL: no host in {raw!r} (smtp://user:password@host:587)")
+        raise EnvironmentConfigError(
+            f"EMAIL_URL: no host in {_masked(raw)!r} (smtp://user:password@host:587)"
+        )
     default_port = {"smtp": 25, "smtp+tls": 587, "smtps": 465}[parts.scheme]
     return {
         "EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",

@@ -240,6 +240,9 @@ CELERY_BEAT_SCHEDULE = {
 RUN_HEARTBEAT_TIMEOUT = env.integer("RUN_HEARTBEAT_TIMEOUT", 300, minimum=1)
 RUN_RESEND_AFTER = env.integer("RUN_RESEND_AFTER", 60, minimum=1)
 RUN_MAX_ATTEMPTS = env.integer("RUN_MAX_ATTEMPTS", 3, minimum=1)
+# torch's CPU threads in a training child; 0: torch's default. Read here so that a bad value stops the
+# worker at start, not each run it claims.
+TRAIN_THREADS = env.integer("ECHOLAB_THREADS", 0, minimum=0)
 # A run logged through the MLflow endpoint (webapp/tracking) from which nothing arrived for this long is
 # marked lost (failed) by the sweeper; logging to it again makes it running again.
 MLFLOW_LOST_AFTER = env.integer("MLFLOW_LOST_AFTER", 900, minimum=1)

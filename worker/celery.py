@@ -1,12 +1,14 @@
 """The Celery app. Two queues: `gpu` (training, one run at a time per worker) and `default`
 (emails, housekeeping). Settings come from Django's settings, CELERY_* names."""
 
+import contextlib
 import logging
 import os
 import signal
 
+from billiard.process import active_children
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 from kombu import Queue
 
 from worker import queues
@@ -26,6 +28,19 @@ def pool_children_ignore_sigterm(**_):
     signalling its whole process group, so children ignore SIGTERM: the worker stops idle children itself,
     and a training task catches SIGTERM while it runs (worker/training.py, shutdown_request)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+@worker_shutting_down.connect
+def pass_the_stop_on_to_training(how, **_):
+    """A supervisor that signals only the worker's own process (`docker compose stop`, Kubernetes, systemd
+    with KillMode=mixed) left the training child at work: the warm shutdown waited for the whole run and was
+    killed at the end of its grace period, mid-step. The children hear it from here: an idle one ignores
+    it (above), a training one checkpoints at its step boundary and queues the run again."""
+    if how != "Warm":
+        return
+    for child in active_children():
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            os.kill(child.pid, signal.SIGTERM)
 
 
 @worker_ready.connect

@@ -73,9 +73,11 @@ def send_notification(self, notification_id: int) -> str:
     try:
         notification.deliver()
     except (smtplib.SMTPException, OSError) as error:
-        delay = notification.mark_failed(f"{type(error).__name__}: {error}")
+        reason = f"{type(error).__name__}: {error} ({via})"
+        delay = notification.mark_failed(reason)
         if delay is None:
+            logger.warning("notification %s not sent, no tries left: %s", notification.pk, reason)
             return "failed"
-        raise self.retry(countdown=delay) from error
+        raise self.retry(exc=error, countdown=delay) from error  # Celery's log line then says why
     notification.mark_sent(via)
     return "sent"

@@ -17,6 +17,7 @@ import tempfile
 import traceback
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db.utils import Error as DatabaseError
 
 from trainer.stopping import StopSignal  # torch-free
@@ -41,11 +42,10 @@ def describe_device() -> str:
 
 
 def set_threads() -> None:
-    threads = int(os.environ.get("ECHOLAB_THREADS") or 0)
-    if threads:
+    if settings.TRAIN_THREADS:
         import torch
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(settings.TRAIN_THREADS)
 
 
 def make_hook(run):
@@ -169,6 +169,19 @@ def empty_working_directory():
 
 
 def train_claimed(run: Run, cfg, worker_gone: Callable[[], bool]) -> str:
+    try:
+        out_dir, resume, sink = prepare(run)
+    except Exception as failure:  # a full disk, a checkpoint it cannot read: said on the run, at once
+        error = f"{type(failure).__name__}: {failure}"
+        finish_with_retries(run, Run.Status.FAILED, error, traceback.format_exc())
+        return f"{Run.Status.FAILED}: {error}"
+    # Held until the attempt is recorded: a second SIGTERM must not cut the flush or the requeue short.
+    with shutdown_request() as shutdown, empty_working_directory():
+        return attempt(run, cfg, sink, out_dir, resume, lambda: shutdown.asked or worker_gone())
+
+
+def prepare(run: Run) -> tuple[str, bool, DatabaseSink]:
+    """What an attempt starts from: its checkpoint folder, whether it resumes, and its metrics sink."""
     set_threads()
     from transformers.utils import logging as transformers_logging
 
@@ -185,13 +198,9 @@ def train_claimed(run: Run, cfg, worker_gone: Callable[[], bool]) -> str:
     for ahead in checkpoint.drop_after(out_dir, run.step):
         logger.info("run %s: dropped checkpoint %s, ahead of the stored step %s", run.pk, ahead, run.step)
     found = checkpoint.latest(out_dir)
-    resume = found is not None
-    if resume:
+    if found is not None:
         logger.info("run %s: resuming from checkpoint %s", run.pk, found)
-    sink = DatabaseSink(run, hook=make_hook(run))
-    # Held until the attempt is recorded: a second SIGTERM must not cut the flush or the requeue short.
-    with shutdown_request() as shutdown, empty_working_directory():
-        return attempt(run, cfg, sink, out_dir, resume, lambda: shutdown.asked or worker_gone())
+    return out_dir, found is not None, DatabaseSink(run, hook=make_hook(run))
 
 
 def attempt(

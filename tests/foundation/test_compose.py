@@ -11,8 +11,10 @@ services = compose["services"]
 
 
 def command_of(service) -> list[str]:
+    """The service's command as words; a `sh -c "..."` as the words of its script."""
     command = services[service]["command"]
-    return shlex.split(command) if isinstance(command, str) else command
+    words = shlex.split(command) if isinstance(command, str) else command
+    return shlex.split(words[2]) if words[:2] == ["sh", "-c"] else words
 
 
 def test_services_present():
@@ -53,6 +55,14 @@ def test_gpu_worker_takes_one_run_at_a_time_on_a_reserved_gpu():
     assert "--max-tasks-per-child" in command
     devices = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
+
+
+def test_workers_and_beat_wait_for_the_schema_then_celery_takes_the_containers_signals():
+    # On an upgrade they started beside the web container's `migrate` and trained against the old schema;
+    # `exec` makes celery the process `docker compose stop` signals (it tells a training child).
+    for name in ("worker-gpu", "worker", "beat"):
+        command = " ".join(command_of(name))
+        assert command.startswith("python manage.py wait_for_schema && exec celery -A worker.celery "), name
 
 
 def test_default_worker_and_beat():

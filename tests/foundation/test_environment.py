@@ -36,6 +36,20 @@ def manage(*args, **env):
         ("EMAIL_URL", "smtp://", "EMAIL_URL: no host"),
         ("EMAIL_URL", "pigeon://coop", "EMAIL_URL: unsupported scheme 'pigeon'"),
         ("DEBUG", "maybe", "DEBUG: expected true/false"),
+        # read by the workers' training children: a worker took runs and lost each one
+        ("ECHOLAB_THREADS", "four", "ECHOLAB_THREADS: expected an integer, got 'four'"),
+        # a password needing percent-encoding: said, and not written to the logs
+        (
+            "EMAIL_URL",
+            "smtp+tls://alerts:pa#ss/w?rd@smtp.example.org:587",
+            "EMAIL_URL: the port in 'smtp+tls://alerts:***@smtp.example.org:587' is not a number in 0-65535 "
+            "(characters # / ? @ : in a password are written percent-encoded: %23 %2F %3F %40 %3A)",
+        ),
+        (
+            "DATABASE_URL",
+            "postgres://u:secret@localhost:5432/",
+            "no database name in 'postgres://u:***@localhost",
+        ),
     ],
 )
 def test_malformed_variable_stops_startup_with_one_line(tmp_path, variable, value, expected):

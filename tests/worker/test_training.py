@@ -2,6 +2,8 @@
 completion, concurrency, duplicates, stops, a killed worker, a Postgres restart, a broker outage and
 bad input."""
 
+import os
+import signal
 import subprocess
 import time
 
@@ -278,6 +280,24 @@ def test_a_run_submitted_while_the_broker_is_down_is_sent_by_the_sweeper(
     run = wait_status(run, "completed", "failed")
     assert run.status == "completed", run.error
     assert_complete_series(run, 1)
+
+
+def test_a_worker_signalled_alone_passes_the_stop_on_to_its_training_child(
+    queued_run, start_gpu_worker, tiny_model_dir, checkpoint_root
+):
+    # `docker compose stop` and Kubernetes signal the container's first process only: the run trained on
+    # to its end (or to the SIGKILL at the end of the grace period) instead of checkpointing.
+    run = queued_run(tiny_config(tiny_model_dir, steps=30))
+    alone = start_gpu_worker("alone")
+    assert run.enqueue()
+    wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
+    os.kill(alone.process.pid, signal.SIGTERM)  # the worker's own process, not its group
+    alone.process.wait(timeout=60)
+
+    run = fresh(run)
+    assert run.status == "queued", (run.status, run.error)
+    assert run.step < 30 and run.attempt_log[0]["reason"].startswith("worker shut down; checkpointed")
+    assert (checkpoint_root / str(run.pk) / "checkpoints" / f"step_{run.step:06d}").is_dir()
 
 
 def test_bad_config_and_unreachable_model_fail_at_once_with_their_message(

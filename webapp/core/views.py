@@ -12,7 +12,13 @@ from webapp.core.json_response import JsonResponse, is_api_path
 @never_cache
 @api_view(public=True)
 def healthz(request):
-    checks = {"database": health.database_error(), "broker": health.broker_error()}
+    database = health.database_error()
+    checks = {
+        "database": database,
+        # a database it cannot reach has no schema to judge
+        "schema": health.schema_error() if database is None else "database not reachable",
+        "broker": health.broker_error(),
+    }
     body = {
         name: {"ok": error is None, **({"error": error} if error else {})} for name, error in checks.items()
     }

@@ -203,7 +203,11 @@ def experiment_alert_test(request, pk):
                 f"try again in {wait.wait_seconds} s.",
             )
         except (smtplib.SMTPException, OSError) as error:  # refused, unreachable, timed out
-            messages.error(request, f"The test email to {', '.join(recipients)} was not sent: {error}")
+            messages.error(
+                request,
+                f"The test email to {', '.join(recipients)} was not sent {emails.destination()}: "
+                f"{type(error).__name__}: {error}",
+            )
         else:
             messages.success(
                 request,
