@@ -76,7 +76,8 @@
     }
     if (number !== asked) return;  // a later change asked again
     if (onLoad === true && refused && !form.querySelector("[aria-invalid='true']")) return;
-    box.textContent = text;
+    // The box is a live region: rewritten with the same words, a screen reader read them out again.
+    if (box.textContent !== text) box.textContent = text;
     box.hidden = false;
   }
 

@@ -602,6 +602,9 @@
     const drawnKey = JSON.stringify([state.events, state.cursor]);
     if (table.dataset.drawn === drawnKey) return;  // unchanged: keep the rows (and keyboard focus)
     table.dataset.drawn = drawnKey;
+    // The rows are drawn anew: a focused step button is focused again in its new row (Enter on one left
+    // the focus on the page's body, and the next Tab went back to the first event).
+    const focused = table.contains(document.activeElement) ? document.activeElement.dataset.event : null;
     table.hidden = !state.events.length;
     document.getElementById("events-empty").hidden = state.events.length > 0;
     document.getElementById("event-key").hidden = !state.events.length;
@@ -609,6 +612,7 @@
     table.tBodies[0].replaceChildren.apply(table.tBodies[0], state.events.map(function (event) {
       const row = document.createElement("tr");
       row.classList.toggle("at-cursor", event.step === state.cursor);
+      if (event.step === state.cursor) row.setAttribute("aria-current", "true");  // not by its colour alone
       // as the server writes a time on every page (webapp/formats): 2026-12-05 08:46, UTC
       const cells = [event.created_at.slice(0, 16).replace("T", " "), null, event.level, event.rule, event.message,
                      signalText(event)];
@@ -621,6 +625,7 @@
           button.className = "link-button";
           button.textContent = String(event.step);
           button.setAttribute("aria-label", "Show step " + event.step + " on every chart");
+          button.dataset.event = String(event.id);
           button.addEventListener("click", function () { setCursor(event.step); });
           cell.append(button);
         } else if (i === 2) {
@@ -636,6 +641,8 @@
       });
       return row;
     }));
+    const again = focused && table.querySelector('button[data-event="' + focused + '"]');
+    if (again) again.focus();
   }
 
   // Move the cursor to a step (null clears it): every chart, the URL (?step=), the trajectories link.
@@ -816,7 +823,13 @@
       render();
       followZoom();
     });
-    document.getElementById("cursor-clear").addEventListener("click", function () { setCursor(null); });
+    document.getElementById("cursor-clear").addEventListener("click", function () {
+      const step = state.cursor;
+      setCursor(null);
+      // The button hides with the cursor: the focus goes back to the event that set it, if one did.
+      const from = document.querySelector('#event-list button[aria-label="Show step ' + step + ' on every chart"]');
+      if (from) from.focus();
+    });
     const detectorBox = document.getElementById("detector-view");
     detectorBox.checked = state.detector.on;  // from the address, not a reload's remembered checkbox
     detectorBox.addEventListener("change", async function () {

@@ -44,12 +44,28 @@
   if (!slider || !select) return;
   const steps = JSON.parse(document.getElementById("sample-steps").textContent);
 
-  function go(step) {
-    const url = new URL(window.location.href);
-    url.searchParams.set("step", step);
-    window.location.assign(url.toString());
+  // The page reloads on a new step: the control that chose it gets the focus back (a keyboard user was
+  // left at the top of the page after each arrow key), and a run of arrow presses loads once, at its end.
+  const REFOCUS = "echolab.trajectories.refocus";
+  const again = window.sessionStorage.getItem(REFOCUS);
+  window.sessionStorage.removeItem(REFOCUS);
+  if (again === slider.id || again === select.id) document.getElementById(again).focus();
+  let pending = null;
+
+  function go(step, from) {
+    window.clearTimeout(pending);
+    pending = window.setTimeout(function () {
+      const url = new URL(window.location.href);
+      url.searchParams.set("step", step);
+      window.sessionStorage.setItem(REFOCUS, from.id);
+      window.location.assign(url.toString());
+    }, 500);
   }
-  slider.addEventListener("input", function () { select.value = String(steps[Number(slider.value)]); });
-  slider.addEventListener("change", function () { go(steps[Number(slider.value)]); });
-  select.addEventListener("change", function () { go(select.value); });
+  slider.addEventListener("input", function () {
+    const step = String(steps[Number(slider.value)]);
+    select.value = step;
+    slider.setAttribute("aria-valuetext", "step " + step);  // its value is a position in the list
+  });
+  slider.addEventListener("change", function () { go(steps[Number(slider.value)], slider); });
+  select.addEventListener("change", function () { go(select.value, select); });
 })();

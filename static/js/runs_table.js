@@ -69,6 +69,10 @@
     document.addEventListener("click", function (event) {
       if (chooser.open && !chooser.contains(event.target)) chooser.open = false;
     });
+    // Tabbing past its last control closes it too: open, it covered the focused header link below it.
+    chooser.addEventListener("focusout", function (event) {
+      if (chooser.open && event.relatedTarget && !chooser.contains(event.relatedTarget)) chooser.open = false;
+    });
   }
 
   window.addEventListener("storage", function () { showColumns(); showExport(); });

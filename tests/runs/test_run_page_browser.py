@@ -316,7 +316,11 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
     ]
     assert "at-cursor" in rows.nth(0).get_attribute("class")
 
-    page.get_by_role("button", name="Show step 30 on every chart").click()
+    step_30 = page.get_by_role("button", name="Show step 30 on every chart")
+    step_30.focus()
+    page.keyboard.press("Enter")  # the rows are drawn anew: the focus stays on this button, not the body
+    expect(rows.nth(1)).to_have_attribute("aria-current", "true")  # the cursor's row, not by colour alone
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Show step 30 on every chart"
     for chart in ("success", "entropy"):
         wait_for(
             lambda: "step 30" in drawn(page, chart)["texts"], timeout=10, message=f"cursor moved on {chart}"
@@ -325,8 +329,12 @@ def test_step_in_the_url_and_a_click_in_the_events_list_move_every_charts_cursor
     assert page.url.endswith(f"/runs/{run.pk}/?step=30")
     assert page.locator("#trajectories-link").get_attribute("href") == f"/runs/{run.pk}/trajectories?step=30"
     page.screenshot(path=str(ARTIFACTS / "run-events-cursor.png"), full_page=True)
-    page.click("#cursor-clear")
+    page.locator("#cursor-clear").focus()
+    page.keyboard.press("Enter")
     wait_for(lambda: drawn(page, "success")["shapes"] == 2, timeout=10, message="cursor cleared")
+    # the clear button hides: the focus goes back to the event that set the cursor
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Show step 30 on every chart"
+    assert rows.nth(1).get_attribute("aria-current") is None
     assert "step=" not in page.url
 
     page.goto(f"{page.base}/runs/{run.pk}/?step=twelve")

@@ -127,3 +127,23 @@ def test_back_shows_the_step_the_page_is_at_in_every_control(page):
     page.go_back()
     page.wait_for_url("**step=5")
     assert page.input_value("#step-select") == "5" and page.input_value("#step-slider") == "1"
+
+
+def test_arrow_keys_on_the_step_slider_load_the_step_and_keep_the_focus_there(page):
+    # Each arrow press reloaded the page and left the focus at its top: one Tab trip per step.
+    run = make_run(page.user, status=Run.Status.COMPLETED, config={"env": {"name": "frozenlake"}})
+    for step in (0, 10, 20, 30):
+        Sample.objects.create(
+            run=run, step=step, index=0, data={"reward": 0, "success": False, "turns": [turn()]}
+        )
+    page.goto(f"{page.base}/runs/{run.pk}/trajectories?step=10")
+    slider = page.locator("#step-slider")
+    assert slider.get_attribute("aria-valuetext") == "step 10"  # the step, not its place in the list (1)
+    slider.focus()
+    with page.expect_navigation():
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowRight")  # two presses in a row: one load, of the step they reach
+    page.wait_for_url("**step=30")
+    assert page.evaluate("document.activeElement.id") == "step-slider"
+    assert slider.get_attribute("aria-valuetext") == "step 30"
+    assert page.get_by_label("Step number").input_value() == "30"
