@@ -232,6 +232,41 @@ window.EchoChartView = {
   // (Read when drawn: the compare page loads chart_config.js after this file.)
   get stepConfig() { return Object.assign({}, window.EchoChartConfig, { doubleClick: false }); },
 
+  // A zoom typed instead of dragged (a keyboard cannot drag across a chart; Plotly's toolbar is out of the
+  // tab order): the page's #range-form sends its two ends, in the x axis' units, to apply([from, to]), and
+  // "Whole run" sends apply(null). show(range, units) keeps its fields on the range the charts show and
+  // says the units; "Whole run" shows only while zoomed.
+  rangeForm: function (apply) {
+    const form = document.getElementById("range-form");
+    if (!form) return { show: function () {} };
+    const from = form.elements.from, to = form.elements.to;
+    const whole = form.querySelector(".range-whole"), error = form.querySelector(".range-error");
+    const rounded = function (x) { return String(Number(x.toPrecision(6))); };
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      const low = Number(from.value), high = Number(to.value);
+      const problem = from.value.trim() === "" || to.value.trim() === "" ? "give both ends"
+        : !Number.isFinite(low) || !Number.isFinite(high) ? "the ends are numbers"
+        : low >= high ? "the first end is below the second" : "";
+      error.textContent = problem;
+      [from, to].forEach(function (field) { field.setAttribute("aria-invalid", problem ? "true" : "false"); });
+      if (!problem) apply([low, high]);
+    });
+    whole.addEventListener("click", function () {
+      apply(null);
+      from.focus();  // the button hides with the zoom
+    });
+    return {
+      show: function (range, units) {
+        form.querySelectorAll(".range-units").forEach(function (label) { label.textContent = units; });
+        whole.hidden = !range;
+        if (form.contains(document.activeElement) && document.activeElement !== whole) return;  // being typed
+        from.value = range ? rounded(range[0]) : "";
+        to.value = range ? rounded(range[1]) : "";
+      },
+    };
+  },
+
   wholeOnDoubleClick: function (plot, whole) {
     if (plot.dataset.wholeOnDoubleClick) return;
     plot.dataset.wholeOnDoubleClick = "true";

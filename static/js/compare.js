@@ -424,6 +424,7 @@
     if (!state.data) return Promise.resolve(showSelection());  // ticked before the data came
     if (xAxis() === "time" && !state.data.clocks) return Promise.resolve();  // the clocks are on their way
     const all = entries();
+    rangeForm.show(state.xrange, RANGE_UNITS[xAxis()]);
     drawLegend(all);
     colourSwatches(all);
     showGroups(all);
@@ -677,11 +678,16 @@
   function zoomed(change) {
     if (state.syncing) return;
     const range = window.EchoChartView.zoomedRange(change);
-    if (range === undefined) return;
+    if (range !== undefined) zoomTo(range);
+  }
+
+  function zoomTo(range) {
     state.xrange = range;
     saveView();
     if (!followZoom()) scheduleRender();
   }
+  const rangeForm = window.EchoChartView.rangeForm(zoomTo);
+  const RANGE_UNITS = { step: "steps", onset: "steps from onset", time: "minutes" };
 
   function saveView() {
     window.EchoChartView.save({ xmode: state.xmode, xrange: state.xrange, smoothing: state.smoothing });

@@ -366,6 +366,8 @@
   const stale = new Set();  // ids of the charts the last render left undrawn, being away from it
   let drawn = null;         // what the last render drew every chart with: its events layer and x span
 
+  const rangeForm = window.EchoChartView.rangeForm(zoomTo);
+
   function render() {
     state.time = clock();
     drawn = { events: eventLayer(), span: dataSpan() };
@@ -374,6 +376,7 @@
     state.syncing = false;
     showNotLogged(notLogged.map(function (chart) { return chart.title; }));
     window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: drawn.span, cursor: state.cursor });
+    rangeForm.show(state.xrange, state.xmode === "time" ? "minutes" : "steps");
     const note = document.getElementById("x-axis-note");
     note.hidden = state.xmode !== "time" || state.time !== null;
     note.textContent = state.finished ? "this run logged no " + TIME_KEY + ": no training time to draw against"

@@ -761,6 +761,14 @@ def test_every_chart_shows_one_step_range_and_a_double_click_gives_it_back(page)
     page.dblclick("#chart-success .nsewdrag")
     wait_for(lambda: drawn(page, "entropy")["xticks"] == whole, timeout=10, message="the whole run again")
     assert "xrange" not in page.url
+    # and by keyboard: the steps typed, "Whole run" back
+    page.get_by_label("Show steps from").fill("70")
+    page.get_by_label("to", exact=True).fill("90")
+    page.keyboard.press("Enter")
+    wait_for(lambda: drawn(page, "entropy")["xticks"][0] == "70", timeout=10, message="the typed range")
+    assert "xrange=70" in page.url
+    page.get_by_role("button", name="Whole run").click()
+    wait_for(lambda: drawn(page, "entropy")["xticks"] == whole, timeout=10, message="the whole run again")
 
 
 def test_a_chart_of_two_keys_names_each_keys_line_style(page):

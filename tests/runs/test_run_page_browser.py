@@ -623,3 +623,33 @@ def test_a_run_that_ended_before_its_first_step_says_it_logged_nothing(page):
     page.goto(f"{page.base}/runs/{run.pk}/")
     note = page.locator("#not-logged")
     expect(note).to_have_text("This run logged no metrics before it ended, so there are no charts.")
+
+
+def test_a_keyboard_zooms_every_chart_by_typing_the_steps_and_goes_back_to_the_whole_run(page):
+    # A zoom was a drag on a chart: with Plotly's toolbar out of the tab order, a keyboard had none.
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=100, total_steps=100)
+    MetricPoint.upsert(
+        run.pk, [(s, key, s / 100) for s in range(100) for key in ("train/success", "actor/entropy")]
+    )
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "success")["xticks"], timeout=10, message="the success chart")
+    whole = drawn(page, "success")["xticks"]
+    assert page.get_by_role("button", name="Whole run").is_hidden()  # nothing to go back to
+
+    page.get_by_label("Show steps from").fill("60")
+    page.keyboard.press("Enter")
+    expect(page.locator("#range-error")).to_have_text("give both ends")
+    assert page.get_by_label("Show steps from").get_attribute("aria-invalid") == "true"
+    page.get_by_label("to", exact=True).fill("80")
+    page.keyboard.press("Enter")
+    for chart in ("success", "entropy"):
+        wait_for(lambda: drawn(page, chart)["xticks"][0] == "60", timeout=10, message=f"{chart} zoomed")
+    assert "xrange=60%2C80" in page.url or "xrange=60,80" in page.url
+    assert page.locator("#range-error").inner_text() == ""
+
+    page.get_by_role("button", name="Whole run").focus()
+    page.keyboard.press("Enter")
+    wait_for(lambda: drawn(page, "entropy")["xticks"] == whole, timeout=10, message="the whole run again")
+    assert "xrange" not in page.url
+    assert page.evaluate("document.activeElement.id") == "range-from"  # the button went with the zoom
+    assert page.get_by_label("Show steps from").input_value() == ""
