@@ -737,20 +737,48 @@
   // a lost one runs again when its client logs again (webapp.tracking): its page keeps asking, less often.
   const ENDED_POLL_MS = 10000;
 
+  // A reload when the run changes state keeps the reader's place: the charts shown as tables, the scroll,
+  // the focused control (a screen reader's user was sent to the top of a page whose tables had gone).
+  const PLACE = "echolab.run-place." + window.location.pathname;
+  const place = JSON.parse(window.sessionStorage.getItem(PLACE) || "null");
+  window.sessionStorage.removeItem(PLACE);
+  if (place) Object.assign(state.tables, place.tables);
+  let placeRestored = false;
+
+  function reloadKeepingPlace() {
+    const focused = document.activeElement;
+    const label = focused && focused.getAttribute("aria-label");
+    const focus = !focused || focused === document.body ? null
+      : focused.id ? "#" + CSS.escape(focused.id) : label ? '[aria-label="' + CSS.escape(label) + '"]' : null;
+    window.sessionStorage.setItem(PLACE, JSON.stringify({ tables: state.tables, scroll: window.scrollY, focus: focus }));
+    window.location.reload();
+  }
+
+  function restorePlace() {
+    if (!place) return;
+    window.scrollTo(0, place.scroll);
+    const again = place.focus && document.querySelector(place.focus);
+    if (again) again.focus({ preventScroll: true });
+  }
+
   async function poll() {
     const status = document.getElementById("poll-state");
     try {
       const run = await refresh();
+      if (!placeRestored) {
+        placeRestored = true;
+        restorePlace();  // once the first data is drawn: the page has its height
+      }
       if (page.key_count !== null && run.key_count > page.key_count) {
         // A run trained elsewhere logged a key first after the page was drawn: the server charts it.
-        window.location.reload();
+        reloadKeepingPlace();
         return;
       }
       if (run.finished !== state.finished || (!run.finished && run.status !== state.status)) {
         // The page was live and the run just ended, or an ended MLflow run runs again, or a queued run
         // started (or went back to the queue): reload once to show its state (the error, the final values;
         // when it started, on which worker, why Delete is off; or the live page).
-        window.location.reload();
+        reloadKeepingPlace();
         return;
       }
       status.textContent = state.finished ? "" : "live, updating every " + POLL_MS / 1000 + " s";
@@ -784,6 +812,7 @@
       tableBox.type = "checkbox";
       tableBox.className = "show-table";
       tableBox.setAttribute("aria-label", "Show " + chart.title + " as a table");
+      tableBox.checked = Boolean(state.tables[chart.id]);  // kept over a reload (reloadKeepingPlace)
       tableBox.addEventListener("change", function () {
         state.tables[chart.id] = tableBox.checked;
         render();

@@ -653,3 +653,29 @@ def test_a_keyboard_zooms_every_chart_by_typing_the_steps_and_goes_back_to_the_w
     assert "xrange" not in page.url
     assert page.evaluate("document.activeElement.id") == "range-from"  # the button went with the zoom
     assert page.get_by_label("Show steps from").input_value() == ""
+
+
+def test_the_reload_when_a_run_ends_keeps_its_tables_and_the_focus(page):
+    # The page reloads once to show a run's new state: a reader's tables went and the focus fell to the top.
+    run = make_run(page.user, status=Run.Status.RUNNING, step=5, total_steps=40)
+    write_points(run.pk, [(s, "train/success", s / 10) for s in range(6)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "success")["markers"] == [6], timeout=15, message="6 points drawn")
+    switch = page.get_by_label("Show Success (train and validation) as a table")
+    switch.check()
+    switch.focus()
+    expect(page.locator("#table-success")).to_be_visible()
+
+    with page.expect_navigation(timeout=15_000):
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED, step=6)
+    expect(page.locator("#run-status")).to_have_text("Completed")
+    expect(page.locator("#table-success")).to_be_visible()
+    assert switch.is_checked()
+    wait_for(
+        lambda: (
+            page.evaluate("document.activeElement.getAttribute('aria-label')")
+            == switch.get_attribute("aria-label")
+        ),
+        timeout=10,
+        message="the focus back on the table switch",
+    )
