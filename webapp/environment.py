@@ -90,9 +90,14 @@ def secret_key() -> str:
 _PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)(.*)@")
 
 
+# Without a scheme (a malformed URL): from the first ":" to the last "@"
+_PASSWORD_ANYWHERE = re.compile(r"^([^:@]*:)(.*)@")
+
+
 def _masked(raw: str) -> str:
     """A URL as an error message shows it: without its password (the message goes to the logs)."""
-    return _PASSWORD.sub(r"\1***@", raw, count=1)
+    masked = _PASSWORD.sub(r"\1***@", raw, count=1)
+    return masked if masked != raw else _PASSWORD_ANYWHERE.sub(r"\1***@", raw, count=1)
 
 
 def _split_url(name: str, raw: str, schemes: tuple[str, ...]):

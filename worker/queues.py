@@ -33,3 +33,18 @@ def send(task: str, args: list, queue: str, eta=None) -> bool:
         )
         return False
     return True
+
+
+def listeners(queue: str, timeout: float = 1.0) -> list[str] | None:
+    """The workers that answer a broadcast within `timeout` s and consume `queue`; None when the broker
+    cannot broadcast (unreachable, or the embedded filesystem broker, which has no broadcast)."""
+    from worker.celery import app
+
+    try:
+        answers = app.control.inspect(timeout=timeout).active_queues() or {}
+    except Exception as error:  # as in send(): kombu raises several types for "broker unreachable"
+        logger.warning("cannot ask the workers which queues they consume: %s", error)
+        return None
+    return sorted(
+        worker for worker, consumed in answers.items() if any(q.get("name") == queue for q in consumed)
+    )

@@ -44,9 +44,12 @@ def detect_external_run(run_id: int) -> int:
 @app.task(name=queues.SWEEP_RUNS)
 def sweep_runs() -> dict:
     """Re-send lost runs and notifications, requeue runs whose worker died; see worker/sweeper.py."""
+    from webapp.core.models import WorkerPing
     from worker.sweeper import sweep_runs as sweep
 
-    return sweep()
+    counts = sweep()
+    WorkerPing.sweeper_ran()  # /healthz?workers=1 says when this stops: beat or the default workers are down
+    return counts
 
 
 @app.task(name=queues.SEND_NOTIFICATION, bind=True, max_retries=None)  # retry_delays() decides

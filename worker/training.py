@@ -7,6 +7,7 @@ imported here, in the child, never in the worker's parent process (CUDA must not
 the fork).
 """
 
+import collections
 import contextlib
 import logging
 import os
@@ -23,8 +24,9 @@ from django.db.utils import Error as DatabaseError
 from trainer.stopping import StopSignal  # torch-free
 from webapp.experiments import run_planning
 from webapp.experiments.models import Run
+from worker.celery import stop_heard
 from worker.sink import DatabaseSink, SinkFlushError
-from worker.sweeper import pid_namespace
+from worker.sweeper import pid_namespace, recover
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +109,9 @@ def train_run(message_run_id: int) -> str:
     (Run.next_in_queue, which is that run unless the broker's order differs from the queue's) and train
     it; returns what happened, for the log."""
     worker_gone = outlive_the_forking_thread()
-    if worker_is_stopping():
+    # From here a SIGTERM is noted, not ignored: it is read before the claim and when training starts.
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop_heard.set())
+    if worker_is_stopping() or stop_heard.is_set():
         # The pool forks a fresh child (one task per child) even during a warm shutdown and hands it the
         # task it had reserved; a claim now would load a model only to checkpoint it at the first step
         # boundary. Sent again, the message waits for the next worker.
@@ -144,6 +148,9 @@ def train_run(message_run_id: int) -> str:
                 run.finish(Run.Status.FAILED, error=problem)
                 return f"run {run.pk} failed: {why}"
             continue
+        if stop_heard.is_set():  # heard while the tiny model was built
+            run.enqueue()
+            return "worker shutting down: left queued"
         if run.claim(host, pid, describe_device(), pid_namespace()):
             sent_for = (
                 ""
@@ -171,12 +178,18 @@ def empty_working_directory():
 def train_claimed(run: Run, cfg, worker_gone: Callable[[], bool]) -> str:
     try:
         out_dir, resume, sink = prepare(run)
-    except Exception as failure:  # a full disk, a checkpoint it cannot read: said on the run, at once
+    except Exception as failure:  # a full disk, a checkpoint it cannot read: said on the run
+        # A lost attempt, as the sweeper counts one: queued again (for a worker whose disk is not full, say)
+        # until RUN_MAX_ATTEMPTS, not failed at once by the one broken worker that took it.
         error = f"{type(failure).__name__}: {failure}"
-        finish_with_retries(run, Run.Status.FAILED, error, traceback.format_exc())
-        return f"{Run.Status.FAILED}: {error}"
+        logger.exception("run %s: could not start training", run.pk)
+        counts = collections.Counter()
+        recover(run, f"the worker on {socket.gethostname()} could not start it: {error}", counts)
+        return f"not started ({error}): {dict(counts)}"
     # Held until the attempt is recorded: a second SIGTERM must not cut the flush or the requeue short.
+    # A SIGTERM heard before (while the model loaded) counts as asked.
     with shutdown_request() as shutdown, empty_working_directory():
+        shutdown.asked = shutdown.asked or stop_heard.is_set()
         return attempt(run, cfg, sink, out_dir, resume, lambda: shutdown.asked or worker_gone())
 
 

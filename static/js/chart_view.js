@@ -246,8 +246,8 @@ window.EchoChartView = {
       event.preventDefault();
       const low = Number(from.value), high = Number(to.value);
       const problem = from.value.trim() === "" || to.value.trim() === "" ? "give both ends"
-        : !Number.isFinite(low) || !Number.isFinite(high) ? "the ends are numbers"
-        : low >= high ? "the first end is below the second" : "";
+        : !Number.isFinite(low) || !Number.isFinite(high) ? "both ends must be numbers"
+        : low >= high ? "the first end must be below the second" : "";
       error.textContent = problem;
       [from, to].forEach(function (field) { field.setAttribute("aria-invalid", problem ? "true" : "false"); });
       if (!problem) apply([low, high]);

@@ -13,10 +13,19 @@
 
   const EVERY_MS = 5000;
 
-  // Rows are matched by data-key (a run's or an experiment's id), so that a new run at the top does not
-  // turn the focused row's link into its neighbour's; other nodes by their place.
+  // Rows are matched by data-key (a run's or an experiment's id), other elements by their id, so that a
+  // new run at the top does not turn the focused row's link into its neighbour's, nor "Stop all" into the
+  // "Resume" form that replaced it; other nodes by their place among those of their kind.
   function key(node) {
-    return node.nodeType === Node.ELEMENT_NODE ? node.getAttribute("data-key") : null;
+    return node.nodeType === Node.ELEMENT_NODE ? node.getAttribute("data-key") || node.id || null : null;
+  }
+
+  // The first old node from `cursor` on that is not keyed and is of the fresh node's kind, or null.
+  function sameKind(cursor, fresh) {
+    for (let node = cursor; node; node = node.nextSibling) {
+      if (key(node) === null && node.nodeName === fresh.nodeName) return node;
+    }
+    return null;
   }
 
   // Makes `node` what `fresh` says, keeping every element whose tag and key stay.
@@ -40,7 +49,7 @@
     let cursor = node.firstChild; // the old children from here on are not matched yet
     Array.from(fresh.childNodes).forEach(function (child) {
       const wanted = key(child);
-      const match = wanted !== null ? keyed.get(wanted) : (cursor && key(cursor) === null ? cursor : null);
+      const match = wanted !== null ? keyed.get(wanted) : sameKind(cursor, child);
       if (!match) {
         node.insertBefore(child, cursor);
         return;

@@ -629,6 +629,7 @@
           button.textContent = String(event.step);
           button.setAttribute("aria-label", "Show step " + event.step + " on every chart");
           button.dataset.event = String(event.id);
+          button.dataset.step = String(event.step);
           button.addEventListener("click", function () { setCursor(event.step); });
           cell.append(button);
         } else if (i === 2) {
@@ -858,9 +859,10 @@
     document.getElementById("cursor-clear").addEventListener("click", function () {
       const step = state.cursor;
       setCursor(null);
-      // The button hides with the cursor: the focus goes back to the event that set it, if one did.
-      const from = document.querySelector('#event-list button[aria-label="Show step ' + step + ' on every chart"]');
-      if (from) from.focus();
+      // The button hides with the cursor: the focus goes to the event at its step, else to the x axis'
+      // control beside it.
+      const from = document.querySelector('#event-list button[data-step="' + step + '"]');
+      (from || document.getElementById("x-axis")).focus();
     });
     const detectorBox = document.getElementById("detector-view");
     detectorBox.checked = state.detector.on;  // from the address, not a reload's remembered checkbox

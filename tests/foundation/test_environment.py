@@ -50,6 +50,11 @@ def manage(*args, **env):
             "postgres://u:secret@localhost:5432/",
             "no database name in 'postgres://u:***@localhost",
         ),
+        (
+            "EMAIL_URL",
+            "alerts:S3cret@smtp.example.org:587",
+            "expected a URL like smtp://..., got 'alerts:***@smtp",
+        ),
     ],
 )
 def test_malformed_variable_stops_startup_with_one_line(tmp_path, variable, value, expected):

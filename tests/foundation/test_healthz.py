@@ -1,9 +1,14 @@
+from datetime import timedelta
+
 import pytest
 from django.core.management import CommandError, call_command
 from django.db.migrations.recorder import MigrationRecorder
 from django.test import override_settings
+from django.utils import timezone
 
 from webapp.core import health
+from webapp.core.models import WorkerPing
+from worker.tasks import sweep_runs
 
 
 def test_healthz_ok_when_database_and_broker_answer(client, db):
@@ -27,7 +32,7 @@ def test_healthz_503_until_an_upgrades_migrations_are_applied_and_for_code_older
     client, db, monkeypatch
 ):
     # New code on an old database answered "ok" while its pages failed on missing columns (an operator's).
-    monkeypatch.setattr(health, "_schema_current", False)
+    monkeypatch.setattr(health, "_schema_current", None)
     applied = MigrationRecorder.Migration.objects
     last = applied.filter(app="accounts").order_by("-name").first()
     last.delete()
@@ -43,11 +48,15 @@ def test_healthz_503_until_an_upgrades_migrations_are_applied_and_for_code_older
     assert error.startswith("the database has 1 migration (alerts.9999_from_a_newer_version) that this code")
     applied.filter(name="9999_from_a_newer_version").delete()
     assert client.get("/healthz").status_code == 200
-    assert health._schema_current  # found current once: not asked again by this process
+    # found current: not asked again for a minute, then asked again (an upgrade may migrate meanwhile)
+    applied.create(app="alerts", name="9999_from_a_newer_version")
+    assert client.get("/healthz").status_code == 200
+    monkeypatch.setattr(health, "_schema_current", health._schema_current - health.SCHEMA_CHECKED_FOR)
+    assert client.get("/healthz").status_code == 503
 
 
 def test_wait_for_schema_returns_once_migrated_and_fails_naming_what_is_missing(db, monkeypatch):
-    monkeypatch.setattr(health, "_schema_current", False)
+    monkeypatch.setattr(health, "_schema_current", None)
     last = MigrationRecorder.Migration.objects.filter(app="accounts").order_by("-name").first()
     last.delete()
     with pytest.raises(
@@ -56,3 +65,31 @@ def test_wait_for_schema_returns_once_migrated_and_fails_naming_what_is_missing(
         call_command("wait_for_schema", "--timeout", "0")
     MigrationRecorder.Migration.objects.create(app="accounts", name=last.name)
     call_command("wait_for_schema", "--timeout", "0")  # returns
+
+
+def test_healthz_with_workers_says_when_the_sweeper_stopped(client, db):
+    # An operator's: with beat down (or no default worker) lost runs were never requeued, and /healthz said ok.
+    WorkerPing.objects.filter(nonce=WorkerPing.SWEEPER).delete()
+    answer = client.get("/healthz", {"workers": "1"}).json()
+    assert answer["sweeper"]["error"] == "the sweeper has never run: start beat and a default worker"
+    assert answer["status"] == "unavailable" and client.get("/healthz").status_code == 200  # asked for only
+    sweep_runs()  # the beat task, run here
+    assert client.get("/healthz", {"workers": "1"}).json()["sweeper"] == {"ok": True}
+    WorkerPing.objects.filter(nonce=WorkerPing.SWEEPER).update(
+        answered_at=timezone.now() - timedelta(minutes=10)
+    )
+    error = client.get("/healthz", {"workers": "1"}).json()["sweeper"]["error"]
+    assert (
+        error.startswith("the sweeper last ran 600 s ago on ")
+        and "are beat and a default worker running?" in error
+    )
+
+
+@pytest.mark.slow
+def test_healthz_with_workers_says_whether_a_worker_consumes_the_gpu_queue(client, start_worker):
+    # With no gpu worker (or one started on a misspelt queue) queued runs waited and /healthz said ok.
+    start_worker("gpus", name="misspelt")
+    error = client.get("/healthz", {"workers": "1"}).json()["gpu_workers"]["error"]
+    assert error == "no worker consumes the gpu queue: queued runs wait"
+    start_worker("gpu", name="listening")
+    assert client.get("/healthz", {"workers": "1"}).json()["gpu_workers"] == {"ok": True}

@@ -640,6 +640,9 @@ def test_a_keyboard_zooms_every_chart_by_typing_the_steps_and_goes_back_to_the_w
     page.keyboard.press("Enter")
     expect(page.locator("#range-error")).to_have_text("give both ends")
     assert page.get_by_label("Show steps from").get_attribute("aria-invalid") == "true"
+    page.get_by_label("to", exact=True).fill("40")
+    page.keyboard.press("Enter")
+    expect(page.locator("#range-error")).to_have_text("the first end must be below the second")
     page.get_by_label("to", exact=True).fill("80")
     page.keyboard.press("Enter")
     for chart in ("success", "entropy"):

@@ -115,16 +115,19 @@ def test_sort_by_any_config_value_reads_numbers_as_numbers_text_after_and_missin
         "ours-0.01": {"optim": {"actor_lr": 0.01}},
         "auto": {"optim": {"actor_lr": "auto"}},
         "none": {"seed": 1},
+        # written by Postgres without an exponent: 1/3 with 30 decimals, 1e25 with 26 digits (a reviewer's)
+        "third": {"optim": {"actor_lr": 1 / 3}},
+        "huge": {"optim": {"actor_lr": 1e25}},
     }
     for label, config in configs.items():
         table_run(alice, label=label, config=config)
     assert table.config_value(configs["trl-1e-05"], "learning_rate") == "1e-05"
     assert table.config_value(configs["verl-2e-3"], "optim.actor_lr") == "2e-3"
     assert table.config_value(configs["none"], "optim.actor_lr") is None
-    ascending = ["ours-3e-4", "verl-2e-3", "ours-0.01", "auto", "trl-1e-05", "none"]
+    ascending = ["ours-3e-4", "verl-2e-3", "ours-0.01", "third", "huge", "auto", "trl-1e-05", "none"]
     assert [run.label for run in table_runs(alice, sort="config:optim.actor_lr")] == ascending
     # Descending: numbers largest first, then text; runs without it still last (newest first among them)
-    descending = ["ours-0.01", "verl-2e-3", "ours-3e-4", "auto", "none", "trl-1e-05"]
+    descending = ["huge", "third", "ours-0.01", "verl-2e-3", "ours-3e-4", "auto", "none", "trl-1e-05"]
     assert [run.label for run in table_runs(alice, sort="-config:optim.actor_lr")] == descending
     assert [run.label for run in table_runs(alice, sort="config:learning_rate")][0] == "trl-1e-05"
 

@@ -2,6 +2,7 @@
 compare ticks survive the refresh, and the page stops asking once every run has finished."""
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.factories import spec_experiment
 from tests.helpers import REPO_ROOT
@@ -138,3 +139,17 @@ def test_a_refresh_leaves_the_focused_control_alone_even_when_a_row_comes_in_abo
     assert page.locator("#experiment-table tbody tr").first.inner_text().startswith("Newer")
     assert page.evaluate(SAME_FOCUS) == [True, 0]
     assert page.evaluate("document.activeElement.textContent") == "Older"
+
+
+def test_a_focused_stop_all_that_goes_with_the_last_running_run_does_not_become_resume(page):
+    # The merge matched the page's forms by place: the focused "Stop all" turned into "Resume stopped
+    # runs", keeping the focus, and Enter would have resumed them without a question (a reviewer's).
+    experiment = spec_experiment(page.user, seeds=[1, 2], steps=10)
+    first, second = experiment.runs.order_by("id")
+    Run.objects.filter(pk=first.pk).update(status="running", step=3, host="gpu-7")
+    Run.objects.filter(pk=second.pk).update(status="stopped", step=2)
+    page.goto(f"{page.base}/experiments/{experiment.pk}/")
+    page.locator("#stop-all-form button").focus()
+    Run.objects.filter(pk=first.pk).update(status="completed", step=10)
+    expect(page.locator("#stop-all-form")).to_have_count(0, timeout=15_000)
+    assert page.evaluate("document.activeElement.closest('#resume-all-form') === null")

@@ -13,7 +13,7 @@ def worker_settings(settings, tmp_path, tiny_model_dir, checkpoint_root, monkeyp
     from pathlib import Path
 
     settings.MODEL_ROOT = Path(tiny_model_dir).parent
-    monkeypatch.setenv("ECHOLAB_THREADS", "1")
+    settings.TRAIN_THREADS = 1  # ECHOLAB_THREADS, read at start
     # No network here: a hub id cannot load, and says so at once. huggingface_hub reads the variable when
     # it is first imported, which an earlier test may have done, so its constant is set too (without it
     # the load waits out the hub's connection retries: ~45 s of the suite).

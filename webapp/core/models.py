@@ -1,4 +1,9 @@
+import socket
+
 from django.db import models
+from django.utils import timezone
+
+from worker import queues
 
 
 class WorkerPing(models.Model):
@@ -11,3 +16,12 @@ class WorkerPing(models.Model):
 
     def __str__(self):
         return f"{self.hostname} answered {self.nonce}"
+
+    # The row the sweeper keeps fresh each time it runs: beat -> broker -> a default worker -> database.
+    SWEEPER = "sweeper"
+
+    @classmethod
+    def sweeper_ran(cls) -> None:
+        fresh = {"answered_at": timezone.now(), "hostname": socket.gethostname(), "queue": queues.DEFAULT}
+        if not cls.objects.filter(nonce=cls.SWEEPER).update(**fresh):
+            cls.objects.get_or_create(nonce=cls.SWEEPER, defaults=fresh)

@@ -19,6 +19,11 @@ def healthz(request):
         "schema": health.schema_error() if database is None else "database not reachable",
         "broker": health.broker_error(),
     }
+    if request.GET.get("workers") == "1":  # for monitoring, not a load balancer: it asks the workers (1 s)
+        checks["sweeper"] = health.sweeper_error() if database is None else "database not reachable"
+        checks["gpu_workers"] = (
+            health.gpu_workers_error() if checks["broker"] is None else "broker not reachable"
+        )
     body = {
         name: {"ok": error is None, **({"error": error} if error else {})} for name, error in checks.items()
     }

@@ -27,6 +27,8 @@ class ConfigPathsField(forms.Field):
     widget = forms.MultipleHiddenInput
 
     def to_python(self, value) -> list[str]:
+        if isinstance(value, str):  # a form built from a dict (code, tests): one path, not its letters
+            value = [value]
         paths = list(dict.fromkeys(value or []))
         if len(paths) > table.MAX_CONFIG_COLUMNS:
             raise forms.ValidationError(

@@ -77,9 +77,14 @@ DEFAULT_SORT = "-created"
 CONFIG_SORT = "config:"
 MAX_CONFIG_COLUMNS = 8
 MAX_CONFIG_PATH = 250  # MLflow's longest param key
-# A number written as text (MLflow keeps params as strings: "1e-05") sorts as a number; the bounds keep
-# it inside a double's range, so the cast cannot fail. Anything else sorts as text, after the numbers.
-NUMBER_TEXT = r"^[-+]?([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][-+]?[0-9]{1,2})?$"
+# A number written as text (MLflow keeps params as strings: "1e-05"; Postgres writes a JSON number without
+# an exponent, 1e25 as 26 digits) sorts as a number. The bounds keep it inside a double's range, so that the
+# cast cannot fail: with an exponent of two digits a mantissa of 20 digits and 200 decimals, without one 255
+# and 255 (Postgres' most repetitions). Anything else sorts as text, after the numbers.
+NUMBER_TEXT = (
+    r"^[-+]?(([0-9]{1,20}(\.[0-9]{0,200})?|\.[0-9]{1,200})[eE][-+]?[0-9]{1,2}"
+    r"|[0-9]{1,255}(\.[0-9]{0,255})?|\.[0-9]{1,255})$"
+)
 
 
 def config_value(config, path: str):
