@@ -214,6 +214,9 @@ def test_a_config_value_added_as_a_column_by_keyboard_sorts_and_goes(page):
     page.get_by_role("button", name="Add column").click()
     expect(page.locator("th.config-col", has_text="beta")).to_be_visible()
     expect_rows(page, ["kl-0.01", "kl-0.001", "trl"])
+    page.get_by_text(
+        "Columns", exact=True
+    ).click()  # the shown config columns are listed there, each to remove
     page.get_by_role("link", name="Remove the column algorithm.kl_coef").click()
     expect(header).to_have_count(0)
     assert page.locator("#runs-table td.config-col").all_inner_texts() == ["0.04", "–", "–"]

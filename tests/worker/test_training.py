@@ -282,39 +282,31 @@ def test_a_run_submitted_while_the_broker_is_down_is_sent_by_the_sweeper(
     assert_complete_series(run, 1)
 
 
+@pytest.mark.parametrize(
+    "signalled, started",
+    [
+        ("after two steps", lambda run: run.step >= 2),
+        # Between the claim and the training loop's own handler (the device, the model, the checkpoints)
+        # a SIGTERM was ignored: the run trained on to its end (a reviewer's).
+        ("as the run is claimed", lambda run: run.status == "running"),
+    ],
+)
 def test_a_worker_signalled_alone_passes_the_stop_on_to_its_training_child(
-    queued_run, start_gpu_worker, tiny_model_dir, checkpoint_root
+    queued_run, start_gpu_worker, tiny_model_dir, checkpoint_root, signalled, started
 ):
     # `docker compose stop` and Kubernetes signal the container's first process only: the run trained on
     # to its end (or to the SIGKILL at the end of the grace period) instead of checkpointing.
     run = queued_run(tiny_config(tiny_model_dir, steps=30))
     alone = start_gpu_worker("alone")
     assert run.enqueue()
-    wait_for(lambda: fresh(run).step >= 2, timeout=90, message="two steps")
+    wait_for(lambda: started(fresh(run)), timeout=90, message=signalled)
     os.kill(alone.process.pid, signal.SIGTERM)  # the worker's own process, not its group
-    alone.process.wait(timeout=60)
+    alone.process.wait(timeout=90)
 
     run = fresh(run)
     assert run.status == "queued", (run.status, run.error)
     assert run.step < 30 and run.attempt_log[0]["reason"].startswith("worker shut down; checkpointed")
     assert (checkpoint_root / str(run.pk) / "checkpoints" / f"step_{run.step:06d}").is_dir()
-
-
-def test_a_stop_heard_as_the_run_is_claimed_is_not_lost_before_training_starts(
-    queued_run, start_gpu_worker, tiny_model_dir
-):
-    # Between the claim and the training loop's own handler (the device, the model, the checkpoints)
-    # a SIGTERM was ignored: the run trained on to its end (a reviewer's).
-    run = queued_run(tiny_config(tiny_model_dir, steps=30))
-    early = start_gpu_worker("early")
-    assert run.enqueue()
-    wait_for(lambda: fresh(run).status == "running", timeout=90, message="the claim")
-    os.kill(early.process.pid, signal.SIGTERM)
-    early.process.wait(timeout=90)
-
-    run = fresh(run)
-    assert run.status == "queued", (run.status, run.error)
-    assert run.step < 30 and run.attempt_log[0]["reason"].startswith("worker shut down; checkpointed")
 
 
 def test_bad_config_and_unreachable_model_fail_at_once_with_their_message(
