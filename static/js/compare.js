@@ -413,6 +413,38 @@
     return out;
   }
 
+  // The markers' events as a table, for a keyboard and a screen reader (a marker's message shows only
+  // on hover): the runs drawn, each run's events by step. Redrawn only when they change, keeping focus.
+  function showEventList(all) {
+    const rows = [];
+    all.forEach(function (entry) {
+      if (state.hidden.has(entry.id)) return;
+      state.data.runs.forEach(function (run) {
+        if (entry.runs.indexOf(run.id) < 0) return;
+        const name = page.runs.find(function (shown) { return shown.id === run.id; }).name;
+        run.events.forEach(function (e) {
+          rows.push(["#" + run.id + " " + name, String(e.step), e.level, e.rule, e.message]);
+        });
+      });
+    });
+    const box = document.getElementById("compare-events");
+    box.hidden = !rows.length;
+    document.getElementById("compare-events-count").textContent = String(rows.length);
+    const body = document.querySelector("#compare-event-list tbody");
+    const drawnRows = JSON.stringify(rows);
+    if (body.dataset.drawn === drawnRows) return;
+    body.dataset.drawn = drawnRows;
+    body.replaceChildren.apply(body, rows.map(function (cells) {
+      const row = document.createElement("tr");
+      cells.forEach(function (text) {
+        const cell = document.createElement("td");
+        cell.textContent = text;
+        row.append(cell);
+      });
+      return row;
+    }));
+  }
+
   // Coalesces redraws: a slider drag or quick clicks redraw once per frame, with the latest state.
   function scheduleRender() {
     if (state.redraw === null) {
@@ -432,6 +464,7 @@
     showAlignNote();
     const markers = all.flatMap(function (entry) { return entry.runs; }).length ? eventTraces(all) : [];
     document.getElementById("event-key").hidden = !markers.length;
+    showEventList(all);
     window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: dataSpan(all), cursor: null });
     const logged = showLogged();
     const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one

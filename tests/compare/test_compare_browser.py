@@ -75,6 +75,10 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
         .inner_text()
         .startswith("The detector's markers, in each run's colour: ◇ info")
     )
+    # The markers' events as a list, for a keyboard and a screen reader (a marker's message is a hover)
+    page.get_by_text("The markers' detector events as a list (1)").click()
+    [row] = page.locator("#compare-event-list tbody tr").all()
+    assert row.locator("td").all_inner_texts()[:3] == [f"#{runs[3].pk} {runs[3].label}", "60", "collapse"]
 
     # A legend click hides the run in every chart, another click shows it again.
     legend_entry = page.locator("#run-legend .legend-entry", has_text=f"#{runs[2].pk} {runs[2].label}")
@@ -99,6 +103,7 @@ def test_tick_runs_on_two_experiments_and_compare_them(page):
     collapsed.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 4")
     assert not page.locator("#event-key").is_visible()
+    assert page.locator("#compare-events").is_hidden()  # and the list of them
     collapsed.click()
     page.wait_for_function("document.body.dataset.chartsDrawn >= 5")
     assert page.locator("#event-key").is_visible()
