@@ -691,6 +691,14 @@
       document.getElementById("run-device").textContent = run.device || "–";
       document.getElementById("run-attempt").textContent = run.attempt;
     }
+    // A run trained here, while it runs: its worker writes a heartbeat every few seconds. A worker killed
+    // outright (out of memory, a lost machine) left the page saying "running" with a frozen ETA.
+    const beat = document.getElementById("run-heartbeat");
+    if (beat && state.heardSecondsAgo !== null) {
+      beat.textContent = duration(state.heardSecondsAgo) + " ago" + (state.heardSecondsAgo >= 60
+        ? "; nothing since: if its worker is gone, the run is queued again after " +
+          duration(Number(beat.dataset.timeout)) + " without a word" : "");
+    }
     const heard = document.getElementById("run-heard");  // a run trained elsewhere, while it runs
     if (heard && state.heardSecondsAgo !== null) {
       const lostAfter = Number(heard.dataset.lostAfter);

@@ -682,3 +682,19 @@ def test_the_reload_when_a_run_ends_keeps_its_tables_and_the_focus(page):
         timeout=10,
         message="the focus back on the table switch",
     )
+
+
+def test_a_running_run_whose_worker_went_quiet_says_so_and_what_happens_next(page):
+    # A worker killed outright left its run's page saying "running" with a frozen ETA for five minutes.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    quiet = make_run(page.user, status=Run.Status.RUNNING, step=3, total_steps=40, host="gpu-7", attempt=1)
+    Run.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=3))
+    page.goto(f"{page.base}/runs/{quiet.pk}/")
+    expect(page.locator("#run-heartbeat")).to_contain_text(
+        "ago; nothing since: if its worker is gone, the run is queued again after 5m 00s without a word"
+    )
+    Run.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now())  # it answers again
+    expect(page.locator("#run-heartbeat")).not_to_contain_text("nothing since", timeout=10_000)

@@ -241,6 +241,7 @@ def run_detail(request, pk):
             "view_notices": chart_view.view_notices(request.GET, run_page=True),
             "mlflow_run": getattr(run, "mlflow", None),  # an MLflow client's run: its tags and parent
             "lost_after": settings.MLFLOW_LOST_AFTER,
+            "heartbeat_timeout": settings.RUN_HEARTBEAT_TIMEOUT,
             "sections": sections,
             "page": page,  # read by static/js/run.js through json_script
             **_alert_emails(run),
