@@ -17,6 +17,7 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY = env.secret_key()
 DEBUG = env.flag("DEBUG", False)
+DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.core.server_errors.SecretsFilter"
 ALLOWED_HOSTS = env.csv_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 SITE_URL = os.environ.get("SITE_URL", "http://localhost:8000").rstrip("/")
 if urlsplit(SITE_URL).scheme not in ("http", "https"):

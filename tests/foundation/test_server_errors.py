@@ -75,3 +75,13 @@ def test_every_400_names_its_field(alice_client, alice, url, field):
     response = alice_client.get(url.format(run=run.pk))
     assert response.status_code == 400 and field in response.json()["errors"]
     assert response.json()["error"].startswith(f"{field}: ")
+
+
+def test_debug_pages_hide_the_brokers_password_as_they_hide_the_databases(settings):
+    # An operator's: DEBUG's settings dump showed CELERY_BROKER_URL whole, password and all.
+    from django.views.debug import get_default_exception_reporter_filter
+
+    settings.CELERY_BROKER_URL = "redis://:s3cretpw@redis.example.org:6379/0"
+    shown = get_default_exception_reporter_filter().get_safe_settings()
+    assert "s3cretpw" not in str(shown["CELERY_BROKER_URL"])
+    assert shown["DATABASES"]["default"]["PASSWORD"] == "********************"

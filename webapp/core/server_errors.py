@@ -4,6 +4,7 @@ MLflow endpoint's own shape under .../mlflow/), never Django's HTML error page; 
 clients such as `mlflow` retry, not a 500."""
 
 import logging
+import re
 
 import psycopg
 from django.conf import settings
@@ -12,6 +13,8 @@ from django.db import OperationalError
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.defaults import bad_request as html_bad_request
+from django.utils.regex_helper import _lazy_re_compile
+from django.views.debug import SafeExceptionReporterFilter
 from django.views.defaults import server_error as html_server_error
 
 from webapp.core.json_response import JsonResponse, is_api_path
@@ -20,6 +23,15 @@ logger = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
 UNAVAILABLE = "the database is busy or unreachable; retry the request"
 INTERNAL = "internal server error (logged on the server)"
+
+
+class SecretsFilter(SafeExceptionReporterFilter):
+    """DEBUG's error pages and error emails hide settings named like a secret; a broker's URL holds its
+    password too (CELERY_BROKER_URL showed it, where the database's and the mail server's were hidden)."""
+
+    hidden_settings = _lazy_re_compile(
+        "API|AUTH|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|BROKER_URL|BROKER_TRANSPORT", flags=re.I
+    )
 
 
 def answer(request, status: int, message: str, errors: dict | None = None):
