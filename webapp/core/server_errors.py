@@ -12,9 +12,9 @@ from django.core.exceptions import DisallowedHost, TooManyFieldsSent, TooManyFil
 from django.db import OperationalError
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.views.defaults import bad_request as html_bad_request
 from django.utils.regex_helper import _lazy_re_compile
 from django.views.debug import SafeExceptionReporterFilter
+from django.views.defaults import bad_request as html_bad_request
 from django.views.defaults import server_error as html_server_error
 
 from webapp.core.json_response import JsonResponse, is_api_path
