@@ -22,25 +22,26 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = (Queue(queues.DEFAULT), Queue(queues.GPU))
 
 
-# Set in a pool child when SIGTERM reaches it (the worker, or the whole process group, is stopping):
-# read before a claim and when training starts, the moments before a training run's own handler is in place.
+# Set in a pool child when SIGTERM reaches it while it has a task (worker/training.py installs the handler
+# that sets it: billiard replaces any handler but SIG_IGN after worker_process_init), read before a claim
+# and when training starts, the moments before a training run's own handler is in place.
 stop_heard = threading.Event()
 
 
 @worker_process_init.connect
-def pool_children_note_sigterm(**_):
+def pool_children_ignore_sigterm(**_):
     """A pool child killed by SIGTERM while it waits for a task dies holding the pool's queue lock, and the
-    worker's warm shutdown then waits for that lock forever: so SIGTERM does not kill a child, it is noted
-    (an interrupted wait is resumed). The worker stops idle children itself; a child that took a run
-    leaves it queued, or checkpoints it (worker/training.py)."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop_heard.set())
+    worker's warm shutdown then waits for that lock forever. `./echolab run` and the tests stop a worker by
+    signalling its whole process group, so children ignore SIGTERM: the worker stops idle children itself,
+    and a task that trains notes SIGTERM from its start (worker/training.py, train_run)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 @worker_shutting_down.connect
 def pass_the_stop_on_to_training(how, **_):
     """A supervisor that signals only the worker's own process (`docker compose stop`, Kubernetes, systemd
     with KillMode=mixed) left the training child at work: the warm shutdown waited for the whole run and was
-    killed at the end of its grace period, mid-step. The children hear it from here: an idle one notes
+    killed at the end of its grace period, mid-step. The children hear it from here: an idle one ignores
     it (above), one with a run leaves it queued or checkpoints it at its step boundary."""
     if how != "Warm":
         return
