@@ -382,16 +382,24 @@
     return window.EchoChartView.paddedSpan(low, high);
   }
 
-  // Detector events of the runs (or groups) shown, as markers along the top in their colour, and each
-  // collapse as a dotted vertical line. One trace each for all runs: a trace per run costs per chart.
-  function eventTraces(all) {
-    const marks = [];
+  // Every detector event of the runs the entries not hidden draw: {entry, run, event}, run by run.
+  function shownEvents(all) {
+    const out = [];
     all.forEach(function (entry) {
       if (state.hidden.has(entry.id)) return;
       state.data.runs.forEach(function (run) {
         if (entry.runs.indexOf(run.id) < 0) return;
-        run.events.forEach(function (e) { marks.push({ run: run.id, color: entry.color, event: e, x: entry.xs([e.step])[0] }); });
+        run.events.forEach(function (event) { out.push({ entry: entry, run: run, event: event }); });
       });
+    });
+    return out;
+  }
+
+  // Detector events of the runs (or groups) shown, as markers along the top in their colour, and each
+  // collapse as a dotted vertical line. One trace each for all runs: a trace per run costs per chart.
+  function eventTraces(all) {
+    const marks = shownEvents(all).map(function (m) {
+      return { run: m.run.id, color: m.entry.color, event: m.event, x: m.entry.xs([m.event.step])[0] };
     });
     if (!marks.length) return [];
     const collapses = marks.filter(function (m) { return m.event.level === "collapse"; });
@@ -416,16 +424,10 @@
   // The markers' events as a table, for a keyboard and a screen reader (a marker's message shows only
   // on hover): the runs drawn, each run's events by step. Redrawn only when they change, keeping focus.
   function showEventList(all) {
-    const rows = [];
-    all.forEach(function (entry) {
-      if (state.hidden.has(entry.id)) return;
-      state.data.runs.forEach(function (run) {
-        if (entry.runs.indexOf(run.id) < 0) return;
-        const name = page.runs.find(function (shown) { return shown.id === run.id; }).name;
-        run.events.forEach(function (e) {
-          rows.push(["#" + run.id + " " + name, String(e.step), e.level, e.rule, e.message]);
-        });
-      });
+    const names = {};
+    page.runs.forEach(function (run) { names[run.id] = "#" + run.id + " " + run.name; });
+    const rows = shownEvents(all).map(function (m) {
+      return [names[m.run.id], String(m.event.step), m.event.level, m.event.rule, m.event.message];
     });
     const box = document.getElementById("compare-events");
     box.hidden = !rows.length;
