@@ -436,10 +436,12 @@
     const drawnRows = JSON.stringify(rows);
     if (body.dataset.drawn === drawnRows) return;
     body.dataset.drawn = drawnRows;
+    const labels = Array.from(body.parentNode.tHead.rows[0].cells, function (th) { return th.textContent; });
     body.replaceChildren.apply(body, rows.map(function (cells) {
       const row = document.createElement("tr");
-      cells.forEach(function (text) {
+      cells.forEach(function (text, i) {
         const cell = document.createElement("td");
+        cell.dataset.label = labels[i];  // the column's name, on a phone where each row is a card
         cell.textContent = text;
         row.append(cell);
       });
