@@ -9,20 +9,47 @@ from envs.base import TextEnv
 from envs.spec import Param, ParamError
 
 PARAMS = [
-    Param("low_risk_name", "str", "Phoenix", help="Name of the arm that always pays the constant reward."),
-    Param("high_risk_name", "str", "Dragon", help="Name of the arm that pays big, rarely."),
+    Param(
+        "low_risk_name",
+        "str",
+        "Phoenix",
+        label="Low-risk arm's name",
+        help="Name of the arm that always pays the constant reward.",
+    ),
+    Param(
+        "high_risk_name",
+        "str",
+        "Dragon",
+        label="High-risk arm's name",
+        help="Name of the arm that pays big, rarely.",
+    ),
     Param(
         "low_risk_reward",
         "float",
         0.1,
         min=0.0,
         max=1.0,
+        label="Low-risk arm's payout",
         help="Constant payout of the low-risk arm (0.1 in the public code, 0.15 in the paper).",
     ),
     Param(
-        "high_risk_reward", "float", 1.0, min=0.0, max=100.0, help="Payout of the high-risk arm when it pays."
+        "high_risk_reward",
+        "float",
+        1.0,
+        min=0.0,
+        max=100.0,
+        label="High-risk arm's payout",
+        help="Payout of the high-risk arm when it pays.",
     ),
-    Param("high_risk_prob", "float", 0.25, min=0.0, max=1.0, help="Probability that the high-risk arm pays."),
+    Param(
+        "high_risk_prob",
+        "float",
+        0.25,
+        min=0.0,
+        max=1.0,
+        label="High-risk arm's chance of paying",
+        help="Probability that the high-risk arm pays.",
+    ),
 ]
 
 # One pull per episode, as RAGEN plays it (config/_1_bandit.yaml: max_turn 1, max_actions_per_turn 1,

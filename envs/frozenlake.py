@@ -25,25 +25,28 @@ SYMBOLS = {
 }
 
 PARAMS = [
-    Param("size", "int", 4, min=2, max=12, help="Width and height of a random map."),
+    Param("size", "int", 4, min=2, max=12, label="Map size", help="Width and height of a random map."),
     Param(
         "frozen_prob",
         "float",
         0.8,
         min=0.1,
         max=1.0,
+        label="Chance a tile is frozen",
         help="Probability that a tile of a random map is frozen rather than a hole.",
     ),
     Param(
         "slippery",
         "bool",
         True,
+        label="Slippery ice",
         help="Slippery ice: 1/3 intended direction, 1/3 each perpendicular one (gymnasium's is_slippery).",
     ),
     Param(
         "map",
         "str",
         "",
+        label="Fixed map",
         help="A fixed map instead of random ones: rows of S, F, H, G (one S, at least one G), separated "
         "by new lines or commas; overrides size and frozen_prob.",
         lines=True,

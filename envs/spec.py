@@ -35,6 +35,11 @@ class Param:
     choices: tuple[str, ...] | None = None
     help: str = ""
     lines: bool = False  # text of several lines (a map, a level): a form gives it a text area
+    label: str = ""  # as a form names it; the name, spaced, when empty (an environment registered elsewhere)
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name.replace("_", " ").capitalize()
 
     def validate(self, value: Any, owner: str) -> Any:
         """The value converted to this parameter's type; ParamError("owner.name ...") when it does not fit."""

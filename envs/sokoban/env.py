@@ -29,15 +29,19 @@ PARAMS = [
         6,
         min=5,
         max=12,
+        label="Room size",
         help="Width and height of a generated room, walls included (5 is the smallest with room to pull).",
     ),
-    Param("num_boxes", "int", 1, min=1, max=4, help="Boxes (and targets) in a generated room."),
+    Param(
+        "num_boxes", "int", 1, min=1, max=4, label="Boxes", help="Boxes (and targets) in a generated room."
+    ),
     Param(
         "search_budget",
         "int",
         10_000,
         min=10,
         max=300_000,
+        label="Generator's search budget",
         help="Generator effort: most reverse-play states explored per room layout (gym-sokoban: 300000 "
         "single moves); a smaller budget generates faster but may give easier rooms.",
     ),
@@ -47,6 +51,7 @@ PARAMS = [
         100,
         min=1,
         max=10_000,
+        label="Most actions an episode",
         help="The episode ends, unsolved, after this many valid actions.",
     ),
     Param(
@@ -54,6 +59,7 @@ PARAMS = [
         "choice",
         "default",
         choices=tuple(VOCABULARIES),
+        label="Grid symbols",
         help="Grid symbols: default '# _ O X √ P S', alternate 'W . G B C A @' "
         "(to test that learning is not tied to the symbols).",
     ),
@@ -61,6 +67,7 @@ PARAMS = [
         "level",
         "str",
         "",
+        label="Fixed level",
         help="A fixed level in XSB text (# wall, @ player, + player on goal, $ box, * box on goal, "
         ". goal, space/-/_ floor), rows separated by new lines or |, instead of generated rooms.",
         lines=True,
@@ -69,6 +76,7 @@ PARAMS = [
         "levels",
         "str",
         "",
+        label="Level set file",
         help="Path to an .xsb file with a level set; each seed draws one level from it "
         "(on a server: a file in its LEVELS_ROOT).",
     ),

@@ -30,6 +30,21 @@ def test_form_lists_every_registered_environment_and_its_parameters(alice_client
             assert f'name="env__{name}__{param.name}"' in html
 
 
+def test_environment_parameters_are_labelled_in_words_and_their_help_names_the_yaml_key(alice_client):
+    """A label read out as "num underscore boxes" told a screen reader's user little; the key stays in the
+    help, for those who write the same value in YAML."""
+    html = alice_client.get(URL).content.decode()
+    assert '<label for="id_env__sokoban__num_boxes">Boxes:</label>' in html
+    assert 'aria-describedby="id_env__sokoban__num_boxes_helptext"' in html
+    assert (
+        '<p class="help" id="id_env__sokoban__num_boxes_helptext">Boxes (and targets) in a generated room. '
+        "In YAML: env.params.num_boxes</p>"
+    ) in html
+    assert '<label for="id_env__frozenlake__slippery">Slippery ice</label>' in html
+    labels = re.findall(r'<label for="id_env__[^"]*">([^<]*)</label>', html)
+    assert len(labels) > 10 and not [label for label in labels if "_" in label], labels
+
+
 def test_valid_post_creates_experiment_and_queues_its_run(
     alice_client, alice, django_capture_on_commit_callbacks
 ):

@@ -30,7 +30,8 @@ def number_input(whole: bool) -> forms.TextInput:
 
 
 def _param_field(param) -> forms.Field:
-    common = {"required": False, "label": param.name, "help_text": param.help, "initial": param.default}
+    help_text = f"{param.help} In YAML: env.params.{param.name}".strip()
+    common = {"required": False, "label": param.title, "help_text": help_text, "initial": param.default}
     if param.type == "int":
         return forms.IntegerField(
             min_value=param.min, max_value=param.max, widget=number_input(True), **common
