@@ -31,6 +31,12 @@ window.EchoChartView = {
     return event.level === event.rule ? event.level : event.level + ": " + event.rule;
   },
 
+  // Each detector level's marker shape, the same on the run and compare pages, so that a level reads from
+  // its shape as well as its colour (the compare page colours markers by run). Keys: the pages' event keys.
+  eventSymbol: function (level) {
+    return { info: "diamond-open", warning: "circle-open", collapse: "x", resolved: "triangle-up-open" }[level] || "circle";
+  },
+
   // The JSON a chart data request answers; an Error with the API's message when it refuses.
   getJson: async function (url) {
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });

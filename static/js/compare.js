@@ -22,7 +22,6 @@
 
   const page = JSON.parse(document.getElementById("compare-page-data").textContent);
   const DASHES = ["solid", "dot", "dash"];
-  const LEVEL_SYMBOLS = { info: "diamond-open", warning: "circle-open", collapse: "x", resolved: "triangle-up-open" };
   const POLL_MS = 2000;
   // A series this short draws a marker on every point: a single point has no line to draw.
   const MARKERS_BELOW = 30;
@@ -404,10 +403,10 @@
     if (!marks.length) return [];
     const collapses = marks.filter(function (m) { return m.event.level === "collapse"; });
     const out = [{ x: marks.map(function (m) { return m.x; }), y: marks.map(function () { return 0.96; }),
-                   yaxis: "y2", mode: "markers", showlegend: false, meta: "events", uid: "events",
+                   yaxis: "y2", mode: "markers", showlegend: false, meta: "events", uid: "events", cliponaxis: false,
                    marker: { color: marks.map(function (m) { return m.color; }), size: 9,
                              line: { width: 2, color: marks.map(function (m) { return m.color; }) },
-                             symbol: marks.map(function (m) { return LEVEL_SYMBOLS[m.event.level] || "circle"; }) },
+                             symbol: marks.map(function (m) { return window.EchoChartView.eventSymbol(m.event.level); }) },
                    hovertext: marks.map(function (m) {
                      return "<b>#" + m.run + " " + escapeHtml(window.EchoChartView.eventTitle(m.event)) + "</b> at step " +
                        m.event.step + "<br>" + escapeHtml(m.event.message);

@@ -314,11 +314,13 @@
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: xOf(state.cursor), x1: xOf(state.cursor), y0: 0, y1: 1,
                     line: { color: "#374151", width: 1.5, dash: "dash" } });
     }
+    const colours = state.events.map(function (e) { return EVENT_COLORS[e.level] || "#888"; });
     const markers = state.events.length ? [{
       x: state.events.map(function (e) { return xOf(e.step); }),
       y: state.events.map(function () { return 0.97; }),
-      yaxis: "y2", mode: "markers", name: "detector events", showlegend: false,
-      marker: { symbol: "triangle-down", size: 10, color: state.events.map(function (e) { return EVENT_COLORS[e.level] || "#888"; }) },
+      yaxis: "y2", mode: "markers", name: "detector events", showlegend: false, cliponaxis: false,  // whole at the top edge
+      marker: { symbol: state.events.map(function (e) { return window.EchoChartView.eventSymbol(e.level); }), size: 10,
+                line: { width: 2, color: colours }, color: colours },
       hovertext: state.events.map(eventHover), hoverinfo: "text",
     }] : [];
     return { shapes: shapes, markers: markers };

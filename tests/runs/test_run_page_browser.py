@@ -65,17 +65,23 @@ def test_a_page_opened_before_the_first_point_draws_each_poll_and_live_detector_
     DetectorEvent.objects.create(run=run, step=7, level="warning", rule="reward_std_drop", message="std fell")
     wait_for(lambda: drawn(page, "success")["markers"] == [9, 1], timeout=15, message="a live event marker")
     assert drawn(page, "success")["shapes"] >= 1
-    # ... with the key to the markers' colours, the warning's in the key's colour
+    # ... with the key to the markers' shapes and colours, the warning's in the key's colour
     assert (
         page.locator("#event-key")
         .inner_text()
         .startswith(
-            "The detector's markers on the charts: ▼ info, ▼ warning, ▼ collapse (a solid line), ▼ resolved."
+            "The detector's markers on the charts: ◇ info, ○ warning, × collapse (a solid line), △ resolved."
         )
     )
-    marker_fill = page.locator("#chart-success .scatterlayer .trace").last.locator("path.point").first
+    events = page.locator("#chart-success .scatterlayer .trace").last.locator("path.point")
     key_colour = page.locator("#event-key .event-warning").evaluate("e => getComputedStyle(e).color")
-    assert marker_fill.evaluate("e => e.style.fill") == key_colour == "rgb(230, 159, 0)"
+    assert events.first.evaluate("e => e.style.stroke") == key_colour == "rgb(230, 159, 0)"
+    # ... and a level told by its shape too, not by colour alone (as a person with red-green colour
+    # blindness reads the chart): an info marker is drawn in another shape than the warning's.
+    DetectorEvent.objects.create(run=run, step=3, level="info", rule="grad_spike", message="one spike")
+    wait_for(lambda: drawn(page, "success")["markers"] == [9, 2], timeout=15, message="a second event marker")
+    shapes = events.evaluate_all("points => points.map((p) => p.getAttribute('d'))")
+    assert len(set(shapes)) == 2, shapes
     page.screenshot(path=str(ARTIFACTS / "run-live.png"), full_page=True)
 
     # Progress as the API reports it (Run.progress_percent), not a second formula in the page: a step
