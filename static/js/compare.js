@@ -36,6 +36,7 @@
                   selected: new Set(drawnInAddress()), redraw: null, aligned: shown.aligned, extra: page.extra.slice(),
                   xmode: shown.aligned ? "step" : view.xmode,  // "step" or "time" (minutes of training)
                   clocks: {},  // run id -> its training clock (EchoChartView.trainingClock), on the time axis
+                  tables: {},  // chart id -> true while the chart shows as a table
                   // The grouping that comes back once lines need not be one per run (Align unticked, steps again).
                   groupWaiting: shown.groupWaiting };
 
@@ -470,10 +471,12 @@
     showEventList(all);
     window.EchoChartView.share({ xmode: state.xmode, xrange: state.xrange, span: dataSpan(all), cursor: null });
     const logged = showLogged();
+    charts().forEach(function (chart) { if (logged.has(chart.id)) showTable(chart, all); });
     const ticket = ++state.renders;  // a newer render (another tick, the slider moved) stops this one
     // One chart at a time, those in view first, the browser painting between them: with 100 runs each
     // chart takes a while, and the first screen shows before the charts below it are drawn.
-    return chartsInViewFirst().filter(function (chart) { return logged.has(chart.id); }).reduce(function (previous, chart) {
+    const drawn = chartsInViewFirst().filter(function (chart) { return logged.has(chart.id) && !state.tables[chart.id]; });
+    return drawn.reduce(function (previous, chart) {
       return previous.then(function () {
         if (ticket === state.renders) return drawChart(chart, all, markers).then(nextFrame);
       });
@@ -491,6 +494,7 @@
     const logged = new Set();
     const absent = [];
     charts().forEach(function (chart) {
+      addTableSwitch(chart);
       const any = series.some(function (run) {
         return chart.keys.some(function (key) { return run[key] && run[key].step.length; });
       });
@@ -501,6 +505,96 @@
     note.hidden = !absent.length;
     note.textContent = "Not logged by these runs, so not drawn: " + absent.join(", ") + ".";
     return logged;
+  }
+
+  // A "table" switch above each chart: its values as a table instead (showTable).
+  function addTableSwitch(chart) {
+    const plot = document.getElementById("chart-" + chart.id);
+    if (plot.previousElementSibling && plot.previousElementSibling.classList.contains("chart-tools")) return;
+    const tools = document.createElement("div");
+    tools.className = "chart-tools";
+    const label = document.createElement("label");
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.className = "show-table";
+    box.setAttribute("aria-label", "Show " + chart.title + " as a table");
+    box.addEventListener("change", function () {
+      state.tables[chart.id] = box.checked;
+      scheduleRender();
+    });
+    label.append(box, " table");
+    tools.append(label);
+    plot.parentNode.insertBefore(tools, plot);
+  }
+
+  // Rows beyond this are left out of a chart's table (and the caption says so): runs aligned at their
+  // onsets or drawn against their own minutes share few x values, and 100 runs' rows would be thousands.
+  const TABLE_ROWS = 2000;
+
+  // A chart as a table, for a reader who cannot see or point at it: a row per x of the chart (step, steps
+  // from onset or minutes) and a column per run (or group) and key drawn, with the values drawn (smoothed
+  // as the slider says), the runs hidden in the legend left out, within the zoomed range.
+  function showTable(chart, all) {
+    const plot = document.getElementById("chart-" + chart.id);
+    const asTable = Boolean(state.tables[chart.id]);
+    plot.hidden = asTable;
+    let box = document.getElementById("table-" + chart.id);
+    if (!asTable) {
+      if (box) box.remove();
+      return;
+    }
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "table-" + chart.id;
+      box.className = "chart-table table-scroll";
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", chart.title + " as a table");
+      plot.parentNode.insertBefore(box, plot.nextSibling);
+    }
+    const inRange = function (x) { return !state.xrange || (x >= state.xrange[0] && x <= state.xrange[1]); };
+    const columns = [];
+    let downsampled = false;
+    all.forEach(function (entry) {
+      if (state.hidden.has(entry.id)) return;
+      chart.keys.forEach(function (key) {
+        const s = entry.series[key];
+        if (!s || !s.step.length) return;
+        downsampled = downsampled || Boolean(s.min);
+        const x = entry.xs(s.step), y = smooth(entry.group ? s.mean : s.value), cells = new Map();
+        x.forEach(function (at, i) { if (inRange(at)) cells.set(at, y[i]); });
+        columns.push({ name: entry.name + (chart.keys.length > 1 ? ": " + key : ""), cells: cells });
+      });
+    });
+    const xs = Array.from(new Set(columns.flatMap(function (column) { return Array.from(column.cells.keys()); })))
+      .sort(function (a, b) { return a - b; });
+    const format = function (value) {
+      return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(4)));
+    };
+    const table = document.createElement("table");
+    table.className = "data chart-values";
+    table.createCaption().textContent = chart.title + (columns.length
+      ? " (" + xs.length + " rows" + (xs.length > TABLE_ROWS ? ", the first " + TABLE_ROWS + " shown: zoom in for the rest" : "") + ")" +
+        (state.smoothing > 0 ? ", smoothed as drawn" : "") +
+        (downsampled ? ". Downsampled: a row ends a bucket of steps, with the value at its last step; a run's page and export have every point." : "")
+      : ": every line is hidden");
+    const head = table.createTHead().insertRow();
+    [X_AXES[xAxis()].title].concat(columns.map(function (column) { return column.name; })).forEach(function (text) {
+      const cell = document.createElement("th");
+      cell.scope = "col";
+      cell.textContent = text;
+      head.append(cell);
+    });
+    const body = table.createTBody();
+    xs.slice(0, TABLE_ROWS).forEach(function (x) {
+      const row = body.insertRow();
+      const at = document.createElement("th");
+      at.scope = "row";
+      at.textContent = xAxis() === "time" ? String(Number(x.toPrecision(6))) : String(x);
+      row.append(at);
+      columns.forEach(function (column) { row.insertCell().textContent = format(column.cells.get(x)); });
+    });
+    box.replaceChildren(table);
   }
 
   function nextFrame() {

@@ -859,3 +859,40 @@ def test_a_chart_of_zeros_has_no_negative_axis(page):
     page.locator("#chart-zero_std").scroll_into_view_if_needed()
     ticks = [float(t.replace("\u2212", "-")) for t in drawn(page, "zero_std")["yticks"] if t]
     assert ticks and min(ticks) == 0
+
+
+def test_a_chart_shown_as_a_table_holds_the_values_drawn_for_the_runs_shown_in_the_range(page):
+    """The compare page's values for a reader who cannot see or point at a chart: a row per step and a
+    column per run drawn, following the legend and the zoom as the chart does."""
+    experiment = make_experiment(page.user, "as a table")
+    first, second = (trained_run(experiment, f"seed={seed}", step=3) for seed in (1, 2))
+    points(first, "train/success", {0: 0.1, 1: 0.2, 2: 0.3})
+    points(second, "train/success", {0: 0.5, 2: 0.75})
+    page.goto(f"{page.base}/compare?runs={first.pk},{second.pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+
+    def table():
+        region = page.get_by_role("region", name="Success (train and validation) as a table")
+        header = region.locator("thead th").all_inner_texts()
+        return header, [row.locator("th, td").all_inner_texts() for row in region.locator("tbody tr").all()]
+
+    page.get_by_label("Show Success (train and validation) as a table").check()
+    wait_for(lambda: table()[1], timeout=10, message="the table")
+    assert table() == (
+        ["step", f"#{first.pk} seed=1: train/success", f"#{second.pk} seed=2: train/success"],
+        [["0", "0.1", "0.5"], ["1", "0.2", "–"], ["2", "0.3", "0.75"]],
+    )
+    assert not page.locator("#chart-success").is_visible()  # the table instead of the chart
+
+    page.locator("#run-legend .legend-entry", has_text=f"#{second.pk} seed=2").click()
+    wait_for(lambda: len(table()[0]) == 2, timeout=10, message="the hidden run's column gone")
+    page.get_by_label("Show steps from").fill("1")
+    page.get_by_label("to", exact=True).fill("2")
+    page.keyboard.press("Enter")
+    wait_for(lambda: table()[1] == [["1", "0.2"], ["2", "0.3"]], timeout=10, message="the zoomed steps' rows")
+
+    page.get_by_label("Show Success (train and validation) as a table").uncheck()
+    wait_for(
+        lambda: [n for n in drawn(page, "success")["lines"] if n] == [2], timeout=10, message="the chart back"
+    )
+    assert not page.get_by_role("region", name="Success (train and validation) as a table").count()
