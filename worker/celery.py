@@ -9,7 +9,7 @@ import threading
 
 from billiard.process import active_children
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutting_down
 from kombu import Queue
 
 from worker import queues
@@ -26,6 +26,22 @@ app.conf.task_queues = (Queue(queues.DEFAULT), Queue(queues.GPU))
 # that sets it: billiard replaces any handler but SIG_IGN after worker_process_init), read before a claim
 # and when training starts, the moments before a training run's own handler is in place.
 stop_heard = threading.Event()
+
+
+@worker_init.connect
+def wait_for_the_database(**_):
+    """A worker started before its database was up (a GPU machine booting before the database's host), or
+    beside a database not yet migrated for its code, took training messages and failed each one; it now
+    waits before it consumes any, saying why every time the reason changes (`wait_for_schema` in the
+    compose file does the same for its containers)."""
+    from django.db import connection
+
+    from webapp.core import health
+
+    try:
+        health.wait_until_ready(lambda error: logger.warning("waiting for the database: %s", error))
+    finally:
+        connection.close()  # the worker's own process keeps no connection; pool children open theirs
 
 
 @worker_process_init.connect

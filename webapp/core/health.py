@@ -40,6 +40,24 @@ def broker_error(timeout: float = 2.0) -> str | None:
     return None
 
 
+def wait_until_ready(say, timeout: float | None = None, pause: float = 2.0) -> str | None:
+    """Wait until the database is reachable and its schema is this code's; `say(error)` on each new reason to
+    wait. Returns None, or the last reason once `timeout` seconds have passed (None: no limit)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    said = None
+    while True:
+        error = database_error()
+        if error:
+            connection.close()  # a new connection next round: the database may be starting
+        error = error or schema_error()
+        if error is None or (deadline is not None and time.monotonic() >= deadline):
+            return error
+        if error != said:
+            say(error)
+            said = error
+        time.sleep(pause)
+
+
 def schema_error() -> str | None:
     """The database's schema is not this code's: migrations not applied yet (an upgrade's `migrate` has not
     run: pages and the API would fail on missing columns), or applied migrations this code does not have

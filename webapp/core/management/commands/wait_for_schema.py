@@ -2,10 +2,7 @@
 after --timeout. The compose file's workers and beat start with it, so that on an upgrade none of them
 trains or sweeps against the old schema while the web container's `migrate` is still running."""
 
-import time
-
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 
 from webapp.core import health
 
@@ -17,17 +14,9 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=600, help="seconds to wait (default 600)")
 
     def handle(self, *args, timeout, **options):
-        deadline, said = time.monotonic() + timeout, None
-        while True:
-            error = health.database_error()
-            if error:
-                connection.close()  # a new connection next round: the database may be starting
-            error = error or health.schema_error()
-            if error is None:
-                return
-            if time.monotonic() >= deadline:
-                raise CommandError(f"the database is not ready after {timeout:g} s: {error}")
-            if error != said:
-                self.stderr.write(f"waiting for the database: {error}")
-                said = error
-            time.sleep(2)
+        def say(error):
+            self.stderr.write(f"waiting for the database: {error}")
+
+        error = health.wait_until_ready(say, timeout=timeout)
+        if error:
+            raise CommandError(f"the database is not ready after {timeout:g} s: {error}")
