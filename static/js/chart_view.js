@@ -37,6 +37,64 @@ window.EchoChartView = {
     return { info: "diamond-open", warning: "circle-open", collapse: "x", resolved: "triangle-up-open" }[level] || "circle";
   },
 
+  // The scrolling region that holds a chart's table, after its plot: made on first use, then reused (the
+  // focus stays in it when a poll rebuilds the table).
+  tableRegion: function (plot, label) {
+    const id = "table-" + plot.id.replace(/^chart-/, "");
+    let region = document.getElementById(id);
+    if (!region) {
+      region = document.createElement("div");
+      region.id = id;
+      region.className = "chart-table table-scroll";
+      region.tabIndex = 0;
+      region.setAttribute("role", "region");
+      region.setAttribute("aria-label", label);
+      plot.parentNode.insertBefore(region, plot.nextSibling);
+    }
+    return region;
+  },
+
+  // A chart's values as a table (a chart's "table" switch, a panel's text version): `rows` are arrays of
+  // cell texts, the first of each its row's header (the step), read out as a screen reader moves along it.
+  valuesTable: function (caption, headers, rows) {
+    const table = document.createElement("table");
+    table.className = "data chart-values";
+    table.createCaption().textContent = caption;
+    const head = table.createTHead().insertRow();
+    headers.forEach(function (text) {
+      const cell = document.createElement("th");
+      cell.scope = "col";
+      cell.textContent = text;
+      head.append(cell);
+    });
+    const body = table.createTBody();
+    rows.forEach(function (cells) {
+      const row = body.insertRow();
+      const header = document.createElement("th");
+      header.scope = "row";
+      header.textContent = cells[0];
+      row.append(header);
+      cells.slice(1).forEach(function (text) { row.insertCell().textContent = text; });
+    });
+    return table;
+  },
+
+  // Rows beyond this are left out of a table (its caption says so): 100 runs aligned at their onsets share
+  // few x values, and a heat strip of a long run has a row per step.
+  TABLE_ROWS: 2000,
+
+  // Whether a panel over steps shows `step`: inside the run page's zoom, when it zooms by step.
+  inStepRange: function (step) {
+    const view = this.shared;
+    return view.xmode !== "step" || !view.xrange || (step >= view.xrange[0] && step <= view.xrange[1]);
+  },
+
+  // A value as a table shows it: four significant digits, as the hovers and the detector's messages write
+  // them; "–" for none.
+  cellText: function (value) {
+    return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(4)));
+  },
+
   // The JSON a chart data request answers; an Error with the API's message when it refuses.
   getJson: async function (url) {
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });

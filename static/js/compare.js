@@ -527,10 +527,6 @@
     plot.parentNode.insertBefore(tools, plot);
   }
 
-  // Rows beyond this are left out of a chart's table (and the caption says so): runs aligned at their
-  // onsets or drawn against their own minutes share few x values, and 100 runs' rows would be thousands.
-  const TABLE_ROWS = 2000;
-
   // A chart as a table, for a reader who cannot see or point at it: a row per x of the chart (step, steps
   // from onset or minutes) and a column per run (or group) and key drawn, with the values drawn (smoothed
   // as the slider says), the runs hidden in the legend left out, within the zoomed range.
@@ -538,20 +534,12 @@
     const plot = document.getElementById("chart-" + chart.id);
     const asTable = Boolean(state.tables[chart.id]);
     plot.hidden = asTable;
-    let box = document.getElementById("table-" + chart.id);
     if (!asTable) {
+      const box = document.getElementById("table-" + chart.id);
       if (box) box.remove();
       return;
     }
-    if (!box) {
-      box = document.createElement("div");
-      box.id = "table-" + chart.id;
-      box.className = "chart-table table-scroll";
-      box.tabIndex = 0;
-      box.setAttribute("role", "region");
-      box.setAttribute("aria-label", chart.title + " as a table");
-      plot.parentNode.insertBefore(box, plot.nextSibling);
-    }
+    const box = window.EchoChartView.tableRegion(plot, chart.title + " as a table");
     const inRange = function (x) { return !state.xrange || (x >= state.xrange[0] && x <= state.xrange[1]); };
     const columns = [];
     let downsampled = false;
@@ -568,32 +556,17 @@
     });
     const xs = Array.from(new Set(columns.flatMap(function (column) { return Array.from(column.cells.keys()); })))
       .sort(function (a, b) { return a - b; });
-    const format = function (value) {
-      return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(4)));
-    };
-    const table = document.createElement("table");
-    table.className = "data chart-values";
-    table.createCaption().textContent = chart.title + (columns.length
-      ? " (" + xs.length + " rows" + (xs.length > TABLE_ROWS ? ", the first " + TABLE_ROWS + " shown: zoom in for the rest" : "") + ")" +
+    const format = window.EchoChartView.cellText;
+    const caption = chart.title + (columns.length
+      ? " (" + xs.length + " rows" + (xs.length > window.EchoChartView.TABLE_ROWS ? ", the first " + window.EchoChartView.TABLE_ROWS + " shown: zoom in for the rest" : "") + ")" +
         (state.smoothing > 0 ? ", smoothed as drawn" : "") +
         (downsampled ? ". Downsampled: a row ends a bucket of steps, with the value at its last step; a run's page and export have every point." : "")
       : ": every line is hidden");
-    const head = table.createTHead().insertRow();
-    [X_AXES[xAxis()].title].concat(columns.map(function (column) { return column.name; })).forEach(function (text) {
-      const cell = document.createElement("th");
-      cell.scope = "col";
-      cell.textContent = text;
-      head.append(cell);
-    });
-    const body = table.createTBody();
-    xs.slice(0, TABLE_ROWS).forEach(function (x) {
-      const row = body.insertRow();
-      const at = document.createElement("th");
-      at.scope = "row";
-      at.textContent = xAxis() === "time" ? String(Number(x.toPrecision(6))) : String(x);
-      row.append(at);
-      columns.forEach(function (column) { row.insertCell().textContent = format(column.cells.get(x)); });
-    });
+    const headers = [X_AXES[xAxis()].title].concat(columns.map(function (column) { return column.name; }));
+    const table = window.EchoChartView.valuesTable(caption, headers, xs.slice(0, window.EchoChartView.TABLE_ROWS).map(function (x) {
+      const at = xAxis() === "time" ? String(Number(x.toPrecision(6))) : String(x);
+      return [at].concat(columns.map(function (column) { return format(column.cells.get(x)); }));
+    }));
     box.replaceChildren(table);
   }
 

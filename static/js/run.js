@@ -510,20 +510,12 @@
   function showTable(chart, plot) {
     const asTable = Boolean(state.tables[chart.id]);
     plot.hidden = asTable;
-    let box = document.getElementById("table-" + chart.id);
     if (!asTable) {
+      const box = document.getElementById("table-" + chart.id);
       if (box) box.remove();
       return;
     }
-    if (!box) {
-      box = document.createElement("div");
-      box.id = "table-" + chart.id;
-      box.className = "chart-table table-scroll";
-      box.tabIndex = 0;
-      box.setAttribute("role", "region");
-      box.setAttribute("aria-label", chart.title + " as a table");
-      plot.parentNode.insertBefore(box, plot.nextSibling);
-    }
+    const box = window.EchoChartView.tableRegion(plot, chart.title + " as a table");
     const keys = chart.keys.filter(function (key) { return state.series[key] && state.series[key].step.length; });
     const shown = {};
     keys.forEach(function (key) { shown[key] = seriesOf(key); });
@@ -554,29 +546,15 @@
       if (shown[key].downsampled) headers.push(key + " (bucket min)", key + " (bucket max)");
     });
     judged.forEach(function (rule) { headers.push(ruleLabel(rule.entry)); });
-    const format = function (value) {
-      return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(4)));
-    };
+    const format = window.EchoChartView.cellText;
     const steps = Object.keys(rows).map(Number).sort(function (a, b) { return a - b; }).filter(function (step) {
       const x = xOf(step);
       return !state.xrange || (x !== null && x >= state.xrange[0] && x <= state.xrange[1]);
     });
-    const table = document.createElement("table");
-    table.className = "data chart-values";
-    const caption = table.createCaption();
-    caption.textContent = chart.title + (keys.length ? " (" + steps.length + " rows)" : ": no data") +
+    const caption = chart.title + (keys.length ? " (" + steps.length + " rows)" : ": no data") +
       (bucketed.length ? ". Downsampled: each row ends a bucket of steps, with the value at its last step and " +
         "the bucket's lowest and highest; the run's export has every point." : "");
-    const head = table.createTHead().insertRow();
-    headers.forEach(function (text) {
-      const cell = document.createElement("th");
-      cell.scope = "col";
-      cell.textContent = text;
-      head.append(cell);
-    });
-    const body = table.createTBody();
-    steps.forEach(function (step) {
-      const row = body.insertRow();
+    const table = window.EchoChartView.valuesTable(caption, headers, steps.map(function (step) {
       const values = [String(step)].concat(state.time ? [format(window.EchoChartView.minutesAt(state.time, step))] : []);
       keys.forEach(function (key, k) {
         values.push(format(rows[step][k]));
@@ -584,8 +562,8 @@
         if (shown[key].downsampled) values.push(format(rows[step]["lo" + k]), format(rows[step]["hi" + k]));
       });
       judged.forEach(function (rule, r) { values.push(format(rows[step]["d" + r])); });
-      values.forEach(function (text) { row.insertCell().textContent = text; });
-    });
+      return values;
+    }));
     box.replaceChildren(table);
   }
 

@@ -70,6 +70,37 @@
 
   let drawnSeries = null;  // the last answer drawn, redrawn when the page's view changes
 
+  // The panel's text version, for a reader who cannot see or point at its charts: a row per measured step
+  // in the page's zoom, a column per key logged. Built while its <details> is open.
+  const COLUMNS = [["collapse/mi_estimate", "MI estimate (nats)"], ["collapse/retrieval_acc", "retrieval accuracy"],
+                   ["collapse/retrieval_chance", "chance"], ["collapse/conditional_entropy", "conditional entropy (nats/token)"],
+                   ["collapse/valid_thinking_rate", "valid thinking rate"]];
+  const tableDetails = document.getElementById("collapse-table-details");
+
+  function showTable(series) {
+    const columns = COLUMNS.filter(function (column) { return series[column[0]] && series[column[0]].step.length; });
+    tableDetails.hidden = !columns.length;
+    if (!columns.length || !tableDetails.open) return;
+    const byStep = new Map();
+    columns.forEach(function (column, c) {
+      const s = series[column[0]];
+      s.step.forEach(function (step, i) {
+        if (!window.EchoChartView.inStepRange(step)) return;
+        if (!byStep.has(step)) byStep.set(step, []);
+        byStep.get(step)[c] = s.value[i];
+      });
+    });
+    const steps = Array.from(byStep.keys()).sort(function (a, b) { return a - b; });
+    const table = window.EchoChartView.valuesTable(
+      "Template collapse (" + steps.length + " measured steps)",
+      ["step"].concat(columns.map(function (column) { return column[1]; })),
+      steps.map(function (step) {
+        return [String(step)].concat(columns.map(function (_, c) { return window.EchoChartView.cellText(byStep.get(step)[c]); }));
+      }));
+    document.getElementById("collapse-table").replaceChildren(table);
+  }
+  tableDetails.addEventListener("toggle", function () { if (drawnSeries) showTable(drawnSeries); });
+
   function draw(series) {
     drawnSeries = series;
     const mi = series["collapse/mi_estimate"];
@@ -81,6 +112,7 @@
     const few = document.getElementById("collapse-few-prompts");
     few.textContent = empty ? "" : fewPrompts(series["collapse/retrieval_chance"]);
     few.hidden = !few.textContent;
+    showTable(empty ? {} : series);
     if (empty) return;
     // r: room for the right axis's title ("retrieval, thinking rate" was cut off at 50 px)
     const layout = { margin: { t: 30, r: 70, b: 40, l: 50 }, height: 320, legend: { orientation: "h", y: -0.3 } };

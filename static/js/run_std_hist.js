@@ -22,11 +22,43 @@
     ? "No step logged yet: the strip fills in as the run trains."
     : "No per-group reward std logged so far (train/reward_std_hist): the strip fills in if this run's script logs it.";
 
+  // The strip's text version: a row per step in the page's zoom, its groups in all and in each std bin
+  // (the bins no step fills left out). Built while its <details> is open.
+  const tableDetails = document.getElementById("reward-std-hist-table-details");
+
+  function showTable(body) {
+    tableDetails.hidden = !body.steps.length;
+    if (!body.steps.length || !tableDetails.open) return;
+    const filled = body.bin_edges.slice(1).map(function (_, b) {
+      return body.counts.some(function (row) { return row[b] > 0; });
+    });
+    const bins = filled.flatMap(function (isFilled, b) { return isFilled ? [b] : []; });
+    const rows = [];
+    body.steps.forEach(function (step, i) {
+      if (!window.EchoChartView.inStepRange(step)) return;
+      const counts = body.counts[i];
+      rows.push([String(step), String(counts.reduce(function (a, b) { return a + b; }, 0))]
+        .concat(bins.map(function (b) { return String(counts[b]); })));
+    });
+    const limit = window.EchoChartView.TABLE_ROWS;
+    const edge = window.EchoChartView.cellText;
+    const table = window.EchoChartView.valuesTable(
+      "Groups per in-group reward std bin (" + rows.length + " steps" +
+        (rows.length > limit ? ", the first " + limit + " shown: zoom in for the rest" : "") + ")",
+      ["step", "groups"].concat(bins.map(function (b) {
+        return "std " + edge(body.bin_edges[b]) + "–" + edge(body.bin_edges[b + 1]);
+      })),
+      rows.slice(0, limit));
+    document.getElementById("reward-std-hist-table").replaceChildren(table);
+  }
+  tableDetails.addEventListener("toggle", function () { if (drawnBody) showTable(drawnBody); });
+
   function draw(body) {
     drawnBody = body;
     const drawn = body.steps.length > 0;
     empty.hidden = drawn;
     plot.hidden = !drawn;
+    showTable(body);
     if (!drawn) {
       empty.textContent = body.run.finished ? NO_DATA : WAITING;
       return;

@@ -123,3 +123,47 @@ def test_address_range_and_cursor_draw_on_the_panels_and_time_axis_keeps_their_s
     assert "xrange=" not in page.url
     assert max(ticks(page, "success")) <= 30  # the charts keep their minutes
     screenshot(page, "run-panels-time-axis.png")
+
+
+def rows_of(page, region_name):
+    region = page.get_by_role("region", name=region_name)
+    return [row.locator("th, td").all_inner_texts() for row in region.locator("tbody tr").all()]
+
+
+def test_the_panels_values_as_tables_for_a_reader_who_cannot_see_the_charts(page):
+    """The heat strip and the collapse panel were drawings only (the accessibility audit's finding): each has
+    its values as a table, a row per step, following the page's zoom."""
+    run = make_panel_run(page.user)
+    open_run(page, run, "?xrange=10,20")
+    page.get_by_text("The measurements as a table").click()
+    collapse = "Template collapse measurements as a table"
+    wait_for(lambda: rows_of(page, collapse), timeout=10, message="the collapse table")
+    header = page.get_by_role("region", name=collapse).locator("thead th").all_inner_texts()
+    assert header == [
+        "step",
+        "MI estimate (nats)",
+        "retrieval accuracy",
+        "chance",
+        "conditional entropy (nats/token)",
+    ]
+    # measured every 5 steps (i = step / 5): MI 0.6 - 0.05 i, retrieval 0.9 - 0.05 i, entropy 1.2 + 0.1 i
+    assert rows_of(page, collapse) == [
+        ["10", "0.5", "0.8", "0.25", "1.4"],
+        ["15", "0.45", "0.75", "0.25", "1.5"],
+        ["20", "0.4", "0.7", "0.25", "1.6"],
+    ]
+
+    page.get_by_text("The groups per std bin as a table").click()
+    strip = "In-group reward std of every group as a table"
+    wait_for(lambda: rows_of(page, strip), timeout=10, message="the heat strip's table")
+    rows = rows_of(page, strip)
+    assert [row[0] for row in rows] == [str(s) for s in range(10, 21)]
+    assert {row[1] for row in rows} == {"8"}  # 8 groups a step, each counted in one bin
+    assert all(sum(int(count) for count in row[2:]) == 8 for row in rows)
+    # step 10's groups: std 0.5 / 11 x g for g = 0..7, all within the lowest bins of the run's range
+    header = page.get_by_role("region", name=strip).locator("thead th").all_inner_texts()
+    assert header[:3] == ["step", "groups", "std 0–0.175"]
+
+    page.get_by_role("button", name="Whole run").click()
+    wait_for(lambda: len(rows_of(page, strip)) == STEPS, timeout=10, message="every step's row")
+    assert len(rows_of(page, collapse)) == STEPS // 5

@@ -71,11 +71,13 @@ def test_time_axis_synced_zoom_view_in_the_url_and_table(page):
     page.get_by_label("Show Success (train and validation) as a table").check()
     table = page.get_by_role("region", name="Success (train and validation) as a table")
     assert table.is_visible() and not page.locator("#chart-success").is_visible()
-    headers = table.locator("th").all_inner_texts()
+    headers = table.locator("thead th").all_inner_texts()
     assert headers == ["step", "minutes", "train/success", "train/success (smoothed)"]
-    steps = [int(cell) for cell in table.locator("tbody tr td:first-child").all_inner_texts()]
+    steps = [
+        int(cell) for cell in table.locator("tbody tr th").all_inner_texts()
+    ]  # each row headed by its step
     assert steps == [s for s in range(STEPS) if low <= s <= high]
-    first = table.locator("tbody tr").first.locator("td").all_inner_texts()
+    first = table.locator("tbody tr").first.locator("th, td").all_inner_texts()
     assert float(first[2]) == pytest.approx(zigzag[steps[0]], abs=1e-4)
     # four significant digits, as the hover and the messages write them
     smoothed = table.locator("tbody tr td:nth-child(4)").all_inner_texts()
