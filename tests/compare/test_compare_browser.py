@@ -2,7 +2,10 @@
 experiment pages open one compare page with a coloured line per run in every chart, a legend click
 hides a run everywhere, the diff table shows only differing fields, the summary sorts."""
 
+import re
+
 import pytest
+from playwright.sync_api import expect
 
 from tests.drawn_charts import drawn, last_tick, write_points
 from tests.factories import insert_series, make_event, make_experiment, points, trained_run
@@ -896,3 +899,23 @@ def test_a_chart_shown_as_a_table_holds_the_values_drawn_for_the_runs_shown_in_t
         lambda: [n for n in drawn(page, "success")["lines"] if n] == [2], timeout=10, message="the chart back"
     )
     assert not page.get_by_role("region", name="Success (train and validation) as a table").count()
+
+
+def test_what_the_hover_titles_say_is_there_for_a_reader_who_cannot_hover(page):
+    """The runs table's headers and the chart controls explained themselves only on hover (the accessibility
+    audit's finding): the words are in a list under the table, and the controls name theirs."""
+    run = trained_run(make_experiment(page.user, "explained"), "seed=1", step=3)
+    points(run, "train/success", {0: 0.1, 1: 0.2, 2: 0.3})
+    page.goto(f"{page.base}/compare?runs={run.pk}")
+    assert not page.get_by_text("The highest train/success.").is_visible()
+    page.get_by_text("What the columns and the chart controls mean").click()
+    assert page.get_by_text("The highest train/success.").is_visible()
+    expect(page.get_by_label("min..max bands")).to_have_accessible_description(
+        re.compile("^A run's band: its lowest")
+    )
+    expect(page.get_by_label("Align at onset")).to_have_accessible_description(
+        re.compile("^Overlay the runs")
+    )
+    expect(page.get_by_label("X axis")).to_have_accessible_description(
+        re.compile("^Each run's minutes of training")
+    )

@@ -267,8 +267,10 @@ def test_config_diff_tells_a_missing_field_from_an_empty_string(alice_client, al
     without = trained_run(experiment, "b", overrides={"seed": 2})
     html = page(alice_client, f"{with_empty.pk},{without.pk}").content.decode()
     row = html.split("<th><code>note</code></th>")[1].split("</tr>")[0]
-    assert (
-        row == '<td>&quot;&quot;</td><td><span class="muted" title="not in this run\'s config">–</span></td>'
+    # the dash is read out as what it means: a screen reader says nothing for "–", or "en dash"
+    assert row == (
+        '<td>&quot;&quot;</td><td><span class="muted" title="not in this run\'s config"><span aria-hidden="true">–'
+        '</span><span class="visually-hidden">not in this run\'s config</span></span></td>'
     )
 
 
