@@ -96,3 +96,44 @@ def test_overrides_the_detector_refuses_are_422(alice_client, alice, overrides):
     response = alice_client.get(f"/api/runs/{run.pk}/detector-inputs")
     assert response.status_code == 422
     assert response.json()["error"].startswith("the experiment's detector overrides are rejected: ")
+
+
+def events_of(response) -> list[tuple[int, str, str]]:
+    assert response.status_code == 200, response.content
+    return [(event["step"], event["level"], event["rule"]) for event in response.json()["events"]]
+
+
+def test_other_settings_tried_on_a_run_judge_it_again_and_store_nothing(alice_client, alice):
+    """A user whose run warned asks how it would have been judged with a rule off or a threshold moved,
+    before changing the experiment's settings: the replay's events, with nothing stored or sent."""
+    series = load_series(DATA / "frozenlake-ppo-s2.csv")
+    run = create_run(alice, "FrozenLake PPO", "frozenlake-ppo-s2.csv", series)
+    stored = sorted((event.step, event.level, event.rule) for event in run.events.all())
+    as_judged = events_of(alice_client.get(f"/api/runs/{run.pk}/detector-inputs"))
+    assert sorted(as_judged) == stored  # the experiment's own settings give the stored events
+
+    url = f"/api/runs/{run.pk}/detector-inputs"
+    quiet = events_of(alice_client.get(url, {"overrides": "reward_std_drop: {enabled: false}"}))
+    assert {rule for _, _, rule in quiet} == {rule for _, _, rule in stored} - {"reward_std_drop"}
+    as_json = alice_client.get(url, {"overrides": '{"collapse": {"smoothing": 0.2}}'})
+    assert as_json.json()["overrides"] == {"collapse": {"smoothing": 0.2}}
+    assert {entry["rule"]: entry["smoothing"] for entry in as_json.json()["rules"]}["collapse"] == 0.2
+    assert sorted((e.step, e.level, e.rule) for e in run.events.all()) == stored  # nothing stored
+
+
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        ("reward_std_drop: {ratio: 7}", "reward_std_drop.ratio"),
+        ("no_such_rule: {ratio: 0.3}", "no_such_rule"),
+        ("reward_std_drop: [", "not valid YAML"),
+        ("[1, 2]", "expected a mapping"),
+        ("x" * 3001, "longer than 3,000 characters"),
+    ],
+)
+def test_settings_the_detector_refuses_are_a_400_naming_them(alice_client, alice, overrides, says):
+    run = make_run(alice, status=Run.Status.COMPLETED)
+    response = alice_client.get(f"/api/runs/{run.pk}/detector-inputs", {"overrides": overrides})
+    assert response.status_code == 400, response.content
+    assert says in response.json()["errors"]["overrides"]
+    assert response.json()["error"].startswith("overrides: ")

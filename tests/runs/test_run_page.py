@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.test import Client
 
-from tests.factories import make_run
+from tests.factories import make_experiment, make_run
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -301,3 +301,11 @@ def test_a_right_to_left_override_in_a_name_cannot_turn_the_title_or_a_confirmat
     isolated = "\u2068lr \u202esweep\u2069 / \u2068seed \u202eevil\u2069"
     assert f"<title>{isolated} · EchoLab</title>" in page
     assert 'data-confirm="Delete \u2068seed \u202eevil\u2069 for good?' in page
+
+
+def test_other_detector_settings_start_from_the_experiments_own(alice_client, alice):
+    experiment = make_experiment(alice, detector_overrides={"reward_std_drop": {"ratio": 0.3}})
+    run = make_run(alice, experiment=experiment, status=Run.Status.COMPLETED)
+    html = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    box = html[html.index('<textarea id="try-overrides"') :]
+    assert box[box.index(">") + 1 : box.index("</textarea>")] == "reward_std_drop:\n  ratio: 0.3\n"

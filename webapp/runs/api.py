@@ -12,6 +12,7 @@ from diagnostics.detector import STORED_READS
 from webapp.accounts.api_auth import ApiError, api_view, json_body, no_body
 from webapp.core import jsonsafe
 from webapp.core.json_response import JsonResponse
+from webapp.experiments import spec_parsing
 from webapp.experiments.models import Run
 from webapp.metrics.api import run_state
 from webapp.metrics.downsample import finite_or_none_list
@@ -25,6 +26,8 @@ DEFAULT_PAGE_SIZE = 50
 # 10,000 steps of a run logging ten of them, about a second of database and Python (measured: see
 # docs/DETECTOR.md). A longer run is refused, not cut short: a partial replay quotes different values.
 MAX_REPLAY_POINTS = 100_000
+# Detector overrides tried on a run (?overrides=) ride in the address: a page of a dozen rules' parameters.
+MAX_TRIED_OVERRIDES = 3000
 
 
 @api_view(repeatable=("config",))
@@ -133,9 +136,20 @@ def run_resume(request, pk):
 
 @api_view()
 def detector_inputs(request, pk):
-    """Replay the run's stored metrics through the detector, with its experiment's overrides, and return
-    the series each rule judged: the values its events quote, step by step."""
+    """Replay the run's stored metrics through the detector, with its experiment's overrides (or those of
+    ?overrides=, to try other settings: nothing is stored or sent), and return the series each rule judged
+    (the values its events quote, step by step) and the events the replay gives."""
     run = owned_run(request, pk)
+    tried = "overrides" in request.GET
+    if tried:
+        if len(request.GET["overrides"]) > MAX_TRIED_OVERRIDES:
+            raise ApiError.field("overrides", f"is longer than {MAX_TRIED_OVERRIDES:,} characters")
+        try:
+            overrides = spec_parsing.check_detector_overrides(
+                spec_parsing.parse_mapping(request.GET["overrides"], "{reward_std_drop: {ratio: 0.3}}")
+            )
+        except ValueError as error:
+            raise ApiError.field("overrides", str(error)) from None
     points = MetricPoint.objects.filter(run=run, key__in=STORED_READS)
     if points[: MAX_REPLAY_POINTS + 1].count() > MAX_REPLAY_POINTS:
         raise ApiError(
@@ -144,14 +158,22 @@ def detector_inputs(request, pk):
             f"the detector's view replays at most that many (its events are listed all the same)",
         )
     history = MetricPoint.steps(run.pk, keys=STORED_READS)
-    overrides = run.experiment.detector_overrides or {}
-    try:
-        Detector(overrides)
-    except ValueError as error:  # overrides saved before a rule or parameter was renamed
-        raise ApiError(422, f"the experiment's detector overrides are rejected: {error}") from None
-    _, inputs = replay_inputs(history, overrides)
+    if not tried:
+        overrides = run.experiment.detector_overrides or {}
+        try:
+            Detector(overrides)
+        except ValueError as error:  # overrides saved before a rule or parameter was renamed
+            raise ApiError(422, f"the experiment's detector overrides are rejected: {error}") from None
+    events, inputs = replay_inputs(history, overrides)
     for entry in inputs:
         entry["value"] = finite_or_none_list(entry["value"])
+    events = [{**event, "signals": jsonsafe.jsonb_safe(event.get("signals", {}))} for event in events]
     return JsonResponse(
-        {"run": run_state(run), "steps": len(history), "overrides": overrides, "rules": inputs}
+        {
+            "run": run_state(run),
+            "steps": len(history),
+            "overrides": overrides,
+            "rules": inputs,
+            "events": events,
+        }
     )

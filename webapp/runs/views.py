@@ -237,6 +237,12 @@ def run_detail(request, pk):
             "first_collapse": run.events.filter(level="collapse").order_by("step").first(),
             "experiment": run.experiment,
             "config_yaml": yaml.safe_dump(run.config, sort_keys=False, allow_unicode=True),
+            # The "judge with other settings" box starts from the experiment's own.
+            "detector_overrides_yaml": yaml.safe_dump(
+                run.experiment.detector_overrides, sort_keys=False, allow_unicode=True
+            )
+            if run.experiment.detector_overrides
+            else "",
             "step_error": step_error,
             "view_notices": chart_view.view_notices(request.GET, run_page=True),
             "mlflow_run": getattr(run, "mlflow", None),  # an MLflow client's run: its tags and parent
