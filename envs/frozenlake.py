@@ -48,7 +48,7 @@ PARAMS = [
         "",
         label="Fixed map",
         help="A fixed map instead of random ones: rows of S, F, H, G (one S, at least one G), separated "
-        "by new lines or commas; overrides size and frozen_prob.",
+        "by new lines or commas; overrides the map size and the chance a tile is frozen.",
         lines=True,
     ),
 ]

@@ -79,9 +79,31 @@ window.EchoChartView = {
     return table;
   },
 
-  // Rows beyond this are left out of a table (its caption says so): 100 runs aligned at their onsets share
-  // few x values, and a heat strip of a long run has a row per step.
-  TABLE_ROWS: 2000,
+  // Cells beyond this are left out of a table, by rows (its caption says so): a table of 2,000 rows of 100
+  // runs' columns (runs aligned at their onsets share few x values) took seconds to build in chromium.
+  TABLE_CELLS: 50000,
+
+  // How many rows of a table of `columns` columns are shown.
+  rowsShown: function (columns) {
+    return Math.max(1, Math.floor(this.TABLE_CELLS / Math.max(1, columns)));
+  },
+
+  // " (N rows)", as a table's caption counts them, saying when only the first are shown.
+  rowsCaption: function (count, columns) {
+    const shown = this.rowsShown(columns);
+    return " (" + count + " rows" + (count > shown ? ", the first " + shown + " shown: zoom in for the rest" : "") + ")";
+  },
+
+  // Put the table in `region`, unless it holds this very table already: a poll or a redraw that changed
+  // nothing leaves a screen reader's place in it (and the browser's time) alone.
+  fillTable: function (region, caption, headers, rows) {
+    const shown = rows.slice(0, this.rowsShown(headers.length));
+    const key = JSON.stringify([caption, headers, shown]);
+    if (this.filledTables.get(region) === key) return;
+    this.filledTables.set(region, key);
+    region.replaceChildren(this.valuesTable(caption, headers, shown));
+  },
+  filledTables: new WeakMap(),  // region -> what fillTable last put in it
 
   // Whether a panel over steps shows `step`: inside the run page's zoom, when it zooms by step.
   inStepRange: function (step) {

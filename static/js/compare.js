@@ -518,6 +518,7 @@
     box.type = "checkbox";
     box.className = "show-table";
     box.setAttribute("aria-label", "Show " + chart.title + " as a table");
+    box.checked = Boolean(state.tables[chart.id]);  // an extra key's chart made again keeps its choice
     box.addEventListener("change", function () {
       state.tables[chart.id] = box.checked;
       scheduleRender();
@@ -542,13 +543,14 @@
     const box = window.EchoChartView.tableRegion(plot, chart.title + " as a table");
     const inRange = function (x) { return !state.xrange || (x >= state.xrange[0] && x <= state.xrange[1]); };
     const columns = [];
-    let downsampled = false;
+    let downsampled = false, grouped = false;
     all.forEach(function (entry) {
       if (state.hidden.has(entry.id)) return;
       chart.keys.forEach(function (key) {
         const s = entry.series[key];
         if (!s || !s.step.length) return;
-        downsampled = downsampled || Boolean(s.min);
+        downsampled = downsampled || Boolean(s.downsampled);
+        grouped = grouped || entry.group;
         const x = entry.xs(s.step), y = smooth(entry.group ? s.mean : s.value), cells = new Map();
         x.forEach(function (at, i) { if (inRange(at)) cells.set(at, y[i]); });
         columns.push({ name: entry.name + (chart.keys.length > 1 ? ": " + key : ""), cells: cells });
@@ -557,17 +559,16 @@
     const xs = Array.from(new Set(columns.flatMap(function (column) { return Array.from(column.cells.keys()); })))
       .sort(function (a, b) { return a - b; });
     const format = window.EchoChartView.cellText;
-    const caption = chart.title + (columns.length
-      ? " (" + xs.length + " rows" + (xs.length > window.EchoChartView.TABLE_ROWS ? ", the first " + window.EchoChartView.TABLE_ROWS + " shown: zoom in for the rest" : "") + ")" +
-        (state.smoothing > 0 ? ", smoothed as drawn" : "") +
-        (downsampled ? ". Downsampled: a row ends a bucket of steps, with the value at its last step; a run's page and export have every point." : "")
-      : ": every line is hidden");
     const headers = [X_AXES[xAxis()].title].concat(columns.map(function (column) { return column.name; }));
-    const table = window.EchoChartView.valuesTable(caption, headers, xs.slice(0, window.EchoChartView.TABLE_ROWS).map(function (x) {
+    const caption = chart.title + (columns.length
+      ? window.EchoChartView.rowsCaption(xs.length, headers.length) + (state.smoothing > 0 ? ", smoothed as drawn" : "") +
+        (grouped ? ". A group's value is the mean of its runs at the step" : "") +
+        (downsampled ? ". Downsampled: a row ends a bucket of steps, with the value at its last step; a run's page and export have every point." : ".")
+      : ": every line is hidden");
+    window.EchoChartView.fillTable(box, caption, headers, xs.map(function (x) {
       const at = xAxis() === "time" ? String(Number(x.toPrecision(6))) : String(x);
       return [at].concat(columns.map(function (column) { return format(column.cells.get(x)); }));
     }));
-    box.replaceChildren(table);
   }
 
   function nextFrame() {

@@ -551,10 +551,10 @@
       const x = xOf(step);
       return !state.xrange || (x !== null && x >= state.xrange[0] && x <= state.xrange[1]);
     });
-    const caption = chart.title + (keys.length ? " (" + steps.length + " rows)" : ": no data") +
+    const caption = chart.title + (keys.length ? window.EchoChartView.rowsCaption(steps.length, headers.length) : ": no data") +
       (bucketed.length ? ". Downsampled: each row ends a bucket of steps, with the value at its last step and " +
         "the bucket's lowest and highest; the run's export has every point." : "");
-    const table = window.EchoChartView.valuesTable(caption, headers, steps.map(function (step) {
+    window.EchoChartView.fillTable(box, caption, headers, steps.map(function (step) {
       const values = [String(step)].concat(state.time ? [format(window.EchoChartView.minutesAt(state.time, step))] : []);
       keys.forEach(function (key, k) {
         values.push(format(rows[step][k]));
@@ -564,7 +564,6 @@
       judged.forEach(function (rule, r) { values.push(format(rows[step]["d" + r])); });
       return values;
     }));
-    box.replaceChildren(table);
   }
 
   // The events list: one row per detector event; a click on its step moves the cursor there.

@@ -91,13 +91,12 @@
       });
     });
     const steps = Array.from(byStep.keys()).sort(function (a, b) { return a - b; });
-    const table = window.EchoChartView.valuesTable(
-      "Template collapse (" + steps.length + " measured steps)",
-      ["step"].concat(columns.map(function (column) { return column[1]; })),
+    const headers = ["step"].concat(columns.map(function (column) { return column[1]; }));
+    window.EchoChartView.fillTable(document.getElementById("collapse-table"),
+      "Template collapse: the measured steps" + window.EchoChartView.rowsCaption(steps.length, headers.length), headers,
       steps.map(function (step) {
         return [String(step)].concat(columns.map(function (_, c) { return window.EchoChartView.cellText(byStep.get(step)[c]); }));
       }));
-    document.getElementById("collapse-table").replaceChildren(table);
   }
   tableDetails.addEventListener("toggle", function () { if (drawnSeries) showTable(drawnSeries); });
 

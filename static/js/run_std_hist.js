@@ -40,16 +40,13 @@
       rows.push([String(step), String(counts.reduce(function (a, b) { return a + b; }, 0))]
         .concat(bins.map(function (b) { return String(counts[b]); })));
     });
-    const limit = window.EchoChartView.TABLE_ROWS;
     const edge = window.EchoChartView.cellText;
-    const table = window.EchoChartView.valuesTable(
-      "Groups per in-group reward std bin (" + rows.length + " steps" +
-        (rows.length > limit ? ", the first " + limit + " shown: zoom in for the rest" : "") + ")",
-      ["step", "groups"].concat(bins.map(function (b) {
-        return "std " + edge(body.bin_edges[b]) + "–" + edge(body.bin_edges[b + 1]);
-      })),
-      rows.slice(0, limit));
-    document.getElementById("reward-std-hist-table").replaceChildren(table);
+    const headers = ["step", "groups"].concat(bins.map(function (b) {
+      return "std " + edge(body.bin_edges[b]) + "–" + edge(body.bin_edges[b + 1]);
+    }));
+    const caption = "Groups per in-group reward std bin" + window.EchoChartView.rowsCaption(rows.length, headers.length) +
+      ": a column per bin any step fills";
+    window.EchoChartView.fillTable(document.getElementById("reward-std-hist-table"), caption, headers, rows);
   }
   tableDetails.addEventListener("toggle", function () { if (drawnBody) showTable(drawnBody); });
 

@@ -590,8 +590,19 @@ def test_other_logged_keys_are_charted_and_ticked_on_and_off(page):
     assert sorted(drawn(page, "extra-1")["lines"]) == [40, 40]
     page.screenshot(path=str(ARTIFACTS / "compare-other-keys.png"), full_page=True)
 
-    # Untick one: its chart goes and the address keeps the choice; a reload draws the same.
+    # Shown as a table, unticked and ticked again: the chart comes back as the table, its switch on.
+    page.get_by_label("Show loss,total as a table").check()
+    page.get_by_role("region", name="loss,total as a table").wait_for()
     page.locator("#other-keys summary").click()
+    page.uncheck("#other-keys input[value='loss,total']")
+    page.wait_for_function("!document.getElementById('chart-extra-0')")
+    page.check("#other-keys input[value='loss,total']")
+    page.get_by_role("region", name="loss,total as a table").wait_for()
+    assert page.get_by_label("Show loss,total as a table").is_checked()
+    page.get_by_label("Show loss,total as a table").uncheck()
+    wait_for(lambda: drawn(page, "extra-0")["lines"] == [20], timeout=10, message="the chart again")
+
+    # Untick one: its chart goes and the address keeps the choice; a reload draws the same.
     page.uncheck("#other-keys input[value='loss,total']")
     page.wait_for_function("document.body.dataset.chartsDrawn >= 2")
     assert page.locator("#chart-extra-0").count() == 0
@@ -886,6 +897,12 @@ def test_a_chart_shown_as_a_table_holds_the_values_drawn_for_the_runs_shown_in_t
         [["0", "0.1", "0.5"], ["1", "0.2", "–"], ["2", "0.3", "0.75"]],
     )
     assert not page.locator("#chart-success").is_visible()  # the table instead of the chart
+    # A redraw that changes none of its values leaves the table as it is (a screen reader's place in it)
+    page.locator("#table-success table").evaluate("table => { table.dataset.kept = 'yes'; }")
+    drawn_before = page.evaluate("document.body.dataset.chartsDrawn")
+    page.get_by_label("min..max bands").uncheck()
+    page.wait_for_function(f"document.body.dataset.chartsDrawn > {drawn_before}")
+    assert page.locator("#table-success table").get_attribute("data-kept") == "yes"
 
     page.locator("#run-legend .legend-entry", has_text=f"#{second.pk} seed=2").click()
     wait_for(lambda: len(table()[0]) == 2, timeout=10, message="the hidden run's column gone")
@@ -918,4 +935,15 @@ def test_what_the_hover_titles_say_is_there_for_a_reader_who_cannot_hover(page):
     )
     expect(page.get_by_label("X axis")).to_have_accessible_description(
         re.compile("^Each run's minutes of training")
+    )
+
+
+def test_a_groups_table_says_its_values_are_means_and_not_that_they_are_buckets(page):
+    open_lr_pair(page, 12)
+    page.get_by_label("Group runs by").select_option("optim.actor_lr")
+    page.get_by_label("Show Success (train and validation) as a table").check()
+    caption = page.get_by_role("region", name="Success (train and validation) as a table").locator("caption")
+    wait_for(lambda: "rows" in caption.inner_text(), timeout=10, message="the group table")
+    assert caption.inner_text() == (
+        "Success (train and validation) (12 rows). A group's value is the mean of its runs at the step."
     )

@@ -55,7 +55,9 @@ def test_the_toggle_draws_each_rules_series_and_takes_it_away(page):
     table = page.locator("#table-success table")
     headers = table.locator("thead th").all_inner_texts()
     column = headers.index("detector: collapse (smoothing 0.6)")
-    row = table.locator("tbody tr").filter(has=page.get_by_role("rowheader", name=str(collapse.step), exact=True))
+    row = table.locator("tbody tr").filter(
+        has=page.get_by_role("rowheader", name=str(collapse.step), exact=True)
+    )
     cells = row.first.locator("th, td").all_inner_texts()
     assert cells[0] == str(collapse.step)
     assert float(cells[column]) == pytest.approx(collapse.signals["value"], rel=1e-4)

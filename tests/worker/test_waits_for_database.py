@@ -22,8 +22,10 @@ class DelayedDatabase:
         self.listener = None
 
     def url(self) -> str:
+        """The test database's URL, as tests.helpers.subprocess_env writes it, through this port."""
         db = connection.settings_dict
-        return f"postgres://{db['USER']}@127.0.0.1:{self.port}/{db['NAME']}"
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+        return f"postgres://{auth}@127.0.0.1:{self.port}/{db['NAME']}"
 
     def open(self):
         self.listener = socket.create_server(("127.0.0.1", self.port))
@@ -35,10 +37,19 @@ class DelayedDatabase:
                 client, _ = self.listener.accept()
             except OSError:  # closed
                 return
-            db = connection.settings_dict
-            server = socket.create_connection((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)))
+            server = self._connect_to_postgres()
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _connect_to_postgres() -> socket.socket:
+        db = connection.settings_dict
+        host, port = db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)
+        if host.startswith("/"):  # a unix socket's directory
+            server = socket.socket(socket.AF_UNIX)
+            server.connect(f"{host}/.s.PGSQL.{port}")
+            return server
+        return socket.create_connection((host, port))
 
     @staticmethod
     def _pipe(source, sink):
@@ -78,7 +89,9 @@ def test_a_worker_waits_for_its_database_saying_why_then_starts(transactional_db
 
 def test_a_worker_waiting_for_its_database_stops_when_told(transactional_db, tmp_path, delayed_database):
     worker = WorkerProcess("default", "early", tmp_path / "early.log", DATABASE_URL=delayed_database.url())
-    wait_for(lambda: "waiting for the database" in worker.output(), timeout=60, message="the reason")
-    worker.process.send_signal(signal.SIGTERM)
-    worker.process.wait(timeout=15)
-    worker.stop()
+    try:
+        wait_for(lambda: "waiting for the database" in worker.output(), timeout=60, message="the reason")
+        worker.process.send_signal(signal.SIGTERM)
+        worker.process.wait(timeout=15)
+    finally:
+        worker.stop()
