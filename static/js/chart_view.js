@@ -37,11 +37,36 @@ window.EchoChartView = {
     return { info: "diamond-open", warning: "circle-open", collapse: "x", resolved: "triangle-up-open" }[level] || "circle";
   },
 
-  // The scrolling region that holds a chart's table, after its plot: made on first use, then reused (the
-  // focus stays in it when a poll rebuilds the table).
-  tableRegion: function (plot, label) {
+  // The switches above a chart ("log scale", "table"), put before its plot: each a tick box named for its
+  // chart, calling changed(ticked) when ticked or unticked.
+  chartTools: function (plot, switches) {
+    const tools = document.createElement("div");
+    tools.className = "chart-tools";
+    switches.forEach(function (wanted) {
+      const label = document.createElement("label");
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.className = wanted.className;
+      box.checked = wanted.checked;
+      box.setAttribute("aria-label", wanted.name);
+      box.addEventListener("change", function () { wanted.changed(box.checked); });
+      label.append(box, " " + wanted.text);
+      tools.append(label);
+    });
+    plot.parentNode.insertBefore(tools, plot);
+  },
+
+  // A chart shown as a table (its "table" switch on) or not: the plot hidden and the scrolling region for
+  // its table returned, after the plot (made on first use, then reused: the focus stays in it); or the
+  // region gone, the plot shown, and null.
+  tableInsteadOf: function (plot, asTable, label) {
     const id = "table-" + plot.id.replace(/^chart-/, "");
     let region = document.getElementById(id);
+    plot.hidden = asTable;
+    if (!asTable) {
+      if (region) region.remove();
+      return null;
+    }
     if (!region) {
       region = document.createElement("div");
       region.id = id;

@@ -511,21 +511,11 @@
   function addTableSwitch(chart) {
     const plot = document.getElementById("chart-" + chart.id);
     if (plot.previousElementSibling && plot.previousElementSibling.classList.contains("chart-tools")) return;
-    const tools = document.createElement("div");
-    tools.className = "chart-tools";
-    const label = document.createElement("label");
-    const box = document.createElement("input");
-    box.type = "checkbox";
-    box.className = "show-table";
-    box.setAttribute("aria-label", "Show " + chart.title + " as a table");
-    box.checked = Boolean(state.tables[chart.id]);  // an extra key's chart made again keeps its choice
-    box.addEventListener("change", function () {
-      state.tables[chart.id] = box.checked;
-      scheduleRender();
-    });
-    label.append(box, " table");
-    tools.append(label);
-    plot.parentNode.insertBefore(tools, plot);
+    window.EchoChartView.chartTools(plot, [{
+      text: "table", name: "Show " + chart.title + " as a table", className: "show-table",
+      checked: Boolean(state.tables[chart.id]),  // an extra key's chart made again keeps its choice
+      changed: function (ticked) { state.tables[chart.id] = ticked; scheduleRender(); },
+    }]);
   }
 
   // A chart as a table, for a reader who cannot see or point at it: a row per x of the chart (step, steps
@@ -533,14 +523,8 @@
   // as the slider says), the runs hidden in the legend left out, within the zoomed range.
   function showTable(chart, all) {
     const plot = document.getElementById("chart-" + chart.id);
-    const asTable = Boolean(state.tables[chart.id]);
-    plot.hidden = asTable;
-    if (!asTable) {
-      const box = document.getElementById("table-" + chart.id);
-      if (box) box.remove();
-      return;
-    }
-    const box = window.EchoChartView.tableRegion(plot, chart.title + " as a table");
+    const box = window.EchoChartView.tableInsteadOf(plot, Boolean(state.tables[chart.id]), chart.title + " as a table");
+    if (!box) return;
     const inRange = function (x) { return !state.xrange || (x >= state.xrange[0] && x <= state.xrange[1]); };
     const columns = [];
     let downsampled = false, grouped = false;

@@ -508,14 +508,8 @@
 
   // "Show as table": the chart's points (and smoothed values) as rows, within the zoom range.
   function showTable(chart, plot) {
-    const asTable = Boolean(state.tables[chart.id]);
-    plot.hidden = asTable;
-    if (!asTable) {
-      const box = document.getElementById("table-" + chart.id);
-      if (box) box.remove();
-      return;
-    }
-    const box = window.EchoChartView.tableRegion(plot, chart.title + " as a table");
+    const box = window.EchoChartView.tableInsteadOf(plot, Boolean(state.tables[chart.id]), chart.title + " as a table");
+    if (!box) return;
     const keys = chart.keys.filter(function (key) { return state.series[key] && state.series[key].step.length; });
     const shown = {};
     keys.forEach(function (key) { shown[key] = seriesOf(key); });
@@ -780,34 +774,18 @@
   // A linear/log switch above each chart, and sections that fold; both remembered (prefs).
   function setupPanels() {
     page.charts.forEach(function (chart) {
-      const plot = document.getElementById("chart-" + chart.id);
-      const tools = document.createElement("div");
-      tools.className = "chart-tools";
-      const label = document.createElement("label");
-      const box = document.createElement("input");
-      box.type = "checkbox";
-      box.className = "log-scale";
-      box.checked = isLog(chart);
-      box.setAttribute("aria-label", "Log scale for " + chart.title);
-      box.addEventListener("change", function () {
-        prefs.scale[chartPref(chart)] = box.checked ? "log" : "linear";
-        savePrefs();
-        render();
-      });
-      label.append(box, " log scale");
-      const tableLabel = document.createElement("label");
-      const tableBox = document.createElement("input");
-      tableBox.type = "checkbox";
-      tableBox.className = "show-table";
-      tableBox.setAttribute("aria-label", "Show " + chart.title + " as a table");
-      tableBox.checked = Boolean(state.tables[chart.id]);  // kept over a reload (reloadKeepingPlace)
-      tableBox.addEventListener("change", function () {
-        state.tables[chart.id] = tableBox.checked;
-        render();
-      });
-      tableLabel.append(tableBox, " table");
-      tools.append(label, tableLabel);
-      plot.parentNode.insertBefore(tools, plot);
+      window.EchoChartView.chartTools(document.getElementById("chart-" + chart.id), [{
+        text: "log scale", name: "Log scale for " + chart.title, className: "log-scale", checked: isLog(chart),
+        changed: function (ticked) {
+          prefs.scale[chartPref(chart)] = ticked ? "log" : "linear";
+          savePrefs();
+          render();
+        },
+      }, {
+        text: "table", name: "Show " + chart.title + " as a table", className: "show-table",
+        checked: Boolean(state.tables[chart.id]),  // kept over a reload (reloadKeepingPlace)
+        changed: function (ticked) { state.tables[chart.id] = ticked; render(); },
+      }]);
     });
     document.querySelectorAll("details.chart-section").forEach(function (section) {
       // The reader's last choice, else the server's default (many extra keys of a native run: folded)
