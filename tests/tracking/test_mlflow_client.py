@@ -163,9 +163,68 @@ def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
         list(client.search_runs([bob_experiment.mlflow_id])) == []
     )  # as MLflow's server: no such experiment
     with pytest.raises(mlflow.MlflowException) as excinfo:
-        client.search_runs([alice_experiment.experiment_id], filter_string="metrics.reward > 0.5")
+        client.search_runs([alice_experiment.experiment_id], filter_string="metrics.reward ~ 0.5")
     assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
-    assert "metrics.reward > 0.5" in excinfo.value.message
+    assert "metrics.reward ~ 0.5" in excinfo.value.message
+
+
+def test_a_notebook_finds_the_best_runs_by_metric_param_name_and_time(mlflow_alice):
+    """What an analysis notebook asks first ("the best run by reward"): filters on metrics and times,
+    LIKE, IN and IS NULL, and order_by, as MLflow's own server answers them."""
+    mlflow = mlflow_alice
+    experiment = mlflow.set_experiment("sweep")
+    runs = {}
+    for name, lr, reward in (
+        ("lr-a", "1e-3", 0.2),
+        ("lr-b", "3e-4", 0.9),
+        ("LR-c", "1e-4", 0.5),
+        ("none", None, None),
+    ):
+        with mlflow.start_run(run_name=name) as run:
+            if lr is not None:
+                mlflow.log_param("lr", lr)
+                mlflow.set_tag("team", "rl")
+            if reward is not None:
+                mlflow.log_metric("reward", reward - 0.5, step=0)
+                mlflow.log_metric("reward", reward, step=1)  # the latest step's value is the run's
+            runs[name] = run.info.run_id
+    client = mlflow.MlflowClient()
+    ids = [experiment.experiment_id]
+
+    def names(**search):
+        return [run.info.run_name for run in client.search_runs(ids, **search)]
+
+    # missing values last, whichever the direction; then newest first
+    assert names(order_by=["metrics.reward DESC"]) == ["lr-b", "LR-c", "lr-a", "none"]
+    assert names(order_by=["metrics.reward ASC"]) == ["lr-a", "LR-c", "lr-b", "none"]
+    assert names(order_by=["params.lr"]) == [
+        "lr-a",
+        "LR-c",
+        "lr-b",
+        "none",
+    ]  # params are text: "1e-3" < "1e-4"
+    assert names(order_by=["attributes.start_time ASC"]) == ["lr-a", "lr-b", "LR-c", "none"]
+    assert names(order_by=["run_name DESC"]) == ["none", "lr-b", "lr-a", "LR-c"]
+    assert names(filter_string="metrics.reward > 0.4", order_by=["metrics.reward DESC"]) == ["lr-b", "LR-c"]
+    assert names(filter_string="metrics.reward <= 0.2") == ["lr-a"]
+    assert names(filter_string="attributes.run_name LIKE 'lr-%'", order_by=["run_name"]) == ["lr-a", "lr-b"]
+    assert names(filter_string="run_name ILIKE 'lr-%'", order_by=["run_name"]) == ["LR-c", "lr-a", "lr-b"]
+    assert names(filter_string="tags.team IS NULL") == ["none"]
+    in_list = f"attributes.run_id IN ('{runs['lr-a']}', '{runs['none']}')"
+    assert names(filter_string=in_list, order_by=["run_name"]) == ["lr-a", "none"]
+    assert names(filter_string="attributes.start_time > 0 AND status = 'FINISHED'", max_results=1) == ["none"]
+    best = mlflow.search_runs(
+        [experiment.experiment_id], filter_string="params.lr LIKE '%e-4'", order_by=["metrics.reward DESC"]
+    )
+    assert list(best["tags.mlflow.runName"]) == ["lr-b", "LR-c"]  # the pandas path
+    assert list(best["metrics.reward"]) == [0.9, 0.5]
+
+    mlflow.set_experiment("another")
+    client.set_experiment_tag(experiment.experiment_id, "team", "rl")
+    found = client.search_experiments(filter_string="name LIKE '%wee%'")
+    assert [e.name for e in found] == ["sweep"]
+    assert [e.name for e in client.search_experiments(order_by=["name DESC"])] == ["sweep", "another"]
+    assert [e.name for e in client.search_experiments(filter_string="tags.team = 'rl'")] == ["sweep"]
 
 
 def test_non_finite_values_and_steps_going_backwards_are_stored_as_sent(mlflow_alice):

@@ -3,6 +3,7 @@ error shape naming the field, and nothing is written."""
 
 import gzip
 import json
+import re
 
 import pytest
 from django.utils import timezone
@@ -172,16 +173,35 @@ def test_log_metric_names_its_own_fields_not_a_batchs(api, run, fields, message)
 
 
 def test_search_filters_are_read_clause_by_clause(api, run):
-    from webapp.tracking.protocol import MlflowError, parse_filter
+    from webapp.tracking.protocol import MlflowError
+    from webapp.tracking.search import ID, NAME, NUMBER, TEXT, parse_filter
 
-    allowed = {"run_name", "status", "tags."}
-    assert parse_filter("run_name = 'salt and pepper' AND tags.note != \"it's\"", allowed) == [
+    names = {"run_name": NAME, "run_id": ID, "tags.": TEXT, "metrics.": NUMBER}
+    assert parse_filter("run_name = 'salt and pepper' AND tags.note != \"it's\"", names) == [
         ("run_name", "=", "salt and pepper"),
         ("tags.note", "!=", "it's"),
     ]
-    for nameless in ("params = 'x'", "tags != 'y'", "params. = 'x'"):  # an entity without a name is no field
+    assert parse_filter(
+        "metrics.`eval/reward`>=-1.5e-3 and run_id in ('a1', \"b2\") AND tags.x is not null", names
+    ) == [
+        ("metrics.eval/reward", ">=", -0.0015),
+        ("run_id", "IN", ("a1", "b2")),
+        ("tags.x", "IS NOT NULL", None),
+    ]
+    for nameless in ("params = 'x'", "tags != 'y'", "tags. = 'x'"):  # an entity without a name is no field
         with pytest.raises(MlflowError, match="is not supported"):
-            parse_filter(nameless, allowed | {"params."})
+            parse_filter(nameless, names)
+    for wrong, says in (
+        ("metrics.reward > '0.5'", "metrics.reward is compared with a number, as metrics.reward > 0.5"),
+        ("tags.x > 'a'", "tags.x is compared with =, !=, LIKE, ILIKE, IS NULL, IS NOT NULL, not >"),
+        ("run_name = 5", "run_name is compared with a quoted value"),
+        ("run_id IN 'a1'", "run_id IN takes a list of quoted values"),
+        ("run_id IN ('a' 'b')", "is not a list of quoted values"),
+        ("run_name IN ('a')", "run_name is compared with =, !=, LIKE, ILIKE, not IN"),
+        ("tags.x IS NULL 'y'", "tags.x IS NULL takes no value"),
+    ):
+        with pytest.raises(MlflowError, match=re.escape(says)):
+            parse_filter(wrong, names)
     # OR is not supported: refused, not read as one clause whose value is "conc' OR run_name = 'r1"
     answer = api(
         "/api/2.0/mlflow/runs/search",
@@ -189,6 +209,17 @@ def test_search_filters_are_read_clause_by_clause(api, run):
     )
     assert answer.status_code == 400
     assert answer.json()["message"].startswith("filter: \"OR run_name = 'r1'\" is not supported")
+
+
+def test_an_order_by_entry_it_cannot_sort_by_is_named(api, run):
+    answer = api(
+        "/api/2.0/mlflow/runs/search",
+        {"experiment_ids": [str(run.run.experiment_id)], "order_by": ["metrics.reward DESC", "artifact_uri"]},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith(
+        "order_by[1]: 'artifact_uri' is not supported; EchoLab's MLflow"
+    )
 
 
 @pytest.mark.parametrize("token", ["9223372036854775808", "9" * 5000, "1_0", "-1"])

@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
@@ -124,6 +125,17 @@ class ExternalExperiment(models.Model):
         if number is None:
             return None
         return cls.objects.for_user(owner).select_related("experiment").filter(experiment_id=number).first()
+
+    def searched(self, name: str):
+        """The value experiments/search filters and sorts the experiment by; None: it has none."""
+        if name.startswith("tags."):
+            return self.tags.get(name.removeprefix("tags."))
+        return {
+            "name": lambda: self.name,
+            "experiment_id": lambda: float(self.experiment_id),
+            "creation_time": lambda: protocol.millis(self.experiment.created_at),
+            "last_update_time": lambda: protocol.millis(self.experiment.created_at),
+        }[name]()
 
     def to_mlflow(self) -> dict:
         created = protocol.millis(self.experiment.created_at)
@@ -475,11 +487,13 @@ class ExternalRun(models.Model):
             ECHOLAB_RUN_URL_TAG: settings.SITE_URL + run.get_absolute_url(),
         }
 
-    def to_mlflow(self) -> dict:
+    @cached_property
+    def metrics_shown(self) -> dict[str, tuple[float | None, int]]:
+        """{name: (its value at its highest step, that step)} for each key of the run, named as the client
+        logged it (searched and sorted by, and answered, under that name)."""
         run = self.run
         keys = sorted(run.latest_metrics)
         values = MetricPoint.latest_values(run.pk, keys) if keys else {}
-        heard = protocol.millis(run.heartbeat_at)
         last_steps = dict(
             MetricPoint.objects.filter(run_id=run.pk)
             .values("key")
@@ -493,14 +507,34 @@ class ExternalRun(models.Model):
             name = self.logged_as.get(key, key)
             return key if name in run.latest_metrics else name
 
+        return {shown(key): (values.get(key), last_steps.get(key, 0)) for key in keys}
+
+    def searched(self, name: str):
+        """The value runs/search filters and sorts the run by (webapp/tracking/search.py); None: it has none."""
+        entity, _, key = name.partition(".")
+        if entity == "params":
+            value = self.run.config.get(key)
+            return None if value is None else str(value)
+        if entity == "tags":
+            return self.tags_shown().get(key)
+        if entity == "metrics":
+            return self.metrics_shown.get(key, (None, 0))[0]
+        run = self.run
+        return {
+            "run_name": lambda: run.label,
+            "status": lambda: protocol.MLFLOW_STATUS_OF[run.status],
+            "run_id": lambda: self.run_uuid,
+            "user_id": lambda: self.user_id,
+            "start_time": lambda: protocol.millis(run.started_at),
+            "end_time": lambda: protocol.millis(run.finished_at),
+        }[name]()
+
+    def to_mlflow(self) -> dict:
+        run = self.run
+        heard = protocol.millis(run.heartbeat_at)
         metrics = [
-            {
-                "key": shown(key),
-                "value": protocol.double(values.get(key)),
-                "timestamp": heard,
-                "step": last_steps.get(key, 0),
-            }
-            for key in keys
+            {"key": name, "value": protocol.double(value), "timestamp": heard, "step": step}
+            for name, (value, step) in self.metrics_shown.items()
         ]
         info = {
             "run_id": self.run_uuid,

@@ -245,66 +245,6 @@ def pairs(mapping: dict) -> list[dict]:
     return [{"key": key, "value": value} for key, value in mapping.items()]
 
 
-# search filters: `<entity>.<name> = '<value>'` clauses joined by AND, the ones training scripts use. A
-# name with other characters than letters, digits, `_` and `.` is quoted, in backquotes or double quotes
-# (veRL's params.`actor_rollout_ref/actor/lr`). A value runs to its closing quote (no quote inside it), so
-# "a = 'x' OR b = 'y'" is not one clause whose value is "x' OR b = 'y", and an "and" inside a value does
-# not split it.
-_CLAUSE = re.compile(
-    r"""\s*(?:(?P<entity>\w+)\.)?(?:`(?P<backquoted>[^`]+)`|"(?P<quoted>[^"]+)"|(?P<plain>[\w.]+))"""
-    r"""\s*(?P<op>=|!=)\s*(?:'(?P<single>[^']*)'|"(?P<double>[^"]*)")\s*"""
-)
-_AND = re.compile(r"(?i:and)\s+")
-# MLflow's spellings of each entity, as the prefix of our names ("" for the run's own attributes).
-_ENTITIES = {
-    **dict.fromkeys(("attributes", "attribute", "attr", "run"), ""),
-    **dict.fromkeys(("params", "param", "parameters", "parameter"), "params."),
-    **dict.fromkeys(("tags", "tag"), "tags."),
-    **dict.fromkeys(("metrics", "metric"), "metrics."),
-}
-
-
-def parse_filter(text: str, allowed: set[str], field: str = "filter") -> list[tuple[str, str, str]]:
-    """[(name, op, value)] from "a = 'x' AND params.`b-c` != 'y'"; names are normalised
-    ("attributes.status" -> "status", "param.lr" -> "params.lr", quotes dropped). Anything else is
-    refused, naming what is supported."""
-    clauses, at = [], 0
-    while text.strip():
-        match = _CLAUSE.match(text, at)
-        name = match and _clause_name(match)
-        # an allowed "params." is a prefix: "params" or "params." alone names no param
-        entity, _, key = (name or "").partition(".")
-        if not match or name.endswith(".") or not (name in allowed or (key and f"{entity}." in allowed)):
-            raise invalid(field, _unsupported(text[at:], allowed))
-        value = match["single"] if match["single"] is not None else match["double"]
-        clauses.append((name, match["op"], value))
-        at = match.end()
-        if at == len(text):
-            break
-        joined = _AND.match(text, at)
-        if not joined:
-            raise invalid(field, _unsupported(text[at:], allowed))
-        at = joined.end()
-    return clauses
-
-
-def _clause_name(match: re.Match) -> str:
-    key = match["backquoted"] or match["quoted"] or match["plain"]
-    entity = match["entity"]
-    if entity is None:
-        return key
-    prefix = _ENTITIES.get(entity.lower())
-    return f"{entity}.{key}" if prefix is None else prefix + key
-
-
-def _unsupported(rest: str, allowed: set[str]) -> str:
-    shown = rest.strip() if len(rest.strip()) <= 80 else rest.strip()[:80] + "..."
-    return (
-        f"{shown!r} is not supported; EchoLab's MLflow endpoint supports "
-        f"<name> = '<value>' or != joined by AND, for {', '.join(sorted(allowed))}"
-    )
-
-
 def _bounds(low: int | None, high: int | None) -> str:
     if high is None:
         return f"at least {low}"

@@ -23,7 +23,7 @@ from webapp.accounts.api_auth import (
 from webapp.accounts.models import ApiToken
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
-from webapp.tracking import protocol
+from webapp.tracking import protocol, search
 from webapp.tracking.models import (
     DEFAULT_EXPERIMENT_ID,
     DEFAULT_EXPERIMENT_NAME,
@@ -158,13 +158,18 @@ def get_experiment_by_name(request, fields):
 @mlflow_view("POST")
 def search_experiments(request, fields):
     view_type = _view_type(fields, "view_type")
-    _no_order_by(fields)
+    orders = search.parse_order_by(fields.strings("order_by"), EXPERIMENT_SORTS)
+    clauses = search.parse_filter(fields.string("filter", required=False), EXPERIMENT_FILTERS)
     found = ExternalExperiment.objects.for_user(request.user).select_related("experiment")
-    for _, op, value in protocol.parse_filter(fields.string("filter", required=False), {"name"}):
-        found = found.filter(name=value) if op == "=" else found.exclude(name=value)
     if view_type == "DELETED_ONLY":  # nothing here is ever deleted
         found = found.none()
-    experiments, token = protocol.page(found.order_by("-experiment_id"), fields, 1000)
+    found = [
+        experiment
+        for experiment in found.order_by("-experiment_id")
+        if all(search.matches(experiment.searched(name), op, value) for name, op, value in clauses)
+    ]
+    found = search.ordered(found, orders, lambda experiment, name: experiment.searched(name))
+    experiments, token = protocol.page(found, fields, 1000)
     return {
         "experiments": [experiment.to_mlflow() for experiment in experiments],
         **({"next_page_token": token} if token else {}),
@@ -274,10 +279,8 @@ def search_runs(request, fields):
         for experiment_id in fields.strings("experiment_ids")
     ]
     view_type = _view_type(fields, "run_view_type")
-    _no_order_by(fields)
-    clauses = protocol.parse_filter(
-        fields.string("filter", required=False), {"run_name", "status", "run_id", "params.", "tags."}
-    )
+    orders = search.parse_order_by(fields.strings("order_by"), RUN_SEARCHES)
+    clauses = search.parse_filter(fields.string("filter", required=False), RUN_SEARCHES)
     found = (
         ExternalRun.objects.for_user(request.user)
         .select_related("run__experiment")
@@ -286,25 +289,35 @@ def search_runs(request, fields):
     )
     if view_type == "DELETED_ONLY":  # nothing here is ever deleted
         found = found.none()
-    runs = [run for run in found if all(_matches(run, *clause) for clause in clauses)]
+    runs = [
+        run
+        for run in found
+        if all(search.matches(run.searched(name), op, value) for name, op, value in clauses)
+    ]
+    runs = search.ordered(runs, orders, lambda run, name: run.searched(name))
     page, token = protocol.page(runs, fields, 1000)
     return {"runs": [run.to_mlflow() for run in page], **({"next_page_token": token} if token else {})}
 
 
-def _matches(run: ExternalRun, name: str, op: str, value: str) -> bool:
-    if name.startswith("params."):
-        actual = run.run.config.get(name.removeprefix("params."))
-    elif name.startswith("tags."):
-        actual = run.tags_shown().get(name.removeprefix("tags."))
-    else:
-        actual = {
-            "run_name": run.run.label,
-            "status": protocol.MLFLOW_STATUS_OF[run.run.status],
-            "run_id": run.run_uuid,
-        }[name]
-    if actual is None:  # a param or tag the run has not logged matches no clause on it, as in MLflow
-        return False
-    return (actual == value) == (op == "=")
+# What runs/search filters and sorts by, and how each is compared (webapp/tracking/search.py).
+RUN_SEARCHES = {
+    "run_name": search.NAME,
+    "status": search.NAME,
+    "run_id": search.ID,
+    "user_id": search.NAME,
+    "start_time": search.NUMBER,
+    "end_time": search.NUMBER,
+    "params.": search.TEXT,
+    "tags.": search.TEXT,
+    "metrics.": search.NUMBER,
+}
+EXPERIMENT_FILTERS = {
+    "name": search.NAME,
+    "creation_time": search.NUMBER,
+    "last_update_time": search.NUMBER,
+    "tags.": search.TEXT,
+}
+EXPERIMENT_SORTS = {**EXPERIMENT_FILTERS, "experiment_id": search.NUMBER}
 
 
 def _view_type(fields: Fields, name: str) -> str:
@@ -312,11 +325,6 @@ def _view_type(fields: Fields, name: str) -> str:
     if view_type not in ("ACTIVE_ONLY", "ALL", "DELETED_ONLY"):
         raise invalid(name, f"must be ACTIVE_ONLY, DELETED_ONLY or ALL, got {view_type[:40]!r}")
     return view_type
-
-
-def _no_order_by(fields: Fields) -> None:
-    if fields.strings("order_by"):
-        raise invalid("order_by", "is not supported by EchoLab's MLflow endpoint; results come newest first")
 
 
 @mlflow_view("GET")

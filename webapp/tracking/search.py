@@ -1,0 +1,197 @@
+"""MLflow's search syntax (mlflow/utils/search_utils.py), for runs/search and experiments/search: a filter
+of `<entity>.<name> <comparator> <value>` clauses joined by AND, and order_by entries `<entity>.<name>
+[ASC|DESC]`. A notebook's first question, "the best run by reward", is
+`search_runs(order_by=["metrics.reward DESC"])`.
+
+What a name is decides its comparators and its value: text (params, tags, a run's name) is compared with a
+quoted string (=, !=, LIKE and ILIKE with SQL's % and _; IS NULL and IS NOT NULL for params and tags),
+numbers (metrics, times in milliseconds) with a number (=, !=, >, >=, <, <=), a run's id also with a
+list, IN ('a', 'b'). A
+name with other characters than letters, digits, `_` and `.` is quoted, in backquotes or double quotes
+(veRL's params.`actor_rollout_ref/actor/lr`). A value runs to its closing quote, so "a = 'x' OR b = 'y'" is
+not one clause whose value is "x' OR b = 'y". OR is not MLflow's either.
+
+Sorting: each entry in turn, values missing (and NaN) last whichever the direction, as MLflow's store
+does; the order before it (newest first) breaks ties.
+"""
+
+import math
+import re
+from collections.abc import Callable, Iterable
+
+from webapp.tracking.protocol import invalid
+
+# The kinds of searchable values, and the comparators MLflow's store takes for each.
+TEXT, NAME, NUMBER, ID = "text", "name", "number", "id"
+COMPARATORS = {
+    TEXT: ("=", "!=", "LIKE", "ILIKE", "IS NULL", "IS NOT NULL"),  # params and tags: a run may have none
+    NAME: ("=", "!=", "LIKE", "ILIKE"),  # a run's name and status, an experiment's name
+    NUMBER: ("=", "!=", ">", ">=", "<", "<="),
+    ID: ("=", "!=", "IN", "NOT IN"),  # a run's id: MLflow takes a list for it alone
+}
+
+_NAME = r"""(?:(?P<entity>\w+)\.)?(?:`(?P<backquoted>[^`]+)`|"(?P<quoted>[^"]+)"|(?P<plain>[\w.]+))"""
+_COMPARATOR = r"(?P<op>!=|>=|<=|=|>|<|(?i:not\s+in|in|i?like|is\s+not\s+null|is\s+null)(?!\w))"
+_VALUE = (
+    r"""(?:'(?P<single>[^']*)'|"(?P<double>[^"]*)"|\((?P<items>[^()]*)\)"""
+    r"""|(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.]))"""
+)
+_CLAUSE = re.compile(rf"\s*{_NAME}\s*{_COMPARATOR}\s*(?:{_VALUE})?\s*")
+_AND = re.compile(r"(?i:and)\s+")
+_ITEM = re.compile(r"""\s*(?:'([^']*)'|"([^"]*)")\s*(?:,|$)""")
+_ORDER = re.compile(rf"\s*{_NAME}(?:\s+(?P<direction>(?i:asc|desc)))?\s*")
+# MLflow's spellings of each entity, as the prefix of our names ("" for the run's own attributes).
+_ENTITIES = {
+    **dict.fromkeys(("attributes", "attribute", "attr", "run"), ""),
+    **dict.fromkeys(("params", "param", "parameters", "parameter"), "params."),
+    **dict.fromkeys(("tags", "tag"), "tags."),
+    **dict.fromkeys(("metrics", "metric"), "metrics."),
+}
+
+
+def parse_filter(text: str, names: dict[str, str], field: str = "filter") -> list[tuple[str, str, object]]:
+    """[(name, comparator, value)] from "run_name LIKE 'lr%' AND metrics.reward > 0.5". `names`: the
+    searchable names and their kinds, a prefix ("params.") standing for every name under it. Names are
+    normalised ("attributes.status" -> "status", "param.lr" -> "params.lr", quotes dropped); anything
+    else is refused, naming what is supported."""
+    clauses, at = [], 0
+    while text.strip():
+        match = _CLAUSE.match(text, at)
+        name = match and _name(match)
+        kind = match and _kind(name, names)
+        if not kind:
+            raise invalid(field, _unsupported(text[at:], names))
+        op = " ".join(match["op"].upper().split())
+        clauses.append((name, op, _value(match, name, kind, op, field)))
+        at = match.end()
+        if at == len(text):
+            break
+        joined = _AND.match(text, at)
+        if not joined:
+            raise invalid(field, _unsupported(text[at:], names))
+        at = joined.end()
+    return clauses
+
+
+def parse_order_by(
+    entries: list[str], names: dict[str, str], field: str = "order_by"
+) -> list[tuple[str, bool]]:
+    """[(name, descending)] from ["metrics.reward DESC", "params.lr"] (ascending unless DESC)."""
+    orders = []
+    for index, entry in enumerate(entries):
+        match = _ORDER.fullmatch(entry)
+        if not match or not _kind(_name(match), names):
+            shown = entry if len(entry) <= 80 else entry[:80] + "..."
+            raise invalid(
+                f"{field}[{index}]",
+                f"{shown!r} is not supported; EchoLab's MLflow endpoint sorts by {_listed(names)}, each "
+                "followed by ASC or DESC",
+            )
+        orders.append((_name(match), (match["direction"] or "").upper() == "DESC"))
+    return orders
+
+
+def matches(actual, op: str, value) -> bool:
+    """Whether a value (None: the run has none) passes a clause, as MLflow's store decides."""
+    if op in ("IS NULL", "IS NOT NULL"):
+        return (actual is None) == (op == "IS NULL")
+    if actual is None:  # a param or metric the run has not logged matches no other clause on it
+        return False
+    if op in ("IN", "NOT IN"):
+        return (actual in value) == (op == "IN")
+    if op in ("LIKE", "ILIKE"):
+        return _like(value, op == "ILIKE").fullmatch(actual) is not None
+    return {
+        "=": lambda: actual == value,
+        "!=": lambda: actual != value,
+        ">": lambda: actual > value,
+        ">=": lambda: actual >= value,
+        "<": lambda: actual < value,
+        "<=": lambda: actual <= value,
+    }[op]()
+
+
+def ordered(items: Iterable, orders: list[tuple[str, bool]], value_of: Callable) -> list:
+    """`items` sorted by each order in turn (the first decides), values missing or NaN last; ties keep the
+    order `items` came in."""
+    items = list(items)
+    for name, descending in reversed(orders):
+        values = [value_of(item, name) for item in items]
+        present = [(value, item) for value, item in zip(values, items) if _sortable(value)]
+        present.sort(key=lambda pair: pair[0], reverse=descending)  # stable, reversed or not
+        items = [item for _, item in present] + [
+            item for value, item in zip(values, items) if not _sortable(value)
+        ]
+    return items
+
+
+def _sortable(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _name(match: re.Match) -> str:
+    key = match["backquoted"] or match["quoted"] or match["plain"]
+    entity = match["entity"]
+    if entity is None:
+        return key
+    prefix = _ENTITIES.get(entity.lower())
+    return f"{entity}.{key}" if prefix is None else prefix + key
+
+
+def _kind(name: str, names: dict[str, str]) -> str | None:
+    if name in names and not name.endswith("."):
+        return names[name]
+    entity, dot, key = name.partition(".")
+    return names.get(entity + dot) if dot and key else None  # "params." alone names no param
+
+
+def _value(match: re.Match, name: str, kind: str, op: str, field: str):
+    given = next(
+        (group for group in ("single", "double", "number", "items") if match[group] is not None), None
+    )
+    if op not in COMPARATORS[kind]:
+        raise invalid(field, f"{name} is compared with {', '.join(COMPARATORS[kind])}, not {op}")
+    if op in ("IS NULL", "IS NOT NULL"):
+        if given is not None:
+            raise invalid(field, f"{name} {op} takes no value")
+        return None
+    if op in ("IN", "NOT IN"):
+        if given != "items":
+            raise invalid(field, f"{name} {op} takes a list of quoted values, as {name} {op} ('a', 'b')")
+        return tuple(_items(match["items"], name, field))
+    if kind == NUMBER:
+        if given != "number":
+            raise invalid(field, f"{name} is compared with a number, as {name} {op} 0.5 (no quotes)")
+        return float(match["number"])
+    if given not in ("single", "double"):
+        raise invalid(field, f"{name} is compared with a quoted value, as {name} {op} 'a'")
+    return match["single"] if given == "single" else match["double"]
+
+
+def _items(text: str, name: str, field: str) -> list[str]:
+    items, at = [], 0
+    while at < len(text.rstrip()) or not items:
+        item = _ITEM.match(text, at)
+        if not item or item.end() == at:
+            raise invalid(field, f"{name}: ({text[:60]}) is not a list of quoted values, as ('a', 'b')")
+        items.append(item[1] if item[1] is not None else item[2])
+        at = item.end()
+    return items
+
+
+def _like(pattern: str, ignore_case: bool) -> re.Pattern:
+    """SQL's LIKE as a regular expression: % any run of characters, _ any one."""
+    translated = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.compile(translated, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+
+
+def _listed(names: dict[str, str]) -> str:
+    return ", ".join(name + ("<name>" if name.endswith(".") else "") for name in sorted(names))
+
+
+def _unsupported(rest: str, names: dict[str, str]) -> str:
+    shown = rest.strip() if len(rest.strip()) <= 80 else rest.strip()[:80] + "..."
+    return (
+        f"{shown!r} is not supported; EchoLab's MLflow endpoint supports <name> <comparator> <value> "
+        f"clauses joined by AND, for {_listed(names)}"
+    )
