@@ -156,7 +156,7 @@ def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):
     from mlflow.entities import ViewType
 
     deleted = client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.DELETED_ONLY)
-    assert list(deleted) == []  # nothing here is ever deleted
+    assert list(deleted) == []  # none deleted (archived) yet
     assert len(client.search_runs([alice_experiment.experiment_id], run_view_type=ViewType.ALL)) == 3
 
     assert (
@@ -401,9 +401,9 @@ def test_unsupported_calls_and_artifacts_are_refused_clearly(mlflow_alice, tmp_p
     client = mlflow.MlflowClient()
     with mlflow.start_run() as run:
         with pytest.raises(mlflow.MlflowException) as excinfo:
-            client.delete_run(run.info.run_id)
+            client.delete_experiment(run.info.experiment_id)
         assert error_of(excinfo) == ("ENDPOINT_NOT_FOUND", 404)
-        assert "runs/delete" in excinfo.value.message and "runs/log-batch" in excinfo.value.message
+        assert "experiments/delete" in excinfo.value.message and "runs/log-batch" in excinfo.value.message
         artifact = tmp_path / "notes.txt"
         artifact.write_text("hello")
         with pytest.raises(Exception, match="EchoLab keeps no artifacts"):
@@ -541,3 +541,43 @@ def test_the_run_page_lists_the_scripts_tags_and_links_a_nested_run_to_its_paren
     assert html.index("<code>team</code>") < html.index("<code>mlflow.note.content</code>")  # its own first
     html = client.get(parent_run.get_absolute_url()).content.decode()
     assert 'id="mlflow-parent"' not in html and "<code>team</code>" not in html
+
+
+def test_a_run_deleted_through_the_client_is_archived_and_restored(mlflow_alice, alice):
+    """MLflow's delete is soft (restore undoes it): EchoLab's archive, hidden from lists and active searches."""
+    from mlflow.entities import ViewType
+
+    mlflow = mlflow_alice
+    experiment = mlflow.set_experiment("tidy")
+    assert experiment.artifact_location == f"mlflow-artifacts:/{experiment.experiment_id}"
+    with mlflow.start_run(run_name="keep") as kept:
+        mlflow.set_tags({"a": "1", "b": "2"})
+    with mlflow.start_run(run_name="drop") as dropped:
+        pass
+    client = mlflow.MlflowClient()
+    client.delete_tag(kept.info.run_id, "a")
+    assert (
+        set(client.get_run(kept.info.run_id).data.tags) >= {"b"}
+        and "a" not in client.get_run(kept.info.run_id).data.tags
+    )
+    with pytest.raises(mlflow.MlflowException) as excinfo:
+        client.delete_tag(kept.info.run_id, "a")
+    assert error_of(excinfo) == ("RESOURCE_DOES_NOT_EXIST", 404)
+    assert f"No tag with name: a in run with id {kept.info.run_id}" in excinfo.value.message
+
+    client.delete_run(dropped.info.run_id)
+    assert echolab_run(dropped.info.run_id).archived_at is not None
+    assert client.get_run(dropped.info.run_id).info.lifecycle_stage == "deleted"
+
+    def names(view_type):
+        return sorted(
+            r.info.run_name for r in client.search_runs([experiment.experiment_id], run_view_type=view_type)
+        )
+
+    assert names(ViewType.ACTIVE_ONLY) == ["keep"]
+    assert names(ViewType.DELETED_ONLY) == ["drop"]
+    assert names(ViewType.ALL) == ["drop", "keep"]
+    client.restore_run(dropped.info.run_id)
+    assert echolab_run(dropped.info.run_id).archived_at is None
+    assert client.get_run(dropped.info.run_id).info.lifecycle_stage == "active"
+    assert names(ViewType.ACTIVE_ONLY) == ["drop", "keep"]

@@ -142,7 +142,7 @@ class ExternalExperiment(models.Model):
         return {
             "experiment_id": self.mlflow_id,
             "name": self.name,
-            "artifact_location": "",
+            "artifact_location": f"mlflow-artifacts:/{self.mlflow_id}",  # as its runs' artifact_uri
             "lifecycle_stage": "active",
             "creation_time": created,
             "last_update_time": created,
@@ -296,6 +296,22 @@ class ExternalRun(models.Model):
             return
         run.step = max(run.step or 0, max(step for step, _, _ in points))
         transaction.on_commit(lambda: send_detection_soon(run.pk))
+
+    def delete_tag(self, key: str) -> None:
+        """runs/delete-tag: the tag gone, as MLflow's store deletes it; a tag the run does not have is
+        RESOURCE_DOES_NOT_EXIST, with MLflow's message."""
+        with transaction.atomic():
+            tags = (
+                ExternalRun.objects.select_for_update(no_key=True)
+                .values_list("tags", flat=True)
+                .get(pk=self.pk)
+            )
+            if key not in tags:
+                raise MlflowError(
+                    "RESOURCE_DOES_NOT_EXIST", f"No tag with name: {key} in run with id {self.run_uuid}"
+                )
+            self.tags = {name: value for name, value in tags.items() if name != key}
+            ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
 
     def _add_tags(self, tags: dict[str, str]) -> None:
         """Under the run's row lock: the tags as stored now, not as this request read them."""
@@ -545,7 +561,8 @@ class ExternalRun(models.Model):
             "status": protocol.MLFLOW_STATUS_OF[run.status],
             "start_time": protocol.millis(run.started_at),
             "artifact_uri": f"mlflow-artifacts:/{run.experiment_id}/{self.run_uuid}/artifacts",
-            "lifecycle_stage": "active",
+            # MLflow's deleted runs are EchoLab's archived ones: hidden from lists, restorable
+            "lifecycle_stage": "deleted" if run.archived_at else "active",
         }
         if run.finished_at:
             info["end_time"] = protocol.millis(run.finished_at)

@@ -19,6 +19,9 @@ ENDPOINTS = {
     "runs/log-parameter": views.log_parameter,
     "runs/log-batch": views.log_batch,
     "runs/set-tag": views.set_tag,
+    "runs/delete-tag": views.delete_tag,
+    "runs/delete": views.delete_run,
+    "runs/restore": views.restore_run,
     "runs/search": views.search_runs,
     "metrics/get-history": views.get_metric_history,
 }

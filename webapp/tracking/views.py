@@ -36,7 +36,8 @@ from webapp.tracking.protocol import Fields, MlflowError, invalid
 SUPPORTED = (
     "experiments/create, experiments/get, experiments/get-by-name, experiments/search, "
     "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
-    "runs/log-parameter, runs/log-batch, runs/set-tag, runs/search, metrics/get-history"
+    "runs/log-parameter, runs/log-batch, runs/set-tag, runs/delete-tag, runs/delete, runs/restore, "
+    "runs/search, metrics/get-history"
 )
 MAX_BODY_BYTES = 4 * 1024 * 1024
 
@@ -246,6 +247,30 @@ def set_tag(request, fields):
 
 
 @mlflow_view("POST")
+def delete_tag(request, fields):
+    run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
+    key = fields.string("key", max_length=protocol.MAX_ENTITY_KEY_LENGTH)
+    if key.startswith(protocol.ECHOLAB_TAG_PREFIX):
+        raise invalid("key", f"{key!r} is one of EchoLab's own read-only tags; it cannot be deleted")
+    run.delete_tag(key)
+    return {}
+
+
+@mlflow_view("POST")
+def delete_run(request, fields):
+    """MLflow's delete is a soft one, undone by restore: EchoLab archives the run (hidden from its lists and
+    from searches of active runs; its page, data and events stay)."""
+    ExternalRun.get_for(request.user, protocol.run_id_of(fields)).run.archive()
+    return {}
+
+
+@mlflow_view("POST")
+def restore_run(request, fields):
+    ExternalRun.get_for(request.user, protocol.run_id_of(fields)).run.restore()
+    return {}
+
+
+@mlflow_view("POST")
 def log_batch(request, fields):
     run = ExternalRun.get_for(request.user, fields.string("run_id"))
     metrics = protocol.well_formed_metrics(fields.data.get("metrics", []))
@@ -287,8 +312,8 @@ def search_runs(request, fields):
         .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments if experiment])
         .order_by("-run__started_at", "-run_id")
     )
-    if view_type == "DELETED_ONLY":  # nothing here is ever deleted
-        found = found.none()
+    if view_type != "ALL":  # MLflow's deleted runs are EchoLab's archived ones
+        found = found.filter(run__archived_at__isnull=view_type == "ACTIVE_ONLY")
     runs = [
         run
         for run in found
