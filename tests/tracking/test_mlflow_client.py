@@ -581,3 +581,25 @@ def test_a_run_deleted_through_the_client_is_archived_and_restored(mlflow_alice,
     assert echolab_run(dropped.info.run_id).archived_at is None
     assert client.get_run(dropped.info.run_id).info.lifecycle_stage == "active"
     assert names(ViewType.ACTIVE_ONLY) == ["drop", "keep"]
+
+
+@pytest.mark.parametrize(
+    "log, says",
+    [
+        (lambda mlflow: mlflow.log_param("bad key!?", 1), "names may only contain alphanumerics"),
+        (lambda mlflow: mlflow.set_tag("a<b>", "x"), "names may only contain alphanumerics"),
+        (lambda mlflow: mlflow.log_metric("../x", 1.0, step=0), "would resolve to '../x'"),
+        (lambda mlflow: mlflow.log_metric("/abs", 1.0, step=0), "would resolve to '/abs'"),
+        (lambda mlflow: mlflow.log_metric("a//b", 1.0, step=0), "would resolve to 'a/b'"),
+    ],
+)
+def test_a_name_mlflows_server_refuses_is_refused_here_too(mlflow_alice, log, says):
+    """A script tried on EchoLab runs on an MLflow server: the names MLflow refuses are refused here too."""
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metric("eval: acc/mean-1.0", 0.5, step=0)  # MLflow's whole alphabet: taken
+        with pytest.raises(mlflow.MlflowException) as excinfo:
+            log(mlflow)
+    assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
+    assert says in excinfo.value.message
+    assert list(echolab_run(run.info.run_id).latest_metrics) == ["eval: acc/mean-1.0"]

@@ -325,7 +325,8 @@ class ExternalRun(models.Model):
                 raise invalid(
                     f"{where.format(index=index)}step", f"must be between 0 and {ingest.MAX_STEP}, got {step}"
                 )
-            problem = key_problem(key)  # the one rule for metric names: files, ingest, here
+            # MLflow's rule, then the one rule for metric names (files, ingest, here)
+            problem = protocol.mlflow_name_problem(key) or key_problem(key)
             if problem:
                 raise invalid(f"{where.format(index=index)}key", problem)
             problem = out_of_bounds(key, value)  # a success rate of 7.5

@@ -8,6 +8,7 @@ ingest.MAX_KEY_LENGTH); an experiment's name is EchoLab's.
 """
 
 import math
+import posixpath
 import re
 
 from diagnostics.quoting import quoted
@@ -189,6 +190,27 @@ def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
     return metrics
 
 
+# MLflow's rule for the names of metrics, params and tags (mlflow/utils/validation.py, not on Windows): a
+# name a script logs here is one an MLflow server takes too, so a script tried on EchoLab runs on there.
+_MLFLOW_NAME = re.compile(r"[/\w.\- :]*")
+
+
+def mlflow_name_problem(name: str) -> str | None:
+    """Why MLflow's server refuses `name` as a metric, param or tag name, in its words; None if it takes it."""
+    if not _MLFLOW_NAME.fullmatch(name):
+        return (
+            f"{quoted(name)}: names may only contain alphanumerics, underscores (_), dashes (-), periods (.), "
+            "spaces ( ), colons (:) and slashes (/), as in MLflow"
+        )
+    normal = posixpath.normpath(name)
+    if normal != name or normal == "." or normal.startswith(("..", "/")):
+        return (
+            f"{quoted(name)}: names may be treated as files and must not resolve to other names; this one "
+            f"would resolve to {quoted(normal)}, as MLflow refuses it"
+        )
+    return None
+
+
 def key_value(entry: Fields, max_value: int, cut: bool = False) -> tuple[str, str]:
     """A param or tag: {"key", "value"}. MLflow allows an empty value but requires one: a value left out
     (or null) is no empty string, and a param stored as one could never be given its real value. A value
@@ -196,6 +218,9 @@ def key_value(entry: Fields, max_value: int, cut: bool = False) -> tuple[str, st
     params and tags (MLFLOW_TRUNCATE_LONG_VALUES, on by default): a script that logs a long prompt as a
     param runs on there."""
     key = entry.string("key", max_length=MAX_ENTITY_KEY_LENGTH)
+    problem = mlflow_name_problem(key)
+    if problem:
+        raise invalid(entry._name("key"), problem)
     if entry.data.get("value") is None:
         raise invalid(entry._name("value"), 'is required (an empty value is written "")')
     if cut:
