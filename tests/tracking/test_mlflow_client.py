@@ -121,8 +121,11 @@ def test_a_run_with_no_experiment_goes_to_the_users_default_experiment(mlflow_al
     with mlflow.start_run() as run:
         mlflow.log_metric("loss", 1.0, step=0)
     default = ExternalExperiment.objects.get(owner=alice, name="Default")
-    assert run.info.experiment_id == default.mlflow_id
+    assert run.info.experiment_id == default.mlflow_id == "0"  # as MLflow's server answers
     assert mlflow.get_experiment("0").name == "Default"
+    assert mlflow.get_experiment_by_name("Default").experiment_id == "0"
+    assert mlflow.get_run(run.info.run_id).info.artifact_uri.startswith("mlflow-artifacts:/0/")
+    assert [r.info.run_id for r in mlflow.MlflowClient().search_runs(["0"])] == [run.info.run_id]
 
 
 def test_search_sees_only_the_callers_experiments_and_runs(mlflow_alice, bob):

@@ -83,7 +83,9 @@ class ExternalExperiment(models.Model):
 
     @property
     def mlflow_id(self) -> str:
-        return str(self.experiment_id)
+        """Its id in MLflow's API: the EchoLab experiment's, but "0" for the user's Default one, as MLflow's
+        server answers for the experiment a script that sets none logs to."""
+        return DEFAULT_EXPERIMENT_ID if self.name == DEFAULT_EXPERIMENT_NAME else str(self.experiment_id)
 
     @classmethod
     def create(cls, owner, name: str, tags: dict | None = None) -> "ExternalExperiment":
@@ -132,7 +134,7 @@ class ExternalExperiment(models.Model):
             return self.tags.get(name.removeprefix("tags."))
         return {
             "name": lambda: self.name,
-            "experiment_id": lambda: float(self.experiment_id),
+            "experiment_id": lambda: float(self.mlflow_id),
             "creation_time": lambda: protocol.millis(self.experiment.created_at),
             "last_update_time": lambda: protocol.millis(self.experiment.created_at),
         }[name]()
@@ -557,11 +559,11 @@ class ExternalRun(models.Model):
             "run_id": self.run_uuid,
             "run_uuid": self.run_uuid,
             "run_name": run.label,
-            "experiment_id": str(run.experiment_id),
+            "experiment_id": run.experiment.mlflow.mlflow_id,
             "user_id": self.user_id,
             "status": protocol.MLFLOW_STATUS_OF[run.status],
             "start_time": protocol.millis(run.started_at),
-            "artifact_uri": f"mlflow-artifacts:/{run.experiment_id}/{self.run_uuid}/artifacts",
+            "artifact_uri": f"mlflow-artifacts:/{run.experiment.mlflow.mlflow_id}/{self.run_uuid}/artifacts",
             # MLflow's deleted runs are EchoLab's archived ones: hidden from lists, restorable
             "lifecycle_stage": "deleted" if run.archived_at else "active",
         }

@@ -308,7 +308,7 @@ def search_runs(request, fields):
     clauses = search.parse_filter(fields.string("filter", required=False), RUN_SEARCHES)
     found = (
         ExternalRun.objects.for_user(request.user)
-        .select_related("run__experiment")
+        .select_related("run__experiment__mlflow")
         .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments if experiment])
         .order_by("-run__started_at", "-run_id")
     )
