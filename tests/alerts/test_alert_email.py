@@ -59,8 +59,13 @@ def test_email_names_run_event_signals_and_links_to_the_step(alert_event):
     assert f"What to try: {Collapse.remedy}\n" in text and "the starpo-s preset" in Collapse.remedy
     assert "The run is still training (step 120 of 200); stop it on its page if it cannot recover." in text
 
+    # and where a false alarm is looked at: the run page's box of other detector settings, opened
+    try_settings = f"{SITE}/runs/{run.pk}/#try-settings"
+    assert "A false alarm? What other detector settings would have reported on this run" in text
+    assert try_settings in text
+
     html = found["text/html"].get_content()
-    assert f'href="{link}"' in html
+    assert f'href="{link}"' in html and f'href="{try_settings}"' in html
     assert "<strong>What to try:</strong> Training on rarely brings a collapsed run back" in html
     assert "The run is still training (step 120 of 200): stop it" in html
     run.status = run.Status.COMPLETED  # ended by the time the email is written: nothing to stop

@@ -74,6 +74,8 @@ def build_message(notification) -> EmailMultiAlternatives:
         "run": run,
         "experiment": run.experiment,
         "run_url": f"{settings.SITE_URL}{run.get_absolute_url()}?step={event.step}",
+        # A false alarm is looked at there before the experiment's settings change (the box opens at it).
+        "try_settings_url": f"{settings.SITE_URL}{run.get_absolute_url()}#try-settings",
         # Said as the run stands when the email is written: a collapsed run that trains on wastes its worker.
         "still_training": run.status == run.Status.RUNNING and not run.experiment.imported,
         "chart_cid": chart_id,
