@@ -1,0 +1,117 @@
+"""runs/search and experiments/search against MLflow's own answers: the same runs logged through the real
+`mlflow` client into EchoLab and into an MLflow file store (the search code MLflow's servers share,
+mlflow/utils/search_utils.py), then the same searches asked of both. Both must name the same runs in the
+same order."""
+
+import time
+
+import pytest
+
+from tests.tracking.conftest import point_mlflow_at
+from webapp.accounts.models import ApiToken
+
+RUNS = [  # name, lr param, team tag, reward at step 0 then 1, status
+    ("lr-a", "1e-3", "rl", (0.1, 0.2), "FINISHED"),
+    ("lr-b", "3e-4", "rl", (0.4, 0.9), "FINISHED"),
+    ("LR-c", "1e-4", None, (0.5, 0.5), "FAILED"),
+    ("plain", None, None, None, "FINISHED"),
+    ("lr-d", "3e-4", "ops", (0.7, float("nan")), "KILLED"),
+    ("lr_e", "1e-2", "rl", (0.3, 0.3), "FINISHED"),
+]
+SEARCHES = [  # filter, order_by
+    ("", ["metrics.reward DESC"]),
+    ("", ["metrics.reward ASC"]),
+    ("", ["params.lr"]),
+    ("", ["params.lr DESC", "metrics.reward DESC"]),
+    ("", ["attributes.start_time ASC"]),
+    ("", ["run_name DESC"]),
+    ("", ["tags.team", "run_name"]),
+    ("metrics.reward > 0.4", ["metrics.reward DESC"]),
+    ("metrics.reward <= 0.3", []),
+    ("metrics.reward != 0.5", ["run_name"]),
+    ("attributes.run_name LIKE 'lr-%'", ["run_name"]),
+    ("run_name ILIKE 'lr-%'", ["run_name"]),
+    ("run_name LIKE 'lr_e'", []),
+    ("tags.team IS NULL", ["run_name"]),
+    ("tags.team IS NOT NULL AND params.lr = '3e-4'", ["run_name"]),
+    ("params.lr != '1e-3'", []),
+    ("params.lr LIKE '%e-4'", ["metrics.reward DESC"]),
+    ("attributes.status = 'FINISHED'", ["metrics.reward DESC", "run_name"]),
+    ("status != 'FINISHED'", []),
+    ("attributes.start_time > 0 AND tags.team = 'rl'", ["attributes.start_time DESC"]),
+]
+
+
+def log_runs(client, experiment_id: str) -> dict[str, str]:
+    """The RUNS into `experiment_id`, a second apart (start times order them); name -> run id."""
+    start = int(time.time() * 1000) - 60_000
+    ids = {}
+    for index, (name, lr, team, rewards, status) in enumerate(RUNS):
+        run = client.create_run(experiment_id, run_name=name, start_time=start + 1000 * index)
+        if lr is not None:
+            client.log_param(run.info.run_id, "lr", lr)
+        if team is not None:
+            client.set_tag(run.info.run_id, "team", team)
+        for step, reward in enumerate(rewards or ()):
+            client.log_metric(run.info.run_id, "reward", reward, step=step)
+        client.set_terminated(run.info.run_id, status)
+        ids[name] = run.info.run_id
+    return ids
+
+
+@pytest.fixture
+def both(live_server, alice, monkeypatch, tmp_path, purge_broker):
+    """(EchoLab's client, a file store's client), each with the RUNS logged in an experiment "sweep"."""
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3's file store, kept for reading
+    point_mlflow_at(monkeypatch, live_server.url, ApiToken.issue(alice, "mlflow")[1])
+    clients = [mlflow.MlflowClient(), mlflow.MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())]
+    yield [(client, client.create_experiment("sweep")) for client in clients]
+    mlflow.set_tracking_uri(None)
+
+
+def test_searches_name_the_same_runs_in_the_same_order_as_mlflow(both):
+    logged = [(client, experiment_id, log_runs(client, experiment_id)) for client, experiment_id in both]
+    found = []
+    for filter_string, order_by in SEARCHES:
+        answers = [
+            [
+                run.info.run_name
+                for run in client.search_runs([experiment_id], filter_string, order_by=order_by)
+            ]
+            for client, experiment_id, _ in logged
+        ]
+        assert answers[0] == answers[1], (filter_string, order_by)
+        found.append(answers[0])
+    assert found[0] == ["lr-b", "LR-c", "lr_e", "lr-a", "lr-d", "plain"]  # the best by reward; NaN, none last
+    assert all(found), "every search finds some runs: agreeing on none would say little"
+    # a list of run ids: each store's own
+    answers = []
+    for client, experiment_id, ids in logged:
+        listed = f"attributes.run_id IN ('{ids['lr-a']}', '{ids['plain']}')"
+        answers.append(
+            [run.info.run_name for run in client.search_runs([experiment_id], listed, order_by=["run_name"])]
+        )
+    assert answers[0] == answers[1] == ["lr-a", "plain"]
+
+
+def test_experiment_searches_agree_with_mlflow(both):
+    for client, experiment_id in both:
+        client.create_experiment("another", tags={"team": "ops"})
+        client.set_experiment_tag(experiment_id, "team", "rl")
+    for filter_string, order_by in [
+        ("name LIKE '%wee%'", []),
+        ("name != 'sweep'", ["name"]),
+        ("tags.team = 'rl'", []),
+        ("tags.team IS NOT NULL", ["name DESC"]),
+    ]:
+        answers = [
+            [
+                e.name
+                for e in client.search_experiments(filter_string=filter_string, order_by=order_by)
+                if e.name != "Default"
+            ]
+            for client, _ in both
+        ]
+        assert answers[0] == answers[1] != [], (filter_string, order_by)
