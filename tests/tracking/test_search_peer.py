@@ -115,3 +115,21 @@ def test_experiment_searches_agree_with_mlflow(both):
             for client, _ in both
         ]
         assert answers[0] == answers[1] != [], (filter_string, order_by)
+
+
+@pytest.mark.parametrize(
+    "name", ["eval: acc/mean-1.0", "bad key!?", "a<b>", "../x", "/abs", "a//b", "x/", "é_ok"]
+)
+def test_the_names_mlflow_refuses_are_refused_alike(both, name):
+    import mlflow
+
+    taken = []
+    for client, experiment_id in both:
+        run = client.create_run(experiment_id)
+        try:
+            client.log_param(run.info.run_id, name, "1")
+            client.log_metric(run.info.run_id, name, 1.0, step=0)
+            taken.append(True)
+        except mlflow.MlflowException:
+            taken.append(False)
+    assert taken[0] == taken[1], name
