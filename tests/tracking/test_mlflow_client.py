@@ -606,3 +606,29 @@ def test_a_name_mlflows_server_refuses_is_refused_here_too(mlflow_alice, log, sa
     assert error_of(excinfo) == ("INVALID_PARAMETER_VALUE", 400)
     assert says in excinfo.value.message
     assert list(echolab_run(run.info.run_id).latest_metrics) == ["eval: acc/mean-1.0"]
+
+
+def test_writes_refused_behind_asynchronous_logging_are_said_on_the_run_page(mlflow_alice, alice_client):
+    """TRL logs asynchronously: the client reports a refused batch only in its own log, and the run ended
+    FINISHED with nothing stored. The run page says what was refused."""
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metrics({"loss": 1.0}, step=0, synchronous=False)
+        mlflow.log_metrics({"loss": 0.9, "x": 2.0}, step=-1, synchronous=False)  # a step MLflow takes
+        mlflow.log_metrics({"success_rate": 55.0}, step=1, synchronous=False)  # a percentage
+    stored = echolab_run(run.info.run_id)
+    assert list(stored.latest_metrics) == ["loss"]
+    html = alice_client.get(f"/runs/{stored.pk}/").content.decode()
+    callout = " ".join(html[html.index('id="mlflow-refused"') :].split("</p>")[0].split())
+    assert "2 writes from this run's script were refused and not stored, the last at " in callout
+    assert "asynchronous logging (TRL's) reports a refusal only in the script's own log" in callout
+    assert "metrics[0].value" in callout  # the last one's reason: the percentage
+    assert stored.mlflow.refused_writes == 2
+
+
+def test_a_run_whose_writes_were_all_taken_says_nothing_of_refusals(mlflow_alice, alice_client):
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metric("loss", 1.0, step=0)
+    stored = echolab_run(run.info.run_id)
+    assert 'id="mlflow-refused"' not in alice_client.get(f"/runs/{stored.pk}/").content.decode()

@@ -21,6 +21,7 @@ aborts one), so every transaction that touches an MLflow run takes them in this 
 3. the ExternalRun row (its tags, lost_at, detected_through): never held while waiting for the Run row.
 """
 
+import contextlib
 import threading
 import time
 import uuid
@@ -173,6 +174,11 @@ class ExternalRun(models.Model):
     # The run's Run.rewrites when the detector last judged: more since, and steps it judged were sent again.
     judged_rewrites = models.PositiveIntegerField(default=0)
     lost_at = models.DateTimeField(null=True, blank=True, help_text="When the sweeper found it silent.")
+    # Writes refused (a step out of range, a fraction of 55, a param changed): the client's asynchronous
+    # logging (TRL's) reports a refusal only in the script's own log, so the run page says so.
+    refused_writes = models.PositiveIntegerField(default=0)
+    last_refusal = models.TextField(blank=True)
+    last_refused_at = models.DateTimeField(null=True, blank=True)
     # Our key -> the name this run logged it under first, for each of our keys that other trainers'
     # names are renamed to (`train/reward_mean` -> `reward`): it keeps that name's points from then on,
     # and the client reads them back under it (to_mlflow). A run made before this field has none.
@@ -298,6 +304,21 @@ class ExternalRun(models.Model):
             return
         run.step = max(run.step or 0, max(step for step, _, _ in points))
         transaction.on_commit(lambda: send_detection_soon(run.pk))
+
+    @contextlib.contextmanager
+    def refusals_noted(self):
+        """A write into the run whose refusal (MlflowError) is counted on the run, after its transaction
+        rolled back, and raised on to the client."""
+        try:
+            yield
+        except MlflowError as error:
+            if error.status == 400:
+                ExternalRun.objects.filter(pk=self.pk).update(
+                    refused_writes=F("refused_writes") + 1,
+                    last_refusal=error.message[:2000],
+                    last_refused_at=timezone.now(),
+                )
+            raise
 
     def delete_tag(self, key: str) -> None:
         """runs/delete-tag: the tag gone, as MLflow's store deletes it; a tag the run does not have is

@@ -226,23 +226,26 @@ def update_run(request, fields):
 @mlflow_view("POST")
 def log_metric(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
-    run.log([_metric(fields)], {}, {}, where="")
+    with run.refusals_noted():
+        run.log([_metric(fields)], {}, {}, where="")
     return {}
 
 
 @mlflow_view("POST")
 def log_parameter(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
-    key, value = protocol.key_value(fields, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
-    run.log([], {key: value}, {})
+    with run.refusals_noted():
+        key, value = protocol.key_value(fields, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
+        run.log([], {key: value}, {})
     return {}
 
 
 @mlflow_view("POST")
 def set_tag(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
-    key, value = protocol.run_tag(fields)
-    run.log([], {}, {key: value})
+    with run.refusals_noted():
+        key, value = protocol.run_tag(fields)
+        run.log([], {}, {key: value})
     return {}
 
 
@@ -273,19 +276,20 @@ def restore_run(request, fields):
 @mlflow_view("POST")
 def log_batch(request, fields):
     run = ExternalRun.get_for(request.user, fields.string("run_id"))
-    metrics = protocol.well_formed_metrics(fields.data.get("metrics", []))
-    if metrics is None:
-        metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
-    params, tags = {}, {}
-    for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
-        key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
-        if params.get(key, value) != value:
-            raise invalid(f"{entry.where}value", f"param {key!r} is given twice with different values")
-        params[key] = value
-    for entry in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH):
-        key, value = protocol.run_tag(entry)
-        tags[key] = value
-    run.log(metrics, params, tags)
+    with run.refusals_noted():
+        metrics = protocol.well_formed_metrics(fields.data.get("metrics", []))
+        if metrics is None:
+            metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
+        params, tags = {}, {}
+        for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
+            key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
+            if params.get(key, value) != value:
+                raise invalid(f"{entry.where}value", f"param {key!r} is given twice with different values")
+            params[key] = value
+        for entry in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH):
+            key, value = protocol.run_tag(entry)
+            tags[key] = value
+        run.log(metrics, params, tags)
     return {}
 
 
