@@ -57,7 +57,7 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
     assert not Experiment.objects.filter(name="estimate me").exists()
     page.get_by_label("Steps:", exact=True).fill("20")
     page.locator("input[name=env__frozenlake__size]").fill("99")
-    page.get_by_text("No estimate until the form is valid (frozenlake size:").wait_for()
+    page.get_by_text("No estimate until the form is valid (frozenlake Map size:").wait_for()
     page.locator("input[name=env__frozenlake__size]").fill("4")
 
     # A run of the tiny model trained here, with a smaller rollout (4 groups instead of 8), 3 s a step.
