@@ -76,12 +76,21 @@
                      : "The same events.");
   }
 
+  let asked = 0;  // a later submit's answer wins over an earlier one that comes back after it
+
   form.addEventListener("submit", async function (submitted) {
     submitted.preventDefault();
+    const number = ++asked;
     showError("");
     summary.textContent = "replaying the run through the detector twice...";
     table.hidden = true;
-    const [theirs, tried] = await Promise.all([replay(null), replay(textarea.value)]);
+    let theirs, tried;
+    try {
+      [theirs, tried] = await Promise.all([replay(null), replay(textarea.value)]);
+    } catch (error) {  // the server restarting, the network gone
+      theirs = tried = { error: "the server did not answer (" + error.message + ")" };
+    }
+    if (number !== asked) return;
     if (tried.field) {
       summary.textContent = "";
       showError(tried.error);
