@@ -622,7 +622,7 @@ def test_writes_refused_behind_asynchronous_logging_are_said_on_the_run_page(mlf
     callout = " ".join(html[html.index('id="mlflow-refused"') :].split("</p>")[0].split())
     assert "2 writes from this run's script were refused and not stored, the last at " in callout
     assert "asynchronous logging (TRL's) reports a refusal only in the script's own log" in callout
-    assert "metrics[0].value" in callout  # the last one's reason: the percentage
+    assert "metrics[0]." in callout  # the last one's reason (the client's queue sends them in its own order)
     assert stored.mlflow.refused_writes == 2
 
 

@@ -133,3 +133,24 @@ def test_the_names_mlflow_refuses_are_refused_alike(both, name):
         except mlflow.MlflowException:
             taken.append(False)
     assert taken[0] == taken[1], name
+
+
+def test_quotes_inside_a_searched_value_are_read_as_mlflow_reads_them(both):
+    """MLflow keeps a value as written between its quotes: 'it''s' and 'it\\'s' find no "it's" (and were a 400
+    here, naming the wrong part); "it's" in double quotes finds it."""
+    for client, experiment_id in both:
+        for name in ("it's", 'say "hi"', "plain"):
+            client.set_terminated(client.create_run(experiment_id, run_name=name).info.run_id)
+    filters = [
+        "run_name = 'it''s'",
+        "run_name LIKE 'it\\'%'",
+        'run_name = "say ""hi"""',
+        "run_name != 'it''s'",
+    ]
+    for filter_string in [*filters, 'run_name = "it\'s"', "run_name LIKE '%\"hi\"'"]:
+        answers = [
+            sorted(run.info.run_name for run in client.search_runs([experiment_id], filter_string))
+            for client, experiment_id in both
+        ]
+        assert answers[0] == answers[1], filter_string
+    assert answers == [['say "hi"'], ['say "hi"']]

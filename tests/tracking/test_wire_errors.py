@@ -367,3 +367,66 @@ def test_a_param_or_tag_without_its_value_is_refused_not_stored_empty(api, run, 
         api("/api/2.0/mlflow/runs/log-parameter", {"run_id": run.run_uuid, "key": "lr", "value": ""}).json()
         == {}
     )
+
+
+def test_a_like_pattern_of_many_wildcards_is_matched_in_linear_time(api, run):
+    """'%%%%%%%%%%%%x' as one regular expression backtracked without end: a fuzzer's search held a web
+    worker until gunicorn killed it. (This test would hang, not fail, on that code: pytest-timeout ends it.)"""
+    import random
+    import re
+
+    from webapp.tracking.search import like
+
+    random.seed(7)
+    for _ in range(20_000):  # the same answers as the regular expression, on cases small enough for it
+        pattern = "".join(random.choice("ab%_") for _ in range(random.randint(0, 7)))
+        text = "".join(random.choice("abAB") for _ in range(random.randint(0, 8)))
+        regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+        assert like(pattern, text, ignore_case=True) == bool(re.fullmatch(regex, text, re.I | re.S)), (
+            pattern,
+            text,
+        )
+    assert not like("%" * 40 + "x", "https://echolab.example/runs/12/" * 250)
+    answer = api(
+        "/api/2.0/mlflow/runs/search",
+        {
+            "experiment_ids": [str(run.run.experiment_id)],
+            "filter": "tags.`echolab.run_url` LIKE '" + "%" * 40 + "x'",
+        },
+    )
+    assert answer.status_code == 200 and answer.json() == {"runs": []}
+
+
+def test_a_refused_search_makes_no_default_experiment_and_ids_are_looked_up_once(api, alice):
+    answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": ["0"], "filter": "bogus"})
+    assert answer.status_code == 400
+    assert not ExternalExperiment.objects.filter(owner=alice, name="Default").exists()
+    experiment = ExternalExperiment.create(alice, "ids")
+    many = {"experiment_ids": [int(experiment.mlflow_id)] * 5000}  # an integer is read as its digits
+    assert api("/api/2.0/mlflow/runs/search", many).json() == {"runs": []}
+    too_many = {"experiment_ids": [str(n) for n in range(1001)]}
+    assert api("/api/2.0/mlflow/runs/search", too_many).json() == {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": "experiment_ids: names 1,001 experiments; at most 1,000 a search",
+    }
+    assert api("/api/2.0/mlflow/runs/search", {"experiment_ids": ["1", 2.5]}).json()["message"] == (
+        "experiment_ids[1]: must be a string, got a number"
+    )
+
+
+def test_a_deleted_run_takes_no_writes_until_restored(api, run):
+    api("/api/2.0/mlflow/runs/delete", {"run_id": run.run_uuid})
+    for path, body in (
+        ("runs/log-metric", metric()),
+        ("runs/log-batch", {"params": [{"key": "x", "value": "1"}]}),
+        ("runs/set-tag", {"key": "k", "value": "v"}),
+        ("runs/update", {"status": "FINISHED"}),
+    ):
+        answer = api(f"/api/2.0/mlflow/{path}", {"run_id": run.run_uuid, **body})
+        assert answer.json() == {
+            "error_code": "INVALID_PARAMETER_VALUE",
+            "message": f"The run {run.run_uuid} must be in the 'active' state. Current state is deleted.",
+        }, path
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+    api("/api/2.0/mlflow/runs/restore", {"run_id": run.run_uuid})
+    assert api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric()}).status_code == 200

@@ -233,6 +233,17 @@ class ExternalRun(models.Model):
         return found
 
     @classmethod
+    def get_active_for(cls, owner, run_id: str) -> "ExternalRun":
+        """get_for, for a write: a deleted (archived) run takes none until restored, as in MLflow."""
+        found = cls.get_for(owner, run_id)
+        if found.run.archived_at is not None:
+            raise MlflowError(
+                "INVALID_PARAMETER_VALUE",
+                f"The run {run_id} must be in the 'active' state. Current state is deleted.",
+            )
+        return found
+
+    @classmethod
     def start(
         cls, experiment: ExternalExperiment, name: str, tags: dict, user_id: str, start_time: datetime
     ) -> "ExternalRun":

@@ -155,9 +155,13 @@ class Fields:
         if value is None:
             return []
         # A bare string is refused, as MLflow's server refuses it (its clients always send a list).
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        if not isinstance(value, list):
             raise invalid(self._name(name), f"must be a list of strings, got {json_type(value)}")
-        return value
+        for index, item in enumerate(value):
+            # an integer is read as its digits, as MLflow's server reads an experiment id sent as one
+            if not isinstance(item, str) and (type(item) is not int or abs(item) > INT64_MAX):
+                raise invalid(f"{self._name(name)}[{index}]", f"must be a string, got {json_type(item)}")
+        return [str(item) for item in value]
 
 
 _DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}

@@ -9,7 +9,9 @@ numbers (metrics, times in milliseconds) with a number (=, !=, >, >=, <, <=), a 
 list, IN ('a', 'b'). A
 name with other characters than letters, digits, `_` and `.` is quoted, in backquotes or double quotes
 (veRL's params.`actor_rollout_ref/actor/lr`). A value runs to its closing quote, so "a = 'x' OR b = 'y'" is
-not one clause whose value is "x' OR b = 'y". OR is not MLflow's either.
+not one clause whose value is "x' OR b = 'y". OR is not MLflow's either. A quote inside a value may be
+written twice or after a backslash, and is kept as written, as MLflow keeps it ('it''s' finds no "it's";
+"it's" in double quotes does).
 
 Sorting: each entry in turn, values missing (and NaN) last whichever the direction, as MLflow's store
 does; the order before it (newest first) breaks ties.
@@ -27,18 +29,18 @@ COMPARATORS = {
     TEXT: ("=", "!=", "LIKE", "ILIKE", "IS NULL", "IS NOT NULL"),  # params and tags: a run may have none
     NAME: ("=", "!=", "LIKE", "ILIKE"),  # a run's name and status, an experiment's name
     NUMBER: ("=", "!=", ">", ">=", "<", "<="),
-    ID: ("=", "!=", "IN", "NOT IN"),  # a run's id: MLflow takes a list for it alone
+    ID: ("=", "!=", "LIKE", "ILIKE", "IN", "NOT IN"),  # a run's id: MLflow takes a list for it alone
 }
 
 _NAME = r"""(?:(?P<entity>\w+)\.)?(?:`(?P<backquoted>[^`]+)`|"(?P<quoted>[^"]+)"|(?P<plain>[\w.]+))"""
 _COMPARATOR = r"(?P<op>!=|>=|<=|=|>|<|(?i:not\s+in|in|i?like|is\s+not\s+null|is\s+null)(?!\w))"
 _VALUE = (
-    r"""(?:'(?P<single>[^']*)'|"(?P<double>[^"]*)"|\((?P<items>[^()]*)\)"""
+    r"""(?:'(?P<single>(?:[^'\\]|''|\\.)*)'|"(?P<double>(?:[^"\\]|""|\\.)*)"|\((?P<items>[^()]*)\)"""
     r"""|(?P<number>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.]))"""
 )
 _CLAUSE = re.compile(rf"\s*{_NAME}\s*{_COMPARATOR}\s*(?:{_VALUE})?\s*")
 _AND = re.compile(r"(?i:and)\s+")
-_ITEM = re.compile(r"""\s*(?:'([^']*)'|"([^"]*)")\s*(?:,|$)""")
+_ITEM = re.compile(r"""\s*(?:'((?:[^'\\]|''|\\.)*)'|"((?:[^"\\]|""|\\.)*)")\s*(?:,|$)""")
 _ORDER = re.compile(rf"\s*{_NAME}(?:\s+(?P<direction>(?i:asc|desc)))?\s*")
 # MLflow's spellings of each entity, as the prefix of our names ("" for the run's own attributes).
 _ENTITIES = {
@@ -100,7 +102,7 @@ def matches(actual, op: str, value) -> bool:
     if op in ("IN", "NOT IN"):
         return (actual in value) == (op == "IN")
     if op in ("LIKE", "ILIKE"):
-        return _like(value, op == "ILIKE").fullmatch(actual) is not None
+        return like(value, actual, ignore_case=op == "ILIKE")
     return {
         "=": lambda: actual == value,
         "!=": lambda: actual != value,
@@ -179,10 +181,31 @@ def _items(text: str, name: str, field: str) -> list[str]:
     return items
 
 
-def _like(pattern: str, ignore_case: bool) -> re.Pattern:
-    """SQL's LIKE as a regular expression: % any run of characters, _ any one."""
-    translated = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return re.compile(translated, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+def like(pattern: str, text: str, ignore_case: bool = False) -> bool:
+    """SQL's LIKE: % any run of characters, _ any one. Not one regular expression with a `.*` per %: that
+    backtracked without end on '%%%%%%%%%%%%x' (a fuzzer's search held a web worker until it was killed).
+    The pieces between the %s match a fixed number of characters each, so the first is matched at the
+    start, the last at the end, and each other one at its leftmost place after the one before (the
+    leftmost is never worse for what follows): linear in the text for each piece."""
+    flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+    pieces = [
+        (re.compile("".join("." if c == "_" else re.escape(c) for c in piece), flags), len(piece))
+        for piece in pattern.split("%")
+    ]
+    if len(pieces) == 1:
+        return pieces[0][0].fullmatch(text) is not None
+    (first, _), *middle, (last, last_length) = pieces
+    start = first.match(text)
+    if start is None:
+        return False
+    at = start.end()
+    for piece, _ in middle:
+        found = piece.search(text, at)
+        if found is None:
+            return False
+        at = found.end()
+    end = len(text) - last_length
+    return end >= at and last.fullmatch(text, end) is not None
 
 
 def _listed(names: dict[str, str]) -> str:
