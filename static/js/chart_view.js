@@ -142,11 +142,12 @@ window.EchoChartView = {
     return value === null || value === undefined || !Number.isFinite(value) ? "–" : String(Number(value.toPrecision(4)));
   },
 
-  // The JSON a chart data request answers; an Error with the API's message when it refuses.
+  // The JSON a chart data request answers; an Error with the API's message when it refuses, and its
+  // problems by field (`errors`: {field: problem}) where the API names fields.
   getJson: async function (url) {
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
     const body = await response.json().catch(function () { return {}; });
-    if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
+    if (!response.ok) throw Object.assign(new Error(body.error || "HTTP " + response.status), { errors: body.errors || {} });
     return body;
   },
 

@@ -13,15 +13,12 @@
   const table = document.getElementById("try-events");
   const HEADERS = Array.from(table.tHead.rows[0].cells, function (cell) { return cell.textContent; });
 
-  // {events} or {error, field}: the API's 400 names the overrides field, a 422 the run (too long to replay).
+  // The replay's events; an Error (EchoChartView.getJson's) when refused: the API's 400 names the overrides
+  // field (errors.overrides), a 422 the run (too long to replay).
   async function replay(overrides) {
     const url = new URL(page.urls.detector_inputs, window.location.origin);
     if (overrides !== null) url.searchParams.set("overrides", overrides);
-    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
-    const body = await response.json().catch(function () { return {}; });
-    if (response.ok) return { events: body.events };
-    const field = (body.errors || {}).overrides;
-    return { error: field || body.error || "HTTP " + response.status, field: Boolean(field) };
+    return (await window.EchoChartView.getJson(url)).events;
   }
 
   const key = function (event) { return event.step + " " + event.level + " " + event.rule; };
@@ -87,20 +84,14 @@
     let theirs, tried;
     try {
       [theirs, tried] = await Promise.all([replay(null), replay(textarea.value)]);
-    } catch (error) {  // the server restarting, the network gone
-      theirs = tried = { error: "the server did not answer (" + error.message + ")" };
+    } catch (failed) {  // refused, or the server not answering (restarting, the network gone)
+      if (number !== asked) return;
+      const field = failed.errors && failed.errors.overrides;
+      summary.textContent = field ? "" : "Could not judge the run: " + failed.message;
+      if (field) showError(field);
+      return;
     }
     if (number !== asked) return;
-    if (tried.field) {
-      summary.textContent = "";
-      showError(tried.error);
-      return;
-    }
-    const failed = tried.error || theirs.error;
-    if (failed) {
-      summary.textContent = "Could not judge the run: " + failed;
-      return;
-    }
-    showEvents(theirs.events, tried.events);
+    showEvents(theirs, tried);
   });
 })();

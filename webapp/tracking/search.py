@@ -19,7 +19,7 @@ does; the order before it (newest first) breaks ties.
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from webapp.tracking.protocol import invalid
 
@@ -113,12 +113,15 @@ def matches(actual, op: str, value) -> bool:
     }[op]()
 
 
-def ordered(items: Iterable, orders: list[tuple[str, bool]], value_of: Callable) -> list:
-    """`items` sorted by each order in turn (the first decides), values missing or NaN last; ties keep the
-    order `items` came in."""
-    items = list(items)
+def found(items: Iterable, clauses: list[tuple[str, str, object]], orders: list[tuple[str, bool]]) -> list:
+    """The items (runs, experiments: anything with a `searched(name)` value) that pass every clause, sorted
+    by each order in turn (the first decides), values missing or NaN last; ties keep the order `items` came
+    in."""
+    items = [
+        item for item in items if all(matches(item.searched(name), op, value) for name, op, value in clauses)
+    ]
     for name, descending in reversed(orders):
-        values = [value_of(item, name) for item in items]
+        values = [item.searched(name) for item in items]
         present = [(value, item) for value, item in zip(values, items) if _sortable(value)]
         present.sort(key=lambda pair: pair[0], reverse=descending)  # stable, reversed or not
         items = [item for _, item in present] + [

@@ -166,13 +166,9 @@ def search_experiments(request, fields):
     found = ExternalExperiment.objects.for_user(request.user).select_related("experiment")
     if view_type == "DELETED_ONLY":  # nothing here is ever deleted
         found = found.none()
-    found = [
-        experiment
-        for experiment in found.order_by("-experiment_id")
-        if all(search.matches(experiment.searched(name), op, value) for name, op, value in clauses)
-    ]
-    found = search.ordered(found, orders, lambda experiment, name: experiment.searched(name))
-    experiments, token = protocol.page(found, fields, 1000)
+    experiments, token = protocol.page(
+        search.found(found.order_by("-experiment_id"), clauses, orders), fields, 1000
+    )
     return {
         "experiments": [experiment.to_mlflow() for experiment in experiments],
         **({"next_page_token": token} if token else {}),
@@ -326,13 +322,7 @@ def search_runs(request, fields):
     )
     if view_type != "ALL":  # MLflow's deleted runs are EchoLab's archived ones
         found = found.filter(run__archived_at__isnull=view_type == "ACTIVE_ONLY")
-    runs = [
-        run
-        for run in found
-        if all(search.matches(run.searched(name), op, value) for name, op, value in clauses)
-    ]
-    runs = search.ordered(runs, orders, lambda run, name: run.searched(name))
-    page, token = protocol.page(runs, fields, 1000)
+    page, token = protocol.page(search.found(found, clauses, orders), fields, 1000)
     return {"runs": [run.to_mlflow() for run in page], **({"next_page_token": token} if token else {})}
 
 
