@@ -61,13 +61,11 @@ def test_sort_choose_columns_select_archive_and_restore(page):
     assert page.locator("#compare-count").inner_text() == "2 runs selected"
 
     page.get_by_role("button", name="Archive alpha").click()
-    page.wait_for_load_state()
     expect(page.get_by_text("Archived alpha")).to_be_visible()
     expect_rows(page, ["charlie", "bravo"])
     page.get_by_role("link", name="Archived", exact=True).click()
     expect_rows(page, ["alpha"])
     page.get_by_role("button", name="Restore alpha").click()
-    page.wait_for_load_state()
     expect(page.get_by_text("Restored alpha.")).to_be_visible()
     page.get_by_role("link", name="Active", exact=True).click()
     expect_rows(page, ["charlie", "bravo", "alpha"])

@@ -51,8 +51,8 @@ def test_the_form_states_runs_and_time_each_before_submit(page):
     page.get_by_text("No estimate until the form is valid (Steps:").wait_for()  # as the form labels it
     assert console_errors == []
     # Submitted so, the form comes back refused with the box saying why still (not hidden).
-    page.get_by_role("button", name="Create experiment").click()
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Create experiment").click()
     page.get_by_text("No estimate until the form is valid (Steps:").wait_for()
     assert not Experiment.objects.filter(name="estimate me").exists()
     page.get_by_label("Steps:", exact=True).fill("20")

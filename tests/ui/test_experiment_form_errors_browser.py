@@ -23,16 +23,16 @@ def test_a_refused_import_and_a_refused_form_show_their_first_error(page):
     page.set_viewport_size({"width": 1400, "height": 800})
     page.goto(f"{page.base}/experiments/new/")
     page.locator("section.import textarea").fill("env: [unclosed\n")
-    page.get_by_role("button", name="Import", exact=True).click()
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Import", exact=True).click()
     assert in_view_and_focused(page, "section.import textarea")
     assert page.locator("section.import .errorlist").first.is_visible()
     page.screenshot(path=str(ARTIFACTS / "import-config-error.png"))
 
     page.goto(f"{page.base}/experiments/new/")
     page.get_by_label("Steps:", exact=True).fill("-1")
-    page.get_by_role("button", name="Create experiment").click()
-    page.wait_for_load_state()
+    with page.expect_navigation():
+        page.get_by_role("button", name="Create experiment").click()
     assert in_view_and_focused(page, "#experiment-form [aria-invalid='true']")
 
 

@@ -2,6 +2,7 @@
 compare page: its table and its chart legend), and archived runs stay off the experiment page unless asked for."""
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.factories import make_experiment, points, trained_run
 from tests.helpers import REPO_ROOT
@@ -52,7 +53,7 @@ def test_archived_runs_are_hidden_on_the_experiment_page_with_a_note_and_a_way_t
     page.goto(f"{page.base}/runs/")
     for run in (archived, also_archived):
         page.get_by_role("button", name=f"Archive {run.label}").click()
-        page.wait_for_load_state()
+        expect(page.get_by_role("button", name=f"Archive {run.label}")).to_have_count(0)
 
     page.goto(f"{page.base}/experiments/{experiment.pk}/")
     rows = page.locator("table.runs tbody tr")
@@ -69,18 +70,19 @@ def test_archived_runs_are_hidden_on_the_experiment_page_with_a_note_and_a_way_t
     assert row.locator(".badge").all_text_contents() == ["1 completed", "2 archived"]
     page.get_by_label("Run status").select_option("completed")
     page.get_by_role("button", name="Filter").click()
-    assert page.locator("table.experiments tbody tr").first.get_by_role("link", name="seeds").is_visible()
+    page.wait_for_url("**status=completed")
+    expect(page.locator("table.experiments tbody tr").first.get_by_role("link", name="seeds")).to_be_visible()
     page.goto(f"{page.base}/experiments/{experiment.pk}/")
 
     note.get_by_role("link", name="Show them").click()
-    assert rows.count() == 3
+    expect(rows).to_have_count(3)
     assert [row.locator(".badge", has_text="archived").count() for row in rows.all()] == [0, 1, 1]
     assert "Showing 2 archived runs too." in note.inner_text()
 
     note.get_by_role("link", name="restore on the runs table").click()
-    assert page.locator("#runs-table tbody tr").count() == 2
+    expect(page.locator("#runs-table tbody tr")).to_have_count(2)
     page.get_by_role("button", name="Restore seed=2").click()
-    page.wait_for_load_state()
+    expect(page.get_by_role("button", name="Restore seed=2")).to_have_count(0)
     page.goto(f"{page.base}/experiments/{experiment.pk}/")
     assert rows.count() == 2
     assert "1 archived run hidden." in note.inner_text()
