@@ -206,6 +206,10 @@ RUN_LIMITS = env.limits(
 )
 
 CHECKPOINT_ROOT = env.path("CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
+# Files MLflow clients log with their runs (webapp.tracking.artifacts), one folder per run; an upload
+# larger than ARTIFACT_MAX_BYTES is refused.
+ARTIFACT_ROOT = env.path("ARTIFACT_ROOT", VAR_DIR / "artifacts")
+ARTIFACT_MAX_BYTES = env.integer("ARTIFACT_MAX_BYTES", 4 * 1024**3, minimum=1)
 MODEL_ROOT = env.path("MODEL_ROOT", VAR_DIR / "models")
 # Sokoban level sets (`env.params.levels`) are read only from here: envs.sokoban.env.LevelFiles, set by
 # webapp.experiments.apps for the web app and the workers alike.

@@ -399,7 +399,7 @@ def test_another_users_run_does_not_exist_for_the_caller(mlflow_alice, bob):
     assert bobs.run.status == Run.Status.RUNNING and not MetricPoint.objects.filter(run_id=bobs.pk).exists()
 
 
-def test_unsupported_calls_and_artifacts_are_refused_clearly(mlflow_alice, tmp_path):
+def test_unsupported_calls_and_logged_models_are_refused_clearly(mlflow_alice):
     mlflow = mlflow_alice
     client = mlflow.MlflowClient()
     with mlflow.start_run() as run:
@@ -407,10 +407,13 @@ def test_unsupported_calls_and_artifacts_are_refused_clearly(mlflow_alice, tmp_p
             client.delete_experiment(run.info.experiment_id)
         assert error_of(excinfo) == ("ENDPOINT_NOT_FOUND", 404)
         assert "experiments/delete" in excinfo.value.message and "runs/log-batch" in excinfo.value.message
-        artifact = tmp_path / "notes.txt"
-        artifact.write_text("hello")
-        with pytest.raises(Exception, match="EchoLab keeps no artifacts"):
-            mlflow.log_artifact(str(artifact))
+        # MLflow 3's log_model starts by making a logged model, which EchoLab does not keep (its files can
+        # be logged as artifacts); searching them finds none.
+        with pytest.raises(mlflow.MlflowException) as excinfo:
+            client.create_logged_model(run.info.experiment_id, source_run_id=run.info.run_id)
+        assert error_of(excinfo) == ("ENDPOINT_NOT_FOUND", 404)
+        assert "logged-models/search (finds none)" in excinfo.value.message
+        assert list(client.search_logged_models([run.info.experiment_id])) == []
     assert echolab_run(run.info.run_id).status == Run.Status.COMPLETED
 
 

@@ -8,12 +8,14 @@ import wsgiref.util
 import pytest
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.utils import timezone
 
 from tests.factories import make_run, streamed_run
 from webapp.accounts.models import ApiToken
 from webapp.core import chunked_bodies
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
+from webapp.tracking.models import ExternalExperiment, ExternalRun
 from webapp.wsgi import application
 
 
@@ -75,3 +77,21 @@ def test_a_chunked_body_beyond_its_urls_limit_is_refused(alice, token, settings)
     # an import takes its file's limit; any other URL, what Django takes
     assert chunked_bodies.body_limit("/api/imports") == settings.IMPORT_MAX_BYTES + 1024 * 1024
     assert chunked_bodies.body_limit("/api/experiments") == 2 * 1024 * 1024
+
+
+def test_a_chunked_artifact_is_stored_whole_up_to_the_artifact_limit(alice, token, settings, tmp_path):
+    # The mlflow client sends an empty file chunked (requests does for a body of unknown or zero length).
+    settings.ARTIFACT_ROOT, settings.DATA_UPLOAD_MAX_MEMORY_SIZE = tmp_path, 1024
+    settings.ARTIFACT_MAX_BYTES = 4096
+    run = ExternalRun.start(ExternalExperiment.create(alice, "files"), "files", {}, "alice", timezone.now())
+    folder = (
+        f"/api/2.0/mlflow-artifacts/artifacts/{run.run.experiment.mlflow.mlflow_id}/{run.run_uuid}/artifacts"
+    )
+    assert call("PUT", f"{folder}/empty.txt", b"", token) == (200, {})
+    assert call("PUT", f"{folder}/big.bin", b"x" * 4096, token) == (200, {})  # beyond Django's 1,024
+    assert [(path.name, path.stat().st_size) for path in sorted(run.run.artifact_dir.iterdir())] == [
+        ("big.bin", 4096),
+        ("empty.txt", 0),
+    ]
+    assert call("PUT", f"{folder}/huge.bin", b"x" * 4097, token)[0] == 413
+    assert not (run.run.artifact_dir / "huge.bin").exists()

@@ -7,6 +7,7 @@ largest body its URL takes, and sets CONTENT_LENGTH, so that Django and the view
 length had been sent. Past that limit it stops reading and answers 413."""
 
 import json
+import re
 import tempfile
 
 from django.conf import settings
@@ -15,13 +16,16 @@ _READ = 64 * 1024
 _IN_MEMORY = 1024 * 1024  # beyond this the body spools to a temporary file (an import of 50 MB)
 _MULTIPART_FRAMING = 1024 * 1024  # a form's boundaries and fields around an import's file
 _IMPORT_PATHS = ("/import", "/api/imports")  # webapp.imports.urls: a metrics file, IMPORT_MAX_BYTES
+_ARTIFACT_PATHS = re.compile(r"/(?:api|ajax-api)/2\.0/mlflow-artifacts/artifacts/")  # webapp.tracking.urls
 
 
 def body_limit(path: str) -> int:
-    """The largest body the URL at `path` takes: an import's file in its form, or any other body Django
-    takes (a metrics batch)."""
+    """The largest body the URL at `path` takes: an import's file in its form, an MLflow artifact (the client
+    sends an empty file chunked), or any other body Django takes (a metrics batch)."""
     if path in _IMPORT_PATHS:
         return max(settings.IMPORT_MAX_BYTES + _MULTIPART_FRAMING, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    if _ARTIFACT_PATHS.match(path):
+        return max(settings.ARTIFACT_MAX_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 

@@ -298,7 +298,7 @@ class RunQuerySet(models.QuerySet):
     def delete_with_data(self) -> int:
         """Delete these runs and everything recorded about them, all or nothing, and return how many went:
         metric points and their rollups, step records, samples, detector events and their alert emails,
-        the MLflow record; their checkpoint folders are removed once the transaction commits (a failure
+        the MLflow record; their checkpoint and artifact folders are removed once the transaction commits (a failure
         there is logged: the rows are gone either way). Run.StillTraining, naming each run that is queued
         or running, and nothing deleted: its worker (or MLflow client) would go on writing into rows that
         no longer exist.
@@ -328,8 +328,8 @@ class RunQuerySet(models.QuerySet):
             for data in (Sample, StepRecord, MetricRollup, MetricPoint):
                 data.objects.filter(run_id__in=ids).delete()
             Run.objects.filter(pk__in=ids).delete()
-            folders = [run.checkpoint_dir for run in runs]
-            transaction.on_commit(lambda: remove_checkpoints(folders))
+            folders = [folder for run in runs for folder in (run.checkpoint_dir, run.artifact_dir)]
+            transaction.on_commit(lambda: remove_folders(folders))
         return len(ids)
 
 
@@ -773,14 +773,19 @@ class Run(models.Model):
     def checkpoint_dir(self):
         return settings.CHECKPOINT_ROOT / str(self.pk)
 
+    @property
+    def artifact_dir(self):
+        """The files an MLflow client logged with the run (webapp.tracking.artifacts)."""
+        return settings.ARTIFACT_ROOT / str(self.pk)
 
-def remove_checkpoints(folders: list[Path]) -> None:
-    """Remove deleted runs' checkpoint folders. Called after the rows are gone, so a failure (a read-only
-    disk, a file in use) is logged, not raised: the run is deleted all the same."""
+
+def remove_folders(folders: list[Path]) -> None:
+    """Remove deleted runs' checkpoint and artifact folders. Called after the rows are gone, so a failure (a
+    read-only disk, a file in use) is logged, not raised: the run is deleted all the same."""
     for folder in folders:
         try:
             shutil.rmtree(folder)
-        except FileNotFoundError:  # the run never checkpointed
+        except FileNotFoundError:  # the run never checkpointed, or logged no artifact
             pass
         except OSError as error:
-            logger.error("checkpoints of deleted run %s not removed: %s", folder.name, error)
+            logger.error("%s of deleted run %s not removed: %s", folder.parent.name, folder.name, error)

@@ -26,8 +26,10 @@ from webapp.runs.charts import chart_sections
 from webapp.runs.forms import RunEditForm, RunTableForm, TrajectoryFilterForm
 from webapp.runs.owned import owned_run
 from webapp.runs.trajectories import board_legend, nearest_sampled, success_means, trajectory
+from webapp.tracking.artifacts import Artifact
 
 PAGE_SIZE = 50
+ARTIFACTS_SHOWN = 200  # an MLflow run's files listed on its page (a checkpoint folder can hold thousands)
 MAX_EXPORT_RUNS = 100
 
 
@@ -198,6 +200,7 @@ def run_detail(request, pk):
     if template != "runs/detail.html":  # the alert emails alone, every few seconds while the page is open
         return render(request, template, {"run": run, **_alert_emails(run)})
     cursor, step_error = _step_param(request, "the whole run")
+    mlflow_run = getattr(run, "mlflow", None)
     # The last step logged (a native run's step counts steps done: its last logged one is step - 1); a
     # run still going may reach total_steps - 1.
     logged = MetricRollup.last_logged_step(run.pk)
@@ -245,7 +248,9 @@ def run_detail(request, pk):
             else "",
             "step_error": step_error,
             "view_notices": chart_view.view_notices(request.GET, run_page=True),
-            "mlflow_run": getattr(run, "mlflow", None),  # an MLflow client's run: its tags and parent
+            "mlflow_run": mlflow_run,  # an MLflow client's run: its tags, parent and artifacts
+            "artifacts": Artifact(mlflow_run, "").files(ARTIFACTS_SHOWN) if mlflow_run else None,
+            "artifacts_shown": ARTIFACTS_SHOWN,
             "lost_after": settings.MLFLOW_LOST_AFTER,
             "heartbeat_timeout": settings.RUN_HEARTBEAT_TIMEOUT,
             "sections": sections,

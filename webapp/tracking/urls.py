@@ -24,6 +24,7 @@ ENDPOINTS = {
     "runs/restore": views.restore_run,
     "runs/search": views.search_runs,
     "metrics/get-history": views.get_metric_history,
+    "logged-models/search": views.search_logged_models,
 }
 
 urlpatterns = [
@@ -31,8 +32,10 @@ urlpatterns = [
     for prefix in ("api", "ajax-api")
     for endpoint, view in ENDPOINTS.items()
 ] + [
+    re_path(r"^(?:api|ajax-api)/2\.0/mlflow-artifacts/artifacts(?:/(?P<path>.+))?$", views.artifacts),
     re_path(r"^(?:api|ajax-api)/[\d.]+/(?P<path>mlflow(?:-artifacts)?/.*)$", views.unsupported),
     # The pages of MLflow ids: where the links the mlflow client prints land (static/js/mlflow_link.js)
     path("mlflow/experiments/<id:experiment_id>/", views.experiment_page, name="mlflow_experiment_page"),
     path("mlflow/runs/<slug:run_uuid>/", views.run_page, name="mlflow_run_page"),
+    path("mlflow/runs/<slug:run_uuid>/artifacts/<path:path>", views.run_artifact, name="mlflow_run_artifact"),
 ]

@@ -5,7 +5,8 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 import functools
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import FileResponse, Http404
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -24,6 +25,7 @@ from webapp.accounts.models import ApiToken
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
 from webapp.tracking import protocol, search
+from webapp.tracking.artifacts import Artifact, safe_parts
 from webapp.tracking.models import (
     DEFAULT_EXPERIMENT_ID,
     DEFAULT_EXPERIMENT_NAME,
@@ -37,17 +39,19 @@ SUPPORTED = (
     "experiments/create, experiments/get, experiments/get-by-name, experiments/search, "
     "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
     "runs/log-parameter, runs/log-batch, runs/set-tag, runs/delete-tag, runs/delete, runs/restore, "
-    "runs/search, metrics/get-history"
+    "runs/search, metrics/get-history, logged-models/search (finds none)"
 )
 MAX_BODY_BYTES = 4 * 1024 * 1024
 # A search's experiments, each looked up: 60,000 ids in one body held a thread for 38 s.
 MAX_SEARCHED_EXPERIMENTS = 1000
 
 
-def mlflow_view(method: str):
+def mlflow_view(*methods: str, reads_fields: bool = True):
     """Token authentication, the request's fields, and every refusal in MLflow's error shape. OPTIONS and
-    HEAD (where the method is GET) as on every other API URL (webapp.accounts.api_auth.api_view)."""
-    allowed = allowed_methods((method,))
+    HEAD (where GET is taken) as on every other API URL (webapp.accounts.api_auth.api_view). A view that
+    reads the request itself (`reads_fields=False`, an artifact's upload) gets no fields; a view answers a
+    dict (sent as JSON) or a response of its own."""
+    allowed = allowed_methods(methods)
 
     def decorate(view):
         @csrf_exempt
@@ -55,16 +59,21 @@ def mlflow_view(method: str):
         def wrapped(request, **kwargs):
             if request.method == "OPTIONS":
                 return options_answer(allowed)
-            head = request.method == "HEAD" and method == "GET"
+            head = request.method == "HEAD" and "GET" in methods
             try:
-                if request.method != method and not head:
+                if request.method not in methods and not head:
                     raise MlflowError(
-                        "ENDPOINT_NOT_FOUND", f"{request.path} takes {method}, not {request.method}"
+                        "ENDPOINT_NOT_FOUND",
+                        f"{request.path} takes {' or '.join(methods)}, not {request.method}",
                     )
                 if head:
                     request.method = "GET"  # the view sees the GET it answers
                 request.user = _user(request)
-                response = JsonResponse(view(request, _fields(request), **kwargs))
+                if reads_fields:
+                    kwargs["fields"] = _fields(request)
+                response = view(request, **kwargs)
+                if not isinstance(response, HttpResponseBase):
+                    response = JsonResponse(response)
             except MlflowError as error:
                 response = JsonResponse(error.as_json(), status=error.status)
                 if error.status == 401:
@@ -110,17 +119,62 @@ def _fields(request) -> Fields:
 @csrf_exempt
 def unsupported(request, path: str):
     """Everything else under the MLflow prefixes: MLflow's answer for an unknown endpoint."""
-    if path.startswith("mlflow-artifacts") or "artifacts" in path.split("/")[:2]:
-        message = (
-            "EchoLab keeps no artifacts: log metrics, params and tags here and keep files where the "
-            "training ran (for TRL, leave HF_MLFLOW_LOG_ARTIFACTS unset)"
-        )
-    else:
-        message = (
-            f"{request.method} {request.path} is not supported by EchoLab's MLflow endpoint; "
-            f"it supports {SUPPORTED}"
-        )
+    message = (
+        f"{request.method} {request.path} is not supported by EchoLab's MLflow endpoint; it supports "
+        f"{SUPPORTED}, and artifacts (mlflow-artifacts/artifacts: upload, download, list, delete)"
+    )
     return JsonResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status=404)
+
+
+# Artifacts (MLflow's artifact proxy: the client's HttpArtifactRepository).
+
+
+@mlflow_view("GET", "PUT", "DELETE", reads_fields=False)
+def artifacts(request, path: str | None = None):
+    """GET without a path lists the folder named by `?path=`; with one, downloads that file. PUT stores the
+    request's body as the file; DELETE removes the file or folder."""
+    if path is None:
+        if request.method != "GET":
+            raise MlflowError("ENDPOINT_NOT_FOUND", f"{request.method} needs the artifact's path in the URL")
+        folder = Artifact.at(request.user, Fields(request.GET.dict()).string("path"))
+        return {"files": folder.listing()}
+    if request.method == "GET":
+        return artifact_file(Artifact.at(request.user, path))
+    artifact = Artifact.at(request.user, path, for_writing=True)
+    if request.method == "DELETE":
+        artifact.delete()
+    else:
+        artifact.save(request, _upload_length(request))
+    return {}
+
+
+def _upload_length(request) -> int:
+    """The upload's size, from Content-Length (set for a chunked body by webapp.core.chunked_bodies behind
+    gunicorn): without it the body cannot be read here, and an empty file would be stored without a word."""
+    raw = request.META.get("CONTENT_LENGTH", "")
+    if not raw.isdigit():
+        raise MlflowError(
+            "BAD_REQUEST",
+            "an artifact upload needs its size: a Content-Length header, or a chunked body sent to "
+            f"EchoLab's own server (gunicorn, as ./echolab run serves); got Content-Length {raw[:40]!r}",
+        )
+    return int(raw)
+
+
+def artifact_file(artifact: Artifact) -> FileResponse:
+    """The file, typed so that a browser shows images and text and downloads the rest (Artifact.content_type):
+    a page a run logged is not run on this origin."""
+    if not artifact.file.is_file():
+        raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no artifact {artifact.inside!r} in run {artifact.run}")
+    content_type = artifact.content_type()
+    response = FileResponse(
+        artifact.file.open("rb"),
+        content_type=content_type,
+        as_attachment=content_type == "application/octet-stream",
+        filename=artifact.file.name,
+    )
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return response
 
 
 # Experiments.
@@ -354,6 +408,14 @@ def _view_type(fields: Fields, name: str) -> str:
     return view_type
 
 
+@mlflow_view("POST")
+def search_logged_models(request, fields):
+    """MLflow 3's logged models (mlflow.<flavor>.log_model) are not kept here: none is ever found. The client
+    asks before listing or downloading a run's artifacts (a folder may be a model's)."""
+    fields.strings("experiment_ids")
+    return {"models": []}
+
+
 @mlflow_view("GET")
 def get_metric_history(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
@@ -386,6 +448,19 @@ def experiment_page(request, experiment_id: int):
     if found is None:
         raise Http404("no experiment of yours has that MLflow experiment id")
     return redirect(found.experiment)
+
+
+@login_required
+@require_safe
+def run_artifact(request, run_uuid: str, path: str):
+    """A file the user's MLflow run logged, as the run page links it (the API's answer, by session)."""
+    found = ExternalRun.objects.for_user(request.user).filter(run_uuid=run_uuid).select_related("run").first()
+    if found is None:
+        raise Http404("no run of yours has that MLflow run id")
+    try:
+        return artifact_file(Artifact(found, "/".join(safe_parts(path))))
+    except MlflowError as error:
+        raise Http404(error.message) from None
 
 
 @login_required
