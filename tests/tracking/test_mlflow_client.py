@@ -407,6 +407,9 @@ def test_unsupported_calls_and_logged_models_are_refused_clearly(mlflow_alice):
             client.delete_experiment(run.info.experiment_id)
         assert error_of(excinfo) == ("ENDPOINT_NOT_FOUND", 404)
         assert "experiments/delete" in excinfo.value.message and "runs/log-batch" in excinfo.value.message
+        assert excinfo.value.message.startswith(
+            "ENDPOINT_NOT_FOUND: EchoLab deletes an experiment, with its runs and their data, only"
+        )
         # MLflow 3's log_model starts by making a logged model, which EchoLab does not keep (its files can
         # be logged as artifacts); searching them finds none.
         with pytest.raises(mlflow.MlflowException) as excinfo:
@@ -635,3 +638,36 @@ def test_a_run_whose_writes_were_all_taken_says_nothing_of_refusals(mlflow_alice
         mlflow.log_metric("loss", 1.0, step=0)
     stored = echolab_run(run.info.run_id)
     assert 'id="mlflow-refused"' not in alice_client.get(f"/runs/{stored.pk}/").content.decode()
+
+
+def test_an_experiment_renamed_by_the_client_is_renamed_in_echolab(mlflow_alice, alice):
+    mlflow = mlflow_alice
+    client = mlflow.MlflowClient()
+    experiment_id = client.create_experiment("grpo sweep")
+    client.rename_experiment(experiment_id, "grpo sweep (lr)")
+    assert client.get_experiment(experiment_id).name == "grpo sweep (lr)"
+    assert client.get_experiment_by_name("grpo sweep") is None
+    assert (
+        ExternalExperiment.objects.get(owner=alice, name="grpo sweep (lr)").experiment.name
+        == "grpo sweep (lr)"
+    )
+
+    client.create_experiment("taken")
+    refusals = [
+        (("taken",), "RESOURCE_ALREADY_EXISTS", "experiment 'taken' already exists"),
+        (("  ",), "INVALID_PARAMETER_VALUE", "new_name: must not be blank"),
+        (("Default",), "INVALID_PARAMETER_VALUE", "new_name: the experiment named 'Default' is id 0"),
+    ]
+    for (new_name,), code, message in refusals:
+        with pytest.raises(mlflow.MlflowException) as excinfo:
+            client.rename_experiment(experiment_id, new_name)
+        assert excinfo.value.message.startswith(f"{code}: {message}")
+    with mlflow.start_run():  # makes the Default experiment, id 0
+        pass
+    with pytest.raises(mlflow.MlflowException) as excinfo:
+        client.rename_experiment("0", "mine")
+    assert excinfo.value.message.startswith(
+        "INVALID_PARAMETER_VALUE: new_name: the experiment named 'Default' is id 0"
+    )
+    assert client.get_experiment(experiment_id).name == "grpo sweep (lr)"
+    assert client.get_experiment("0").name == "Default"

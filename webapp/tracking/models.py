@@ -104,6 +104,23 @@ class ExternalExperiment(models.Model):
         except IntegrityError:
             raise MlflowError("RESOURCE_ALREADY_EXISTS", f"experiment {name!r} already exists") from None
 
+    def rename(self, name: str) -> None:
+        """MLflow's rename, which the EchoLab experiment follows. The Default experiment is known by its name
+        (its id "0", mlflow_id): it keeps it, and no other takes it."""
+        if DEFAULT_EXPERIMENT_NAME in (self.name, name) and name != self.name:
+            raise invalid(
+                "new_name",
+                f"the experiment named {DEFAULT_EXPERIMENT_NAME!r} is id 0, where scripts that choose none log: "
+                "it keeps its name, and no other experiment takes it",
+            )
+        try:
+            with transaction.atomic():
+                ExternalExperiment.objects.filter(pk=self.pk).update(name=name)
+                Experiment.objects.filter(pk=self.experiment_id).update(name=name)
+        except IntegrityError:
+            raise MlflowError("RESOURCE_ALREADY_EXISTS", f"experiment {name!r} already exists") from None
+        self.name = self.experiment.name = name
+
     @classmethod
     def get_for(cls, owner, experiment_id: str) -> "ExternalExperiment":
         """The user's experiment with that MLflow id; "0" is their "Default" one, made on first use.

@@ -11,6 +11,7 @@ ENDPOINTS = {
     "experiments/get": views.get_experiment,
     "experiments/get-by-name": views.get_experiment_by_name,
     "experiments/search": views.search_experiments,
+    "experiments/update": views.update_experiment,
     "experiments/set-experiment-tag": views.set_experiment_tag,
     "runs/create": views.create_run,
     "runs/get": views.get_run,

@@ -36,7 +36,7 @@ from webapp.tracking.models import (
 from webapp.tracking.protocol import Fields, MlflowError, invalid
 
 SUPPORTED = (
-    "experiments/create, experiments/get, experiments/get-by-name, experiments/search, "
+    "experiments/create, experiments/get, experiments/get-by-name, experiments/search, experiments/update, "
     "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
     "runs/log-parameter, runs/log-batch, runs/set-tag, runs/delete-tag, runs/delete, runs/restore, "
     "runs/search, metrics/get-history, logged-models/search (finds none)"
@@ -123,6 +123,11 @@ def unsupported(request, path: str):
         f"{request.method} {request.path} is not supported by EchoLab's MLflow endpoint; it supports "
         f"{SUPPORTED}, and artifacts (mlflow-artifacts/artifacts: upload, download, list, delete)"
     )
+    if path.endswith("mlflow/experiments/delete"):  # MLflow's is undone by a restore; EchoLab's is not
+        message = (
+            "EchoLab deletes an experiment, with its runs and their data, only on the experiment's page (it "
+            "cannot be undone, unlike MLflow's delete); runs/delete archives a run. " + message
+        )
     return JsonResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status=404)
 
 
@@ -180,11 +185,16 @@ def artifact_file(artifact: Artifact) -> FileResponse:
 # Experiments.
 
 
+def _experiment_name(fields: Fields, field: str) -> str:
+    name = fields.string(field, max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH).strip()
+    if not name:
+        raise invalid(field, "must not be blank")
+    return name
+
+
 @mlflow_view("POST")
 def create_experiment(request, fields):
-    name = fields.string("name", max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH).strip()
-    if not name:
-        raise invalid("name", "must not be blank")
+    name = _experiment_name(fields, "name")
     tags = dict(
         protocol.key_value(tag, protocol.MAX_EXPERIMENT_TAG_VALUE_LENGTH)
         for tag in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH)
@@ -227,6 +237,14 @@ def search_experiments(request, fields):
         "experiments": [experiment.to_mlflow() for experiment in experiments],
         **({"next_page_token": token} if token else {}),
     }
+
+
+@mlflow_view("POST")
+def update_experiment(request, fields):
+    """MLflow's rename (the only change experiments/update makes)."""
+    name = _experiment_name(fields, "new_name")
+    ExternalExperiment.get_for(request.user, fields.string("experiment_id")).rename(name)
+    return {}
 
 
 @mlflow_view("POST")
