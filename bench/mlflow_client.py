@@ -1,4 +1,5 @@
-"""The `mlflow` client's log_batch into EchoLab's MLflow endpoint and into an MLflow tracking server.
+"""The `mlflow` client's log_batch, log_artifact and download_artifacts against EchoLab's MLflow endpoint and
+an MLflow tracking server.
 
 One script, one client library (the mlflow-skinny in .venv), the same batches: POINTS points per server,
 KEYS keys per step, 1,000 metrics per log_batch (MLflow's limit). After a warm-up of a few batches each,
@@ -8,6 +9,12 @@ gunicorn, one sync worker; MLflow: `mlflow server --workers 1`). EchoLab also se
 task per write to Redis, as in production; the detector itself runs in a worker, which is not started
 here (its messages are purged at the end).
 
+Then artifacts: for each size in --artifacts, the same random file uploaded (log_artifact) and downloaded
+(download_artifacts) through each server in turn, the side that goes first alternating, after one untimed
+round; medians. Both proxy the files to a local folder (MLflow: `--artifacts-destination`, so its runs'
+artifact_uri is `mlflow-artifacts:/`, as EchoLab's; with a local `--default-artifact-root` the client would
+write the files itself, not through the server).
+
 MLflow lives in its own virtualenv (never EchoLab's):
     python3.11 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install mlflow==3.17.2 psycopg2-binary
 Run:
@@ -16,6 +23,8 @@ Run:
 
 import argparse
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -73,8 +82,8 @@ def start_servers(mlflow_bin: str, logs: Path) -> list:
             str(MLFLOW_PORT),
             "--backend-store-uri",
             f"postgresql+psycopg2://postgres@127.0.0.1:5432/{MLFLOW_DB}",
-            "--default-artifact-root",
-            str(logs / "artifacts"),
+            "--artifacts-destination",
+            str(logs / "mlflow-artifacts"),
         ],
         env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         stdout=open(logs / "mlflow.log", "w"),
@@ -137,6 +146,49 @@ class Target:
         return self.points / self.seconds
 
 
+def time_artifacts(targets: list[Target], folder: Path, size: int, files: int) -> dict[str, dict[str, float]]:
+    """Median seconds to upload and to download one file of `size` bytes, per server."""
+    from mlflow import artifacts
+
+    source = folder / f"file-{size}.bin"
+    source.write_bytes(os.urandom(size))
+    seconds = {target.name: {"upload": [], "download": []} for target in targets}
+    for round_ in range(files + 1):  # round 0 untimed
+        for target in targets if round_ % 2 else targets[::-1]:
+            path = f"size-{size}/{round_}"
+            start = time.perf_counter()
+            target.client.log_artifact(target.run_id, str(source), path)
+            uploaded = time.perf_counter()
+            artifacts.download_artifacts(
+                run_id=target.run_id,
+                artifact_path=f"{path}/{source.name}",
+                dst_path=str(folder / target.name / str(round_)),
+                tracking_uri=target.client.tracking_uri,
+            )
+            if round_:
+                seconds[target.name]["upload"].append(uploaded - start)
+                seconds[target.name]["download"].append(time.perf_counter() - uploaded)
+            shutil.rmtree(folder / target.name)
+    source.unlink()
+    return {
+        name: {what: statistics.median(values) for what, values in times.items()}
+        for name, times in seconds.items()
+    }
+
+
+def print_artifact_times(size: int, files: int, times: dict[str, dict[str, float]]) -> None:
+    print(
+        f"artifacts of {size:,} bytes, {files} files per server after 1 untimed, sides alternating (median):"
+    )
+    for what in ("upload", "download"):
+        ours, theirs = times["EchoLab"][what], times["MLflow"][what]
+        print(
+            f"  {what:8s} EchoLab {ours * 1000:8.1f} ms ({size / ours / 2**20:6.1f} MiB/s)   "
+            f"MLflow {theirs * 1000:8.1f} ms ({size / theirs / 2**20:6.1f} MiB/s)   "
+            f"MLflow / EchoLab time: {theirs / ours:.2f}x"
+        )
+
+
 def purge_detection_messages():
     from kombu import Connection
 
@@ -153,14 +205,25 @@ def main():
     parser.add_argument("--chunk", type=int, default=10_000, help="points per turn")
     parser.add_argument("--warmup", type=int, default=5_000, help="untimed points per server first")
     parser.add_argument("--keys", type=int, default=10, help="metric keys per step")
+    parser.add_argument(
+        "--artifacts",
+        default="1048576x20,67108864x3",
+        help="artifact sizes in bytes, each with how many files per server: SIZExFILES,...",
+    )
     args = parser.parse_args()
+    try:
+        artifact_sizes = [tuple(int(part) for part in each.split("x")) for each in args.artifacts.split(",")]
+    except ValueError:
+        parser.error(f"--artifacts: expected SIZExFILES,... (bytes x files), got {args.artifacts!r}")
     if args.points % args.chunk or args.chunk % BATCH or BATCH % args.keys:
         parser.error("--points must be a multiple of --chunk, --chunk of 1000, and 1000 of --keys")
 
-    os.environ.update(our_env())
-    recreate_databases()
     logs = ROOT / "var" / "bench" / "mlflow_client"
+    for folder in ("echolab-artifacts", "mlflow-artifacts", "files"):
+        shutil.rmtree(logs / folder, ignore_errors=True)
     logs.mkdir(parents=True, exist_ok=True)
+    os.environ.update(our_env(), ARTIFACT_ROOT=str(logs / "echolab-artifacts"))
+    recreate_databases()
     load_before = os.getloadavg()
     servers = start_servers(args.mlflow, logs)
     try:
@@ -189,6 +252,9 @@ def main():
         for target in targets:
             print(f"  {target.name:8s} {target.rate:9,.0f} points/s  ({target.seconds:.1f} s)")
         print(f"  ratio EchoLab / MLflow: {ours.rate / theirs.rate:.2f}x")
+        (logs / "files").mkdir()
+        for size, files in artifact_sizes:
+            print_artifact_times(size, files, time_artifacts(targets, logs / "files", size, files))
         print(
             f"  load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
             f"after: {' '.join(f'{value:.2f}' for value in os.getloadavg())} ({os.cpu_count()} CPUs)"
