@@ -3,9 +3,12 @@ store lists and reads them, refused where MLflow's server refuses them, shown on
 with the run."""
 
 import http.client
+import io
 import json
+import os
 import re
 import socket
+import stat
 from urllib.parse import urlsplit
 
 import pytest
@@ -14,7 +17,9 @@ from django.utils import timezone
 from webapp.accounts.models import ApiToken
 from webapp.experiments.models import Run
 from webapp.runs import views
+from webapp.tracking.artifacts import Artifact
 from webapp.tracking.models import ExternalExperiment, ExternalRun
+from webapp.tracking.protocol import MlflowError
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(200))
 
@@ -122,9 +127,13 @@ def run(alice):
     return ExternalRun.start(ExternalExperiment.create(alice, "files"), "files", {}, "alice", timezone.now())
 
 
+def path_of(run: ExternalRun, inside: str = "") -> str:
+    """MLflow's name of a file of the run: its place under the artifact root."""
+    return f"{run.run.experiment.mlflow.mlflow_id}/{run.run_uuid}/artifacts/{inside}"
+
+
 def url_of(run: ExternalRun, inside: str = "") -> str:
-    experiment = run.run.experiment.mlflow.mlflow_id
-    return f"/api/2.0/mlflow-artifacts/artifacts/{experiment}/{run.run_uuid}/artifacts/{inside}"
+    return f"/api/2.0/mlflow-artifacts/artifacts/{path_of(run, inside)}"
 
 
 def error(answer) -> tuple[int, str, str]:
@@ -179,7 +188,7 @@ def test_an_upload_is_stored_whole_or_not_at_all(send, run, settings, artifact_r
     # Chunked, the body's size is not known before it is read: refused, not stored empty.
     status, code, message = error(send("PUT", url_of(run, "chunked.bin"), [b"abc", b"def"]))
     assert (status, code) == (400, "BAD_REQUEST") and "Content-Length" in message
-    assert not run.run.artifact_dir.exists()
+    assert not run.artifact_dir.exists()  # not even an empty file
 
     assert send("PUT", url_of(run, "a/b.txt"), b"first")[0] == 200
     assert send("PUT", url_of(run, "a/b.txt"), b"second")[0] == 200  # replaced, as MLflow does
@@ -188,7 +197,11 @@ def test_an_upload_is_stored_whole_or_not_at_all(send, run, settings, artifact_r
     assert (status, code) == (400, "INVALID_PARAMETER_VALUE") and "'a' is a folder" in message
     status, code, message = error(send("PUT", url_of(run, "a/b.txt/c.txt"), b"x"))
     assert (status, code) == (400, "INVALID_PARAMETER_VALUE") and "'a/b.txt' is a file" in message
-    assert sorted(p.name for p in artifact_root.rglob("*")) == [".incoming", str(run.pk), "a", "b.txt"]
+    assert {p.name for p in artifact_root.rglob("*")} == {".incoming", ".lock", "a", "b.txt", run.run_uuid}
+    # Stored with the mode every other file the server writes has (the umask's), not a temporary file's 0600.
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((run.artifact_dir / "a" / "b.txt").stat().st_mode) == 0o666 & ~umask
 
 
 def test_an_upload_cut_short_leaves_nothing(live_server, alice, run, artifact_root):
@@ -196,15 +209,16 @@ def test_an_upload_cut_short_leaves_nothing(live_server, alice, run, artifact_ro
     address = urlsplit(live_server.url)
     with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
         sock.sendall(
-            f"PUT {url_of(run, 'cut.bin')} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n"
-            "Content-Length: 100\r\n\r\nonly this".encode()
+            f"PUT {url_of(run, 'models/final/cut.bin')} HTTP/1.1\r\nHost: localhost\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Length: 100\r\n\r\nonly this".encode()
         )
         sock.shutdown(socket.SHUT_WR)  # the client is gone after 9 of its 100 bytes
         answer = sock.makefile("rb").read()
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400")
-    assert json.loads(body)["message"] == "cut.bin: the upload ended after 9 of its 100 bytes; nothing stored"
-    assert not (run.run.artifact_dir / "cut.bin").exists()
+    message = "models/final/cut.bin: the upload ended after 9 of its 100 bytes; nothing stored"
+    assert json.loads(body)["message"] == message
+    assert not run.artifact_dir.exists()  # not even its folders
     assert list((artifact_root / ".incoming").iterdir()) == []
 
 
@@ -215,7 +229,7 @@ def test_a_deleted_run_takes_no_artifacts_until_restored(send, run):
     run.run.restore()
     assert send("PUT", url_of(run, "x.txt"), b"x")[0] == 200
     assert send("DELETE", url_of(run, "x.txt"))[0] == 200
-    assert not (run.run.artifact_dir / "x.txt").exists()
+    assert not (run.artifact_dir / "x.txt").exists()
 
 
 def test_files_are_served_so_a_logged_page_cannot_run_on_echolabs_origin(send, run):
@@ -233,9 +247,29 @@ def test_files_are_served_so_a_logged_page_cannot_run_on_echolabs_origin(send, r
     assert headers["Content-Disposition"].startswith("attachment")
 
 
+@pytest.mark.parametrize(
+    "name, served_as",
+    [
+        (
+            "train.log",
+            "text/plain; charset=utf-8",
+        ),  # what log_text writes: no MIME table of the host's knows .log
+        ("run.yaml", "text/plain; charset=utf-8"),  # log_dict
+        ("metrics.jsonl", "text/plain; charset=utf-8"),
+        ("Plot.PNG", "image/png"),
+        ("metrics.csv.gz", "application/octet-stream"),  # compressed: not text, whatever came before .gz
+        ("page.html.gz", "application/octet-stream"),
+        ("report.pdf", "application/octet-stream"),
+        ("no-suffix", "application/octet-stream"),
+    ],
+)
+def test_a_file_is_served_by_its_name_whatever_the_hosts_mime_tables_say(run, name, served_as):
+    assert Artifact(run, f"logs/{name}").content_type() == served_as
+
+
 def test_deleting_a_run_removes_its_artifacts(send, run):
     assert send("PUT", url_of(run, "model/weights.bin"), b"w" * 100)[0] == 200
-    folder = run.run.artifact_dir
+    folder = run.artifact_dir
     assert (folder / "model" / "weights.bin").stat().st_size == 100
     Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
     run.run.refresh_from_db()
@@ -256,9 +290,10 @@ def test_the_run_page_lists_the_files_and_links_each_for_its_owner_only(alice, b
     page = client.get(run.run.get_absolute_url())
     section = visible_text(page, "mlflow-artifacts")
     assert "3 files the script logged, as of this page's loading." in section
+    # A folder's files first, then its folders, as a file browser lists them
     assert (
-        section.index("model/w.bin 2.9 KB")
-        < section.index("notes.txt 12 bytes")
+        section.index("notes.txt 12 bytes")
+        < section.index("model/w.bin 2.9 KB")
         < section.index("plots/reward")
     )
     link = f"/mlflow/runs/{run.run_uuid}/artifacts/plots/reward.png"
@@ -269,15 +304,69 @@ def test_the_run_page_lists_the_files_and_links_each_for_its_owner_only(alice, b
         "image/png",
         PNG,
     )
-    assert client.get(f"/mlflow/runs/{run.run_uuid}/artifacts/../notes.txt").status_code == 404
+    bobs = ExternalRun.start(ExternalExperiment.create(bob, "bob's"), "b", {}, "bob", timezone.now())
+    bobs.artifact_dir.mkdir(parents=True)
+    (bobs.artifact_dir / "secret.txt").write_text("bob's")
+    assert (
+        client.get(f"/mlflow/runs/{run.run_uuid}/artifacts/../{bobs.run_uuid}/secret.txt").status_code == 404
+    )
+    assert client.get(f"/mlflow/runs/{bobs.run_uuid}/artifacts/secret.txt").status_code == 404
     client.force_login(bob)
     assert client.get(link).status_code == 404
 
     client.force_login(alice)
     monkeypatch.setattr(views, "ARTIFACTS_SHOWN", 2)
     section = visible_text(client.get(run.run.get_absolute_url()), "mlflow-artifacts")
-    assert "3 files the script logged, the first 2 by path shown" in section
+    assert "3 files the script logged, the first 2 shown" in section
     assert "plots/reward.png" not in section
+
+
+def test_a_folder_or_an_empty_file_answers_as_mlflows_server(send, run):
+    assert send("PUT", url_of(run, "logs/empty.txt"), b"")[0] == 200  # Content-Length: 0, as curl sends it
+    status, _, body = send("GET", f"/api/2.0/mlflow-artifacts/artifacts?path={path_of(run, 'logs')}")
+    # MLflow's FileInfo leaves a size of 0 out (the client reads None), and an empty listing is {}
+    assert (status, json.loads(body)) == (200, {"files": [{"path": "empty.txt", "is_dir": False}]})
+    status, _, body = send("GET", f"/api/2.0/mlflow-artifacts/artifacts?path={path_of(run, 'none')}")
+    assert (status, json.loads(body)) == (200, {})
+    status, code, message = error(send("GET", url_of(run, "logs")))
+    assert (status, code, message) == (
+        400,
+        "INVALID_PARAMETER_VALUE",
+        "path: 'logs' is a folder of the run's artifacts, not a file",
+    )
+
+
+class Body:
+    """An upload's body that does something else while it is read: what another request does meanwhile."""
+
+    def __init__(self, data: bytes, meanwhile):
+        self.data, self.meanwhile = io.BytesIO(data), meanwhile
+
+    def read(self, size: int) -> bytes:
+        if self.meanwhile:
+            self.meanwhile()
+            self.meanwhile = None
+        return self.data.read(size)
+
+
+def test_what_changes_while_an_upload_arrives_gets_an_answer_not_a_server_error(run, artifact_root):
+    # a file put in where the upload's folder was to be
+    folder_taken = Body(b"data", lambda: Artifact(run, "a").save(io.BytesIO(b"x"), 1))
+    with pytest.raises(MlflowError, match="'a' is a file of this run's artifacts"):
+        Artifact(run, "a/b.txt").save(folder_taken, 4)
+    # a folder made where the file was to be
+    name_taken = Body(b"data", lambda: Artifact(run, "c/d.txt").save(io.BytesIO(b"x"), 1))
+    with pytest.raises(MlflowError, match="'c' is a folder of this run's artifacts, not a file"):
+        Artifact(run, "c").save(name_taken, 4)
+    # its folder deleted: made again
+    Artifact(run, "e/f.txt").save(Body(b"data", lambda: Artifact(run, "e").delete()), 4)
+    assert (run.artifact_dir / "e" / "f.txt").read_bytes() == b"data"
+    # the run deleted
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
+    with pytest.raises(MlflowError, match=f"no run with id '{run.run_uuid}'"):
+        Artifact(run, "g.txt").save(Body(b"data", lambda: Run.objects.get(pk=run.pk).delete_with_data()), 4)
+    assert not (run.artifact_dir / "g.txt").exists()
+    assert list((artifact_root / ".incoming").iterdir()) == []
 
 
 def visible_text(page, element_id: str) -> str:

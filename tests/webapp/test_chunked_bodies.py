@@ -23,7 +23,7 @@ class Unsized(io.BytesIO):
     """gunicorn's de-chunked wsgi.input: read(n) gives pieces until the end, which nobody announced."""
 
 
-def call(method: str, path: str, body: bytes, token: str) -> tuple[int, dict]:
+def call(method: str, path: str, body: bytes, token: str, **extra) -> tuple[int, dict]:
     environ = {
         "REQUEST_METHOD": method,
         "PATH_INFO": path,
@@ -31,7 +31,9 @@ def call(method: str, path: str, body: bytes, token: str) -> tuple[int, dict]:
         "HTTP_TRANSFER_ENCODING": "chunked",
         "HTTP_AUTHORIZATION": f"Bearer {token}",
         "wsgi.input": Unsized(body),
+        "wsgi.input_terminated": True,  # gunicorn's word that reading to the end is safe
     }
+    environ.update(extra)
     wsgiref.util.setup_testing_defaults(environ)
     started = {}
     answer = b"".join(application(environ, lambda status, headers: started.update(status=status)))
@@ -79,7 +81,9 @@ def test_a_chunked_body_beyond_its_urls_limit_is_refused(alice, token, settings)
     assert chunked_bodies.body_limit("/api/experiments") == 2 * 1024 * 1024
 
 
-def test_a_chunked_artifact_is_stored_whole_up_to_the_artifact_limit(alice, token, settings, tmp_path):
+def test_a_chunked_artifact_is_read_by_its_view_after_the_token_and_up_to_the_artifact_limit(
+    alice, token, settings, tmp_path
+):
     # The mlflow client sends an empty file chunked (requests does for a body of unknown or zero length).
     settings.ARTIFACT_ROOT, settings.DATA_UPLOAD_MAX_MEMORY_SIZE = tmp_path, 1024
     settings.ARTIFACT_MAX_BYTES = 4096
@@ -89,9 +93,18 @@ def test_a_chunked_artifact_is_stored_whole_up_to_the_artifact_limit(alice, toke
     )
     assert call("PUT", f"{folder}/empty.txt", b"", token) == (200, {})
     assert call("PUT", f"{folder}/big.bin", b"x" * 4096, token) == (200, {})  # beyond Django's 1,024
-    assert [(path.name, path.stat().st_size) for path in sorted(run.run.artifact_dir.iterdir())] == [
+    assert [(path.name, path.stat().st_size) for path in sorted(run.artifact_dir.iterdir())] == [
         ("big.bin", 4096),
         ("empty.txt", 0),
     ]
-    assert call("PUT", f"{folder}/huge.bin", b"x" * 4097, token)[0] == 413
-    assert not (run.run.artifact_dir / "huge.bin").exists()
+    status, answer = call("PUT", f"{folder}/huge.bin", b"x" * 4097, token)
+    assert (
+        status == 400
+        and "huge.bin: the upload is more than an artifact may hold here (4,096 bytes" in answer["message"]
+    )
+    assert not (run.artifact_dir / "huge.bin").exists()
+    # Without a valid token, refused before a byte of the body is read: nobody fills the disk anonymously.
+    unread = Unsized(b"x" * 10_000)
+    environ_input = {"wsgi.input": unread}
+    assert call("PUT", f"{folder}/anon.bin", b"", "not-a-token", **environ_input)[0] == 401
+    assert unread.tell() == 0

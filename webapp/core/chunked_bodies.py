@@ -20,12 +20,10 @@ _ARTIFACT_PATHS = re.compile(r"/(?:api|ajax-api)/2\.0/mlflow-artifacts/artifacts
 
 
 def body_limit(path: str) -> int:
-    """The largest body the URL at `path` takes: an import's file in its form, an MLflow artifact (the client
-    sends an empty file chunked), or any other body Django takes (a metrics batch)."""
+    """The largest body the URL at `path` takes: an import's file in its form, or any other body Django
+    takes (a metrics batch)."""
     if path in _IMPORT_PATHS:
         return max(settings.IMPORT_MAX_BYTES + _MULTIPART_FRAMING, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
-    if _ARTIFACT_PATHS.match(path):
-        return max(settings.ARTIFACT_MAX_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
@@ -65,7 +63,9 @@ def with_chunked_bodies(application):
     """The WSGI `application`, reading a chunked body whole before it sees the request."""
 
     def dechunked(environ, start_response):
-        if not _is_chunked(environ):
+        # An MLflow artifact's body is the view's to read, after the token is checked, up to its own limit
+        # (webapp.tracking.views._upload): spooled here, anyone could fill the disk without one.
+        if not _is_chunked(environ) or _ARTIFACT_PATHS.match(environ.get("PATH_INFO", "")):
             return application(environ, start_response)
         limit = body_limit(environ.get("PATH_INFO", ""))
         body = tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY)

@@ -307,6 +307,7 @@ class RunQuerySet(models.QuerySet):
         would read into Python (it does for any model with a signal receiver or a cascade of its own)."""
         from webapp.alerts.models import DetectorEvent, Notification
         from webapp.metrics.models import MetricPoint, MetricRollup, Sample, StepRecord
+        from webapp.tracking.artifacts import remove_run_folders
         from webapp.tracking.models import ExternalRun
 
         with transaction.atomic():
@@ -327,9 +328,13 @@ class RunQuerySet(models.QuerySet):
             DetectorEvent.objects.filter(run_id__in=ids).delete()
             for data in (Sample, StepRecord, MetricRollup, MetricPoint):
                 data.objects.filter(run_id__in=ids).delete()
+            artifacts = [
+                run.artifact_dir for run in ExternalRun.objects.filter(run_id__in=ids).only("run_uuid")
+            ]
             Run.objects.filter(pk__in=ids).delete()
-            folders = [folder for run in runs for folder in (run.checkpoint_dir, run.artifact_dir)]
-            transaction.on_commit(lambda: remove_folders(folders))
+            checkpoints = [run.checkpoint_dir for run in runs]
+            transaction.on_commit(lambda: remove_checkpoints(checkpoints))
+            transaction.on_commit(lambda: remove_run_folders(artifacts))
         return len(ids)
 
 
@@ -773,19 +778,14 @@ class Run(models.Model):
     def checkpoint_dir(self):
         return settings.CHECKPOINT_ROOT / str(self.pk)
 
-    @property
-    def artifact_dir(self):
-        """The files an MLflow client logged with the run (webapp.tracking.artifacts)."""
-        return settings.ARTIFACT_ROOT / str(self.pk)
 
-
-def remove_folders(folders: list[Path]) -> None:
-    """Remove deleted runs' checkpoint and artifact folders. Called after the rows are gone, so a failure (a
-    read-only disk, a file in use) is logged, not raised: the run is deleted all the same."""
+def remove_checkpoints(folders: list[Path]) -> None:
+    """Remove deleted runs' checkpoint folders. Called after the rows are gone, so a failure (a read-only
+    disk, a file in use) is logged, not raised: the run is deleted all the same."""
     for folder in folders:
         try:
             shutil.rmtree(folder)
-        except FileNotFoundError:  # the run never checkpointed, or logged no artifact
+        except FileNotFoundError:  # the run never checkpointed
             pass
         except OSError as error:
-            logger.error("%s of deleted run %s not removed: %s", folder.parent.name, folder.name, error)
+            logger.error("checkpoints of deleted run %s not removed: %s", folder.name, error)

@@ -1,44 +1,90 @@
 """Files an MLflow client logs with a run (mlflow.log_artifact, log_dict, log_text, log_figure, a model's
-files): kept on disk under settings.ARTIFACT_ROOT/<EchoLab run id>/, served back to the client, listed on
+files): kept on disk under settings.ARTIFACT_ROOT/<MLflow run id>/, served back to the client, listed on
 the run page, and removed with the run.
 
 The client reaches them through MLflow's artifact proxy paths (`/api/2.0/mlflow-artifacts/artifacts/...`,
 its HttpArtifactRepository), naming a file as the run's `artifact_uri` does: `<experiment id>/<run
 id>/artifacts/<path inside the run>`. Every path is checked the way MLflow's server checks it (no `..`,
-no backslash, not absolute), and names a run of the token's owner."""
+no backslash, not absolute), and names a run of the token's owner.
 
-import mimetypes
+An upload's body is read whole into a file of its own first; only then are the run's folders changed (a
+folder made, the file moved in, a folder removed), one change at a time across the web server's processes
+(`changes_locked`), so that a delete, another upload or the run's deletion meanwhile gets an answer, not
+a half-made tree."""
+
+import contextlib
+import fcntl
+import logging
 import os
+import secrets
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+from django.http import FileResponse
 
 from webapp.tracking.models import ExternalRun
 from webapp.tracking.protocol import MlflowError, invalid
 
+logger = logging.getLogger(__name__)
+
 RUN_FOLDER = "artifacts"  # the last part of a run's artifact_uri
-MAX_PATH_LENGTH = 1000
+MAX_PATH_BYTES = 4096  # a whole path as sent, before it is read part by part
+MAX_INSIDE_BYTES = 2048  # a path inside a run: the filesystem's 4,096 hold it with ARTIFACT_ROOT's
 MAX_NAME_BYTES = 255  # one part of a path: the longest file name most filesystems take
 CHUNK_BYTES = 1024 * 1024
-# Served with their own type (a browser shows them); anything else is sent as plain text or as a
-# download: a page or script a run logged must not run on EchoLab's origin with its user's session.
-SHOWN_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
-TEXT_TYPES = {"application/json", "application/x-yaml", "application/yaml", "application/xml"}
+COUNTED_AT_MOST = 10_000  # files the run page counts (a checkpoint folder can hold hundreds of thousands)
+# Shown by a browser as what they are; text is sent as plain text, anything else as a download: a page or
+# script a run logged must not run on EchoLab's origin with its reader's session.
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+TEXT_SUFFIXES = {
+    ".txt", ".log", ".out", ".err", ".json", ".jsonl", ".yaml", ".yml", ".csv", ".tsv", ".md", ".rst",
+    ".py", ".sh", ".toml", ".ini", ".cfg", ".xml", ".html", ".htm", ".js", ".css", ".svg",
+}  # fmt: skip
+COMPRESSED_SUFFIXES = {".gz", ".bz2", ".xz", ".zst", ".zip", ".tar", ".tgz", ".7z"}
+DOWNLOAD = "application/octet-stream"
+TEXT = "text/plain; charset=utf-8"
+
+
+@contextlib.contextmanager
+def changes_locked():
+    """One change to the artifact folders at a time, across the web server's processes. Held only while
+    folders are made, a file is moved in or a folder removed, never while a body is read."""
+    settings.ARTIFACT_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(settings.ARTIFACT_ROOT / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # released when the file closes
+
+
+def remove_run_folders(folders: list[Path]) -> None:
+    """Remove deleted runs' artifact folders (after their rows are gone: a failure is logged, not raised)."""
+    with changes_locked():
+        for folder in folders:
+            try:
+                shutil.rmtree(folder)
+            except FileNotFoundError:  # the run logged no artifact
+                pass
+            except OSError as error:
+                logger.error("artifacts of deleted MLflow run %s not removed: %s", folder.name, error)
 
 
 @dataclass(frozen=True)
 class Artifact:
-    """A path inside one run's artifacts ('' is the run's root), and where it is on disk."""
+    """A path inside one run's artifacts ('' is the run's folder), and where it is on disk."""
 
     run: ExternalRun
     inside: str
 
     @property
     def file(self) -> Path:
-        return self.run.run.artifact_dir.joinpath(*self.inside.split("/"))
+        return self.run.artifact_dir.joinpath(*self.inside.split("/"))
 
     @classmethod
     def at(cls, user, path: str, for_writing: bool = False) -> "Artifact":
@@ -57,115 +103,177 @@ class Artifact:
             raise MlflowError(
                 "RESOURCE_DOES_NOT_EXIST", f"no run with id {parts[1]!r} in experiment {parts[0]!r}"
             )
-        return cls(run, "/".join(parts[3:]))
+        return cls.in_run(run, parts[3:])
+
+    @classmethod
+    def in_run(cls, run: ExternalRun, parts: list[str]) -> "Artifact":
+        inside = "/".join(parts)
+        if _bytes(inside) > MAX_INSIDE_BYTES:
+            raise invalid(
+                "path",
+                f"names a file {_bytes(inside):,} bytes long inside its run; at most {MAX_INSIDE_BYTES:,}",
+            )
+        return cls(run, inside)
 
     def listing(self) -> list[dict]:
         """What is directly in this folder, sorted by name: MLflow's answer, with names relative to the
-        folder. A file or a path not there lists nothing, as MLflow's server answers."""
-        if not self.file.is_dir():
+        folder and no size for an empty file (MLflow's FileInfo leaves a size of 0 out). A file or a path
+        not there lists nothing, as MLflow's server answers; an entry removed while listed is left out."""
+        try:
+            entries = sorted(os.scandir(self.file), key=lambda entry: entry.name)
+        except (FileNotFoundError, NotADirectoryError):
             return []
         listed = []
-        for entry in sorted(os.scandir(self.file), key=lambda entry: entry.name):
-            if entry.is_dir(follow_symlinks=False):
-                listed.append({"path": entry.name, "is_dir": True})
-            elif entry.is_file(follow_symlinks=False):
-                listed.append({"path": entry.name, "is_dir": False, "file_size": entry.stat().st_size})
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    listed.append({"path": entry.name, "is_dir": True})
+                elif entry.is_file(follow_symlinks=False):
+                    size = entry.stat(follow_symlinks=False).st_size
+                    listed.append(
+                        {"path": entry.name, "is_dir": False, **({"file_size": size} if size else {})}
+                    )
+            except FileNotFoundError:
+                continue
         return listed
 
-    def files(self, limit: int) -> tuple[list[tuple[str, int]], int]:
-        """Up to `limit` files under this folder, each with its size, in path order, and how many there are."""
-        found = []
+    def files(self, limit: int) -> tuple[list[tuple[str, int]], int, bool]:
+        """The first `limit` files under this folder with their sizes (a folder's files by name, then its
+        folders by name), how many were counted, and whether that is all of them (COUNTED_AT_MOST)."""
+        shown, counted = [], 0
         for folder, subfolders, names in os.walk(self.file):
             subfolders.sort()
-            inside = Path(folder).relative_to(self.file)
-            found += [((inside / name).as_posix(), os.path.getsize(Path(folder, name))) for name in names]
-        found.sort()
-        return found[:limit], len(found)
+            for name in sorted(names):
+                counted += 1
+                if counted > COUNTED_AT_MOST:
+                    return shown, COUNTED_AT_MOST, False
+                if len(shown) < limit:
+                    path = Path(folder, name)
+                    with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                        shown.append((path.relative_to(self.file).as_posix(), path.stat().st_size))
+        return shown, counted, True
 
-    def save(self, body, length: int) -> None:
-        """Store `length` bytes read from `body` as this file, whole or not at all: written to a file of its
-        own, flushed to disk, then moved over the name (a reader sees the old file or the new one)."""
+    def save(self, body, length: int | None) -> None:
+        """Store the body (`length` bytes, or up to its end where None: a chunked upload) as this file,
+        whole or not at all: received into a file of its own and flushed to disk, then moved over the
+        name. A refused upload makes no folder either."""
         if not self.inside:
             raise invalid("path", "names the run's artifact folder, not a file in it")
-        if length > settings.ARTIFACT_MAX_BYTES:
-            raise MlflowError(
-                "INVALID_PARAMETER_VALUE",
-                f"{self.inside}: {length:,} bytes is more than an artifact may hold here "
-                f"({settings.ARTIFACT_MAX_BYTES:,} bytes, ARTIFACT_MAX_BYTES)",
-            )
-        self._make_folder()
-        if self.file.is_dir():
-            raise invalid("path", f"{self.inside!r} is a folder of this run's artifacts, not a file")
+        if length is not None and length > settings.ARTIFACT_MAX_BYTES:
+            raise self._too_large(f"{length:,} bytes is")
+        received = self._receive(body, length)
+        try:
+            with changes_locked():
+                if not ExternalRun.objects.filter(pk=self.run.pk).exists():  # deleted while the body came
+                    raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no run with id {self.run.run_uuid!r}")
+                self._make_folders()
+                if self.file.is_dir():
+                    raise invalid("path", f"{self.inside!r} is a folder of this run's artifacts, not a file")
+                os.replace(received, self.file)
+        finally:
+            received.unlink(missing_ok=True)
+
+    def _too_large(self, size: str) -> MlflowError:
+        return invalid(
+            "path",
+            f"{self.inside}: {size} more than an artifact may hold here ({settings.ARTIFACT_MAX_BYTES:,} "
+            "bytes, ARTIFACT_MAX_BYTES)",
+        )
+
+    def _receive(self, body, length: int | None) -> Path:
         incoming = settings.ARTIFACT_ROOT / ".incoming"
         incoming.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=incoming)
+        received = incoming / secrets.token_hex(16)
         try:
-            with os.fdopen(handle, "wb") as out:
-                received = _copy(body, out, length)
+            with open(received, "xb") as out:  # the umask's mode, as every other file the server writes
+                size = 0
+                while length is None or size < length:
+                    chunk = body.read(CHUNK_BYTES if length is None else min(CHUNK_BYTES, length - size))
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > settings.ARTIFACT_MAX_BYTES:
+                        raise self._too_large("the upload is")
+                    out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())
-            if received != length:
+            if length is not None and size != length:
                 raise MlflowError(
                     "BAD_REQUEST",
-                    f"{self.inside}: the upload ended after {received:,} of its {length:,} bytes; nothing stored",
+                    f"{self.inside}: the upload ended after {size:,} of its {length:,} bytes; nothing stored",
                 )
-            os.replace(partial, self.file)
-        finally:
-            if os.path.exists(partial):
-                os.remove(partial)
+        except BaseException:
+            received.unlink(missing_ok=True)
+            raise
+        return received
 
-    def _make_folder(self) -> None:
-        root = self.run.run.artifact_dir
+    def _make_folders(self) -> None:
+        root = self.run.artifact_dir
         for parent in reversed(PurePosixPath(self.inside).parents):
-            if (root / parent).is_file():
+            folder = root / parent
+            if folder.is_file():
                 raise invalid(
                     "path", f"{parent.as_posix()!r} is a file of this run's artifacts, so it holds no others"
                 )
-        self.file.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
 
     def delete(self) -> None:
         """Remove the file, or the folder with everything in it; nothing there is no error (MLflow's)."""
-        if self.file.is_dir():
-            shutil.rmtree(self.file)
-        elif self.file.is_file():
-            self.file.unlink()
+        with changes_locked():
+            if self.file.is_dir():
+                shutil.rmtree(self.file)
+            else:
+                self.file.unlink(missing_ok=True)
+
+    def response(self) -> FileResponse:
+        """The file, typed so that a browser shows images and text and downloads the rest (content_type)."""
+        try:
+            handle = open(self.file, "rb")
+        except IsADirectoryError:
+            raise invalid(
+                "path", f"{self.inside or RUN_FOLDER!r} is a folder of the run's artifacts, not a file"
+            ) from None
+        except (FileNotFoundError, NotADirectoryError):
+            raise MlflowError(
+                "RESOURCE_DOES_NOT_EXIST", f"no artifact {self.inside!r} in run {self.run}"
+            ) from None
+        content_type = self.content_type()
+        response = FileResponse(
+            handle, content_type=content_type, as_attachment=content_type == DOWNLOAD, filename=self.file.name
+        )
+        response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+        return response
 
     def content_type(self) -> str:
-        """The type the file is served as: its own for images and PDFs, plain text for text, JSON and
-        YAML, a download otherwise (see SHOWN_TYPES)."""
-        guessed, _ = mimetypes.guess_type(self.inside)
-        if guessed in SHOWN_TYPES:
-            return guessed
-        if guessed and (guessed.startswith("text/") or guessed in TEXT_TYPES):
-            return "text/plain; charset=utf-8"
-        return "application/octet-stream"
-
-
-def _copy(body, out, length: int) -> int:
-    received = 0
-    while received < length:
-        chunk = body.read(min(CHUNK_BYTES, length - received))
-        if not chunk:
-            break
-        out.write(chunk)
-        received += len(chunk)
-    return received
+        """By the name's last suffix, whatever the host's MIME tables say: images as themselves, text (pages
+        and scripts too) as plain text, anything compressed or unknown as a download."""
+        suffixes = [suffix.lower() for suffix in PurePosixPath(self.inside).suffixes]
+        last = suffixes[-1] if suffixes else ""
+        if last in COMPRESSED_SUFFIXES:
+            return DOWNLOAD
+        if last in IMAGE_TYPES:
+            return IMAGE_TYPES[last]
+        return TEXT if last in TEXT_SUFFIXES else DOWNLOAD
 
 
 def safe_parts(path: str) -> list[str]:
     """The parts of a relative artifact path, refused as MLflow's server refuses them (validate_path_is_safe:
     `..`, a backslash, `#`, an absolute path) and where a filesystem would ('.', control characters, a
     name too long); empty parts (`a//b`, a trailing slash) are dropped, as a path join drops them."""
-    if len(path) > MAX_PATH_LENGTH:
-        raise invalid("path", f"is {len(path):,} characters long; at most {MAX_PATH_LENGTH:,}")
+    if _bytes(path) > MAX_PATH_BYTES:
+        raise invalid("path", f"is {_bytes(path):,} bytes long; at most {MAX_PATH_BYTES:,}")
     if "\\" in path or "#" in path or any(ord(char) < 32 or ord(char) == 127 for char in path):
         raise invalid("path", f"{path[:200]!r} holds a backslash, '#' or a control character")
-    if path.startswith("/") or PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
         raise invalid("path", f"{path[:200]!r} is absolute; artifact paths are relative")
     parts = [part for part in path.split("/") if part]
     for part in parts:
         if part in (".", ".."):
             raise invalid("path", f"{path[:200]!r} has a {part!r} part")
-        if len(part.encode()) > MAX_NAME_BYTES:
-            raise invalid("path", f"has a name of {len(part.encode())} bytes; at most {MAX_NAME_BYTES}")
+        if _bytes(part) > MAX_NAME_BYTES:
+            raise invalid("path", f"has a name of {_bytes(part)} bytes; at most {MAX_NAME_BYTES}")
     return parts
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))

@@ -208,6 +208,12 @@ class ExternalRun(models.Model):
     def __str__(self):
         return self.run_uuid
 
+    @property
+    def artifact_dir(self):
+        """The files its script logged (webapp.tracking.artifacts), named by its random id: a run made after
+        a database restore cannot find an older run's folder under its own name."""
+        return settings.ARTIFACT_ROOT / self.run_uuid
+
     def tags_listed(self) -> list[tuple[str, str]]:
         """The script's tags as its run page lists them: its own first, then the client's mlflow.* ones."""
         return sorted(self.tags.items(), key=lambda tag: (tag[0].startswith("mlflow."), tag[0]))

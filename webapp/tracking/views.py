@@ -5,7 +5,7 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 import functools
 
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404
+from django.http import Http404
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -141,45 +141,34 @@ def artifacts(request, path: str | None = None):
     if path is None:
         if request.method != "GET":
             raise MlflowError("ENDPOINT_NOT_FOUND", f"{request.method} needs the artifact's path in the URL")
-        folder = Artifact.at(request.user, Fields(request.GET.dict()).string("path"))
-        return {"files": folder.listing()}
+        listed = Artifact.at(request.user, _fields(request).string("path")).listing()
+        return {"files": listed} if listed else {}  # MLflow's answer leaves an empty list out
     if request.method == "GET":
-        return artifact_file(Artifact.at(request.user, path))
+        return Artifact.at(request.user, path).response()
     artifact = Artifact.at(request.user, path, for_writing=True)
     if request.method == "DELETE":
         artifact.delete()
     else:
-        artifact.save(request, _upload_length(request))
+        artifact.save(*_upload(request))
     return {}
 
 
-def _upload_length(request) -> int:
-    """The upload's size, from Content-Length (set for a chunked body by webapp.core.chunked_bodies behind
-    gunicorn): without it the body cannot be read here, and an empty file would be stored without a word."""
+def _upload(request) -> tuple:
+    """The upload's body and its length from Content-Length; or, for a chunked body, the server's stream and
+    None, where the server took the chunking off (gunicorn: `wsgi.input_terminated`). A chunked body is
+    read only here, after the token is checked (webapp.core.chunked_bodies leaves it)."""
     raw = request.META.get("CONTENT_LENGTH", "")
-    if not raw.isdigit():
-        raise MlflowError(
-            "BAD_REQUEST",
-            "an artifact upload needs its size: a Content-Length header, or a chunked body sent to "
-            f"EchoLab's own server (gunicorn, as ./echolab run serves); got Content-Length {raw[:40]!r}",
-        )
-    return int(raw)
-
-
-def artifact_file(artifact: Artifact) -> FileResponse:
-    """The file, typed so that a browser shows images and text and downloads the rest (Artifact.content_type):
-    a page a run logged is not run on this origin."""
-    if not artifact.file.is_file():
-        raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no artifact {artifact.inside!r} in run {artifact.run}")
-    content_type = artifact.content_type()
-    response = FileResponse(
-        artifact.file.open("rb"),
-        content_type=content_type,
-        as_attachment=content_type == "application/octet-stream",
-        filename=artifact.file.name,
+    if raw.isdigit():
+        return request, int(raw)
+    if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower() and request.META.get(
+        "wsgi.input_terminated"
+    ):
+        return request.META["wsgi.input"], None
+    raise MlflowError(
+        "BAD_REQUEST",
+        "an artifact upload needs its size: a Content-Length header, or a chunked body sent to EchoLab's own "
+        f"server (gunicorn, as ./echolab run serves); got Content-Length {raw[:40]!r}",
     )
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    return response
 
 
 # Experiments.
@@ -472,11 +461,9 @@ def experiment_page(request, experiment_id: int):
 @require_safe
 def run_artifact(request, run_uuid: str, path: str):
     """A file the user's MLflow run logged, as the run page links it (the API's answer, by session)."""
-    found = ExternalRun.objects.for_user(request.user).filter(run_uuid=run_uuid).select_related("run").first()
-    if found is None:
-        raise Http404("no run of yours has that MLflow run id")
     try:
-        return artifact_file(Artifact(found, "/".join(safe_parts(path))))
+        run = ExternalRun.get_for(request.user, run_uuid)
+        return Artifact.in_run(run, safe_parts(path)).response()
     except MlflowError as error:
         raise Http404(error.message) from None
 
