@@ -1,6 +1,6 @@
 """Artifacts logged by the real `mlflow` client are kept with their run: listed and read back as MLflow's own
 store lists and reads them, refused where MLflow's server refuses them, shown on the run page, and removed
-with the run."""
+with the run. The run page's other record of what a script logged beside its metrics, its datasets, too."""
 
 import http.client
 import io
@@ -375,3 +375,22 @@ def visible_text(page, element_id: str) -> str:
     start = html.index(f'id="{element_id}"')
     section = html[start : html.index("</section>", start)]
     return " ".join(re.sub(r"<[^>]+>", " ", section).replace("&nbsp;", " ").split())
+
+
+def test_the_run_page_lists_the_datasets_the_run_used(alice, run, client):
+    run.add_inputs(
+        [
+            {
+                "tags": [{"key": "mlflow.data.context", "value": "training"}],
+                "dataset": {
+                    "name": "bandit-train",
+                    "digest": "92a7ac9c",
+                    "source_type": "s3",
+                    "source": "s3://b/t",
+                },
+            }
+        ]
+    )
+    client.force_login(alice)
+    section = visible_text(client.get(run.run.get_absolute_url()), "mlflow-datasets")
+    assert "bandit-train 92a7ac9c s3: s3://b/t context=training" in section

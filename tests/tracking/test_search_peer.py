@@ -154,3 +154,39 @@ def test_quotes_inside_a_searched_value_are_read_as_mlflow_reads_them(both):
         ]
         assert answers[0] == answers[1], filter_string
     assert answers == [['say "hi"'], ['say "hi"']]
+
+
+def test_datasets_a_run_used_are_kept_and_answered_as_mlflow_answers_them(both):
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    train = Dataset("bandit-train", "92a7ac9c", "s3", '{"uri": "s3://bucket/train.npy"}', profile='{"n": 6}')
+    evaluation = Dataset("bandit-eval", "0b1c2d3e", "local", '{"uri": "/data/eval.jsonl"}', schema='{"a": 1}')
+    answers = []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id).info.run_id
+        client.log_inputs(run_id, [DatasetInput(train, [InputTag("mlflow.data.context", "training")])])
+        client.log_inputs(
+            run_id,
+            [
+                DatasetInput(evaluation, [InputTag("mlflow.data.context", "eval")]),
+                DatasetInput(train, [InputTag("mlflow.data.context", "again")]),  # logged again: kept once
+            ],
+        )
+        inputs = client.get_run(run_id).inputs.dataset_inputs
+        answers.append(
+            sorted(
+                (
+                    each.dataset.name,
+                    each.dataset.digest,
+                    each.dataset.source_type,
+                    each.dataset.source,
+                    each.dataset.schema,
+                    each.dataset.profile,
+                    sorted((tag.key, tag.value) for tag in each.tags),
+                )
+                for each in inputs
+            )  # fmt: skip
+        )
+    ours, theirs = answers
+    assert ours == theirs
+    assert [name for name, *_ in ours] == ["bandit-eval", "bandit-train"]

@@ -430,3 +430,40 @@ def test_a_deleted_run_takes_no_writes_until_restored(api, run):
     assert not MetricPoint.objects.filter(run_id=run.pk).exists()
     api("/api/2.0/mlflow/runs/restore", {"run_id": run.run_uuid})
     assert api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric()}).status_code == 200
+
+
+DATASET = {"name": "train", "digest": "abc", "source_type": "local", "source": '{"uri": "/d"}'}
+
+
+@pytest.mark.parametrize(
+    "datasets, extra, message",
+    [
+        ([{"tags": []}], {}, "datasets[0].dataset: is required"),
+        ([{"dataset": "train"}], {}, "datasets[0].dataset: must be an object, got a string"),
+        ([{"dataset": {**DATASET, "name": None}}], {}, "datasets[0].dataset.name: is required"),
+        ([{"dataset": {**DATASET, "digest": "d" * 37}}], {}, "datasets[0].dataset.digest: "),
+        (
+            [{"dataset": DATASET, "tags": [{"key": "mlflow.data.context"}]}],
+            {},
+            "datasets[0].tags[0].value: is required",
+        ),
+        (
+            [{"dataset": DATASET}],
+            {"models": [{"model_id": "m-1"}]},
+            "models: MLflow 3's logged models are not kept",
+        ),
+        ("train", {}, "datasets: must be a list"),
+    ],
+)
+def test_a_bad_dataset_input_is_named_and_nothing_is_kept(api, run, datasets, extra, message):
+    good = {"dataset": {**DATASET, "name": "kept?"}}
+    body = {
+        "run_id": run.run_uuid,
+        "datasets": [good, *datasets] if isinstance(datasets, list) else datasets,
+        **extra,
+    }
+    response = api("/api/2.0/mlflow/runs/log-inputs", body)
+    expected = message.replace("datasets[0]", "datasets[1]") if isinstance(datasets, list) else message
+    assert response.status_code == 400 and response.json()["message"].startswith(expected)
+    run.refresh_from_db()
+    assert run.inputs == [] and run.refused_writes == 1

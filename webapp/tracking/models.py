@@ -200,6 +200,8 @@ class ExternalRun(models.Model):
     # names are renamed to (`train/reward_mean` -> `reward`): it keeps that name's points from then on,
     # and the client reads them back under it (to_mlflow). A run made before this field has none.
     logged_as = models.JSONField(default=dict, blank=True)
+    # The datasets it used (runs/log-inputs: mlflow.log_input), as runs/get answers them, first logged first.
+    inputs = models.JSONField(default=list, blank=True)
 
     objects = ExternalRunQuerySet.as_manager()
 
@@ -353,6 +355,24 @@ class ExternalRun(models.Model):
                     last_refused_at=timezone.now(),
                 )
             raise
+
+    def add_inputs(self, datasets: list[dict]) -> None:
+        """runs/log-inputs: each dataset (protocol.dataset_input) once, by name and digest; one logged again
+        keeps its first record, as MLflow's store does."""
+        with transaction.atomic():
+            inputs = (
+                ExternalRun.objects.select_for_update(no_key=True)
+                .values_list("inputs", flat=True)
+                .get(pk=self.pk)
+            )
+            known = {(each["dataset"]["name"], each["dataset"]["digest"]) for each in inputs}
+            for each in datasets:
+                identity = (each["dataset"]["name"], each["dataset"]["digest"])
+                if identity not in known:
+                    known.add(identity)
+                    inputs.append(each)
+            self.inputs = inputs
+            ExternalRun.objects.filter(pk=self.pk).update(inputs=inputs)
 
     def delete_tag(self, key: str) -> None:
         """runs/delete-tag: the tag gone, as MLflow's store deletes it; a tag the run does not have is
@@ -635,7 +655,7 @@ class ExternalRun(models.Model):
                 # and what a script needs for EchoLab's own API (POST /api/runs/<id>/metrics) and pages
                 "tags": protocol.pairs(self.tags_shown()),
             },
-            "inputs": {},
+            "inputs": {"dataset_inputs": self.inputs} if self.inputs else {},
         }
 
 

@@ -150,6 +150,16 @@ class Fields:
                 raise invalid(f"{self._name(name)}[{index}]", "must be an object")
         return [Fields(entry, f"{self._name(name)}[{index}].") for index, entry in enumerate(value)]
 
+    def object(self, name: str) -> "Fields":
+        """A required object inside this one, as Fields naming its path."""
+        value = self.data.get(name)
+        if not isinstance(value, dict):
+            raise invalid(
+                self._name(name),
+                "is required" if value is None else f"must be an object, got {json_type(value)}",
+            )
+        return Fields(value, f"{self._name(name)}.")
+
     def strings(self, name: str) -> list[str]:
         value = self.data.get(name)
         if value is None:
@@ -247,6 +257,32 @@ def run_tag(entry: Fields) -> tuple[str, str]:
             "(echolab.run_id, echolab.run_url); use another key",
         )
     return key, value
+
+
+# A dataset a run used (mlflow.log_input), field by field with MLflow's limits (its database's columns).
+DATASET_FIELDS = {"name": 500, "digest": 36, "source_type": 36, "source": 65535}
+DATASET_OPTIONAL_FIELDS = {"schema": 1048575, "profile": 16777215}
+MAX_DATASETS_PER_BATCH = 1000
+MAX_INPUT_TAG_KEY_LENGTH, MAX_INPUT_TAG_VALUE_LENGTH = 255, 500
+
+
+def dataset_input(entry: Fields) -> dict:
+    """One of runs/log-inputs' `datasets`: {"tags": [{"key", "value"}], "dataset": {name, digest, source_type,
+    source, schema?, profile?}}, as runs/get answers it."""
+    dataset = entry.object("dataset")
+    fields = {name: dataset.string(name, max_length=limit) for name, limit in DATASET_FIELDS.items()}
+    for name, limit in DATASET_OPTIONAL_FIELDS.items():
+        if value := dataset.string(name, required=False, max_length=limit):
+            fields[name] = value
+    tags = []
+    for tag in entry.items("tags", MAX_PARAMS_TAGS_PER_BATCH):
+        if tag.data.get("value") is None:
+            raise invalid(tag._name("value"), 'is required (an empty value is written "")')
+        key = tag.string("key", max_length=MAX_INPUT_TAG_KEY_LENGTH)
+        tags.append(
+            {"key": key, "value": tag.string("value", required=False, max_length=MAX_INPUT_TAG_VALUE_LENGTH)}
+        )
+    return {"tags": tags, "dataset": fields}
 
 
 def run_id_of(fields: Fields) -> str:

@@ -19,6 +19,7 @@ ENDPOINTS = {
     "runs/log-metric": views.log_metric,
     "runs/log-parameter": views.log_parameter,
     "runs/log-batch": views.log_batch,
+    "runs/log-inputs": views.log_inputs,
     "runs/set-tag": views.set_tag,
     "runs/delete-tag": views.delete_tag,
     "runs/delete": views.delete_run,

@@ -39,7 +39,7 @@ SUPPORTED = (
     "experiments/create, experiments/get, experiments/get-by-name, experiments/search, experiments/update, "
     "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
     "runs/log-parameter, runs/log-batch, runs/set-tag, runs/delete-tag, runs/delete, runs/restore, "
-    "runs/search, metrics/get-history, logged-models/search (finds none)"
+    "runs/log-inputs (datasets), runs/search, metrics/get-history, logged-models/search (finds none)"
 )
 MAX_BODY_BYTES = 4 * 1024 * 1024
 # A search's experiments, each looked up: 60,000 ids in one body held a thread for 38 s.
@@ -349,6 +349,22 @@ def log_batch(request, fields):
             key, value = protocol.run_tag(entry)
             tags[key] = value
         run.log(metrics, params, tags)
+    return {}
+
+
+@mlflow_view("POST")
+def log_inputs(request, fields):
+    run = ExternalRun.get_active_for(request.user, protocol.run_id_of(fields))
+    with run.refusals_noted():
+        datasets = [
+            protocol.dataset_input(entry)
+            for entry in fields.items("datasets", protocol.MAX_DATASETS_PER_BATCH)
+        ]
+        if fields.data.get("models"):
+            raise invalid(
+                "models", "MLflow 3's logged models are not kept by EchoLab (docs/MLFLOW.md, Artifacts)"
+            )
+        run.add_inputs(datasets)
     return {}
 
 
