@@ -49,6 +49,18 @@
     exportLink.textContent = !ids.length ? "Export selected as CSV"
       : usable ? "Export " + ids.length + " selected as CSV"
       : ids.length + " selected: export at most " + most + " at once";
+    showBulk(ids);
+  }
+
+  // "Archive N selected" (in the Archived view, "Restore N selected"): the same ticks, posted.
+  const bulk = document.getElementById("runs-bulk");
+  function showBulk(ids) {
+    const button = bulk.querySelector("button");
+    const most = Number(button.dataset.max);
+    bulk.elements.runs.value = ids.join(",");
+    button.disabled = !ids.length || ids.length > most;
+    button.textContent = button.dataset.verb + " " + (!ids.length ? "selected"
+      : ids.length <= most ? ids.length + " selected" : ids.length + " selected: at most " + most + " at once");
   }
 
   exportLink.addEventListener("click", function (event) {

@@ -188,6 +188,36 @@ def test_archived_runs_leave_the_list_and_come_back_when_restored(alice):
     assert kept.archived_at is None
 
 
+def test_selected_runs_are_archived_and_restored_together_or_not_at_all(alice, bob, alice_client):
+    runs = [table_run(alice, label=label) for label in ("a", "b", "c", "d")]
+    already = runs[3]
+    already.archive()
+    bobs = table_run(bob, label="bob's")
+
+    def post(action, ids):
+        response = alice_client.post(
+            "/runs/archive-selected", {"action": action, "runs": ",".join(map(str, ids))}, follow=True
+        )
+        return [str(message) for message in response.context["messages"]]
+
+    # Another user's run among them: nothing archived, the refusal said.
+    assert post("archive", [runs[0].pk, bobs.pk]) == [
+        f"Nothing archived: runs: run {bobs.pk} is not among your runs"
+    ]
+    assert post("archive", []) == ["Nothing archived: runs: select between 1 and 1000 runs"]
+    assert post("hide", [runs[0].pk]) == ["Nothing archived: action: expected archive or restore, got 'hide'"]
+    assert not Run.objects.filter(archived_at__isnull=False).exclude(pk=already.pk).exists()
+
+    assert post("archive", [runs[0].pk, runs[1].pk, already.pk]) == [
+        "Archived 2 of the 3 selected runs (the others were archived already): a, b, d. They are listed under "
+        "Archived, where they can be restored."
+    ]
+    assert [run.label for run in table_runs(alice)] == ["c"]
+    assert post("restore", [runs[0].pk, runs[1].pk]) == ["Restored 2 selected runs: a, b."]
+    assert sorted(run.label for run in table_runs(alice)) == ["a", "b", "c"]
+    assert Run.objects.get(pk=bobs.pk).archived_at is None
+
+
 @pytest.mark.parametrize(
     "query, field",
     [

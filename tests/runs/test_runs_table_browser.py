@@ -11,6 +11,7 @@ from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "runs"
 
 
 def expect_rows(page, names: list[str]):
@@ -69,6 +70,18 @@ def test_sort_choose_columns_select_archive_and_restore(page):
     expect(page.get_by_text("Restored alpha.")).to_be_visible()
     page.get_by_role("link", name="Active", exact=True).click()
     expect_rows(page, ["charlie", "bravo", "alpha"])
+
+    # The ticked runs (alpha and bravo, still ticked) archived at once, and restored at once.
+    page.get_by_role("button", name="Archive 2 selected").click()
+    expect(page.get_by_text("Archived 2 selected runs: alpha, bravo.")).to_be_visible()
+    expect_rows(page, ["charlie"])
+    page.get_by_role("link", name="Archived", exact=True).click()
+    expect_rows(page, ["bravo", "alpha"])
+    page.screenshot(path=str(ARTIFACTS / "runs-table-restore-selected.png"))
+    page.get_by_role("button", name="Restore 2 selected").click()
+    expect(page.get_by_text("Restored 2 selected runs: alpha, bravo.")).to_be_visible()
+    page.get_by_role("button", name="Clear selection").click()
+    expect(page.get_by_role("button", name="Restore selected")).to_be_disabled()
 
 
 def test_the_table_scrolls_inside_itself_on_a_phone(page):

@@ -290,6 +290,13 @@ class RunQuerySet(models.QuerySet):
     def archived(self):
         return self.filter(archived_at__isnull=False)
 
+    def archive(self) -> int:
+        """Archive those not archived yet (hidden from lists, kept whole, restorable); how many were."""
+        return self.active().update(archived_at=timezone.now())
+
+    def restore(self) -> int:
+        return self.archived().update(archived_at=None)
+
     def in_queue_order(self):
         """The runs waiting for a worker, in the order workers take them (Run.next_in_queue) and pages
         show them (webapp.runs.queue): by when each joined the queue, whoever's, whatever message is sent."""
@@ -426,11 +433,11 @@ class Run(models.Model):
         return self.name or self.label or f"Run {self.pk}"
 
     def archive(self) -> None:
-        Run.objects.filter(pk=self.pk, archived_at__isnull=True).update(archived_at=timezone.now())
+        Run.objects.filter(pk=self.pk).archive()
         self.refresh_from_db(fields=["archived_at"])
 
     def restore(self) -> None:
-        Run.objects.filter(pk=self.pk).update(archived_at=None)
+        Run.objects.filter(pk=self.pk).restore()
         self.refresh_from_db(fields=["archived_at"])
 
     def to_dict(self, config: bool = False) -> dict:

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
@@ -31,6 +32,7 @@ from webapp.tracking.artifacts import Artifact
 PAGE_SIZE = 50
 ARTIFACTS_SHOWN = 200  # an MLflow run's files listed on its page (a checkpoint folder can hold thousands)
 MAX_EXPORT_RUNS = 100
+MAX_SELECTED_RUNS = 1000  # archived or restored at once from the runs table's selection
 
 
 def _back(request, fallback: str):
@@ -77,6 +79,7 @@ def run_list(request):
             "sort": form.sort_key,
             "archived": form.archived_view,
             "max_export": MAX_EXPORT_RUNS,
+            "max_selected": MAX_SELECTED_RUNS,
             "query_without_page": query.urlencode(),
             "query_without_sort": sort_query.urlencode(),
             "headers": table.headers(form.sort_key),
@@ -130,6 +133,36 @@ def run_archive(request, pk):
         request, f"Archived {run.display_name}: it is listed under Archived, where you can restore it."
     )
     return redirect(_back(request, reverse("run_list")))
+
+
+@login_required
+@require_POST
+def runs_archive_selected(request):
+    """The runs table's "Archive N selected" (and, in its Archived view, "Restore N selected"): every run
+    named, all the user's, or none changed and the refusal shown."""
+    action = request.POST.get("action", "")
+    restore = action == "restore"
+    fallback = reverse("run_list") + ("?archived=true" if restore else "")
+    try:
+        if action not in ("archive", "restore"):
+            raise selection.Refused(400, f"action: expected archive or restore, got {action[:40]!r}")
+        runs = selection.every_run(request.user, [request.POST.get("runs", "")], MAX_SELECTED_RUNS)
+    except selection.Refused as refusal:
+        messages.error(request, f"Nothing {'restored' if restore else 'archived'}: {refusal}")
+        return redirect(_back(request, fallback))
+    chosen = Run.objects.filter(pk__in=[run.pk for run in runs])
+    changed = chosen.restore() if restore else chosen.archive()
+    names = ", ".join(run.display_name for run in runs[:3]) + (
+        f" and {len(runs) - 3} more" if len(runs) > 3 else ""
+    )
+    if changed == len(runs):
+        counted = f"{changed} selected run{pluralize(changed)}"
+    else:
+        others = "were not archived" if restore else "were archived already"
+        counted = f"{changed} of the {len(runs)} selected runs (the others {others})"
+    where = "" if restore else " They are listed under Archived, where they can be restored."
+    messages.success(request, f"{'Restored' if restore else 'Archived'} {counted}: {names}.{where}")
+    return redirect(_back(request, fallback))
 
 
 @login_required
