@@ -190,3 +190,50 @@ def test_datasets_a_run_used_are_kept_and_answered_as_mlflow_answers_them(both):
     ours, theirs = answers
     assert ours == theirs
     assert [name for name, *_ in ours] == ["bandit-eval", "bandit-train"]
+
+
+DATASET_SEARCHES = [
+    "datasets.name = 'bandit-train'",
+    "dataset.name != 'bandit-train'",
+    "datasets.context = 'eval'",
+    "datasets.context IN ('eval', 'test')",
+    "datasets.digest NOT IN ('0b1c2d3e')",
+    "datasets.name LIKE 'bandit%' AND params.lr = '1e-4'",
+    "datasets.name ILIKE '%EVAL'",
+]
+
+
+def test_searches_by_the_datasets_runs_used_find_what_mlflow_finds(both):
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    train = Dataset("bandit-train", "92a7ac9c", "s3", '{"uri": "s3://b/train"}')
+    evaluation = Dataset("bandit-eval", "0b1c2d3e", "local", '{"uri": "/eval"}')
+    used = {  # run name -> its datasets and their contexts
+        "both": [(train, "training"), (evaluation, "eval")],
+        "train only": [(train, "training")],
+        "eval, no context": [(evaluation, None)],
+        "none": [],
+    }
+    found = []
+    for client, experiment_id in both:
+        ids = {}
+        for name, datasets in used.items():
+            run_id = client.create_run(experiment_id, run_name=name).info.run_id
+            client.log_param(run_id, "lr", "1e-4" if name != "both" else "1e-3")
+            if datasets:
+                inputs = [
+                    DatasetInput(d, [InputTag("mlflow.data.context", c)] if c else []) for d, c in datasets
+                ]
+                client.log_inputs(run_id, inputs)
+            ids[run_id] = name
+        found.append(
+            [
+                sorted(
+                    ids[run.info.run_id] for run in client.search_runs([experiment_id], filter_string=query)
+                )
+                for query in DATASET_SEARCHES
+            ]
+        )
+    ours, theirs = found
+    assert ours == theirs
+    assert ours[0] == ["both", "train only"] and ours[2] == ["both"]

@@ -220,6 +220,18 @@ def test_an_order_by_entry_it_cannot_sort_by_is_named(api, run):
     assert answer.json()["message"].startswith(
         "order_by[1]: 'artifact_uri' is not supported; EchoLab's MLflow"
     )
+    # The datasets a run used filter it (any of them), but sort nothing, as in MLflow
+    answer = api(
+        "/api/2.0/mlflow/runs/search",
+        {"experiment_ids": [str(run.run.experiment_id)], "order_by": ["datasets.name"]},
+    )
+    assert answer.json()["message"].startswith("order_by[0]: 'datasets.name' is not supported")
+    answer = api(
+        "/api/2.0/mlflow/runs/search",
+        {"experiment_ids": [str(run.run.experiment_id)], "filter": "datasets.source = 's3://x'"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("filter: \"datasets.source = 's3://x'\" is not supported")
 
 
 @pytest.mark.parametrize("token", ["9223372036854775808", "9" * 5000, "1_0", "-1"])

@@ -48,6 +48,9 @@ DEFAULT_EXPERIMENT_ID = "0"  # the client's experiment when the script sets none
 DEFAULT_EXPERIMENT_NAME = "Default"
 RUN_NAME_TAG = "mlflow.runName"
 PARENT_RUN_TAG = "mlflow.parentRunId"  # set by mlflow.start_run(nested=True)
+DATASET_CONTEXT_TAG = (
+    "mlflow.data.context"  # an input's tag: what the run used a dataset for (training, eval)
+)
 # Given back with every run (not stored): the run's id and page in EchoLab.
 ECHOLAB_RUN_ID_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_id"
 ECHOLAB_RUN_URL_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_url"
@@ -616,6 +619,15 @@ class ExternalRun(models.Model):
             return self.tags_shown().get(key)
         if entity == "metrics":
             return self.metrics_shown.get(key, (None, 0))[0]
+        if entity == "datasets":  # one value a dataset; the context is the input's tag
+            if key == "context":
+                return [
+                    tag["value"]
+                    for each in self.inputs
+                    for tag in each["tags"]
+                    if tag["key"] == DATASET_CONTEXT_TAG
+                ]
+            return [each["dataset"][key] for each in self.inputs]
         run = self.run
         return {
             "run_name": lambda: run.label,

@@ -5,8 +5,9 @@ of `<entity>.<name> <comparator> <value>` clauses joined by AND, and order_by en
 
 What a name is decides its comparators and its value: text (params, tags, a run's name) is compared with a
 quoted string (=, !=, LIKE and ILIKE with SQL's % and _; IS NULL and IS NOT NULL for params and tags),
-numbers (metrics, times in milliseconds) with a number (=, !=, >, >=, <, <=), a run's id also with a
-list, IN ('a', 'b'). A
+numbers (metrics, times in milliseconds) with a number (=, !=, >, >=, <, <=), a run's id and the datasets
+it used (`datasets.name`, `.digest`, `.context`: true if any of them passes) also with a list, IN ('a',
+'b'). A
 name with other characters than letters, digits, `_` and `.` is quoted, in backquotes or double quotes
 (veRL's params.`actor_rollout_ref/actor/lr`). A value runs to its closing quote, so "a = 'x' OR b = 'y'" is
 not one clause whose value is "x' OR b = 'y". OR is not MLflow's either. A quote inside a value may be
@@ -24,12 +25,13 @@ from collections.abc import Iterable
 from webapp.tracking.protocol import invalid
 
 # The kinds of searchable values, and the comparators MLflow's store takes for each.
-TEXT, NAME, NUMBER, ID = "text", "name", "number", "id"
+TEXT, NAME, NUMBER, ID, DATASET = "text", "name", "number", "id", "dataset"
 COMPARATORS = {
     TEXT: ("=", "!=", "LIKE", "ILIKE", "IS NULL", "IS NOT NULL"),  # params and tags: a run may have none
     NAME: ("=", "!=", "LIKE", "ILIKE"),  # a run's name and status, an experiment's name
     NUMBER: ("=", "!=", ">", ">=", "<", "<="),
     ID: ("=", "!=", "LIKE", "ILIKE", "IN", "NOT IN"),  # a run's id: MLflow takes a list for it alone
+    DATASET: ("=", "!=", "LIKE", "ILIKE", "IN", "NOT IN"),  # a dataset the run used: true if any passes
 }
 
 _NAME = r"""(?:(?P<entity>\w+)\.)?(?:`(?P<backquoted>[^`]+)`|"(?P<quoted>[^"]+)"|(?P<plain>[\w.]+))"""
@@ -48,6 +50,7 @@ _ENTITIES = {
     **dict.fromkeys(("params", "param", "parameters", "parameter"), "params."),
     **dict.fromkeys(("tags", "tag"), "tags."),
     **dict.fromkeys(("metrics", "metric"), "metrics."),
+    **dict.fromkeys(("datasets", "dataset"), "datasets."),
 }
 
 
@@ -94,7 +97,10 @@ def parse_order_by(
 
 
 def matches(actual, op: str, value) -> bool:
-    """Whether a value (None: the run has none) passes a clause, as MLflow's store decides."""
+    """Whether a value (None: the run has none; a list: one per dataset the run used, any passing) passes a
+    clause, as MLflow's store decides."""
+    if isinstance(actual, list):
+        return any(matches(each, op, value) for each in actual)
     if op in ("IS NULL", "IS NOT NULL"):
         return (actual is None) == (op == "IS NULL")
     if actual is None:  # a param or metric the run has not logged matches no other clause on it

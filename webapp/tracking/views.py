@@ -380,7 +380,7 @@ def search_runs(request, fields):
     # Every field checked before an experiment is looked up: "0" makes the user's Default one.
     view_type = _view_type(fields, "run_view_type")
     orders = search.parse_order_by(fields.strings("order_by"), RUN_SEARCHES)
-    clauses = search.parse_filter(fields.string("filter", required=False), RUN_SEARCHES)
+    clauses = search.parse_filter(fields.string("filter", required=False), RUN_FILTERS)
     experiment_ids = list(dict.fromkeys(fields.strings("experiment_ids")))  # each looked up once
     if len(experiment_ids) > MAX_SEARCHED_EXPERIMENTS:
         raise invalid(
@@ -414,6 +414,12 @@ RUN_SEARCHES = {
     "params.": search.TEXT,
     "tags.": search.TEXT,
     "metrics.": search.NUMBER,
+}
+RUN_FILTERS = {
+    **RUN_SEARCHES,
+    **dict.fromkeys(
+        ("datasets.name", "datasets.digest", "datasets.context"), search.DATASET
+    ),  # not sorted by
 }
 EXPERIMENT_FILTERS = {
     "name": search.NAME,
