@@ -174,6 +174,22 @@ def test_too_many_runs_for_one_experiment_are_refused_before_saving(alice_client
     assert errors["steps"] and "__all__" not in errors
 
 
+def test_an_environment_where_the_arms_would_train_alike_is_refused(alice_client):
+    # Bandit has one action an episode: max_actions_per_turn 1 to 7 are all one action (a tester's 14 runs,
+    # the same success per seed whatever the arm)
+    data = {"ablation": "actions-per-turn", "env": "bandit", "model": "tiny", "seeds": "1", "steps": "2"}
+    response = alice_client.post("/compare/ablations", data)
+    assert response.status_code == 400
+    assert response.context["form"].errors["env"] == [
+        "on bandit, rollout.max_actions_per_episode is 1, so rollout.max_actions_per_turn 1, 2, 3, 4, 5, 6, 7 "
+        "allow only 1 different setting: the arms would train alike; choose an environment with more actions "
+        "(the paper's: sokoban)"
+    ]
+    assert not Experiment.objects.exists()
+    data["env"] = "frozenlake"
+    assert alice_client.post("/compare/ablations", data).status_code == 302
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [

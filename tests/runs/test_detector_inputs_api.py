@@ -1,6 +1,7 @@
 """GET /api/runs/<id>/detector-inputs: the series each rule judged, replayed from the stored metrics with the
 run's parameters. The value an event quotes (signals["value"]) is on the served series at its step."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,18 @@ def test_settings_the_detector_refuses_are_a_400_naming_them(alice_client, alice
     assert response.status_code == 400, response.content
     assert says in response.json()["errors"]["overrides"]
     assert response.json()["error"].startswith("overrides: ")
+
+
+def test_the_examples_the_run_page_gives_for_other_settings_are_taken(alice_client, alice):
+    # The help under the box once offered collapse: {ratio: 0.4}, which the detector refuses (its name is
+    # fraction): each example it shows is tried as a user would copy it.
+    run = make_run(alice, status=Run.Status.COMPLETED)
+    html = alice_client.get(run.get_absolute_url()).content.decode()
+    help_text = html[
+        html.index('id="try-overrides-help"') : html.index("</p>", html.index('id="try-overrides-help"'))
+    ]
+    examples = re.findall(r"<code>(.*?)</code>", help_text)
+    assert len(examples) == 2
+    for example in examples:
+        response = alice_client.get(f"/api/runs/{run.pk}/detector-inputs", {"overrides": example})
+        assert response.status_code == 200, (example, response.content)

@@ -6,8 +6,10 @@ from django.urls import reverse
 from tests.factories import make_run
 
 
-def test_a_stopped_run_is_resumed_from_its_page(alice_client, alice, purge_broker):
+def test_a_stopped_run_is_resumed_from_its_page(alice_client, alice, purge_broker, settings, tmp_path):
+    settings.CHECKPOINT_ROOT = tmp_path
     run = make_run(alice, status="stopped", step=7)
+    run.checkpoint_dir.mkdir()
     page = alice_client.get(run.get_absolute_url()).content.decode()
     assert 'id="resume-form"' in page and ">Resume</button>" in page
 
@@ -18,6 +20,18 @@ def test_a_stopped_run_is_resumed_from_its_page(alice_client, alice, purge_broke
 
     again = alice_client.post(reverse("run_resume", args=[run.pk]), follow=True).content.decode()
     assert f"Run {run.pk} is queued: only a stopped or failed run can be resumed." in again
+
+
+def test_a_run_stopped_before_it_trained_says_it_starts_from_step_0(
+    alice_client, alice, purge_broker, settings, tmp_path
+):
+    settings.CHECKPOINT_ROOT = tmp_path
+    never_started = make_run(alice, status="stopped", step=0)
+    answer = alice_client.post(reverse("run_resume", args=[never_started.pk]), follow=True).content.decode()
+    assert "Resumed: queued again; it starts from step 0 (it had trained no step)." in answer
+    no_checkpoint = make_run(alice, status="stopped", step=3)
+    answer = alice_client.post(reverse("run_resume", args=[no_checkpoint.pk]), follow=True).content.decode()
+    assert "Resumed: queued again; it starts again from step 0: no checkpoint of it was saved." in answer
 
 
 def test_no_resume_for_a_completed_run(alice_client, alice):

@@ -240,3 +240,11 @@ def test_runs_on_different_bases_name_each_basis_after_its_runs(alice, alice_cli
     assert estimate._bases(same) == "basis"
     other = estimate.RunEstimate("o", 1.0, "other", model)
     assert estimate._bases([*same, other]) == "'r0', 'r1', 'r2' and 2 more: basis; 'o': other"
+
+
+def test_a_hub_warm_start_this_server_has_not_downloaded_is_named_too(alice_client, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    text = alice_client.post(URL, form(warm_start="someone/sft-bandit")).json()["text"]
+    assert " someone/sft-bandit is not in this server's Hugging Face cache: a worker downloads it" in text

@@ -206,12 +206,14 @@ def test_the_experiment_list_part_is_live_while_a_listed_experiment_trains(alice
 
 
 def test_resume_stopped_runs_queues_the_experiments_stopped_runs_again(
-    alice_client, alice, bob, purge_broker
+    alice_client, alice, bob, purge_broker, settings, tmp_path
 ):
     from django.utils import timezone
 
+    settings.CHECKPOINT_ROOT = tmp_path
     experiment = spec_experiment(alice, seeds=[1, 2, 3, 4], steps=10)
     first, second, done, hidden = experiment.runs.order_by("id")
+    first.checkpoint_dir.mkdir()  # the second stopped before its first checkpoint
     Run.objects.filter(pk__in=[first.pk, second.pk, hidden.pk]).update(status="stopped", step=3)
     Run.objects.filter(pk=done.pk).update(status="completed", step=10)
     Run.objects.filter(pk=hidden.pk).update(archived_at=timezone.now())
@@ -223,7 +225,7 @@ def test_resume_stopped_runs_queues_the_experiments_stopped_runs_again(
     assert alice_client.post(resume).status_code == 404
     alice_client.force_login(alice)
     page = alice_client.post(resume, follow=True).content.decode()
-    assert "Resumed 2 stopped runs: each continues from its last checkpoint." in page
+    assert "Resumed 2 stopped runs: 1 continues from its last checkpoint, 1 without one from step 0." in page
     statuses = dict(experiment.runs.values_list("pk", "status"))
     assert [statuses[run.pk] for run in (first, second, done, hidden)] == [
         "queued",

@@ -39,7 +39,16 @@ def test_form_warm_start_inside_model_root_reaches_the_run_config(alice_client, 
 
 
 @pytest.mark.parametrize(
-    "value, message", [("../outside", "MODEL_ROOT"), ("./nothing-here", "no model folder")]
+    "value, message",
+    [
+        ("../outside", "MODEL_ROOT"),
+        ("./nothing-here", "no model folder"),
+        # a bare name that is no folder here: a folder mistyped, not a hub checkpoint (those are org/name)
+        (
+            "nonexistent_folder",
+            "there is no model folder 'nonexistent_folder' inside MODEL_ROOT (a warm start",
+        ),
+    ],
 )
 def test_form_rejects_a_warm_start_outside_or_missing(alice_client, model_root, value, message):
     response = alice_client.post(reverse("experiment_new"), experiment_post(warm_start=value))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from trainer.config import TrainConfig
+from trainer.overrides import get_dotted
 from webapp.compare.selection import MAX_RUNS
 from webapp.experiments import spec_parsing, specs
 from webapp.experiments.models import Experiment
@@ -40,6 +41,27 @@ class Ablation:
     note: str = ""
     values: tuple = field(default=())
     val_envs: dict = field(default_factory=dict)  # training env -> the envs validated beside it
+    capped_by: str = ""  # a config field that bounds group_by's effect: arms above it train alike
+
+    def alike_arms(self, planned) -> str | None:
+        """Why the planned runs' arms would train alike (each setting capped to the same value by
+        `capped_by` on this environment), or None."""
+        if not self.capped_by:
+            return None
+        settings, effective = set(), set()
+        for run in planned:
+            value, cap = get_dotted(run.config, self.group_by), get_dotted(run.config, self.capped_by)
+            settings.add(value)
+            effective.add(min(value, cap))
+        if len(effective) == len(settings):
+            return None
+        caps = sorted({get_dotted(run.config, self.capped_by) for run in planned})
+        return (
+            f"on {planned[0].config['env']['name']}, {self.capped_by} is {', '.join(map(str, caps))}, so "
+            f"{self.group_by} {', '.join(map(str, sorted(settings)))} allow only {len(effective)} different "
+            f"setting{'s' if len(effective) != 1 else ''}: the arms would train alike; choose an environment "
+            f"with more actions (the paper's: {self.default_env})"
+        )
 
     def overrides(self, env: str) -> dict:
         """Settings every run of the ablation shares on `env` (generalization: where it is validated)."""
@@ -147,6 +169,7 @@ ABLATIONS = {
             group_by="rollout.max_actions_per_turn",
             default_env="sokoban",
             values=(1, 2, 3, 4, 5, 6, 7),
+            capped_by="rollout.max_actions_per_episode",  # Bandit's is 1: one action, whatever the turn allows
             paper=(
                 PaperResult("1", "sokoban", "success", "12.1%"),
                 PaperResult("5", "sokoban", "success", "28.1%"),

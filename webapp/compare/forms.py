@@ -71,7 +71,10 @@ class AblationForm(forms.Form):
             except specs.SpecError as error:
                 self.add_spec_errors(error.errors)
             else:
-                self.spec, self.planned = spec, planned
+                if alike := data["ablation"].alike_arms(planned):
+                    self.add_error("env", alike)
+                else:
+                    self.spec, self.planned = spec, planned
         return data
 
     def add_spec_errors(self, errors: dict[str, str]):

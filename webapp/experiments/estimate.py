@@ -213,8 +213,8 @@ def download_note(planned) -> str:
         {
             name
             for run in planned
-            if spec_parsing.is_hub_id(name := run.config["model"]["name"])
-            and not spec_parsing.in_hub_cache(name)
+            for name in (run.config["model"]["name"], run.config["model"].get("warm_start"))
+            if name and spec_parsing.is_hub_id(name) and not spec_parsing.in_hub_cache(name)
         }
     )
     if not missing:

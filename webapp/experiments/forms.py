@@ -217,7 +217,7 @@ class ExperimentForm(AlertsForm):
 
     def clean_warm_start(self):
         return self._parsed(
-            "warm_start", lambda value: spec_parsing.resolve_model(value) if value.strip() else ""
+            "warm_start", lambda value: spec_parsing.resolve_warm_start(value) if value.strip() else ""
         )
 
     def clean_seeds(self):

@@ -609,6 +609,16 @@ class Run(models.Model):
     def has_checkpoints(self) -> bool:
         return self.checkpoint_dir.is_dir()
 
+    @property
+    def resumes_from(self) -> str:
+        """Where its next attempt starts if resumed, in words: the worker continues from the last checkpoint
+        it finds, and without one starts at step 0 (a run stopped while queued had none)."""
+        if self.has_checkpoints:
+            return "it continues from its last checkpoint"
+        if self.step == 0:
+            return "it starts from step 0 (it had trained no step)"
+        return "it starts again from step 0: no checkpoint of it was saved"
+
     def request_stop(self) -> None:
         """A queued run stops at once and never starts; a running one stops at its next step boundary; a
         finished one has nothing to stop (whoever trained it)."""

@@ -20,7 +20,7 @@ from trainer.overrides import deep_merge, flatten, get_dotted, set_dotted
 from webapp import environment
 from webapp.core import jsonsafe
 from webapp.core.wording import counted
-from webapp.experiments.spec_parsing import resolve_model
+from webapp.experiments.spec_parsing import resolve_model, resolve_warm_start
 from webapp.experiments.specs import (
     GRID_PRESET_KEY,
     MAX_LABEL_LENGTH,
@@ -43,7 +43,7 @@ def resolve_model_fields(config) -> None:
         raise ConfigError({"model.name": str(error)}) from None
     if config.model.warm_start:
         try:
-            config.model.warm_start = resolve_model(config.model.warm_start)
+            config.model.warm_start = resolve_warm_start(config.model.warm_start)
         except ValueError as error:
             raise ConfigError({"model.warm_start": str(error)}) from None
 

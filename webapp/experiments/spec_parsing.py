@@ -207,7 +207,7 @@ def parse_overrides(value) -> dict:
             raise ValueError(f"{dotted}: set it in the {name} field instead")
     if get_dotted(overrides, "model.warm_start"):  # a model folder: the model field's own checks
         try:
-            overrides["model"]["warm_start"] = resolve_model(str(overrides["model"]["warm_start"]))
+            overrides["model"]["warm_start"] = resolve_warm_start(str(overrides["model"]["warm_start"]))
         except ValueError as error:
             raise ValueError(f"model.warm_start: {error}") from None
     return overrides
@@ -296,6 +296,20 @@ def _not_a_typo(hub_id: str, root: Path) -> None:
             f"{quoted(hub_id)} is no model here and not in this machine's Hugging Face cache; did you mean "
             f"{quoted(near[0])}?"
         )
+
+
+def resolve_warm_start(value: str) -> str:
+    """resolve_model for model.warm_start: a folder in MODEL_ROOT (its help says so), or a hub checkpoint
+    named org/name. A bare name that is no folder here is a folder mistyped or missing, not one of the hub's
+    few organisation-less models (nobody warm-starts from gpt2): a tester's 'nonexistent_folder' was queued
+    and failed on a worker, unable to reach the hub."""
+    resolved = resolve_model(value)
+    if is_hub_id(resolved) and "/" not in resolved and not in_hub_cache(resolved):
+        raise ValueError(
+            f"there is no model folder {quoted(value.strip())} inside MODEL_ROOT (a warm start is a folder "
+            "there, or a Hugging Face checkpoint named org/name)"
+        )
+    return resolved
 
 
 def in_hub_cache(hub_id: str) -> bool:

@@ -270,18 +270,26 @@ def experiment_resume(request, pk):
     if experiment.imported:
         messages.error(request, "This experiment's runs are trained elsewhere: EchoLab cannot resume them.")
         return redirect(experiment)
-    resumed = 0
+    resumed = from_scratch = 0
     for run in experiment.runs.active().filter(status=Run.Status.STOPPED):
         run.experiment = experiment
         try:
             run.resume()
             resumed += 1
+            from_scratch += not run.has_checkpoints
         except Run.NotResumable:  # resumed (or deleted) meanwhile, from another tab or the API
             pass
-    messages.success(
-        request,
-        f"Resumed {resumed} stopped run{pluralize(resumed)}: each continues from its last checkpoint.",
-    )
+    if not from_scratch:
+        where = "each continues from its last checkpoint"
+    elif from_scratch == resumed:
+        where = "without a checkpoint, each starts from step 0"
+    else:
+        kept = resumed - from_scratch
+        where = (
+            f"{kept} {'continues from its' if kept == 1 else 'continue from their'} last checkpoint, "
+            f"{from_scratch} without one from step 0"
+        )
+    messages.success(request, f"Resumed {resumed} stopped run{pluralize(resumed)}: {where}.")
     return redirect(experiment)
 
 

@@ -344,7 +344,7 @@ def run_resume(request, pk):
     except (Run.TrainedElsewhere, Run.NotResumable) as error:
         messages.error(request, as_sentence(error))
         return redirect(run)
-    messages.success(request, "Resumed: queued again; it continues from its last checkpoint.")
+    messages.success(request, f"Resumed: queued again; {run.resumes_from}.")
     return redirect(run)
 
 
