@@ -72,7 +72,7 @@ def test_configure_start_watch_and_read(
         page.fill("textarea[name=overrides]", CPU_SIZED)
         page.click("#create-experiment")
         error = page.wait_for_selector("#field-steps .errorlist")
-        assert "greater than or equal to 1" in error.inner_text()
+        assert "must be at least 1" in error.inner_text()
         assert not Run.objects.exists(), "an invalid form saves nothing"
 
         page.fill("input[name=steps]", "12")

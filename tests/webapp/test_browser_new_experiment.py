@@ -79,7 +79,7 @@ def drive_form(page, url):
     page.click("#create-experiment")
 
     error = page.wait_for_selector("#field-env__frozenlake__size .errorlist")
-    assert "less than or equal to 12" in error.inner_text()
+    assert "must be at most 12" in error.inner_text()
     assert page.is_visible("fieldset[data-env=frozenlake]")
     page.screenshot(path=str(ARTIFACTS / "new-experiment-error.png"), full_page=True)
 

@@ -4,7 +4,7 @@ import envs
 from trainer.config import TINY_MODEL, TrainConfig
 from webapp.compare import ablations
 from webapp.compare.ablations import ABLATIONS
-from webapp.core.fields import ChoiceField
+from webapp.core.fields import ChoiceField, WholeNumberField
 from webapp.experiments import run_planning, spec_parsing, specs
 from webapp.experiments.forms import number_input
 
@@ -22,7 +22,7 @@ class AblationForm(forms.Form):
         help_text="'tiny' (CPU), a hub id like Qwen/Qwen2.5-0.5B-Instruct, or a folder in MODEL_ROOT.",
     )
     seeds = forms.CharField(initial="1, 2", help_text="One run per setting and seed.")
-    steps = forms.IntegerField(
+    steps = WholeNumberField(
         required=False,
         min_value=1,
         max_value=specs.MAX_STEPS,

@@ -46,6 +46,20 @@ class WholeNumberField(forms.IntegerField):
         return super().to_python(value)
 
 
+class DecimalNumberField(forms.FloatField):
+    """A number in ASCII digits (Python's float() reads "٥" as 5), its bounds' messages as WholeNumberField's."""
+
+    default_error_messages = WholeNumberField.default_error_messages
+
+    def to_python(self, value):
+        text = str(value).strip()
+        if value not in self.empty_values and not re.fullmatch(
+            r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?", text
+        ):
+            raise forms.ValidationError("must be a number, like 0.8", code="invalid")
+        return super().to_python(value)
+
+
 TICKED = "on"  # what a browser sends for a ticked box without a value attribute
 
 

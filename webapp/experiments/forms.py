@@ -11,7 +11,7 @@ from django.conf import settings
 import envs
 from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
 from trainer.overrides import deep_merge, get_dotted
-from webapp.core.fields import CharField, ChoiceField, TickBox, WholeNumberField
+from webapp.core.fields import CharField, ChoiceField, DecimalNumberField, TickBox, WholeNumberField
 from webapp.core.templatetags.echolab import spoken_seconds
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 from webapp.experiments.models import Run
@@ -33,11 +33,9 @@ def _param_field(param) -> forms.Field:
     help_text = f"{param.help} In YAML: env.params.{param.name}".strip()
     common = {"required": False, "label": param.title, "help_text": help_text, "initial": param.default}
     if param.type == "int":
-        return forms.IntegerField(
-            min_value=param.min, max_value=param.max, widget=number_input(True), **common
-        )
+        return WholeNumberField(min_value=param.min, max_value=param.max, widget=number_input(True), **common)
     if param.type == "float":
-        return forms.FloatField(
+        return DecimalNumberField(
             min_value=param.min, max_value=param.max, widget=number_input(False), **common
         )
     if param.type == "bool":
@@ -150,7 +148,7 @@ class ExperimentForm(AlertsForm):
         initial=specs.DEFAULT_PRESET,
         help_text=PRESETS_HELP_TEXT,
     )
-    steps = forms.IntegerField(
+    steps = WholeNumberField(
         min_value=1,
         max_value=specs.MAX_STEPS,
         initial=TrainConfig.preset(specs.DEFAULT_PRESET).schedule.steps,
