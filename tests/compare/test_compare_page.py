@@ -356,6 +356,12 @@ def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_show
         "/compare", {"runs": runs, "draw": f"{a.pk},\u00b2"}
     )  # isdigit(), not int(): a 500
     assert digits.context["notices"] == ["draw: '\u00b2': not among the runs compared here; left out."]
+    switches = alice_client.get("/compare", {"runs": runs, "bands": "7", "align": "yes"}).context["notices"]
+    assert switches == [
+        "align: expected 1 (on) or 0 (off), got 'yes'; not aligned at onset.",
+        "bands: expected 1 (on) or 0 (off), got '7'; bands shown.",
+    ]
+    assert alice_client.get("/compare", {"runs": runs, "bands": "0", "align": "0"}).context["notices"] == []
     hide = alice_client.get("/compare", {"runs": runs, "hide": f"run-{a.pk},run-{c.pk},group-1,x"})
     assert hide.context["notices"] == [
         f"hide: 'run-{c.pk}', 'x': no line of these runs (run-<id> or group-<n>); not hidden."

@@ -54,6 +54,7 @@ def test_a_bad_address_is_named_keeps_what_was_typed_and_changes_nothing(alice_c
     assert response.status_code == 400
     assert "&#x27;not-an-email&#x27; is not a valid email address" in response.content.decode()
     assert 'value="me@example.com, not-an-email"' in response.content.decode()
+    assert "<title>Error: " in response.content.decode()  # as every refused form's page: heard first
     assert stored(experiment) == ("first@example.com", False)
     # The refused form was shown at this address: opened again (a reload), it leads to the settings
     again = alice_client.get(url)

@@ -123,6 +123,11 @@ def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str
             )
         else:
             notices.append(f"group: {quoted(group)}: these runs differ in no field to group by; not grouped.")
+    # Switches, 1 on and 0 off (compare.js reads align=1 and bands=0): another value is the default, said so.
+    for name, default in (("align", "not aligned at onset"), ("bands", "bands shown")):
+        value = query.get(name)
+        if value not in (None, "", "0", "1"):
+            notices.append(f"{name}: expected 1 (on) or 0 (off), got {quoted(value)}; {default}.")
     if (
         query.get("x") == "time" and query.get("align") == "1"
     ):  # as compare.js: aligned, x is steps from onset

@@ -484,11 +484,15 @@ class ExperimentListForm(forms.Form):
     runs table's way), never dropped for everything or for page 1."""
 
     q = CharField(required=False, max_length=200, label="Search")
-    env = CharField(required=False, max_length=100, label="Environment")
+    env = ChoiceField(required=False, label="Environment")  # an unknown one is named, not an empty list
     status = ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
     page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
 
     FILTERS = ("q", "env", "status")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["env"].choices = [("", "Any environment"), *((name, name) for name in envs.registry())]
 
     def apply(self, experiments):
         data = self.cleaned_data
