@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -372,3 +373,24 @@ def test_values_too_large_for_the_detectors_arithmetic_are_imported_and_judged(c
     assert response.status_code == 201, response.content
     run = Run.objects.get(pk=response.json()["id"])
     assert run.metric_points.filter(key="actor/entropy", value=1e155).count() == 20
+
+
+def test_an_import_that_logged_its_step_times_has_a_duration_and_a_pace(client, auth, alice, alice_client):
+    from webapp.compare.aggregates import steps_per_hour
+
+    body = "step,train/success,time/step_s\n0,0.1,30\n1,0.2,45\n2,0.3,nan\n3,0.4,45\n"
+    response = client.post(f"{URL}?format=csv&name=timed", body, content_type="text/csv", **auth)
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.training_time.total_seconds() == 120  # the steps' logged seconds; not the time of the import
+    assert steps_per_hour(run) == 4 / (120 / 3600)
+    row = alice_client.get("/runs/").content.decode()
+    cells = re.findall(r'<td data-col="duration"[^>]*>(.*?)</td>', row, re.S)
+    assert [" ".join(cell.split()) for cell in cells] == ["2m 00s"], cells
+    assert 'Duration</dt><dd id="run-duration">2m 00s (its steps\' logged times)' in alice_client.get(
+        run.get_absolute_url()
+    ).content.decode().replace("&#x27;", "'")
+    untimed = client.post(
+        "/api/imports?format=csv&name=u", "step,loss\n0,1\n", content_type="text/csv", **auth
+    )
+    run = Run.objects.get(pk=untimed.json()["id"])
+    assert run.training_time is None and steps_per_hour(run) is None

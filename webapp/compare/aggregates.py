@@ -291,12 +291,17 @@ def summary_table(runs) -> tuple[list[str], list[list]]:
 
 
 def steps_per_hour(run) -> float | None:
-    """Steps done / hours of training, over every attempt (to the last heartbeat while it runs)."""
-    end = run.finished_at or run.heartbeat_at
-    if not run.started_at or not end or run.step <= 0:
+    """Steps done / hours of training, over every attempt (to the last heartbeat while it runs); for an
+    import, over the time its file logged (earlier_training, the sum of its time/step_s)."""
+    if run.step <= 0:
         return None
-    hours = (run.earlier_training + (end - run.started_at)).total_seconds() / 3600
-    return run.step / hours if hours > 0 else None
+    seconds = run.earlier_training.total_seconds()
+    if run.started_at:
+        end = run.finished_at or run.heartbeat_at
+        if not end:
+            return None
+        seconds += (end - run.started_at).total_seconds()
+    return run.step / (seconds / 3600) if seconds > 0 else None
 
 
 # ---- align at onset -------------------------------------------------------------------------------

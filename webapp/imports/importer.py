@@ -8,6 +8,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import PurePath
 
 from django.conf import settings
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from diagnostics import Detector, load_series
 from diagnostics.aliases import canonical
-from diagnostics.metrics import bounds, out_of_bounds
+from diagnostics.metrics import TIME_STEP_S, bounds, out_of_bounds
 from diagnostics.quoting import quoted
 from diagnostics.series import cells_at
 from webapp.alerts.models import DetectorEvent
@@ -129,6 +130,15 @@ def earlier_imports(owner, sha256: str) -> list[Run]:
     )
 
 
+def logged_seconds(series) -> float:
+    """The training time a file logged: the sum of its time/step_s (our trainer's), 0 without it."""
+    return sum(
+        seconds
+        for _, values in series
+        if (seconds := values.get(TIME_STEP_S)) is not None and math.isfinite(seconds) and seconds > 0
+    )
+
+
 def create_run(owner, name: str, filename: str, series, sha256: str = "") -> Run:
     """An imported experiment with one completed run holding `series` and its detector events. The points go
     in with one COPY (MetricPoint.insert_new) while another thread replays the detector over the series: the
@@ -153,7 +163,9 @@ def create_run(owner, name: str, filename: str, series, sha256: str = "") -> Run
             step=steps_done,
             total_steps=steps_done,
             latest_metrics={key: value if math.isfinite(value) else None for key, value in latest.items()},
-            started_at=None,  # when it trained is not in the file: no duration, no steps per hour
+            # When it trained is not in the file; how long, where it logged each step's seconds
+            started_at=None,
+            earlier_training=timedelta(seconds=logged_seconds(series)),
             finished_at=now,
         )
         MetricPoint.insert_new(run.pk, points_by_key(series, sorted(latest)))
