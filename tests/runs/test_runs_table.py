@@ -292,6 +292,14 @@ def test_config_columns_on_the_page_offer_the_users_own_paths_and_remove_with_th
         r'<a class="remove-column" href="\?([^"]*)" aria-label="Remove the column algorithm.kl_coef"', html
     )
     assert removal and "sort" not in removal.group(1) and removal.group(1).count("config=") == 2
+    assert 'id="config-columns-empty"' not in html  # each column has a value in some run
+
+    mistyped = alice_client.get("/runs/", {"config": ["algorithm.kl_coef", "nope.x"]}).content.decode()
+    note = re.search(r'<p class="callout" id="config-columns-empty">(.*?)</p>', mistyped, re.S).group(1)
+    assert re.sub(r"<[^>]+>", "", note) == (
+        "No run shown here has nope.x in its config: is the path spelled as in the config (Columns lists your "
+        "latest runs' paths)?"
+    )
 
 
 def test_bad_query_is_a_400_that_names_the_field(alice_client, alice):

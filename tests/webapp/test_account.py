@@ -23,6 +23,12 @@ def test_the_account_page_saves_the_email_and_refuses_a_bad_one(alice_client, al
     )
     assert b"Email saved." in saved.content
     assert User.objects.get(pk=alice.pk).email == "alice@lab.example"
+    removed = alice_client.post("/account/", {"email": "", "password": "alice-password-1"}, follow=True)
+    assert (
+        "Email removed: alert emails of experiments that name no recipients of their own now go to nobody"
+        in (removed.content.decode())
+    )
+    assert User.objects.get(pk=alice.pk).email == ""
 
 
 def test_the_account_page_changes_the_password_and_keeps_this_session(alice_client, alice):

@@ -51,7 +51,14 @@ def account(request):
         email_form = EmailForm(request.POST, instance=request.user, request=request)
         if email_form.is_valid():
             email_form.save()
-            messages.success(request, "Email saved.")
+            if request.user.email:
+                messages.success(request, "Email saved.")
+            else:  # allowed (a user may want no mail), but not without saying what it means
+                messages.warning(
+                    request,
+                    "Email removed: alert emails of experiments that name no recipients of their own now go to "
+                    "nobody, and no password-reset link can reach you.",
+                )
             return redirect("account")
     elif request.method == "POST":
         password_form = PasswordForm(request.user, request.POST, request=request)

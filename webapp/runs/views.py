@@ -88,6 +88,12 @@ def run_list(request):
                 for header in table.config_headers(config_columns, form.sort_key)
             ],
             "empty_colspan": len(table.COLUMNS) + len(config_columns) + 2,  # the ticks' and actions' columns
+            # A config column no run shown has: most likely a path mistyped, said rather than a column of dashes
+            "config_columns_empty": [
+                path
+                for index, path in enumerate(config_columns)
+                if page.object_list and all(run.config_cells[index] is None for run in page.object_list)
+            ],
             "query_pairs": [(name, value) for name, values in query.lists() for value in values],
             "max_config_path": table.MAX_CONFIG_PATH,
             "waits_for": queue.waits_for(),
