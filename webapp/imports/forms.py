@@ -52,7 +52,12 @@ class ImportForm(forms.Form):
         max_length=200, required=False, help_text="The experiment's name; default: the file name."
     )
     format = ChoiceField(
-        choices=[("", "from the file name"), ("csv", "CSV"), ("jsonl", "JSON lines")], required=False
+        choices=[
+            ("", "from the file name"),
+            ("csv", "CSV"),
+            ("jsonl", "JSON: lines, a list, or a trainer_state.json"),
+        ],
+        required=False,
     )
 
     @property
