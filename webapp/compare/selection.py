@@ -47,7 +47,7 @@ class Selection:
 
 def split_ids(values: list[str]) -> tuple[list[int], list[str]]:
     """["3,7", "12"] -> ([3, 7, 12], []); duplicates dropped, order kept; bad tokens returned apart."""
-    ids, invalid = [], []
+    ids, invalid = {}, []  # a dict keeps the order and finds a duplicate at once (a POST of 2 million ids)
     for value in values:
         for token in value.split(","):
             token = token.strip()
@@ -55,11 +55,10 @@ def split_ids(values: list[str]) -> tuple[list[int], list[str]]:
                 continue
             number = parse_id(token)
             if number:  # not None, nor 0, which no run has
-                if number not in ids:
-                    ids.append(number)
+                ids.setdefault(number)
             else:
                 invalid.append(token[:40])
-    return ids, invalid
+    return list(ids), invalid
 
 
 def select(user, values: list[str]) -> Selection:

@@ -158,7 +158,7 @@ def _upload(request) -> tuple:
     None, where the server took the chunking off (gunicorn: `wsgi.input_terminated`). A chunked body is
     read only here, after the token is checked (webapp.core.chunked_bodies leaves it)."""
     raw = request.META.get("CONTENT_LENGTH", "")
-    if raw.isdigit():
+    if raw.isascii() and raw.isdigit():  # "²" is a digit to isdigit()
         return request, int(raw)
     if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower() and request.META.get(
         "wsgi.input_terminated"
