@@ -479,3 +479,23 @@ def test_a_bad_dataset_input_is_named_and_nothing_is_kept(api, run, datasets, ex
     assert response.status_code == 400 and response.json()["message"].startswith(expected)
     run.refresh_from_db()
     assert run.inputs == [] and run.refused_writes == 1
+
+
+def test_a_run_keeps_a_bounded_record_of_its_datasets(api, run, monkeypatch):
+    from webapp.tracking import protocol
+
+    monkeypatch.setattr(protocol, "MAX_DATASETS_PER_RUN", 2)
+    datasets = [{"dataset": {**DATASET, "name": f"d{index}"}} for index in range(2)]
+    assert (
+        api("/api/2.0/mlflow/runs/log-inputs", {"run_id": run.run_uuid, "datasets": datasets}).status_code
+        == 200
+    )
+    again = api("/api/2.0/mlflow/runs/log-inputs", {"run_id": run.run_uuid, "datasets": datasets[:1]})
+    assert again.status_code == 200  # the same dataset again adds nothing
+    third = api(
+        "/api/2.0/mlflow/runs/log-inputs", {"run_id": run.run_uuid, "datasets": [{"dataset": DATASET}]}
+    )
+    assert third.status_code == 400
+    assert third.json()["message"].startswith("datasets: the run would keep 3 datasets in ")
+    run.refresh_from_db()
+    assert [each["dataset"]["name"] for each in run.inputs] == ["d0", "d1"]

@@ -22,6 +22,7 @@ aborts one), so every transaction that touches an MLflow run takes them in this 
 """
 
 import contextlib
+import json
 import threading
 import time
 import uuid
@@ -374,6 +375,14 @@ class ExternalRun(models.Model):
                 if identity not in known:
                     known.add(identity)
                     inputs.append(each)
+            # Kept in the run's row, which every runs/get reads: bounded, as MLflow's body limit bounds a call
+            size = len(json.dumps(inputs))
+            if len(inputs) > protocol.MAX_DATASETS_PER_RUN or size > protocol.MAX_DATASET_BYTES_PER_RUN:
+                raise invalid(
+                    "datasets",
+                    f"the run would keep {len(inputs):,} datasets in {size:,} bytes; EchoLab keeps at most "
+                    f"{protocol.MAX_DATASETS_PER_RUN:,} a run, in {protocol.MAX_DATASET_BYTES_PER_RUN:,} bytes",
+                )
             self.inputs = inputs
             ExternalRun.objects.filter(pk=self.pk).update(inputs=inputs)
 

@@ -263,6 +263,7 @@ def run_tag(entry: Fields) -> tuple[str, str]:
 DATASET_FIELDS = {"name": 500, "digest": 36, "source_type": 36, "source": 65535}
 DATASET_OPTIONAL_FIELDS = {"schema": 1048575, "profile": 16777215}
 MAX_DATASETS_PER_BATCH = 1000
+MAX_DATASETS_PER_RUN, MAX_DATASET_BYTES_PER_RUN = 1000, 16 * 1024 * 1024
 MAX_INPUT_TAG_KEY_LENGTH, MAX_INPUT_TAG_VALUE_LENGTH = 255, 500
 
 
