@@ -69,6 +69,8 @@ def test_archived_runs_only_with_archived_true(alice_client, alice):
         ({"config": "x" * 251}, "config"),
         ({"sort": "config: "}, "sort"),
         ({"sort": "-config:"}, "sort"),
+        ({"sort": "config:" + "." * 130}, "sort"),  # 130 nested lookups: a RecursionError, a 500
+        ({"config": "a" + ".a" * 32}, "config"),
     ],
 )
 def test_bad_parameters_are_400_naming_the_parameter(alice_client, query, field):

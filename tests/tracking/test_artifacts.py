@@ -162,6 +162,20 @@ def test_a_path_mlflows_server_refuses_is_refused_naming_it_and_nothing_is_writt
     assert not artifact_root.exists() or not any(artifact_root.rglob("*.txt"))
 
 
+def test_a_path_too_deep_is_refused_and_a_delete_through_a_file_deletes_nothing(send, run):
+    status, code, message = error(send("PUT", url_of(run, "d/" * 65 + "x.txt"), b"x"))
+    assert (status, code, message) == (
+        400,
+        "INVALID_PARAMETER_VALUE",
+        "path: is 66 folders deep inside its run; at most 64",
+    )
+    assert send("PUT", url_of(run, "d/" * 63 + "x.txt"), b"x")[0] == 200
+    assert send("PUT", url_of(run, "f.txt"), b"x")[0] == 200
+    assert send("DELETE", url_of(run, "f.txt/g"))[0] == 200  # nothing there (MLflow's answer), not a 500
+    assert (run.artifact_dir / "f.txt").read_bytes() == b"x"
+    assert send("DELETE", url_of(run, "d"))[0] == 200 and not (run.artifact_dir / "d").exists()
+
+
 def test_another_users_run_is_not_found_and_a_path_outside_a_run_is_named(send, run, bob):
     bobs = ExternalRun.start(ExternalExperiment.create(bob, "bob's"), "b", {}, "bob", timezone.now())
     for method in ("PUT", "GET", "DELETE"):

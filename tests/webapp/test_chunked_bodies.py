@@ -108,3 +108,24 @@ def test_a_chunked_artifact_is_read_by_its_view_after_the_token_and_up_to_the_ar
     environ_input = {"wsgi.input": unread}
     assert call("PUT", f"{folder}/anon.bin", b"", "not-a-token", **environ_input)[0] == 401
     assert unread.tell() == 0
+
+
+class BrokenChunks(Unsized):
+    """gunicorn's wsgi.input for a chunked body framed wrongly: reading it raises the parser's error."""
+
+    def read(self, size=-1):
+        from gunicorn.http.errors import InvalidChunkSize
+
+        raise InvalidChunkSize(b"zz")
+
+
+def test_a_chunked_artifact_framed_wrongly_is_the_clients_error_not_a_server_error(
+    alice, token, settings, tmp_path
+):
+    settings.ARTIFACT_ROOT = tmp_path
+    run = ExternalRun.start(ExternalExperiment.create(alice, "files"), "files", {}, "alice", timezone.now())
+    path = f"/api/2.0/mlflow-artifacts/artifacts/{run.run.experiment.mlflow.mlflow_id}/{run.run_uuid}/artifacts/x"
+    status, answer = call("PUT", path, b"", token, **{"wsgi.input": BrokenChunks()})
+    assert status == 400 and answer["error_code"] == "BAD_REQUEST"
+    assert answer["message"].startswith("the upload's body could not be read: Invalid chunk size")
+    assert not run.artifact_dir.exists() and list((tmp_path / ".incoming").iterdir()) == []

@@ -81,6 +81,12 @@ def test_unchecked_bool_parameter_is_false(alice_client):
         ("overrides", "- a list", "expected a mapping"),
         ("overrides", "1: 2", "keys must be names"),
         ("overrides", "schedule: {steps: 99}", "schedule.steps: set it in the steps field"),
+        # dotted, as the trainer reads it too: taken and then dropped before
+        ("overrides", "schedule.steps: 5", "schedule.steps: set it in the steps field"),
+        ("overrides", "model.name: /etc", "model.name: set it in the model field"),
+        ("overrides", "seed.x: 7", "seed: set it in the seeds field"),
+        ("overrides", "schedule: 5", "schedule: must be a mapping of its fields, as {steps: ...}"),
+        ("overrides", "env.name: sokoban", "own fields"),
         ("overrides", "env: {name: bandit}", "own fields"),
         ("grid", "seed = 1, 2", "seeds field"),
         ("seeds", "99999999999", "too large"),

@@ -37,7 +37,7 @@ class SecretsFilter(SafeExceptionReporterFilter):
 def answer(request, status: int, message: str, errors: dict | None = None):
     """The JSON answer of an API path (MLflow's shape under .../mlflow/), else None."""
     path = request.path
-    if "/mlflow/" in path and (path.startswith("/api/") or path.startswith("/ajax-api/")):
+    if ("/mlflow/" in path or "/mlflow-artifacts/" in path) and path.startswith(("/api/", "/ajax-api/")):
         code = {400: "BAD_REQUEST", 503: "TEMPORARILY_UNAVAILABLE"}.get(status, "INTERNAL_ERROR")
         return JsonResponse({"error_code": code, "message": message}, status=status)
     if is_api_path(path):

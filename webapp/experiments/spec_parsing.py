@@ -17,7 +17,7 @@ from huggingface_hub import constants
 import envs
 from diagnostics.quoting import quoted
 from trainer.config import PRESETS, TINY_MODEL, TrainConfig, typed
-from trainer.overrides import get_dotted, load_yaml
+from trainer.overrides import ConfigError, deep_merge, get_dotted, load_yaml, set_dotted
 from webapp.core import jsonsafe
 from webapp.core.wording import counted
 from webapp.experiments.specs import (
@@ -199,11 +199,17 @@ def _check_keys(mapping: dict, prefix: str):
 def parse_overrides(value) -> dict:
     """Trainer settings on top of the preset; the fields with inputs of their own are refused here,
     so that no value is silently ignored."""
-    overrides = parse_mapping(value, "{algorithm: {kl_coef: 0.0}}")
+    overrides = _nested(parse_mapping(value, "{algorithm: {kl_coef: 0.0}}"))
     if "env" in overrides:
         raise ValueError("env: choose the environment and its parameters with their own fields")
     for dotted, name in OWN_FIELDS.items():
-        if dotted != "env.name" and get_dotted(overrides, dotted) is not None:
+        if dotted == "env.name":
+            continue
+        section, _, field = dotted.partition(".")
+        if field and section in overrides and not isinstance(overrides[section], dict):
+            # `schedule: 5` would replace the section the steps field fills, and be dropped with it
+            raise ValueError(f"{section}: must be a mapping of its fields, as {{{field}: ...}}")
+        if get_dotted(overrides, dotted) is not None:
             raise ValueError(f"{dotted}: set it in the {name} field instead")
     if get_dotted(overrides, "model.warm_start"):  # a model folder: the model field's own checks
         try:
@@ -211,6 +217,24 @@ def parse_overrides(value) -> dict:
         except ValueError as error:
             raise ValueError(f"model.warm_start: {error}") from None
     return overrides
+
+
+def _nested(overrides: dict) -> dict:
+    """Top-level dotted keys as the sections they name ({"schedule.steps": 5} -> {"schedule": {"steps": 5}}),
+    as the trainer reads them: checked in one spelling, a dotted key for a field with its own input was
+    taken and then dropped."""
+    nested: dict = {}
+    for key, value in overrides.items():
+        if "." in key:
+            try:
+                set_dotted(nested, key, value)
+            except ConfigError as error:
+                raise ValueError(str(error)) from None
+        elif isinstance(value, dict) and isinstance(nested.get(key), dict):
+            deep_merge(nested[key], value)
+        else:
+            nested[key] = value
+    return nested
 
 
 MAX_RECIPIENTS = 50

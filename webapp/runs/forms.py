@@ -49,6 +49,8 @@ def config_path_problem(path: str) -> str | None:
         return f"is {len(path)} characters long, at most {table.MAX_CONFIG_PATH}"
     if CONTROL.search(path):
         return "holds a control character"
+    if path.count(".") >= table.MAX_CONFIG_SECTIONS:  # each one a step of the sort's JSON lookup
+        return f"has {path.count('.') + 1} sections; at most {table.MAX_CONFIG_SECTIONS}"
     return None
 
 

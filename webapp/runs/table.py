@@ -77,6 +77,7 @@ DEFAULT_SORT = "-created"
 CONFIG_SORT = "config:"
 MAX_CONFIG_COLUMNS = 8
 MAX_CONFIG_PATH = 250  # MLflow's longest param key
+MAX_CONFIG_SECTIONS = 32  # a path's dot-separated parts: 130 of them nested past Python's recursion limit
 # A number written as text (MLflow keeps params as strings: "1e-05"; Postgres writes a JSON number without
 # an exponent, 1e25 as 26 digits) sorts as a number. The bounds keep it inside a double's range, so that the
 # cast cannot fail: with an exponent of two digits a mantissa of 20 digits and 200 decimals, without one 255

@@ -152,7 +152,7 @@ def runs_archive_selected(request):
     try:
         if action not in ("archive", "restore"):
             raise selection.Refused(400, f"action: expected archive or restore, got {action[:40]!r}")
-        runs = selection.every_run(request.user, [request.POST.get("runs", "")], MAX_SELECTED_RUNS)
+        runs = selection.every_run(request.user, request.POST.getlist("runs"), MAX_SELECTED_RUNS)
     except selection.Refused as refusal:
         messages.error(request, f"Nothing {'restored' if restore else 'archived'}: {refusal}")
         return redirect(_back(request, fallback))
@@ -161,13 +161,29 @@ def runs_archive_selected(request):
     names = ", ".join(run.display_name for run in runs[:3]) + (
         f" and {len(runs) - 3} more" if len(runs) > 3 else ""
     )
+    verb = "Restored" if restore else "Archived"
+
+    def state(count: int) -> str:
+        return f"{pluralize(count, 'was,were')} {'not archived' if restore else 'archived already'}"
+
+    if not changed:
+        plural = pluralize(len(runs))
+        messages.info(
+            request, f"Nothing {verb.lower()}: the selected run{plural} {state(len(runs))}: {names}."
+        )
+        return redirect(_back(request, fallback))
     if changed == len(runs):
         counted = f"{changed} selected run{pluralize(changed)}"
     else:
-        others = "were not archived" if restore else "were archived already"
-        counted = f"{changed} of the {len(runs)} selected runs (the others {others})"
-    where = "" if restore else " They are listed under Archived, where they can be restored."
-    messages.success(request, f"{'Restored' if restore else 'Archived'} {counted}: {names}.{where}")
+        rest = len(runs) - changed
+        counted = f"{changed} of the {len(runs)} selected runs (the other{pluralize(rest)} {state(rest)})"
+    listed = pluralize(changed, "It is,They are")
+    where = (
+        ""
+        if restore
+        else f" {listed} listed under Archived, where {pluralize(changed, 'it,they')} can be restored."
+    )
+    messages.success(request, f"{verb} {counted}: {names}.{where}")
     return redirect(_back(request, fallback))
 
 

@@ -33,6 +33,7 @@ RUN_FOLDER = "artifacts"  # the last part of a run's artifact_uri
 MAX_PATH_BYTES = 4096  # a whole path as sent, before it is read part by part
 MAX_INSIDE_BYTES = 2048  # a path inside a run: the filesystem's 4,096 hold it with ARTIFACT_ROOT's
 MAX_NAME_BYTES = 255  # one part of a path: the longest file name most filesystems take
+MAX_DEPTH = 64  # folders inside a run: os.walk and shutil.rmtree recurse, and break near 1,000
 CHUNK_BYTES = 1024 * 1024
 COUNTED_AT_MOST = 10_000  # files the run page counts (a checkpoint folder can hold hundreds of thousands)
 # Shown by a browser as what they are; text is sent as plain text, anything else as a download: a page or
@@ -71,7 +72,9 @@ def remove_run_folders(folders: list[Path]) -> None:
                 shutil.rmtree(folder)
             except FileNotFoundError:  # the run logged no artifact
                 pass
-            except OSError as error:
+            except (
+                Exception
+            ) as error:  # never a 500 for a delete that has committed; the next folder still goes
                 logger.error("artifacts of deleted MLflow run %s not removed: %s", folder.name, error)
 
 
@@ -107,6 +110,8 @@ class Artifact:
 
     @classmethod
     def in_run(cls, run: ExternalRun, parts: list[str]) -> "Artifact":
+        if len(parts) > MAX_DEPTH:
+            raise invalid("path", f"is {len(parts)} folders deep inside its run; at most {MAX_DEPTH}")
         inside = "/".join(parts)
         if _bytes(inside) > MAX_INSIDE_BYTES:
             raise invalid(
@@ -188,7 +193,7 @@ class Artifact:
             with open(received, "xb") as out:  # the umask's mode, as every other file the server writes
                 size = 0
                 while length is None or size < length:
-                    chunk = body.read(CHUNK_BYTES if length is None else min(CHUNK_BYTES, length - size))
+                    chunk = _read(body, CHUNK_BYTES if length is None else min(CHUNK_BYTES, length - size))
                     if not chunk:
                         break
                     size += len(chunk)
@@ -223,7 +228,8 @@ class Artifact:
             if self.file.is_dir():
                 shutil.rmtree(self.file)
             else:
-                self.file.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # a/b where a is a file
+                    self.file.unlink()
 
     def response(self) -> FileResponse:
         """The file, typed so that a browser shows images and text and downloads the rest (content_type)."""
@@ -254,6 +260,17 @@ class Artifact:
         if last in IMAGE_TYPES:
             return IMAGE_TYPES[last]
         return TEXT if last in TEXT_SUFFIXES else DOWNLOAD
+
+
+def _read(body, size: int) -> bytes:
+    """A piece of an upload's body; a chunked body the client broke off or framed wrongly (the server's
+    parser raises its own exceptions) is the client's error, not a server error."""
+    try:
+        return body.read(size)
+    except Exception as error:  # gunicorn's InvalidChunkSize, ChunkMissingTerminator, NoMoreData; OSError
+        raise MlflowError(
+            "BAD_REQUEST", f"the upload's body could not be read: {error}; nothing stored"
+        ) from None
 
 
 def safe_parts(path: str) -> list[str]:
