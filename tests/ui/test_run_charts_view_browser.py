@@ -230,6 +230,8 @@ def test_a_zoom_into_a_long_run_shows_its_own_points(page):
     insert_series(run, "train/success", 20_000, "0.5 + 0.1 * mod(s, 2)")  # a zigzag: a vertex a point
     MetricPoint.upsert(run.pk, [(12_345, "train/success", 1.0)])
     page.goto(f"{page.base}/runs/{run.pk}/")
+    # Drawn first: the page settling under the switch while it was clicked left it unticked (CI, busy cores)
+    wait_for(lambda: drawn(page, "success")["lines"], timeout=30, message="the success chart")
     page.get_by_label("Show Success (train and validation) as a table").check()
     table = page.get_by_role("region", name="Success (train and validation) as a table")
     caption = table.locator("caption")
@@ -244,6 +246,8 @@ def test_a_zoom_into_a_long_run_shows_its_own_points(page):
     assert {row[1] for row in rows} == {"0.6"} and ["0.5", "1"] in [row[2:] for row in rows]
 
     page.goto(f"{page.base}/runs/{run.pk}/?xrange=12300,12400")
+    # Drawn first: the page settling under the switch while it was clicked left it unticked (CI, busy cores)
+    wait_for(lambda: drawn(page, "success")["lines"], timeout=30, message="the success chart")
     page.get_by_label("Show Success (train and validation) as a table").check()
     wait_for(lambda: "(101 rows)" in caption.inner_text(), timeout=10, message="the range's own points")
     assert "Downsampled" not in caption.inner_text()
