@@ -27,7 +27,8 @@ def body_limit(path: str) -> int:
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
-def _is_chunked(environ) -> bool:
+def is_chunked(environ) -> bool:
+    """A body sent with Transfer-Encoding: chunked and no Content-Length (a WSGI environ, or request.META)."""
     return "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower() and not environ.get(
         "CONTENT_LENGTH"
     )
@@ -65,7 +66,7 @@ def with_chunked_bodies(application):
     def dechunked(environ, start_response):
         # An MLflow artifact's body is the view's to read, after the token is checked, up to its own limit
         # (webapp.tracking.views._upload): spooled here, anyone could fill the disk without one.
-        if not _is_chunked(environ) or _ARTIFACT_PATHS.match(environ.get("PATH_INFO", "")):
+        if not is_chunked(environ) or _ARTIFACT_PATHS.match(environ.get("PATH_INFO", "")):
             return application(environ, start_response)
         limit = body_limit(environ.get("PATH_INFO", ""))
         body = tempfile.SpooledTemporaryFile(max_size=_IN_MEMORY)

@@ -340,7 +340,7 @@ class RunQuerySet(models.QuerySet):
             ]
             Run.objects.filter(pk__in=ids).delete()
             checkpoints = [run.checkpoint_dir for run in runs]
-            transaction.on_commit(lambda: remove_checkpoints(checkpoints))
+            transaction.on_commit(lambda: remove_folders(checkpoints))
             transaction.on_commit(lambda: remove_run_folders(artifacts))
         return len(ids)
 
@@ -796,13 +796,14 @@ class Run(models.Model):
         return settings.CHECKPOINT_ROOT / str(self.pk)
 
 
-def remove_checkpoints(folders: list[Path]) -> None:
-    """Remove deleted runs' checkpoint folders. Called after the rows are gone, so a failure (a read-only
-    disk, a file in use) is logged, not raised: the run is deleted all the same."""
+def remove_folders(folders: list[Path], what: str = "checkpoints of deleted run") -> None:
+    """Remove deleted runs' folders (checkpoints; webapp.tracking.artifacts' too). Called after the rows are
+    gone, so a failure (a read-only disk, a file in use, a tree too deep) is logged, not raised: the run is
+    deleted all the same, and the next folder still goes."""
     for folder in folders:
         try:
             shutil.rmtree(folder)
-        except FileNotFoundError:  # the run never checkpointed
+        except FileNotFoundError:  # never made: no checkpoint, no artifact
             pass
-        except Exception as error:  # never a 500 for a delete that has committed; the next folder still goes
-            logger.error("checkpoints of deleted run %s not removed: %s", folder.name, error)
+        except Exception as error:  # never a 500 for a delete that has committed
+            logger.error("%s %s not removed: %s", what, folder.name, error)

@@ -14,7 +14,6 @@ a half-made tree."""
 
 import contextlib
 import fcntl
-import logging
 import os
 import secrets
 import shutil
@@ -24,10 +23,9 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 from django.http import FileResponse
 
+from webapp.experiments.models import remove_folders
 from webapp.tracking.models import ExternalRun
 from webapp.tracking.protocol import MlflowError, invalid
-
-logger = logging.getLogger(__name__)
 
 RUN_FOLDER = "artifacts"  # the last part of a run's artifact_uri
 MAX_PATH_BYTES = 4096  # a whole path as sent, before it is read part by part
@@ -65,17 +63,9 @@ def changes_locked():
 
 
 def remove_run_folders(folders: list[Path]) -> None:
-    """Remove deleted runs' artifact folders (after their rows are gone: a failure is logged, not raised)."""
+    """Remove deleted runs' artifact folders, as no upload changes them (after their rows are gone)."""
     with changes_locked():
-        for folder in folders:
-            try:
-                shutil.rmtree(folder)
-            except FileNotFoundError:  # the run logged no artifact
-                pass
-            except (
-                Exception
-            ) as error:  # never a 500 for a delete that has committed; the next folder still goes
-                logger.error("artifacts of deleted MLflow run %s not removed: %s", folder.name, error)
+        remove_folders(folders, "artifacts of deleted MLflow run")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from webapp.accounts.api_auth import (
     without_body,
 )
 from webapp.accounts.models import ApiToken
+from webapp.core import chunked_bodies
 from webapp.core.json_response import JsonResponse
 from webapp.metrics.models import MetricPoint
 from webapp.tracking import protocol, search
@@ -160,9 +161,7 @@ def _upload(request) -> tuple:
     raw = request.META.get("CONTENT_LENGTH", "")
     if raw.isascii() and raw.isdigit():  # "²" is a digit to isdigit()
         return request, int(raw)
-    if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower() and request.META.get(
-        "wsgi.input_terminated"
-    ):
+    if chunked_bodies.is_chunked(request.META) and request.META.get("wsgi.input_terminated"):
         return request.META["wsgi.input"], None
     raise MlflowError(
         "BAD_REQUEST",
