@@ -86,7 +86,7 @@ def test_an_mlflow_runs_email_says_the_names_it_logged_our_keys_under(alice, set
 
     experiment = ExternalExperiment.create(alice, "verl")
     external = ExternalRun.start(experiment, "ppo", {}, "alice", timezone.now())
-    external.log([("critic/score/mean", 0.5, 0), ("actor/entropy", 1.0, 0)], {}, {})
+    external.log([("critic/score/mean", 0.5, 0, None), ("actor/entropy", 1.0, 0, None)], {}, {})
     event = make_event(
         external.run,
         30,

@@ -94,7 +94,7 @@ def mlflow_run(owner, experiment_name="grpo on trl") -> ExternalRun:
     owner.save()
     experiment = ExternalExperiment.create(owner, experiment_name)
     external = ExternalRun.start(experiment, "trl-seed1", {}, "me", timezone.now())
-    external.log([("reward", 0.5, step) for step in range(8)], {}, {})
+    external.log([("reward", 0.5, step, None) for step in range(8)], {}, {})
     return ExternalRun.objects.select_related("run").get(pk=external.pk)
 
 
@@ -114,7 +114,7 @@ def test_an_mlflow_run_gone_quiet_is_emailed_once_and_again_only_after_it_came_b
     assert "Resume on its page" not in text
 
     # It logs again (running), then is lost again: news again.
-    external.log([("reward", 0.4, 8)], {}, {})
+    external.log([("reward", 0.4, 8, None)], {}, {})
     assert Run.objects.get(pk=external.run_id).status == Run.Status.RUNNING
     Run.objects.filter(pk=external.run_id).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     external.refresh_from_db()

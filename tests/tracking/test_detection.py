@@ -22,7 +22,7 @@ def run(alice, purge_broker):
 
 
 def log(run, key, value, step):
-    ExternalRun.objects.get(pk=run.pk).log([(key, value, step)], {}, {})
+    ExternalRun.objects.get(pk=run.pk).log([(key, value, step, None)], {}, {})
 
 
 def judged(run):

@@ -30,7 +30,7 @@ def ended_run(transactional_db, alice, purge_broker):
     Experiment.objects.filter(pk=experiment.experiment_id).update(detector_overrides=OVERRIDES)
     external._hooks.clear()
     run = ExternalRun.start(experiment, "loop", {}, "alice", timezone.now())
-    run.log([("frac_reward_zero_std", 1.0, 0)], {}, {})
+    run.log([("frac_reward_zero_std", 1.0, 0, None)], {}, {})
     run.update("FINISHED", None, "")
     return run
 

@@ -69,14 +69,14 @@ def test_a_run_whose_trainer_went_quiet_says_since_when_and_what_follows(page):
 
     experiment = ExternalExperiment.create(page.user, "my loop")
     external = ExternalRun.start(experiment, "crashed", {}, "carol", timezone.now() - timedelta(minutes=5))
-    external.log([("reward", 0.5, 0)], {}, {})
+    external.log([("reward", 0.5, 0, None)], {}, {})
     Run.objects.filter(pk=external.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=150))
     page.goto(f"{page.base}/runs/{external.pk}/")
     heard = page.locator("#run-heard")
     wait_for(lambda: "its trainer has sent nothing since" in heard.inner_text(), timeout=10, message="polled")
     text = heard.inner_text()
     assert text.startswith("2m 3") and text.endswith("(it is marked failed after 15m 00s of silence)"), text
-    external.log([("reward", 0.6, 1)], {}, {})  # it speaks again
+    external.log([("reward", 0.6, 1, None)], {}, {})  # it speaks again
     wait_for(
         lambda: heard.inner_text() in ("0s ago", "1s ago", "2s ago", "3s ago"), timeout=10, message="heard"
     )

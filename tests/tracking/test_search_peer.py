@@ -237,3 +237,35 @@ def test_searches_by_the_datasets_runs_used_find_what_mlflow_finds(both):
     ours, theirs = found
     assert ours == theirs
     assert ours[0] == ["both", "train only"] and ours[2] == ["both"]
+
+
+def test_metric_timestamps_come_back_as_mlflow_gives_them_back(both):
+    """The client's timestamp of each point, from get_metric_history and get_run (the newest step's), as
+    MLflow keeps them; log_metric, log_batch and log_metrics send them differently."""
+    from mlflow.entities import Metric
+
+    logged_at = 1_765_000_000_000
+    answers = []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id, run_name="timed").info.run_id
+        client.log_metric(run_id, "reward", 0.1, timestamp=logged_at, step=0)
+        client.log_batch(
+            run_id,
+            metrics=[
+                Metric("reward", 0.2, logged_at + 2_500, 1),
+                Metric("loss", 1.5, logged_at + 2_500, 1),
+                Metric("reward", 0.4, logged_at + 9_000, 3),  # steps need not follow the times
+                Metric("loss", 1.0, logged_at + 1, 2),
+            ],
+        )
+        history = {
+            key: [(m.step, m.value, m.timestamp) for m in client.get_metric_history(run_id, key)]
+            for key in ("reward", "loss")
+        }
+        newest = sorted(
+            (m.key, m.step, m.value, m.timestamp) for m in client.get_run(run_id).data._metric_objs
+        )
+        answers.append((history, newest))
+    ours, theirs = answers
+    assert ours == theirs
+    assert ours[0]["reward"][2] == (3, 0.4, logged_at + 9_000)

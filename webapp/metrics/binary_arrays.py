@@ -15,9 +15,9 @@ from psycopg.pq import Format
 # element as its byte length and its bytes.
 _HEADER = struct.Struct("!iiIii")
 _LENGTH = struct.Struct("!i")
-INT4, FLOAT8, TEXT = 23, 701, 25
-_ARRAY_OIDS = {INT4: 1007, FLOAT8: 1022, TEXT: 1009}
-_FIXED = {INT4: ">i4", FLOAT8: ">f8"}
+INT4, INT8, FLOAT8, TEXT = 23, 20, 701, 25
+_ARRAY_OIDS = {INT4: 1007, INT8: 1016, FLOAT8: 1022, TEXT: 1009}
+_FIXED = {INT4: ">i4", INT8: ">i8", FLOAT8: ">f8"}
 
 
 class BinaryArray(bytes):
@@ -54,7 +54,7 @@ def _header(element: int, length: int) -> bytes:
 
 
 def fixed(values: list, element: int):
-    """int4 or float8 values as a BinaryArray; a list holding None is returned as it is (psycopg sends
+    """int4, int8 or float8 values as a BinaryArray; a list holding None is returned as it is (psycopg sends
     it, nulls included)."""
     if None in values:
         return values

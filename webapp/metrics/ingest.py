@@ -166,7 +166,12 @@ class Written(NamedTuple):
 
 
 def write(
-    run_id: int, points: list[tuple[int, str, float | None]], *, owner=None, finished_ok: bool = False
+    run_id: int,
+    points: list[tuple[int, str, float | None]],
+    *,
+    owner=None,
+    finished_ok: bool = False,
+    logged_at: dict[tuple[int, str], int] | None = None,
 ) -> Written:
     """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step); the
     run's heartbeat and step move on (it is heard from, and has reached the batch's last step).
@@ -175,6 +180,7 @@ def write(
     Refused when EchoLab trains the run (its experiment is not imported: points from elsewhere would mix
     with its trainer's), or when it is completed, failed or stopped (imported runs are created completed),
     unless finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
+    logged_at: {(step, key): when an MLflow client logged the point}, kept with the points.
     Returns the points written, the run as this batch left it (its RUN_STATE fields) and its key count."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
     if owner is not None and not owner.is_authenticated:  # owner=None means "any run": never by accident
@@ -188,6 +194,7 @@ def write(
             latest_metrics=True,
             refuse_statuses=refuse,
             trained_elsewhere_only=True,
+            logged_at=logged_at,
         )
         if not state["imported"] or state["status"] in refuse:
             raise _refused(run_id, state["status"], state["host"], state["imported"])
@@ -208,9 +215,9 @@ def write(
         if not locked.experiment.imported or locked.status in refuse:
             raise _refused(run_id, locked.status, locked.host, locked.experiment.imported)
         rewinds = _rewinds(run_id, points)
-        written = MetricPoint.upsert(run_id, points)
+        written = MetricPoint.upsert(run_id, points, logged_at)
         latest = dict(locked.latest_metrics)
-        for key, value in MetricPoint.latest_values(run_id, keys).items():
+        for key, (_, value, _) in MetricPoint.newest(run_id, keys).items():
             # jsonb has no NaN or infinity.
             latest[key] = value if value is not None and math.isfinite(value) else None
         # under the run's lock: the answer's state is the row as this batch leaves it

@@ -30,6 +30,9 @@ class MetricPoint(models.Model):
     step = models.IntegerField()
     # NaN and +-inf are kept (Postgres floats hold them); charts draw them as gaps.
     value = models.FloatField(null=True)
+    # When an MLflow client logged the point (its `timestamp`, milliseconds since 1970), which get_run and
+    # get_metric_history give back; null for points from EchoLab's trainer, its own API and imports.
+    logged_at = models.BigIntegerField(null=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key", "step"], name="metric_point_unique")]
@@ -56,11 +59,16 @@ class MetricPoint(models.Model):
         return sorted(steps.items())
 
     @classmethod
-    def upsert(cls, run_id: int, points: list[tuple[int, str, float | None]]) -> int:
+    def upsert(
+        cls,
+        run_id: int,
+        points: list[tuple[int, str, float | None]],
+        logged_at: dict[tuple[int, str], int] | None = None,
+    ) -> int:
         """Write (step, key, value) points; an existing (run, key, step) is overwritten. A point listed
-        twice keeps its last value."""
+        twice keeps its last value. logged_at as for write_batch."""
         if connection.vendor == "postgresql":
-            return cls.write_batch(run_id, points)[1]
+            return cls.write_batch(run_id, points, logged_at=logged_at)[1]
         # Other databases keep no rollups (charts read the points) and take no row locks.
         latest = {(step, key): None if value is None else float(value) for step, key, value in points}
         first = {}
@@ -74,12 +82,16 @@ class MetricPoint(models.Model):
         )
         if any(step <= newest.get(key, -1) for key, step in first.items()):  # as write_batch counts them
             Run.objects.filter(pk=run_id).update(rewrites=models.F("rewrites") + 1)
+        logged_at = logged_at or {}
         cls.objects.bulk_create(
-            [cls(run_id=run_id, step=step, key=key, value=value) for (step, key), value in latest.items()],
+            [
+                cls(run_id=run_id, step=step, key=key, value=value, logged_at=logged_at.get((step, key)))
+                for (step, key), value in latest.items()
+            ],
             batch_size=2000,
             update_conflicts=True,
             unique_fields=["run", "key", "step"],
-            update_fields=["value"],
+            update_fields=["value", "logged_at"],
         )
         return len(latest)
 
@@ -93,6 +105,7 @@ class MetricPoint(models.Model):
         latest_metrics: bool = False,
         refuse_statuses: tuple[str, ...] = (),
         trained_elsewhere_only: bool = False,
+        logged_at: dict[tuple[int, str], int] | None = None,
     ) -> tuple[dict, int]:
         """upsert on Postgres, rollups included, under the run's row lock: batches for one run take turns,
         so they neither lose each other's rollup counts nor deadlock on each other's points. With
@@ -102,7 +115,8 @@ class MetricPoint(models.Model):
         (Run.DoesNotExist, as for a run that does not exist: Run.objects.for_user's scope, checked under the
         lock). Returns the run's RUN_STATE columns as the lock found them, and "imported", its experiment's
         (with latest_metrics, also "key_count": the keys it has logged, this batch's included, and the step
-        and rewrites as this batch left them), and the points written.
+        and rewrites as this batch left them), and the points written. logged_at: {(step, key): when an
+        MLflow client logged it}, for every point.
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -115,6 +129,10 @@ class MetricPoint(models.Model):
             "steps": binary_arrays.fixed(steps, binary_arrays.INT4),
             "keys": binary_arrays.text(keys),
             "values": binary_arrays.fixed(list(latest.values()), binary_arrays.FLOAT8),
+            # null unless given: unnest pads it with nulls
+            "logged_at": binary_arrays.fixed([logged_at.get(point) for point in latest], binary_arrays.INT8)
+            if logged_at
+            else None,
             "refuse": list(refuse_statuses),
             "elsewhere_only": trained_elsewhere_only,
             "now": timezone.now(),
@@ -169,17 +187,18 @@ class MetricPoint(models.Model):
         return count
 
     @classmethod
-    def latest_values(cls, run_id: int, keys: list[str]) -> dict[str, float | None]:
-        """{key: value at the key's highest step} for the keys that have points."""
+    def newest(cls, run_id: int, keys: list[str]) -> dict[str, tuple[int, float | None, int | None]]:
+        """{key: (its highest step, the value there, logged_at there)} for the keys that have points."""
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:  # one index probe per key, one round trip
-                cursor.execute(_LATEST_VALUES, [keys, run_id])
-                return dict(cursor.fetchall())
+                cursor.execute(_NEWEST, [keys, run_id])
+                return {key: point for key, *point in cursor.fetchall()}
         latest = {}
         for key in keys:
-            found = cls.objects.filter(run_id=run_id, key=key).order_by("-step").values_list("value").first()
+            rows = cls.objects.filter(run_id=run_id, key=key).order_by("-step")
+            found = rows.values_list("step", "value", "logged_at").first()
             if found:
-                latest[key] = found[0]
+                latest[key] = found
         return latest
 
 
@@ -221,9 +240,9 @@ class MetricRollup(models.Model):
 
 
 _COPY_POINTS = "COPY metrics_metricpoint (run_id, step, key, value) FROM STDIN"
-_LATEST_VALUES = """
-SELECT k.key, p.value FROM unnest(%s::text[]) AS k(key)
-CROSS JOIN LATERAL (SELECT value FROM metrics_metricpoint
+_NEWEST = """
+SELECT k.key, p.step, p.value, p.logged_at FROM unnest(%s::text[]) AS k(key)
+CROSS JOIN LATERAL (SELECT step, value, logged_at FROM metrics_metricpoint
                     WHERE run_id = %s AND key = k.key ORDER BY step DESC LIMIT 1) AS p
 """
 _FINITE = "{0}.value NOT IN ('NaN', 'Infinity', '-Infinity')"
@@ -269,15 +288,16 @@ FOR NO KEY UPDATE"""
 # inserts the rows.
 _WRITE = f"""
 WITH batch AS (
-    SELECT * FROM unnest(%(steps)b::int[], %(keys)b::text[], %(values)b::float8[]) AS b(step, key, value)
+    SELECT * FROM unnest(%(steps)b::int[], %(keys)b::text[], %(values)b::float8[], %(logged_at)b::int8[])
+        AS b(step, key, value, logged_at)
     WHERE EXISTS (
         SELECT FROM experiments_run r WHERE {_RUN_OF_OWNER} AND r.status <> ALL(%(refuse)b::text[])
         AND (NOT %(elsewhere_only)b OR ({_IMPORTED}))
     )
 ),
 written AS (
-    INSERT INTO metrics_metricpoint AS p (run_id, step, key, value)
-    SELECT %(run)b, step, key, value FROM batch
+    INSERT INTO metrics_metricpoint AS p (run_id, step, key, value, logged_at)
+    SELECT %(run)b, step, key, value, logged_at FROM batch
     {{on_conflict}}
 ),
 touched AS (
@@ -325,7 +345,7 @@ _WRITE_POINTS = "SELECT count(*) FROM written"
 # on a point that exists, and then the batch is sent again as an upsert.
 _APPEND = "RETURNING p.key, p.step, p.value, false AS overwrote"
 # xmax is 0 on a row this INSERT created, and set on one it updated (overwrote).
-_UPSERT = """ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value
+_UPSERT = """ON CONFLICT (run_id, key, step) DO UPDATE SET value = EXCLUDED.value, logged_at = EXCLUDED.logged_at
     RETURNING p.key, p.step, p.value, p.xmax::text <> '0' AS overwrote"""
 # latest_metrics: for each key written, the value at its highest step, the batch's or a stored one.
 # (jsonb has no NaN or infinity.) Only ingest.write asks for them, for a run trained elsewhere: its

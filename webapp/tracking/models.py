@@ -31,7 +31,7 @@ from functools import cached_property
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import F, Max, Q
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
@@ -297,16 +297,17 @@ class ExternalRun(models.Model):
 
     def log(
         self,
-        metrics: list[tuple[str, float, int]],
+        metrics: list[tuple[str, float, int, int | None]],
         params: dict[str, str],
         tags: dict[str, str],
         where: str = "metrics[{index}].",
     ) -> None:
-        """Metrics as (key, value, step), renamed to ours; params become the config (a param keeps its
-        first value, as in MLflow); tags are kept. All or nothing. `where` names a metric's fields in
-        errors: a log-batch's list, or "" for log-metric's one metric, whose fields are the request's."""
+        """Metrics as (key, value, step, timestamp or None), renamed to ours, kept with their timestamps;
+        params become the config (a param keeps its first value, as in MLflow); tags are kept. All or
+        nothing. `where` names a metric's fields in errors: a log-batch's list, or "" for log-metric's one
+        metric, whose fields are the request's."""
         self._check(metrics, where)
-        points, claims = self._points(metrics, self.logged_as, where)
+        points, logged_at, claims = self._points(metrics, self.logged_as, where)
         if tags.get(RUN_NAME_TAG) == "":
             # MLflow's store renames a run only to a non-empty name: an empty one changes nothing
             tags = {key: value for key, value in tags.items() if key != RUN_NAME_TAG}
@@ -314,7 +315,7 @@ class ExternalRun(models.Model):
             if params or tags or claims:
                 run = Run.objects.select_for_update(no_key=True).only("config").get(pk=self.run_id)
             if claims:
-                points = self._claim(metrics, where)
+                points, logged_at = self._claim(metrics, where)
             if params:
                 changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
                 if changed:
@@ -330,7 +331,8 @@ class ExternalRun(models.Model):
                 if RUN_NAME_TAG in tags:
                     Run.objects.filter(pk=run.pk).update(label=tags[RUN_NAME_TAG][:300])
             if points:
-                ingest.write(self.run_id, points, finished_ok=True)  # which locks the run's row first
+                # which locks the run's row first
+                ingest.write(self.run_id, points, finished_ok=True, logged_at=logged_at)
             self._heard_from(max((step for step, _, _ in points), default=None))
         if points:
             transaction.on_commit(lambda: send_detection_soon(self.run_id))
@@ -410,7 +412,7 @@ class ExternalRun(models.Model):
     @staticmethod
     def _check(metrics, where: str) -> None:
         named = set()  # a batch names a few keys many times (50 keys x 20 steps): each is checked once
-        for index, (key, value, step) in enumerate(metrics):
+        for index, (key, value, step, _) in enumerate(metrics):
             if not 0 <= step <= ingest.MAX_STEP:
                 raise invalid(
                     f"{where.format(index=index)}step", f"must be between 0 and {ingest.MAX_STEP}, got {step}"
@@ -437,32 +439,33 @@ class ExternalRun(models.Model):
         the run's `train/reward_mean`, read back by the client as `reward`); our own key is kept as sent
         (it joins the series a foreign name took). Inside the caller's transaction, with the write: a
         name taking our key is stored with the points."""
-        metrics = [(key, value, step) for step, key, value in points]
-        named, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
+        metrics = [(key, value, step, None) for step, key, value in points]
+        named, _, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
         if claims:
             Run.objects.select_for_update(no_key=True).filter(pk=self.run_id).first()
-            named = self._claim(metrics, "points[{index}].", ours_joins=True)
+            named, _ = self._claim(metrics, "points[{index}].", ours_joins=True)
         return named
 
-    def _claim(self, metrics, where: str, ours_joins: bool = False) -> list:
+    def _claim(self, metrics, where: str, ours_joins: bool = False) -> tuple[list, dict]:
         """The metrics named again from the names stored now, which another request may have claimed,
         and this call's claims stored; under the run's row lock, which the caller holds."""
         self.logged_as = ExternalRun.objects.values_list("logged_as", flat=True).get(pk=self.pk)
-        points, claims = self._points(metrics, self.logged_as, where, ours_joins)
+        points, logged_at, claims = self._points(metrics, self.logged_as, where, ours_joins)
         self.logged_as = {**self.logged_as, **claims}
         ExternalRun.objects.filter(pk=self.pk).update(logged_as=self.logged_as)
-        return points
+        return points, logged_at
 
     @staticmethod
     def _points(metrics, logged_as: dict[str, str], where: str, ours_joins: bool = False):
         """(step, stored key, value) for each metric, the last of a repeated (step, key) winning as in
-        ingest, and the run's new `logged_as` entries. A foreign name takes our key unless the run keeps
+        ingest; {(step, stored key): timestamp} of those that have one; and the run's new `logged_as`
+        entries. A foreign name takes our key unless the run keeps
         that key for another name: in one call our own name, else the first alias, wins, as in
         diagnostics.aliases.renaming; across calls, the name logged first. Our own name cannot be logged
         once an alias has taken it (there is nowhere else to keep it): refused, naming both, unless
         `ours_joins` (EchoLab's own API, whose client reads our names: it joins the alias's series)."""
         first_index = {}
-        for index, (key, _, _) in enumerate(metrics):
+        for index, (key, *_) in enumerate(metrics):
             first_index.setdefault(key, index)
         stored, unclaimed = {}, []
         for key in first_index:
@@ -484,8 +487,9 @@ class ExternalRun(models.Model):
         named = renaming(unclaimed)
         stored.update(named)
         claims = {ours: key for key, ours in named.items() if ours in OUR_KEYS_WITH_ALIASES}
-        points = {(step, stored[key]): value for key, value, step in metrics}
-        return [(step, key, value) for (step, key), value in points.items()], claims
+        points = {(step, stored[key]): (value, timestamp) for key, value, step, timestamp in metrics}
+        logged_at = {point: timestamp for point, (_, timestamp) in points.items() if timestamp is not None}
+        return [(step, key, value) for (step, key), (value, _) in points.items()], logged_at, claims
 
     def _heard_from(self, step: int | None) -> None:
         """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
@@ -597,18 +601,12 @@ class ExternalRun(models.Model):
         }
 
     @cached_property
-    def metrics_shown(self) -> dict[str, tuple[float | None, int]]:
-        """{name: (its value at its highest step, that step)} for each key of the run, named as the client
-        logged it (searched and sorted by, and answered, under that name)."""
+    def metrics_shown(self) -> dict[str, tuple[float | None, int, int | None]]:
+        """{name: (its value at its highest step, that step, when the client logged it there)} for each key
+        of the run, named as the client logged it (searched and sorted by, and answered, under that name)."""
         run = self.run
         keys = sorted(run.latest_metrics)
-        values = MetricPoint.latest_values(run.pk, keys) if keys else {}
-        last_steps = dict(
-            MetricPoint.objects.filter(run_id=run.pk)
-            .values("key")
-            .annotate(last=Max("step"))
-            .values_list("key", "last")
-        )
+        newest = MetricPoint.newest(run.pk, keys) if keys else {}
 
         def shown(key: str) -> str:
             """The name the client logged `key` under, unless that name has points of its own (written
@@ -616,7 +614,10 @@ class ExternalRun(models.Model):
             name = self.logged_as.get(key, key)
             return key if name in run.latest_metrics else name
 
-        return {shown(key): (values.get(key), last_steps.get(key, 0)) for key in keys}
+        return {
+            shown(key): (value, step, logged_at)
+            for key, (step, value, logged_at) in ((key, newest.get(key, (0, None, None))) for key in keys)
+        }
 
     def searched(self, name: str):
         """The value runs/search filters and sorts the run by (webapp/tracking/search.py); None: it has none."""
@@ -627,7 +628,7 @@ class ExternalRun(models.Model):
         if entity == "tags":
             return self.tags_shown().get(key)
         if entity == "metrics":
-            return self.metrics_shown.get(key, (None, 0))[0]
+            return self.metrics_shown.get(key, (None,))[0]
         if entity == "datasets":  # one value a dataset; the context is the input's tag
             if key == "context":
                 return [
@@ -649,10 +650,15 @@ class ExternalRun(models.Model):
 
     def to_mlflow(self) -> dict:
         run = self.run
-        heard = protocol.millis(run.heartbeat_at)
+        heard = protocol.millis(run.heartbeat_at)  # for points logged without a timestamp
         metrics = [
-            {"key": name, "value": protocol.double(value), "timestamp": heard, "step": step}
-            for name, (value, step) in self.metrics_shown.items()
+            {
+                "key": name,
+                "value": protocol.double(value),
+                "timestamp": heard if at is None else at,
+                "step": step,
+            }
+            for name, (value, step, at) in self.metrics_shown.items()
         ]
         info = {
             "run_id": self.run_uuid,

@@ -177,8 +177,8 @@ class Fields:
 _DOUBLES = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
-    """(key, value, step) of every metric of a log-batch when all are well formed, else None (then
+def well_formed_metrics(value) -> list[tuple[str, float, int, int]] | None:
+    """(key, value, step, timestamp) of every metric of a log-batch when all are well formed, else None (then
     Fields says which and why). The common case of 1,000 metrics a call, so plain type checks here."""
     if type(value) is not list or len(value) > MAX_METRICS_PER_BATCH:
         return None
@@ -198,9 +198,9 @@ def well_formed_metrics(value) -> list[tuple[str, float, int]] | None:
             number = _DOUBLES.get(number)
         if type(number) is not float and (type(number) is not int or abs(number) > 2**53):
             return None
-        if type(step) is not int or type(timestamp) is not int or timestamp < 0:
+        if type(step) is not int or type(timestamp) is not int or not 0 <= timestamp <= INT64_MAX:
             return None
-        metrics.append((key, float(number), step))
+        metrics.append((key, float(number), step, timestamp))
     return metrics
 
 

@@ -367,11 +367,11 @@ def log_inputs(request, fields):
     return {}
 
 
-def _metric(fields: Fields) -> tuple[str, float, int]:
+def _metric(fields: Fields) -> tuple[str, float, int, int]:
     key = fields.string("key", max_length=protocol.MAX_ENTITY_KEY_LENGTH)
     value = fields.number("value")
-    fields.integer("timestamp", low=0)  # checked; EchoLab orders points by step, not by time
-    return key, value, fields.integer("step", default=0, low=-(2**63), high=2**63 - 1)
+    timestamp = fields.integer("timestamp", low=0)
+    return key, value, fields.integer("step", default=0, low=-(2**63), high=2**63 - 1), timestamp
 
 
 @mlflow_view("POST")
@@ -451,14 +451,19 @@ def get_metric_history(request, fields):
     points = (
         MetricPoint.objects.filter(run_id=run.pk, key=run.stored_key(key))
         .order_by("step")
-        .values_list("step", "value")
+        .values_list("step", "value", "logged_at")
     )
     page, token = protocol.page(points, fields, 25_000)
-    heard = protocol.millis(run.run.heartbeat_at)
+    heard = protocol.millis(run.run.heartbeat_at)  # for points logged without a timestamp
     return {
         "metrics": [
-            {"key": key, "value": protocol.double(value), "timestamp": heard, "step": step}
-            for step, value in page
+            {
+                "key": key,
+                "value": protocol.double(value),
+                "timestamp": heard if at is None else at,
+                "step": step,
+            }
+            for step, value, at in page
         ],
         **({"next_page_token": token} if token else {}),
     }
