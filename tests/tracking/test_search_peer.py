@@ -1,7 +1,6 @@
 """runs/search and experiments/search against MLflow's own answers: the same runs logged through the real
-`mlflow` client into EchoLab and into an MLflow file store (the search code MLflow's servers share,
-mlflow/utils/search_utils.py), then the same searches asked of both. Both must name the same runs in the
-same order."""
+`mlflow` client into EchoLab and into MLflow's SQL store (what `mlflow server` keeps its runs in, here in
+SQLite), then the same searches asked of both. Both must name the same runs in the same order."""
 
 import time
 
@@ -11,6 +10,7 @@ from tests.tracking.conftest import point_mlflow_at
 from webapp.accounts.models import ApiToken
 
 RUNS = [  # name, lr param, team tag, reward at step 0 then 1, status
+    ("lr-nan", "1e-3", "ops", (0.2, float("nan")), "FINISHED"),
     ("lr-a", "1e-3", "rl", (0.1, 0.2), "FINISHED"),
     ("lr-b", "3e-4", "rl", (0.4, 0.9), "FINISHED"),
     ("LR-c", "1e-4", None, (0.5, 0.5), "FAILED"),
@@ -39,6 +39,8 @@ SEARCHES = [  # filter, order_by
     ("attributes.status = 'FINISHED'", ["metrics.reward DESC", "run_name"]),
     ("status != 'FINISHED'", []),
     ("attributes.start_time > 0 AND tags.team = 'rl'", ["attributes.start_time DESC"]),
+    ("attributes.created > 0", ["attribute.created ASC"]),  # the names MLflow's UI shows
+    ("attributes.artifact_uri LIKE '%/artifacts'", ["run_name"]),
 ]
 
 
@@ -61,12 +63,14 @@ def log_runs(client, experiment_id: str) -> dict[str, str]:
 
 @pytest.fixture
 def both(live_server, alice, monkeypatch, tmp_path, purge_broker):
-    """(EchoLab's client, a file store's client), each with the RUNS logged in an experiment "sweep"."""
+    """(EchoLab's client, an MLflow SQL store's client), each with an experiment "sweep"."""
     import mlflow
 
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3's file store, kept for reading
     point_mlflow_at(monkeypatch, live_server.url, ApiToken.issue(alice, "mlflow")[1])
-    clients = [mlflow.MlflowClient(), mlflow.MlflowClient(tracking_uri=(tmp_path / "mlruns").as_uri())]
+    peer = mlflow.MlflowClient(
+        tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", registry_uri=(tmp_path / "registry").as_uri()
+    )
+    clients = [mlflow.MlflowClient(), peer]
     yield [(client, client.create_experiment("sweep")) for client in clients]
     mlflow.set_tracking_uri(None)
 
@@ -84,7 +88,8 @@ def test_searches_name_the_same_runs_in_the_same_order_as_mlflow(both):
         ]
         assert answers[0] == answers[1], (filter_string, order_by)
         found.append(answers[0])
-    assert found[0] == ["lr-b", "LR-c", "lr_e", "lr-a", "lr-d", "plain"]  # the best by reward; NaN, none last
+    # the best by reward, then NaN (the newest first), then none
+    assert found[0] == ["lr-b", "LR-c", "lr_e", "lr-a", "lr-d", "lr-nan", "plain"]
     assert all(found), "every search finds some runs: agreeing on none would say little"
     # a list of run ids: each store's own
     answers = []
@@ -269,3 +274,35 @@ def test_metric_timestamps_come_back_as_mlflow_gives_them_back(both):
     ours, theirs = answers
     assert ours == theirs
     assert ours[0]["reward"][2] == (3, 0.4, logged_at + 9_000)
+
+
+def test_runs_started_at_the_same_time_are_paged_in_mlflows_order(both):
+    """Ties on start time are broken by run id, as MLflow's SQL store breaks them, so pages of max_results
+    hold the same runs whichever server a notebook asks."""
+    for client, experiment_id in both:
+        ids = [client.create_run(experiment_id, start_time=1_750_000_000_000).info.run_id for _ in range(5)]
+        paged, token = [], None
+        while True:
+            page = client.search_runs([experiment_id], max_results=2, page_token=token)
+            paged += [run.info.run_id for run in page]
+            token = page.token
+            if not token:
+                break
+        assert paged == sorted(ids), client.tracking_uri
+
+
+def test_experiment_names_and_tags_are_kept_as_mlflow_keeps_them(both):
+    """A name with spaces around it is found again by that name (set_experiment looks it up: a second run of
+    a script once crashed in the client); an experiment's tag can be deleted, once."""
+    import mlflow
+
+    answers = []
+    for client, _ in both:
+        experiment_id = client.create_experiment(" demo ", tags={"team": "rl", "stage": "try"})
+        found = client.get_experiment_by_name(" demo ")
+        client.delete_experiment_tag(experiment_id, "stage")
+        with pytest.raises(mlflow.MlflowException) as again:
+            client.delete_experiment_tag(experiment_id, "stage")
+        kept = client.get_experiment(experiment_id)
+        answers.append((found.experiment_id == experiment_id, kept.name, kept.tags, again.value.error_code))
+    assert answers[0] == answers[1] == (True, " demo ", {"team": "rl"}, "RESOURCE_DOES_NOT_EXIST")

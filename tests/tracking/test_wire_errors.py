@@ -214,11 +214,14 @@ def test_search_filters_are_read_clause_by_clause(api, run):
 def test_an_order_by_entry_it_cannot_sort_by_is_named(api, run):
     answer = api(
         "/api/2.0/mlflow/runs/search",
-        {"experiment_ids": [str(run.run.experiment_id)], "order_by": ["metrics.reward DESC", "artifact_uri"]},
+        {
+            "experiment_ids": [str(run.run.experiment_id)],
+            "order_by": ["metrics.reward DESC", "lifecycle_stage"],
+        },
     )
     assert answer.status_code == 400
     assert answer.json()["message"].startswith(
-        "order_by[1]: 'artifact_uri' is not supported; EchoLab's MLflow"
+        "order_by[1]: 'lifecycle_stage' is not supported; EchoLab's MLflow"
     )
     # The datasets a run used filter it (any of them), but sort nothing, as in MLflow
     answer = api(

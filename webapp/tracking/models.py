@@ -125,6 +125,23 @@ class ExternalExperiment(models.Model):
             raise MlflowError("RESOURCE_ALREADY_EXISTS", f"experiment {name!r} already exists") from None
         self.name = self.experiment.name = name
 
+    def change_tags(self, key: str, value: str | None) -> None:
+        """Set a tag, or delete it (value None: RESOURCE_DOES_NOT_EXIST when it has none, in MLflow's words),
+        under the experiment's row lock: concurrent calls keep each other's tags."""
+        with transaction.atomic():
+            tags = (
+                ExternalExperiment.objects.select_for_update().values_list("tags", flat=True).get(pk=self.pk)
+            )
+            if value is not None:
+                tags[key] = value
+            elif tags.pop(key, None) is None:
+                raise MlflowError(
+                    "RESOURCE_DOES_NOT_EXIST",
+                    f"No tag with name: {key} in experiment with id {self.mlflow_id}",
+                )
+            ExternalExperiment.objects.filter(pk=self.pk).update(tags=tags)
+        self.tags = tags
+
     @classmethod
     def get_for(cls, owner, experiment_id: str) -> "ExternalExperiment":
         """The user's experiment with that MLflow id; "0" is their "Default" one, made on first use.
@@ -219,6 +236,11 @@ class ExternalRun(models.Model):
         """The files its script logged (webapp.tracking.artifacts), named by its random id: a run made after
         a database restore cannot find an older run's folder under its own name."""
         return settings.ARTIFACT_ROOT / self.run_uuid
+
+    @property
+    def artifact_uri(self) -> str:
+        """Where the client sends its files: MLflow's artifact proxy paths, which EchoLab answers."""
+        return f"mlflow-artifacts:/{self.run.experiment.mlflow.mlflow_id}/{self.run_uuid}/artifacts"
 
     def tags_listed(self) -> list[tuple[str, str]]:
         """The script's tags as its run page lists them: its own first, then the client's mlflow.* ones."""
@@ -646,6 +668,7 @@ class ExternalRun(models.Model):
             "user_id": lambda: self.user_id,
             "start_time": lambda: protocol.millis(run.started_at),
             "end_time": lambda: protocol.millis(run.finished_at),
+            "artifact_uri": lambda: self.artifact_uri,
         }[name]()
 
     def to_mlflow(self) -> dict:
@@ -668,7 +691,7 @@ class ExternalRun(models.Model):
             "user_id": self.user_id,
             "status": protocol.MLFLOW_STATUS_OF[run.status],
             "start_time": protocol.millis(run.started_at),
-            "artifact_uri": f"mlflow-artifacts:/{run.experiment.mlflow.mlflow_id}/{self.run_uuid}/artifacts",
+            "artifact_uri": self.artifact_uri,
             # MLflow's deleted runs are EchoLab's archived ones: hidden from lists, restorable
             "lifecycle_stage": "deleted" if run.archived_at else "active",
         }

@@ -14,12 +14,13 @@ not one clause whose value is "x' OR b = 'y". OR is not MLflow's either. A quote
 written twice or after a backslash, and is kept as written, as MLflow keeps it ('it''s' finds no "it's";
 "it's" in double quotes does).
 
-Sorting: each entry in turn, values missing (and NaN) last whichever the direction, as MLflow's store
-does; the order before it (newest first) breaks ties.
+Sorting: each entry in turn, NaN after the other values and values missing last whichever the direction,
+as MLflow's SQL store does; the order before it (newest first, then by run id) breaks ties.
 """
 
 import math
 import re
+import sys
 from collections.abc import Iterable
 
 from webapp.tracking.protocol import invalid
@@ -109,6 +110,10 @@ def matches(actual, op: str, value) -> bool:
         return (actual in value) == (op == "IN")
     if op in ("LIKE", "ILIKE"):
         return like(value, actual, ignore_case=op == "ILIKE")
+    if isinstance(actual, float) and math.isinf(actual):
+        # MLflow's SQL store keeps infinities as the largest finite floats, and compares those (NaN fails
+        # every comparison but !=, there as here)
+        actual = math.copysign(sys.float_info.max, actual)
     return {
         "=": lambda: actual == value,
         "!=": lambda: actual != value,
@@ -121,32 +126,40 @@ def matches(actual, op: str, value) -> bool:
 
 def found(items: Iterable, clauses: list[tuple[str, str, object]], orders: list[tuple[str, bool]]) -> list:
     """The items (runs, experiments: anything with a `searched(name)` value) that pass every clause, sorted
-    by each order in turn (the first decides), values missing or NaN last; ties keep the order `items` came
-    in."""
+    by each order in turn (the first decides), NaN after the other values and missing ones last, as MLflow's
+    SQL store sorts; ties keep the order `items` came in."""
     items = [
         item for item in items if all(matches(item.searched(name), op, value) for name, op, value in clauses)
     ]
     for name, descending in reversed(orders):
         values = [item.searched(name) for item in items]
-        present = [(value, item) for value, item in zip(values, items) if _sortable(value)]
+        groups = [_group(value) for value in values]
+        present = [(value, item) for value, item, group in zip(values, items, groups) if group == 0]
         present.sort(key=lambda pair: pair[0], reverse=descending)  # stable, reversed or not
         items = [item for _, item in present] + [
-            item for value, item in zip(values, items) if not _sortable(value)
+            item for last in (1, 2) for item, group in zip(items, groups) if group == last
         ]
     return items
 
 
-def _sortable(value) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
+def _group(value) -> int:
+    """0: a value sorted by; 1: NaN; 2: none."""
+    if value is None:
+        return 2
+    return 1 if isinstance(value, float) and math.isnan(value) else 0
+
+
+# The other names MLflow takes for a run's attributes, to filter and sort by (its UI's column "Created")
+_ATTRIBUTE_ALIASES = dict.fromkeys(("created", "Created"), "start_time")
 
 
 def _name(match: re.Match) -> str:
     key = match["backquoted"] or match["quoted"] or match["plain"]
     entity = match["entity"]
-    if entity is None:
-        return key
-    prefix = _ENTITIES.get(entity.lower())
-    return f"{entity}.{key}" if prefix is None else prefix + key
+    prefix = "" if entity is None else _ENTITIES.get(entity.lower())
+    if prefix is None:
+        return f"{entity}.{key}"
+    return prefix + key if prefix else _ATTRIBUTE_ALIASES.get(key, key)
 
 
 def _kind(name: str, names: dict[str, str]) -> str | None:

@@ -13,6 +13,7 @@ ENDPOINTS = {
     "experiments/search": views.search_experiments,
     "experiments/update": views.update_experiment,
     "experiments/set-experiment-tag": views.set_experiment_tag,
+    "experiments/delete-experiment-tag": views.delete_experiment_tag,
     "runs/create": views.create_run,
     "runs/get": views.get_run,
     "runs/update": views.update_run,

@@ -5,6 +5,7 @@ MLFLOW_TRACKING_TOKEN is set. docs/MLFLOW.md lists what is supported and how eac
 import functools
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import F
 from django.http import Http404
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
@@ -36,12 +37,6 @@ from webapp.tracking.models import (
 )
 from webapp.tracking.protocol import Fields, MlflowError, invalid
 
-SUPPORTED = (
-    "experiments/create, experiments/get, experiments/get-by-name, experiments/search, experiments/update, "
-    "experiments/set-experiment-tag, runs/create, runs/get, runs/update, runs/log-metric, "
-    "runs/log-parameter, runs/log-batch, runs/set-tag, runs/delete-tag, runs/delete, runs/restore, "
-    "runs/log-inputs (datasets), runs/search, metrics/get-history, logged-models/search (finds none)"
-)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 # A search's experiments, each looked up: 60,000 ids in one body held a thread for 38 s.
 MAX_SEARCHED_EXPERIMENTS = 1000
@@ -120,9 +115,11 @@ def _fields(request) -> Fields:
 @csrf_exempt
 def unsupported(request, path: str):
     """Everything else under the MLflow prefixes: MLflow's answer for an unknown endpoint."""
+    from webapp.tracking.urls import ENDPOINTS  # which imports this module
+
     message = (
         f"{request.method} {request.path} is not supported by EchoLab's MLflow endpoint; it supports "
-        f"{SUPPORTED}, and artifacts (mlflow-artifacts/artifacts: upload, download, list, delete)"
+        f"{', '.join(ENDPOINTS)}, and artifacts (mlflow-artifacts/artifacts: upload, download, list, delete)"
     )
     if path.endswith("mlflow/experiments/delete"):  # MLflow's is undone by a restore; EchoLab's is not
         message = (
@@ -174,8 +171,9 @@ def _upload(request) -> tuple:
 
 
 def _experiment_name(fields: Fields, field: str) -> str:
-    name = fields.string(field, max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH).strip()
-    if not name:
+    """Kept as written, spaces around it included, as MLflow keeps it: set_experiment looks it up by name."""
+    name = fields.string(field, max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH)
+    if not name.strip():
         raise invalid(field, "must not be blank")
     return name
 
@@ -239,8 +237,14 @@ def update_experiment(request, fields):
 def set_experiment_tag(request, fields):
     experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
     key, value = protocol.key_value(fields, protocol.MAX_EXPERIMENT_TAG_VALUE_LENGTH)
-    experiment.tags = {**experiment.tags, key: value}
-    experiment.save(update_fields=["tags"])
+    experiment.change_tags(key, value)
+    return {}
+
+
+@mlflow_view("POST")
+def delete_experiment_tag(request, fields):
+    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
+    experiment.change_tags(fields.string("key", max_length=protocol.MAX_ENTITY_KEY_LENGTH), None)
     return {}
 
 
@@ -394,7 +398,7 @@ def search_runs(request, fields):
         ExternalRun.objects.for_user(request.user)
         .select_related("run__experiment__mlflow")
         .filter(run__experiment__in=[experiment.experiment_id for experiment in experiments if experiment])
-        .order_by("-run__started_at", "-run_id")
+        .order_by("-run__started_at", "run_uuid")  # as MLflow's SQL store breaks ties
     )
     if view_type != "ALL":  # MLflow's deleted runs are EchoLab's archived ones
         found = found.filter(run__archived_at__isnull=view_type == "ACTIVE_ONLY")
@@ -410,6 +414,7 @@ RUN_SEARCHES = {
     "user_id": search.NAME,
     "start_time": search.NUMBER,
     "end_time": search.NUMBER,
+    "artifact_uri": search.NAME,
     "params.": search.TEXT,
     "tags.": search.TEXT,
     "metrics.": search.NUMBER,
@@ -450,7 +455,8 @@ def get_metric_history(request, fields):
     key = fields.string("metric_key")
     points = (
         MetricPoint.objects.filter(run_id=run.pk, key=run.stored_key(key))
-        .order_by("step")
+        # as MLflow's store orders them; points without a timestamp (EchoLab's own API) last, by step
+        .order_by(F("logged_at").asc(nulls_last=True), "step", "value")
         .values_list("step", "value", "logged_at")
     )
     page, token = protocol.page(points, fields, 25_000)
