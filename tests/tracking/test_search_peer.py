@@ -306,3 +306,30 @@ def test_experiment_names_and_tags_are_kept_as_mlflow_keeps_them(both):
         kept = client.get_experiment(experiment_id)
         answers.append((found.experiment_id == experiment_id, kept.name, kept.tags, again.value.error_code))
     assert answers[0] == answers[1] == (True, " demo ", {"team": "rl"}, "RESOURCE_DOES_NOT_EXIST")
+
+
+def test_an_experiment_with_an_artifact_location_of_its_own_has_its_runs_files_sent_there(
+    both, tmp_path, alice
+):
+    import mlflow
+    from django.test import Client
+
+    answers = []
+    for client, _ in both:
+        experiment_id = client.create_experiment("bucketed", artifact_location="s3://lab-bucket/rl")
+        run = client.create_run(experiment_id)
+        uri = run.info.artifact_uri.replace(run.info.run_id, "<run>")
+        answers.append((client.get_experiment(experiment_id).artifact_location, uri))
+    assert answers[0] == answers[1] == ("s3://lab-bucket/rl", "s3://lab-bucket/rl/<run>/artifacts")
+
+    # A shared folder: the client writes the files there itself, and the run page says where
+    ours, shared = both[0][0], tmp_path / "shared"
+    run = ours.create_run(ours.create_experiment("shared", artifact_location=str(shared)))
+    ours.log_text(run.info.run_id, "hello", "notes/a.txt")
+    assert (shared / run.info.run_id / "artifacts" / "notes" / "a.txt").read_text() == "hello"
+    browser = Client()
+    browser.force_login(alice)
+    page = browser.get(f"/mlflow/runs/{run.info.run_id}/", follow=True).content.decode()
+    assert f"the client writes the run's files to <code>{shared}/{run.info.run_id}/artifacts</code>" in page
+    with pytest.raises(mlflow.MlflowException, match="cannot be a runs:/ URI"):
+        ours.create_experiment("bad", artifact_location="runs:/0123/model")

@@ -74,6 +74,10 @@ class ExternalExperiment(models.Model):
     name = models.CharField(max_length=protocol.MAX_EXPERIMENT_NAME_LENGTH)
     experiment = models.OneToOneField(Experiment, on_delete=models.CASCADE, related_name="mlflow")
     tags = models.JSONField(default=dict, blank=True)
+    # Where its runs' files go when the script named a place (create_experiment's artifact_location: a
+    # bucket, a shared path): the client writes them there itself, as with an MLflow server that does not
+    # serve artifacts, and EchoLab neither receives nor lists them. Blank: EchoLab keeps them.
+    artifact_location = models.CharField(max_length=protocol.MAX_ARTIFACT_LOCATION_LENGTH, blank=True)
 
     objects = ExternalExperimentQuerySet.as_manager()
 
@@ -93,7 +97,9 @@ class ExternalExperiment(models.Model):
         return DEFAULT_EXPERIMENT_ID if self.name == DEFAULT_EXPERIMENT_NAME else str(self.experiment_id)
 
     @classmethod
-    def create(cls, owner, name: str, tags: dict | None = None) -> "ExternalExperiment":
+    def create(
+        cls, owner, name: str, tags: dict | None = None, artifact_location: str = ""
+    ) -> "ExternalExperiment":
         """RESOURCE_ALREADY_EXISTS when the user has an MLflow experiment of that name."""
         try:
             with transaction.atomic():
@@ -104,7 +110,13 @@ class ExternalExperiment(models.Model):
                     imported=True,
                     description="Trained elsewhere; logged through EchoLab's MLflow endpoint.",
                 )
-                return cls.objects.create(owner=owner, name=name, experiment=experiment, tags=tags or {})
+                return cls.objects.create(
+                    owner=owner,
+                    name=name,
+                    experiment=experiment,
+                    tags=tags or {},
+                    artifact_location=artifact_location,
+                )
         except IntegrityError:
             raise MlflowError("RESOURCE_ALREADY_EXISTS", f"experiment {name!r} already exists") from None
 
@@ -183,7 +195,7 @@ class ExternalExperiment(models.Model):
         return {
             "experiment_id": self.mlflow_id,
             "name": self.name,
-            "artifact_location": f"mlflow-artifacts:/{self.mlflow_id}",  # as its runs' artifact_uri
+            "artifact_location": self.artifact_location or f"mlflow-artifacts:/{self.mlflow_id}",
             "lifecycle_stage": "active",
             "creation_time": created,
             "last_update_time": created,
@@ -239,8 +251,12 @@ class ExternalRun(models.Model):
 
     @property
     def artifact_uri(self) -> str:
-        """Where the client sends its files: MLflow's artifact proxy paths, which EchoLab answers."""
-        return f"mlflow-artifacts:/{self.run.experiment.mlflow.mlflow_id}/{self.run_uuid}/artifacts"
+        """Where the client sends its files: MLflow's artifact proxy paths, which EchoLab answers, unless
+        the experiment names a place of its own (then there, as MLflow's server makes the path)."""
+        experiment = self.run.experiment.mlflow
+        if experiment.artifact_location:
+            return f"{experiment.artifact_location.rstrip('/')}/{self.run_uuid}/artifacts"
+        return f"mlflow-artifacts:/{experiment.mlflow_id}/{self.run_uuid}/artifacts"
 
     def tags_listed(self) -> list[tuple[str, str]]:
         """The script's tags as its run page lists them: its own first, then the client's mlflow.* ones."""

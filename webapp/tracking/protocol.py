@@ -10,6 +10,7 @@ ingest.MAX_KEY_LENGTH); an experiment's name is EchoLab's.
 import math
 import posixpath
 import re
+import urllib.parse
 
 from diagnostics.quoting import quoted
 from webapp.core.jsonsafe import INT64_MAX, json_type
@@ -20,6 +21,7 @@ MAX_PARAM_VALUE_LENGTH = 6000
 MAX_TAG_VALUE_LENGTH = 8000
 MAX_EXPERIMENT_TAG_VALUE_LENGTH = 20000
 MAX_EXPERIMENT_NAME_LENGTH = 200  # EchoLab's Experiment.name; MLflow allows 500
+MAX_ARTIFACT_LOCATION_LENGTH = 2048  # MLflow's default MLFLOW_ARTIFACT_LOCATION_MAX_LENGTH
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_TAGS_PER_BATCH = 100
 MAX_RESULTS = 50_000
@@ -331,3 +333,24 @@ def page(items, fields: Fields, default_size: int) -> tuple[list, str | None]:
     end = start + size
     total = len(items) if isinstance(items, list) else items.count()
     return list(items[start:end]), (str(end) if end < total else None)
+
+
+def artifact_location(fields: Fields) -> str:
+    """create_experiment's artifact_location, checked as MLflow's server checks it; "" when none is named."""
+    location = fields.string("artifact_location", required=False, max_length=MAX_ARTIFACT_LOCATION_LENGTH)
+    if not location:
+        return ""
+    parsed = urllib.parse.urlparse(location)
+    if parsed.fragment or parsed.params or parsed.query:
+        raise invalid("artifact_location", f"{quoted(location)}: a location has no fragment, params or query")
+    if parsed.scheme == "runs":
+        raise invalid(
+            "artifact_location", f"{quoted(location)}: a location cannot be a runs:/ URI, as in MLflow"
+        )
+    if parsed.scheme == "mlflow-artifacts":
+        raise invalid(
+            "artifact_location",
+            f"{quoted(location)}: mlflow-artifacts: is where EchoLab keeps the files of an experiment that names "
+            "no location; leave artifact_location out for that",
+        )
+    return location

@@ -185,7 +185,8 @@ def create_experiment(request, fields):
         protocol.key_value(tag, protocol.MAX_EXPERIMENT_TAG_VALUE_LENGTH)
         for tag in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH)
     )
-    return {"experiment_id": ExternalExperiment.create(request.user, name, tags).mlflow_id}
+    location = protocol.artifact_location(fields)
+    return {"experiment_id": ExternalExperiment.create(request.user, name, tags, location).mlflow_id}
 
 
 @mlflow_view("GET")
