@@ -333,3 +333,44 @@ def test_an_experiment_with_an_artifact_location_of_its_own_has_its_runs_files_s
     assert f"the client writes the run's files to <code>{shared}/{run.info.run_id}/artifacts</code>" in page
     with pytest.raises(mlflow.MlflowException, match="cannot be a runs:/ URI"):
         ours.create_experiment("bad", artifact_location="runs:/0123/model")
+
+
+def test_a_metric_logged_without_steps_keeps_every_point_as_mlflow_does(both):
+    """`for ...: mlflow.log_metric("loss", v)` sends each at step 0: MLflow keeps them all, read back at step
+    0 by time; EchoLab numbers them in the order they came (its charts' steps) and answers step 0 too."""
+    from mlflow.entities import Metric
+
+    from webapp.metrics.models import MetricPoint
+
+    t = 1_765_000_000_000
+    answers, run_ids = [], []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id).info.run_id
+        for i, loss in enumerate([0.9, 0.7, 0.6]):
+            client.log_metric(run_id, "loss", loss, timestamp=t + i)  # no step
+        client.log_batch(run_id, metrics=[Metric("acc", a, t + 10 + i, 0) for i, a in enumerate([0.1, 0.3])])
+        client.log_batch(run_id, metrics=[Metric("acc", 0.4, t + 20, 0), Metric("lr", 1e-3, t + 20, 0)])
+        for step in range(3):  # logged with steps, then again from step 0 (a script restarted)
+            client.log_metric(run_id, "reward", step / 10, timestamp=t + 30 + step, step=step)
+        client.log_metric(run_id, "reward", 0.5, timestamp=t + 40, step=0)
+        history = {
+            key: [(m.step, m.value, m.timestamp) for m in client.get_metric_history(run_id, key)]
+            for key in ("loss", "acc", "lr", "reward")
+        }
+        newest = sorted((m.key, m.step, m.value) for m in client.get_run(run_id).data._metric_objs)
+        answers.append((history, newest))
+        run_ids.append(run_id)
+    ours, theirs = answers
+    assert ours[0]["loss"] == [(0, 0.9, t), (0, 0.7, t + 1), (0, 0.6, t + 2)]
+    assert ours[0]["reward"] == [(1, 0.1, t + 31), (2, 0.2, t + 32), (0, 0.5, t + 40)]  # step 0 overwritten
+    assert ours[0]["acc"] == theirs[0]["acc"] and ours[0]["lr"] == theirs[0]["lr"]
+    assert ours[1] == theirs[1]
+    # on EchoLab's charts, the points of a key logged without steps are numbered as they came
+    stored = MetricPoint.objects.filter(run__mlflow__run_uuid=run_ids[0])
+    assert list(stored.filter(key="loss").order_by("step").values_list("step", "value")) == [
+        (0, 0.9),
+        (1, 0.7),
+        (2, 0.6),
+    ]
+    assert list(stored.filter(key="acc").order_by("step").values_list("step", flat=True)) == [0, 1, 2]
+    assert list(stored.filter(key="lr").values_list("step", flat=True)) == [0]

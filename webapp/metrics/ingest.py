@@ -6,6 +6,7 @@ literal for them). One bad point rejects the batch: nothing is written.
 """
 
 import math
+import time
 from typing import NamedTuple
 
 from django.db import connection, transaction
@@ -180,9 +181,12 @@ def write(
     Refused when EchoLab trains the run (its experiment is not imported: points from elsewhere would mix
     with its trainer's), or when it is completed, failed or stopped (imported runs are created completed),
     unless finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
-    logged_at: {(step, key): when an MLflow client logged the point}, kept with the points.
+    logged_at: {(step, key): when an MLflow client logged the point}, kept with the points; a point
+    without one is kept with the time it arrived (every run that takes points from here is an MLflow
+    client's, whose history answers each point's time).
     Returns the points written, the run as this batch left it (its RUN_STATE fields) and its key count."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
+    arrived_at = int(time.time() * 1000)
     if owner is not None and not owner.is_authenticated:  # owner=None means "any run": never by accident
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     if connection.vendor == "postgresql":
@@ -195,6 +199,7 @@ def write(
             refuse_statuses=refuse,
             trained_elsewhere_only=True,
             logged_at=logged_at,
+            arrived_at=arrived_at,
         )
         if not state["imported"] or state["status"] in refuse:
             raise _refused(run_id, state["status"], state["host"], state["imported"])
@@ -215,7 +220,9 @@ def write(
         if not locked.experiment.imported or locked.status in refuse:
             raise _refused(run_id, locked.status, locked.host, locked.experiment.imported)
         rewinds = _rewinds(run_id, points)
-        written = MetricPoint.upsert(run_id, points, logged_at)
+        logged_at = logged_at or {}
+        stamped = {(step, key): logged_at.get((step, key), arrived_at) for step, key, _ in points}
+        written = MetricPoint.upsert(run_id, points, stamped)
         latest = dict(locked.latest_metrics)
         for key, (_, value, _) in MetricPoint.newest(run_id, keys).items():
             # jsonb has no NaN or infinity.

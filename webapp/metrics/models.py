@@ -106,6 +106,7 @@ class MetricPoint(models.Model):
         refuse_statuses: tuple[str, ...] = (),
         trained_elsewhere_only: bool = False,
         logged_at: dict[tuple[int, str], int] | None = None,
+        arrived_at: int | None = None,
     ) -> tuple[dict, int]:
         """upsert on Postgres, rollups included, under the run's row lock: batches for one run take turns,
         so they neither lose each other's rollup counts nor deadlock on each other's points. With
@@ -116,7 +117,7 @@ class MetricPoint(models.Model):
         lock). Returns the run's RUN_STATE columns as the lock found them, and "imported", its experiment's
         (with latest_metrics, also "key_count": the keys it has logged, this batch's included, and the step
         and rewrites as this batch left them), and the points written. logged_at: {(step, key): when an
-        MLflow client logged it}, for every point.
+        MLflow client logged it}; arrived_at, the logged_at of the other points (milliseconds since 1970).
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -133,6 +134,7 @@ class MetricPoint(models.Model):
             "logged_at": binary_arrays.fixed([logged_at.get(point) for point in latest], binary_arrays.INT8)
             if logged_at
             else None,
+            "arrived_at": arrived_at,
             "refuse": list(refuse_statuses),
             "elsewhere_only": trained_elsewhere_only,
             "now": timezone.now(),
@@ -297,7 +299,7 @@ WITH batch AS (
 ),
 written AS (
     INSERT INTO metrics_metricpoint AS p (run_id, step, key, value, logged_at)
-    SELECT %(run)b, step, key, value, logged_at FROM batch
+    SELECT %(run)b, step, key, value, coalesce(logged_at, %(arrived_at)b::bigint) FROM batch
     {{on_conflict}}
 ),
 touched AS (

@@ -26,6 +26,7 @@ import json
 import threading
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
@@ -235,6 +236,8 @@ class ExternalRun(models.Model):
     logged_as = models.JSONField(default=dict, blank=True)
     # The datasets it used (runs/log-inputs: mlflow.log_input), as runs/get answers them, first logged first.
     inputs = models.JSONField(default=list, blank=True)
+    # Stored keys the script logs without a step, numbered in the order they arrive (_numbered).
+    stepless = models.JSONField(default=list, blank=True)
 
     objects = ExternalRunQuerySet.as_manager()
 
@@ -345,15 +348,19 @@ class ExternalRun(models.Model):
         nothing. `where` names a metric's fields in errors: a log-batch's list, or "" for log-metric's one
         metric, whose fields are the request's."""
         self._check(metrics, where)
-        points, logged_at, claims = self._points(metrics, self.logged_as, where)
+        named, claims = self._points(metrics, self.logged_as, where)
+        at_zero = any(step == 0 for step, *_ in named)  # perhaps logged without a step
         if tags.get(RUN_NAME_TAG) == "":
             # MLflow's store renames a run only to a non-empty name: an empty one changes nothing
             tags = {key: value for key, value in tags.items() if key != RUN_NAME_TAG}
         with transaction.atomic():
-            if params or tags or claims:
+            if params or tags or claims or at_zero:
                 run = Run.objects.select_for_update(no_key=True).only("config").get(pk=self.run_id)
             if claims:
-                points, logged_at = self._claim(metrics, where)
+                named = self._claim(metrics, where)
+            if at_zero:
+                named = self._numbered(named)
+            points, logged_at = _collapsed(named)
             if params:
                 changed = {key: value for key, value in params.items() if run.config.get(key, value) != value}
                 if changed:
@@ -478,26 +485,25 @@ class ExternalRun(models.Model):
         (it joins the series a foreign name took). Inside the caller's transaction, with the write: a
         name taking our key is stored with the points."""
         metrics = [(key, value, step, None) for step, key, value in points]
-        named, _, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
+        named, claims = self._points(metrics, self.logged_as, "points[{index}].", ours_joins=True)
         if claims:
             Run.objects.select_for_update(no_key=True).filter(pk=self.run_id).first()
-            named, _ = self._claim(metrics, "points[{index}].", ours_joins=True)
-        return named
+            named = self._claim(metrics, "points[{index}].", ours_joins=True)
+        return _collapsed(named)[0]
 
-    def _claim(self, metrics, where: str, ours_joins: bool = False) -> tuple[list, dict]:
+    def _claim(self, metrics, where: str, ours_joins: bool = False) -> list:
         """The metrics named again from the names stored now, which another request may have claimed,
         and this call's claims stored; under the run's row lock, which the caller holds."""
         self.logged_as = ExternalRun.objects.values_list("logged_as", flat=True).get(pk=self.pk)
-        points, logged_at, claims = self._points(metrics, self.logged_as, where, ours_joins)
+        named, claims = self._points(metrics, self.logged_as, where, ours_joins)
         self.logged_as = {**self.logged_as, **claims}
         ExternalRun.objects.filter(pk=self.pk).update(logged_as=self.logged_as)
-        return points, logged_at
+        return named
 
     @staticmethod
     def _points(metrics, logged_as: dict[str, str], where: str, ours_joins: bool = False):
-        """(step, stored key, value) for each metric, the last of a repeated (step, key) winning as in
-        ingest; {(step, stored key): timestamp} of those that have one; and the run's new `logged_as`
-        entries. A foreign name takes our key unless the run keeps
+        """(step, stored key, value, timestamp) for each metric, in the call's order, and the run's new
+        `logged_as` entries. A foreign name takes our key unless the run keeps
         that key for another name: in one call our own name, else the first alias, wins, as in
         diagnostics.aliases.renaming; across calls, the name logged first. Our own name cannot be logged
         once an alias has taken it (there is nowhere else to keep it): refused, naming both, unless
@@ -525,9 +531,36 @@ class ExternalRun(models.Model):
         named = renaming(unclaimed)
         stored.update(named)
         claims = {ours: key for key, ours in named.items() if ours in OUR_KEYS_WITH_ALIASES}
-        points = {(step, stored[key]): (value, timestamp) for key, value, step, timestamp in metrics}
-        logged_at = {point: timestamp for point, (_, timestamp) in points.items() if timestamp is not None}
-        return [(step, key, value) for (step, key), (value, _) in points.items()], logged_at, claims
+        return [(step, stored[key], value, timestamp) for key, value, step, timestamp in metrics], claims
+
+    def _numbered(self, named: list) -> list:
+        """The points of keys the script logs without a step (at the client's default step 0, again and
+        again, as `for ...: mlflow.log_metric("loss", v)` does) numbered in the order they arrive, 0, 1, 2,
+        ..., so that they chart as a series instead of overwriting one point; the client still reads step 0
+        for each (to_mlflow, get_metric_history), as MLflow answers. A key becomes one when it is logged at
+        step 0 twice in one call, or again after a point at step 0 that is its only one; a step-0 point of
+        any other key is stored at step 0. Under the run's row lock, which the caller holds."""
+        zero = Counter(key for step, key, *_ in named if step == 0)
+        stepless = set(ExternalRun.objects.values_list("stepless", flat=True).get(pk=self.pk))
+        newest = MetricPoint.newest(self.run_id, sorted(zero))
+        # (nothing stored, or only a point at step 0) and (twice in this call, or once more)
+        numbered = stepless | {
+            key
+            for key, count in zero.items()
+            if newest.get(key, (0,))[0] == 0 and (count > 1 or key in newest)
+        }
+        if not numbered:
+            return named
+        following = {key: newest[key][0] + 1 if key in newest else 0 for key in numbered}
+        out = []
+        for step, key, value, timestamp in named:
+            if step == 0 and key in numbered:
+                step, following[key] = following[key], following[key] + 1
+            out.append((step, key, value, timestamp))
+        if numbered - stepless:
+            self.stepless = sorted(stepless | numbered)
+            ExternalRun.objects.filter(pk=self.pk).update(stepless=self.stepless)
+        return out
 
     def _heard_from(self, step: int | None) -> None:
         """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
@@ -653,7 +686,8 @@ class ExternalRun(models.Model):
             return key if name in run.latest_metrics else name
 
         return {
-            shown(key): (value, step, logged_at)
+            # a key logged without steps is at step 0 for the client (_numbered)
+            shown(key): (value, 0 if key in self.stepless else step, logged_at)
             for key, (step, value, logged_at) in ((key, newest.get(key, (0, None, None))) for key in keys)
         }
 
@@ -723,6 +757,14 @@ class ExternalRun(models.Model):
             },
             "inputs": {"dataset_inputs": self.inputs} if self.inputs else {},
         }
+
+
+def _collapsed(named: list) -> tuple[list, dict]:
+    """(step, key, value) points from (step, key, value, timestamp) ones, the last of a repeated (step, key)
+    winning as in ingest, and {(step, key): timestamp} of those that have one."""
+    points = {(step, key): (value, timestamp) for step, key, value, timestamp in named}
+    logged_at = {point: timestamp for point, (_, timestamp) in points.items() if timestamp is not None}
+    return [(step, key, value) for (step, key), (value, _) in points.items()], logged_at
 
 
 # Before it no training run was logged: a start_time of 123 (or of seconds, 1.7e9: January 1970) is a

@@ -454,9 +454,11 @@ def search_logged_models(request, fields):
 def get_metric_history(request, fields):
     run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
     key = fields.string("metric_key")
+    stored = run.stored_key(key)
+    stepless = stored in run.stepless  # logged without steps: each at step 0 for the client, as in MLflow
     points = (
-        MetricPoint.objects.filter(run_id=run.pk, key=run.stored_key(key))
-        # as MLflow's store orders them; points without a timestamp (EchoLab's own API) last, by step
+        MetricPoint.objects.filter(run_id=run.pk, key=stored)
+        # as MLflow's store orders them (a point of a run made before timestamps were kept has none: last)
         .order_by(F("logged_at").asc(nulls_last=True), "step", "value")
         .values_list("step", "value", "logged_at")
     )
@@ -468,7 +470,7 @@ def get_metric_history(request, fields):
                 "key": key,
                 "value": protocol.double(value),
                 "timestamp": heard if at is None else at,
-                "step": step,
+                "step": 0 if stepless else step,
             }
             for step, value, at in page
         ],
