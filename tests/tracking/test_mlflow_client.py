@@ -1,6 +1,7 @@
 """The real `mlflow` client, unchanged, against EchoLab's MLflow endpoint on a live server."""
 
 import math
+import time
 from datetime import timedelta
 
 import pytest
@@ -644,8 +645,13 @@ def test_an_experiment_renamed_by_the_client_is_renamed_in_echolab(mlflow_alice,
     mlflow = mlflow_alice
     client = mlflow.MlflowClient()
     experiment_id = client.create_experiment("grpo sweep")
+    created = client.get_experiment(experiment_id)
+    assert created.last_update_time == created.creation_time
+    time.sleep(0.01)
     client.rename_experiment(experiment_id, "grpo sweep (lr)")
-    assert client.get_experiment(experiment_id).name == "grpo sweep (lr)"
+    renamed = client.get_experiment(experiment_id)
+    assert renamed.name == "grpo sweep (lr)"
+    assert renamed.last_update_time > renamed.creation_time  # as MLflow's store moves it on a rename
     assert client.get_experiment_by_name("grpo sweep") is None
     assert (
         ExternalExperiment.objects.get(owner=alice, name="grpo sweep (lr)").experiment.name

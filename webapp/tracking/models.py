@@ -79,6 +79,8 @@ class ExternalExperiment(models.Model):
     # bucket, a shared path): the client writes them there itself, as with an MLflow server that does not
     # serve artifacts, and EchoLab neither receives nor lists them. Blank: EchoLab keeps them.
     artifact_location = models.CharField(max_length=protocol.MAX_ARTIFACT_LOCATION_LENGTH, blank=True)
+    # MLflow's last_update_time: its store moves it when an experiment is renamed (or deleted, restored)
+    renamed_at = models.DateTimeField(null=True, blank=True)
 
     objects = ExternalExperimentQuerySet.as_manager()
 
@@ -132,7 +134,8 @@ class ExternalExperiment(models.Model):
             )
         try:
             with transaction.atomic():
-                ExternalExperiment.objects.filter(pk=self.pk).update(name=name)
+                self.renamed_at = timezone.now()
+                ExternalExperiment.objects.filter(pk=self.pk).update(name=name, renamed_at=self.renamed_at)
                 Experiment.objects.filter(pk=self.experiment_id).update(name=name)
         except IntegrityError:
             raise MlflowError("RESOURCE_ALREADY_EXISTS", f"experiment {name!r} already exists") from None
@@ -188,8 +191,12 @@ class ExternalExperiment(models.Model):
             "name": lambda: self.name,
             "experiment_id": lambda: float(self.mlflow_id),
             "creation_time": lambda: protocol.millis(self.experiment.created_at),
-            "last_update_time": lambda: protocol.millis(self.experiment.created_at),
+            "last_update_time": lambda: self.last_update_time,
         }[name]()
+
+    @property
+    def last_update_time(self) -> int:
+        return protocol.millis(self.renamed_at or self.experiment.created_at)
 
     def to_mlflow(self) -> dict:
         created = protocol.millis(self.experiment.created_at)
@@ -199,7 +206,7 @@ class ExternalExperiment(models.Model):
             "artifact_location": self.artifact_location or f"mlflow-artifacts:/{self.mlflow_id}",
             "lifecycle_stage": "active",
             "creation_time": created,
-            "last_update_time": created,
+            "last_update_time": self.last_update_time,
             "tags": protocol.pairs(self.tags),
         }
 
