@@ -374,3 +374,10 @@ def test_a_metric_logged_without_steps_keeps_every_point_as_mlflow_does(both):
     ]
     assert list(stored.filter(key="acc").order_by("step").values_list("step", flat=True)) == [0, 1, 2]
     assert list(stored.filter(key="lr").values_list("step", flat=True)) == [0]
+
+
+def test_a_run_the_script_does_not_name_is_named_as_mlflow_names_it(both):
+    import re
+
+    names = [client.create_run(experiment_id).info.run_name for client, experiment_id in both]
+    assert all(re.fullmatch(r"[a-z]+-[a-z]+-\d{1,3}", name) for name in names), names

@@ -23,6 +23,7 @@ aborts one), so every transaction that touches an MLflow run takes them in this 
 
 import contextlib
 import json
+import random
 import threading
 import time
 import uuid
@@ -215,6 +216,23 @@ def new_run_uuid() -> str:
     return uuid.uuid4().hex
 
 
+# A run the script does not name is named as MLflow's server names one: an adjective, a noun and a number
+# ("bright-owl-417"), from word lists of our own.
+_NAME_WORDS = (
+    "amber bold brave bright calm clever cool crisp curious dapper eager fancy gentle glad golden happy "
+    "honest jolly keen kind lively lucky merry mighty nimble polite proud quick quiet rare shy silent "
+    "sleek smart steady sunny swift tidy vivid warm wise zesty",
+    "ant bat bear bee boar carp cat crab crane crow deer dog dove duck eel elk finch fox frog goat gull "
+    "hare hawk heron horse lark lion lynx mole moth newt owl ox panda seal shrew snail swan toad trout "
+    "vole wasp whale wolf wren yak",
+)
+
+
+def random_run_name() -> str:
+    adjective, noun = (random.choice(words.split()) for words in _NAME_WORDS)
+    return f"{adjective}-{noun}-{random.randrange(1000)}"
+
+
 class ExternalRunQuerySet(models.QuerySet):
     def for_user(self, user):
         return self.filter(run__experiment__owner=user)
@@ -326,7 +344,7 @@ class ExternalRun(models.Model):
     ) -> "ExternalRun":
         """A running EchoLab run in `experiment`. A name used before is used again: MLflow allows it,
         and the runs stay apart by id (the run pages show both)."""
-        name = name or tags.get(RUN_NAME_TAG) or f"mlflow run {uuid.uuid4().hex[:8]}"
+        name = name or tags.get(RUN_NAME_TAG) or random_run_name()
         with transaction.atomic():
             run = Run.objects.create(
                 experiment=experiment.experiment,
