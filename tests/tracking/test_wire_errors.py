@@ -56,6 +56,7 @@ def metric(**fields):
         ),
         (metric(key="k" * 251), "metrics[1].key: is 251 characters; the limit is 250"),
         (metric(step="three"), "metrics[1].step: must be an integer, got 'three'"),
+        (metric(step=2.5), "metrics[1].step: must be an integer, got '2.5'"),
         (metric(timestamp=-5), "metrics[1].timestamp: must be at least 0, got -5"),
         (
             metric(step="9" * 5000),  # never parsed whole (Python refuses 4,300 digits with its own words)
@@ -74,6 +75,17 @@ def test_a_bad_metric_in_a_batch_is_named_and_nothing_is_written(api, run, bad, 
     assert answer.status_code == 400
     assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
     assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+
+
+def test_integers_written_as_floats_are_taken_as_protobufs_json_takes_them(api, run):
+    answer = api(
+        "/api/2.0/mlflow/runs/log-batch",
+        {"run_id": run.run_uuid, "metrics": [metric(step=2.0, timestamp=1.7e12)]},
+    )
+    assert answer.status_code == 200, answer.content
+    assert list(MetricPoint.objects.filter(run_id=run.pk).values_list("step", "logged_at")) == [
+        (2, 1_700_000_000_000)
+    ]
 
 
 def test_more_than_a_thousand_metrics_is_refused(api, run):

@@ -98,10 +98,13 @@ class Fields:
     def integer(
         self, name: str, default: int | None = None, low: int | None = None, high: int | None = None
     ) -> int | None:
-        """protobuf's JSON writes int64 as a string or a number; both are taken."""
+        """protobuf's JSON writes int64 as a string or a number; both are taken, and a float without a
+        fraction (1.7e12), as protobuf's JSON parser takes it."""
         value = self.data.get(name)
         if value is None or value == "":
             return default
+        if type(value) is float and value.is_integer():
+            value = int(value)
         written = None
         if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
             written = value.strip()
