@@ -335,7 +335,7 @@ def test_an_experiment_with_an_artifact_location_of_its_own_has_its_runs_files_s
         ours.create_experiment("bad", artifact_location="runs:/0123/model")
 
 
-def test_a_metric_logged_without_steps_keeps_every_point_as_mlflow_does(both):
+def test_a_metric_logged_without_steps_keeps_every_point_as_mlflow_does(both, alice):
     """`for ...: mlflow.log_metric("loss", v)` sends each at step 0: MLflow keeps them all, read back at step
     0 by time; EchoLab numbers them in the order they came (its charts' steps) and answers step 0 too."""
     from mlflow.entities import Metric
@@ -374,6 +374,12 @@ def test_a_metric_logged_without_steps_keeps_every_point_as_mlflow_does(both):
     ]
     assert list(stored.filter(key="acc").order_by("step").values_list("step", flat=True)) == [0, 1, 2]
     assert list(stored.filter(key="lr").values_list("step", flat=True)) == [0]
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(alice)
+    page = browser.get(f"/mlflow/runs/{run_ids[0]}/", follow=True).content.decode()
+    assert "acc, loss are logged without steps: charted in the order their points arrived" in page
 
 
 def test_a_run_the_script_does_not_name_is_named_as_mlflow_names_it(both):
