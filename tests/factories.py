@@ -170,3 +170,11 @@ def rows_of(run) -> dict[str, int]:
         "notifications": Notification.objects.filter(run_id=run.pk).count(),
         "notification_links": links.filter(detectorevent__run_id=run.pk).count(),
     }
+
+
+def make_checkpoint(run, step: int) -> None:
+    """A checkpoint of `run` on disk to resume at `step`, as trainer.checkpoint lays one out (its files bar
+    state.json left out: only the web app's view of it is tested with this)."""
+    folder = run.checkpoint_dir / "checkpoints" / f"step_{step:06d}"
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(f'{{"step": {step}}}')

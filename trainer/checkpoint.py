@@ -20,8 +20,9 @@ def checkpoint_root(out_dir: str) -> str:
 
 
 def save(
-    out_dir: str, step: int, policy, actor_opt, critic_opt, config_yaml: str, seed_counter: int, keep: int
+    out_dir: str, step: int, policy, actor_opt, critic_opt, config_yaml: str, seed_counter: int, writer: str
 ) -> str:
+    """A checkpoint to resume at `step`, marked as the `writer`'s (one attempt at the run: see prune)."""
     root = checkpoint_root(out_dir)
     os.makedirs(root, exist_ok=True)
     final = os.path.join(root, f"step_{step:06d}")
@@ -43,13 +44,42 @@ def save(
     with open(os.path.join(tmp, "config.yaml"), "w") as f:
         f.write(config_yaml)
     with open(os.path.join(tmp, "state.json"), "w") as f:
-        json.dump({"step": step, "seed_counter": seed_counter}, f)
+        json.dump({"step": step, "seed_counter": seed_counter, "writer": writer}, f)
     if os.path.exists(final):
         shutil.rmtree(final)
     os.replace(tmp, final)
-    for old in list_checkpoints(out_dir)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def prune(out_dir: str, keep: int, writer: str, since: int, resumable: int | None) -> list[str]:
+    """Delete all but the newest `keep` checkpoints, and never the newest one at or before step `resumable`
+    (the last step whose metrics are stored: a checkpoint past it cannot be resumed without a gap, see
+    drop_after; None when every step is stored). Only the `writer`'s own checkpoints and those at or before
+    `since` (where it started: an earlier attempt's) are its to delete; one ahead of `since` by another
+    writer is an attempt that owns the run now, while this one lost it without knowing yet (its database
+    away). Returns the deleted paths."""
+    candidates = [
+        path for path in list_checkpoints(out_dir) if _writer(path) == writer or _step(path) <= since
+    ]
+    kept = set(candidates[-keep:])
+    if resumable is not None:
+        kept.update([path for path in list_checkpoints(out_dir) if _step(path) <= resumable][-1:])
+    deleted = [path for path in candidates if path not in kept]
+    for path in deleted:
+        shutil.rmtree(path, ignore_errors=True)
+    return deleted
+
+
+def _step(path: str) -> int:
+    return int(os.path.basename(path).removeprefix("step_"))
+
+
+def _writer(path: str) -> str | None:
+    try:
+        with open(os.path.join(path, "state.json")) as f:
+            return json.load(f).get("writer")
+    except (OSError, ValueError):
+        return None
 
 
 def list_checkpoints(out_dir: str) -> list[str]:
@@ -67,9 +97,7 @@ def list_checkpoints(out_dir: str) -> list[str]:
 def drop_after(out_dir: str, step: int) -> list[str]:
     """Delete the checkpoints that resume after `step` (a run's steps stored elsewhere end there: one written
     just before its process died, ahead of the steps it had not stored yet); returns their paths."""
-    ahead = [
-        path for path in list_checkpoints(out_dir) if int(os.path.basename(path).removeprefix("step_")) > step
-    ]
+    ahead = [path for path in list_checkpoints(out_dir) if _step(path) > step]
     for path in ahead:
         shutil.rmtree(path, ignore_errors=True)
     return ahead

@@ -43,6 +43,7 @@ import math
 import os
 import random
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -588,6 +589,7 @@ class TrainingRun:
     first_step: int = 0  # the resumed checkpoint's step, else 0
     last_saved: int = -1  # the step of the checkpoint written or resumed last, -1 for none
     empty_steps: int = 0  # consecutive steps the filter left empty (counted from this process's start)
+    writer: str = field(default_factory=lambda: uuid.uuid4().hex)  # this call's mark on its checkpoints
 
     @classmethod
     def start(cls, cfg: TrainConfig, sink: Sink, out_dir: str, resume: bool) -> TrainingRun:
@@ -709,7 +711,14 @@ class TrainingRun:
             trainer.critic_opt,
             self.cfg.to_yaml(),
             self.seed_counter,
+            self.writer,
+        )
+        checkpoint.prune(
+            self.out_dir,
             self.cfg.schedule.keep_checkpoints,
+            self.writer,
+            since=self.first_step,
+            resumable=self.sink.stored_step(),
         )
         self.last_saved = next_step
         self.sink.checkpoint(next_step, path)

@@ -20,6 +20,10 @@ class Sink(Protocol):
     def records(self, step: int, key: str, values: list[float]) -> None: ...
     def progress(self, step: int, total: int) -> None: ...
     def checkpoint(self, step: int, path: str) -> None: ...
+    def stored_step(self) -> int | None:
+        """How many steps' output is stored for good (a sink that writes in the background may be behind
+        the loop); None when every step handed over is. The checkpoint to resume from is kept by it."""
+        ...
 
 
 class Eta:
@@ -66,6 +70,9 @@ class NullSink:
 
     def checkpoint(self, step, path):
         pass
+
+    def stored_step(self):
+        return None  # written as handed over
 
 
 class MemorySink(NullSink):
@@ -148,3 +155,6 @@ class JsonlSink:
 
     def checkpoint(self, step, path):
         print(f"checkpoint at step {step}: {path}", file=self.stream, flush=True)
+
+    def stored_step(self):
+        return None  # each line written as handed over

@@ -51,6 +51,7 @@ class DatabaseSink:
         self._eta = Eta()
         self.stop_requested = run.stop_requested
         self.lost = False  # another attempt owns the run now
+        self._stored_step = run.step or 0  # the run's step as committed by this sink (or as it found it)
         self.last_error: Exception | None = None
         self._wake = threading.Event()
         self._closing = False
@@ -79,6 +80,10 @@ class DatabaseSink:
         with self._lock:
             self._progress = (step, total, eta)
         self._wake.set()  # a step ended: flush now
+
+    def stored_step(self) -> int:
+        """The run's step as this sink last committed it: the steps before it have their points stored."""
+        return self._stored_step
 
     def checkpoint(self, step: int, path: str) -> None:
         logger.info("run %s: checkpoint before step %s at %s", self.run.pk, step, path)
@@ -122,9 +127,11 @@ class DatabaseSink:
                 # One transaction: the run's step is never seen ahead of the points of the steps it counts
                 # (a worker killed between the two left a gap that its heir resumed past).
                 with transaction.atomic():
-                    self._write_heartbeat()
+                    step = self._write_heartbeat()
                     written = self._write_rows() if not self.lost else (0, 0, 0)
                 self._forget(*written)  # committed: only now out of the buffer
+                if step is not None and not self.lost:
+                    self._stored_step = step
                 if self.lost:
                     with self._lock:  # the run belongs to another attempt: its writes win
                         self._points, self._samples, self._records, self._steps = [], [], [], []
@@ -146,7 +153,9 @@ class DatabaseSink:
         finally:
             connection.close()  # this thread's own connection
 
-    def _write_heartbeat(self):
+    def _write_heartbeat(self) -> int | None:
+        """The heartbeat, progress and latest values; returns the step it wrote, if any."""
+        step = None
         with self._lock:
             fields = {"heartbeat_at": timezone.now(), "latest_metrics": jsonb_safe(self._latest)}
             if self._progress is not None:
@@ -158,6 +167,7 @@ class DatabaseSink:
             logger.warning(
                 "run %s: attempt %s no longer owns the run; writing nothing more", self.run.pk, self.attempt
             )
+        return step
 
     def _write_rows(self):
         with self._lock:

@@ -3,13 +3,13 @@ again with a message saying where it continues."""
 
 from django.urls import reverse
 
-from tests.factories import make_run
+from tests.factories import make_checkpoint, make_run
 
 
 def test_a_stopped_run_is_resumed_from_its_page(alice_client, alice, purge_broker, settings, tmp_path):
     settings.CHECKPOINT_ROOT = tmp_path
     run = make_run(alice, status="stopped", step=7)
-    run.checkpoint_dir.mkdir()
+    make_checkpoint(run, 5)
     page = alice_client.get(run.get_absolute_url()).content.decode()
     assert 'id="resume-form"' in page and ">Resume</button>" in page
 
@@ -32,6 +32,11 @@ def test_a_run_stopped_before_it_trained_says_it_starts_from_step_0(
     no_checkpoint = make_run(alice, status="stopped", step=3)
     answer = alice_client.post(reverse("run_resume", args=[no_checkpoint.pk]), follow=True).content.decode()
     assert "Resumed: queued again; it starts again from step 0: no checkpoint of it was saved." in answer
+    # saved while its metrics could not be written: the worker drops checkpoints ahead of the stored steps
+    ahead = make_run(alice, status="failed", step=15)
+    make_checkpoint(ahead, 30)
+    answer = alice_client.post(reverse("run_resume", args=[ahead.pk]), follow=True).content.decode()
+    assert "it starts again from step 0: its checkpoints are all ahead of its stored steps" in answer
 
 
 def test_no_resume_for_a_completed_run(alice_client, alice):

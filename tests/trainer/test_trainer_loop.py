@@ -268,3 +268,37 @@ def test_checkpoints_ahead_of_a_step_are_dropped(tmp_path):
     assert checkpoint.drop_after(str(tmp_path), 3) == [str(root / "step_000004")]
     assert checkpoint.latest(str(tmp_path)) == str(root / "step_000003")
     assert checkpoint.drop_after(str(tmp_path), 3) == []
+
+
+def _checkpoints(tmp_path, writers: dict[int, str]):
+    root = tmp_path / "checkpoints"
+    for step, writer in writers.items():
+        (root / f"step_{step:06d}").mkdir(parents=True)
+        (root / f"step_{step:06d}" / "state.json").write_text(json.dumps({"step": step, "writer": writer}))
+    return lambda: sorted(int(path.name.removeprefix("step_")) for path in root.iterdir())
+
+
+def test_pruning_keeps_the_checkpoint_a_stalled_sink_can_resume_from(tmp_path):
+    """A tester's worker trained on while its database was away (its sink stored up to step 15) and kept only
+    its 3 newest checkpoints, 30-40: all ahead of the stored steps, so its heir dropped them and began at 0."""
+    from trainer import checkpoint
+
+    left = _checkpoints(tmp_path, {step: "a" for step in (10, 15, 20, 25, 30, 35, 40)})
+    checkpoint.prune(str(tmp_path), 3, "a", since=0, resumable=15)
+    assert left() == [15, 30, 35, 40]
+    checkpoint.prune(str(tmp_path), 3, "a", since=0, resumable=None)  # every step stored (a synchronous sink)
+    assert left() == [30, 35, 40]
+
+
+def test_pruning_leaves_alone_the_checkpoints_of_the_attempt_that_took_the_run_over(tmp_path):
+    """An attempt that lost its run without knowing (its database away) deleted its heir's checkpoints by
+    keeping the newest names; now it deletes only its own and those from before it started."""
+    from trainer import checkpoint
+
+    left = _checkpoints(
+        tmp_path, {5: "old", 10: "zombie", 20: "heir", 25: "heir", 60: "zombie", 65: "zombie"}
+    )
+    checkpoint.prune(str(tmp_path), 2, "zombie", since=10, resumable=None)
+    assert left() == [20, 25, 60, 65]  # 5: before it started; 10: its own; the heir's untouched
+    checkpoint.prune(str(tmp_path), 2, "heir", since=15, resumable=25)
+    assert left() == [20, 25, 60, 65]  # the zombie's are ahead of where the heir started

@@ -6,7 +6,7 @@ from html import escape, unescape
 import yaml
 from django.urls import reverse
 
-from tests.factories import make_experiment, make_run, spec_experiment
+from tests.factories import make_checkpoint, make_experiment, make_run, spec_experiment
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
@@ -213,7 +213,7 @@ def test_resume_stopped_runs_queues_the_experiments_stopped_runs_again(
     settings.CHECKPOINT_ROOT = tmp_path
     experiment = spec_experiment(alice, seeds=[1, 2, 3, 4], steps=10)
     first, second, done, hidden = experiment.runs.order_by("id")
-    first.checkpoint_dir.mkdir()  # the second stopped before its first checkpoint
+    make_checkpoint(first, 2)  # the second stopped before its first checkpoint
     Run.objects.filter(pk__in=[first.pk, second.pk, hidden.pk]).update(status="stopped", step=3)
     Run.objects.filter(pk=done.pk).update(status="completed", step=10)
     Run.objects.filter(pk=hidden.pk).update(archived_at=timezone.now())

@@ -129,7 +129,11 @@ def test_a_resumed_runs_duration_and_speed_count_its_attempts_not_the_downtime(q
     t0 = timezone.now() - timedelta(hours=3)  # attempt 1: 10 minutes, then the server was off for 2 h
     Run.objects.filter(pk=run.pk).update(started_at=t0, heartbeat_at=t0 + timedelta(minutes=10), step=25)
     run.refresh_from_db()
-    assert run.requeue("worker shut down") and run.claim("b", 2, "cpu")
+    assert run.requeue("worker shut down")
+    # waiting in the queue (2 hours here) is no training: a tester saw the runs table's duration grow
+    assert run.training_time == timedelta(minutes=10)
+    assert table.with_summary(Run.objects.filter(pk=run.pk)).get().duration == timedelta(minutes=10)
+    assert run.claim("b", 2, "cpu")
     t1 = t0 + timedelta(hours=2, minutes=10)  # attempt 2: 6 minutes, to step 50
     Run.objects.filter(pk=run.pk).update(started_at=t1, heartbeat_at=t1 + timedelta(minutes=6), step=50)
     run.refresh_from_db()

@@ -58,6 +58,21 @@ def test_writes_metrics_samples_progress_and_heartbeat(running_run):
     assert run.heartbeat_at > before
     assert run.latest_metrics == {"train/success": pytest.approx(0.2), "actor/grad_norm": None}
     assert [step for step, _ in hook.steps] == [0, 1, 2]
+    assert sink.stored_step() == 3  # what the trainer's checkpoint pruning keeps a checkpoint for
+
+
+def test_the_stored_step_moves_only_with_what_was_committed(running_run):
+    sink = DatabaseSink(running_run, flush_interval=60)
+    assert sink.stored_step() == 0
+    sink.metrics(0, {"loss": 1.0})
+    sink.progress(1, 5)
+    assert sink.flush()
+    assert sink.stored_step() == 1
+    Run.objects.get(pk=running_run.pk).requeue("worker lost")  # another attempt's from here
+    sink.metrics(1, {"loss": 0.5})
+    sink.progress(2, 5)
+    sink.close()
+    assert sink.lost and sink.stored_step() == 1
 
 
 def test_a_recomputed_step_overwrites_its_rows(running_run):

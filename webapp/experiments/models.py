@@ -610,11 +610,27 @@ class Run(models.Model):
         return self.checkpoint_dir.is_dir()
 
     @property
+    def resumable_checkpoint(self) -> bool:
+        """Whether a checkpoint at or before its stored step is on disk: the worker resumes from the newest
+        such, and drops those ahead (trainer.checkpoint.drop_after)."""
+        return any(
+            path.name.removeprefix("step_").isdigit()
+            and int(path.name.removeprefix("step_")) <= self.step
+            and (path / "state.json").exists()
+            for path in (self.checkpoint_dir / "checkpoints").glob("step_*")
+        )
+
+    @property
     def resumes_from(self) -> str:
         """Where its next attempt starts if resumed, in words: the worker continues from the last checkpoint
         it finds, and without one starts at step 0 (a run stopped while queued had none)."""
-        if self.has_checkpoints:
+        if self.has_checkpoints and self.resumable_checkpoint:
             return "it continues from its last checkpoint"
+        if self.has_checkpoints:
+            return (
+                "it starts again from step 0: its checkpoints are all ahead of its stored steps (saved while "
+                "its metrics could not be written), and resuming from one would skip steps"
+            )
         if self.step == 0:
             return "it starts from step 0 (it had trained no step)"
         return "it starts again from step 0: no checkpoint of it was saved"
@@ -739,6 +755,8 @@ class Run(models.Model):
             eta_seconds=None,  # it knows nothing of the wait in the queue
             attempt_log=self.attempt_log + [self._attempt_entry(reason)],
             earlier_training=self.earlier_training + self._attempt_time(),
+            # its attempt's time is now in earlier_training (a duration counted the wait in the queue too)
+            started_at=None,
         )
         self.refresh_from_db()
         return requeued == 1

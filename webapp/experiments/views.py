@@ -276,7 +276,7 @@ def experiment_resume(request, pk):
         try:
             run.resume()
             resumed += 1
-            from_scratch += not run.has_checkpoints
+            from_scratch += not run.resumable_checkpoint
         except Run.NotResumable:  # resumed (or deleted) meanwhile, from another tab or the API
             pass
     if not from_scratch:
