@@ -71,6 +71,8 @@ def send_notification(self, notification_id: int) -> str:
             # Early: the sender's clock is ahead of this machine's. Again at its time, by this clock.
             send_later(notification.pk, notification.next_try_at)
             return "not due yet"
+        if notification.status == Notification.Status.PENDING:  # a retry's second message, before its time
+            return f"not due yet: its retry is due at {notification.next_try_at:%H:%M:%S} UTC"
         return "nothing to do"
     via = emails.destination()  # before sending: nothing that can fail comes after it
     try:

@@ -107,9 +107,22 @@ def test_the_second_failure_waits_twice_as_long(alert_event, settings):
     notification = Notification.create_for([alert_event()])
     waits = []
     for _ in range(3):
-        notification.claim()
+        assert notification.claim()
         waits.append(notification.mark_failed("SMTPServerDisconnected: gone"))
+        age(notification, next_try_at=0)  # its time comes
     assert waits == Notification.retry_delays()[:3] == [60, 120, 240]
+
+
+def test_a_retry_delivered_twice_waits_for_its_time(alert_event):
+    """A tester sent one failed email's message three more times: each tried at once and started a retry
+    chain of its own, spending the retries' 12 hours in minutes."""
+    notification = Notification.create_for([alert_event()])
+    assert notification.claim()
+    notification.mark_failed("SMTPServerDisconnected: gone")  # the next try in 60 s
+    assert not notification.claim()  # a second message for the retry, early
+    assert (notification.status, notification.tries) == ("pending", 1)
+    age(notification, next_try_at=-5)  # due in 5 s by this clock: another machine's may be ahead
+    assert notification.claim() and notification.tries == 2
 
 
 def test_the_run_page_shows_each_alert_emails_delivery_state(alice_client, alert_event):

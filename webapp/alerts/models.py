@@ -13,6 +13,9 @@ from django.utils import timezone
 from webapp.core.jsonsafe import jsonb_safe
 from webapp.core.templatetags.echolab import spoken_seconds
 
+# How far the clocks of the machines sharing the database may disagree about when a retry is due.
+RETRY_CLOCK_SLACK = timedelta(seconds=10)
+
 
 class DetectorEvent(models.Model):
     class Level(models.TextChoices):
@@ -317,11 +320,14 @@ class Notification(models.Model):
     def claim(self) -> bool:
         """pending -> sending for exactly one sender: a task delivered twice sends one email. An email
         gathering its run's alerts is not sent before its time (a message that comes early is sent again
-        for then; a retry's time is its task's countdown)."""
-        gathering = Q(tries=0, next_try_at__gt=timezone.now())
+        for then); nor is a retry, give or take RETRY_CLOCK_SLACK (its message is its task's countdown, set
+        by another machine's clock: a second message for it, a duplicate delivery, would try it at once and
+        start a second chain of retries; the sweeper re-sends a retry whose message was lost)."""
+        now = timezone.now()
+        early = Q(tries=0, next_try_at__gt=now) | Q(tries__gt=0, next_try_at__gt=now + RETRY_CLOCK_SLACK)
         claimed = (
             Notification.objects.filter(pk=self.pk, status=self.Status.PENDING)
-            .exclude(gathering)
+            .exclude(early)
             .update(
                 status=self.Status.SENDING,
                 tries=F("tries") + 1,
