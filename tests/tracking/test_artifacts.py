@@ -167,7 +167,7 @@ def test_a_path_too_deep_is_refused_and_a_delete_through_a_file_deletes_nothing(
     assert (status, code, message) == (
         400,
         "INVALID_PARAMETER_VALUE",
-        "path: is 66 folders deep inside its run; at most 64",
+        "path: has 66 names (folders and file) inside its run; at most 64",
     )
     assert send("PUT", url_of(run, "d/" * 63 + "x.txt"), b"x")[0] == 200
     assert send("PUT", url_of(run, "f.txt"), b"x")[0] == 200
@@ -244,6 +244,18 @@ def test_a_deleted_run_takes_no_artifacts_until_restored(send, run):
     assert send("PUT", url_of(run, "x.txt"), b"x")[0] == 200
     assert send("DELETE", url_of(run, "x.txt"))[0] == 200
     assert not (run.artifact_dir / "x.txt").exists()
+
+
+def test_a_run_whose_experiment_names_its_own_location_takes_no_files_here(send, alice, artifact_root):
+    experiment = ExternalExperiment.create(alice, "bucketed", artifact_location="s3://lab/rl")
+    run = ExternalRun.start(experiment, "r", {}, "alice", timezone.now())
+    status, code, message = error(send("PUT", url_of(run, "x.txt"), b"x"))
+    assert (status, code) == (400, "INVALID_PARAMETER_VALUE")
+    assert message == (
+        f"path: the run's files go to its experiment's own artifact location, s3://lab/rl/{run.run_uuid}"
+        "/artifacts, which the client writes to itself; EchoLab keeps none of them"
+    )
+    assert not run.artifact_dir.exists()
 
 
 def test_files_are_served_so_a_logged_page_cannot_run_on_echolabs_origin(send, run):

@@ -514,3 +514,34 @@ def test_a_run_keeps_a_bounded_record_of_its_datasets(api, run, monkeypatch):
     assert third.json()["message"].startswith("datasets: the run would keep 3 datasets in ")
     run.refresh_from_db()
     assert [each["dataset"]["name"] for each in run.inputs] == ["d0", "d1"]
+
+
+@pytest.mark.parametrize(
+    "location, says",
+    [
+        ("s3://[bucket/x", "not a URI (Invalid IPv6 URL)"),  # was a 500
+        ("http://[abc]/x", "not a URI"),
+        ("   ", "blank, or holds control or format characters"),
+        ("\u202es3://b", "blank, or holds control or format characters"),
+        ("s3://b/x\x01", "blank, or holds control or format characters"),
+        ("runs:/0123/model", "a location cannot be a runs:/ URI"),
+        ("mlflow-artifacts:/elsewhere", "mlflow-artifacts: is where EchoLab keeps the files"),
+        ("s3://b/x?versionId=1", "a location has no fragment, params or query"),
+    ],
+)
+def test_an_artifact_location_mlflow_would_refuse_is_refused_naming_it(api, alice, location, says):
+    answer = api("/api/2.0/mlflow/experiments/create", {"name": "bucketed", "artifact_location": location})
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("artifact_location: ") and says in answer.json()["message"]
+    assert not ExternalExperiment.objects.filter(owner=alice).exists()
+
+
+def test_a_search_is_bounded_and_checked_before_it_makes_anything(api, alice):
+    answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": ["0"], "max_results": 0})
+    assert answer.status_code == 400 and answer.json()["message"].startswith("max_results: ")
+    assert not ExternalExperiment.objects.filter(owner=alice).exists()  # no Default experiment made
+    many = " AND ".join(f"tags.k{i} IS NULL" for i in range(101))
+    answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": ["0"], "filter": many})
+    assert answer.json()["message"] == "filter: has more than 100 clauses; at most 100 a search"
+    answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": ["0"], "order_by": ["run_name"] * 101})
+    assert answer.json()["message"] == "order_by: has 101 entries; at most 100 a search"

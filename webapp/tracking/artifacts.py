@@ -92,16 +92,25 @@ class Artifact:
                 f"<experiment id>/<run id>/{RUN_FOLDER}/ (the run's artifact_uri)",
             )
         run = (ExternalRun.get_active_for if for_writing else ExternalRun.get_for)(user, parts[1])
-        if parts[0] != run.run.experiment.mlflow.mlflow_id:
+        experiment = run.run.experiment.mlflow
+        if parts[0] != experiment.mlflow_id:
             raise MlflowError(
                 "RESOURCE_DOES_NOT_EXIST", f"no run with id {parts[1]!r} in experiment {parts[0]!r}"
+            )
+        if for_writing and experiment.artifact_location:
+            raise invalid(
+                "path",
+                f"the run's files go to its experiment's own artifact location, {run.artifact_uri}, which the "
+                "client writes to itself; EchoLab keeps none of them",
             )
         return cls.in_run(run, parts[3:])
 
     @classmethod
     def in_run(cls, run: ExternalRun, parts: list[str]) -> "Artifact":
         if len(parts) > MAX_DEPTH:
-            raise invalid("path", f"is {len(parts)} folders deep inside its run; at most {MAX_DEPTH}")
+            raise invalid(
+                "path", f"has {len(parts)} names (folders and file) inside its run; at most {MAX_DEPTH}"
+            )
         inside = "/".join(parts)
         if _bytes(inside) > MAX_INSIDE_BYTES:
             raise invalid(

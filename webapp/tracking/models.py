@@ -462,11 +462,10 @@ class ExternalRun(models.Model):
         """runs/delete-tag: the tag gone, as MLflow's store deletes it; a tag the run does not have is
         RESOURCE_DOES_NOT_EXIST, with MLflow's message."""
         with transaction.atomic():
-            tags = (
-                ExternalRun.objects.select_for_update(no_key=True)
-                .values_list("tags", flat=True)
-                .get(pk=self.pk)
-            )
+            # The Run row first, as every writer of the tags takes it (log, update): a delete between their
+            # read and their write was undone by it
+            Run.objects.select_for_update(no_key=True).filter(pk=self.run_id).first()
+            tags = ExternalRun.objects.values_list("tags", flat=True).get(pk=self.pk)
             if key not in tags:
                 raise MlflowError(
                     "RESOURCE_DOES_NOT_EXIST", f"No tag with name: {key} in run with id {self.run_uuid}"

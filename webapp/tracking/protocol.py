@@ -10,6 +10,7 @@ ingest.MAX_KEY_LENGTH); an experiment's name is EchoLab's.
 import math
 import posixpath
 import re
+import unicodedata
 import urllib.parse
 
 from diagnostics.quoting import quoted
@@ -326,13 +327,18 @@ def _shown(digits: str) -> str:
     return digits if len(digits) <= 24 else f"{digits[:20]}… ({len(digits)} digits)"
 
 
-def page(items, fields: Fields, default_size: int) -> tuple[list, str | None]:
-    """One page of `items` (max_results from page_token, an offset) and the next page's token."""
+def page_window(fields: Fields, default_size: int) -> tuple[int, int]:
+    """(offset, size) of the page asked for: max_results from page_token, an offset this server wrote."""
     size = fields.integer("max_results", default_size, low=1, high=MAX_RESULTS)
     token = fields.string("page_token", required=False)
-    if token and not re.fullmatch(r"[0-9]{1,18}", token):  # an offset this server wrote, below 2**63
+    if token and not re.fullmatch(r"[0-9]{1,18}", token):  # below 2**63
         raise invalid("page_token", f"{token[:40]!r} is not a token this server gave")
-    start = int(token or 0)
+    return int(token or 0), size
+
+
+def page(items, window: tuple[int, int]) -> tuple[list, str | None]:
+    """One page of `items` (page_window) and the next page's token."""
+    start, size = window
     end = start + size
     total = len(items) if isinstance(items, list) else items.count()
     return list(items[start:end]), (str(end) if end < total else None)
@@ -343,7 +349,14 @@ def artifact_location(fields: Fields) -> str:
     location = fields.string("artifact_location", required=False, max_length=MAX_ARTIFACT_LOCATION_LENGTH)
     if not location:
         return ""
-    parsed = urllib.parse.urlparse(location)
+    if not location.strip() or any(unicodedata.category(char) in ("Cc", "Cf") for char in location):
+        raise invalid(
+            "artifact_location", f"{quoted(location)}: blank, or holds control or format characters"
+        )
+    try:
+        parsed = urllib.parse.urlparse(location)
+    except ValueError as error:  # a bracketed host that is no IPv6 address: "s3://[bucket/x"
+        raise invalid("artifact_location", f"{quoted(location)}: not a URI ({error})") from None
     if parsed.fragment or parsed.params or parsed.query:
         raise invalid("artifact_location", f"{quoted(location)}: a location has no fragment, params or query")
     if parsed.scheme == "runs":

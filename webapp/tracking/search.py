@@ -55,6 +55,11 @@ _ENTITIES = {
 }
 
 
+# A search judges every clause and sort of every run in Python: one request of 40,000 clauses held a server
+# thread for 25 s. MLflow's notebooks ask a few.
+MAX_CLAUSES = MAX_ORDERS = 100
+
+
 def parse_filter(text: str, names: dict[str, str], field: str = "filter") -> list[tuple[str, str, object]]:
     """[(name, comparator, value)] from "run_name LIKE 'lr%' AND metrics.reward > 0.5". `names`: the
     searchable names and their kinds, a prefix ("params.") standing for every name under it. Names are
@@ -69,6 +74,8 @@ def parse_filter(text: str, names: dict[str, str], field: str = "filter") -> lis
             raise invalid(field, _unsupported(text[at:], names))
         op = " ".join(match["op"].upper().split())
         clauses.append((name, op, _value(match, name, kind, op, field)))
+        if len(clauses) > MAX_CLAUSES:
+            raise invalid(field, f"has more than {MAX_CLAUSES} clauses; at most {MAX_CLAUSES} a search")
         at = match.end()
         if at == len(text):
             break
@@ -83,6 +90,8 @@ def parse_order_by(
     entries: list[str], names: dict[str, str], field: str = "order_by"
 ) -> list[tuple[str, bool]]:
     """[(name, descending)] from ["metrics.reward DESC", "params.lr"] (ascending unless DESC)."""
+    if len(entries) > MAX_ORDERS:
+        raise invalid(field, f"has {len(entries):,} entries; at most {MAX_ORDERS} a search")
     orders = []
     for index, entry in enumerate(entries):
         match = _ORDER.fullmatch(entry)

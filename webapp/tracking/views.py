@@ -217,8 +217,9 @@ def search_experiments(request, fields):
     found = ExternalExperiment.objects.for_user(request.user).select_related("experiment")
     if view_type == "DELETED_ONLY":  # nothing here is ever deleted
         found = found.none()
+    window = protocol.page_window(fields, 1000)
     experiments, token = protocol.page(
-        search.found(found.order_by("-experiment_id"), clauses, orders), fields, 1000
+        search.found(found.order_by("-experiment_id"), clauses, orders), window
     )
     return {
         "experiments": [experiment.to_mlflow() for experiment in experiments],
@@ -385,6 +386,7 @@ def search_runs(request, fields):
     view_type = _view_type(fields, "run_view_type")
     orders = search.parse_order_by(fields.strings("order_by"), RUN_SEARCHES)
     clauses = search.parse_filter(fields.string("filter", required=False), RUN_FILTERS)
+    window = protocol.page_window(fields, 1000)
     experiment_ids = list(dict.fromkeys(fields.strings("experiment_ids")))  # each looked up once
     if len(experiment_ids) > MAX_SEARCHED_EXPERIMENTS:
         raise invalid(
@@ -403,7 +405,7 @@ def search_runs(request, fields):
     )
     if view_type != "ALL":  # MLflow's deleted runs are EchoLab's archived ones
         found = found.filter(run__archived_at__isnull=view_type == "ACTIVE_ONLY")
-    page, token = protocol.page(search.found(found, clauses, orders), fields, 1000)
+    page, token = protocol.page(search.found(found, clauses, orders), window)
     return {"runs": [run.to_mlflow() for run in page], **({"next_page_token": token} if token else {})}
 
 
@@ -462,7 +464,7 @@ def get_metric_history(request, fields):
         .order_by(F("logged_at").asc(nulls_last=True), "step", "value")
         .values_list("step", "value", "logged_at")
     )
-    page, token = protocol.page(points, fields, 25_000)
+    page, token = protocol.page(points, protocol.page_window(fields, 25_000))
     heard = protocol.millis(run.run.heartbeat_at)  # for points logged without a timestamp
     return {
         "metrics": [
