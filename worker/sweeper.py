@@ -85,9 +85,13 @@ def recover_orphans(host: str) -> dict:
 
 
 def pid_namespace() -> str:
-    """This process's PID namespace ("pid:[4026531836]"), "" where /proc cannot say."""
+    """Where this process's id means this process: its machine's boot and its PID namespace
+    ("<boot id> pid:[4026531836]"), "" where /proc cannot say. The namespace alone is not enough: every
+    machine's first one has the same number, so two machines given one host name would each find the
+    other's training processes gone."""
     try:
-        return os.readlink("/proc/self/ns/pid")
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return f"{boot.read().strip()} {os.readlink('/proc/self/ns/pid')}"
     except OSError:
         return ""
 

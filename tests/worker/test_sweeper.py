@@ -152,18 +152,22 @@ def test_a_worker_starting_recovers_at_once_the_runs_its_host_lost(
     queued_run, sweeper_settings, purge_broker
 ):
     gone, here, host = _pid_of_an_ended_process(), pid_namespace(), socket.gethostname()
-    orphan, training, elsewhere, other_container = (
-        queued_run({}, label=label) for label in ("orphan", "training", "elsewhere", "other container")
+    labels = ("orphan", "training", "elsewhere", "other container", "other machine")
+    orphan, training, elsewhere, other_container, other_machine = (
+        queued_run({}, label=label) for label in labels
     )
     orphan.claim(host, gone, "cpu", here)
     training.claim(host, os.getpid(), "cpu", here)  # a live process: still training
     elsewhere.claim("another-host", gone, "cpu", here)  # its process id means nothing here
-    other_container.claim(host, gone, "cpu", "pid:[1]")  # same host name, another PID namespace
+    boot, namespace = here.split(" ")
+    other_container.claim(host, gone, "cpu", f"{boot} pid:[1]")  # same host name, another PID namespace
+    # same host name, and the first PID namespace of its machine, which has every machine's number
+    other_machine.claim(host, gone, "cpu", f"{'0' * 8}-0000-0000-0000-{'0' * 12} {namespace}")
 
     counts = recover_orphans(host)
 
     assert counts == {"requeued": 1, "failed": 0, "stopped": 0, "sent": 1}
-    assert [run.status for run in Run.objects.order_by("pk")] == ["queued", "running", "running", "running"]
+    assert [run.status for run in Run.objects.order_by("pk")] == ["queued"] + ["running"] * 4
     orphan.refresh_from_db()
     assert orphan.attempt_log[0]["reason"] == f"worker lost: its process on {host} (pid {gone}) is gone"
     assert gpu_queue_depth() == 1
