@@ -38,8 +38,12 @@ def send(task: str, args: list, queue: str, eta=None) -> bool:
 def listeners(queue: str, timeout: float = 1.0) -> list[str] | None:
     """The workers that answer a broadcast within `timeout` s and consume `queue`; None when the broker
     cannot broadcast (unreachable, or the embedded filesystem broker, which has no broadcast)."""
+    from django.conf import settings
+
     from worker.celery import app
 
+    if settings.CELERY_BROKER_URL.startswith("filesystem:"):  # no broadcast: no answer, whoever listens
+        return None
     try:
         answers = app.control.inspect(timeout=timeout).active_queues() or {}
     except Exception as error:  # as in send(): kombu raises several types for "broker unreachable"

@@ -93,3 +93,11 @@ def test_healthz_with_workers_says_whether_a_worker_consumes_the_gpu_queue(clien
     assert error == "no worker consumes the gpu queue: queued runs wait"
     start_worker("gpu", name="listening")
     assert client.get("/healthz", {"workers": "1"}).json()["gpu_workers"] == {"ok": True}
+
+
+def test_healthz_with_workers_on_the_embedded_broker_says_it_cannot_ask(client, db, settings):
+    """./echolab run's filesystem broker has no broadcast: its silence is no "no worker" (a tester saw 503
+    'no worker consumes the gpu queue' while a run was training)."""
+    settings.CELERY_BROKER_URL = "filesystem://"
+    error = client.get("/healthz", {"workers": "1"}).json()["gpu_workers"]["error"]
+    assert error == "the workers could not be asked (the broker is unreachable or cannot broadcast)"
