@@ -2,6 +2,7 @@
 `mlflow` client into EchoLab and into MLflow's SQL store (what `mlflow server` keeps its runs in, here in
 SQLite), then the same searches asked of both. Both must name the same runs in the same order."""
 
+import math
 import time
 
 import pytest
@@ -387,3 +388,29 @@ def test_a_run_the_script_does_not_name_is_named_as_mlflow_names_it(both):
 
     names = [client.create_run(experiment_id).info.run_name for client, experiment_id in both]
     assert all(re.fullmatch(r"[a-z]+-[a-z]+-\d{1,3}", name) for name in names), names
+
+
+def test_infinities_sort_and_filter_as_mlflows_store_keeps_them(both):
+    """MLflow's SQL store keeps an infinity as the largest finite float: it ties with it, sorted and filtered."""
+    answers = []
+    for client, experiment_id in both:
+        start = int(time.time() * 1000) - 60_000
+        for index, (name, value) in enumerate(
+            [("inf", math.inf), ("max", 1.7976931348623157e308), ("one", 1.0)]
+        ):
+            run_id = client.create_run(
+                experiment_id, run_name=name, start_time=start + 1000 * index
+            ).info.run_id
+            client.log_metric(run_id, "x", value, step=0)
+        answers.append(
+            [
+                [r.info.run_name for r in client.search_runs([experiment_id], query, order_by=order)]
+                for query, order in [
+                    ("", ["metrics.x DESC"]),
+                    ("", ["metrics.x ASC"]),
+                    ("metrics.x = 1.7976931348623157e308", []),
+                ]
+            ]
+        )
+    assert answers[0] == answers[1]
+    assert answers[0][0] == ["max", "inf", "one"]  # tied: the newest first

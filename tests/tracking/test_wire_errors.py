@@ -545,3 +545,16 @@ def test_a_search_is_bounded_and_checked_before_it_makes_anything(api, alice):
     assert answer.json()["message"] == "filter: has more than 100 clauses; at most 100 a search"
     answer = api("/api/2.0/mlflow/runs/search", {"experiment_ids": ["0"], "order_by": ["run_name"] * 101})
     assert answer.json()["message"] == "order_by: has 101 entries; at most 100 a search"
+
+
+def test_a_null_sent_to_echolabs_api_searches_as_the_nan_runs_get_answers(api, run):
+    from webapp.metrics import ingest
+
+    ingest.write(run.pk, [(0, "x", None)])  # POST /api/runs/<id>/metrics's null
+    experiment = [str(run.run.experiment.mlflow.mlflow_id)]
+    got = api("/api/2.0/mlflow/runs/get", {"run_id": run.run_uuid}, method="get").json()
+    assert got["run"]["data"]["metrics"][0]["value"] == "NaN"
+    found = api("/api/2.0/mlflow/runs/search", {"experiment_ids": experiment, "filter": "metrics.x != 5"})
+    assert [r["info"]["run_id"] for r in found.json()["runs"]] == [
+        run.run_uuid
+    ]  # NaN passes !=, as in MLflow

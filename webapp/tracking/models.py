@@ -23,6 +23,7 @@ aborts one), so every transaction that touches an MLflow run takes them in this 
 
 import contextlib
 import json
+import math
 import random
 import threading
 import time
@@ -723,8 +724,9 @@ class ExternalRun(models.Model):
             return None if value is None else str(value)
         if entity == "tags":
             return self.tags_shown().get(key)
-        if entity == "metrics":
-            return self.metrics_shown.get(key, (None,))[0]
+        if entity == "metrics":  # a null sent to EchoLab's own API is NaN, as runs/get answers it
+            found = self.metrics_shown.get(key)
+            return None if found is None else (math.nan if found[0] is None else found[0])
         if entity == "datasets":  # one value a dataset; the context is the input's tag
             if key == "context":
                 return [

@@ -119,10 +119,7 @@ def matches(actual, op: str, value) -> bool:
         return (actual in value) == (op == "IN")
     if op in ("LIKE", "ILIKE"):
         return like(value, actual, ignore_case=op == "ILIKE")
-    if isinstance(actual, float) and math.isinf(actual):
-        # MLflow's SQL store keeps infinities as the largest finite floats, and compares those (NaN fails
-        # every comparison but !=, there as here)
-        actual = math.copysign(sys.float_info.max, actual)
+    actual = _as_stored(actual)  # (NaN fails every comparison but !=, there as here)
     return {
         "=": lambda: actual == value,
         "!=": lambda: actual != value,
@@ -144,11 +141,18 @@ def found(items: Iterable, clauses: list[tuple[str, str, object]], orders: list[
         values = [item.searched(name) for item in items]
         groups = [_group(value) for value in values]
         present = [(value, item) for value, item, group in zip(values, items, groups) if group == 0]
-        present.sort(key=lambda pair: pair[0], reverse=descending)  # stable, reversed or not
+        present.sort(key=lambda pair: _as_stored(pair[0]), reverse=descending)  # stable, reversed or not
         items = [item for _, item in present] + [
             item for last in (1, 2) for item, group in zip(items, groups) if group == last
         ]
     return items
+
+
+def _as_stored(value):
+    """A value as MLflow's SQL store compares and sorts it: infinities as the largest finite floats."""
+    if isinstance(value, float) and math.isinf(value):
+        return math.copysign(sys.float_info.max, value)
+    return value
 
 
 def _group(value) -> int:
