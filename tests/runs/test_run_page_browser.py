@@ -696,11 +696,14 @@ def test_a_running_run_whose_worker_went_quiet_says_so_and_what_happens_next(pag
 
     from django.utils import timezone
 
-    quiet = make_run(page.user, status=Run.Status.RUNNING, step=3, total_steps=40, host="gpu-7", attempt=1)
+    quiet = make_run(
+        page.user, status=Run.Status.RUNNING, step=3, total_steps=40, host="gpu-7", attempt=1, eta_seconds=251
+    )
     Run.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=3))
     page.goto(f"{page.base}/runs/{quiet.pk}/")
     expect(page.locator("#run-heartbeat")).to_contain_text(
         "ago; nothing since: if its worker is gone, the run is queued again after 5m 00s without a word"
     )
+    expect(page.locator("#run-eta")).to_have_text("")  # no estimate from a worker that went quiet
     Run.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now())  # it answers again
     expect(page.locator("#run-heartbeat")).not_to_contain_text("nothing since", timeout=10_000)

@@ -21,6 +21,10 @@ from diagnostics.metrics import CLOCK_KEYS, OUTCOME_KEYS
 
 logger = logging.getLogger(__name__)
 
+# A training run's worker writes its heartbeat every few seconds, through steps of any length: silent this
+# long, it is stopped or gone, and its run's ETA means nothing (the sweeper requeues it later).
+ETA_SILENCE = 60.0
+
 
 class ExperimentQuerySet(models.QuerySet):
     def for_user(self, user):
@@ -424,9 +428,13 @@ class Run(models.Model):
 
     @property
     def eta(self) -> float | None:
-        """Seconds left while it trains, else None (a run finished before finish() cleared its ETA kept
-        its last attempt's)."""
-        return self.eta_seconds if self.status == self.Status.RUNNING else None
+        """Seconds left while it trains, as its worker last said; None when it is not training (a run
+        finished before finish() cleared its ETA kept its last attempt's), or when its worker has been
+        silent for ETA_SILENCE (a killed worker's run showed the same ETA for minutes)."""
+        if self.status != self.Status.RUNNING or self.eta_seconds is None:
+            return None
+        silent = (timezone.now() - self.heartbeat_at).total_seconds() if self.heartbeat_at else 0.0
+        return None if silent > ETA_SILENCE else self.eta_seconds
 
     @property
     def display_name(self) -> str:
