@@ -632,7 +632,7 @@ class Run(models.Model):
     def resumes_from(self) -> str:
         """Where its next attempt starts if resumed, in words: the worker continues from the last checkpoint
         it finds, and without one starts at step 0 (a run stopped while queued had none)."""
-        if self.has_checkpoints and self.resumable_checkpoint:
+        if self.resumable_checkpoint:
             return "it continues from its last checkpoint"
         if self.has_checkpoints:
             return (

@@ -197,6 +197,11 @@ class ExternalExperiment(models.Model):
         }[name]()
 
     @property
+    def location(self) -> str:
+        """Where its runs' files go: its own artifact_location, else EchoLab's artifact proxy."""
+        return self.artifact_location or f"mlflow-artifacts:/{self.mlflow_id}"
+
+    @property
     def last_update_time(self) -> int:
         return protocol.millis(self.renamed_at or self.experiment.created_at)
 
@@ -205,7 +210,7 @@ class ExternalExperiment(models.Model):
         return {
             "experiment_id": self.mlflow_id,
             "name": self.name,
-            "artifact_location": self.artifact_location or f"mlflow-artifacts:/{self.mlflow_id}",
+            "artifact_location": self.location,
             "lifecycle_stage": "active",
             "creation_time": created,
             "last_update_time": self.last_update_time,
@@ -280,12 +285,9 @@ class ExternalRun(models.Model):
 
     @property
     def artifact_uri(self) -> str:
-        """Where the client sends its files: MLflow's artifact proxy paths, which EchoLab answers, unless
-        the experiment names a place of its own (then there, as MLflow's server makes the path)."""
-        experiment = self.run.experiment.mlflow
-        if experiment.artifact_location:
-            return f"{experiment.artifact_location.rstrip('/')}/{self.run_uuid}/artifacts"
-        return f"mlflow-artifacts:/{experiment.mlflow_id}/{self.run_uuid}/artifacts"
+        """Where the client sends its files: under its experiment's location, as MLflow's server makes the
+        path (EchoLab's artifact proxy, unless the experiment names a place of its own)."""
+        return f"{self.run.experiment.mlflow.location.rstrip('/')}/{self.run_uuid}/artifacts"
 
     def tags_listed(self) -> list[tuple[str, str]]:
         """The script's tags as its run page lists them: its own first, then the client's mlflow.* ones."""
@@ -749,14 +751,9 @@ class ExternalRun(models.Model):
 
     def to_mlflow(self) -> dict:
         run = self.run
-        heard = protocol.millis(run.heartbeat_at)  # for points logged without a timestamp
+        heard = protocol.millis(run.heartbeat_at)
         metrics = [
-            {
-                "key": name,
-                "value": protocol.double(value),
-                "timestamp": heard if at is None else at,
-                "step": step,
-            }
+            protocol.metric(name, value, step, at, heard)
             for name, (value, step, at) in self.metrics_shown.items()
         ]
         info = {

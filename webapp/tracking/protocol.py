@@ -327,6 +327,17 @@ def _shown(digits: str) -> str:
     return digits if len(digits) <= 24 else f"{digits[:20]}… ({len(digits)} digits)"
 
 
+def metric(key: str, value: float | None, step: int, logged_at: int | None, heard: int | None) -> dict:
+    """A metric point as MLflow answers one; a point without a timestamp (a run's from before they were
+    kept) at `heard`, when the run was last heard from."""
+    return {
+        "key": key,
+        "value": double(value),
+        "timestamp": heard if logged_at is None else logged_at,
+        "step": step,
+    }
+
+
 def page_window(fields: Fields, default_size: int) -> tuple[int, int]:
     """(offset, size) of the page asked for: max_results from page_token, an offset this server wrote."""
     size = fields.integer("max_results", default_size, low=1, high=MAX_RESULTS)

@@ -465,16 +465,10 @@ def get_metric_history(request, fields):
         .values_list("step", "value", "logged_at")
     )
     page, token = protocol.page(points, protocol.page_window(fields, 25_000))
-    heard = protocol.millis(run.run.heartbeat_at)  # for points logged without a timestamp
+    heard = protocol.millis(run.run.heartbeat_at)
     return {
         "metrics": [
-            {
-                "key": key,
-                "value": protocol.double(value),
-                "timestamp": heard if at is None else at,
-                "step": 0 if stepless else step,
-            }
-            for step, value, at in page
+            protocol.metric(key, value, 0 if stepless else step, at, heard) for step, value, at in page
         ],
         **({"next_page_token": token} if token else {}),
     }
