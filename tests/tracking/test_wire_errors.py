@@ -102,7 +102,8 @@ def test_protocol_errors_have_mlflows_shape(api, run):
     not_json = api("/api/2.0/mlflow/runs/log-batch", "{oops")
     assert (not_json.status_code, not_json.json()["error_code"]) == (400, "BAD_REQUEST")
     wrong_method = api("/api/2.0/mlflow/runs/log-batch", method="get")
-    assert (wrong_method.status_code, wrong_method.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
+    assert (wrong_method.status_code, wrong_method.json()["error_code"]) == (405, "ENDPOINT_NOT_FOUND")
+    assert wrong_method["Allow"] == "POST, OPTIONS"
     unknown = api("/api/2.0/mlflow/model-versions/create", {})
     assert (unknown.status_code, unknown.json()["error_code"]) == (404, "ENDPOINT_NOT_FOUND")
     assert unknown.json()["message"].startswith("POST /api/2.0/mlflow/model-versions/create is not supported")
@@ -331,9 +332,31 @@ def test_points_for_an_ended_mlflow_run_on_our_api_say_where_they_go(api, run):
     assert "start a new run" not in answer.json()["error"]
 
 
-@pytest.mark.parametrize("experiment_id", ["²", "٤", "9223372036854775808", "99999999999999999999999"])
-def test_an_experiment_id_that_is_not_a_database_id_does_not_exist(api, run, experiment_id):
+@pytest.mark.parametrize("experiment_id", ["abc", "1.0", "²", "٤", "1_0", "0x1"])
+def test_an_experiment_id_that_is_not_an_integer_is_refused_as_mlflow_refuses_it(api, run, experiment_id):
     # "²" and "٤" (an Arabic-Indic 4) pass str.isdigit; the database refused the first and read the second as 4.
+    message = f"Invalid experiment ID {experiment_id!r}. Experiment ID must be a valid integer."
+    for answer in (
+        api("/api/2.0/mlflow/experiments/get", {"experiment_id": experiment_id}, method="get"),
+        api("/api/2.0/mlflow/runs/create", {"experiment_id": experiment_id}),
+        api("/api/2.0/mlflow/runs/search", {"experiment_ids": [experiment_id]}),
+    ):
+        assert answer.status_code == 400, answer.content
+        assert answer.json() == {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
+    assert not ExternalExperiment.objects.exclude(pk=run.run.experiment.mlflow.pk).exists()
+
+
+def test_an_experiment_id_is_read_as_an_integer(api, run):
+    written = str(run.run.experiment_id)
+    for experiment_id in (f" {written}", f"+{written}", f"000{written}", "0" * 5000 + written):
+        answer = api("/api/2.0/mlflow/experiments/get", {"experiment_id": experiment_id}, method="get")
+        assert answer.json()["experiment"]["experiment_id"] == written
+    default = api("/api/2.0/mlflow/experiments/get", {"experiment_id": "-0"}, method="get")
+    assert default.json()["experiment"]["name"] == "Default"
+
+
+@pytest.mark.parametrize("experiment_id", ["-1", "9223372036854775808", "99999999999999999999999"])
+def test_an_experiment_id_that_is_not_a_database_id_does_not_exist(api, run, experiment_id):
     for answer in (
         api("/api/2.0/mlflow/experiments/get", {"experiment_id": experiment_id}, method="get"),
         api("/api/2.0/mlflow/runs/create", {"experiment_id": experiment_id}),
@@ -558,3 +581,15 @@ def test_a_null_sent_to_echolabs_api_searches_as_the_nan_runs_get_answers(api, r
     assert [r["info"]["run_id"] for r in found.json()["runs"]] == [
         run.run_uuid
     ]  # NaN passes !=, as in MLflow
+
+
+def test_the_history_of_a_run_that_is_not_there_is_empty_as_mlflow_answers(api, run, bob):
+    others = ExternalRun.start(
+        ExternalExperiment.create(bob, "bob's"), "bob's run", {}, "bob", timezone.now()
+    )
+    ExternalRun.objects.get(pk=others.pk).log([("loss", 1.0, 1, None)], {}, {})
+    for run_id in ("0" * 32, others.run_uuid):  # none at all, and another user's
+        answer = api(
+            "/api/2.0/mlflow/metrics/get-history", {"run_id": run_id, "metric_key": "loss"}, method="get"
+        )
+        assert (answer.status_code, answer.json()) == (200, {"metrics": []})

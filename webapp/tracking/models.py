@@ -25,6 +25,7 @@ import contextlib
 import json
 import math
 import random
+import re
 import threading
 import time
 import uuid
@@ -49,6 +50,8 @@ from webapp.tracking import protocol
 from webapp.tracking.protocol import MlflowError, invalid
 
 DEFAULT_EXPERIMENT_ID = "0"  # the client's experiment when the script sets none
+# What MLflow's server takes as an experiment id (Python's int(), in ASCII digits).
+_EXPERIMENT_ID = re.compile(r"\s*([-+]?)([0-9]+)\s*")
 DEFAULT_EXPERIMENT_NAME = "Default"
 RUN_NAME_TAG = "mlflow.runName"
 PARENT_RUN_TAG = "mlflow.parentRunId"  # set by mlflow.start_run(nested=True)
@@ -171,7 +174,20 @@ class ExternalExperiment(models.Model):
 
     @classmethod
     def find_for(cls, owner, experiment_id: str) -> "ExternalExperiment | None":
-        """get_for, or None where it says the experiment does not exist."""
+        """get_for, or None where it says the experiment does not exist. An id that is not an integer is
+        refused, as MLflow's server refuses it (an integer of no experiment of the user's is not there)."""
+        integer = _EXPERIMENT_ID.fullmatch(experiment_id)
+        if integer is None:
+            raise MlflowError(
+                "INVALID_PARAMETER_VALUE",
+                f"Invalid experiment ID {experiment_id!r}. Experiment ID must be a valid integer.",
+            )
+        sign, digits = integer.groups()
+        experiment_id = (
+            digits.lstrip("0") or "0"
+        )  # " 7", "+7" and "007" name experiment 7, as int() reads them
+        if sign == "-" and experiment_id != "0":
+            return None
         if experiment_id == DEFAULT_EXPERIMENT_ID:
             found = cls.objects.for_user(owner).filter(name=DEFAULT_EXPERIMENT_NAME).first()
             if found is None:
@@ -319,13 +335,18 @@ class ExternalRun(models.Model):
             )
 
     @classmethod
-    def get_for(cls, owner, run_id: str) -> "ExternalRun":
-        found = (
+    def find_for(cls, owner, run_id: str) -> "ExternalRun | None":
+        """The user's run with that MLflow id; None for another user's run or one that is not there."""
+        return (
             cls.objects.for_user(owner)
             .select_related("run__experiment__mlflow")
             .filter(run_uuid=run_id)
             .first()
         )
+
+    @classmethod
+    def get_for(cls, owner, run_id: str) -> "ExternalRun":
+        found = cls.find_for(owner, run_id)
         if found is None:
             raise MlflowError("RESOURCE_DOES_NOT_EXIST", f"no run with id {run_id!r}")
         return found

@@ -57,10 +57,10 @@ MLFLOW_STATUS_OF = {
 
 
 class MlflowError(Exception):
-    def __init__(self, error_code: str, message: str):
+    def __init__(self, error_code: str, message: str, status: int | None = None):
         super().__init__(message)
         self.error_code, self.message = error_code, message
-        self.status = STATUS_OF[error_code]
+        self.status = status or STATUS_OF[error_code]
 
     def as_json(self) -> dict:
         return {"error_code": self.error_code, "message": self.message}

@@ -60,7 +60,8 @@ def mlflow_view(*methods: str, reads_fields: bool = True):
                 if request.method not in methods and not head:
                     raise MlflowError(
                         "ENDPOINT_NOT_FOUND",
-                        f"{request.path} takes {' or '.join(methods)}, not {request.method}",
+                        f"{request.path} takes {' or '.join(methods)}, not {request.method[:20]}",
+                        status=405,  # as MLflow's server answers (and every other API URL here)
                     )
                 if head:
                     request.method = "GET"  # the view sees the GET it answers
@@ -74,6 +75,8 @@ def mlflow_view(*methods: str, reads_fields: bool = True):
                 response = JsonResponse(error.as_json(), status=error.status)
                 if error.status == 401:
                     response["WWW-Authenticate"] = WWW_AUTHENTICATE
+                if error.status == 405:
+                    response["Allow"] = ", ".join(allowed)
             return without_body(response) if head else response
 
         return wrapped
@@ -454,8 +457,10 @@ def search_logged_models(request, fields):
 
 @mlflow_view("GET")
 def get_metric_history(request, fields):
-    run = ExternalRun.get_for(request.user, protocol.run_id_of(fields))
+    run = ExternalRun.find_for(request.user, protocol.run_id_of(fields))
     key = fields.string("metric_key")
+    if run is None:  # no history, as MLflow's server answers for a run it does not have
+        return {"metrics": []}
     stored = run.stored_key(key)
     stepless = stored in run.stepless  # logged without steps: each at step 0 for the client, as in MLflow
     points = (
