@@ -48,6 +48,20 @@ def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_cli
     assert "<polyline points=" in html
 
 
+def test_list_shows_no_eta_of_a_run_whose_worker_went_quiet(alice_client, alice):
+    """As on the run's page (Run.eta): a killed worker's run kept its ETA on the list until it was requeued."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    experiment = spec_experiment(alice, steps=10)
+    quiet = timezone.now() - timedelta(minutes=3)
+    experiment.runs.update(status="running", step=5, eta_seconds=125, heartbeat_at=quiet)
+    assert "ETA" not in alice_client.get("/").content.decode()
+    experiment.runs.update(heartbeat_at=timezone.now())  # it answers again
+    assert "ETA 2m 05s" in alice_client.get("/").content.decode()
+
+
 def test_runs_trained_elsewhere_show_their_steps_not_a_percentage(alice_client, alice):
     experiment = make_experiment(alice, "mlflow: sweep", imported=True)
     # An MLflow run's `step` is the newest step it logged: the list names the furthest, not their sum.

@@ -2,13 +2,15 @@
 counts and a success sparkline. Each is one aggregate query over the whole page, not one per row."""
 
 import math
+from datetime import timedelta
 
 from django.db.models import Avg, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce, Greatest
+from django.utils import timezone
 
 from diagnostics.metrics import TRAIN_SUCCESS
 from webapp.alerts.models import DetectorEvent
-from webapp.experiments.models import Run
+from webapp.experiments.models import ETA_SILENCE, Run
 from webapp.metrics.models import MetricPoint
 
 SPARK_BUCKETS = 24
@@ -29,6 +31,10 @@ def annotated(experiments):
         .values("n")
     )
     active = Q(runs__archived_at__isnull=True)
+    # as Run.eta: not from a run whose worker has gone quiet
+    heard = Q(runs__heartbeat_at__isnull=True) | Q(
+        runs__heartbeat_at__gte=timezone.now() - timedelta(seconds=ETA_SILENCE)
+    )
     return experiments.annotate(
         run_count=Count("runs", filter=active),
         runs_archived=Count("runs", filter=Q(runs__archived_at__isnull=False)),
@@ -41,7 +47,7 @@ def annotated(experiments):
         # Runs trained elsewhere have no planned steps: the furthest step one of them logged tells how far
         # it got (their `step` is the newest step logged, not a count of steps: MLflow steps may start at 1).
         newest_step=Max("runs__step", filter=active),
-        eta_seconds=Max("runs__eta_seconds", filter=active & Q(runs__status=Run.Status.RUNNING)),
+        eta_seconds=Max("runs__eta_seconds", filter=active & Q(runs__status=Run.Status.RUNNING) & heard),
         collapse_count=Coalesce(Subquery(collapses, output_field=IntegerField()), 0),
     )
 
