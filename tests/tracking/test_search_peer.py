@@ -383,6 +383,25 @@ def test_a_metric_logged_without_steps_keeps_every_point_as_mlflow_does(both, al
     assert "acc, loss are logged without steps: charted in the order their points arrived" in page
 
 
+def test_a_first_point_at_step_0_sent_twice_leaves_the_key_stepped_as_mlflow_does(both):
+    """The client retries a call whose answer it did not get (a read timeout, a proxy's 502) with the same
+    point: MLflow's store keeps it once. EchoLab took the second copy of a key's first point, at step 0, for a
+    key logged without steps: its later points at steps 1, 2 were all answered at step 0 (and step 1 overwrote
+    the copy numbered 1)."""
+    t = 1_765_000_000_000
+    histories = []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id).info.run_id
+        client.log_metric(run_id, "loss", 0.9, timestamp=t, step=0)
+        client.log_metric(run_id, "loss", 0.9, timestamp=t, step=0)  # the same call again
+        for step, loss in ((1, 0.7), (2, 0.6)):
+            client.log_metric(run_id, "loss", loss, timestamp=t + step, step=step)
+        histories.append([(m.step, m.value, m.timestamp) for m in client.get_metric_history(run_id, "loss")])
+    ours, theirs = histories
+    assert theirs == [(0, 0.9, t), (1, 0.7, t + 1), (2, 0.6, t + 2)]
+    assert ours == theirs
+
+
 def test_a_run_the_script_does_not_name_is_named_as_mlflow_names_it(both):
     import re
 

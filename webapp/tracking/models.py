@@ -587,9 +587,22 @@ class ExternalRun(models.Model):
         ..., so that they chart as a series instead of overwriting one point; the client still reads step 0
         for each (to_mlflow, get_metric_history), as MLflow answers. A key becomes one when it is logged at
         step 0 twice in one call, or again after a point at step 0 that is its only one; a step-0 point of
-        any other key is stored at step 0. Under the run's row lock, which the caller holds."""
-        zero = Counter(key for step, key, *_ in named if step == 0)
+        any other key is stored at step 0. A step-0 point stored already, value and timestamp alike, is one
+        the client sent again (a retry): kept once, as MLflow's store keeps it. Under the run's row lock, which
+        the caller holds."""
         stepless = set(ExternalRun.objects.values_list("stepless", flat=True).get(pk=self.pk))
+        sent = [(key, value, timestamp) for step, key, value, timestamp in named if step == 0]
+        stored = set(  # where a step-0 point was stored: at step 0, or numbered
+            MetricPoint.objects.filter(Q(step=0) | Q(key__in=stepless))
+            .filter(
+                run_id=self.run_id,
+                key__in={key for key, _, _ in sent},
+                logged_at__in={timestamp for _, _, timestamp in sent if timestamp is not None},
+            )
+            .values_list("key", "value", "logged_at")
+        )
+        named = [point for point in named if point[0] != 0 or tuple(point[1:]) not in stored]
+        zero = Counter(key for step, key, *_ in named if step == 0)
         newest = MetricPoint.newest(self.run_id, sorted(zero))
         # (nothing stored, or only a point at step 0) and (twice in this call, or once more)
         numbered = stepless | {
