@@ -79,6 +79,9 @@ class StepClock:
     def checkpoint(self, step, path):
         self.inner.checkpoint(step, path)
 
+    def stored_step(self):
+        return self.inner.stored_step()
+
     def progress(self, step, total):
         self.inner.progress(step, total)
         self.marks.append(time.perf_counter())
