@@ -68,9 +68,10 @@ def recover(run: Run, reason: str, counts: dict) -> None:
 
 def recover_orphans(host: str) -> dict:
     """When a worker starts on `host`: the runs `host` was training whose process is gone (a worker killed
-    with SIGKILL, out of memory, a power cut) are recovered now, not RUN_HEARTBEAT_TIMEOUT later. A process
-    id is only meaningful in its own PID namespace (containers may share a host name): runs of another, or
-    of an unknown one, wait for the heartbeat rule."""
+    with SIGKILL, or out of memory) are recovered now, not RUN_HEARTBEAT_TIMEOUT later. A process id is only
+    meaningful in its own boot of its machine and its own PID namespace (pid_namespace: containers, and
+    machines, may share a host name): runs of another, or of an unknown one, wait for the heartbeat rule;
+    so do those of a machine that rebooted (a power cut), whose boot id has changed."""
     counts = {"requeued": 0, "failed": 0, "stopped": 0, "sent": 0}
     namespace = pid_namespace()
     if not namespace:

@@ -31,7 +31,8 @@ class MetricPoint(models.Model):
     # NaN and +-inf are kept (Postgres floats hold them); charts draw them as gaps.
     value = models.FloatField(null=True)
     # When an MLflow client logged the point (its `timestamp`, milliseconds since 1970), which get_run and
-    # get_metric_history give back; null for points from EchoLab's trainer, its own API and imports.
+    # get_metric_history give back; a point sent to EchoLab's own API (ingest.write) has the time it arrived;
+    # null for points from EchoLab's trainer, imported files, and points stored before it was kept.
     logged_at = models.BigIntegerField(null=True)
 
     class Meta:
