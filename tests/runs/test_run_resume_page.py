@@ -37,6 +37,11 @@ def test_a_run_stopped_before_it_trained_says_it_starts_from_step_0(
     make_checkpoint(ahead, 30)
     answer = alice_client.post(reverse("run_resume", args=[ahead.pk]), follow=True).content.decode()
     assert "it starts again from step 0: its checkpoints are all ahead of its stored steps" in answer
+    # failed before its first checkpoint: the trainer made its folder all the same (and pruning may empty it)
+    early = make_run(alice, status="failed", step=3)
+    (early.checkpoint_dir / "checkpoints").mkdir(parents=True)
+    answer = alice_client.post(reverse("run_resume", args=[early.pk]), follow=True).content.decode()
+    assert "it starts again from step 0: no checkpoint of it was saved." in answer
 
 
 def test_no_resume_for_a_completed_run(alice_client, alice):

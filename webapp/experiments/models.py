@@ -617,16 +617,19 @@ class Run(models.Model):
     def has_checkpoints(self) -> bool:
         return self.checkpoint_dir.is_dir()
 
+    def _checkpoint_steps(self) -> list[int]:
+        """The steps its complete checkpoints on disk resume at (trainer.checkpoint.list_checkpoints')."""
+        return [
+            int(path.name.removeprefix("step_"))
+            for path in (self.checkpoint_dir / "checkpoints").glob("step_*")
+            if path.name.removeprefix("step_").isdigit() and (path / "state.json").exists()
+        ]
+
     @property
     def resumable_checkpoint(self) -> bool:
         """Whether a checkpoint at or before its stored step is on disk: the worker resumes from the newest
         such, and drops those ahead (trainer.checkpoint.drop_after)."""
-        return any(
-            path.name.removeprefix("step_").isdigit()
-            and int(path.name.removeprefix("step_")) <= self.step
-            and (path / "state.json").exists()
-            for path in (self.checkpoint_dir / "checkpoints").glob("step_*")
-        )
+        return any(step <= self.step for step in self._checkpoint_steps())
 
     @property
     def resumes_from(self) -> str:
@@ -634,7 +637,7 @@ class Run(models.Model):
         it finds, and without one starts at step 0 (a run stopped while queued had none)."""
         if self.resumable_checkpoint:
             return "it continues from its last checkpoint"
-        if self.has_checkpoints:
+        if self._checkpoint_steps():  # not its folder: the trainer makes that before its first checkpoint
             return (
                 "it starts again from step 0: its checkpoints are all ahead of its stored steps (saved while "
                 "its metrics could not be written), and resuming from one would skip steps"
