@@ -6,7 +6,8 @@ from django.utils import timezone
 
 from diagnostics.rules import ZeroStdGroups
 from webapp.alerts.models import DetectorEvent
-from webapp.experiments.models import Experiment
+from webapp.experiments.models import Experiment, Run
+from webapp.metrics.models import MetricPoint
 from webapp.tracking.models import ExternalExperiment, ExternalRun
 from worker import external
 
@@ -193,3 +194,20 @@ def test_a_judgement_that_failed_is_judged_again_from_the_stored_steps(run, monk
     assert judged(run) == 0
     assert external.detect(run.pk) == 1 and judged(run) == 1
     assert list(DetectorEvent.objects.filter(run_id=run.pk).values_list("step", flat=True)) == [1]
+
+
+def test_a_key_logged_without_steps_does_not_carry_the_run_past_steps_still_to_come(run):
+    """`mlflow.log_metric("loss", v)` per batch (numbered as it arrives) beside a rate logged per epoch:
+    the run's step, which the detector judges by, follows the epochs. Numbered points moved it to 19
+    before epoch 1's rate came, so epochs 1-18 were passed over as judged, their rates never seen."""
+    for epoch in range(3):
+        for batch in range(10):
+            log(run, "loss", 1.0 / (1 + 10 * epoch + batch), 0)  # no step: the client's default 0
+        log(run, "frac_reward_zero_std", float(epoch == 2), epoch)
+        external.detect(run.pk)
+    assert Run.objects.get(pk=run.pk).step == 2 and judged(run) == 1
+    ExternalRun.objects.get(pk=run.pk).update("FINISHED", None, "")
+    external.detect(run.pk)
+    assert events(run) == [(2, "zero_std_groups")]  # epoch 2's rate judged, at its own step
+    stored = MetricPoint.objects.filter(run_id=run.pk, key="loss").order_by("step")
+    assert list(stored.values_list("step", flat=True)) == list(range(30))  # charted in arrival order

@@ -173,6 +173,7 @@ def write(
     owner=None,
     finished_ok: bool = False,
     logged_at: dict[tuple[int, str], int] | None = None,
+    unstepped: frozenset[str] = frozenset(),
 ) -> Written:
     """Upsert the points and refresh the run's latest_metrics (the value at each key's highest step); the
     run's heartbeat and step move on (it is heard from, and has reached the batch's last step).
@@ -183,7 +184,8 @@ def write(
     unless finished_ok: a run logged through the MLflow endpoint takes data after it ended, as in MLflow.
     logged_at: {(step, key): when an MLflow client logged the point}, kept with the points; a point
     without one is kept with the time it arrived (every run that takes points from here is an MLflow
-    client's, whose history answers each point's time).
+    client's, whose history answers each point's time). unstepped: keys whose points are numbered in
+    arrival order, not steps: they do not move the run's step.
     Returns the points written, the run as this batch left it (its RUN_STATE fields) and its key count."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
     arrived_at = int(time.time() * 1000)
@@ -200,6 +202,7 @@ def write(
             trained_elsewhere_only=True,
             logged_at=logged_at,
             arrived_at=arrived_at,
+            unstepped=unstepped,
         )
         if not state["imported"] or state["status"] in refuse:
             raise _refused(run_id, state["status"], state["host"], state["imported"])
@@ -228,7 +231,7 @@ def write(
             # jsonb has no NaN or infinity.
             latest[key] = value if value is not None and math.isfinite(value) else None
         # under the run's lock: the answer's state is the row as this batch leaves it
-        locked.step = max([locked.step or 0, *(step for step, _, _ in points)])
+        locked.step = max([locked.step or 0, *(step for step, key, _ in points if key not in unstepped)])
         locked.rewrites += int(rewinds)
         Run.objects.filter(pk=run_id).update(
             latest_metrics=latest, rewrites=locked.rewrites, heartbeat_at=timezone.now(), step=locked.step

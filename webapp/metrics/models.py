@@ -108,6 +108,7 @@ class MetricPoint(models.Model):
         trained_elsewhere_only: bool = False,
         logged_at: dict[tuple[int, str], int] | None = None,
         arrived_at: int | None = None,
+        unstepped: frozenset[str] = frozenset(),
     ) -> tuple[dict, int]:
         """upsert on Postgres, rollups included, under the run's row lock: batches for one run take turns,
         so they neither lose each other's rollup counts nor deadlock on each other's points. With
@@ -119,6 +120,7 @@ class MetricPoint(models.Model):
         (with latest_metrics, also "key_count": the keys it has logged, this batch's included, and the step
         and rewrites as this batch left them), and the points written. logged_at: {(step, key): when an
         MLflow client logged it}; arrived_at, the logged_at of the other points (milliseconds since 1970).
+        unstepped: keys whose points do not move the run's step (numbered in arrival order, not steps).
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -136,6 +138,7 @@ class MetricPoint(models.Model):
             if logged_at
             else None,
             "arrived_at": arrived_at,
+            "unstepped": binary_arrays.text(sorted(unstepped)),
             "refuse": list(refuse_statuses),
             "elsewhere_only": trained_elsewhere_only,
             "now": timezone.now(),
@@ -373,7 +376,8 @@ run AS (
     ), rewrites = rewrites + CASE WHEN EXISTS (SELECT FROM newest WHERE rewinds) THEN 1 ELSE 0 END,
     -- a run trained elsewhere is heard from, and has reached the batch's last step
     -- (the web server's clock, as every heartbeat's: the sweeper compares them with its own)
-    heartbeat_at = %(now)b, step = GREATEST(step, (SELECT max(step) FROM batch))
+    heartbeat_at = %(now)b,
+    step = GREATEST(step, (SELECT max(step) FROM batch WHERE key <> ALL(%(unstepped)b)))  -- null: no move
     WHERE id = %(run)b AND EXISTS (SELECT FROM batch)
     RETURNING latest_metrics, step, rewrites
 )

@@ -424,10 +424,14 @@ class ExternalRun(models.Model):
                 self._add_tags(tags)
                 if RUN_NAME_TAG in tags:
                     Run.objects.filter(pk=run.pk).update(label=tags[RUN_NAME_TAG][:300])
+            # A key logged without steps is numbered in arrival order (_numbered): its points are no steps of
+            # the run, whose step the detector judges by (a loss logged per batch beside a success logged per
+            # epoch would carry the run past epochs whose success has not come yet).
+            unstepped = frozenset(self.stepless)
             if points:
                 # which locks the run's row first
-                ingest.write(self.run_id, points, finished_ok=True, logged_at=logged_at)
-            self._heard_from(max((step for step, _, _ in points), default=None))
+                ingest.write(self.run_id, points, finished_ok=True, logged_at=logged_at, unstepped=unstepped)
+            self._heard_from(max((step for step, key, _ in points if key not in unstepped), default=None))
         if points:
             transaction.on_commit(lambda: send_detection_soon(self.run_id))
 
@@ -610,6 +614,9 @@ class ExternalRun(models.Model):
             for key, count in zero.items()
             if newest.get(key, (0,))[0] == 0 and (count > 1 or key in newest)
         }
+        if numbered - stepless:
+            ExternalRun.objects.filter(pk=self.pk).update(stepless=sorted(numbered))
+        self.stepless = sorted(numbered)  # as stored now: another call may have numbered a key meanwhile
         if not numbered:
             return named
         following = {key: newest[key][0] + 1 if key in newest else 0 for key in numbered}
@@ -618,9 +625,6 @@ class ExternalRun(models.Model):
             if step == 0 and key in numbered:
                 step, following[key] = following[key], following[key] + 1
             out.append((step, key, value, timestamp))
-        if numbered - stepless:
-            self.stepless = sorted(stepless | numbered)
-            ExternalRun.objects.filter(pk=self.pk).update(stepless=self.stepless)
         return out
 
     def _heard_from(self, step: int | None) -> None:
