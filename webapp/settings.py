@@ -2,10 +2,8 @@
 
 import os
 from datetime import timedelta
-from pathlib import Path
 from urllib.parse import urlsplit
 
-import plotly
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from webapp import environment as env
@@ -143,7 +141,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static", ("vendor/plotly", Path(plotly.__file__).parent / "package_data")]
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(exist_ok=True)
 # `./echolab run` and the Docker image collect the static files before serving (ECHOLAB_STATIC_COLLECTED=1):

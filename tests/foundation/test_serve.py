@@ -78,12 +78,12 @@ def test_serve_starts_everything_on_embedded_defaults_and_stops_on_ctrl_c(tmp_pa
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5) as response:
             assert re.search(r'href="/static/css/echolab\.[0-9a-f]{12}\.css"', response.read().decode())
         manifest = json.loads((tmp_path / "staticfiles" / "staticfiles.json").read_text())["paths"]
-        plotly = f"http://127.0.0.1:{port}/static/{manifest['vendor/plotly/plotly.min.js']}"
+        plotly = f"http://127.0.0.1:{port}/static/{manifest['vendor/plotly/plotly-cartesian.min.js']}"
         asked = urllib.request.Request(plotly, headers={"Accept-Encoding": "gzip"})
         with urllib.request.urlopen(asked, timeout=10) as response:
             assert response.headers["Content-Encoding"] == "gzip"
             assert "immutable" in response.headers["Cache-Control"]
-            assert len(response.read()) < 2_000_000  # 4.8 MB as it is
+            assert len(response.read()) < 600_000  # 1.5 MB as it is
         # A URL naming 100 long keys fits gunicorn's request line; a longer one is refused as JSON, as by Django.
         keys = "&".join(f"key={'k' * 70}{i:02d}" for i in range(100))
         assert fetch_error(f"http://127.0.0.1:{port}/api/runs/1/metrics?{keys}") == (401, "application/json")

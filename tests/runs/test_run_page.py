@@ -30,7 +30,7 @@ def test_owner_sees_status_progress_config_and_live_chart_setup(alice_client, ru
     assert "gpu-box-3" in html and "cuda:1" in html
     assert "model:\n  name: tiny\nrollout:\n  group_size: 4\n" in html
     assert f'action="/runs/{run.pk}/stop"' in html
-    assert "/static/vendor/plotly/plotly.min.js" in html and "/static/js/run.js" in html
+    assert "/static/vendor/plotly/plotly-cartesian.min.js" in html and "/static/js/run.js" in html
     data = page_data(response)
     assert data["finished"] is False
     assert data["urls"] == {
@@ -85,7 +85,7 @@ def test_earlier_attempts_list_only_attempts_before_the_current_one(alice_client
 
 
 def test_plotly_is_served_from_the_project(alice_client, run):
-    response = alice_client.get("/static/vendor/plotly/plotly.min.js")
+    response = alice_client.get("/static/vendor/plotly/plotly-cartesian.min.js")
     assert response.status_code == 200
     assert b"plotly" in b"".join(response.streaming_content)[:2000].lower()
 
