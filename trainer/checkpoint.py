@@ -12,11 +12,8 @@ import shutil
 
 import torch
 
+from trainer.checkpoint_files import checkpoint_root, list_checkpoints, step_of
 from trainer.models import trainable_state
-
-
-def checkpoint_root(out_dir: str) -> str:
-    return os.path.join(out_dir, "checkpoints")
 
 
 def save(
@@ -59,19 +56,15 @@ def prune(out_dir: str, keep: int, writer: str, since: int, resumable: int | Non
     writer is an attempt that owns the run now, while this one lost it without knowing yet (its database
     away). Returns the deleted paths."""
     candidates = [
-        path for path in list_checkpoints(out_dir) if _writer(path) == writer or _step(path) <= since
+        path for path in list_checkpoints(out_dir) if _writer(path) == writer or step_of(path) <= since
     ]
     kept = set(candidates[-keep:])
     if resumable is not None:
-        kept.update([path for path in list_checkpoints(out_dir) if _step(path) <= resumable][-1:])
+        kept.update([path for path in list_checkpoints(out_dir) if step_of(path) <= resumable][-1:])
     deleted = [path for path in candidates if path not in kept]
     for path in deleted:
         shutil.rmtree(path, ignore_errors=True)
     return deleted
-
-
-def _step(path: str) -> int:
-    return int(os.path.basename(path).removeprefix("step_"))
 
 
 def _writer(path: str) -> str | None:
@@ -82,22 +75,10 @@ def _writer(path: str) -> str | None:
         return None
 
 
-def list_checkpoints(out_dir: str) -> list[str]:
-    root = checkpoint_root(out_dir)
-    if not os.path.isdir(root):
-        return []
-    names = sorted(
-        n
-        for n in os.listdir(root)
-        if n.startswith("step_") and os.path.exists(os.path.join(root, n, "state.json"))
-    )
-    return [os.path.join(root, n) for n in names]
-
-
 def drop_after(out_dir: str, step: int) -> list[str]:
     """Delete the checkpoints that resume after `step` (a run's steps stored elsewhere end there: one written
     just before its process died, ahead of the steps it had not stored yet); returns their paths."""
-    ahead = [path for path in list_checkpoints(out_dir) if _step(path) > step]
+    ahead = [path for path in list_checkpoints(out_dir) if step_of(path) > step]
     for path in ahead:
         shutil.rmtree(path, ignore_errors=True)
     return ahead

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from diagnostics.detector import fewest_steps_for_a_collapse
 from diagnostics.metrics import CLOCK_KEYS, OUTCOME_KEYS
+from trainer import checkpoint_files
 
 logger = logging.getLogger(__name__)
 
@@ -618,11 +619,10 @@ class Run(models.Model):
         return self.checkpoint_dir.is_dir()
 
     def _checkpoint_steps(self) -> list[int]:
-        """The steps its complete checkpoints on disk resume at (trainer.checkpoint.list_checkpoints')."""
+        """The steps its complete checkpoints on disk resume at."""
         return [
-            int(path.name.removeprefix("step_"))
-            for path in (self.checkpoint_dir / "checkpoints").glob("step_*")
-            if path.name.removeprefix("step_").isdigit() and (path / "state.json").exists()
+            checkpoint_files.step_of(path)
+            for path in checkpoint_files.list_checkpoints(str(self.checkpoint_dir))
         ]
 
     @property
