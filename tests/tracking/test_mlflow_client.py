@@ -421,6 +421,34 @@ def test_unsupported_calls_and_logged_models_are_refused_clearly(mlflow_alice):
     assert echolab_run(run.info.run_id).status == Run.Status.COMPLETED
 
 
+def test_transformers_checkpoint_logging_is_refused_saying_what_to_do_instead(
+    mlflow_alice, tmp_path, monkeypatch
+):
+    """HF_MLFLOW_LOG_ARTIFACTS makes transformers' MLflowCallback log each checkpoint with pyfunc.log_model,
+    which starts with logged-models/create: EchoLab refuses it, and the exception ends the training at its
+    first checkpoint. The refusal is what the script's log shows, so it says why and what to do instead."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+    from transformers.integrations import MLflowCallback
+
+    mlflow = mlflow_alice
+    monkeypatch.setenv("HF_MLFLOW_LOG_ARTIFACTS", "1")
+    (tmp_path / "checkpoint-10").mkdir()
+    (tmp_path / "checkpoint-10" / "trainer_state.json").write_text("{}")
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    state = TrainerState()
+    state.global_step = 10
+    callback = MLflowCallback()
+    with mlflow.start_run() as run:
+        callback.setup(args, state, model=None)
+        with pytest.raises(mlflow.MlflowException) as excinfo:
+            callback.on_save(args, state, TrainerControl())
+    assert error_of(excinfo) == ("ENDPOINT_NOT_FOUND", 404)
+    message = excinfo.value.message
+    assert "HF_MLFLOW_LOG_ARTIFACTS" in message and "log_artifacts" in message
+    assert "logged-models/search" in message  # the list of what is supported follows
+    assert echolab_run(run.info.run_id).status == Run.Status.COMPLETED
+
+
 def test_a_silent_run_is_lost_and_comes_back_when_it_logs_again(mlflow_alice, settings):
     from worker.sweeper import sweep_runs
 

@@ -129,6 +129,13 @@ def unsupported(request, path: str):
             "EchoLab deletes an experiment, with its runs and their data, only on the experiment's page (it "
             "cannot be undone, unlike MLflow's delete); runs/delete archives a run. " + message
         )
+    elif path.endswith("mlflow/logged-models"):  # logged-models/create: what every log_model starts with
+        message = (
+            "EchoLab keeps no logged models (mlflow.<flavor>.log_model; transformers' MLflowCallback logs each "
+            "checkpoint so when HF_MLFLOW_LOG_ARTIFACTS is set, and this refusal ends the training at its first "
+            "save): unset HF_MLFLOW_LOG_ARTIFACTS and log the files with mlflow.log_artifacts instead. "
+            + message
+        )
     return JsonResponse({"error_code": "ENDPOINT_NOT_FOUND", "message": message}, status=404)
 
 
