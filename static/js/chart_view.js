@@ -300,9 +300,11 @@ window.EchoChartView = {
   // switch from one to the other does not keep the old range). Traces on "y2" (event markers) do not count.
   // - Linear, every drawn value one number (a constant learning rate): Plotly pads a lone value by 1
   //   either side, so 1e-6 lay on the floor of a 0..1 axis, unreadable; here half the value either side.
-  // - Log, values across one to two and a half decades: Plotly ticks every digit there (0.4 ... 0.9, 1,
+  // - Log, values across 0.8 to two and a half decades: Plotly ticks every digit there (0.4 ... 0.9, 1,
   //   2 ... 9, 10), labelled as small bare digits that yaxis's tick format writes out whole, so they
-  //   overlapped; the 1, 2 and 5 of each decade instead.
+  //   overlapped; the 1, 2 and 5 of each decade instead. From 0.8, not 1: Plotly pads the values, and a
+  //   gradient norm from 0.57 to 5.4 (0.98 decades) got an axis of more than one, ticked at every digit.
+  //   Any 0.8 decades hold at least two of 1, 2 and 5.
   yRange: function (traces, log) {
     let low = Infinity;
     let high = -Infinity;
@@ -318,7 +320,7 @@ window.EchoChartView = {
     });
     if (log) {
       const decades = Math.log10(high / low);
-      return decades >= 1 && decades <= 2.5 ? { autorange: true, dtick: "D2" } : { autorange: true };
+      return decades >= 0.8 && decades <= 2.5 ? { autorange: true, dtick: "D2" } : { autorange: true };
     }
     if (low !== high || low === 0) return { autorange: true };
     const pad = Math.abs(low) / 2;

@@ -707,3 +707,26 @@ def test_a_running_run_whose_worker_went_quiet_says_so_and_what_happens_next(pag
     expect(page.locator("#run-eta")).to_have_text("")  # no estimate from a worker that went quiet
     Run.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now())  # it answers again
     expect(page.locator("#run-heartbeat")).not_to_contain_text("nothing since", timeout=10_000)
+
+
+def test_a_log_axis_across_a_decade_labels_ticks_that_do_not_overlap(page):
+    """TRL's gradient norm from 0.57 to 5.4 (a tiny GRPO run): Plotly ticked every digit between 0.5 and 6,
+    and with whole values for labels "0.9", "0.8", "0.7", "0.6" and "0.5" were drawn over one another, at
+    1280 px as at 390."""
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=8, total_steps=8)
+    norms = [5.42, 1.14, 0.57, 3.3, 1.07, 1.21, 3.97, 0.94]
+    write_points(run.pk, [(s + 1, "actor/grad_norm", value) for s, value in enumerate(norms)])
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{page.base}/runs/{run.pk}/")
+        wait_for(lambda: drawn(page, "grad_norm")["yticks"], timeout=15, message="the gradient norm's axis")
+        assert page.evaluate("document.getElementById('chart-grad_norm').layout.yaxis.type") == "log"
+        boxes = page.evaluate(
+            """() => Array.from(document.querySelectorAll('#chart-grad_norm .yaxislayer-above .ytick text'))
+                .map((t) => { const b = t.getBoundingClientRect(); return [t.textContent, b.top, b.bottom]; })
+                .sort((a, b) => a[1] - b[1])"""
+        )
+        labels = [label for label, _, _ in boxes]
+        assert {"1", "5"} <= set(labels), labels
+        for (above, _, bottom), (below, top, _) in zip(boxes, boxes[1:]):
+            assert bottom <= top + 1, f"at {width} px {above!r} overlaps {below!r}: {labels}"
