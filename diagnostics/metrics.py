@@ -202,8 +202,9 @@ METRICS: tuple[Metric, ...] = (
         "reward",
         REWARD_STD_CHART,
         # Linear: a log axis cannot draw 0, and a std of 0 (every group one reward) is the collapse signal.
-        # TRL averages the per-group std: an in-group std too
-        aliases=(Alias(RAGEN, "rollout/in_group_std"), Alias(TRL, "reward_std")),
+        # Not TRL's `reward_std`: since TRL 0.17 it is the std over the whole batch, every group's rewards
+        # together (grpo_trainer: nanstd(rewards)), which stays up while every group agrees within itself.
+        aliases=(Alias(RAGEN, "rollout/in_group_std"),),
     ),
     Metric(
         TRAIN_REWARD_STD_HIST,

@@ -9,7 +9,6 @@ from diagnostics import Detector, aliases
     "foreign, ours",
     [
         ("rollout/in_group_std", "train/reward_std_in_group"),
-        ("reward_std", "train/reward_std_in_group"),
         ("frac_reward_zero_std", "train/frac_zero_std_groups"),
         ("actor/entropy_loss", "actor/entropy"),
         ("entropy", "actor/entropy"),
@@ -55,6 +54,15 @@ def test_keys_without_an_equivalent_keep_their_names():
     assert aliases.canonical({"completions/clipped_ratio": 0.5, "clip_ratio/low_mean": 0.1}) == {
         "completions/clipped_ratio": 0.5,
         "clip_ratio/low_mean": 0.1,
+    }
+
+
+def test_trls_reward_std_is_not_read_as_the_in_group_std():
+    # TRL's reward_std is over the whole batch: with every group agreeing within itself (every group's std
+    # 0, frac_reward_zero_std 1) it stays up as long as the groups differ from one another.
+    assert aliases.canonical({"reward_std": 0.5, "frac_reward_zero_std": 1.0}) == {
+        "reward_std": 0.5,
+        "train/frac_zero_std_groups": 1.0,
     }
 
 

@@ -49,7 +49,7 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
         mlflow.MlflowClient().log_batch(
             active.info.run_id,
             metrics=[
-                mlflow.entities.Metric("reward_std", 0.1, 0, 3),
+                mlflow.entities.Metric("frac_reward_zero_std", 0.1, 0, 3),
                 mlflow.entities.Metric("train/success", 1.0, 0, 3),
             ],
         )
@@ -68,7 +68,7 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
         (2, "train/reward_mean"): 0.5,
         (2, "actor/entropy"): 1.5,
         (2, "my/custom"): 7.0,
-        (3, "train/reward_std_in_group"): 0.1,
+        (3, "train/frac_zero_std_groups"): 0.1,
         (3, "train/success"): 1.0,
     }
 
@@ -82,7 +82,7 @@ def test_a_training_script_logs_a_run_that_echolab_shows_as_its_own(mlflow_alice
         "reward": 0.5,
         "entropy": 1.5,
         "my/custom": 7.0,
-        "reward_std": 0.1,
+        "frac_reward_zero_std": 0.1,
         "train/success": 1.0,
     }
     assert {key: got.data.tags[key] for key in ("stage", "team", "host")} == {

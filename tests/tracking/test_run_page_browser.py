@@ -32,13 +32,13 @@ def test_the_run_page_charts_an_mlflow_run_live(page, monkeypatch, tmp_path):
         for step, (reward, std, entropy) in enumerate(
             [(0.1, 0.5, 2.0), (0.4, 0.2, 1.5), (0.2, 0.4, 1.9), (0.6, 0.1, 1.2), (0.3, 0.3, 1.7)], start=1
         ):
-            mlflow.log_metrics({"reward": reward, "reward_std": std, "entropy": entropy}, step=step)
+            mlflow.log_metrics({"reward": reward, "frac_reward_zero_std": std, "entropy": entropy}, step=step)
         from webapp.tracking.models import ExternalRun
 
         pk = ExternalRun.objects.get(run_uuid=run.info.run_id).pk
         page.goto(f"{page.base}/runs/{pk}/")
         wait_for(lambda: drawn_points(page, "reward") == 5, timeout=20, message="the reward line")
-        assert drawn_points(page, "entropy") == 5 and drawn_points(page, "reward_std") == 5
+        assert drawn_points(page, "entropy") == 5 and drawn_points(page, "zero_std") == 5
         header = page.locator(".run-header").inner_text()
         assert "grpo seed 3" in header and "Running" in header
         assert "Stop" not in header and "Re-run" not in header

@@ -90,7 +90,7 @@ def test_grpo_trainer_streams_into_echolab_and_the_detector_judges_it(
         assert status == Run.Status.RUNNING
         assert {
             "train/reward_mean",
-            "train/reward_std_in_group",
+            "reward_std",  # TRL's is over the whole batch: not our in-group std, kept under its own name
             "train/frac_zero_std_groups",
             "actor/entropy",
             "actor/grad_norm",

@@ -34,18 +34,18 @@ KEY_STYLES = {
     },
     "trl": {
         "train/reward_mean": "reward",
-        "train/reward_std_in_group": "reward_std",
         "train/frac_zero_std_groups": "frac_reward_zero_std",
         "actor/entropy": "entropy",
         "actor/grad_norm": "grad_norm",
         "response/tokens_mean": "completions/mean_length",
     },
 }
-# veRL and TRL do not log success or thinking length; the detector falls back to mean reward.
+# veRL and TRL do not log success or thinking length; the detector falls back to mean reward. TRL logs no
+# in-group reward std: its `reward_std` is the std over the whole batch (written for TRL runs only).
 NOT_LOGGED = {
-    "ours": set(),
-    "verl": {"train/success", "val/success", "response/think_tokens_mean"},
-    "trl": {"train/success", "val/success", "response/think_tokens_mean"},
+    "ours": {"reward_std"},
+    "verl": {"train/success", "val/success", "response/think_tokens_mean", "reward_std"},
+    "trl": {"train/success", "val/success", "response/think_tokens_mean", "train/reward_std_in_group"},
 }
 
 
@@ -128,6 +128,7 @@ def simulate(scenario, seed):
             "train/success": outcomes.mean(),
             "train/reward_mean": rewards.mean(),
             "train/reward_std_in_group": group_std.mean(),
+            "reward_std": rewards.std(ddof=1),  # TRL's: every group's rewards together
             "train/frac_zero_std_groups": np.mean(group_std < 1e-9),
             "actor/entropy": max(entropy_now, 0.01),
             "actor/grad_norm": grad,
