@@ -183,9 +183,8 @@ class ExternalExperiment(models.Model):
                 f"Invalid experiment ID {experiment_id!r}. Experiment ID must be a valid integer.",
             )
         sign, digits = integer.groups()
-        experiment_id = (
-            digits.lstrip("0") or "0"
-        )  # " 7", "+7" and "007" name experiment 7, as int() reads them
+        # " 7", "+7" and "007" name experiment 7, as int() reads them
+        experiment_id = digits.lstrip("0") or "0"
         if sign == "-" and experiment_id != "0":
             return None
         if experiment_id == DEFAULT_EXPERIMENT_ID:
