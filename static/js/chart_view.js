@@ -299,13 +299,15 @@ window.EchoChartView = {
   // The y range and ticks where Plotly's own fit misreads (otherwise its fit, said outright so that a
   // switch from one to the other does not keep the old range). Traces on "y2" (event markers) do not count.
   // - Linear, every drawn value one number (a constant learning rate): Plotly pads a lone value by 1
-  //   either side, so 1e-6 lay on the floor of a 0..1 axis, unreadable; here half the value either side.
+  //   either side, so 1e-6 lay on the floor of a 0..1 axis, unreadable; here half the value either side,
+  //   and on a chart of fractions (bounds [0, 1]) its whole range: a constant 1 (every group with zero
+  //   std) was drawn on an axis from 0.5 to 1.5, values a fraction cannot take.
   // - Log, values across 0.8 to two and a half decades: Plotly ticks every digit there (0.4 ... 0.9, 1,
   //   2 ... 9, 10), labelled as small bare digits that yaxis's tick format writes out whole, so they
   //   overlapped; the 1, 2 and 5 of each decade instead. From 0.8, not 1: Plotly pads the values, and a
   //   gradient norm from 0.57 to 5.4 (0.98 decades) got an axis of more than one, ticked at every digit.
   //   Any 0.8 decades hold at least two of 1, 2 and 5.
-  yRange: function (traces, log) {
+  yRange: function (traces, log, bounds) {
     let low = Infinity;
     let high = -Infinity;
     traces.forEach(function (trace) {
@@ -322,7 +324,12 @@ window.EchoChartView = {
       const decades = Math.log10(high / low);
       return decades >= 0.8 && decades <= 2.5 ? { autorange: true, dtick: "D2" } : { autorange: true };
     }
-    if (low !== high || low === 0) return { autorange: true };
+    if (low !== high) return { autorange: true };
+    if (bounds && low >= bounds[0] && low <= bounds[1]) {
+      const margin = (bounds[1] - bounds[0]) / 50;  // a line at either end is not drawn on the frame
+      return { range: [bounds[0] - margin, bounds[1] + margin], autorange: false };
+    }
+    if (low === 0) return { autorange: true };
     const pad = Math.abs(low) / 2;
     return { range: [low - pad, high + pad], autorange: false };
   },

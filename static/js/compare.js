@@ -662,7 +662,7 @@
       // Values that are never negative (a fraction of groups) get no negative axis: zeros were drawn on -1..1.
       yaxis: window.EchoChartView.yaxis(chart.log, Object.assign(
         { visible: !note, rangemode: nonNegative(lines) ? "nonnegative" : "normal" },
-        window.EchoChartView.yRange(data, chart.log))),
+        window.EchoChartView.yRange(data, chart.log, chart.bounds))),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
       // drawn in ten half-width charts cost more than the lines and squeezed the plots. Plotly's legend

@@ -430,7 +430,7 @@
       // of zeros from -1 to 1.
       yaxis: window.EchoChartView.yaxis(isLog(chart), Object.assign(
         { rangemode: nonNegative(chart) ? "nonnegative" : "normal", visible: !empty },
-        window.EchoChartView.yRange(traces, isLog(chart)))),
+        window.EchoChartView.yRange(traces, isLog(chart), chart.bounds))),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       shapes: noClock ? [] : events.shapes,  // no x for an event either: its line would cross the chart
       // Its top below the axis title (Plotly makes room for it under the plot): hung from -0.25 of

@@ -623,6 +623,16 @@ def test_a_constant_value_is_drawn_on_a_scale_around_it(page):
     assert drawn(page, "logged-0")["yticks"][0] == "1"  # a constant 2: half of it either side
 
 
+def test_a_constant_fraction_is_drawn_on_the_fractions_axis(page):
+    """Every group with zero std at every step: the axis ran from 0.5 to 1.5, past what a fraction can be."""
+    run = make_run(page.user, status=Run.Status.COMPLETED, step=5, total_steps=5)
+    write_points(run.pk, [(s, "train/frac_zero_std_groups", 1.0) for s in range(5)])
+    page.goto(f"{page.base}/runs/{run.pk}/")
+    wait_for(lambda: drawn(page, "zero_std")["lines"], timeout=15, message="the zero-std fraction drawn")
+    ticks = [float(tick) for tick in drawn(page, "zero_std")["yticks"]]
+    assert ticks[0] == 0 and ticks[-1] == 1, ticks
+
+
 def test_a_run_that_ended_before_its_first_step_says_it_logged_nothing(page):
     # It listed every chart as "not logged by this run", as if the run had logged other things.
     run = make_run(page.user, status=Run.Status.STOPPED, step=0, total_steps=60)
