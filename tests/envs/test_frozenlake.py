@@ -96,6 +96,9 @@ def test_map_accepts_gymnasium_desc_text_and_commas():
         ("SFG,SFF", "exactly one start S, got 2"),
         ("SFF,FFF", "needs a goal G"),
         ("SH,HG", "no path over frozen tiles leads from S to a G"),
+        # a map beyond 64 x 64 is refused before its search, which took seconds for each run's config
+        (",".join(["S" + "F" * 63] + ["F" * 64] * 63 + ["F" * 63 + "G"]), "map has 65 rows; at most 64"),
+        ("S" + "F" * 300 + "," + "F" * 300 + "G", "map row 1 has 301 tiles; at most 64"),
     ],
 )
 def test_bad_maps_are_rejected(desc, message):

@@ -137,3 +137,19 @@ def test_the_form_names_the_overrides_field(alice_client, overrides):
     assert response.status_code == 400
     assert response.context["form"].errors["overrides"]
     assert not Experiment.objects.exists()
+
+
+def test_a_fixed_frozenlake_map_is_bounded_before_each_run_searches_it(client, api):
+    # 300 x 300 tiles (a 90 KB body) in 64 runs held the request for 45 s: each run's config searched the map
+    side = 300
+    rows = ["S" + "F" * (side - 1), *["F" * side] * (side - 2), "F" * (side - 1) + "G"]
+    body = {
+        "name": "big map",
+        "env": {"name": "frozenlake", "params": {"map": "\n".join(rows)}},
+        "model": "tiny",
+        "seeds": list(range(64)),
+    }
+    response = post(client, api, body)
+    assert response.status_code == 400
+    assert "at most 64" in response.json()["errors"]["env.params.map"]
+    assert not Experiment.objects.exists() and not Run.objects.exists()
