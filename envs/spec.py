@@ -96,9 +96,17 @@ def _to_bool(value: Any, label: str, param: Param) -> bool:
     raise ParamError(param.name, f"{label} must be true or false, got {quoted(value)}")
 
 
+# The longest text a parameter takes (a map, a level, an arm's name, a file's path). Every run's config is
+# validated with its parameters, parsed each time: 5 MB of blank lines before a map held an experiment of 64
+# runs for 47 s, a level's 3 MB title line for 36 s.
+MAX_TEXT = 10_000
+
+
 def _to_str(value: Any, label: str, param: Param) -> str:
     if not isinstance(value, str):
         raise ParamError(param.name, f"{label} must be text, got {quoted(value)}")
+    if param.type == "str" and len(value) > MAX_TEXT:  # a choice is one of its few, named as refused
+        raise ParamError(param.name, f"{label} is {len(value):,} characters long; at most {MAX_TEXT:,}")
     return value
 
 

@@ -135,6 +135,20 @@ def test_form_strings_are_converted():
         ),
         ("frozenlake", {"slippery": "maybe"}, "slippery", "frozenlake.slippery must be true or false"),
         ("frozenlake", {"map": 7}, "map", "frozenlake.map must be text"),
+        # text is bounded before it is parsed, once for each run's config
+        (
+            "frozenlake",
+            {"map": "\n" * 20_000 + "SFG"},
+            "map",
+            "frozenlake.map is 20,003 characters long; at most 10,000",
+        ),
+        (
+            "sokoban",
+            {"level": "T" * 10_001},
+            "level",
+            "sokoban.level is 10,001 characters long; at most 10,000",
+        ),
+        ("bandit", {"high_risk_name": "x" * 10_001}, "high_risk_name", "at most 10,000"),
         (
             "bandit",
             {"high_risk_prob": 1.5},

@@ -141,7 +141,7 @@ def test_the_form_names_the_overrides_field(alice_client, overrides):
 
 def test_a_fixed_frozenlake_map_is_bounded_before_each_run_searches_it(client, api):
     # 300 x 300 tiles (a 90 KB body) in 64 runs held the request for 45 s: each run's config searched the map
-    side = 300
+    side = 90  # within the 10,000 characters an environment's text takes
     rows = ["S" + "F" * (side - 1), *["F" * side] * (side - 2), "F" * (side - 1) + "G"]
     body = {
         "name": "big map",
@@ -152,4 +152,14 @@ def test_a_fixed_frozenlake_map_is_bounded_before_each_run_searches_it(client, a
     response = post(client, api, body)
     assert response.status_code == 400
     assert "at most 64" in response.json()["errors"]["env.params.map"]
+    assert not Experiment.objects.exists() and not Run.objects.exists()
+
+
+def test_an_environments_text_is_bounded_before_each_run_parses_it(client, api):
+    # A level's 3 MB title line in 64 runs held the request for 36 s: each run's config parsed the level
+    level = "T" * 3_000_000 + "\n#####\n#@$.#\n#####"
+    body = {"name": "long level", "env": {"name": "sokoban", "params": {"level": level}}, "model": "tiny"}
+    response = post(client, api, {**body, "seeds": list(range(64))})
+    assert response.status_code == 400
+    assert "at most 10,000" in response.json()["errors"]["env.params.level"]
     assert not Experiment.objects.exists() and not Run.objects.exists()
