@@ -5,7 +5,7 @@ from pathlib import Path
 from diagnostics.quoting import quoted
 from envs.base import TextEnv
 from envs.sokoban.generator import generate_room
-from envs.sokoban.level import DIRECTIONS, Level, parse_xsb, to_xsb
+from envs.sokoban.level import DIRECTIONS, XSB_FLOOR, Level, parse_xsb, to_xsb
 from envs.sokoban.solver import solve
 from envs.spec import Param, ParamError
 
@@ -132,6 +132,7 @@ def check_params(owner: str, params: dict) -> dict:
     if level and levels:
         raise ParamError("levels", f"{owner}: give either level or levels, not both")
     if level:
+        _check_level_size(level, owner)
         parsed = _parse(level, "level", owner)
         if len(parsed) != 1:
             raise ParamError(
@@ -151,6 +152,24 @@ def check_params(owner: str, params: dict) -> dict:
         if LevelFiles.root is not None:
             return {**params, "levels": str(path)}
     return params
+
+
+# The most rows, and columns a row, of a fixed level (a generated room is at most 12 wide). Every run's config
+# parses its level three times, walking its floor: a 99 x 99 level held an experiment of 64 runs for 20 s.
+MAX_LEVEL_SIDE = 64
+
+
+def _check_level_size(text: str, owner: str) -> None:
+    """ParamError when the level's board (its rows of walls, as parse_xsb finds them) is larger than
+    MAX_LEVEL_SIDE either way; checked before the level is parsed."""
+    rows = [line.rstrip() for line in text.splitlines() if line.lstrip(XSB_FLOOR).startswith("#")]
+    if len(rows) > MAX_LEVEL_SIDE:
+        raise ParamError("level", f"{owner}.level has {len(rows)} rows; at most {MAX_LEVEL_SIDE}")
+    widest = max(rows, key=len, default="")
+    if len(widest) > MAX_LEVEL_SIDE:
+        raise ParamError(
+            "level", f"{owner}.level has a row of {len(widest)} columns; at most {MAX_LEVEL_SIDE}"
+        )
 
 
 def _parse(text: str, field: str, owner: str) -> list[Level]:

@@ -149,6 +149,28 @@ def test_malformed_xsb_names_the_line(text, message):
     assert caught.value.field == "level"
 
 
+def room(rows, columns):
+    """A closed room of that size, its player, box and goal in the top row inside."""
+    inside = "#@$." + " " * (columns - 5) + "#"
+    return "\n".join(["#" * columns, inside, *["#" + " " * (columns - 2) + "#"] * (rows - 3), "#" * columns])
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (room(65, 10), "sokoban.level has 65 rows; at most 64"),
+        (room(10, 65), "sokoban.level has a row of 65 columns; at most 64"),
+        (room(10, 65).replace("\n", "|"), "a row of 65 columns"),  # one line: rows between bars
+    ],
+)
+def test_a_fixed_level_larger_than_64_either_way_is_refused_before_it_is_parsed(text, message):
+    assert len(parse_xsb(text.replace("|", "\n"))) == 1  # a level, only too large
+    with pytest.raises(envs.ParamError, match=message) as caught:
+        envs.validate_params("sokoban", {"level": text})
+    assert caught.value.field == "level"
+    assert envs.validate_params("sokoban", {"level": room(64, 64)})["level"] == room(64, 64)
+
+
 def shortest_by_brute_force(level, longest):
     """Length of the shortest winning move sequence up to `longest`, trying every sequence."""
     for length in range(longest + 1):

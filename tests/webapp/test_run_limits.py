@@ -163,3 +163,19 @@ def test_an_environments_text_is_bounded_before_each_run_parses_it(client, api):
     assert response.status_code == 400
     assert "at most 10,000" in response.json()["errors"]["env.params.level"]
     assert not Experiment.objects.exists() and not Run.objects.exists()
+
+
+def test_a_fixed_sokoban_level_is_bounded_before_each_run_parses_it(client, api):
+    # 99 x 99 (9,899 characters) in 64 runs held the request for 20 s: each run's config parsed it three times
+    side = 99
+    rows = [
+        "#" * side,
+        "#@$." + " " * (side - 5) + "#",
+        *["#" + " " * (side - 2) + "#"] * (side - 3),
+        "#" * side,
+    ]
+    body = {"name": "big level", "env": {"name": "sokoban", "params": {"level": "\n".join(rows)}}}
+    response = post(client, api, {**body, "model": "tiny", "seeds": list(range(64))})
+    assert response.status_code == 400
+    assert "at most 64" in response.json()["errors"]["env.params.level"]
+    assert not Experiment.objects.exists() and not Run.objects.exists()
