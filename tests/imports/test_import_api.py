@@ -313,6 +313,17 @@ def test_a_file_name_holding_nul_is_refused(client, auth):
     assert nothing_saved()
 
 
+def test_a_file_name_longer_than_an_upload_keeps_is_refused_not_cut(client, auth):
+    # 400 characters were kept as the first 251 and ".csv" in the run's label, without a word
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query=f"format=csv&filename={'a' * 396}.csv")
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"filename": "at most 255 characters, got 400"}
+    assert nothing_saved()
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query=f"format=csv&filename={'a' * 251}.csv")
+    assert response.status_code == 201, response.content
+    assert Run.objects.get().label == f"imported: {'a' * 251}.csv"
+
+
 @pytest.mark.parametrize("query", ["name=%20%20%20", "name=", "", "name=%20&filename=%20"])
 def test_a_blank_name_is_no_name(client, auth, query):
     """As on the form: the experiment is named after the file, here the raw body's default."""

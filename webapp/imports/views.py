@@ -19,6 +19,9 @@ from webapp.imports import importer
 from webapp.imports.forms import ImportForm
 
 CHUNK = 1024 * 1024
+# The longest file name an upload keeps (Django's UploadedFile cuts a longer one to its first characters and
+# its suffix, without a word): a raw body's ?filename= beyond it is refused instead.
+MAX_FILENAME = 255
 
 
 @login_required
@@ -107,6 +110,8 @@ def imports(request):
         filename = request.GET.get("filename", "").strip() or _default_filename(name, fmt)
         if jsonsafe.unstorable_text(filename) is not None:
             raise ApiError.field("filename", jsonsafe.UNSTORABLE_TEXT)
+        if len(filename) > MAX_FILENAME:
+            raise ApiError.field("filename", f"at most {MAX_FILENAME} characters, got {len(filename)}")
         form = ImportForm(
             {"name": name, "format": fmt}, MultiValueDict({"file": [_raw_body(request, filename)]})
         )
