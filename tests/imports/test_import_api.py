@@ -405,3 +405,17 @@ def test_an_import_that_logged_its_step_times_has_a_duration_and_a_pace(client, 
     )
     run = Run.objects.get(pk=untimed.json()["id"])
     assert run.training_time is None and steps_per_hour(run) is None
+
+
+def test_the_events_of_an_import_are_stored_in_a_few_queries(client, auth, django_assert_max_num_queries):
+    # A file that makes an event every few steps: each stored with its own get_or_create took 16 s of a 27 s
+    # import of 60,000 rows (2,396 events); a 50 MB file of them would hold the request for many minutes
+    rows = ["step,train/success,train/reward_mean,actor/entropy,actor/grad_norm"]
+    rows += [f"{i},{i % 100 / 100},{i / 1000},{1 - i % 50 / 100},{0.5 + i % 7}" for i in range(3000)]
+    with django_assert_max_num_queries(60):
+        response = post_raw(client, auth, "\n".join(rows).encode(), "", query="format=csv&name=spiky")
+    assert response.status_code == 201, response.content
+    run = Run.objects.get()
+    assert response.json()["events"] == run.events.count() > 50
+    stored = list(run.events.values_list("step", "rule", "level"))
+    assert stored == sorted(stored, key=lambda event: event[0]) and len(set(stored)) == len(stored)

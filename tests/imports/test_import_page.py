@@ -172,7 +172,7 @@ def test_a_failure_while_writing_leaves_nothing_half_imported(alice, monkeypatch
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(DetectorEvent, "record", broken)
+    monkeypatch.setattr(DetectorEvent, "record_all", broken)
     with pytest.raises(RuntimeError):
         importer.create_run(alice, "x", "sokoban-ppo-s0.csv", series)
     assert nothing_saved()

@@ -170,6 +170,5 @@ def create_run(owner, name: str, filename: str, series, sha256: str = "") -> Run
         )
         MetricPoint.insert_new(run.pk, points_by_key(series, sorted(latest)))
         _, found = replay.result()
-        for event in found:
-            DetectorEvent.record(run, event)
+        DetectorEvent.record_all(run, found)
     return run
