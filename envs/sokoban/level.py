@@ -5,6 +5,7 @@ the generator use the same numbers as bit positions.
 """
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 # Direction names in LURD order; a move's LURD letter is the first letter of its name.
@@ -110,6 +111,14 @@ def parse_xsb(text: str) -> list[Level]:
     with `;` are comments; other text lines are titles: a `Title:` line right below a board names that
     board, any other text line names the next board.
     """
+    return list(_parsed_xsb(text))
+
+
+# Levels are immutable, so a text parsed once stands for every later parse of it: an experiment's runs share
+# their level, and each run's config is validated and its environment built (three parses a run: a 64 x 64
+# level in 64 runs held the request for 7 s).
+@functools.lru_cache(maxsize=16)
+def _parsed_xsb(text: str) -> tuple[Level, ...]:
     levels: list[Level] = []
     board: list[tuple[int, str]] = []
     board_title = pending_title = ""
@@ -138,7 +147,7 @@ def parse_xsb(text: str) -> list[Level]:
         levels.append(_parse_board(board, board_title))
     if not levels:
         raise ValueError("XSB text contains no level (a level's rows start with '#')")
-    return levels
+    return tuple(levels)
 
 
 def _parse_board(board: list[tuple[int, str]], title: str) -> Level:

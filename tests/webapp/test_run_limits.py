@@ -179,3 +179,33 @@ def test_a_fixed_sokoban_level_is_bounded_before_each_run_parses_it(client, api)
     assert response.status_code == 400
     assert "at most 64" in response.json()["errors"]["env.params.level"]
     assert not Experiment.objects.exists() and not Run.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "env, searched",
+    [
+        (
+            {"name": "sokoban", "params": {"level": "; 64 runs\n#####\n#@$.#\n#####"}},
+            "envs.sokoban.level._parse_board",
+        ),
+        (
+            {"name": "frozenlake", "params": {"map": "SFFF,FHFH,FFFH,HFFG,FFFF"}},
+            "envs.frozenlake.goal_reachable",
+        ),
+    ],
+)
+def test_the_runs_of_an_experiment_share_one_reading_of_its_fixed_board(
+    client, api, monkeypatch, env, searched
+):
+    # Each run's config was validated and its environment built, reading the board three times a run: a
+    # 64 x 64 level in 64 runs held the request for 7 s
+    import importlib
+
+    module_name, _, function = searched.rpartition(".")
+    module = importlib.import_module(module_name)
+    calls = []
+    original = getattr(module, function)
+    monkeypatch.setattr(module, function, lambda *args: calls.append(1) or original(*args))
+    response = post(client, api, {"name": "shared", "env": env, "model": "tiny", "seeds": list(range(64))})
+    assert response.status_code == 201, response.content
+    assert Run.objects.count() == 64 and len(calls) == 1
