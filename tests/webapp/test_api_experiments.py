@@ -368,3 +368,19 @@ def test_the_name_is_measured_as_stored_without_the_spaces_around_it(client, api
     assert Experiment.objects.get().name == "n" * 199
     response = post(client, reverse("api_experiments"), {**BODY, "name": " " + "n" * 201}, api)
     assert response.json()["errors"]["name"] == "at most 200 characters, got 201"
+
+
+def test_steps_and_seeds_written_as_whole_floats_are_the_integers_the_schema_takes(client, api):
+    # JSON Schema's integer (the OpenAPI document's type for steps and seeds) is any number without a
+    # fraction: 12.0 was a 400 "expected a whole number", though the schema says it is one
+    body = {**BODY, "grid": {}, "steps": 12.0, "seeds": [1.0, 2]}
+    response = post(client, reverse("api_experiments"), body, api)
+    assert response.status_code == 201, response.json()
+    assert sorted(Run.objects.values_list("config__seed", flat=True)) == [1, 2]
+    assert set(Run.objects.values_list("total_steps", flat=True)) == {12}
+    assert Experiment.objects.get().seeds == [1, 2] and isinstance(Experiment.objects.get().seeds[0], int)
+    response = post(client, reverse("api_experiments"), {**body, "seeds": 3.0}, api)
+    assert response.status_code == 201 and response.json()["seeds"] == [3]
+    for steps, seeds in ((12.5, [1]), (12, [1.5]), (12, 2.5)):
+        response = post(client, reverse("api_experiments"), {**body, "steps": steps, "seeds": seeds}, api)
+        assert response.status_code == 400, (steps, seeds)

@@ -36,6 +36,7 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
 
 def parse_seeds(value) -> list[int]:
     """ "1, 2,3" or [1, 2, 3] -> [1, 2, 3]; each a distinct integer >= 0."""
+    value = _whole(value)
     if isinstance(value, bool) or not isinstance(value, (list, str, int)):
         raise ValueError(
             f"expected a list of whole numbers or text like 1,2,3, got {jsonsafe.json_type(value)}"
@@ -52,7 +53,7 @@ def parse_seeds(value) -> list[int]:
     for index, item in enumerate(items):
         if isinstance(value, list) and isinstance(item, str):  # a list is JSON's or YAML's: numbers
             raise ValueError(f"seeds[{index}]: expected a whole number, got the text {quoted(item)}")
-        seed = _seed(item)
+        seed = _seed(_whole(item))
         if seed in seeds:
             raise ValueError(f"seed {seed} is listed twice")
         seeds[seed] = None
@@ -574,7 +575,14 @@ def _check_preset(value):
     return value
 
 
+def _whole(value):
+    """A JSON number with no fraction (1.0) as the integer it is: JSON Schema's `integer`, which the OpenAPI
+    document gives steps and seeds, takes it (as the metrics ingest does a step)."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
 def _check_steps(value):
+    value = _whole(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEPS:
         raise ValueError(f"expected a whole number from 1 to {MAX_STEPS}, got {quoted(value)}")
     return value
