@@ -71,9 +71,8 @@ def prepare_params(params: dict) -> dict:
 def check_params(owner: str, params: dict) -> dict:
     if params["map"]:
         rows = parse_map(params["map"], owner)
-        if not _fixed_map_reachable(
-            tuple(rows)
-        ):  # as random maps are redrawn: every episode on it would fail
+        # as random maps are redrawn: every episode on it would fail
+        if not _fixed_map_reachable(tuple(rows)):
             raise ParamError("map", f"{owner}.map: no path over frozen tiles leads from S to a G")
         return {**params, "map": "\n".join(rows)}
     return params
