@@ -510,14 +510,15 @@ def chart_log(chart: Chart) -> bool:
 def chart_spec(chart: Chart, **parts: str) -> dict:
     """One chart as the run and compare pages draw it: id, title, its keys, log: True on a log axis, and
     bounds: [low, high] when every key it draws is bounded alike (fractions: [0, 1])."""
-    drawn = {
+    drawn: dict[str, object] = {
         "id": _fill(chart.id, parts),
         "title": _fill(chart.title, parts),
         "keys": [_fill(metric.key, parts) for metric in METRICS if metric.chart == chart],
     }
     bounds = {metric.bounds for metric in METRICS if metric.chart == chart}
-    if len(bounds) == 1 and None not in bounds:
-        drawn["bounds"] = list(bounds.pop())
+    shared = bounds.pop() if len(bounds) == 1 else None
+    if shared is not None:
+        drawn["bounds"] = list(shared)
     return {**drawn, "log": True} if chart_log(chart) else drawn
 
 
