@@ -512,6 +512,21 @@ def test_a_run_logged_before_names_were_kept_finds_a_foreign_names_history_under
     assert client.get_run(run.info.run_id).data.metrics == {"train/reward_mean": 1.0}
 
 
+def test_a_name_that_is_no_longer_an_alias_finds_the_history_it_logged_under_ours(mlflow_alice):
+    """TRL's reward_std took train/reward_std_in_group until 0556da7; a run logged then keeps its points there
+    and `logged_as` says so. get_run answers them as reward_std, and so must their history."""
+    mlflow = mlflow_alice
+    with mlflow.start_run() as run:
+        mlflow.log_metric("rollout/in_group_std", 0.25, step=0)
+    stored = ExternalRun.objects.get(run_uuid=run.info.run_id)
+    assert stored.logged_as == {"train/reward_std_in_group": "rollout/in_group_std"}
+    # as TRL's run was stored before reward_std stopped being an alias
+    ExternalRun.objects.filter(pk=stored.pk).update(logged_as={"train/reward_std_in_group": "reward_std"})
+    client = mlflow.MlflowClient()
+    assert client.get_run(run.info.run_id).data.metrics == {"reward_std": 0.25}
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "reward_std")] == [0.25]
+
+
 def test_a_script_logging_through_mlflow_and_echolabs_api_keeps_one_series_per_name(
     mlflow_alice, alice, client
 ):

@@ -720,8 +720,9 @@ class ExternalRun(models.Model):
     def stored_key(self, name: str) -> str:
         """Where the points the client logged under `name` are: our key, if `name` took it (ours is
         found under its own name too; a run made before `logged_as` renamed every alias to ours), unless
-        points are stored under `name` itself (EchoLab's own metrics API writes keys as sent)."""
-        ours = ALIASES.get(name)
+        points are stored under `name` itself (EchoLab's own metrics API writes keys as sent). `logged_as` first:
+        a name that took our key stays there after it stops being an alias (TRL's reward_std)."""
+        ours = next((ours for ours, logged in self.logged_as.items() if logged == name), ALIASES.get(name))
         if ours is None or self.logged_as.get(ours, name) != name:
             return name
         return name if MetricPoint.objects.filter(run_id=self.run_id, key=name).exists() else ours
