@@ -324,6 +324,14 @@ def test_a_file_name_longer_than_an_upload_keeps_is_refused_not_cut(client, auth
     assert Run.objects.get().label == f"imported: {'a' * 251}.csv"
 
 
+def test_a_long_name_without_a_file_name_is_refused_naming_the_name(client, auth):
+    # the file name defaults to the name: a name too long was reported as a file name the script never sent
+    response = post_raw(client, auth, b"step,a\n0,1\n", "", query=f"format=csv&name={'n' * 260}")
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["name"]
+    assert nothing_saved()
+
+
 @pytest.mark.parametrize("query", ["name=%20%20%20", "name=", "", "name=%20&filename=%20"])
 def test_a_blank_name_is_no_name(client, auth, query):
     """As on the form: the experiment is named after the file, here the raw body's default."""

@@ -107,11 +107,13 @@ def imports(request):
         # The name is checked before it becomes the file name, so that its error names it.
         if jsonsafe.unstorable_text(name) is not None:
             raise ApiError.field("name", jsonsafe.UNSTORABLE_TEXT)
-        filename = request.GET.get("filename", "").strip() or _default_filename(name, fmt)
-        if jsonsafe.unstorable_text(filename) is not None:
-            raise ApiError.field("filename", jsonsafe.UNSTORABLE_TEXT)
+        filename = request.GET.get("filename", "").strip()
+        # the one sent: a default made from a name too long is the name's error, which the form reports
         if len(filename) > MAX_FILENAME:
             raise ApiError.field("filename", f"at most {MAX_FILENAME} characters, got {len(filename)}")
+        filename = filename or _default_filename(name, fmt)
+        if jsonsafe.unstorable_text(filename) is not None:
+            raise ApiError.field("filename", jsonsafe.UNSTORABLE_TEXT)
         form = ImportForm(
             {"name": name, "format": fmt}, MultiValueDict({"file": [_raw_body(request, filename)]})
         )
