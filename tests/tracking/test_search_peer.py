@@ -402,6 +402,24 @@ def test_a_first_point_at_step_0_sent_twice_leaves_the_key_stepped_as_mlflow_doe
     assert ours == theirs
 
 
+def test_a_first_point_of_nan_at_step_0_sent_twice_leaves_the_key_stepped_as_mlflow_does(both):
+    """As above for a diverged loss: NaN equals no NaN in Python, so the copy was taken for a second point."""
+    import math
+
+    t = 1_765_000_000_000
+    histories = []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id).info.run_id
+        client.log_metric(run_id, "loss", math.nan, timestamp=t, step=0)
+        client.log_metric(run_id, "loss", math.nan, timestamp=t, step=0)  # the same call again
+        client.log_metric(run_id, "loss", 0.7, timestamp=t + 1, step=1)
+        history = client.get_metric_history(run_id, "loss")
+        histories.append([(m.step, "NaN" if math.isnan(m.value) else m.value) for m in history])
+    ours, theirs = histories
+    assert theirs == [(0, "NaN"), (1, 0.7)]
+    assert ours == theirs
+
+
 def test_a_run_the_script_does_not_name_is_named_as_mlflow_names_it(both):
     import re
 

@@ -604,7 +604,12 @@ class ExternalRun(models.Model):
             )
             .values_list("key", "value", "logged_at")
         )
-        named = [point for point in named if point[0] != 0 or tuple(point[1:]) not in stored]
+        stored = {(key, _comparable(value), at) for key, value, at in stored}
+        named = [
+            point
+            for point in named
+            if point[0] != 0 or (point[1], _comparable(point[2]), point[3]) not in stored
+        ]
         zero = Counter(key for step, key, *_ in named if step == 0)
         newest = MetricPoint.newest(self.run_id, sorted(zero))
         # (nothing stored, or only a point at step 0) and (twice in this call, or once more)
@@ -818,6 +823,12 @@ class ExternalRun(models.Model):
             },
             "inputs": {"dataset_inputs": self.inputs} if self.inputs else {},
         }
+
+
+def _comparable(value: float | None):
+    """A value as a retry's copy compares equal to it: NaN equals no float, not even NaN (MLflow's store keeps
+    a NaN point once too, its value stored apart from is_nan)."""
+    return "NaN" if value is not None and math.isnan(value) else value
 
 
 def _collapsed(named: list) -> tuple[list, dict]:
