@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.test import Client
 
 from tests.factories import make_experiment, make_run
+from tests.helpers import REPO_ROOT
 from webapp.experiments.models import Run
 from webapp.metrics.models import MetricPoint
 
@@ -88,6 +89,13 @@ def test_plotly_is_served_from_the_project(alice_client, run):
     response = alice_client.get("/static/vendor/plotly/plotly-cartesian.min.js")
     assert response.status_code == 200
     assert b"plotly" in b"".join(response.streaming_content)[:2000].lower()
+
+
+def test_the_static_files_the_contracts_name_are_the_projects():
+    # docs/CONTRACTS.md named plotly.min.js from the plotly package after both were gone
+    contracts = (REPO_ROOT / "docs" / "CONTRACTS.md").read_text()
+    named = re.findall(r"\{% static '([^']+)' %\}", contracts)
+    assert named and [path for path in named if not (REPO_ROOT / "static" / path).is_file()] == []
 
 
 def test_stop_requests_a_stop_and_hides_the_button_once_finished(alice_client, run):
