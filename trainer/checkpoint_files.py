@@ -14,14 +14,15 @@ def list_checkpoints(out_dir: str) -> list[str]:
     root = checkpoint_root(out_dir)
     if not os.path.isdir(root):
         return []
-    names = sorted(
-        n
+    paths = [
+        os.path.join(root, n)
         for n in os.listdir(root)
         if n.startswith("step_")
         and n.removeprefix("step_").isdigit()
         and os.path.exists(os.path.join(root, n, "state.json"))
-    )
-    return [os.path.join(root, n) for n in names]
+    ]
+    # by step, not by name: step 1,000,000 has seven digits, one more than the names' padding
+    return sorted(paths, key=step_of)
 
 
 def step_of(path: str) -> int:

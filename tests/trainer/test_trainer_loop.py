@@ -270,6 +270,19 @@ def test_checkpoints_ahead_of_a_step_are_dropped(tmp_path):
     assert checkpoint.drop_after(str(tmp_path), 3) == []
 
 
+def test_checkpoints_are_listed_in_step_order_past_six_digits(tmp_path):
+    """Steps run to MAX_STEPS (10,000,000) and names pad to six digits: step_1000000 sorted before step_999999
+    by name, so the newest (latest, a resume's) was step 999,999 and pruning deleted step 1,000,000."""
+    from trainer import checkpoint_files
+
+    root = tmp_path / "checkpoints"
+    for step in (999_999, 1_000_000):
+        (root / f"step_{step:06d}").mkdir(parents=True)
+        (root / f"step_{step:06d}" / "state.json").write_text("{}")
+    listed = checkpoint_files.list_checkpoints(str(tmp_path))
+    assert [checkpoint_files.step_of(path) for path in listed] == [999_999, 1_000_000]
+
+
 def _checkpoints(tmp_path, writers: dict[int, str]):
     root = tmp_path / "checkpoints"
     for step, writer in writers.items():
