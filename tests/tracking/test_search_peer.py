@@ -402,6 +402,23 @@ def test_a_first_point_at_step_0_sent_twice_leaves_the_key_stepped_as_mlflow_doe
     assert ours == theirs
 
 
+def test_a_point_at_step_0_twice_in_one_batch_leaves_the_key_stepped_as_mlflow_does(both):
+    """The client's asynchronous logging (TRL's) gathers calls into one batch: the same point twice there is
+    kept once by MLflow's store, as when it comes in two calls."""
+    from mlflow.entities import Metric
+
+    t = 1_765_000_000_000
+    histories = []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id).info.run_id
+        client.log_batch(run_id, metrics=[Metric("lr", 0.5, t, 0), Metric("lr", 0.5, t, 0)])
+        client.log_metric(run_id, "lr", 0.25, timestamp=t + 1, step=1)
+        histories.append([(m.step, m.value) for m in client.get_metric_history(run_id, "lr")])
+    ours, theirs = histories
+    assert theirs == [(0, 0.5), (1, 0.25)]
+    assert ours == theirs
+
+
 def test_a_first_point_of_nan_at_step_0_sent_twice_leaves_the_key_stepped_as_mlflow_does(both):
     """As above for a diverged loss: NaN equals no NaN in Python, so the copy was taken for a second point."""
     import math

@@ -590,9 +590,9 @@ class ExternalRun(models.Model):
         ..., so that they chart as a series instead of overwriting one point; the client still reads step 0
         for each (to_mlflow, get_metric_history), as MLflow answers. A key becomes one when it is logged at
         step 0 twice in one call, or again after a point at step 0 that is its only one; a step-0 point of
-        any other key is stored at step 0. A step-0 point stored already, value and timestamp alike, is one
-        the client sent again (a retry): kept once, as MLflow's store keeps it. Under the run's row lock, which
-        the caller holds."""
+        any other key is stored at step 0. A step-0 point stored already, or earlier in the call, value and
+        timestamp alike, is one the client sent again (a retry): kept once, as MLflow's store keeps it. Under
+        the run's row lock, which the caller holds."""
         stepless = set(ExternalRun.objects.values_list("stepless", flat=True).get(pk=self.pk))
         sent = [(key, value, timestamp) for step, key, value, timestamp in named if step == 0]
         stored = set(  # where a step-0 point was stored: at step 0, or numbered
@@ -604,12 +604,16 @@ class ExternalRun(models.Model):
             )
             .values_list("key", "value", "logged_at")
         )
-        stored = {(key, _comparable(value), at) for key, value, at in stored}
-        named = [
-            point
-            for point in named
-            if point[0] != 0 or (point[1], _comparable(point[2]), point[3]) not in stored
-        ]
+        seen = {(key, _comparable(value), at) for key, value, at in stored}
+        kept = []
+        for step, key, value, timestamp in named:
+            point = (key, _comparable(value), timestamp)
+            if step == 0 and point in seen:
+                continue
+            if step == 0 and timestamp is not None:  # a copy later in this call too (asynchronous batches)
+                seen.add(point)
+            kept.append((step, key, value, timestamp))
+        named = kept
         zero = Counter(key for step, key, *_ in named if step == 0)
         newest = MetricPoint.newest(self.run_id, sorted(zero))
         # (nothing stored, or only a point at step 0) and (twice in this call, or once more)
