@@ -593,3 +593,6 @@ def test_the_history_of_a_run_that_is_not_there_is_empty_as_mlflow_answers(api, 
             "/api/2.0/mlflow/metrics/get-history", {"run_id": run_id, "metric_key": "loss"}, method="get"
         )
         assert (answer.status_code, answer.json()) == (200, {"metrics": []})
+    paged = {"run_id": "0" * 32, "metric_key": "loss", "max_results": -1}
+    answer = api("/api/2.0/mlflow/metrics/get-history", paged, method="get")
+    assert (answer.status_code, answer.json()["error_code"]) == (400, "INVALID_PARAMETER_VALUE")

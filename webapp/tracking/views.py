@@ -466,6 +466,7 @@ def search_logged_models(request, fields):
 def get_metric_history(request, fields):
     run = ExternalRun.find_for(request.user, protocol.run_id_of(fields))
     key = fields.string("metric_key")
+    window = protocol.page_window(fields, 25_000)  # checked for a run that is not there too
     if run is None:  # no history, as MLflow's server answers for a run it does not have
         return {"metrics": []}
     stored = run.stored_key(key)
@@ -476,7 +477,7 @@ def get_metric_history(request, fields):
         .order_by(F("logged_at").asc(nulls_last=True), "step", "value")
         .values_list("step", "value", "logged_at")
     )
-    page, token = protocol.page(points, protocol.page_window(fields, 25_000))
+    page, token = protocol.page(points, window)
     heard = protocol.millis(run.run.heartbeat_at)
     return {
         "metrics": [
