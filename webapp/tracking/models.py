@@ -594,26 +594,7 @@ class ExternalRun(models.Model):
         timestamp alike, is one the client sent again (a retry): kept once, as MLflow's store keeps it. Under
         the run's row lock, which the caller holds."""
         stepless = set(ExternalRun.objects.values_list("stepless", flat=True).get(pk=self.pk))
-        sent = [(key, value, timestamp) for step, key, value, timestamp in named if step == 0]
-        stored = set(  # where a step-0 point was stored: at step 0, or numbered
-            MetricPoint.objects.filter(Q(step=0) | Q(key__in=stepless))
-            .filter(
-                run_id=self.run_id,
-                key__in={key for key, _, _ in sent},
-                logged_at__in={timestamp for _, _, timestamp in sent if timestamp is not None},
-            )
-            .values_list("key", "value", "logged_at")
-        )
-        seen = {(key, _comparable(value), at) for key, value, at in stored}
-        kept = []
-        for step, key, value, timestamp in named:
-            point = (key, _comparable(value), timestamp)
-            if step == 0 and point in seen:
-                continue
-            if step == 0 and timestamp is not None:  # a copy later in this call too (asynchronous batches)
-                seen.add(point)
-            kept.append((step, key, value, timestamp))
-        named = kept
+        named = self._without_copies(named, stepless)
         zero = Counter(key for step, key, *_ in named if step == 0)
         newest = MetricPoint.newest(self.run_id, sorted(zero))
         # (nothing stored, or only a point at step 0) and (twice in this call, or once more)
@@ -634,6 +615,31 @@ class ExternalRun(models.Model):
                 step, following[key] = following[key], following[key] + 1
             out.append((step, key, value, timestamp))
         return out
+
+    def _without_copies(self, named: list, stepless: set[str]) -> list:
+        """`named` without the step-0 points the client sent before, value and timestamp alike (a retry, or
+        a copy in the same call: asynchronous logging gathers calls into one batch), whether stored at step 0
+        or numbered (a key of `stepless`)."""
+        sent = [(key, value, timestamp) for step, key, value, timestamp in named if step == 0]
+        stored = (
+            MetricPoint.objects.filter(Q(step=0) | Q(key__in=stepless))
+            .filter(
+                run_id=self.run_id,
+                key__in={key for key, _, _ in sent},
+                logged_at__in={timestamp for _, _, timestamp in sent if timestamp is not None},
+            )
+            .values_list("key", "value", "logged_at")
+        )
+        seen = {(key, _comparable(value), at) for key, value, at in stored}
+        kept = []
+        for step, key, value, timestamp in named:
+            point = (key, _comparable(value), timestamp)
+            if step == 0 and point in seen:
+                continue
+            if step == 0 and timestamp is not None:
+                seen.add(point)
+            kept.append((step, key, value, timestamp))
+        return kept
 
     def _heard_from(self, step: int | None) -> None:
         """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
