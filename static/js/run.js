@@ -70,7 +70,10 @@
     tables: {},      // chart id -> true while the chart shows as a table
     syncing: false,  // true while the page itself redraws, so its own relayouts are not taken as a zoom
     series: {},      // key -> {step, value, min, max, downsampled}
-    lastStep: null,  // highest step received over all keys: the next poll's `after`
+    lastStep: null,  // highest step received over all keys: the next poll's `after`, unless...
+    // ...the run's own step is lower: an MLflow script's key logged without steps is numbered in arrival
+    // order past the run's steps (a loss per batch), and `after` its numbers skipped the steps still to come.
+    runStep: null,
     // The run's attempt and rewrites as first polled. A later attempt resumes from a checkpoint and logs
     // again steps this page holds, with new values; a rewrite is a step sent again or late (a script's
     // retry, an evaluation logged afterwards). From then on each poll fetches the whole (downsampled)
@@ -115,7 +118,10 @@
     return window.EchoChartView.keyUrls(function () {
       const url = new URL(page.urls.metrics, window.location.origin);
       url.searchParams.set("max_points", String(MAX_POINTS));
-      if (state.lastStep !== null && !state.refetch) url.searchParams.set("after", String(state.lastStep));
+      if (state.lastStep !== null && !state.refetch) {
+        const after = state.runStep === null ? state.lastStep : Math.min(state.lastStep, state.runStep);
+        url.searchParams.set("after", String(after));
+      }
       return url;
     }, KEYS, MAX_KEYS);
   }
@@ -698,6 +704,7 @@
       state.refetch = true;
     }
     state.attempt = run.attempt;
+    state.runStep = run.step;
     state.rewrites = run.rewrites;
     state.heardSecondsAgo = bodies[0].heard_seconds_ago;
     bodies.forEach(function (part) {

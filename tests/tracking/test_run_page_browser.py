@@ -80,3 +80,27 @@ def test_a_run_whose_trainer_went_quiet_says_since_when_and_what_follows(page):
     wait_for(
         lambda: heard.inner_text() in ("0s ago", "1s ago", "2s ago", "3s ago"), timeout=10, message="heard"
     )
+
+
+def test_a_key_logged_without_steps_does_not_stop_the_others_live(page, monkeypatch):
+    """A loss logged per batch without a step is numbered past the run's steps (0-9 by step 5): the page
+    asked for points after its highest number, so the reward of steps 6-9 never came until a reload."""
+    import mlflow
+    from mlflow.tracking import fluent
+
+    monkeypatch.setattr(fluent, "_active_experiment_id", None)
+    point_mlflow_at(monkeypatch, page.base, ApiToken.issue(page.user, "mlflow")[1])
+    mlflow.set_experiment("stepless beside steps")
+    with mlflow.start_run(run_name="loss per batch") as run:
+        from webapp.tracking.models import ExternalRun
+
+        for step in range(1, 6):
+            mlflow.log_metrics({"reward": step % 2 / 2}, step=step)  # zig-zag: every point drawn
+            mlflow.log_metric("loss", 1.0 / step)  # no step, twice a step
+            mlflow.log_metric("loss", 0.5 / step)
+        pk = ExternalRun.objects.get(run_uuid=run.info.run_id).pk
+        page.goto(f"{page.base}/runs/{pk}/")
+        wait_for(lambda: drawn_points(page, "reward") == 5, timeout=20, message="the reward line")
+        for step in range(6, 10):
+            mlflow.log_metrics({"reward": step % 2 / 2}, step=step)
+        wait_for(lambda: drawn_points(page, "reward") == 9, timeout=20, message="steps 6-9 drawn live")
