@@ -436,3 +436,15 @@ def test_the_events_of_an_import_are_stored_in_a_few_queries(client, auth, djang
         tuple(jsonb_safe(event.get(field, {})) if field == "signals" else event[field] for field in fields)
         for event in found
     ]
+
+
+def test_a_file_with_more_columns_than_a_run_logs_keys_is_refused(client, auth, monkeypatch):
+    from webapp.imports import importer
+
+    monkeypatch.setattr(importer, "MAX_KEYS_PER_RUN", 3)
+    body = b"step,a,b,c\n0,1,2,3\n"
+    assert post_raw(client, auth, body, "identity").status_code == 201
+    response = post_raw(client, auth, b"step,a,b,c,d\n0,1,2,3,4\n", "identity")
+    assert response.status_code == 400
+    assert "4 metric columns; a run logs at most 3 distinct keys" in response.json()["error"]
+    assert Run.objects.count() == 1

@@ -473,3 +473,29 @@ def test_the_run_page_poll_tells_that_a_stop_was_asked(client, alice, alice_toke
     assert stop_requested() is False
     run.request_stop()
     assert stop_requested() is True
+
+
+@pytest.mark.parametrize("vendor", ["postgresql", "other"])
+def test_a_batch_past_the_runs_key_limit_is_refused_whole(client, run, alice_token, vendor, monkeypatch):
+    """A script naming keys after a counter (`loss_{step}`) would grow a run's keys, and its page's charts,
+    without bound."""
+    if vendor == "other":
+        monkeypatch.setattr(connection, "vendor", "sqlite")
+    monkeypatch.setattr(ingest, "MAX_KEYS_PER_RUN", 4)
+    first = [{"step": 0, "key": key, "value": 1} for key in ("a", "b", "c")]
+    assert post(client, run, first, alice_token).status_code == 200
+    at_the_limit = [{"step": 1, "key": key, "value": 2} for key in ("a", "b", "c", "d")]
+    assert post(client, run, at_the_limit, alice_token).status_code == 200
+
+    past = [{"step": 2, "key": key, "value": 3} for key in ("a", "e", "f")]
+    response = post(client, run, past, alice_token)
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "points": "would add 2 new keys ('e', ...) to the 4 this run has logged; a run logs at most 4 "
+        "distinct keys: keep counters and ids out of key names, or log to another run"
+    }
+    assert MetricPoint.objects.filter(run=run, step=2).count() == 0  # not even a's point
+    run.refresh_from_db()
+    assert run.step == 10 and sorted(run.latest_metrics) == ["a", "b", "c", "d"]
+    # the run's own keys still go in
+    assert post(client, run, [{"step": 2, "key": "a", "value": 3}], alice_token).status_code == 200

@@ -596,3 +596,22 @@ def test_the_history_of_a_run_that_is_not_there_is_empty_as_mlflow_answers(api, 
     paged = {"run_id": "0" * 32, "metric_key": "loss", "max_results": -1}
     answer = api("/api/2.0/mlflow/metrics/get-history", paged, method="get")
     assert (answer.status_code, answer.json()["error_code"]) == (400, "INVALID_PARAMETER_VALUE")
+
+
+def test_a_batch_past_the_runs_key_limit_is_refused_in_mlflows_words(api, run, monkeypatch):
+    from webapp.metrics import ingest
+
+    monkeypatch.setattr(ingest, "MAX_KEYS_PER_RUN", 2)
+    keys = [metric(key=f"loss_{step}", step=step) for step in range(3)]
+    answer = api(
+        "/api/2.0/mlflow/runs/log-batch",
+        {"run_id": run.run_uuid, "metrics": keys, "params": [{"key": "lr", "value": "0.1"}]},
+    )
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "error_code": "INVALID_PARAMETER_VALUE",
+        "message": "metrics: would add 3 new keys ('loss_0', ...) to the 0 this run has logged; a run logs at "
+        "most 2 distinct keys: keep counters and ids out of key names, or log to another run",
+    }
+    assert not MetricPoint.objects.filter(run_id=run.pk).exists()
+    assert "lr" not in Run.objects.get(pk=run.pk).config  # all or nothing

@@ -22,7 +22,7 @@ from diagnostics.quoting import quoted
 from diagnostics.series import cells_at
 from webapp.alerts.models import DetectorEvent
 from webapp.experiments.models import Experiment, Run
-from webapp.metrics.ingest import MAX_KEY_LENGTH, MAX_STEP
+from webapp.metrics.ingest import MAX_KEY_LENGTH, MAX_KEYS_PER_RUN, MAX_STEP
 from webapp.metrics.models import MetricPoint
 
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -48,8 +48,13 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
         raise ValueError(
             "no metric values: the file has steps, but each of its metric cells is empty or null"
         )
+    keys = keys_of(series)
+    if len(keys) > MAX_KEYS_PER_RUN:
+        raise ValueError(
+            f"{len(keys):,} metric columns; a run logs at most {MAX_KEYS_PER_RUN:,} distinct keys"
+        )
     _check_bounds(series)
-    if _renames_any(keys_of(series)):
+    if _renames_any(keys):
         series = _canonical_rows(series)
     for key in sorted(keys_of(series)):
         if len(key) > MAX_KEY_LENGTH:

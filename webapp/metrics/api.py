@@ -126,6 +126,8 @@ def _ingest(request, pk: int):
         written = _write(request, pk, points)
     except Run.DoesNotExist:
         raise Http404(NOT_FOUND) from None
+    except ingest.Invalid as error:  # more keys than a run may log
+        raise ApiError(400, error.message, error.errors) from None
     except ingest.Refused as error:
         raise ApiError(409, str(error)) from None
     ExternalRun.ingested(written.run, points)

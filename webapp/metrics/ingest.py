@@ -23,6 +23,9 @@ MAX_POINTS = 10_000
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_KEY_LENGTH = MetricPoint._meta.get_field("key").max_length
 MAX_STEP = 2**31 - 1  # MetricPoint.step is a Postgres integer
+# Distinct keys a run may log: one chart each on its page, and one entry each in every answer about it; a
+# script that puts a counter or an id into its key names would otherwise grow them without bound.
+MAX_KEYS_PER_RUN = 10_000
 FIELDS = {"step", "key", "value"}
 MAX_REPORTED_ERRORS = 20
 
@@ -185,7 +188,8 @@ def write(
     logged_at: {(step, key): when an MLflow client logged the point}, kept with the points; a point
     without one is kept with the time it arrived (every run that takes points from here is an MLflow
     client's, whose history answers each point's time). unstepped: keys whose points are numbered in
-    arrival order, not steps: they do not move the run's step.
+    arrival order, not steps: they do not move the run's step. Invalid, writing nothing, when the batch
+    would give the run more than MAX_KEYS_PER_RUN keys.
     Returns the points written, the run as this batch left it (its RUN_STATE fields) and its key count."""
     refuse = () if finished_ok else tuple(Run.FINISHED)
     arrived_at = int(time.time() * 1000)
@@ -203,9 +207,13 @@ def write(
             logged_at=logged_at,
             arrived_at=arrived_at,
             unstepped=unstepped,
+            max_keys=MAX_KEYS_PER_RUN,
         )
         if not state["imported"] or state["status"] in refuse:
             raise _refused(run_id, state["status"], state["host"], state["imported"])
+        if points and not written:  # neither refused nor empty: the keys' limit held it back
+            logged = Run.objects.values_list("latest_metrics", flat=True).get(pk=run_id)
+            raise _too_many_keys(logged, points)
         del state["imported"]
         key_count = state.pop("key_count")
         return Written(written, Run(id=run_id, **state), key_count)
@@ -222,6 +230,8 @@ def write(
         )
         if not locked.experiment.imported or locked.status in refuse:
             raise _refused(run_id, locked.status, locked.host, locked.experiment.imported)
+        if len(locked.latest_metrics.keys() | set(keys)) > MAX_KEYS_PER_RUN:
+            raise _too_many_keys(locked.latest_metrics, points)
         rewinds = _rewinds(run_id, points)
         logged_at = logged_at or {}
         stamped = {(step, key): logged_at.get((step, key), arrived_at) for step, key, _ in points}
@@ -255,6 +265,18 @@ def _rewinds(run_id: int, points) -> bool:
 
 # Run.host of a run logged through the MLflow endpoint (webapp.tracking.models.ExternalRun.HOST).
 MLFLOW_HOST = "mlflow client"
+
+
+def _too_many_keys(logged: dict, points) -> Invalid:
+    new = sorted({key for _, key, _ in points} - logged.keys())
+    return Invalid(
+        {
+            "points": f"would add {len(new):,} new key{'s' if len(new) > 1 else ''} ({new[0]!r}, ...) to the "
+            f"{len(logged):,} this run has logged; "
+            f"a run logs at most {MAX_KEYS_PER_RUN:,} distinct keys: keep counters and ids out of key names, "
+            "or log to another run"
+        }
+    )
 
 
 def _refused(run_id: int, status: str, host: str, imported: bool) -> Refused:

@@ -109,6 +109,7 @@ class MetricPoint(models.Model):
         logged_at: dict[tuple[int, str], int] | None = None,
         arrived_at: int | None = None,
         unstepped: frozenset[str] = frozenset(),
+        max_keys: int | None = None,
     ) -> tuple[dict, int]:
         """upsert on Postgres, rollups included, under the run's row lock: batches for one run take turns,
         so they neither lose each other's rollup counts nor deadlock on each other's points. With
@@ -121,6 +122,8 @@ class MetricPoint(models.Model):
         and rewrites as this batch left them), and the points written. logged_at: {(step, key): when an
         MLflow client logged it}; arrived_at, the logged_at of the other points (milliseconds since 1970).
         unstepped: keys whose points do not move the run's step (numbered in arrival order, not steps).
+        max_keys: a batch that would give the run more keys than this (in latest_metrics) writes nothing,
+        as a refused one.
 
         Two statements, sent in one round trip, in one transaction: the lock, then one statement that
         writes the points, the rollups and latest_metrics. On a loaded machine each round trip to the
@@ -139,6 +142,8 @@ class MetricPoint(models.Model):
             else None,
             "arrived_at": arrived_at,
             "unstepped": binary_arrays.text(sorted(unstepped)),
+            "max_keys": max_keys,
+            "batch_keys": len(set(keys)),
             "refuse": list(refuse_statuses),
             "elsewhere_only": trained_elsewhere_only,
             "now": timezone.now(),
@@ -299,6 +304,11 @@ WITH batch AS (
     WHERE EXISTS (
         SELECT FROM experiments_run r WHERE {_RUN_OF_OWNER} AND r.status <> ALL(%(refuse)b::text[])
         AND (NOT %(elsewhere_only)b OR ({_IMPORTED}))
+        -- at most max_keys keys a run (null: no limit); counted whole only near the limit
+        AND (%(max_keys)b::int IS NULL
+             OR (SELECT count(*) FROM jsonb_object_keys(r.latest_metrics)) + %(batch_keys)b <= %(max_keys)b
+             OR (SELECT count(*) FROM (SELECT jsonb_object_keys(r.latest_metrics)
+                                       UNION SELECT unnest(%(keys)b::text[])) AS k) <= %(max_keys)b)
     )
 ),
 written AS (

@@ -429,7 +429,12 @@ class ExternalRun(models.Model):
             unstepped = frozenset(self.stepless)
             if points:
                 # which locks the run's row first
-                ingest.write(self.run_id, points, finished_ok=True, logged_at=logged_at, unstepped=unstepped)
+                try:
+                    ingest.write(
+                        self.run_id, points, finished_ok=True, logged_at=logged_at, unstepped=unstepped
+                    )
+                except ingest.Invalid as error:  # more keys than a run may log
+                    raise invalid("metrics", next(iter(error.errors.values()))) from None
             self._heard_from(max((step for step, key, _ in points if key not in unstepped), default=None))
         if points:
             transaction.on_commit(lambda: send_detection_soon(self.run_id))
