@@ -526,6 +526,7 @@ def test_a_key_that_looks_like_markup_is_drawn_as_written(page):
     wait_for(lambda: drawn(page, "logged-0")["lines"] == [3], timeout=15, message="the key's chart drawn")
     assert drawn(page, "logged-0")["texts"] == [key]  # its title, not a bold "bold" and a line break
     assert drawn(page, "logged-0")["legend"] == [key]
+    assert page.get_by_role("figure", name=f"Chart: {key} ({key})", exact=True).count() == 1  # its label too
 
 
 def test_many_other_keys_of_a_native_run_start_folded_and_a_choice_to_open_them_is_kept(page):
