@@ -211,3 +211,26 @@ def test_a_key_logged_without_steps_does_not_carry_the_run_past_steps_still_to_c
     assert events(run) == [(2, "zero_std_groups")]  # epoch 2's rate judged, at its own step
     stored = MetricPoint.objects.filter(run_id=run.pk, key="loss").order_by("step")
     assert list(stored.values_list("step", flat=True)) == list(range(30))  # charted in arrival order
+
+
+def test_a_run_that_logs_its_success_without_steps_is_judged_by_its_count(run):
+    """`for ...: mlflow.log_metrics({"success_rate": s, "frac_reward_zero_std": z})` with no step: the nth
+    success is the nth step, for every key's nth point (numbered as they arrive). Judged at step 0 only
+    before: the detector never saw the run."""
+    for iteration in range(6):
+        ExternalRun.objects.get(pk=run.pk).log(
+            [("success_rate", 0.5, 0, None), ("frac_reward_zero_std", float(iteration >= 3), 0, None)], {}, {}
+        )
+        external.detect(run.pk)
+        log(run, "loss", 0.1, 0)  # a key logged more often (per batch) is no step of the run
+        log(run, "loss", 0.1, 0)
+    assert Run.objects.get(pk=run.pk).step == 5 and judged(run) == 4
+    assert events(run) == [(3, "zero_std_groups")]
+
+
+def test_a_run_whose_success_has_steps_goes_by_them_whatever_else_it_logs_without(run):
+    for epoch in range(2):
+        log(run, "success_rate", 0.5, epoch)
+        for batch in range(5):
+            log(run, "entropy", 1.0, 0)
+    assert Run.objects.get(pk=run.pk).step == 1

@@ -40,7 +40,7 @@ from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from diagnostics.aliases import ALIASES, renaming
-from diagnostics.metrics import out_of_bounds
+from diagnostics.metrics import OUTCOME_KEYS, out_of_bounds
 from diagnostics.series import key_problem
 from webapp.core.converters import parse_id
 from webapp.experiments.models import Experiment, Run
@@ -425,7 +425,8 @@ class ExternalRun(models.Model):
                     Run.objects.filter(pk=run.pk).update(label=tags[RUN_NAME_TAG][:300])
             # A key logged without steps is numbered in arrival order (_numbered): its points are no steps of
             # the run, whose step the detector judges by (a loss logged per batch beside a success logged per
-            # epoch would carry the run past epochs whose success has not come yet).
+            # epoch would carry the run past epochs whose success has not come yet), unless it is the run's
+            # outcome (_counted_outcome).
             unstepped = frozenset(self.stepless)
             if points:
                 # which locks the run's row first
@@ -435,7 +436,9 @@ class ExternalRun(models.Model):
                     )
                 except ingest.Invalid as error:  # more keys than a run may log
                     raise invalid("metrics", next(iter(error.errors.values()))) from None
-            self._heard_from(max((step for step, key, _ in points if key not in unstepped), default=None))
+            stepped = max((step for step, key, _ in points if key not in unstepped), default=None)
+            counted = self._counted_outcome() if points else None
+            self._heard_from(stepped if counted is None else max(counted, stepped or 0))
         if points:
             transaction.on_commit(lambda: send_detection_soon(self.run_id))
 
@@ -620,6 +623,20 @@ class ExternalRun(models.Model):
                 step, following[key] = following[key], following[key] + 1
             out.append((step, key, value, timestamp))
         return out
+
+    def _counted_outcome(self) -> int | None:
+        """When the run logs its outcome without steps (the first of OUTCOME_KEYS it logs: the success the
+        detector follows), the number of that key's newest point: the run's step, so that the detector
+        judges each key's nth point as the nth step (`for ...: mlflow.log_metrics({"success": s, ...})`).
+        None otherwise: a run whose outcome has steps goes by them."""
+        if not any(ALIASES.get(key, key) in OUTCOME_KEYS for key in self.stepless):
+            return None
+        logged = Run.objects.values_list("latest_metrics", flat=True).get(pk=self.run_id)
+        stored = {ALIASES.get(key, key): key for key in logged}  # ours -> as stored
+        outcome = next((stored[key] for key in OUTCOME_KEYS if key in stored), None)
+        if outcome not in self.stepless:
+            return None
+        return MetricPoint.newest(self.run_id, [outcome])[outcome][0]
 
     def _without_copies(self, named: list, stepless: set[str]) -> list:
         """`named` without the step-0 points the client sent before, value and timestamp alike (a retry, or
