@@ -29,13 +29,15 @@ def gae(
 
 
 def whiten(xs: list[torch.Tensor], masks: list[torch.Tensor], eps: float = 1e-8) -> list[torch.Tensor]:
-    """Zero mean, unit variance over the masked-in entries of all micro-batches together (unbiased variance,
-    as veRL's masked_whiten); fewer than two entries are left as they are."""
+    """Zero mean, unit variance over the masked-in entries of all micro-batches together, as veRL's
+    masked_whiten: unbiased variance, scaled by rsqrt(var + eps) (so entries equal but for float rounding
+    stay rounding-sized, where dividing by std + eps blew them up to about +-1). Fewer than two entries are
+    left as they are (veRL raises)."""
     vals = torch.cat([x[mask.bool()] for x, mask in zip(xs, masks)])
     if vals.numel() < 2:
         return [x * mask for x, mask in zip(xs, masks)]
-    mean, std = vals.mean(), vals.std()
-    return [((x - mean) / (std + eps)) * mask for x, mask in zip(xs, masks)]
+    mean, scale = vals.mean(), torch.rsqrt(vals.var() + eps)
+    return [((x - mean) * scale) * mask for x, mask in zip(xs, masks)]
 
 
 def group_advantages(
