@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import torch
 
+LOG_RATIO_BOUND = 20.0  # veRL clamps k3's log-probability ratio to +-20 before exp
+K3_BOUND = 10.0  # and the k3 estimate to +-10
+
 
 def aggregate(
     x: torch.Tensor, mask: torch.Tensor, mode: str, n_seqs: int | None = None, n_tokens: float | None = None
@@ -56,12 +59,15 @@ def policy_loss(
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
-    """Per-token estimate of KL(pi || pi_ref) from samples of pi. k1: log ratio; k3: r - 1 - log r, r=ref/pi."""
+    """Per-token estimate of KL(pi || pi_ref) from samples of pi. k1: log ratio; k3: r - 1 - log r, r=ref/pi,
+    with veRL's clamps (log r to +-20, the estimate to +-10), so a token the policy has all but dropped
+    (r = e^30) adds 10 to the loss, not e^30."""
     log_ratio = logp - ref_logp
     if estimator == "k1":
         return log_ratio
     if estimator == "k3":
-        return torch.exp(-log_ratio) - 1 + log_ratio
+        log_r = torch.clamp(-log_ratio, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+        return torch.clamp(torch.exp(log_r) - 1 - log_r, -K3_BOUND, K3_BOUND)
     raise ValueError(f"unknown KL estimator {estimator!r}")
 
 
