@@ -287,7 +287,7 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         ACTOR_APPROX_KL,
-        "mean (logp_old - logp) over the model's tokens: drift from the rollout policy",
+        "mean (logp_old - logp), each clamped to +-20 as veRL, over the model's tokens: drift from the rollout policy",
         "nats per token",
         KL_CHART,
         aliases=(Alias(VERL, "actor/ppo_kl"),),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-LOG_RATIO_BOUND = 20.0  # veRL clamps k3's log-probability ratio to +-20 before exp
+LOG_RATIO_BOUND = 20.0  # veRL clamps log-probability ratios to +-20 before exp (policy loss, k3)
 K3_BOUND = 10.0  # and the k3 estimate to +-10
 
 
@@ -41,8 +41,11 @@ def policy_loss(
     n_seqs: int | None = None,
     n_tokens: float | None = None,
 ):
-    """PPO clipped loss with asymmetric clipping (clip-higher) and dual-clip for negative advantages."""
-    ratio = torch.exp(logp - old_logp)
+    """PPO clipped loss with asymmetric clipping (clip-higher) and dual-clip for negative advantages. The
+    log-ratio is clamped to +-20 first, as veRL: a ratio that overflowed to inf made a token with advantage 0
+    NaN (0 * inf), and without dual-clip a negative advantage an infinite loss."""
+    log_ratio = torch.clamp(logp - old_logp, -LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+    ratio = torch.exp(log_ratio)
     unclipped = -adv * ratio
     clipped = -adv * torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     loss = torch.maximum(unclipped, clipped)
@@ -53,7 +56,7 @@ def policy_loss(
     stats = {
         "clip_frac": (clipped > unclipped)[tokens].float().mean().item() if tokens.any() else 0.0,
         "clip_frac_high": above_high[tokens].float().mean().item() if tokens.any() else 0.0,
-        "approx_kl": (old_logp - logp)[tokens].mean().item() if tokens.any() else 0.0,
+        "approx_kl": -log_ratio[tokens].mean().item() if tokens.any() else 0.0,
     }
     return aggregate(loss, mask, mode, n_seqs, n_tokens), stats
 
