@@ -143,7 +143,7 @@ class MetricPoint(models.Model):
             "arrived_at": arrived_at,
             "unstepped": binary_arrays.text(sorted(unstepped)),
             "max_keys": max_keys,
-            "batch_keys": len(set(keys)),
+            "batch_keys": binary_arrays.text(sorted(set(keys))),
             "refuse": list(refuse_statuses),
             "elsewhere_only": trained_elsewhere_only,
             "now": timezone.now(),
@@ -304,11 +304,10 @@ WITH batch AS (
     WHERE EXISTS (
         SELECT FROM experiments_run r WHERE {_RUN_OF_OWNER} AND r.status <> ALL(%(refuse)b::text[])
         AND (NOT %(elsewhere_only)b OR ({_IMPORTED}))
-        -- at most max_keys keys a run (null: no limit); counted whole only near the limit
-        AND (%(max_keys)b::int IS NULL
-             OR (SELECT count(*) FROM jsonb_object_keys(r.latest_metrics)) + %(batch_keys)b <= %(max_keys)b
+        -- at most max_keys keys a run (null: no limit), counted only when the batch brings a new one
+        AND (%(max_keys)b::int IS NULL OR r.latest_metrics ?& %(batch_keys)b::text[]
              OR (SELECT count(*) FROM (SELECT jsonb_object_keys(r.latest_metrics)
-                                       UNION SELECT unnest(%(keys)b::text[])) AS k) <= %(max_keys)b)
+                                       UNION SELECT unnest(%(batch_keys)b::text[])) AS k) <= %(max_keys)b)
     )
 ),
 written AS (
