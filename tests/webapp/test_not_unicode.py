@@ -155,6 +155,26 @@ def test_a_query_that_is_not_utf8_is_refused_naming_the_parameter(client, token,
     assert client.get("/api/runs?q=%C3%A9t%C3%A9%EF%BF%BD", **token).status_code == 200
 
 
+def test_the_readmes_curl_import_is_read_as_the_file_it_sends_not_as_a_form(client, token, alice):
+    """README: `curl -H "Authorization: Bearer $TOKEN" --data-binary @metrics.csv ".../api/imports?format=csv&name=
+    my-run"`. curl labels that body application/x-www-form-urlencoded; it was checked as a form, so a CSV
+    holding "%ff" and a gzipped file (which the API reads as such) were refused: "body: not UTF-8 text:
+    percent-encode the UTF-8 bytes of each character"."""
+    import gzip
+
+    form = "application/x-www-form-urlencoded"  # what curl -d / --data-binary sends without -H Content-Type
+    for name, body in [
+        ("percent", b"step,loss%ff\n0,1\n"),
+        ("gzipped", gzip.compress(b"step,train/success\n0,0.5\n1,0.25\n")),
+    ]:
+        response = client.post(f"/api/imports?format=csv&name={name}", body, content_type=form, **token)
+        assert response.status_code == 201, response.json()
+    assert sorted(Experiment.objects.filter(owner=alice).values_list("name", flat=True)) == [
+        "gzipped",
+        "percent",
+    ]
+
+
 def test_a_page_or_form_that_is_not_utf8_is_a_400_page_naming_it_and_saves_nothing(alice_client, alice):
     from tests.factories import make_run
 

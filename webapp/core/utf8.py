@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.shortcuts import render
 
+from webapp.core.json_response import is_api_path
 from webapp.core.server_errors import answer
 
 FORM = "application/x-www-form-urlencoded"
@@ -50,14 +51,22 @@ def _query_bytes(request) -> bytes:
         return query.encode()
 
 
+def _api_body(path: str) -> bool:
+    """Whether the path's body is read by the API (JSON, or an import's raw file), never as a form."""
+    return is_api_path(path) or path.startswith("/ajax-api/")
+
+
 class Utf8InputMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         where, name = "parameter", first_not_utf8(_query_bytes(request), "query")
-        # A compressed body is the API's to read (webapp.accounts.api_auth): no page takes one.
-        form = request.method == "POST" and request.content_type == FORM
+        # A compressed body is the API's to read (webapp.accounts.api_auth): no page takes one. Nor is any
+        # body under /api/ a form, whatever its Content-Type: curl's `--data-binary @metrics.csv` (the
+        # README's import) labels a file as one, and a CSV holding "%ff", or a gzipped file, was refused
+        # here as a form that is not UTF-8 ("percent-encode ..."), before the API read it as the file it is.
+        form = request.method == "POST" and request.content_type == FORM and not _api_body(request.path)
         if name is None and form and not request.headers.get("Content-Encoding"):
             with suppress(RequestDataTooBig):  # the view's to refuse, as it refuses every body over the limit
                 where, name = "field", first_not_utf8(request.body, "body")
