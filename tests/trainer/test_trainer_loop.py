@@ -315,3 +315,18 @@ def test_pruning_leaves_alone_the_checkpoints_of_the_attempt_that_took_the_run_o
     assert left() == [20, 25, 60, 65]  # 5: before it started; 10: its own; the heir's untouched
     checkpoint.prune(str(tmp_path), 2, "heir", since=15, resumable=25)
     assert left() == [20, 25, 60, 65]  # the zombie's are ahead of where the heir started
+
+
+def test_docs_contracts_lists_every_method_of_the_sink_protocol():
+    """docs/CONTRACTS.md's Sink showed four methods; the loop also calls records (train/reward_std_hist)
+    and stored_step, so a sink written from it failed at its first step."""
+    import re
+    from pathlib import Path
+
+    from trainer.sink import Sink
+
+    contracts = (Path(__file__).resolve().parents[2] / "docs" / "CONTRACTS.md").read_text()
+    block = contracts.split("class Sink(Protocol):", 1)[1].split("```", 1)[0]
+    documented = set(re.findall(r"def (\w+)\(", block))
+    protocol = {name for name in vars(Sink) if not name.startswith("_") and callable(getattr(Sink, name))}
+    assert documented == protocol
