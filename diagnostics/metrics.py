@@ -187,7 +187,7 @@ METRICS: tuple[Metric, ...] = (
         "fraction",
         SUCCESS_CHART,
         aliases=(Alias("", "success"), Alias("", "success_rate"), Alias("", "train/success_rate")),
-        known_as="RAGEN `*/success`",
+        known_as="RAGEN `*/success` (not renamed)",
     ),
     Metric(
         TRAIN_REWARD_MEAN,

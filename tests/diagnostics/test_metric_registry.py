@@ -22,6 +22,25 @@ def test_docs_key_tables_are_the_registrys():
     assert found == set(metrics_tables.TABLES)
 
 
+def test_every_known_as_name_not_marked_otherwise_is_renamed_to_its_key():
+    """docs/METRICS.md: '"Known as" names, except those marked "not renamed" ..., are renamed to ours'. RAGEN's
+    `*/success` was listed unmarked, but nothing renames it (an imported `bandit/success` keeps its name)."""
+    import re
+
+    table = (DOCS / "METRICS.md").read_text().split("<!-- metrics table: trainer -->", 1)[1]
+    table = table.split("<!-- end metrics table -->", 1)[0]
+    checked = 0
+    for row in table.splitlines()[3:]:
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        key, known_as = cells[0].strip("`"), cells[-1]
+        for name in re.finditer(r"`([^`]+)`( \(([^)]*)\))?", known_as):
+            if "not renamed" in (name.group(3) or ""):
+                continue
+            checked += 1
+            assert ALIASES.get(name.group(1), name.group(1)) == key, (key, name.group(1))
+    assert checked >= 15
+
+
 def test_a_stale_table_is_rewritten_and_an_unknown_one_refused():
     stale = "intro\n<!-- metrics table: collapse -->\n| old |\n<!-- end metrics table -->\noutro\n"
     updated = metrics_tables.update(stale)
