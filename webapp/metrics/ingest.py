@@ -268,10 +268,13 @@ MLFLOW_HOST = "mlflow client"
 
 
 def _too_many_keys(logged: dict, points) -> Invalid:
+    """The refusal of a batch past MAX_KEYS_PER_RUN. `logged` (the run's latest_metrics) may be read after
+    the refusal, when another batch may have logged this one's new keys: then it names none."""
     new = sorted({key for _, key, _ in points} - logged.keys())
+    example = f" ({new[0]!r}, ...)" if new else ""
     return Invalid(
         {
-            "points": f"would add {len(new):,} new key{'s' if len(new) > 1 else ''} ({new[0]!r}, ...) to the "
+            "points": f"would add {len(new):,} new key{'s' if len(new) != 1 else ''}{example} to the "
             f"{len(logged):,} this run has logged; "
             f"a run logs at most {MAX_KEYS_PER_RUN:,} distinct keys: keep counters and ids out of key names, "
             "or log to another run"
