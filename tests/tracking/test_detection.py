@@ -231,6 +231,6 @@ def test_a_run_that_logs_its_success_without_steps_is_judged_by_its_count(run):
 def test_a_run_whose_success_has_steps_goes_by_them_whatever_else_it_logs_without(run):
     for epoch in range(2):
         log(run, "success_rate", 0.5, epoch)
-        for batch in range(5):
+        for _ in range(5):  # entropy per batch, without a step
             log(run, "entropy", 1.0, 0)
     assert Run.objects.get(pk=run.pk).step == 1
