@@ -213,7 +213,7 @@ def test_a_key_logged_without_steps_does_not_carry_the_run_past_steps_still_to_c
     assert list(stored.values_list("step", flat=True)) == list(range(30))  # charted in arrival order
 
 
-def test_a_run_that_logs_its_success_without_steps_is_judged_by_its_count(run):
+def test_a_run_that_logs_its_success_without_steps_is_judged_by_its_count(run, alice_client):
     """`for ...: mlflow.log_metrics({"success_rate": s, "frac_reward_zero_std": z})` with no step: the nth
     success is the nth step, for every key's nth point (numbered as they arrive). Judged at step 0 only
     before: the detector never saw the run."""
@@ -226,6 +226,8 @@ def test_a_run_that_logs_its_success_without_steps_is_judged_by_its_count(run):
         log(run, "loss", 0.1, 0)
     assert Run.objects.get(pk=run.pk).step == 5 and judged(run) == 4
     assert events(run) == [(3, "zero_std_groups")]
+    page = alice_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "the detector counts the points of train/success as the run's steps" in page
 
 
 def test_a_run_whose_success_has_steps_goes_by_them_whatever_else_it_logs_without(run):

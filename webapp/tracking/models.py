@@ -624,19 +624,22 @@ class ExternalRun(models.Model):
             out.append((step, key, value, timestamp))
         return out
 
-    def _counted_outcome(self) -> int | None:
-        """When the run logs its outcome without steps (the first of OUTCOME_KEYS it logs: the success the
-        detector follows), the number of that key's newest point: the run's step, so that the detector
-        judges each key's nth point as the nth step (`for ...: mlflow.log_metrics({"success": s, ...})`).
-        None otherwise: a run whose outcome has steps goes by them."""
+    def stepless_outcome(self) -> str | None:
+        """The run's outcome (the first of OUTCOME_KEYS it logs: the success the detector follows) as stored,
+        when it is logged without steps; else None."""
         if not any(ALIASES.get(key, key) in OUTCOME_KEYS for key in self.stepless):
             return None
         logged = Run.objects.values_list("latest_metrics", flat=True).get(pk=self.run_id)
         stored = {ALIASES.get(key, key): key for key in logged}  # ours -> as stored
         outcome = next((stored[key] for key in OUTCOME_KEYS if key in stored), None)
-        if outcome not in self.stepless:
-            return None
-        return MetricPoint.newest(self.run_id, [outcome])[outcome][0]
+        return outcome if outcome in self.stepless else None
+
+    def _counted_outcome(self) -> int | None:
+        """When the run logs its outcome without steps, the number of its newest point: the run's step, so
+        that the detector judges each key's nth point as the nth step (`for ...: mlflow.log_metrics({"success":
+        s, ...})`). None otherwise: a run whose outcome has steps goes by them."""
+        outcome = self.stepless_outcome()
+        return None if outcome is None else MetricPoint.newest(self.run_id, [outcome])[outcome][0]
 
     def _without_copies(self, named: list, stepless: set[str]) -> list:
         """`named` without the step-0 points the client sent before, value and timestamp alike (a retry, or
