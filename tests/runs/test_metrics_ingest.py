@@ -499,3 +499,12 @@ def test_a_batch_past_the_runs_key_limit_is_refused_whole(client, run, alice_tok
     assert run.step == 10 and sorted(run.latest_metrics) == ["a", "b", "c", "d"]
     # the run's own keys still go in
     assert post(client, run, [{"step": 2, "key": "a", "value": 3}], alice_token).status_code == 200
+
+
+def test_a_batch_past_the_key_limit_with_one_new_key_names_it_alone(client, run, alice_token, monkeypatch):
+    """The example after the count read ('e', ...), which told of more new keys than the one brought."""
+    monkeypatch.setattr(ingest, "MAX_KEYS_PER_RUN", 1)
+    assert post(client, run, [{"step": 0, "key": "a", "value": 1}], alice_token).status_code == 200
+    response = post(client, run, [{"step": 1, "key": "e", "value": 1}], alice_token)
+    assert response.status_code == 400
+    assert response.json()["errors"]["points"].startswith("would add 1 new key ('e') to the 1 this run has")

@@ -271,7 +271,7 @@ def _too_many_keys(logged: dict, points) -> Invalid:
     """The refusal of a batch past MAX_KEYS_PER_RUN. `logged` (the run's latest_metrics) may be read after
     the refusal, when another batch may have logged this one's new keys: then it names none."""
     new = sorted({key for _, key, _ in points} - logged.keys())
-    example = f" ({new[0]!r}, ...)" if new else ""
+    example = f" ({new[0]!r}{', ...' if len(new) > 1 else ''})" if new else ""
     return Invalid(
         {
             "points": f"would add {len(new):,} new key{'s' if len(new) != 1 else ''}{example} to the "
