@@ -615,3 +615,14 @@ def test_a_batch_past_the_runs_key_limit_is_refused_in_mlflows_words(api, run, m
     }
     assert not MetricPoint.objects.filter(run_id=run.pk).exists()
     assert "lr" not in Run.objects.get(pk=run.pk).config  # all or nothing
+
+
+def test_log_metric_past_the_runs_key_limit_names_its_key_field(api, run, monkeypatch):
+    """log-metric has no `metrics` field: its refusal named one (the batch's word), not the request's `key`."""
+    from webapp.metrics import ingest
+
+    monkeypatch.setattr(ingest, "MAX_KEYS_PER_RUN", 1)
+    assert api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric()}).status_code == 200
+    answer = api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric(key="loss")})
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("key: would add 1 new key ('loss")

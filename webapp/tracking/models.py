@@ -435,7 +435,9 @@ class ExternalRun(models.Model):
                         self.run_id, points, finished_ok=True, logged_at=logged_at, unstepped=unstepped
                     )
                 except ingest.Invalid as error:  # more keys than a run may log
-                    raise invalid("metrics", next(iter(error.errors.values()))) from None
+                    # named as the request names it: log-batch's list, log-metric's own `key`
+                    field = "metrics" if where else "key"
+                    raise invalid(field, next(iter(error.errors.values()))) from None
             stepped = max((step for step, key, _ in points if key not in unstepped), default=None)
             counted = self._counted_outcome() if points else None
             self._heard_from(stepped if counted is None else max(counted, stepped or 0))
