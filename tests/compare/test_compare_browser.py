@@ -302,6 +302,34 @@ def test_grouped_runs_are_summarised_as_mean_and_std_over_their_seeds(page):
     page.wait_for_function("document.getElementById('group-summary').hidden")
 
 
+def test_mlflow_runs_group_by_the_preset_their_scripts_logged(page):
+    """An MLflow run has no preset of its own: grouping by the `preset` param its script logged put every
+    run in one group, "preset = (none)" (a streamed FrozenLake sweep of StarPO against StarPO-S)."""
+    from django.utils import timezone
+
+    from webapp.tracking.models import ExternalExperiment, ExternalRun
+
+    experiment = ExternalExperiment.create(page.user, "frozenlake sweep")
+    runs = []
+    for preset in ("starpo", "starpo-s"):
+        for seed in (1, 2):
+            external = ExternalRun.start(experiment, f"{preset} seed={seed}", {}, "carol", timezone.now())
+            external.log([], {"preset": preset, "seed": str(seed)}, {})
+            run = Run.objects.get(pk=external.run_id)
+            points(run, "train/success", {s: s / 40 + (preset == "starpo-s") / 2 for s in range(20)})
+            runs.append(run)
+    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    page.select_option("#group-by", "preset")
+    page.wait_for_function("document.querySelectorAll('#group-table tbody tr').length > 0")
+    rows = page.locator("#group-table tbody tr").all_inner_texts()
+    assert [row.split("\t")[:2] for row in rows] == [["starpo", "2"], ["starpo-s", "2"]]
+    assert page.locator("#run-legend .legend-entry").all_inner_texts() == [
+        "preset = starpo (2 runs)",
+        "preset = starpo-s (2 runs)",
+    ]
+
+
 def test_a_smoothed_group_mean_stays_inside_its_band(page):
     """The mean was smoothed and its runs' min..max band was not: at 0.5 the mean left its own band (a
     tester's PPO group: mean 0.35 over a band of 0.50-0.69)."""

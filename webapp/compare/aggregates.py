@@ -28,7 +28,7 @@ from webapp.metrics.models import MetricPoint, MetricRollup
 from webapp.tracking.models import ExternalRun
 
 SUCCESS = TRAIN_SUCCESS
-# Group-by fields that are not in Run.config.
+# Group-by fields that are not in Run.config (an MLflow run's params may still name a preset).
 PRESET_FIELD, EXPERIMENT_FIELD = "preset", "experiment"
 
 
@@ -86,8 +86,9 @@ def group_value(run, field: str) -> str:
     """The value a run has for a group-by field, as text ("" when it has none)."""
     if field == EXPERIMENT_FIELD:
         return f"#{run.experiment_id} {run.experiment.name}"
-    if field == PRESET_FIELD:
+    if field == PRESET_FIELD and run.preset:
         return run.preset
+    # An MLflow run has no preset of its own, but its script may log one as a param (its config).
     value = flatten(run.config or {}).get(field, _MISSING)
     return "" if value is _MISSING else run_planning.format_value(value)
 
