@@ -1,9 +1,15 @@
 """The run page's Resume button: shown for a stopped or failed run that EchoLab trains, and it queues the run
 again with a message saying where it continues."""
 
+import re
+from datetime import timedelta
+
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 
 from tests.factories import make_checkpoint, make_run
+from webapp.experiments.models import Run
 
 
 def test_a_stopped_run_is_resumed_from_its_page(alice_client, alice, purge_broker, settings, tmp_path):
@@ -47,3 +53,21 @@ def test_a_run_stopped_before_it_trained_says_it_starts_from_step_0(
 def test_no_resume_for_a_completed_run(alice_client, alice):
     run = make_run(alice, status="completed")
     assert ">Resume</button>" not in alice_client.get(run.get_absolute_url()).content.decode()
+
+
+def test_a_run_resumed_and_stopped_again_in_the_queue_still_says_when_it_trained(
+    alice_client, alice, purge_broker
+):
+    """Resumed, then stopped again before a worker took it: its page said "Started –" beside the steps,
+    the worker and the duration of the attempt it had trained."""
+    run = make_run(alice)
+    assert run.claim("vm", 1, "cpu")
+    started = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=run.pk).update(started_at=started, step=12)
+    run.refresh_from_db()
+    assert run.finish(Run.Status.STOPPED)
+    run.resume()
+    run.request_stop()
+    page = alice_client.get(run.get_absolute_url()).content.decode()
+    shown = re.search(r"<dt>Started</dt><dd>(.*?)</dd>", page)[1]
+    assert shown == date_format(timezone.localtime(started), "DATETIME_FORMAT")

@@ -6,7 +6,7 @@ import logging
 import math
 import shutil
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -527,6 +527,16 @@ class Run(models.Model):
         outcome = next((key for key in OUTCOME_KEYS if key in logged_keys), None)
         logged = self.metric_points.filter(key=outcome).values("step")[:needs].count() if outcome else 0
         return (needs, logged, outcome) if logged < needs else None
+
+    @property
+    def attempt_started_at(self):
+        """When its latest attempt started. A resume clears started_at (that attempt's time moves to
+        earlier_training), so a run resumed and then stopped again in the queue, or requeued and stopped
+        there, has it only in its attempt log."""
+        if self.started_at or not self.attempt_log:
+            return self.started_at
+        started = self.attempt_log[-1].get("started")
+        return datetime.fromisoformat(started) if started else None
 
     @property
     def earlier_attempts(self) -> list[dict]:
