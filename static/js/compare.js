@@ -42,6 +42,28 @@
 
   const escapeHtml = window.EchoChartView.plainText;
 
+  // Each chart's y scale: its default (a log axis for the gradient norm), or the reader's last choice on
+  // this page or on a run page, kept in this browser under the run page's key (static/js/run.js, prefs).
+  const PANELS_KEY = "echolab.run-panels";
+  function storedPanels() {
+    try { return JSON.parse(window.localStorage.getItem(PANELS_KEY)) || {}; } catch (error) { return {}; }
+  }
+  const scales = storedPanels().scale || {};  // chart (its keys) -> "log" | "linear"
+
+  function isLog(chart) {
+    const chosen = scales[chart.keys.join(",")];
+    return chosen ? chosen === "log" : Boolean(chart.log);
+  }
+
+  function chooseScale(chart, log) {
+    scales[chart.keys.join(",")] = log ? "log" : "linear";
+    const panels = storedPanels();  // the run page's folded sections too, as it last saved them
+    panels.scale = Object.assign(panels.scale || {}, scales);
+    try {
+      window.localStorage.setItem(PANELS_KEY, JSON.stringify(panels));
+    } catch (error) { /* storage off (private mode): the choice lasts until the page closes */ }
+  }
+
   // Text written into a hovertemplate: Plotly would fill in a "%{...}" in a run's label or a key, so its
   // "%" goes in as an entity, which Plotly draws as "%" after filling in the template.
   function templateText(text) {
@@ -297,7 +319,7 @@
         // mean left its own band (W&B smooths a group's range the same way). A run's band stays raw: the
         // bucket's spikes are what it is there to show.
         const edges = entry.group ? [smooth(s.min), smooth(s.max)] : [s.min, s.max];
-        const [low, high] = chart.log ? edges.map(window.EchoChartView.positiveOnly) : edges;
+        const [low, high] = isLog(chart) ? edges.map(window.EchoChartView.positiveOnly) : edges;
         addBand(bands.get(colour), entry.xs(s.step), low, high, escapeHtml(entry.name) + "<br>" + escapeHtml(key));
       });
     });
@@ -494,7 +516,7 @@
     const logged = new Set();
     const absent = [];
     charts().forEach(function (chart) {
-      addTableSwitch(chart);
+      addChartSwitches(chart);
       const any = series.some(function (run) {
         return chart.keys.some(function (key) { return run[key] && run[key].step.length; });
       });
@@ -507,11 +529,15 @@
     return logged;
   }
 
-  // A "table" switch above each chart: its values as a table instead (showTable).
-  function addTableSwitch(chart) {
+  // A linear/log switch above each chart, as on the run page, and a "table" switch: its values as a table
+  // instead (showTable).
+  function addChartSwitches(chart) {
     const plot = document.getElementById("chart-" + chart.id);
     if (plot.previousElementSibling && plot.previousElementSibling.classList.contains("chart-tools")) return;
     window.EchoChartView.chartTools(plot, [{
+      text: "log scale", name: "Log scale for " + chart.title, className: "log-scale", checked: isLog(chart),
+      changed: function (ticked) { chooseScale(chart, ticked); scheduleRender(); },
+    }, {
       text: "table", name: "Show " + chart.title + " as a table", className: "show-table",
       checked: Boolean(state.tables[chart.id]),  // an extra key's chart made again keeps its choice
       changed: function (ticked) { state.tables[chart.id] = ticked; scheduleRender(); },
@@ -636,9 +662,10 @@
 
   function drawChart(chart, all, markers) {
     const built = lineTraces(chart, all);
+    const log = isLog(chart);
     // a log axis leaves values at or below 0 out, and the chart says how many
-    const hidden = chart.log ? built.reduce(function (n, trace) { return n + window.EchoChartView.notPositive(trace.y); }, 0) : 0;
-    const lines = chart.log ? built.map(window.EchoChartView.positiveTrace) : built;
+    const hidden = log ? built.reduce(function (n, trace) { return n + window.EchoChartView.notPositive(trace.y); }, 0) : 0;
+    const lines = log ? built.map(window.EchoChartView.positiveTrace) : built;
     // "no data" when no entry has any: hidden entries draw nothing but still have data
     const hasData = function (entry) {
       return chart.keys.some(function (key) { return entry.series[key] && entry.series[key].step.length; });
@@ -660,9 +687,9 @@
                            { visible: !(note && !range) }),
       // no made-up -1..4 scale beside the note
       // Values that are never negative (a fraction of groups) get no negative axis: zeros were drawn on -1..1.
-      yaxis: window.EchoChartView.yaxis(chart.log, Object.assign(
+      yaxis: window.EchoChartView.yaxis(log, Object.assign(
         { visible: !note, rangemode: nonNegative(lines) ? "nonnegative" : "normal" },
-        window.EchoChartView.yRange(data, chart.log, chart.bounds))),
+        window.EchoChartView.yRange(data, log, chart.bounds))),
       yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
       // One HTML legend above the charts serves them all (see drawLegend): 20 runs' Plotly legend
       // drawn in ten half-width charts cost more than the lines and squeezed the plots. Plotly's legend

@@ -868,6 +868,39 @@ def test_a_log_chart_leaves_values_at_or_below_zero_out_and_says_how_many(page):
     page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-log-gaps.png"))
 
 
+def test_a_chart_switches_between_log_and_linear_as_on_the_run_page(page):
+    """The compare page drew the gradient norm on a log axis with no way back to linear, so a run's values at
+    or below 0 stayed out of sight; the run page has a switch above each chart, and both keep the choice."""
+    experiment = make_experiment(page.user, "log switch")
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)]
+    points(runs[0], "actor/grad_norm", {s: s - 5.5 for s in range(20)})  # 6 below 0
+    points(runs[1], "actor/grad_norm", {s: s + 0.5 for s in range(20)})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    switch = page.get_by_label("Log scale for Gradient norm")
+    assert switch.is_checked()
+    assert "6 values ≤ 0 not drawn on the log scale" in drawn(page, "grad_norm")["texts"]
+
+    switch.uncheck()
+    wait_for(
+        lambda: sorted(drawn(page, "grad_norm")["markers"])[-2:] == [20, 20],
+        timeout=10,
+        message="every point of both runs drawn",
+    )
+    chart = drawn(page, "grad_norm")
+    assert not any("not drawn" in text for text in chart["texts"])
+    assert "\u22125" in chart["yticks"]  # a linear axis, down to the first run's -5.5
+    page.locator("#chart-grad_norm").screenshot(path=str(ARTIFACTS / "compare-linear-switch.png"))
+    # Kept in this browser: the page reloaded, and a run page, draw it linear too.
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert not page.get_by_label("Log scale for Gradient norm").is_checked()
+    assert "\u22125" in drawn(page, "grad_norm")["yticks"]
+    page.goto(f"{page.base}/runs/{runs[0].pk}/")
+    page.wait_for_function("document.querySelector('#chart-grad_norm .scatterlayer .trace') !== null")
+    assert not page.get_by_label("Log scale for Gradient norm").is_checked()
+
+
 def test_on_a_phone_the_legend_of_five_runs_shows_every_run(page):
     # Its box showed three rows: the fourth of four runs hid below the fold, a run a reader never saw.
     experiment = make_experiment(page.user, "phone legend")
