@@ -802,7 +802,7 @@
     if (!followZoom()) scheduleRender();
   }
   const rangeForm = window.EchoChartView.rangeForm(zoomTo);
-  const RANGE_UNITS = { step: "steps", onset: "steps from onset", time: "minutes" };
+  const RANGE_UNITS = { step: "steps", onset: "steps relative to onset", time: "minutes" };
 
   function saveView() {
     window.EchoChartView.save({ xmode: state.xmode, xrange: state.xrange, smoothing: state.smoothing });

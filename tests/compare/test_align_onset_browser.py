@@ -45,6 +45,8 @@ def test_align_at_onset_overlays_collapsed_runs_and_leaves_the_others_out_with_a
     )
     assert [x for x in collapse_x if x is not None] == [0, 0, 0, 0]  # both collapses at the origin
     assert page.locator("#chart-success .xtitle").text_content() == "steps from the run's first collapse"
+    # The keyboard's zoom says its units once (it read "Show steps from onset from ... to").
+    assert page.locator("label[for=range-from]").inner_text() == "Show steps relative to onset from"
     # The clip chart has no aligned run to draw: "no data", and not the step axis (0-99) it had before
     clip = page.locator("#chart-clip")
     assert clip.get_by_text("no data").is_visible()
