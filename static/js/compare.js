@@ -951,7 +951,8 @@
       document.getElementById("config-diff").classList.toggle("only-diff", event.target.checked);
     });
     // Each sortable header's label becomes a button: reached with Tab, pressed with Enter or Space, and
-    // the column's aria-sort says the order to a screen reader (as on the runs page's links).
+    // the column's aria-sort says the order to a screen reader (as on the runs page's links). A click
+    // anywhere in the header cell sorts, not only on its label: a wide column's label is a small target.
     document.querySelectorAll("table.sortable").forEach(function (table) {
       table.querySelectorAll("thead th[data-type]").forEach(function (th) {
         const button = document.createElement("button");
@@ -959,7 +960,7 @@
         button.className = "sort-button";
         while (th.firstChild) button.appendChild(th.firstChild);
         th.appendChild(button);
-        button.addEventListener("click", function () { sortBy(table, th, th.cellIndex); });
+        th.addEventListener("click", function () { sortBy(table, th, th.cellIndex); });  // the button's too
       });
     });
     const table = document.getElementById("summary-table");

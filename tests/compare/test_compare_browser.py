@@ -452,6 +452,25 @@ def drawn_runs(page, chart):
     )
 
 
+def test_a_click_anywhere_in_a_header_cell_sorts_the_runs_table(page):
+    """Only the header's label was a button: a click beside it, in a column the collapse badges make wide,
+    did nothing."""
+    experiment = make_experiment(page.user, "sort")
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)]
+    for i, run in enumerate(runs):
+        points(run, "train/success", {s: (1 - i) * s / 40 for s in range(20)})
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    best = page.locator("#summary-table th", has_text="Train success (best)")
+    box = best.bounding_box()
+    best.click(position={"x": box["width"] - 2, "y": box["height"] - 2})
+    assert best.get_attribute("aria-sort") == "ascending"
+    order = page.eval_on_selector_all(
+        "#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))"
+    )
+    assert order == [runs[1].pk, runs[0].pk]
+
+
 def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
     runs = spiky_runs(page.user, 12)
     page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
