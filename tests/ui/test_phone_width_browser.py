@@ -3,10 +3,11 @@ that opens them in a column, and no page scrolls sideways (wide tables scroll in
 
 import pytest
 
-from tests.factories import make_event, make_experiment, points, trained_run
+from tests.factories import make_event, make_experiment, make_run, points, trained_run
 from tests.helpers import REPO_ROOT
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Notification
+from webapp.experiments.models import Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "ui"
@@ -83,3 +84,27 @@ def test_main_pages_fit_a_phone_and_the_menu_opens_the_links(page):
     assert (
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Runs", exact=True).is_visible()
     )
+
+
+def test_a_compare_page_with_an_imported_run_does_not_scroll_sideways_on_a_phone(page):
+    """The config diff says "not in this run's config" to a screen reader in hidden text, placed against the
+    page rather than the table's scroll box: an imported run (no config) beside runs trained here made the
+    whole page hundreds of pixels wider than a phone."""
+    trained = make_experiment(page.user, "lr sweep")
+    runs = [
+        trained_run(trained, f"seed={seed} lr=7e-4 warm", overrides={"seed": seed}, step=20)
+        for seed in range(4)
+    ]
+    imported = make_experiment(page.user, "imported", imported=True)
+    runs.append(
+        make_run(
+            page.user, experiment=imported, label="imported: a.csv", config={}, status=Run.Status.COMPLETED
+        )
+    )
+    for run in runs:
+        points(run, "train/success", {s: s / 40 for s in range(20)})
+    page.set_viewport_size(PHONE)
+    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_selector("#chart-success .scatterlayer .trace path.js-line")
+    assert page.locator("#config-diff").get_by_text("not in this run's config").count() > 0
+    assert page_overflow(page) <= 0
