@@ -141,7 +141,8 @@
   }
 
   // The runs table follows live runs: status and the summary columns (first cell of each, in the
-  // template's order), formatted as the server formats them (three significant digits).
+  // template's order), formatted as the server formats them (three significant digits), and the steps an
+  // hour (the cell before the last, Device; a whole number, its thousands grouped, as the template's).
   const SUMMARY_CELLS = ["final_success", "best_success", "val_success", "first_warning", "first_collapse"];
   function showSummaries(runs) {
     runs.forEach(function (run) {
@@ -162,6 +163,9 @@
           cell.textContent = value === null ? "–" : significant(value);
         }
       });
+      const speed = row.cells[row.cells.length - 2], perHour = run.summary.steps_per_hour;
+      speed.dataset.sort = perHour === null ? "" : String(perHour);
+      speed.textContent = perHour === null ? "–" : Math.round(perHour).toLocaleString("en-US");
     });
   }
 

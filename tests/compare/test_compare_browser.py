@@ -213,6 +213,30 @@ def test_live_summary_cells_read_as_the_servers_own(page):
     assert cells.all_inner_texts() == live
 
 
+def test_a_live_runs_steps_an_hour_follow_its_training(page):
+    """The runs table's Steps / hour kept the value of the page's load: "–" all along for a run that had
+    not logged a step yet, while its other cells followed the polls."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    experiment = make_experiment(page.user, "speed")
+    started = timezone.now() - timedelta(hours=2)
+    run = trained_run(
+        experiment, "seed=1", status=Run.Status.RUNNING, step=0, total_steps=4000, started_at=started
+    )
+    page.goto(f"{page.base}/compare?runs={run.pk}")
+    page.wait_for_selector("#load-state:has-text('live')")
+    speed = page.locator(f'#summary-table tr[data-run="{run.pk}"] td').nth(-2)
+    assert speed.inner_text() == "–"
+    Run.objects.filter(pk=run.pk).update(step=2400, heartbeat_at=started + timedelta(hours=2))
+    write_points(run.pk, [(s, "train/success", 0.5) for s in range(3)])
+    wait_for(lambda: speed.inner_text() == "1,200", timeout=15, message="1,200 steps an hour")
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert speed.inner_text() == "1,200"  # as the server writes it
+
+
 def open_lr_pair(page, steps: int) -> list:
     """Two learning rates x two seeds, each with its own success curve, on one compare page, drawn."""
     experiment = make_experiment(page.user, "lr pair")
