@@ -148,8 +148,9 @@ def test_stop_all_stops_unfinished_runs(alice_client, alice):
     queued, running, done = experiment.runs.order_by("id")
     Run.objects.filter(pk=running.pk).update(status="running")
     Run.objects.filter(pk=done.pk).update(status="completed")
-    response = alice_client.post(reverse("experiment_stop", args=[experiment.pk]))
-    assert response.status_code == 302
+    response = alice_client.post(reverse("experiment_stop", args=[experiment.pk]), follow=True)
+    assert response.redirect_chain[0][1] == 302
+    assert "Stopped 1 queued run; asked 1 running run to stop at its next step." in response.content.decode()
     statuses = dict(experiment.runs.values_list("pk", "status"))
     assert statuses == {queued.pk: "stopped", running.pk: "running", done.pk: "completed"}
     assert Run.objects.get(pk=running.pk).stop_requested

@@ -256,11 +256,23 @@ def experiment_stop(request, pk):
     if experiment.imported:
         messages.error(request, "This experiment's runs are trained elsewhere: EchoLab cannot stop them.")
         return redirect(experiment)
-    unfinished = experiment.runs.exclude(status__in=Run.FINISHED)
+    unfinished = list(experiment.runs.exclude(status__in=Run.FINISHED))
     for run in unfinished:
         run.request_stop()
-    messages.success(request, f"Asked {len(unfinished)} unfinished run{pluralize(len(unfinished))} to stop.")
+    messages.success(request, stop_message(unfinished))
     return redirect(experiment)
+
+
+def stop_message(runs: list[Run]) -> str:
+    """What Stop all did: queued runs stop at once, running ones at their next step."""
+    stopped = sum(run.status == Run.Status.STOPPED for run in runs)
+    asked = sum(run.status == Run.Status.RUNNING for run in runs)
+    parts = [f"Stopped {stopped} queued run{pluralize(stopped)}"] if stopped else []
+    if asked:
+        parts.append(
+            f"asked {asked} running run{pluralize(asked)} to stop at {'its' if asked == 1 else 'their'} next step"
+        )
+    return ("; ".join(parts) or "No run was left to stop") + "."
 
 
 @login_required
