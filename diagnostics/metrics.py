@@ -405,7 +405,8 @@ METRICS: tuple[Metric, ...] = (
     # Template collapse (trainer/collapse.py, RAGEN-2): our keys are RAGEN-2's names under collapse/.
     Metric(
         COLLAPSE_MI_ESTIMATE,
-        "mean(matched) - mean(marginal): estimated I(X; Z) in nats, at most log J; ~0 for a template",
+        "mean(matched) - mean(marginal): estimated I(X; Z) in nats, at most log J; ~0 for a template, and a "
+        "little below 0 when a reasoning is by chance likelier under other prompts than its own",
         "nats",
     ),
     Metric(
