@@ -166,7 +166,38 @@
       const speed = row.cells[row.cells.length - 2], perHour = run.summary.steps_per_hour;
       speed.dataset.sort = perHour === null ? "" : String(perHour);
       speed.textContent = perHour === null ? "–" : Math.round(perHour).toLocaleString("en-US");
+      showLeads(run, row);
     });
+  }
+
+  // A live run's onset (its first collapse: "Align at onset" follows it) and its Lead cells, from its events
+  // as webapp.compare.aggregates.onset_leads computes them; a rule that warns for the first time in any run
+  // would be a column more, which only a reload draws.
+  function showLeads(run, row) {
+    const first = {};
+    let onset = null;
+    run.events.forEach(function (event) {
+      if (event.level === "collapse" && (onset === null || event.step < onset)) onset = event.step;
+      if (event.level === "warning" && !(event.rule in first && first[event.rule] <= event.step)) first[event.rule] = event.step;
+    });
+    page.runs.forEach(function (shown) { if (shown.id === run.id) shown.onset = onset; });
+    page.lead_rules.forEach(function (rule, i) {
+      const cell = row.cells[4 + SUMMARY_CELLS.length + i];
+      const lead = onset !== null && rule in first ? onset - first[rule] : null;
+      cell.dataset.sort = lead === null ? "" : String(lead);
+      cell.classList.toggle("late", lead !== null && lead < 0);
+      cell.textContent = leadText(lead);
+    });
+    if (Object.keys(first).some(function (rule) { return page.lead_rules.indexOf(rule) < 0; })) {
+      document.getElementById("leads-stale").hidden = false;
+    }
+  }
+
+  // A lead as webapp.compare.aggregates.lead_text writes it: "3 steps", "2 steps late", "–" without one.
+  function leadText(lead) {
+    if (lead === null) return "–";
+    const steps = Math.abs(lead) + " step" + (Math.abs(lead) === 1 ? "" : "s");
+    return steps + (lead < 0 ? " late" : "");
   }
 
   // A number as the server writes a summary cell (webapp.core.templatetags.echolab.significant): three

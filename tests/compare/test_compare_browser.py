@@ -237,6 +237,27 @@ def test_a_live_runs_steps_an_hour_follow_its_training(page):
     assert speed.inner_text() == "1,200"  # as the server writes it
 
 
+def test_a_live_runs_leads_follow_its_collapse_and_a_new_rule_asks_for_a_reload(page):
+    """The Lead cells kept the page's load: a run that collapsed while the page was open still read "–"
+    beside "Collapse: step 10" until a reload (a tester)."""
+    experiment = make_experiment(page.user, "live leads")
+    run = trained_run(experiment, "seed=1", status=Run.Status.RUNNING, step=12, total_steps=100)
+    write_points(run.pk, [(s, "train/success", 0.5) for s in range(12)])
+    make_event(run, 3, "warning", rule="reward_std_drop")
+    page.goto(f"{page.base}/compare?runs={run.pk}")
+    page.wait_for_selector("#load-state:has-text('live')")
+    lead = page.locator(f'#summary-table tr[data-run="{run.pk}"] td.lead')
+    assert lead.all_inner_texts() == ["–"]  # no collapse yet
+    make_event(run, 10, "collapse", rule="collapse")
+    wait_for(lambda: lead.all_inner_texts() == ["7 steps"], timeout=15, message="a lead of 7 steps")
+    assert not page.locator("#leads-stale").is_visible()
+    make_event(run, 11, "warning", rule="entropy_rise")  # a column the page does not have
+    expect(page.locator("#leads-stale")).to_be_visible(timeout=15_000)
+    page.locator("#leads-stale a").click()
+    page.wait_for_selector("#load-state:has-text('live')")
+    assert lead.all_inner_texts() == ["1 step late", "7 steps"]  # entropy_rise, reward_std_drop: the server's
+
+
 def open_lr_pair(page, steps: int) -> list:
     """Two learning rates x two seeds, each with its own success curve, on one compare page, drawn."""
     experiment = make_experiment(page.user, "lr pair")

@@ -241,6 +241,7 @@ def compare(request):
                     for run in runs
                 ],
                 "charts": CHARTS,
+                "lead_rules": lead_rules,  # the runs table's Lead columns, kept current while live
                 "other_keys": others,  # the picker's keys; chart ids "extra-<index in this list>"
                 "extra": extra,
                 "max_extra": MAX_EXTRA,
