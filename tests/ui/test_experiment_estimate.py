@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from webapp.experiments.models import Experiment
+from webapp.experiments.models import Experiment, Run
 from webapp.experiments.specs import ExperimentSpec
 from webapp.metrics.models import MetricPoint
 
@@ -35,6 +35,7 @@ def trained_run(owner, seconds, imported=False, env="frozenlake"):
     if imported:
         Experiment.objects.filter(pk=experiment.pk).update(imported=True)
     run = experiment.runs.get()
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED)
     MetricPoint.upsert(
         run.pk, [(step, "time/step_s", value) for step, value in enumerate([1000.0, *seconds])]
     )
@@ -248,3 +249,13 @@ def test_a_hub_warm_start_this_server_has_not_downloaded_is_named_too(alice_clie
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     text = alice_client.post(URL, form(warm_start="someone/sft-bandit")).json()["text"]
     assert " someone/sft-bandit is not in this server's Hugging Face cache: a worker downloads it" in text
+
+
+def test_runs_already_queued_are_said_to_start_first(alice, bob, alice_client):
+    trained_run(alice, [3.0, 3.0])
+    assert "already queued" not in alice_client.post(URL, form()).json()["text"]
+    Experiment.create_with_runs(
+        bob, ExperimentSpec(name="b", env={"name": "bandit", "params": {}}, seeds=[1, 2])
+    )
+    text = alice_client.post(URL, form()).json()["text"]
+    assert text.endswith(" 2 runs already queued start before these.")  # anyone's: the queue is one

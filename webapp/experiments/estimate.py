@@ -201,8 +201,17 @@ def answer(form, planned, detector_overrides: dict, user) -> dict:
     if form.errors:
         return {"errors": {field: " ".join(problems) for field, problems in form.errors.items()}}
     answered = summary(planned, user)
-    answered["text"] += too_short_note(planned, detector_overrides) + download_note(planned)
+    answered["text"] += too_short_note(planned, detector_overrides) + download_note(planned) + queue_note()
     return {**answered, "waits_for": queue.waits_for()}
+
+
+def queue_note() -> str:
+    """The runs queued now, anyone's, or "": they start before the planned ones (the queue is first come,
+    first served), so the estimate's time starts after theirs."""
+    ahead = Run.objects.in_queue_order().count()
+    if not ahead:
+        return ""
+    return f" {ahead:,} run{'s' if ahead != 1 else ''} already queued start{'s' if ahead == 1 else ''} before these."
 
 
 def download_note(planned) -> str:
