@@ -985,20 +985,23 @@
     document.getElementById("diff-only").addEventListener("change", function (event) {
       document.getElementById("config-diff").classList.toggle("only-diff", event.target.checked);
     });
+    const table = document.getElementById("summary-table");
     // Each sortable header's label becomes a button: reached with Tab, pressed with Enter or Space, and
     // the column's aria-sort says the order to a screen reader (as on the runs page's links). A click
     // anywhere in the header cell sorts, not only on its label: a wide column's label is a small target.
-    document.querySelectorAll("table.sortable").forEach(function (table) {
-      table.querySelectorAll("thead th[data-type]").forEach(function (th) {
-        const button = document.createElement("button");
-        button.type = "button";
-        button.className = "sort-button";
-        while (th.firstChild) button.appendChild(th.firstChild);
-        th.appendChild(button);
-        th.addEventListener("click", function () { sortBy(table, th, th.cellIndex); });  // the button's too
+    // Click: ascending, click again: descending; the address keeps the order.
+    table.querySelectorAll("thead th[data-type]").forEach(function (th) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "sort-button";
+      while (th.firstChild) button.appendChild(th.firstChild);
+      th.appendChild(button);
+      th.addEventListener("click", function () {  // the button's too
+        sortBy(table, th, th.getAttribute("aria-sort") === "ascending");
+        saveSort(th);
       });
     });
-    const table = document.getElementById("summary-table");
+    sortAsInAddress(table);
     table.addEventListener("change", function (event) {
       const box = event.target;
       if (box.id === "draw-all") {
@@ -1074,12 +1077,11 @@
       (page.runs.length === 1 ? "" : "s") + (why.length ? " (ticked but " + why.join(", ") + ")." : ".");
   }
 
-  // Click a header: ascending, click again: descending. Empty cells (unknown values) always go last.
-  function sortBy(table, th, column) {
-    const descending = th.getAttribute("aria-sort") === "ascending";
+  // The runs table sorted by a header's column. Empty cells (unknown values) always go last.
+  function sortBy(table, th, descending) {
     table.querySelectorAll("thead th").forEach(function (other) { other.removeAttribute("aria-sort"); });
     th.setAttribute("aria-sort", descending ? "descending" : "ascending");
-    const numeric = th.dataset.type === "number";
+    const numeric = th.dataset.type === "number", column = th.cellIndex;
     const body = table.tBodies[0];
     const rows = Array.from(body.rows);
     rows.sort(function (a, b) {
@@ -1089,6 +1091,24 @@
       return descending ? -order : order;
     });
     rows.forEach(function (row) { body.appendChild(row); });
+  }
+
+  // The runs table's order in the address, by the column's name (its data-column, the name of its CSV
+  // column): ?sort=final_success, or ?sort=-final_success for descending. A name the table does not have
+  // leaves the page's order (the page's notice says so).
+  function sortAsInAddress(table) {
+    const sort = new URLSearchParams(window.location.search).get("sort") || "";
+    const descending = sort.startsWith("-"), name = descending ? sort.slice(1) : sort;
+    const th = Array.from(table.querySelectorAll("thead th[data-column]")).find(function (header) {
+      return header.dataset.column === name;
+    });
+    if (th) sortBy(table, th, descending);
+  }
+
+  function saveSort(th) {
+    const url = new URL(window.location.href);
+    url.searchParams.set("sort", (th.getAttribute("aria-sort") === "descending" ? "-" : "") + th.dataset.column);
+    window.history.replaceState(null, "", url);
   }
 
   // The page loads this script before plotly.js, so that the data request runs while the browser

@@ -516,6 +516,41 @@ def test_a_click_anywhere_in_a_header_cell_sorts_the_runs_table(page):
     assert order == [runs[1].pk, runs[0].pk]
 
 
+def test_the_runs_tables_order_is_kept_in_the_address(page):
+    """The order was lost on a reload, unlike the page's other view settings."""
+    experiment = make_experiment(page.user, "sort")
+    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2, 3)]
+    for run, last in zip(runs, (0.5, 0.9, 0.1)):
+        points(run, "train/success", {s: last * s / 19 for s in range(20)})
+    ids = ",".join(str(run.pk) for run in runs)
+    page.goto(f"{page.base}/compare?runs={ids}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    header = page.locator("#summary-table th", has_text="Train success (last)")
+    header.click()
+    header.click()
+    assert "sort=-final_success" in page.url
+    descending = [runs[1].pk, runs[0].pk, runs[2].pk]
+    assert table_order(page) == descending
+    page.reload()
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert table_order(page) == descending
+    assert header.get_attribute("aria-sort") == "descending"
+    assert page.locator("#summary-table th[aria-sort]").count() == 1
+
+    # A column the table does not have leaves the page's order, and the page says so.
+    page.goto(f"{page.base}/compare?runs={ids}&sort=-nope")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    assert table_order(page) == [run.pk for run in runs]
+    assert page.locator("#summary-table th[aria-sort]").count() == 0
+    assert "sort: '-nope' is not a column of the runs table" in page.inner_text("#compare-notices")
+
+
+def table_order(page) -> list[int]:
+    return page.eval_on_selector_all(
+        "#summary-table tbody tr", "rows => rows.map(r => Number(r.dataset.run))"
+    )
+
+
 def test_the_runs_table_sorts_and_chooses_the_runs_drawn(page):
     runs = spiky_runs(page.user, 12)
     page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")

@@ -379,6 +379,16 @@ def test_a_view_in_the_address_the_page_cannot_follow_is_named_with_what_it_show
     assert alice_client.get("/compare", {**fine, "align": "1"}).context["notices"] == [
         "x: 'time' with align=1: aligned at onset, the x axis counts steps from each collapse."
     ]
+    # ?sort= names a column of the runs table as its CSV does, a rule's Lead column too
+    sorts = ("final_success", "-steps_per_hour", "lead:entropy", "-run")
+    for sort in sorts:
+        assert alice_client.get("/compare", {"runs": runs, "sort": sort}).context["notices"] == [], sort
+    unknown = alice_client.get("/compare", {"runs": runs, "sort": "-lead:nope"}).context["notices"]
+    assert unknown == [
+        "sort: '-lead:nope' is not a column of the runs table (one of run, experiment, status, final_success, "
+        "best_success, val_success, first_warning, first_collapse, steps_per_hour, device, "
+        "lead:entropy, lead:reward_std_drop, '-' first for descending); not sorted."
+    ]
     grouped = {"runs": f"{runs},{c.pk}", "group": "nope"}
     assert (
         alice_client.get("/compare", grouped)

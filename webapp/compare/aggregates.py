@@ -258,6 +258,19 @@ SUMMARY_COLUMNS = (
     "steps_per_hour",
     "device",
 )
+# The runs table's columns before its summary ones, named as its CSV names them.
+RUN_COLUMNS = ("run", "experiment", "status")
+
+
+def lead_column(rule: str) -> str:
+    """A rule's Lead column, named as the runs table's CSV and its `?sort=` name it."""
+    return f"lead:{rule}"
+
+
+def sort_columns(rules: list[str]) -> list[str]:
+    """The names of the runs table's sortable columns (`?sort=<name>`, "-" first for descending): its CSV's
+    column names, without run_id, which the page does not show."""
+    return [*RUN_COLUMNS, *SUMMARY_COLUMNS, *map(lead_column, rules)]
 
 
 def summary_table(runs) -> tuple[list[str], list[list]]:
@@ -269,11 +282,9 @@ def summary_table(runs) -> tuple[list[str], list[list]]:
     differing = [row for row in config_diff(runs) if row.differs]
     header = [
         "run_id",
-        "run",
-        "experiment",
-        "status",
+        *RUN_COLUMNS,
         *SUMMARY_COLUMNS,
-        *(f"lead:{rule}" for rule in rules),
+        *map(lead_column, rules),
         *(row.key for row in differing),
     ]
     rows = [

@@ -98,9 +98,9 @@ def extra_keys(asked: list[str], others: list[str]) -> tuple[list[str], list[str
     return chosen, notices
 
 
-def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str]:
-    """What the page's script cannot follow in the address's view (?draw=, ?group=, as static/js/compare.js
-    reads them; the chart view's own, webapp.core.chart_view), and what it shows instead."""
+def view_notices(query, run_ids: list[int], group_fields: list[str], sort_columns: list[str]) -> list[str]:
+    """What the page's script cannot follow in the address's view (?draw=, ?group=, ?sort=, as
+    static/js/compare.js reads them; the chart view's own, webapp.core.chart_view), and what it shows instead."""
     notices = []
     if "draw" in query:
         asked = [part for part in query["draw"].split(",") if part]
@@ -123,6 +123,12 @@ def view_notices(query, run_ids: list[int], group_fields: list[str]) -> list[str
             )
         else:
             notices.append(f"group: {quoted(group)}: these runs differ in no field to group by; not grouped.")
+    sort = query.get("sort", "")
+    if sort and sort.removeprefix("-") not in sort_columns:
+        notices.append(
+            f"sort: {quoted(sort)} is not a column of the runs table (one of {', '.join(sort_columns)}, "
+            "'-' first for descending); not sorted."
+        )
     # Switches, 1 on and 0 off (compare.js reads align=1 and bands=0): another value is the default, said so.
     for name, default in (("align", "not aligned at onset"), ("bands", "bands shown")):
         value = query.get(name)
@@ -197,7 +203,9 @@ def compare(request):
             "runs": runs,
             "notices": chosen.notices()
             + extra_notices
-            + view_notices(request.GET, [run.pk for run in runs], group_fields),
+            + view_notices(
+                request.GET, [run.pk for run in runs], group_fields, aggregates.sort_columns(lead_rules)
+            ),
             "rows": [
                 {
                     "run": run,
