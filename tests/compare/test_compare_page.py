@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from tests.factories import make_event, make_experiment, make_run, points, trained_run
+from webapp.compare import aggregates
 from webapp.compare.aggregates import flatten
 from webapp.compare.selection import MAX_RUNS
 from webapp.experiments.models import Run
@@ -71,6 +72,34 @@ def test_summary_has_final_best_val_events_speed_and_device(alice_client, three)
     assert "100</td>" in row_b  # running: 50 steps by the last heartbeat, 30 min after the start
     # final, best, val, warning, collapse, device and each rule's lead (b never collapsed): sorted last
     assert row_b.count('data-sort=""') == 6 + html.count('class="lead-column"')
+
+
+def test_a_run_trained_elsewhere_is_paced_by_the_seconds_per_step_it_logged(alice):
+    """A script that backfilled 200 steps of ~6 s in 2 seconds read 360,000 steps an hour from its start and
+    heartbeat; its clock key (Run.clock_key, here TRL's step_time) says 600. A run
+    trained here keeps its wall clock: its start to finish is what training took on its worker."""
+    start = timezone.now() - timedelta(seconds=2)
+    mlflow = make_experiment(alice, "mlflow", imported=True)
+    backfilled = make_run(
+        alice, experiment=mlflow, config={}, status=Run.Status.COMPLETED, step=200,
+        started_at=start, finished_at=start + timedelta(seconds=2), latest_metrics={"step_time": 6.0},
+    )  # fmt: skip
+    points(backfilled, "step_time", {step: 5.0 + step % 2 * 2 for step in range(200)})  # 5 s, 7 s, ...
+    points(backfilled, "loss", {step: 1.0 for step in range(200)})
+    unclocked = make_run(
+        alice, experiment=mlflow, config={}, status=Run.Status.COMPLETED, step=200,
+        started_at=start, finished_at=start + timedelta(hours=1), latest_metrics={"loss": 1.0},
+    )  # fmt: skip
+    here = trained_run(
+        make_experiment(alice, "here"), step=200, started_at=start, finished_at=start + timedelta(hours=2),
+        latest_metrics={"time/step_s": 1.0},
+    )  # fmt: skip
+    points(here, "time/step_s", {step: 1.0 for step in range(200)})
+    summaries = aggregates.summaries([backfilled, unclocked, here])
+    # 1,200 s for 200 steps
+    assert summaries[backfilled.pk]["steps_per_hour"] == pytest.approx(600)
+    assert summaries[unclocked.pk]["steps_per_hour"] == pytest.approx(200)  # no clock logged: its wall clock
+    assert summaries[here.pk]["steps_per_hour"] == pytest.approx(100)
 
 
 def test_the_runs_table_downloads_as_csv_with_every_digit_and_the_differing_config(alice_client, three):

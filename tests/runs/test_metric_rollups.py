@@ -144,13 +144,17 @@ def _summaries_from_points(run):
             repr(max(points)[1]),  # repr: NaN equals NaN
             min(finite, default=None),
             max(finite, default=None),
+            round(math.fsum(finite), 9) if finite else None,  # rounded: summed in another order
         )
     return summaries
 
 
 def _stored_rollups(run):
     return {
-        (r.key, r.bucket): (r.count, r.first_step, r.last_step, repr(r.last_value), r.low, r.high)
+        (r.key, r.bucket): (
+            *(r.count, r.first_step, r.last_step, repr(r.last_value), r.low, r.high),
+            None if r.total is None else round(r.total, 9),
+        )
         for r in MetricRollup.objects.filter(run=run)
     }
 

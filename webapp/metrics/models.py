@@ -229,6 +229,9 @@ class MetricRollup(models.Model):
     last_value = models.FloatField(null=True)
     low = models.FloatField(null=True, help_text="smallest finite value; null when the bucket has none")
     high = models.FloatField(null=True, help_text="largest finite value; null when the bucket has none")
+    total = models.FloatField(
+        null=True, help_text="sum of its finite values, each within ±1e300; null when the bucket has none"
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key", "bucket"], name="metric_rollup_unique")]
@@ -262,8 +265,10 @@ _FINITE = "{0}.value NOT IN ('NaN', 'Infinity', '-Infinity')"
 _SUMMARY = f"""count(*) AS count, min(p.step) AS first_step, max(p.step) AS last_step,
        (max(ARRAY[p.step::float8, p.value]))[2] AS last_value,
        min(p.value) FILTER (WHERE {_FINITE.format("p")}) AS low,
-       max(p.value) FILTER (WHERE {_FINITE.format("p")}) AS high"""
-_ROLLUP_COLUMNS = "(run_id, key, bucket, count, first_step, last_step, last_value, low, high)"
+       max(p.value) FILTER (WHERE {_FINITE.format("p")}) AS high,
+       sum(LEAST(GREATEST(p.value, -1e300), 1e300)) FILTER (WHERE {_FINITE.format("p")}) AS total"""
+# (A total of the bucket's at most ROLLUP_WIDTH values, each within ±1e300, cannot overflow a float8.)
+_ROLLUP_COLUMNS = "(run_id, key, bucket, count, first_step, last_step, last_value, low, high, total)"
 _REFRESH_RUN = f"""
 INSERT INTO metrics_metricrollup {_ROLLUP_COLUMNS}
 SELECT p.run_id, p.key, p.step / %(width)s, {_SUMMARY}
@@ -271,7 +276,7 @@ FROM metrics_metricpoint p WHERE p.run_id = %(run)s
 GROUP BY p.run_id, p.key, p.step / %(width)s
 ON CONFLICT (run_id, key, bucket) DO UPDATE SET
     count = EXCLUDED.count, first_step = EXCLUDED.first_step, last_step = EXCLUDED.last_step,
-    last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high
+    last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high, total = EXCLUDED.total
 """
 
 # What a run's row tells an ingest request's answer (webapp.metrics.api.run_state).
@@ -322,7 +327,7 @@ touched AS (
 -- A bucket that only gained points: its summary merges with the batch's, without reading its points.
 merged AS (
     INSERT INTO metrics_metricrollup AS r {_ROLLUP_COLUMNS}
-    SELECT %(run)b, key, bucket, count, first_step, last_step, last_value, low, high
+    SELECT %(run)b, key, bucket, count, first_step, last_step, last_value, low, high, total
     FROM touched WHERE NOT overwrote
     ON CONFLICT (run_id, key, bucket) DO UPDATE SET
         count = r.count + EXCLUDED.count,
@@ -330,7 +335,8 @@ merged AS (
         last_step = GREATEST(r.last_step, EXCLUDED.last_step),
         last_value = CASE WHEN EXCLUDED.last_step > r.last_step THEN EXCLUDED.last_value ELSE r.last_value END,
         low = LEAST(r.low, EXCLUDED.low),  -- LEAST and GREATEST skip nulls (a bucket with no finite value)
-        high = GREATEST(r.high, EXCLUDED.high)
+        high = GREATEST(r.high, EXCLUDED.high),
+        total = coalesce(r.total + EXCLUDED.total, r.total, EXCLUDED.total)
     RETURNING 1
 ),
 -- A bucket where a point was overwritten: summarised again from its stored points, less those the batch
@@ -351,7 +357,7 @@ rebuilt AS (
     GROUP BY t.key, t.bucket
     ON CONFLICT (run_id, key, bucket) DO UPDATE SET
         count = EXCLUDED.count, first_step = EXCLUDED.first_step, last_step = EXCLUDED.last_step,
-        last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high
+        last_value = EXCLUDED.last_value, low = EXCLUDED.low, high = EXCLUDED.high, total = EXCLUDED.total
     RETURNING 1
 )
 """
