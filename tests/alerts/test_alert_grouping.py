@@ -158,3 +158,25 @@ def test_the_run_page_says_an_email_waits_and_names_each_alerts_step(alice_clien
         and "to gather this run&#x27;s alerts into one email (a collapse sends it at once)" in html
     )
     assert "entropy_rise fired" in html and "at step 23" in html
+
+
+def test_alerts_during_an_smtp_outage_join_the_email_being_retried(alert_event, window):
+    """The mail server down: the run's email waits for its next try, and what comes meanwhile joins it, so
+    that the outage ends in one email, not in an email per window sent at once, the oldest last (found live:
+    three emails of one run within 5 s when SMTP came back)."""
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    retried = Notification.create_for([first])
+    assert retried.claim()
+    assert retried.mark_failed("ConnectionRefusedError: [Errno 111] Connection refused") == 60
+    run = first.run
+
+    assert Notification.create_for([warning(alert_event, run, "zero_std_groups", 21)]) is None
+    retried.refresh_from_db()
+    assert [event.rule for event in retried.events] == ["reward_std_drop", "zero_std_groups"]
+    assert retried.next_try_at is not None and not retried.claim()  # still at its retry's time
+
+    collapse = alert_event(step=30, run=run)
+    sent = Notification.create_for([collapse])
+    assert sent == retried and sent.next_try_at is None  # a collapse is tried at once
+    assert [event.rule for event in sent.events] == ["collapse", "reward_std_drop", "zero_std_groups"]
+    assert Notification.objects.count() == 1 and sent.claim()

@@ -222,17 +222,20 @@ class Notification(models.Model):
         urgent = collapse and not cls._collapse_emailed_since(run, now - window)
         # Its row locked (claim() updates it): a sender that claims it first has it sent without these
         # events, and the query, checked again once the lock is free, then finds no email waiting.
+        # An email being retried (the mail server down) waits too: what comes meanwhile joins it, so that
+        # an outage ends in one email per run, not in one per window of it sent at once, out of order.
         waiting = (
             cls.objects.select_for_update(of=("self",))
-            .filter(
-                run_id=run.pk, event__isnull=False, status=cls.Status.PENDING, tries=0, next_try_at__gt=now
-            )
+            .filter(run_id=run.pk, event__isnull=False, status=cls.Status.PENDING)
+            .filter(Q(tries=0, next_try_at__gt=now) | Q(tries__gt=0, next_try_at__isnull=False))
+            .order_by("pk")
             .first()
         )
         if waiting is not None:
             events = [*waiting.events, *told]
             waiting.event = cls._lead(events)
             waiting.recipients = recipients  # the settings as they are now, as for a new one
+            # a collapse is tried at once, a retried email too (its next try then follows that one's failure)
             waiting.next_try_at = None if urgent else waiting.next_try_at
             waiting.save(update_fields=["event", "recipients", "next_try_at"])
             waiting.also.set([event for event in events if event != waiting.event])
