@@ -63,3 +63,23 @@ def test_smtp_down_is_retried_then_recorded_as_failed(alert_event, start_worker,
     assert notification.tries == 1 + len(Notification.retry_delays())
     assert "ConnectionRefusedError" in notification.error
     assert type(event.run).objects.values().get(pk=event.run_id) == run_before  # the run is unaffected
+
+
+def test_an_email_goes_to_the_recipients_saved_when_it_is_sent(alert_event, smtp_server, use_smtp):
+    """Recipients changed while an email waited (for its run's window, or retried through an SMTP outage):
+    the removed address gets none of it, the added one does (found live: an address removed from the
+    alert settings still got the run's email when the mail server came back)."""
+    use_smtp(smtp_server.port)
+    event = alert_event(alert_recipients="old@example.com, kept@example.com")
+    notification = Notification.create_for([event])
+    assert notification.recipients == ["old@example.com", "kept@example.com"]
+    experiment = event.run.experiment
+    experiment.alert_recipients = "kept@example.com, new@example.com"
+    experiment.save(update_fields=["alert_recipients"])
+
+    assert send_notification.apply(args=[notification.pk]).get() == "sent"
+    assert sorted(smtp_server.envelopes[0].rcpt_tos) == ["kept@example.com", "new@example.com"]
+    [message] = smtp_server.messages
+    assert message["To"] == "kept@example.com, new@example.com"
+    notification.refresh_from_db()
+    assert notification.recipients == ["kept@example.com", "new@example.com"]  # the run page says so

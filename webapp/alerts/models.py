@@ -334,6 +334,18 @@ class Notification(models.Model):
             and self.next_try_at > timezone.now()
         )
 
+    def take_current_recipients(self) -> None:
+        """The experiment's recipients as they are when the email goes, not when it was made: an address
+        removed from the alert settings gets no email that was waiting for its run's window or retried
+        through an SMTP outage meanwhile, and one added gets it. Nobody left to tell (an account without an
+        email and no recipients) keeps those it was made for."""
+        experiment = self.run.experiment
+        experiment.refresh_from_db(fields=["alert_recipients"])
+        current = [] if experiment.from_file else experiment.recipients()
+        if current and current != self.recipients:
+            Notification.objects.filter(pk=self.pk).update(recipients=current)
+            self.recipients = current
+
     def deliver(self) -> None:
         """Email the event to the recipients now; raises on SMTP errors (the task retries).
         Claiming and recording the outcome are the caller's: see worker.tasks.send_notification."""
