@@ -74,7 +74,8 @@ def send_notification(self, notification_id: int) -> str:
         if notification.status == Notification.Status.PENDING:  # a retry's second message, before its time
             return f"not due yet: its retry is due at {notification.next_try_at:%H:%M:%S} UTC"
         return "nothing to do"
-    notification.take_current_recipients()  # the alert settings may have changed while it waited
+    if not notification.take_current_settings():  # the alert settings may have changed while it waited
+        return "nothing to tell: warnings are no longer emailed"
     via = emails.destination()  # before sending: nothing that can fail comes after it
     try:
         notification.deliver()

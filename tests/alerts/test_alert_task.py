@@ -83,3 +83,39 @@ def test_an_email_goes_to_the_recipients_saved_when_it_is_sent(alert_event, smtp
     assert message["To"] == "kept@example.com, new@example.com"
     notification.refresh_from_db()
     assert notification.recipients == ["kept@example.com", "new@example.com"]  # the run page says so
+
+
+def test_warnings_turned_off_while_an_email_waited_are_not_sent(alert_event, smtp_server, use_smtp, settings):
+    """Warnings unticked in the alert settings while the run's email waited for its window: a collapse
+    goes without them, an email of warnings alone not at all (found live: a waiting warning email still came
+    after warnings were turned off)."""
+    settings.ALERT_GROUP_SECONDS, settings.ALERT_COOLDOWN_SECONDS = 300, 3600
+    use_smtp(smtp_server.port)
+    first = alert_event(level="warning", rule="reward_std_drop", step=20, alert_on_warnings=True)
+    run = first.run
+    sent = Notification.create_for([first])
+    sent.claim()
+    sent.mark_sent("via test")
+    warnings_only = Notification.create_for(
+        [alert_event(level="warning", rule="zero_std_groups", step=21, run=run, message="Zero-std: x")]
+    )
+    other = alert_event(level="warning", rule="entropy_rise", step=22, label="seed 1", alert_on_warnings=True)
+    other_sent = Notification.create_for([other])
+    other_sent.claim()
+    other_sent.mark_sent("via test")
+    waiting = [
+        alert_event(level="warning", rule="zero_std_groups", step=23, run=other.run, message="Zero: x")
+    ]
+    Notification.create_for(waiting)
+    with_collapse = Notification.create_for([alert_event(step=30, run=other.run)])
+    assert [event.level for event in with_collapse.events] == ["collapse", "warning"]
+    type(run.experiment).objects.update(alert_on_warnings=False)
+    Notification.objects.update(next_try_at=None)  # their windows are up
+
+    assert send_notification.apply(args=[warnings_only.pk]).get().startswith("nothing to tell")
+    assert not Notification.objects.filter(pk=warnings_only.pk).exists()
+    assert smtp_server.envelopes == []
+    assert send_notification.apply(args=[with_collapse.pk]).get() == "sent"
+    [message] = smtp_server.messages
+    assert message["Subject"] == "[EchoLab] Success collapsed on FrozenLake PPO / seed 1"
+    assert "zero_std_groups" not in message.get_body(("plain",)).get_content()

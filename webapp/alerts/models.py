@@ -334,17 +334,32 @@ class Notification(models.Model):
             and self.next_try_at > timezone.now()
         )
 
-    def take_current_recipients(self) -> None:
-        """The experiment's recipients as they are when the email goes, not when it was made: an address
-        removed from the alert settings gets no email that was waiting for its run's window or retried
-        through an SMTP outage meanwhile, and one added gets it. Nobody left to tell (an account without an
-        email and no recipients) keeps those it was made for."""
+    def take_current_settings(self) -> bool:
+        """The experiment's alert settings as they are when the email goes, not when it was made (it may
+        have waited for its run's window, or been retried through an SMTP outage): an address removed from
+        the recipients gets none of it, one added does (nobody left to tell, an account without an email
+        and no recipients, keeps those it was made for); with warnings no longer asked for, it tells its
+        collapses alone, and an email of warnings alone is dropped (deleted: nothing was sent). False when
+        dropped."""
         experiment = self.run.experiment
-        experiment.refresh_from_db(fields=["alert_recipients"])
+        experiment.refresh_from_db(fields=["alert_recipients", "alert_on_warnings"])
         current = [] if experiment.from_file else experiment.recipients()
         if current and current != self.recipients:
             Notification.objects.filter(pk=self.pk).update(recipients=current)
             self.recipients = current
+        if self.event_id is None:  # a failed run's email: always told
+            return True
+        events = self.events
+        told = [event for event in events if event.level in self.alerted_levels(experiment)]
+        if len(told) == len(events):
+            return True
+        if not told:
+            self.delete()
+            return False
+        self.event = self._lead(told)
+        Notification.objects.filter(pk=self.pk).update(event=self.event)
+        self.also.set([event for event in told if event != self.event])
+        return True
 
     def deliver(self) -> None:
         """Email the event to the recipients now; raises on SMTP errors (the task retries).
