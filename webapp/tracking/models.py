@@ -733,7 +733,7 @@ class ExternalRun(models.Model):
                 status=Run.Status.FAILED,
                 finished_at=F("heartbeat_at"),  # it ended when it was last heard from, not when found silent
                 error=f"{self.LOST}nothing arrived from the MLflow client since {since} "
-                f"(MLFLOW_LOST_AFTER={silent_for} s); logging to it again resumes it",
+                f"(MLFLOW_LOST_AFTER={silent_for} s); its next mlflow logging call resumes it",
             )
             if lost:
                 ExternalRun.objects.filter(pk=self.pk).update(lost_at=now)
