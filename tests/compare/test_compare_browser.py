@@ -952,13 +952,19 @@ def test_a_draw_list_of_runs_not_here_draws_every_run_and_says_so(page):
     assert len({name for name, *_ in line_traces(page, "success")}) == 2
 
 
-def test_a_log_chart_leaves_values_at_or_below_zero_out_and_says_how_many(page):
-    experiment = make_experiment(page.user, "log")
+def open_grad_norms_below_zero(page, name: str) -> list:
+    """Two runs' gradient norms on a compare page, drawn: the first's 6 of 20 at or below 0. Returns the runs."""
+    experiment = make_experiment(page.user, name)
     runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)]
     points(runs[0], "actor/grad_norm", {s: s - 5.5 for s in range(20)})  # 6 below 0
     points(runs[1], "actor/grad_norm", {s: s + 0.5 for s in range(20)})
     page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
     page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    return runs
+
+
+def test_a_log_chart_leaves_values_at_or_below_zero_out_and_says_how_many(page):
+    open_grad_norms_below_zero(page, "log")
     chart = drawn(page, "grad_norm")
     assert "6 values ≤ 0 not drawn on the log scale" in chart["texts"]
     # The first run's line is a gap where it is at or below 0, not a drop to the axis's floor
@@ -971,12 +977,7 @@ def test_a_log_chart_leaves_values_at_or_below_zero_out_and_says_how_many(page):
 def test_a_chart_switches_between_log_and_linear_as_on_the_run_page(page):
     """The compare page drew the gradient norm on a log axis with no way back to linear, so a run's values at
     or below 0 stayed out of sight; the run page has a switch above each chart, and both keep the choice."""
-    experiment = make_experiment(page.user, "log switch")
-    runs = [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}, step=20) for seed in (1, 2)]
-    points(runs[0], "actor/grad_norm", {s: s - 5.5 for s in range(20)})  # 6 below 0
-    points(runs[1], "actor/grad_norm", {s: s + 0.5 for s in range(20)})
-    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}")
-    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    runs = open_grad_norms_below_zero(page, "log switch")
     switch = page.get_by_label("Log scale for Gradient norm")
     assert switch.is_checked()
     assert "6 values ≤ 0 not drawn on the log scale" in drawn(page, "grad_norm")["texts"]
