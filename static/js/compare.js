@@ -168,6 +168,9 @@
       speed.textContent = perHour === null ? "–" : Math.round(perHour).toLocaleString("en-US");
       showLeads(run, row);
     });
+    // The table keeps its order as the values change (the address names it: a reload sorts the same).
+    const table = document.getElementById("summary-table"), sorted = table.querySelector("thead th[aria-sort]");
+    if (sorted) sortBy(table, sorted, sorted.getAttribute("aria-sort") === "descending");
   }
 
   // A live run's onset (its first collapse: "Align at onset" follows it) and its Lead cells, from its events

@@ -258,6 +258,27 @@ def test_a_live_runs_leads_follow_its_collapse_and_a_new_rule_asks_for_a_reload(
     assert lead.all_inner_texts() == ["1 step late", "7 steps"]  # entropy_rise, reward_std_drop: the server's
 
 
+def test_a_live_runs_table_keeps_its_order_as_values_change(page):
+    experiment = make_experiment(page.user, "live order")
+    runs = [
+        trained_run(experiment, f"seed={s}", status=Run.Status.RUNNING, step=5, total_steps=50)
+        for s in (1, 2)
+    ]
+    for run, value in zip(runs, (0.2, 0.6)):
+        write_points(run.pk, [(s, "train/success", value) for s in range(5)])
+    page.goto(f"{page.base}/compare?runs={runs[0].pk},{runs[1].pk}&sort=-final_success")
+    page.wait_for_selector("#load-state:has-text('live')")
+    order = page.locator("#summary-table tbody tr")
+    assert [row.get_attribute("data-run") for row in order.all()] == [str(runs[1].pk), str(runs[0].pk)]
+    write_points(runs[0].pk, [(5, "train/success", 0.9)])  # now the best last success
+    Run.objects.filter(pk=runs[0].pk).update(step=6)
+    wait_for(
+        lambda: [row.get_attribute("data-run") for row in order.all()] == [str(runs[0].pk), str(runs[1].pk)],
+        timeout=15,
+        message="the rows sorted again by their new last success",
+    )
+
+
 def open_lr_pair(page, steps: int) -> list:
     """Two learning rates x two seeds, each with its own success curve, on one compare page, drawn."""
     experiment = make_experiment(page.user, "lr pair")
