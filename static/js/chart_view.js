@@ -443,4 +443,28 @@ window.EchoChartView = {
     });
     document.addEventListener("echolab:view", redraw);
   },
+
+  // The reader's panel choices, kept in this browser for every run page and the compare page: each chart's
+  // y scale (by its keys: the same chart on every page) and the run page's folded sections.
+  PANELS_KEY: "echolab.run-panels",
+  panelPrefs: function () {
+    let prefs = {};
+    try { prefs = JSON.parse(window.localStorage.getItem(this.PANELS_KEY)) || {}; } catch (error) { /* none */ }
+    prefs.scale = prefs.scale || {};    // chart (its keys) -> "log" | "linear"
+    prefs.folded = prefs.folded || {};  // section id -> true when folded
+    return prefs;
+  },
+  savePanelPrefs: function (prefs) {
+    try {
+      window.localStorage.setItem(this.PANELS_KEY, JSON.stringify(prefs));
+    } catch (error) { /* storage off (private mode): choices last until the page closes */ }
+  },
+  isLog: function (prefs, chart) {  // the reader's choice, else the chart's default (the gradient norm: log)
+    const chosen = prefs.scale[chart.keys.join(",")];
+    return chosen ? chosen === "log" : Boolean(chart.log);
+  },
+  chooseScale: function (prefs, chart, log) {
+    prefs.scale[chart.keys.join(",")] = log ? "log" : "linear";
+    this.savePanelPrefs(prefs);
+  },
 };

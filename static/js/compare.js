@@ -43,26 +43,9 @@
   const escapeHtml = window.EchoChartView.plainText;
 
   // Each chart's y scale: its default (a log axis for the gradient norm), or the reader's last choice on
-  // this page or on a run page, kept in this browser under the run page's key (static/js/run.js, prefs).
-  const PANELS_KEY = "echolab.run-panels";
-  function storedPanels() {
-    try { return JSON.parse(window.localStorage.getItem(PANELS_KEY)) || {}; } catch (error) { return {}; }
-  }
-  const scales = storedPanels().scale || {};  // chart (its keys) -> "log" | "linear"
-
-  function isLog(chart) {
-    const chosen = scales[chart.keys.join(",")];
-    return chosen ? chosen === "log" : Boolean(chart.log);
-  }
-
-  function chooseScale(chart, log) {
-    scales[chart.keys.join(",")] = log ? "log" : "linear";
-    const panels = storedPanels();  // the run page's folded sections too, as it last saved them
-    panels.scale = Object.assign(panels.scale || {}, scales);
-    try {
-      window.localStorage.setItem(PANELS_KEY, JSON.stringify(panels));
-    } catch (error) { /* storage off (private mode): the choice lasts until the page closes */ }
-  }
+  // this page or on a run page (EchoChartView.panelPrefs).
+  const prefs = window.EchoChartView.panelPrefs();
+  function isLog(chart) { return window.EchoChartView.isLog(prefs, chart); }
 
   // Text written into a hovertemplate: Plotly would fill in a "%{...}" in a run's label or a key, so its
   // "%" goes in as an entity, which Plotly draws as "%" after filling in the template.
@@ -574,7 +557,7 @@
     if (plot.previousElementSibling && plot.previousElementSibling.classList.contains("chart-tools")) return;
     window.EchoChartView.chartTools(plot, [{
       text: "log scale", name: "Log scale for " + chart.title, className: "log-scale", checked: isLog(chart),
-      changed: function (ticked) { chooseScale(chart, ticked); scheduleRender(); },
+      changed: function (ticked) { window.EchoChartView.chooseScale(prefs, chart, ticked); scheduleRender(); },
     }, {
       text: "table", name: "Show " + chart.title + " as a table", className: "show-table",
       checked: Boolean(state.tables[chart.id]),  // an extra key's chart made again keeps its choice

@@ -42,26 +42,9 @@
   const RULE_COLORS = ["#6a3d9a", "#b15928", "#1b7837", "#c51b7d", "#35978f", "#525252", "#8c510a", "#2166ac", "#762a83"];
   const DETECTOR_POLL_MS = 10000;  // while live, a replay of the whole run at most this often
 
-  // The user's panel choices, kept in this browser for every run: folded sections, each chart's y scale.
-  const PREFS_KEY = "echolab.run-panels";
-  const prefs = (function () {
-    try { return JSON.parse(window.localStorage.getItem(PREFS_KEY)) || {}; } catch (error) { return {}; }
-  })();
-  prefs.scale = prefs.scale || {};    // chart (its keys) -> "log" | "linear"
-  prefs.folded = prefs.folded || {};  // section id -> true when folded
-
-  function savePrefs() {
-    try {
-      window.localStorage.setItem(PREFS_KEY, JSON.stringify(prefs));
-    } catch (error) { /* storage off (private mode): choices last until the page closes */ }
-  }
-
-  function chartPref(chart) { return chart.keys.join(","); }  // the same chart on every run page
-
-  function isLog(chart) {
-    const chosen = prefs.scale[chartPref(chart)];
-    return chosen ? chosen === "log" : Boolean(chart.log);
-  }
+  // The user's panel choices, kept in this browser: folded sections, each chart's y scale.
+  const prefs = window.EchoChartView.panelPrefs();
+  function isLog(chart) { return window.EchoChartView.isLog(prefs, chart); }
 
   const view = window.EchoChartView.read();
   const state = {
@@ -783,11 +766,7 @@
     page.charts.forEach(function (chart) {
       window.EchoChartView.chartTools(document.getElementById("chart-" + chart.id), [{
         text: "log scale", name: "Log scale for " + chart.title, className: "log-scale", checked: isLog(chart),
-        changed: function (ticked) {
-          prefs.scale[chartPref(chart)] = ticked ? "log" : "linear";
-          savePrefs();
-          render();
-        },
+        changed: function (ticked) { window.EchoChartView.chooseScale(prefs, chart, ticked); render(); },
       }, {
         text: "table", name: "Show " + chart.title + " as a table", className: "show-table",
         checked: Boolean(state.tables[chart.id]),  // kept over a reload (reloadKeepingPlace)
@@ -800,7 +779,7 @@
       section.open = choice === undefined ? section.dataset.folded !== "true" : !choice;
       section.addEventListener("toggle", function () {
         prefs.folded[section.dataset.section] = !section.open;
-        savePrefs();
+        window.EchoChartView.savePanelPrefs(prefs);
         // A chart drawn while folded has no width: fit it now that it shows.
         if (!section.open) return;
         section.querySelectorAll(".chart-plot.js-plotly-plot").forEach(function (plot) { Plotly.Plots.resize(plot); });
