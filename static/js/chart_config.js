@@ -5,9 +5,13 @@
 // single clicks (a browser test failed so under a loaded CI run).
 // On a phone-wide screen the toolbar (shown for good after a tap: touch has no hover) sat on the charts'
 // centred titles; there it is left out: a drag still zooms and a double tap still zooms back out.
+// Elsewhere it keeps four buttons: the download, zoom and pan modes, and the reset. Plotly's seven covered
+// the end of a centred title on a half-width chart ("Success (train and validation)" lost its last word
+// on hover); zoom in, zoom out and autoscale do what a drag and the reset (or a double click) do.
 window.EchoChartConfig = Object.freeze({
   responsive: true, displaylogo: false, showSendToCloud: false, doubleClickDelay: 500,
   displayModeBar: window.matchMedia("(max-width: 600px)").matches ? false : "hover",
+  modeBarButtonsToRemove: ["zoomIn2d", "zoomOut2d", "autoScale2d", "lasso2d", "select2d"],
 });
 
 // Each chart's toolbar is 9 buttons: on a run page of 50 charts, 450 Tab stops before the events table.
