@@ -48,6 +48,30 @@ def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_cli
     assert "<polyline points=" in html
 
 
+def test_list_sparkline_shades_from_the_lowest_run_to_the_highest(alice_client, alice):
+    """A mean alone drew a solved run beside a collapsed one as one run at half success."""
+    import re
+
+    experiment = spec_experiment(alice, seeds=[1, 2], steps=24)
+    solved, collapsed = experiment.runs.order_by("id")
+    MetricPoint.upsert(solved.pk, [(step, "train/success", 1.0) for step in range(24)])
+    MetricPoint.upsert(
+        collapsed.pk, [(step, "train/success", 0.8 if step < 12 else 0.0) for step in range(24)]
+    )
+    lone = spec_experiment(alice, steps=24).runs.get()
+    MetricPoint.upsert(lone.pk, [(step, "train/success", step / 24) for step in range(24)])
+    html = alice_client.get("/").content.decode()
+    shaded = re.findall(r'<polygon class="spread" points="([^"]+)"', html)
+    assert len(shaded) == 1  # the lone run's experiment has no spread to shade
+    heights = [float(point.split(",")[1]) for point in shaded[0].split()]
+    top, bottom = heights[:24], heights[24:]
+    assert set(top) == {0.0}  # the solved run, success 1 throughout
+    assert bottom == [22.0] * 12 + [4.4] * 12  # right to left: the collapsed run at 0, then at 0.8
+    lines = re.findall(r'<polyline points="([^"]+)"', html)
+    means = {tuple(float(point.split(",")[1]) for point in line.split()) for line in lines}
+    assert (2.2,) * 12 + (11.0,) * 12 in means  # the mean of 1 and 0.8, then of 1 and 0
+
+
 def test_list_shows_no_eta_of_a_run_whose_worker_went_quiet(alice_client, alice):
     """As on the run's page (Run.eta): a killed worker's run kept its ETA on the list until it was requeued."""
     from datetime import timedelta

@@ -3,6 +3,7 @@ counts and a success sparkline. Each is one aggregate query over the whole page,
 
 import math
 from datetime import timedelta
+from statistics import fmean
 
 from django.db.models import Avg, Count, F, IntegerField, Max, OuterRef, Q, Subquery, Sum
 from django.db.models.functions import Cast, Coalesce, Greatest
@@ -59,8 +60,10 @@ def annotated_runs(runs):
 
 
 def attach_sparklines(experiments):
-    """Set `.sparkline` (SVG polyline points) on each experiment: mean success over its runs that are
-    not archived (those its row counts)."""
+    """Set `.sparkline` (SVG polyline points: the mean over runs of each run's success) and `.spread` (SVG
+    polygon points: the lowest and highest run, where runs differ) on each experiment, over its runs that
+    are not archived (those its row counts). A mean alone read two collapsed runs beside two solved ones
+    as one run at half success."""
     _attach(experiments, "run__experiment_id", run__archived_at__isnull=True)
 
 
@@ -72,12 +75,15 @@ def _attach(objects, group_field, **point_filter):
     objects = list(objects)
     series = success_buckets({obj.pk for obj in objects}, group_field, **point_filter)
     for obj in objects:
-        obj.sparkline = polyline(series.get(obj.pk, []))
+        buckets = series.get(obj.pk, [])
+        obj.sparkline = polyline([(bucket, mean) for bucket, mean, _, _ in buckets])
+        obj.spread = spread(buckets)
 
 
-def success_buckets(ids, group_field, **point_filter) -> dict[int, list[tuple[int, float]]]:
-    """{id: [(bucket, mean success)]}: steps cut into SPARK_BUCKETS buckets of each run's length, over the
-    points `point_filter` keeps."""
+def success_buckets(ids, group_field, **point_filter) -> dict[int, list[tuple[int, float, float, float]]]:
+    """{id: [(bucket, mean, lowest, highest)]}: steps cut into SPARK_BUCKETS buckets of each run's length;
+    each run's mean success in a bucket, over the points `point_filter` keeps, then their mean, lowest and
+    highest over the id's runs (one run: all three its own)."""
     if not ids:
         return {}
     length = Greatest(F("run__total_steps"), F("run__step"), 1)
@@ -86,24 +92,39 @@ def success_buckets(ids, group_field, **point_filter) -> dict[int, list[tuple[in
             **{f"{group_field}__in": ids}, key=TRAIN_SUCCESS, value__isnull=False, **point_filter
         )
         .annotate(bucket=Cast(F("step") * SPARK_BUCKETS / length, IntegerField()))
-        .values(group_field, "bucket")
+        .values(group_field, "run_id", "bucket")
         .annotate(mean=Avg("value"))
-        .order_by(group_field, "bucket")
+        .order_by()
     )
-    series: dict[int, list] = {}
+    runs_means: dict[int, dict[int, list[float]]] = {}
     for row in rows:
         if row["mean"] is not None and math.isfinite(row["mean"]):
-            series.setdefault(row[group_field], []).append((min(row["bucket"], SPARK_BUCKETS), row["mean"]))
-    return series
+            bucket = min(row["bucket"], SPARK_BUCKETS)
+            runs_means.setdefault(row[group_field], {}).setdefault(bucket, []).append(row["mean"])
+    return {
+        pk: [(bucket, fmean(means), min(means), max(means)) for bucket, means in sorted(buckets.items())]
+        for pk, buckets in runs_means.items()
+    }
+
+
+def _xy(bucket: int, value: float) -> str:
+    """A bucket's point in the SPARK_WIDTH x SPARK_HEIGHT box; success is in [0, 1]."""
+    x = SPARK_WIDTH * bucket / SPARK_BUCKETS
+    y = SPARK_HEIGHT * (1 - min(max(value, 0.0), 1.0))
+    return f"{x:.1f},{y:.1f}"
 
 
 def polyline(points) -> str:
-    """ "x,y x,y ..." in a SPARK_WIDTH x SPARK_HEIGHT box; success is in [0, 1]."""
+    """ "x,y x,y ..." of (bucket, value) points."""
     if len(points) < 2:
         return ""
-    out = []
-    for bucket, value in points:
-        x = SPARK_WIDTH * bucket / SPARK_BUCKETS
-        y = SPARK_HEIGHT * (1 - min(max(value, 0.0), 1.0))
-        out.append(f"{x:.1f},{y:.1f}")
-    return " ".join(out)
+    return " ".join(_xy(bucket, value) for bucket, value in points)
+
+
+def spread(buckets) -> str:
+    """The polygon between the highest and the lowest run of each bucket; "" where no bucket's runs differ."""
+    if len(buckets) < 2 or all(low == high for _, _, low, high in buckets):
+        return ""
+    top = [_xy(bucket, high) for bucket, _, _, high in buckets]
+    bottom = [_xy(bucket, low) for bucket, _, low, _ in reversed(buckets)]
+    return " ".join(top + bottom)
