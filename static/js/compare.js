@@ -157,8 +157,9 @@
   }
 
   // A live run's onset (its first collapse: "Align at onset" follows it) and its Lead cells, from its events
-  // as webapp.compare.aggregates.onset_leads computes them; a rule that warns for the first time in any run
-  // would be a column more, which only a reload draws.
+  // as webapp.compare.aggregates.onset_leads computes them; a rule warning for the first time in any run
+  // gets its column first.
+  const FIRST_LEAD_CELL = 4 + SUMMARY_CELLS.length;
   function showLeads(run, row) {
     const first = {};
     let onset = null;
@@ -167,16 +168,41 @@
       if (event.level === "warning" && !(event.rule in first && first[event.rule] <= event.step)) first[event.rule] = event.step;
     });
     page.runs.forEach(function (shown) { if (shown.id === run.id) shown.onset = onset; });
+    Object.keys(first).forEach(addLeadColumn);
     page.lead_rules.forEach(function (rule, i) {
-      const cell = row.cells[4 + SUMMARY_CELLS.length + i];
+      const cell = row.cells[FIRST_LEAD_CELL + i];
       const lead = onset !== null && rule in first ? onset - first[rule] : null;
       cell.dataset.sort = lead === null ? "" : String(lead);
       cell.classList.toggle("late", lead !== null && lead < 0);
       cell.textContent = leadText(lead);
     });
-    if (Object.keys(first).some(function (rule) { return page.lead_rules.indexOf(rule) < 0; })) {
-      document.getElementById("leads-stale").hidden = false;
-    }
+  }
+
+  // A Lead column for a rule the table has none for, where the server would put it (rules sorted by name),
+  // its header as the template's; every run's cell "–" until its own events are shown (only a live run can
+  // have a new rule's warning: the others' events were all counted at the page's load).
+  function addLeadColumn(rule) {
+    if (page.lead_rules.indexOf(rule) >= 0) return;
+    page.lead_rules = page.lead_rules.concat([rule]).sort();
+    const at = FIRST_LEAD_CELL + page.lead_rules.indexOf(rule), table = document.getElementById("summary-table");
+    const th = document.createElement("th"), header = table.tHead.rows[0];
+    th.dataset.type = "number";
+    th.dataset.column = "lead:" + rule;
+    th.className = "lead-column";
+    th.title = "Steps from the rule's first warning to the run's first collapse; 'late' when it came after";
+    th.append("Lead: ");
+    rule.split(/(?<=[/_])/).forEach(function (part, i) {  // may wrap after "/" or "_", as breakable_key
+      if (i) th.append(document.createElement("wbr"));
+      th.append(part);
+    });
+    header.insertBefore(th, header.cells[at]);
+    sortableHeader(table, th);
+    Array.from(table.tBodies[0].rows).forEach(function (row) {
+      const cell = row.insertCell(at);
+      cell.className = "lead";
+      cell.dataset.sort = "";
+      cell.textContent = leadText(null);
+    });
   }
 
   // A lead as webapp.compare.aggregates.lead_text writes it: "3 steps", "2 steps late", "–" without one.
@@ -976,17 +1002,7 @@
     // the column's aria-sort says the order to a screen reader (as on the runs page's links). A click
     // anywhere in the header cell sorts, not only on its label: a wide column's label is a small target.
     // Click: ascending, click again: descending; the address keeps the order.
-    table.querySelectorAll("thead th[data-type]").forEach(function (th) {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = "sort-button";
-      while (th.firstChild) button.appendChild(th.firstChild);
-      th.appendChild(button);
-      th.addEventListener("click", function () {  // the button's too
-        sortBy(table, th, th.getAttribute("aria-sort") === "ascending");
-        saveSort(th);
-      });
-    });
+    table.querySelectorAll("thead th[data-type]").forEach(function (th) { sortableHeader(table, th); });
     sortAsInAddress(table);
     table.addEventListener("change", function (event) {
       const box = event.target;
@@ -1061,6 +1077,19 @@
     if (ticked - drawn - hidden > 0) why.push(ticked - drawn - hidden + without);
     document.getElementById("draw-count").textContent = "Drawing " + drawn + " of " + page.runs.length + " run" +
       (page.runs.length === 1 ? "" : "s") + (why.length ? " (ticked but " + why.join(", ") + ")." : ".");
+  }
+
+  // A header whose label is a button that sorts by its column (a click anywhere in the cell too).
+  function sortableHeader(table, th) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "sort-button";
+    while (th.firstChild) button.appendChild(th.firstChild);
+    th.appendChild(button);
+    th.addEventListener("click", function () {  // the button's too
+      sortBy(table, th, th.getAttribute("aria-sort") === "ascending");
+      saveSort(th);
+    });
   }
 
   // The runs table sorted by a header's column. Empty cells (unknown values) always go last.

@@ -237,9 +237,10 @@ def test_a_live_runs_steps_an_hour_follow_its_training(page):
     assert speed.inner_text() == "1,200"  # as the server writes it
 
 
-def test_a_live_runs_leads_follow_its_collapse_and_a_new_rule_asks_for_a_reload(page):
+def test_a_live_runs_leads_follow_its_collapse_and_a_new_rule_gets_its_column(page):
     """The Lead cells kept the page's load: a run that collapsed while the page was open still read "–"
-    beside "Collapse: step 10" until a reload (a tester)."""
+    beside "Collapse: step 10" until a reload (a tester); a rule's first warning then asked for a reload for
+    its column."""
     experiment = make_experiment(page.user, "live leads")
     run = trained_run(experiment, "seed=1", status=Run.Status.RUNNING, step=12, total_steps=100)
     write_points(run.pk, [(s, "train/success", 0.5) for s in range(12)])
@@ -250,12 +251,16 @@ def test_a_live_runs_leads_follow_its_collapse_and_a_new_rule_asks_for_a_reload(
     assert lead.all_inner_texts() == ["–"]  # no collapse yet
     make_event(run, 10, "collapse", rule="collapse")
     wait_for(lambda: lead.all_inner_texts() == ["7 steps"], timeout=15, message="a lead of 7 steps")
-    assert not page.locator("#leads-stale").is_visible()
     make_event(run, 11, "warning", rule="entropy_rise")  # a column the page does not have
-    expect(page.locator("#leads-stale")).to_be_visible(timeout=15_000)
-    page.locator("#leads-stale a").click()
+    wait_for(lambda: lead.all_inner_texts() == ["1 step late", "7 steps"], timeout=15, message="a new column")
+    headers = page.locator("#summary-table th.lead-column")
+    assert headers.all_inner_texts() == ["Lead: entropy_rise", "Lead: reward_std_drop"]
+    headers.first.click()  # it sorts as the others do, and the address keeps it
+    assert "sort=lead%3Aentropy_rise" in page.url or "sort=lead:entropy_rise" in page.url
+    live = page.locator("#summary-table").inner_text()
+    page.reload()
     page.wait_for_selector("#load-state:has-text('live')")
-    assert lead.all_inner_texts() == ["1 step late", "7 steps"]  # entropy_rise, reward_std_drop: the server's
+    assert page.locator("#summary-table").inner_text() == live  # as the server draws it
 
 
 def test_a_live_runs_table_keeps_its_order_as_values_change(page):
