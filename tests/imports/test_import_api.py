@@ -448,3 +448,13 @@ def test_a_file_with_more_columns_than_a_run_logs_keys_is_refused(client, auth, 
     assert response.status_code == 400
     assert "4 metric columns; a run logs at most 3 distinct keys" in response.json()["error"]
     assert Run.objects.count() == 1
+    # Two columns another trainer names one of ours by, logged at different steps: one metric once renamed
+    merged = b"step,a,b,reward,critic/score/mean\n0,1,2,0.5,\n1,1,2,,0.7\n"
+    assert post_raw(client, auth, merged, "identity").status_code == 201
+    run = Run.objects.latest("pk")
+    assert sorted(run.latest_metrics) == ["a", "b", "train/reward_mean"]
+    both = b"step,a,b,reward,critic/score/mean\n0,1,2,0.5,0.6\n"  # in one step both keep a name
+    response = post_raw(client, auth, both, "identity")
+    assert response.status_code == 400
+    assert "4 metrics once other trainers' names are renamed to ours" in response.json()["error"]
+    assert Run.objects.count() == 2

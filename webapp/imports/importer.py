@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from diagnostics import Detector, load_series
-from diagnostics.aliases import canonical
+from diagnostics.aliases import ALIASES, canonical
 from diagnostics.metrics import TIME_STEP_S, bounds, out_of_bounds
 from diagnostics.quoting import quoted
 from diagnostics.series import cells_at
@@ -49,17 +49,25 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
             "no metric values: the file has steps, but each of its metric cells is empty or null"
         )
     keys = keys_of(series)
-    if len(keys) > MAX_KEYS_PER_RUN:
-        raise ValueError(
-            f"{len(keys):,} metric columns; a run logs at most {MAX_KEYS_PER_RUN:,} distinct keys"
-        )
+    # Counted before the renaming too, which only another trainer's names for ours can shorten: a file of a
+    # million columns is refused before a row of it is renamed.
+    _check_key_count(len(keys) - len(keys & ALIASES.keys()), "metric columns")
     _check_bounds(series)
     if _renames_any(keys):
         series = _canonical_rows(series)
-    for key in sorted(keys_of(series)):
+        keys = keys_of(series)
+        _check_key_count(len(keys), "metrics once other trainers' names are renamed to ours")
+    else:
+        _check_key_count(len(keys), "metric columns")
+    for key in sorted(keys):
         if len(key) > MAX_KEY_LENGTH:
             raise ValueError(f"column {key[:40]!r}...: names are at most {MAX_KEY_LENGTH} characters")
     return series
+
+
+def _check_key_count(count: int, what: str) -> None:
+    if count > MAX_KEYS_PER_RUN:
+        raise ValueError(f"{count:,} {what}; a run logs at most {MAX_KEYS_PER_RUN:,} distinct keys")
 
 
 def _check_bounds(series) -> None:
