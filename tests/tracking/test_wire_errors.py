@@ -4,6 +4,7 @@ error shape naming the field, and nothing is written."""
 import gzip
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -626,3 +627,21 @@ def test_log_metric_past_the_runs_key_limit_names_its_key_field(api, run, monkey
     answer = api("/api/2.0/mlflow/runs/log-metric", {"run_id": run.run_uuid, **metric(key="loss")})
     assert answer.status_code == 400
     assert answer.json()["message"].startswith("key: would add 1 new key ('loss")
+
+
+def test_points_for_a_lost_mlflow_run_on_our_api_make_it_run_again(api, run, settings):
+    """A lost run said "its next logging call resumes it", but EchoLab's own metrics API refused it (409)."""
+    from worker.sweeper import sweep_runs
+
+    settings.MLFLOW_LOST_AFTER = 60
+    Run.objects.filter(pk=run.run_id).update(
+        status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=2)
+    )
+    assert sweep_runs()["lost"] == 1
+    body = json.dumps([{"step": 1, "key": "train/success", "value": 0.5}])
+    answer = api(f"/api/runs/{run.run_id}/metrics", body)
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["written"] == 1 and answer.json()["run"]["status"] == "running"
+    back = Run.objects.get(pk=run.run_id)
+    assert back.status == Run.Status.RUNNING and back.error == "" and back.finished_at is None
+    assert back.latest_metrics == {"train/success": 0.5}

@@ -123,7 +123,7 @@ def _ingest(request, pk: int):
     except ingest.Invalid as error:
         raise ApiError(400, error.message, error.errors) from None
     try:
-        written = _write(request, pk, points)
+        written = _write_resuming(request, pk, points)
     except Run.DoesNotExist:
         raise Http404(NOT_FOUND) from None
     except ingest.Invalid as error:  # more keys than a run may log
@@ -132,6 +132,17 @@ def _ingest(request, pk: int):
         raise ApiError(409, str(error)) from None
     ExternalRun.ingested(written.run, points)
     return JsonResponse({"written": written.points, "run": run_state(written.run, written.key_count)})
+
+
+def _write_resuming(request, pk: int, points):
+    """_write; a lost MLflow run (its client went quiet and the sweeper marked it failed) runs again first,
+    as its client's next call would make it (a script may log through both)."""
+    try:
+        return _write(request, pk, points)
+    except ingest.Refused:
+        if not ExternalRun.resume_lost(request.user, pk):
+            raise
+        return _write(request, pk, points)
 
 
 def _write(request, pk: int, points):

@@ -289,11 +289,10 @@ def _refused(run_id: int, status: str, host: str, imported: bool) -> Refused:
             "points from elsewhere would mix with them; a script's metrics go to a run it starts with the "
             "mlflow client (README, Runs trained elsewhere)"
         )
-    if host == MLFLOW_HOST:  # its MLflow client may log to it again (a lost run then runs again)
+    if host == MLFLOW_HOST:  # its MLflow client may log to it again
         return Refused(
-            f"run {run_id} is {status}: this endpoint takes no points for a finished run; a run made "
-            "through the MLflow endpoint takes them there (runs/log-batch), as in MLflow, and a lost one "
-            "then runs again"
+            f"run {run_id} is {status}: this endpoint takes no points for a finished run (a lost one runs "
+            "again); a run made through the MLflow endpoint takes them there (runs/log-batch), as in MLflow"
         )
     return Refused(
         f"run {run_id} is {status}: a finished run's metrics are final "

@@ -668,6 +668,14 @@ class ExternalRun(models.Model):
             kept.append((step, key, value, timestamp))
         return kept
 
+    @classmethod
+    def resume_lost(cls, user, pk: int) -> bool:
+        """Run again the user's run `pk` if it is an MLflow run marked lost; whether it was one."""
+        lost = cls.objects.for_user(user).filter(pk=pk, lost_at__isnull=False).first()
+        if lost is not None:
+            lost._heard_from(None)
+        return lost is not None
+
     def _heard_from(self, step: int | None) -> None:
         """Keep the run's progress and heartbeat; a run the sweeper found lost runs again."""
         now = timezone.now()
@@ -733,7 +741,7 @@ class ExternalRun(models.Model):
                 status=Run.Status.FAILED,
                 finished_at=F("heartbeat_at"),  # it ended when it was last heard from, not when found silent
                 error=f"{self.LOST}nothing arrived from the MLflow client since {since} "
-                f"(MLFLOW_LOST_AFTER={silent_for} s); its next mlflow logging call resumes it",
+                f"(MLFLOW_LOST_AFTER={silent_for} s); its next logging call resumes it",
             )
             if lost:
                 ExternalRun.objects.filter(pk=self.pk).update(lost_at=now)
