@@ -115,18 +115,21 @@ print(json.dumps({
 
 
 def _install_step(command: list) -> None:
+    shown = " ".join(map(str, command))
     try:
-        subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
-    except subprocess.CalledProcessError as error:
-        output = (error.stderr or error.stdout or "").strip().splitlines()[-15:]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        result = None
+    if result is None:
+        pytest.fail(f"installing gym-sokoban into {VENV} took over 900 s: `{shown}`", pytrace=False)
+    if result.returncode != 0:
+        said = (result.stderr or result.stdout).strip().splitlines()[-15:]
         pytest.fail(
-            f"could not install gym-sokoban, the Sokoban peer, into {VENV}: `{' '.join(map(str, command))}` "
-            f"exited with {error.returncode}. This test needs PyPI (or a pip index) once to make that venv; "
-            "later runs reuse it. pip said:\n" + "\n".join(output),
+            f"could not install gym-sokoban, the Sokoban peer, into {VENV}: `{shown}` exited with "
+            f"{result.returncode}. This test needs PyPI (or a pip index) once to make that venv; later runs "
+            "reuse it. pip said:\n" + "\n".join(said),
             pytrace=False,
         )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"installing gym-sokoban into {VENV} took over 900 s: `{' '.join(map(str, command))}`")
 
 
 def ensure_gym_sokoban_venv() -> Path:
