@@ -128,6 +128,9 @@ TIME_UPDATE_S = "time/update_s"
 TIME_STEP_S = "time/step_s"
 TIME_COLLAPSE_S = "time/collapse_s"
 PERF_TOKENS_PER_S = "perf/tokens_per_s"
+PERF_MAX_MEMORY_ALLOCATED_GB = "perf/max_memory_allocated_gb"
+PERF_MAX_MEMORY_RESERVED_GB = "perf/max_memory_reserved_gb"
+PERF_RSS_GB = "perf/rss_gb"
 COLLAPSE_MI_ESTIMATE = "collapse/mi_estimate"
 COLLAPSE_MI_ESTIMATE_SEQ = "collapse/mi_estimate_seq"
 COLLAPSE_CONDITIONAL_ENTROPY = "collapse/conditional_entropy"
@@ -401,6 +404,26 @@ METRICS: tuple[Metric, ...] = (
         "generated tokens / rollout seconds",
         "tokens/s",
         aliases=(Alias(VERL, "perf/throughput", renamed=False),),
+    ),
+    Metric(
+        PERF_MAX_MEMORY_ALLOCATED_GB,
+        "the accelerator memory the step's tensors took at most (CUDA `max_memory_allocated` since the step"
+        " began); not logged on a CPU",
+        "GiB",
+        known_as="veRL: the same name",
+    ),
+    Metric(
+        PERF_MAX_MEMORY_RESERVED_GB,
+        "the accelerator memory PyTorch's allocator held at most during the step (CUDA"
+        " `max_memory_reserved`: what an out-of-memory error counts); not logged on a CPU",
+        "GiB",
+        known_as="veRL: the same name",
+    ),
+    Metric(
+        PERF_RSS_GB,
+        "the training process's resident memory on the host at the step's end",
+        "GiB",
+        known_as="veRL `perf/cpu_memory_used_gb` (the whole machine's used memory; not renamed)",
     ),
     # Template collapse (trainer/collapse.py, RAGEN-2): our keys are RAGEN-2's names under collapse/.
     Metric(

@@ -84,7 +84,7 @@ from diagnostics.metrics import (
     VAL_ENV_SUCCESS,
     VAL_SUCCESS,
 )
-from trainer import advantages, checkpoint, losses, prefix
+from trainer import advantages, checkpoint, losses, memory, prefix
 from trainer.collapse import CollapseProbe
 from trainer.config import TrainConfig
 from trainer.filter import group_scores, keep_groups, zero_groups
@@ -617,6 +617,7 @@ class TrainingRun:
     def step(self, step: int) -> None:
         """One training step: play -> collapse probe -> filter -> update -> validate -> log -> checkpoint."""
         started = time.time()
+        memory.step_began(self.trainer.policy.device)
         trajs = self.play()
         played = time.time()
         rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float32)
@@ -632,6 +633,7 @@ class TrainingRun:
         if self.validation_due(step):
             metrics.update(self.trainer.validation_metrics())
         metrics.update(timing_metrics(trajs, started, played, updated))
+        metrics.update(memory.memory_metrics(self.trainer.policy.device))
         self.sink.records(step, TRAIN_REWARD_STD_HIST, in_group_std(rewards).tolist())  # the filter's input
         self.log(step, metrics, trajs)
         self.end_step(step)

@@ -45,6 +45,7 @@ STEP_KEYS = {
     "time/update_s",
     "time/step_s",
     "perf/tokens_per_s",
+    "perf/rss_gb",  # and no accelerator memory on a CPU
 }
 
 
@@ -64,6 +65,8 @@ def test_each_environment_trains_and_reports(tiny_model_dir, tmp_path, preset, e
     assert [r["step"] for r in rows] == [0, 1]
     for row in rows:
         assert STEP_KEYS | expect <= set(row)
+        assert not {"perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb"} & set(row)
+        assert 0.05 < row["perf/rss_gb"] < 64  # this process, torch and the tiny model: a few hundred MB
         assert all(v is None or math.isfinite(v) for v in row.values())
     # every group's in-group std, one record per step: their mean is the step's train/reward_std_in_group
     records = [json.loads(line) for line in open(tmp_path / "records.jsonl")]
