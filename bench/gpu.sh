@@ -3,7 +3,8 @@
 # model with random weights (built locally by bench/memory.py, nothing downloaded): P=8 groups x N=16
 # rollouts, 5 turns, 400 tokens/turn, StarPO-S (PPO + critic), FrozenLake 4x4, bf16 autocast.
 # For full fine-tuning and LoRA (rank 64): steps/hour (from the trainer's time/step_s, median of the
-# steps after the first) and peak GPU memory (torch.cuda.max_memory_allocated over the run). Each step
+# steps after the first) and peak GPU memory (the highest of the trainer's per-step
+# perf/max_memory_allocated_gb, torch.cuda.max_memory_allocated since each step began). Each step
 # prints a line as it ends, so a run cut short still reports. Random weights never write `</answer>`:
 # every turn runs its 400 tokens, the longest episodes the configuration allows. The template-collapse
 # probe is off (diagnostics.collapse_every=0): its cost is measured apart (bench/collapse.py).
@@ -37,16 +38,15 @@ class Progress(MemorySink):
         super().metrics(step, values)
         print(json.dumps({"mode": mode, "step": step, "step_s": round(values["time/step_s"], 2),
                           "rollout_s": round(values["time/rollout_s"], 2), "update_s": round(values["time/update_s"], 2),
-                          "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}), flush=True)
+                          "peak_gib": round(values["perf/max_memory_allocated_gb"], 2)}), flush=True)
 sink = Progress()
-torch.cuda.reset_peak_memory_stats()
 with tempfile.TemporaryDirectory() as d:
     train(cfg, sink, d)
 step_s = statistics.median(r["time/step_s"] for r in sink.rows[1:])
 split = {k: statistics.median(r[f"time/{k}_s"] for r in sink.rows[1:]) for k in ("rollout", "update")}
 result = {"mode": mode, "steps": steps, "median_step_s": step_s, "steps_per_hour": 3600 / step_s,
           "median_rollout_s": split["rollout"], "median_update_s": split["update"],
-          "peak_gpu_gib": torch.cuda.max_memory_allocated() / 2**30,
+          "peak_gpu_gib": max(r["perf/max_memory_allocated_gb"] for r in sink.rows),
           "tokens_per_s": statistics.median(r["perf/tokens_per_s"] for r in sink.rows[1:]),
           "response_tokens_mean": statistics.mean(r["response/tokens_mean"] for r in sink.rows)}
 json.dump(result, open(f"{out}/{mode}.json", "w"))
