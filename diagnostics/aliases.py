@@ -12,7 +12,8 @@ from typing import Any
 from .metrics import ALIASES, BY_KEY, CHART_KEYS
 
 # Our keys the run page's standard charts draw, with what each one means: the keys other trainers' names
-# are renamed to. The detector's rules read some of them and two collapse/* keys.
+# are renamed to, with the collapse/* keys (RAGEN-2's names). The detector's rules read some of them and
+# two collapse/* keys.
 KEYS = {key: BY_KEY[key].meaning for key in CHART_KEYS}
 
 # ALIASES (foreign key -> our key) comes from diagnostics.metrics. Keys without an equivalent (TRL's

@@ -13,7 +13,7 @@ as a pattern; `registered(key)` finds the entry of any key, patterns included.
 import functools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # The trainers whose names for our quantities we know, as the docs name them.
 RAGEN, VERL, TRL = "RAGEN", "veRL", "TRL"
@@ -485,6 +485,27 @@ METRICS += tuple(
     for m in METRICS
     if m.key.startswith(COLLAPSE_PREFIX)
 )
+# RAGEN-2 computes these under collapse/<name> but logs them under the name of the sampling
+# (collapse_metrics.py, _prefix_metrics): collapse_first_turn_sample/<name> (ours: collapse/<name>) and
+# collapse_trajectory_sample/<name> (ours: collapse/traj/<name>), a few with names of their own. Its
+# collapse/valid_thinking_rate (over every turn) is not renamed: it is our key's name for the first turn.
+RAGEN2_FIRST_TURN, RAGEN2_TRAJECTORY = "collapse_first_turn_sample/", "collapse_trajectory_sample/"
+_RAGEN2_NAMES = {
+    COLLAPSE_MI_ESTIMATE: "mi_estimate",
+    COLLAPSE_MI_ESTIMATE_SEQ: "mi_seq_estimate",
+    COLLAPSE_CONDITIONAL_ENTROPY: "conditional_entropy_est",
+    COLLAPSE_REASONING_ENTROPY: "reasoning_entropy_est",
+    COLLAPSE_RETRIEVAL_ACC: "retrieval_accuracy",
+    COLLAPSE_RETRIEVAL_CHANCE: "retrieval_chance_level",
+    COLLAPSE_RETRIEVAL_ABOVE_CHANCE: "retrieval_above_chance",
+    COLLAPSE_MI_ZSCORE: "mi_zscore",
+    COLLAPSE_MI_ZSCORE_EMA: "mi_zscore_ema",
+}
+_RAGEN2_ALIASES = {
+    **{key: (Alias(RAGEN, RAGEN2_FIRST_TURN + name),) for key, name in _RAGEN2_NAMES.items()},
+    **{collapse_traj(key): (Alias(RAGEN, RAGEN2_TRAJECTORY + name),) for key, name in _RAGEN2_NAMES.items()},
+}
+METRICS = tuple(replace(m, aliases=m.aliases + _RAGEN2_ALIASES.get(m.key, ())) for m in METRICS)
 
 BY_KEY = {metric.key: metric for metric in METRICS}
 

@@ -71,10 +71,14 @@ def trainer_table() -> str:
 
 
 def collapse_table() -> str:
-    """The template-collapse keys (RAGEN-2's names under collapse/)."""
+    """The template-collapse keys (RAGEN-2's names under collapse/), and the names RAGEN-2 logs them by."""
     return _table(
-        ["Key", "Meaning", "Unit"],
-        ([_code(m.key), m.meaning, m.unit] for m in METRICS if m.key.startswith(COLLAPSE_PREFIX)),
+        ["Key", "Meaning", "Unit", "RAGEN-2 logs it as"],
+        (
+            [_code(m.key), m.meaning, m.unit, ", ".join(_alias_text(a) for a in m.aliases) or "—"]
+            for m in METRICS
+            if m.key.startswith(COLLAPSE_PREFIX)
+        ),
     )
 
 
@@ -89,7 +93,8 @@ def aliases_table() -> str:
         (
             [_code(m.key), names(m, (RAGEN, VERL)), names(m, (TRL,)), names(m, ("",))]
             for m in METRICS
-            if any(a.renamed and a.name != m.key for a in m.aliases)
+            # the collapse/* keys' RAGEN-2 names are in docs/METRICS.md's collapse table
+            if any(a.renamed and a.name != m.key for a in m.aliases) and not m.key.startswith(COLLAPSE_PREFIX)
         ),
     )
 
