@@ -6,10 +6,11 @@ our key wins: it is the one our trainer wrote on purpose.
 """
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .metrics import ALIASES, BY_KEY, CHART_KEYS
+from .metrics import ALIASES, BY_KEY, CHART_KEYS, alias_of
 
 # Our keys the run page's standard charts draw, with what each one means: the keys other trainers' names
 # are renamed to, with the collapse/* keys (RAGEN-2's names). The detector's rules read some of them and
@@ -18,19 +19,26 @@ KEYS = {key: BY_KEY[key].meaning for key in CHART_KEYS}
 
 # ALIASES (foreign key -> our key) comes from diagnostics.metrics. Keys without an equivalent (TRL's
 # completions/clipped_ratio, clip_ratio/low_mean, veRL's timing_s/*) pass through under their own names.
-__all__ = ["ALIASES", "KEYS", "canonical", "finite", "renaming"]
+__all__ = ["ALIASES", "KEYS", "alias_of", "canonical", "finite", "renaming"]
 
 
 def renaming(keys: Iterable[str]) -> dict[str, str]:
     """Each key's name once renamed to ours: unknown keys and ours keep theirs. When two keys mean the
     same (our own and an alias, or two aliases: `reward` and `critic/score/mean`), our own key, else the
-    first alias, takes our name; the other keeps its own name, so nothing logged is lost."""
+    first alias, takes our name; the other keeps its own name, so nothing logged is lost. Keys matching
+    one pattern alias (RAGEN's train/<env>/success) are renamed only when the step has just one: with two
+    training environments, neither is the run's success."""
     keys = list(keys)
-    names = {key: key for key in keys if key not in ALIASES}
+    ours = {key: alias_of(key) for key in keys}
+    by_pattern = Counter(ours[key] for key in keys if ours[key] is not None and key not in ALIASES)
+    for key in keys:
+        if ours[key] is not None and key not in ALIASES and by_pattern[ours[key]] > 1:
+            ours[key] = None
+    names = {key: key for key in keys if ours[key] is None}
     taken = set(names)
     for key in keys:
-        if key in ALIASES:
-            names[key] = ALIASES[key] if ALIASES[key] not in taken else key
+        if ours[key] is not None:
+            names[key] = ours[key] if ours[key] not in taken else key
             taken.add(names[key])
     return names
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .aliases import ALIASES, canonical
+from .aliases import ALIASES, alias_of, canonical
 from .quoting import quoted
 from .rules import READS, RULES, CollapseParams, Metrics, Rule, RuleParams, SuccessTrend
 
@@ -101,6 +101,12 @@ class Detector:
 # Every stored key that can reach a rule: READS under our names and under the other trainers' names that
 # canonical() renames to them. A replay that loads a run's stored points may load only these.
 STORED_READS = READS | {foreign for foreign, ours in ALIASES.items() if ours in READS}
+
+
+def stored_reads(keys: Iterable[str]) -> list[str]:
+    """Those of a run's stored `keys` that can reach a rule: STORED_READS, and names that match a pattern
+    alias of a key a rule reads (RAGEN's train/<env>/success)."""
+    return [key for key in keys if key in STORED_READS or alias_of(key) in READS]
 
 
 def replay_inputs(

@@ -43,6 +43,11 @@ class Alias:
     renamed: bool = True
     note: str = ""  # shown after the name in the docs, e.g. "older veRL"
 
+    @property
+    def is_pattern(self) -> bool:
+        """A name with a part that varies (RAGEN's train/<env>/success), matched as Metric.key patterns are."""
+        return "<" in self.name
+
     def spellings(self) -> tuple[str, ...]:
         """Every spelling a file may carry: TRL's with and without its "train/" prefix."""
         return (self.name, TRL_PREFIX + self.name) if self.source == TRL else (self.name,)
@@ -189,8 +194,13 @@ METRICS: tuple[Metric, ...] = (
         'fraction of this step\'s P x N training episodes that succeeded (env `info["success"]`)',
         "fraction",
         SUCCESS_CHART,
-        aliases=(Alias("", "success"), Alias("", "success_rate"), Alias("", "train/success_rate")),
-        known_as="RAGEN `*/success` (not renamed)",
+        aliases=(
+            Alias("", "success"),
+            Alias("", "success_rate"),
+            Alias("", "train/success_rate"),
+            # RAGEN logs each training environment's success under its tag (train/SimpleSokoban/success)
+            Alias(RAGEN, "train/<env>/success", note="one training environment"),
+        ),
     ),
     Metric(
         TRAIN_REWARD_MEAN,
@@ -525,7 +535,7 @@ def bounds(key: str) -> tuple[float, float] | None:
     """The values `key` can take (our key, a pattern's, or another trainer's name that canonical() renames
     to ours), where they are bounded; None for a key that has no bounds or is not registered. Every way in
     checks the same: a value the ingest API took (it stores keys as sent) must import back from its export."""
-    metric = registered(ALIASES.get(key, key))
+    metric = registered(alias_of(key) or key)
     return metric.bounds if metric is not None else None
 
 
@@ -582,10 +592,30 @@ ALIASES = {
     spelling: metric.key
     for metric in METRICS
     for alias in metric.aliases
-    if alias.renamed
+    if alias.renamed and not alias.is_pattern
     for spelling in alias.spellings()
     if spelling != metric.key
 }
+# The aliases with a part that varies (RAGEN's train/<env>/success): each <part> is one path segment.
+PATTERN_ALIASES = tuple(
+    (_pattern(spelling), metric.key)
+    for metric in METRICS
+    for alias in metric.aliases
+    if alias.renamed and alias.is_pattern
+    for spelling in alias.spellings()
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def alias_of(key: str) -> str | None:
+    """Our key that `key`, another trainer's name, is renamed to (a pattern alias's included); None for our
+    own keys and keys that are no alias."""
+    if key in ALIASES:
+        return ALIASES[key]
+    if registered(key) is not None:
+        return None
+    return next((ours for pattern, ours in PATTERN_ALIASES if pattern.fullmatch(key)), None)
+
 
 # The seconds-per-step keys the run page's training-time axis may sum, ours first: another trainer's are
 # close to ours but span other parts of a step (not renamed), so the axis' title names the key it sums.

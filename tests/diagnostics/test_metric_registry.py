@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from diagnostics import metrics, metrics_tables, rules
-from diagnostics.aliases import ALIASES, canonical
+from diagnostics.aliases import ALIASES, alias_of, canonical
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -37,7 +37,7 @@ def test_every_known_as_name_not_marked_otherwise_is_renamed_to_its_key():
             if "not renamed" in (name.group(3) or ""):
                 continue
             checked += 1
-            assert ALIASES.get(name.group(1), name.group(1)) == key, (key, name.group(1))
+            assert (alias_of(name.group(1)) or name.group(1)) == key, (key, name.group(1))
     assert checked >= 15
 
 
@@ -59,9 +59,16 @@ def test_keys_are_unique_and_every_chart_draws_some():
 
 def test_aliases_rename_to_registered_keys_and_never_shadow_ours():
     spellings = [
-        s for m in metrics.METRICS for a in m.aliases if a.renamed for s in a.spellings() if s != m.key
+        s
+        for m in metrics.METRICS
+        for a in m.aliases
+        if a.renamed and not a.is_pattern
+        for s in a.spellings()
+        if s != m.key
     ]
     assert len(spellings) == len(set(spellings)) == len(ALIASES)  # no name renamed to two keys
+    for pattern, ours in metrics.PATTERN_ALIASES:
+        assert ours in metrics.BY_KEY and not any(pattern.fullmatch(key) for key in metrics.BY_KEY)
     for foreign, ours in ALIASES.items():
         assert metrics.registered(foreign) is None, f"{foreign} is our own key"
         assert ours in metrics.BY_KEY

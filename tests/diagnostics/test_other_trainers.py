@@ -4,7 +4,7 @@ and `python -m diagnostics` judge them: the keys those trainers log feed the rul
 import json
 import random
 
-from diagnostics import Detector
+from diagnostics import Detector, aliases, metrics
 from diagnostics.__main__ import main
 
 
@@ -58,4 +58,55 @@ def test_ragen2s_template_collapse_metrics_feed_the_template_collapse_rule(tmp_p
     path.write_text("".join(json.dumps({"step": step, **row}) + "\n" for step, row in ragen2_run(0, RAGEN2)))
     assert main([str(path)]) == 0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(e["step"], e["rule"]) for e in printed] == [(e["step"], e["rule"]) for e in judged(ragen2_run(0, OURS))]
+    assert [(e["step"], e["rule"]) for e in printed] == [
+        (e["step"], e["rule"]) for e in judged(ragen2_run(0, OURS))
+    ]
+
+
+def ragen_run_losing_its_start(seed, success_key):
+    """A RAGEN Bandit run (veRL's keys and RAGEN's per-environment success): an untrained model that answers
+    in format, succeeding 45% of the time, whose replies all leave the format at step 8 (success 0, and
+    RAGEN's format penalty of -0.1 makes the reward negative)."""
+    rng = random.Random(seed)
+    rows = []
+    for step in range(1, 61):
+        broken = step > 7
+        wins = sum(rng.random() < (0.0 if broken else 0.45) for _ in range(32))
+        rows.append(
+            (
+                step,
+                {
+                    "critic/score/mean": (wins - (3.2 if broken else 0.0)) / 32,
+                    success_key: wins / 32,
+                    "actor/entropy": 0.9 + rng.gauss(0, 0.02),
+                    "actor/grad_norm": 0.3,
+                },
+            )
+        )
+    return rows
+
+
+def test_ragens_per_environment_success_is_the_runs_success():
+    # RAGEN logs success as train/<env tag>/success. Not read, the run was judged on its mean reward, whose
+    # scale means nothing, so "lost its start" (a success rate's test) was not judged: no event at all,
+    # where the same run logging train/success gets a collapse event 7-8 steps after the break.
+    for seed in range(3):
+        ours = judged(ragen_run_losing_its_start(seed, "train/success"))
+        assert [e["level"] for e in ours] == ["collapse"]
+        assert judged(ragen_run_losing_its_start(seed, "train/Bandit/success")) == ours
+
+
+def test_two_training_environments_success_is_not_read_as_the_runs():
+    # RAGEN can train on several environments at once: each logs its own train/<env>/success, and neither
+    # is the run's success. The run is judged on its mean reward, as before.
+    both = {"train/Bandit/success": 0.5, "train/SimpleSokoban/success": 0.1, "critic/score/mean": 0.3}
+    assert aliases.canonical(both) == {
+        "train/Bandit/success": 0.5,
+        "train/SimpleSokoban/success": 0.1,
+        "train/reward_mean": 0.3,
+    }
+    assert aliases.canonical({"train/Bandit/success": 0.5}) == {"train/success": 0.5}
+    # Our own pattern key (validation success per environment) is ours, not an alias.
+    assert aliases.canonical({"val/bandit/success": 0.5}) == {"val/bandit/success": 0.5}
+    # And a per-environment success is a fraction wherever it comes in.
+    assert metrics.out_of_bounds("train/Bandit/success", 7.5) is not None

@@ -153,3 +153,19 @@ def test_the_examples_the_run_page_gives_for_other_settings_are_taken(alice_clie
     for example in examples:
         response = alice_client.get(f"/api/runs/{run.pk}/detector-inputs", {"overrides": example})
         assert response.status_code == 200, (example, response.content)
+
+
+def test_a_run_stored_under_ragens_per_environment_success_is_replayed_with_it(alice_client, alice):
+    # The ingest API stores keys as sent: RAGEN's train/<env>/success, which the detector reads as the run's
+    # success. Replayed from STORED_READS' exact names alone, the success was left out: the collapse rule
+    # had no series and the served events missed the live detector's collapse.
+    run = make_run(alice, status=Run.Status.COMPLETED)
+    hook = EchoTrapHook(run)
+    for step in range(40):
+        metrics = {"train/Bandit/success": 0.45 if step < 7 else 0.0, "critic/score/mean": 0.0}
+        MetricPoint.upsert(run.pk, [(step, key, value) for key, value in metrics.items()])
+        hook.on_step(run, step, metrics)
+    stored = sorted((event.step, event.level, event.rule) for event in run.events.all())
+    assert ("collapse", "collapse") in {(level, rule) for _, level, rule in stored}
+    assert sorted(events_of(alice_client.get(f"/api/runs/{run.pk}/detector-inputs"))) == stored
+    assert served(alice_client, run)["collapse"]["metric"] == "train/success"

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.http import HttpResponse
 
 from diagnostics import Detector, replay_inputs
-from diagnostics.detector import STORED_READS
+from diagnostics.detector import stored_reads
 from webapp.accounts.api_auth import ApiError, api_view, json_body, no_body
 from webapp.core import jsonsafe
 from webapp.core.json_response import JsonResponse
@@ -16,13 +16,14 @@ from webapp.experiments import spec_parsing
 from webapp.experiments.models import Run
 from webapp.metrics.api import run_state
 from webapp.metrics.downsample import finite_or_none_list
+from webapp.metrics.export import run_keys
 from webapp.metrics.models import MetricPoint
 from webapp.runs import queue, table
 from webapp.runs.forms import RunEditForm, RunTableForm
 from webapp.runs.owned import owned_run
 
 DEFAULT_PAGE_SIZE = 50
-# The most stored points of the detector's keys (STORED_READS) that one detector-inputs request replays:
+# The most stored points of the detector's keys (detector.stored_reads) that one detector-inputs request replays:
 # 10,000 steps of a run logging ten of them, about a second of database and Python (measured: see
 # docs/DETECTOR.md). A longer run is refused, not cut short: a partial replay quotes different values.
 MAX_REPLAY_POINTS = 100_000
@@ -150,14 +151,15 @@ def detector_inputs(request, pk):
             )
         except ValueError as error:
             raise ApiError.field("overrides", str(error)) from None
-    points = MetricPoint.objects.filter(run=run, key__in=STORED_READS)
+    keys = stored_reads(run_keys(run.pk))
+    points = MetricPoint.objects.filter(run=run, key__in=keys)
     if points[: MAX_REPLAY_POINTS + 1].count() > MAX_REPLAY_POINTS:
         raise ApiError(
             422,
             f"run {run.pk} has more than {MAX_REPLAY_POINTS:,} points of the metrics the detector reads; "
             f"the detector's view replays at most that many (its events are listed all the same)",
         )
-    history = MetricPoint.steps(run.pk, keys=STORED_READS)
+    history = MetricPoint.steps(run.pk, keys=keys)
     if not tried:
         overrides = run.experiment.detector_overrides or {}
         try:
