@@ -271,6 +271,23 @@ def test_a_finished_run_too_short_for_a_collapse_call_says_so(alice_client, alic
         assert 'id="too-short"' not in alice_client.get(f"/runs/{run.pk}/").content.decode()
 
 
+def test_a_run_logged_under_another_trainers_names_is_not_called_too_short(alice_client, alice):
+    # EchoLab's metrics API stores keys as sent: a TRL run's mean reward under `reward`, a RAGEN run's
+    # success under train/<env>/success. The detector reads them as ours, but the page looked for our names
+    # only and called a finished 200-step run "too short ... logged none of success, validation success or
+    # mean reward".
+    for key in ("reward", "train/reward", "critic/score/mean", "train/Bandit/success"):
+        run = make_run(alice, status=Run.Status.COMPLETED, step=200, total_steps=200)
+        MetricPoint.upsert(run.pk, [(step, key, 0.5) for step in range(1, 201)])
+        assert 'id="too-short"' not in alice_client.get(f"/runs/{run.pk}/").content.decode(), key
+    # ... and one that is too short says which of its keys it counted.
+    short = make_run(alice, status=Run.Status.COMPLETED, step=100, total_steps=100)
+    MetricPoint.upsert(short.pk, [(step, "reward", 0.5) for step in range(10, 101, 10)])  # logging_steps 10
+    MetricPoint.upsert(short.pk, [(step, "entropy", 1.0) for step in range(10, 101, 10)])
+    html = " ".join(alice_client.get(f"/runs/{short.pk}/").content.decode().split())
+    assert "and this run logged 10 of reward." in html
+
+
 def test_a_run_that_collapsed_says_so_beside_its_status_even_once_completed(alice_client, alice):
     from tests.factories import make_event
 

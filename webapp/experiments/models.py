@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
+from diagnostics.aliases import renaming
 from diagnostics.detector import fewest_steps_for_a_collapse
 from diagnostics.metrics import CLOCK_KEYS, OUTCOME_KEYS
 from trainer import checkpoint_files
@@ -521,10 +522,11 @@ class Run(models.Model):
             return None
         if needs is None:
             return None
-        logged_keys = set(
-            self.metric_points.filter(key__in=OUTCOME_KEYS).values_list("key", flat=True).distinct()
-        )
-        outcome = next((key for key in OUTCOME_KEYS if key in logged_keys), None)
+        # Stored as logged: EchoLab's metrics API keeps other trainers' names (TRL's reward, RAGEN's
+        # train/<env>/success), which the detector reads as ours.
+        named = renaming(self.metric_points.values_list("key", flat=True).distinct())
+        stored = {ours: key for key, ours in named.items() if ours in OUTCOME_KEYS}
+        outcome = next((stored[key] for key in OUTCOME_KEYS if key in stored), None)
         logged = self.metric_points.filter(key=outcome).values("step")[:needs].count() if outcome else 0
         return (needs, logged, outcome) if logged < needs else None
 
