@@ -141,6 +141,20 @@ def test_chart_shows_success_and_std_within_the_window_with_gaps(collapsing_run)
     assert success[EVENT_STEP] == 0.8
 
 
+def test_chart_finds_the_keys_of_a_run_stored_under_another_trainers_names(collapsing_run):
+    # EchoLab's metrics API stores keys as sent: a TRL run's mean reward as `reward`, its zero-std groups as
+    # frac_reward_zero_std. The detector reads them as ours, and its events name ours; the email's chart
+    # looked for our names only and drew "no metrics logged near this step".
+    run = collapsing_run()
+    MetricPoint.objects.filter(run=run).delete()
+    MetricPoint.upsert(run.pk, [(step, "reward", 0.5) for step in range(0, 120, 10)])
+    MetricPoint.upsert(run.pk, [(step, "frac_reward_zero_std", 0.9) for step in range(0, 120, 10)])
+    series = emails.chart_series(run, EVENT_STEP, "train/frac_zero_std_groups")
+    assert list(series) == ["reward", "frac_reward_zero_std"]
+    assert dict(series["reward"])[EVENT_STEP - EVENT_STEP % 10] == 0.5
+    assert_png(emails.chart_png(run, EVENT_STEP, "train/frac_zero_std_groups"))
+
+
 def test_chart_falls_back_to_mean_reward_and_draws_an_empty_window(collapsing_run):
     run = collapsing_run()
     MetricPoint.objects.filter(run=run, key="train/success").delete()

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
 
+from diagnostics.aliases import alias_of, renaming
 from diagnostics.metrics import OUTCOME_KEYS, TRAIN_REWARD_STD_IN_GROUP
 from diagnostics.rules import RULES
 from webapp.metrics.models import MetricPoint
@@ -191,22 +192,19 @@ def chart_series(
 ) -> dict[str, list[tuple[int, float]]]:
     """{key: [(step, value)]} for the outcome key the run logs (the first of OUTCOME_KEYS, as the detector
     picks it) and `beside`, within `window` steps of `step`; NaN, infinities and nulls become NaN, which
-    matplotlib draws as a gap. A key the run did not log there is left out."""
-    rows = (
-        MetricPoint.objects.filter(
-            run=run,
-            key__in=(*OUTCOME_KEYS, beside),
-            step__range=(step - window, step + window),
-        )
-        .order_by("step")
-        .values_list("key", "step", "value")
-    )
+    matplotlib draws as a gap. A key the run did not log there is left out. Keys are as stored: EchoLab's
+    metrics API keeps other trainers' names (TRL's reward), which the detector reads as ours."""
+    near = MetricPoint.objects.filter(run=run, step__range=(step - window, step + window))
+    # ours -> as stored, for the keys wanted (the detector's renaming: our own name wins over an alias)
+    named = {ours: key for key, ours in renaming(near.values_list("key", flat=True).distinct()).items()}
+    stored = {named[key]: key for key in (*OUTCOME_KEYS, beside) if key in named}
+    rows = near.filter(key__in=stored).order_by("step").values_list("key", "step", "value")
     found: dict[str, list[tuple[int, float]]] = {}
     for key, at, value in rows:
         finite = value is not None and math.isfinite(value)
-        found.setdefault(key, []).append((at, value if finite else math.nan))
+        found.setdefault(stored[key], []).append((at, value if finite else math.nan))
     outcome = next((key for key in OUTCOME_KEYS if key in found), None)
-    return {key: found[key] for key in (outcome, beside) if key in found}
+    return {named[key]: found[key] for key in (outcome, beside) if key in found}
 
 
 def chart_png(
@@ -233,7 +231,9 @@ def chart_figure(
     axes = [outcome_axis]
     lines = []
     for key, values in series.items():
-        if key == beside:  # on its own scale, on the right; no empty right axis when it was not logged
+        # the beside metric (under our name or the one the run logged it by) on its own scale, on the
+        # right; no empty right axis when it was not logged
+        if (alias_of(key) or key) == beside:
             axis, color = outcome_axis.twinx(), "tab:orange"
             axes.append(axis)
         else:
