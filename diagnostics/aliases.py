@@ -30,10 +30,12 @@ def renaming(keys: Iterable[str]) -> dict[str, str]:
     training environments, neither is the run's success."""
     keys = list(keys)
     ours = {key: alias_of(key) for key in keys}
-    by_pattern = Counter(ours[key] for key in keys if ours[key] is not None and key not in ALIASES)
-    for key in keys:
-        if ours[key] is not None and key not in ALIASES and by_pattern[ours[key]] > 1:
-            ours[key] = None
+    patterned = [key for key in keys if ours[key] is not None and key not in ALIASES]
+    if len(patterned) > 1:
+        matches = Counter(ours[key] for key in patterned)
+        for key in patterned:
+            if matches[ours[key]] > 1:
+                ours[key] = None
     names = {key: key for key in keys if ours[key] is None}
     taken = set(names)
     for key in keys:
