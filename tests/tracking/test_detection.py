@@ -236,3 +236,23 @@ def test_a_run_whose_success_has_steps_goes_by_them_whatever_else_it_logs_withou
         for _ in range(5):  # entropy per batch, without a step
             log(run, "entropy", 1.0, 0)
     assert Run.objects.get(pk=run.pk).step == 1
+
+
+def test_ragens_per_environment_success_takes_our_success_key(run):
+    # RAGEN streams through veRL's MLflow logger as train/<env>/success. The endpoint renamed exact aliases
+    # only, so it was stored and charted under its own name (the Success chart stayed empty) while the
+    # detector read it as the run's success; now it takes train/success as the run's first name for it.
+    for step in range(3):
+        ExternalRun.objects.get(pk=run.pk).log([("train/Bandit/success", 0.5, step, None)], {}, {})
+    keys = set(MetricPoint.objects.filter(run_id=run.pk).values_list("key", flat=True))
+    assert keys == {"train/success"}
+    stored = ExternalRun.objects.get(pk=run.pk)
+    assert stored.logged_as == {"train/success": "train/Bandit/success"}
+    assert stored.stored_key("train/Bandit/success") == "train/success"  # what the client reads back
+
+
+def test_two_environments_success_keep_their_names(run):
+    both = [("train/Bandit/success", 0.5, 0, None), ("train/SimpleSokoban/success", 0.1, 0, None)]
+    ExternalRun.objects.get(pk=run.pk).log(both, {}, {})
+    keys = set(MetricPoint.objects.filter(run_id=run.pk).values_list("key", flat=True))
+    assert keys == {"train/Bandit/success", "train/SimpleSokoban/success"}

@@ -39,8 +39,8 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
-from diagnostics.aliases import ALIASES, renaming
-from diagnostics.metrics import OUTCOME_KEYS, out_of_bounds
+from diagnostics.aliases import ALIASES, alias_of, renaming
+from diagnostics.metrics import OUTCOME_KEYS, PATTERN_ALIASES, out_of_bounds
 from diagnostics.series import key_problem
 from webapp.core.converters import parse_id
 from webapp.experiments.models import Experiment, Run
@@ -62,7 +62,7 @@ DATASET_CONTEXT_TAG = (
 ECHOLAB_RUN_ID_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_id"
 ECHOLAB_RUN_URL_TAG = f"{protocol.ECHOLAB_TAG_PREFIX}run_url"
 # Our keys that other trainers' names are renamed to: the ones ExternalRun.logged_as keeps a name for.
-OUR_KEYS_WITH_ALIASES = frozenset(ALIASES.values())
+OUR_KEYS_WITH_ALIASES = frozenset(ALIASES.values()) | {ours for _, ours in PATTERN_ALIASES}
 # The first key of the detection lock's pg_advisory_xact_lock(int, int), the second being the run's id:
 # any constant, as long as nothing else in the database takes advisory locks under it.
 DETECTION_LOCK = 1_000_016
@@ -537,7 +537,7 @@ class ExternalRun(models.Model):
     def renames_any(points: list[tuple[int, str, float | None]]) -> bool:
         """Whether points sent to POST /api/runs/<id>/metrics hold another trainer's name for one of our
         keys (api_points would rename them); most batches hold none and need no lookup."""
-        return any(key in ALIASES for key in {key for _, key, _ in points})
+        return any(alias_of(key) is not None for key in {key for _, key, _ in points})
 
     def api_points(self, points: list[tuple[int, str, float | None]]) -> list[tuple[int, str, float | None]]:
         """Points sent to POST /api/runs/<id>/metrics, named as log-batch names them, so that a script
@@ -574,7 +574,7 @@ class ExternalRun(models.Model):
             first_index.setdefault(key, index)
         stored, unclaimed = {}, []
         for key in first_index:
-            ours = key if key in OUR_KEYS_WITH_ALIASES else ALIASES.get(key)
+            ours = key if key in OUR_KEYS_WITH_ALIASES else alias_of(key)
             if ours is None:
                 stored[key] = key
             elif ours not in logged_as:
@@ -629,10 +629,10 @@ class ExternalRun(models.Model):
     def stepless_outcome(self) -> str | None:
         """The run's outcome (the first of OUTCOME_KEYS it logs: the success the detector follows) as stored,
         when it is logged without steps; else None."""
-        if not any(ALIASES.get(key, key) in OUTCOME_KEYS for key in self.stepless):
+        if not any((alias_of(key) or key) in OUTCOME_KEYS for key in self.stepless):
             return None
         logged = Run.objects.values_list("latest_metrics", flat=True).get(pk=self.run_id)
-        stored = {ALIASES.get(key, key): key for key in logged}  # ours -> as stored
+        stored = {(alias_of(key) or key): key for key in logged}  # ours -> as stored
         outcome = next((stored[key] for key in OUTCOME_KEYS if key in stored), None)
         return outcome if outcome in self.stepless else None
 
@@ -772,7 +772,7 @@ class ExternalRun(models.Model):
         found under its own name too; a run made before `logged_as` renamed every alias to ours), unless
         points are stored under `name` itself (EchoLab's own metrics API writes keys as sent). `logged_as` first:
         a name that took our key stays there after it stops being an alias (TRL's reward_std)."""
-        ours = next((ours for ours, logged in self.logged_as.items() if logged == name), ALIASES.get(name))
+        ours = next((ours for ours, logged in self.logged_as.items() if logged == name), alias_of(name))
         if ours is None or self.logged_as.get(ours, name) != name:
             return name
         return name if MetricPoint.objects.filter(run_id=self.run_id, key=name).exists() else ours
