@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from diagnostics import Detector, load_series
-from diagnostics.aliases import ALIASES, canonical
+from diagnostics.aliases import alias_of, canonical
 from diagnostics.metrics import TIME_STEP_S, bounds, out_of_bounds
 from diagnostics.quoting import quoted
 from diagnostics.series import cells_at
@@ -51,7 +51,7 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
     keys = keys_of(series)
     # Counted before the renaming too, which only another trainer's names for ours can shorten: a file of a
     # million columns is refused before a row of it is renamed.
-    _check_key_count(len(keys) - len(keys & ALIASES.keys()), "metric columns")
+    _check_key_count(sum(alias_of(key) is None for key in keys), "metric columns")
     _check_bounds(series)
     if _renames_any(keys):
         series = _canonical_rows(series)
