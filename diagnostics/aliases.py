@@ -39,8 +39,9 @@ def renaming(keys: Iterable[str]) -> dict[str, str]:
     names = {key: key for key in keys if ours[key] is None}
     taken = set(names)
     for key in keys:
-        if ours[key] is not None:
-            names[key] = ours[key] if ours[key] not in taken else key
+        name = ours[key]
+        if name is not None:
+            names[key] = name if name not in taken else key
             taken.add(names[key])
     return names
 
