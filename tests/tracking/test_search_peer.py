@@ -468,3 +468,19 @@ def test_infinities_sort_and_filter_as_mlflows_store_keeps_them(both):
         )
     assert answers[0] == answers[1]
     assert answers[0][0] == ["max", "inf", "one"]  # tied: the newest first
+
+
+def test_a_run_name_and_another_mlflow_run_name_tag_are_refused_as_mlflow_refuses_them(both):
+    """create_run(run_name="a", tags={"mlflow.runName": "b"}): MLflow's store refuses it; EchoLab took the
+    run_name and answered the tag as it."""
+    import mlflow
+
+    answers = []
+    for client, experiment_id in both:
+        with pytest.raises(mlflow.MlflowException) as refused:
+            client.create_run(experiment_id, run_name="lr-a", tags={"mlflow.runName": "tagged"})
+        same = client.create_run(experiment_id, run_name="lr-b", tags={"mlflow.runName": "lr-b"})
+        answers.append(
+            (refused.value.error_code, same.info.run_name, len(client.search_runs([experiment_id])))
+        )
+    assert answers[0] == answers[1] == ("INVALID_PARAMETER_VALUE", "lr-b", 1)

@@ -31,6 +31,7 @@ from webapp.tracking.artifacts import Artifact, safe_parts
 from webapp.tracking.models import (
     DEFAULT_EXPERIMENT_ID,
     DEFAULT_EXPERIMENT_NAME,
+    RUN_NAME_TAG,
     ExternalExperiment,
     ExternalRun,
     from_millis,
@@ -270,6 +271,9 @@ def create_run(request, fields):
     tags = dict(protocol.run_tag(tag) for tag in fields.items("tags", 1000))
     start = from_millis(fields.integer("start_time", low=0), "start_time")
     name = fields.string("run_name", required=False, max_length=300)
+    tagged = tags.get(RUN_NAME_TAG)
+    if name and tagged and name != tagged:  # MLflow's store refuses it rather than pick one
+        raise invalid("run_name", f"{name!r} differs from the tag {RUN_NAME_TAG} {tagged!r}; give one name")
     user_id = fields.string("user_id", required=False)
     experiment_id = fields.string("experiment_id", required=False, default="0")
     experiment = ExternalExperiment.get_for(request.user, experiment_id)
