@@ -470,6 +470,20 @@ def test_infinities_sort_and_filter_as_mlflows_store_keeps_them(both):
     assert answers[0][0] == ["max", "inf", "one"]  # tied: the newest first
 
 
+def test_a_param_given_twice_in_one_batch_is_refused_as_mlflow_refuses_it(both):
+    """MLflow's store refuses a log_batch that names a param twice, even with one value: EchoLab took it."""
+    import mlflow
+    from mlflow.entities import Param
+
+    answers = []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id).info.run_id
+        with pytest.raises(mlflow.MlflowException) as refused:
+            client.log_batch(run_id, params=[Param("lr", "1e-3"), Param("lr", "1e-3")])
+        answers.append((refused.value.error_code, client.get_run(run_id).data.params))
+    assert answers[0] == answers[1] == ("INVALID_PARAMETER_VALUE", {})
+
+
 def test_a_run_name_and_another_mlflow_run_name_tag_are_refused_as_mlflow_refuses_them(both):
     """create_run(run_name="a", tags={"mlflow.runName": "b"}): MLflow's store refuses it; EchoLab took the
     run_name and answered the tag as it."""

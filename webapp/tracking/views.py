@@ -361,8 +361,8 @@ def log_batch(request, fields):
         params, tags = {}, {}
         for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
             key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
-            if params.get(key, value) != value:
-                raise invalid(f"{entry.where}value", f"param {key!r} is given twice with different values")
+            if key in params:  # even with one value, as MLflow's store refuses it
+                raise invalid(f"{entry.where}key", f"param {key!r} is given twice in one batch")
             params[key] = value
         for entry in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH):
             key, value = protocol.run_tag(entry)
