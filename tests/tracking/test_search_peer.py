@@ -498,3 +498,34 @@ def test_a_run_name_and_another_mlflow_run_name_tag_are_refused_as_mlflow_refuse
             (refused.value.error_code, same.info.run_name, len(client.search_runs([experiment_id])))
         )
     assert answers[0] == answers[1] == ("INVALID_PARAMETER_VALUE", "lr-b", 1)
+
+
+def test_a_metric_logged_without_steps_out_of_time_order_reads_back_as_from_mlflow(both):
+    """Points at step 0 whose timestamps do not follow their order of arrival (two processes, a retry): MLflow's
+    store answers the newest by timestamp (then the largest) for get_run and searches, and the history by
+    timestamp, then value. EchoLab answered the last to arrive, and tied timestamps in arrival order."""
+    t = 1_765_000_000_000
+    answers = []
+    for client, experiment_id in both:
+        run_id = client.create_run(experiment_id).info.run_id
+        for key, value, at in [
+            ("loss", 0.5, t + 10),
+            ("loss", 0.7, t + 5),
+            ("loss", 0.2, t + 5),
+            ("acc", 0.2, t + 5),
+            ("acc", -3.0, t + 5),
+        ]:
+            client.log_metric(run_id, key, value, timestamp=at)  # no step
+        newest = sorted(
+            (m.key, m.value, m.step, m.timestamp) for m in client.get_run(run_id).data._metric_objs
+        )
+        history = [(m.value, m.timestamp) for m in client.get_metric_history(run_id, "loss")]
+        found = len(client.search_runs([experiment_id], "metrics.loss = 0.5 AND metrics.acc = 0.2"))
+        answers.append((newest, history, found))
+    ours, theirs = answers
+    assert theirs == (
+        [("acc", 0.2, 0, t + 5), ("loss", 0.5, 0, t + 10)],
+        [(0.2, t + 5), (0.7, t + 5), (0.5, t + 10)],
+        1,
+    )
+    assert ours == theirs

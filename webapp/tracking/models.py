@@ -26,6 +26,7 @@ import json
 import math
 import random
 import re
+import sys
 import threading
 import time
 import uuid
@@ -284,6 +285,10 @@ class ExternalRun(models.Model):
     inputs = models.JSONField(default=list, blank=True)
     # Stored keys the script logs without a step, numbered in the order they arrive (_numbered).
     stepless = models.JSONField(default=list, blank=True)
+    # Of each such key, the point MLflow's store answers as its value (get_run, searches): the newest by the
+    # client's timestamp, then the largest, which need not be the last to arrive: [timestamp, value as
+    # protocol.double writes it]. A key numbered before this field was kept has none: its last point.
+    stepless_newest = models.JSONField(default=dict, blank=True)
 
     objects = ExternalRunQuerySet.as_manager()
 
@@ -624,7 +629,27 @@ class ExternalRun(models.Model):
             if step == 0 and key in numbered:
                 step, following[key] = following[key], following[key] + 1
             out.append((step, key, value, timestamp))
+        self._keep_stepless_newest(out, numbered, newest)
         return out
+
+    def _keep_stepless_newest(self, named: list, numbered: set[str], newest: dict) -> None:
+        """stepless_newest with this call's points of the numbered keys (a key numbered only now starts
+        from its one stored point, `newest`); under the run's row lock, which the caller holds."""
+        kept = ExternalRun.objects.values_list("stepless_newest", flat=True).get(pk=self.pk)
+        changed = dict(kept)
+        for key in numbered - set(kept):
+            if key in newest:
+                _, value, timestamp = newest[key]
+                changed[key] = [timestamp, protocol.double(value)]
+        for _, key, value, timestamp in named:
+            if key not in numbered:
+                continue
+            point = [timestamp, protocol.double(value)]
+            if key not in changed or _mlflow_order(point) > _mlflow_order(changed[key]):
+                changed[key] = point
+        if changed != kept:
+            ExternalRun.objects.filter(pk=self.pk).update(stepless_newest=changed)
+        self.stepless_newest = changed
 
     def stepless_outcome(self) -> str | None:
         """The run's outcome (the first of OUTCOME_KEYS it logs: the success the detector follows) as stored,
@@ -800,8 +825,10 @@ class ExternalRun(models.Model):
             name = self.logged_as.get(key, key)
             return key if name in run.latest_metrics else name
 
+        for key, (logged_at, value) in self.stepless_newest.items():
+            if key in newest:  # a key logged without steps is at step 0 for the client (_numbered)
+                newest[key] = (0, float(value), logged_at)
         return {
-            # a key logged without steps is at step 0 for the client (_numbered)
             shown(key): (value, 0 if key in self.stepless else step, logged_at)
             for key, (step, value, logged_at) in ((key, newest.get(key, (0, None, None))) for key in keys)
         }
@@ -868,6 +895,19 @@ class ExternalRun(models.Model):
             },
             "inputs": {"dataset_inputs": self.inputs} if self.inputs else {},
         }
+
+
+def _mlflow_order(point: list) -> tuple:
+    """A [timestamp, value] of stepless_newest as MLflow's store orders a key's points at one step to pick
+    its newest: by timestamp, then value, a NaN counting as 0 and an infinity as the largest finite float
+    (what its SQL store keeps of them)."""
+    timestamp, value = point
+    value = float(value)
+    if math.isnan(value):
+        value = 0.0
+    elif math.isinf(value):
+        value = math.copysign(sys.float_info.max, value)
+    return (-1 if timestamp is None else timestamp, value)
 
 
 def _comparable(value: float | None):

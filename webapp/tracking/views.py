@@ -475,10 +475,12 @@ def get_metric_history(request, fields):
         return {"metrics": []}
     stored = run.stored_key(key)
     stepless = stored in run.stepless  # logged without steps: each at step 0 for the client, as in MLflow
+    # As MLflow's store orders them, by timestamp, step and value (a point of a run made before timestamps
+    # were kept has none: last); a key logged without steps is all at step 0 there, whatever its numbers here.
+    order = ("value",) if stepless else ("step", "value")
     points = (
         MetricPoint.objects.filter(run_id=run.pk, key=stored)
-        # as MLflow's store orders them (a point of a run made before timestamps were kept has none: last)
-        .order_by(F("logged_at").asc(nulls_last=True), "step", "value")
+        .order_by(F("logged_at").asc(nulls_last=True), *order)
         .values_list("step", "value", "logged_at")
     )
     page, token = protocol.page(points, window)
