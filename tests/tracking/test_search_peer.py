@@ -529,3 +529,29 @@ def test_a_metric_logged_without_steps_out_of_time_order_reads_back_as_from_mlfl
         1,
     )
     assert ours == theirs
+
+
+def test_a_bad_write_to_a_run_that_is_not_there_is_refused_for_its_field_as_mlflow_refuses_it(both):
+    """MLflow's store checks a write's fields before it looks its run up: a bad key sent with a run id that
+    names no run is INVALID_PARAMETER_VALUE there, as for a run that is. EchoLab answered
+    RESOURCE_DOES_NOT_EXIST."""
+    import mlflow
+    from mlflow.entities import Metric, Param
+
+    missing = "0" * 32
+    answers = []
+    for client, _ in both:
+        codes = []
+        for write in [
+            lambda: client.log_metric(missing, "/abs", 1.0, step=1),
+            lambda: client.log_param(missing, "bad!key", "1"),
+            lambda: client.set_tag(missing, "../up", "x"),
+            lambda: client.log_batch(missing, params=[Param("lr", "1"), Param("lr", "2")]),
+            lambda: client.log_batch(missing, metrics=[Metric("a//b", 1.0, 1_765_000_000_000, 0)]),
+            lambda: client.log_metric(missing, "fine", 1.0, step=1),  # a good write: the run is not there
+        ]:
+            with pytest.raises(mlflow.MlflowException) as refused:
+                write()
+            codes.append(refused.value.error_code)
+        answers.append(codes)
+    assert answers[0] == answers[1] == ["INVALID_PARAMETER_VALUE"] * 5 + ["RESOURCE_DOES_NOT_EXIST"]

@@ -400,7 +400,7 @@ class ExternalRun(models.Model):
         params become the config (a param keeps its first value, as in MLflow); tags are kept. All or
         nothing. `where` names a metric's fields in errors: a log-batch's list, or "" for log-metric's one
         metric, whose fields are the request's."""
-        self._check(metrics, where)
+        self.check_metrics(metrics, where)
         named, claims = self._points(metrics, self.logged_as, where)
         at_zero = any(step == 0 for step, *_ in named)  # perhaps logged without a step
         if tags.get(RUN_NAME_TAG) == "":
@@ -521,7 +521,8 @@ class ExternalRun(models.Model):
         ExternalRun.objects.filter(pk=self.pk).update(tags=self.tags)
 
     @staticmethod
-    def _check(metrics, where: str) -> None:
+    def check_metrics(metrics, where: str = "metrics[{index}].") -> None:
+        """Each metric's step, name and value (a fraction within 0..1); a refusal names the first bad one."""
         named = set()  # a batch names a few keys many times (50 keys x 20 steps): each is checked once
         for index, (key, value, step, _) in enumerate(metrics):
             if not 0 <= step <= ingest.MAX_STEP:

@@ -301,9 +301,19 @@ def update_run(request, fields):
     return {"run_info": run.to_mlflow()["info"]}
 
 
+def _run_to_write(request, fields: Fields, check) -> ExternalRun:
+    """The user's active run a write names. Where it names none, `check()` checks the write's fields first,
+    as MLflow's store checks them before it looks the run up: a bad key is a 400 whatever the run id (a
+    refusal for a run that is there is checked in the write, and counted on the run: refusals_noted)."""
+    run_id = protocol.run_id_of(fields)
+    if ExternalRun.find_for(request.user, run_id) is None:
+        check()
+    return ExternalRun.get_active_for(request.user, run_id)
+
+
 @mlflow_view("POST")
 def log_metric(request, fields):
-    run = ExternalRun.get_active_for(request.user, protocol.run_id_of(fields))
+    run = _run_to_write(request, fields, lambda: ExternalRun.check_metrics([_metric(fields)], ""))
     with run.refusals_noted():
         run.log([_metric(fields)], {}, {}, where="")
     return {}
@@ -311,16 +321,16 @@ def log_metric(request, fields):
 
 @mlflow_view("POST")
 def log_parameter(request, fields):
-    run = ExternalRun.get_active_for(request.user, protocol.run_id_of(fields))
+    run = _run_to_write(request, fields, lambda: _param(fields))
     with run.refusals_noted():
-        key, value = protocol.key_value(fields, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
+        key, value = _param(fields)
         run.log([], {key: value}, {})
     return {}
 
 
 @mlflow_view("POST")
 def set_tag(request, fields):
-    run = ExternalRun.get_active_for(request.user, protocol.run_id_of(fields))
+    run = _run_to_write(request, fields, lambda: protocol.run_tag(fields))
     with run.refusals_noted():
         key, value = protocol.run_tag(fields)
         run.log([], {}, {key: value})
@@ -353,22 +363,32 @@ def restore_run(request, fields):
 
 @mlflow_view("POST")
 def log_batch(request, fields):
-    run = ExternalRun.get_active_for(request.user, fields.string("run_id"))
+    fields.string("run_id")  # log-batch takes no run_uuid
+    run = _run_to_write(request, fields, lambda: ExternalRun.check_metrics(_batch(fields)[0]))
     with run.refusals_noted():
-        metrics = protocol.well_formed_metrics(fields.data.get("metrics", []))
-        if metrics is None:
-            metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
-        params, tags = {}, {}
-        for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
-            key, value = protocol.key_value(entry, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
-            if key in params:  # even with one value, as MLflow's store refuses it
-                raise invalid(f"{entry.where}key", f"param {key!r} is given twice in one batch")
-            params[key] = value
-        for entry in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH):
-            key, value = protocol.run_tag(entry)
-            tags[key] = value
-        run.log(metrics, params, tags)
+        run.log(*_batch(fields))
     return {}
+
+
+def _batch(fields: Fields) -> tuple[list, dict[str, str], dict[str, str]]:
+    """A log-batch's (metrics, params, tags), each entry checked."""
+    metrics = protocol.well_formed_metrics(fields.data.get("metrics", []))
+    if metrics is None:
+        metrics = [_metric(metric) for metric in fields.items("metrics", protocol.MAX_METRICS_PER_BATCH)]
+    params, tags = {}, {}
+    for entry in fields.items("params", protocol.MAX_PARAMS_TAGS_PER_BATCH):
+        key, value = _param(entry)
+        if key in params:  # even with one value, as MLflow's store refuses it
+            raise invalid(f"{entry.where}key", f"param {key!r} is given twice in one batch")
+        params[key] = value
+    for entry in fields.items("tags", protocol.MAX_PARAMS_TAGS_PER_BATCH):
+        key, value = protocol.run_tag(entry)
+        tags[key] = value
+    return metrics, params, tags
+
+
+def _param(fields: Fields) -> tuple[str, str]:
+    return protocol.key_value(fields, protocol.MAX_PARAM_VALUE_LENGTH, cut=True)
 
 
 @mlflow_view("POST")
