@@ -494,10 +494,17 @@ def test_a_run_name_and_another_mlflow_run_name_tag_are_refused_as_mlflow_refuse
         with pytest.raises(mlflow.MlflowException) as refused:
             client.create_run(experiment_id, run_name="lr-a", tags={"mlflow.runName": "tagged"})
         same = client.create_run(experiment_id, run_name="lr-b", tags={"mlflow.runName": "lr-b"})
+        with pytest.raises(mlflow.MlflowException) as missing:  # the experiment is looked up first
+            client.create_run("987654321", run_name="lr-a", tags={"mlflow.runName": "tagged"})
         answers.append(
-            (refused.value.error_code, same.info.run_name, len(client.search_runs([experiment_id])))
+            (
+                refused.value.error_code,
+                missing.value.error_code,
+                same.info.run_name,
+                len(client.search_runs([experiment_id])),
+            )
         )
-    assert answers[0] == answers[1] == ("INVALID_PARAMETER_VALUE", "lr-b", 1)
+    assert answers[0] == answers[1] == ("INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "lr-b", 1)
 
 
 def test_a_metric_logged_without_steps_out_of_time_order_reads_back_as_from_mlflow(both):
@@ -532,8 +539,8 @@ def test_a_metric_logged_without_steps_out_of_time_order_reads_back_as_from_mlfl
 
 
 def test_a_bad_write_to_a_run_that_is_not_there_is_refused_for_its_field_as_mlflow_refuses_it(both):
-    """MLflow's store checks a write's fields before it looks its run up: a bad key sent with a run id that
-    names no run is INVALID_PARAMETER_VALUE there, as for a run that is. EchoLab answered
+    """MLflow's store checks a write's fields before it looks its run (or experiment) up: a bad key sent with
+    an id that names none is INVALID_PARAMETER_VALUE there, as for one that is. EchoLab answered
     RESOURCE_DOES_NOT_EXIST."""
     import mlflow
     from mlflow.entities import Metric, Param
@@ -548,10 +555,11 @@ def test_a_bad_write_to_a_run_that_is_not_there_is_refused_for_its_field_as_mlfl
             lambda: client.set_tag(missing, "../up", "x"),
             lambda: client.log_batch(missing, params=[Param("lr", "1"), Param("lr", "2")]),
             lambda: client.log_batch(missing, metrics=[Metric("a//b", 1.0, 1_765_000_000_000, 0)]),
+            lambda: client.set_experiment_tag("987654321", "../up", "x"),
             lambda: client.log_metric(missing, "fine", 1.0, step=1),  # a good write: the run is not there
         ]:
             with pytest.raises(mlflow.MlflowException) as refused:
                 write()
             codes.append(refused.value.error_code)
         answers.append(codes)
-    assert answers[0] == answers[1] == ["INVALID_PARAMETER_VALUE"] * 5 + ["RESOURCE_DOES_NOT_EXIST"]
+    assert answers[0] == answers[1] == ["INVALID_PARAMETER_VALUE"] * 6 + ["RESOURCE_DOES_NOT_EXIST"]

@@ -174,6 +174,14 @@ class ExternalExperiment(models.Model):
         return found
 
     @classmethod
+    def refuse_missing(cls, owner, experiment_id: str) -> None:
+        """get_for's refusal of an experiment that is not there, making none: the Default one (id 0) is
+        there on MLflow's server always."""
+        integer = _EXPERIMENT_ID.fullmatch(experiment_id)
+        if integer is None or (integer[2].lstrip("0") or "0") != DEFAULT_EXPERIMENT_ID:
+            cls.get_for(owner, experiment_id)
+
+    @classmethod
     def find_for(cls, owner, experiment_id: str) -> "ExternalExperiment | None":
         """get_for, or None where it says the experiment does not exist. An id that is not an integer is
         refused, as MLflow's server refuses it (an integer of no experiment of the user's is not there)."""

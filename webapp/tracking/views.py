@@ -248,8 +248,9 @@ def update_experiment(request, fields):
 
 @mlflow_view("POST")
 def set_experiment_tag(request, fields):
-    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
+    # the tag checked first, as MLflow's store checks it: a bad key is a 400 whatever the experiment id
     key, value = protocol.key_value(fields, protocol.MAX_EXPERIMENT_TAG_VALUE_LENGTH)
+    experiment = ExternalExperiment.get_for(request.user, fields.string("experiment_id"))
     experiment.change_tags(key, value)
     return {}
 
@@ -271,11 +272,12 @@ def create_run(request, fields):
     tags = dict(protocol.run_tag(tag) for tag in fields.items("tags", 1000))
     start = from_millis(fields.integer("start_time", low=0), "start_time")
     name = fields.string("run_name", required=False, max_length=300)
-    tagged = tags.get(RUN_NAME_TAG)
-    if name and tagged and name != tagged:  # MLflow's store refuses it rather than pick one
-        raise invalid("run_name", f"{name!r} differs from the tag {RUN_NAME_TAG} {tagged!r}; give one name")
     user_id = fields.string("user_id", required=False)
     experiment_id = fields.string("experiment_id", required=False, default="0")
+    tagged = tags.get(RUN_NAME_TAG)
+    if name and tagged and name != tagged:  # MLflow's store refuses it rather than pick one, once it has
+        ExternalExperiment.refuse_missing(request.user, experiment_id)  # found the experiment
+        raise invalid("run_name", f"{name!r} differs from the tag {RUN_NAME_TAG} {tagged!r}; give one name")
     experiment = ExternalExperiment.get_for(request.user, experiment_id)
     run = ExternalRun.start(experiment, name, tags, user_id, start or timezone.now())
     return {"run": run.to_mlflow()}
