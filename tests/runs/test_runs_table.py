@@ -176,6 +176,27 @@ def test_filters_by_status_env_algorithm_tag_and_text(alice):
     assert errors["tag"] == ["'Baseline' is not a tag: tags are lower-case, 'baseline'"]
 
 
+def test_the_experiment_filter_offers_the_users_experiments_and_tells_two_of_one_name_apart(
+    alice, bob, alice_client
+):
+    from webapp.experiments.models import Experiment
+
+    table_run(alice, experiment="Bandit sweep")
+    older, newer = (Experiment.objects.create(owner=alice, name="Sokoban grid", config={}) for _ in range(2))
+    Experiment.objects.filter(pk=older.pk).update(created_at=timezone.now() - timedelta(days=7))
+    older.refresh_from_db()
+    for experiment in (older, newer):
+        Run.objects.create(experiment=experiment, label="seed=1", config={})
+    table_run(bob, experiment="Bob's secret")
+    html = alice_client.get("/runs/").content.decode()
+    offered = re.findall(r'<option value="(\d+)"[^>]*>([^<]*)</option>', html.split('name="experiment"')[1])
+    assert offered == [
+        (str(newer.pk), f"Sokoban grid ({newer.created_at:%Y-%m-%d %H:%M})"),
+        (str(alice.experiments.get(name="Bandit sweep").pk), "Bandit sweep"),
+        (str(older.pk), f"Sokoban grid ({older.created_at:%Y-%m-%d %H:%M})"),
+    ]
+
+
 def test_archived_runs_leave_the_list_and_come_back_when_restored(alice):
     kept, archived = table_run(alice, label="kept"), table_run(alice, label="gone")
     archived.archive()

@@ -231,3 +231,38 @@ def test_a_config_value_added_as_a_column_by_keyboard_sorts_and_goes(page):
     page.get_by_role("link", name="Remove the column algorithm.kl_coef").click()
     expect(header).to_have_count(0)
     assert page.locator("#runs-table td.config-col").all_inner_texts() == ["0.04", "–", "–"]
+
+
+def experiment_filter(page):
+    return page.get_by_role("combobox", name="Experiment")
+
+
+def test_the_experiment_a_link_filters_by_is_shown_and_kept_by_the_next_filter(page):
+    # The experiment page's "restore on the runs table" opens ?experiment=<id>: the table showed that
+    # experiment's runs alone with nothing on the page saying so, and the next Filter click (a search,
+    # a status) dropped it: a tester's 9 runs became all 295.
+    for label in ("grid-a", "grid-b"):
+        table_run(page.user, experiment="Sokoban grid", label=label, env="sokoban")
+    table_run(page.user, experiment="Bandit sweep", label="other-run")
+    sokoban = page.user.experiments.get(name="Sokoban grid")
+    page.goto(f"{page.base}/runs/?experiment={sokoban.pk}")
+    expect(experiment_filter(page).locator("option:checked")).to_have_text("Sokoban grid")
+    expect_rows(page, ["grid-b", "grid-a"])
+    page.get_by_label("Search").fill("grid-a")
+    page.get_by_role("button", name="Filter").click()
+    expect_rows(page, ["grid-a"])
+    expect(experiment_filter(page).locator("option:checked")).to_have_text("Sokoban grid")
+    page.get_by_label("Search").fill("")
+    experiment_filter(page).select_option(label="Any")
+    page.get_by_role("button", name="Filter").click()
+    expect_rows(page, ["other-run", "grid-b", "grid-a"])
+    page.goto(f"{page.base}/runs/?experiment=999999")  # a deleted experiment's link
+    expect(experiment_filter(page).locator("option:checked")).to_have_text(
+        "experiment 999999: none of your runs"
+    )
+    expect(page.get_by_text("No runs match these filters.")).to_be_visible()
+    # An experiment named at length (up to 200 characters) keeps the filters inside a phone's width
+    table_run(page.user, experiment="Sokoban StarPO vs StarPO-S, learning rate by KL coefficient " * 3)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{page.base}/runs/")
+    assert page.evaluate("document.documentElement.scrollWidth") == 390

@@ -2,6 +2,7 @@
 metrics are annotations computed by the database, so sorting, filtering and paging stay server-side
 and a page costs the same few queries at ten runs or ten thousand."""
 
+from collections import Counter
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,6 +28,7 @@ from trainer.overrides import get_dotted
 from webapp.alerts.models import DetectorEvent
 from webapp.compare.aggregates import SUCCESS, VAL_SUCCESS, best_finite, last_finite
 from webapp.core import natural_sort
+from webapp.experiments.models import Experiment
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,23 @@ def choices(runs) -> dict[str, list[str]]:
         "env": distinct("config__env__name"),
         "algorithm": distinct("config__algorithm__advantage"),
         "tag": tags,
+        "experiment": experiment_choices(runs),
     }
+
+
+def experiment_choices(runs) -> list[tuple[int, str]]:
+    """(id, name) of the experiments the runs are in, newest first; a name two experiments share gets
+    each one's creation date, so that the option says which one it is."""
+    experiments = list(
+        Experiment.objects.filter(pk__in=runs.order_by().values("experiment_id"))
+        .order_by("-created_at", "-id")
+        .values_list("pk", "name", "created_at")
+    )
+    names = Counter(name for _, name, _ in experiments)
+    return [
+        (pk, name if names[name] == 1 else f"{name} ({created:%Y-%m-%d %H:%M})")
+        for pk, name, created in experiments
+    ]
 
 
 OFFERED_FROM = 100  # the latest runs whose config paths the column chooser offers

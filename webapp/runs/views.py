@@ -58,6 +58,10 @@ def run_list(request):
     }
     if not form.is_valid():
         return render(request, "runs/list.html", context, status=400)
+    experiment = form.cleaned_data["experiment"]
+    if experiment and experiment not in dict(context["choices"]["experiment"]):
+        # Said in the filter, as the empty table's cause: a deleted experiment's link, or another user's
+        context["choices"]["experiment"].append((experiment, f"experiment {experiment}: none of your runs"))
     with table.without_jit():
         page = form.paginator(request.user, PAGE_SIZE).get_page(form.cleaned_data["page"])
         page.object_list = list(page.object_list)
