@@ -44,8 +44,24 @@ def test_list_shows_status_badges_progress_eta_collapses_and_sparkline(alice_cli
     assert "1 running" in html and "1 completed" in html and "1 queued" in html
     assert "50%" in html  # 15 of 30 steps
     assert "running runs' ETA 2m 05s, then 1 queued" in html  # the queued run is not in the ETA: said so
-    assert "1 collapse<" in html
+    assert "1 run collapsed<" in html
     assert "<polyline points=" in html
+
+
+def test_list_counts_the_runs_that_collapsed_not_their_collapse_events(alice_client, alice):
+    # A run that collapsed, recovered and collapsed again has two collapse events: the list said
+    # "3 collapses" of an experiment where two of its runs had collapsed.
+    experiment = spec_experiment(alice, seeds=[1, 2, 3], steps=10)
+    relapsed, collapsed, _ = experiment.runs.order_by("id")
+    for run, step, level in (
+        (relapsed, 3, "collapse"),
+        (relapsed, 5, "resolved"),
+        (relapsed, 8, "collapse"),
+        (collapsed, 6, "collapse"),
+    ):
+        DetectorEvent.objects.create(run=run, step=step, level=level, rule="collapse", message=level)
+    html = alice_client.get("/").content.decode()
+    assert "2 runs collapsed<" in html and "collapses" not in html
 
 
 def test_list_sparkline_shades_from_the_lowest_run_to_the_highest(alice_client, alice):

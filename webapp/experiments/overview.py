@@ -19,16 +19,18 @@ SPARK_WIDTH, SPARK_HEIGHT = 96, 22
 
 
 def annotated(experiments):
-    """Counts, progress and collapses of each experiment's runs, archived ones left out (as on its page and
-    the runs table); `runs_archived` says how many those are."""
-    collapses = (
+    """Counts, progress and collapsed runs of each experiment's runs, archived ones left out (as on its page
+    and the runs table); `runs_archived` says how many those are."""
+    # Runs, not collapse events: a run that collapsed, recovered and collapsed again has two, and the list
+    # said "3 collapses" of an experiment two of whose runs had collapsed.
+    collapsed = (
         DetectorEvent.objects.filter(
             run__experiment=OuterRef("pk"),
             run__archived_at__isnull=True,
             level=DetectorEvent.Level.COLLAPSE,
         )
         .values("run__experiment")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("run", distinct=True))
         .values("n")
     )
     active = Q(runs__archived_at__isnull=True)
@@ -49,7 +51,7 @@ def annotated(experiments):
         # it got (their `step` is the newest step logged, not a count of steps: MLflow steps may start at 1).
         newest_step=Max("runs__step", filter=active),
         eta_seconds=Max("runs__eta_seconds", filter=active & Q(runs__status=Run.Status.RUNNING) & heard),
-        collapse_count=Coalesce(Subquery(collapses, output_field=IntegerField()), 0),
+        runs_collapsed=Coalesce(Subquery(collapsed, output_field=IntegerField()), 0),
     )
 
 
