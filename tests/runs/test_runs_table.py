@@ -61,6 +61,20 @@ def test_sort_by_a_summary_metric_puts_runs_without_a_value_last_both_ways(alice
     assert [run.label for run in table_runs(alice, sort="name")] == ["high", "low", "none"]
 
 
+def test_sort_by_preset_puts_runs_without_one_last_both_ways(alice, alice_client):
+    # A run logged through MLflow or imported has no preset (shown "–"): sorted A to Z by Preset, a
+    # tester's 40 such runs came first, before every starpo run.
+    for label, preset in (("mlflow", ""), ("s", "starpo-s"), ("p", "starpo")):
+        table_run(alice, label=label, preset=preset)
+
+    def shown(sort):
+        html = alice_client.get(f"/runs/?sort={sort}").content.decode()
+        return re.findall(r'<td data-col="preset">\s*(.*?)\s*</td>', html)
+
+    assert shown("preset") == ["starpo", "starpo-s", "–"]
+    assert shown("-preset") == ["starpo-s", "starpo", "–"]
+
+
 NAMES = ["seed 10", "Seed 3", "seed 2", "adam b", "Adam a"]
 NATURAL = ["Adam a", "adam b", "seed 2", "Seed 3", "seed 10"]
 

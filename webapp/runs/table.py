@@ -47,7 +47,9 @@ COLUMNS = [
     Column("status", "Status", F("status")),
     Column("env", "Environment", F("config__env__name")),
     Column("algorithm", "Algorithm", F("config__algorithm__advantage")),
-    Column("preset", "Preset", F("preset")),  # StarPO and StarPO-S share their algorithm column (ppo)
+    # StarPO and StarPO-S share their algorithm column (ppo). A run logged elsewhere has no preset: stored
+    # as "", which sorted before every preset, read as no value to come last as the others' do.
+    Column("preset", "Preset", NullIf("preset", Value(""))),
     Column("model", "Model", F("config__model__name"), shown=False),
     Column("seed", "Seed", F("config__seed"), numeric=True, shown=False),
     # The ratio only where the filter reads it: starpo's runs carry 0.25 in their config and keep every group
