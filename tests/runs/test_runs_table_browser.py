@@ -266,3 +266,24 @@ def test_the_experiment_a_link_filters_by_is_shown_and_kept_by_the_next_filter(p
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{page.base}/runs/")
     assert page.evaluate("document.documentElement.scrollWidth") == 390
+
+
+# Whether a field's placeholder overflows it: typed in as its value, the text laid out as the hint is
+PLACEHOLDER_CUT = """(field) => {
+    const before = field.value;
+    field.value = field.placeholder;
+    const cut = field.scrollWidth > field.clientWidth;
+    field.value = before;
+    return cut; }"""
+
+
+def test_the_search_fields_hint_is_read_whole_on_a_wide_screen_and_a_phone(page):
+    # At 1280 px the search field read "name, label, experimer": what the search looks in, cut off.
+    table_run(page.user, label="a-run")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{page.base}/runs/")
+        search = page.get_by_label("Search")
+        assert search.get_attribute("placeholder") == "name, label, experiment, notes"
+        assert not search.evaluate(PLACEHOLDER_CUT), f"at {width} px"
+        assert page.evaluate("document.documentElement.scrollWidth") == width
