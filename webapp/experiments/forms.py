@@ -7,14 +7,18 @@ from urllib.parse import urlencode
 import yaml
 from django import forms
 from django.conf import settings
+from django.db.models import F
+from django.db.models.functions import Collate
 
 import envs
 from trainer.config import PRESETS, PRESETS_HELP_TEXT, TINY_MODEL, TrainConfig
 from trainer.overrides import deep_merge, get_dotted
+from webapp.core import natural_sort
 from webapp.core.fields import CharField, ChoiceField, DecimalNumberField, TickBox, WholeNumberField
 from webapp.core.templatetags.echolab import spoken_seconds
 from webapp.experiments import form_inputs, run_planning, spec_parsing, specs
 from webapp.experiments.models import Run
+from webapp.runs import table
 
 MAX_IMPORT_BYTES = 256 * 1024
 
@@ -480,12 +484,30 @@ class ImportConfigForm(forms.Form):
 
 
 class ExperimentListForm(forms.Form):
-    """The experiment list's filters and page, from its address: a bad value is named above the list (the
-    runs table's way), never dropped for everything or for page 1."""
+    """The experiment list's filters, sort and page, from its address: a bad value is named above the list
+    (the runs table's way), never dropped for everything or for page 1."""
+
+    # The columns a header click sorts by (as overview.annotated names their values), whether the first
+    # click sorts largest first, and the sort select's words for each way (a phone shows no headers)
+    SORTS = {
+        "created": (F("created_at"), True, ("Oldest first", "Newest first")),
+        "name": (Collate("name", natural_sort.COLLATION), False, ("Name, A to Z", "Name, Z to A")),
+        "runs": (F("run_count"), True, ("Fewest runs", "Most runs")),
+        "collapsed": (F("runs_collapsed"), True, ("Fewest runs collapsed", "Most runs collapsed")),
+    }
+    DEFAULT_SORT = "-created"
 
     q = CharField(required=False, max_length=200, label="Search")
     env = ChoiceField(required=False, label="Environment")  # an unknown one is named, not an empty list
     status = ChoiceField(required=False, choices=[("", "Any status"), *Run.Status.choices])
+    sort = ChoiceField(
+        required=False,
+        choices=[
+            (("-" if descending else "") + key, words[descending])
+            for key, (_, first_descending, words) in SORTS.items()
+            for descending in (first_descending, not first_descending)
+        ],
+    )
     page = WholeNumberField(required=False, min_value=1, max_value=2**31 - 1)
 
     FILTERS = ("q", "env", "status")
@@ -506,6 +528,34 @@ class ExperimentListForm(forms.Form):
             experiments = experiments.filter(pk__in=with_status)
         return experiments
 
+    @property
+    def sort_key(self) -> str:
+        return self.cleaned_data.get("sort") or self.DEFAULT_SORT
+
+    def ordered(self, experiments):
+        """In the order asked for; the id breaks ties, so that pages do not overlap."""
+        key, descending = self.sort_key.removeprefix("-"), self.sort_key.startswith("-")
+        order, _, _ = self.SORTS[key]
+        return experiments.order_by(
+            order.desc() if descending else order.asc(), "-id" if descending else "id"
+        )
+
+    def headers(self) -> dict[str, dict]:
+        """Per sortable column: its aria-sort state and the address a click on its header opens."""
+        out = {}
+        for key, (_, first_descending, _) in self.SORTS.items():
+            state, click = table.sort_link(key, first_descending, self.sort_key)
+            out[key] = {"aria_sort": state, "query": urlencode({**self._filters(), "sort": click})}
+        return out
+
     def query_string(self) -> str:
-        """The filters as an address' query, without the page."""
-        return urlencode({name: self.cleaned_data[name] for name in self.FILTERS if self.cleaned_data[name]})
+        """The filters and the sort as an address' query, without the page."""
+        sort = {"sort": self.cleaned_data["sort"]} if self.cleaned_data["sort"] else {}
+        return urlencode({**self._filters(), **sort})
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self._filters())
+
+    def _filters(self) -> dict:
+        return {name: self.cleaned_data[name] for name in self.FILTERS if self.cleaned_data[name]}

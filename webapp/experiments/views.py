@@ -35,8 +35,7 @@ def experiment_list(request):
     context = {"form": form, "env_names": list(envs.registry()), "statuses": Run.Status.values}
     if not form.is_valid():
         return render(request, "experiments/list.html", context, status=400)
-    experiments = form.apply(overview.annotated(Experiment.objects.for_user(request.user)))
-    experiments = experiments.order_by("-created_at", "-id")
+    experiments = form.ordered(form.apply(overview.annotated(Experiment.objects.for_user(request.user))))
     page = Paginator(experiments, PAGE_SIZE).get_page(form.cleaned_data["page"])
     overview.attach_sparklines(page.object_list)
     return render(
@@ -47,6 +46,8 @@ def experiment_list(request):
             "page": page,
             "live": any(experiment.runs_running or experiment.runs_queued for experiment in page.object_list),
             "query_without_page": form.query_string(),
+            "filtered": form.filtered,
+            "headers": form.headers(),
         },
     )
 

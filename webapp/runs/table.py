@@ -130,7 +130,7 @@ class ConfigColumn:
         ]
 
 
-def _sort_link(key: str, first_descending: bool, sort: str) -> tuple[str, str]:
+def sort_link(key: str, first_descending: bool, sort: str) -> tuple[str, str]:
     """A sortable header's aria-sort state and the sort a click on it asks for."""
     current, descending = sort.removeprefix("-"), sort.startswith("-")
     if key != current:
@@ -143,7 +143,7 @@ def headers(sort: str) -> list[dict]:
     out = []
     for column in COLUMNS:
         state, click = (
-            _sort_link(column.key, column.numeric, sort) if column.order is not None else (None, None)
+            sort_link(column.key, column.numeric, sort) if column.order is not None else (None, None)
         )
         out.append({"column": column, "aria_sort": state, "click": click})
     return out
@@ -153,7 +153,7 @@ def config_headers(paths: list[str], sort: str) -> list[dict]:
     """The same for the config columns asked for, in their order; the first click sorts ascending."""
     out = []
     for path in paths:
-        state, click = _sort_link(ConfigColumn(path).key, False, sort)
+        state, click = sort_link(ConfigColumn(path).key, False, sort)
         out.append({"path": path, "aria_sort": state, "click": click})
     return out
 
