@@ -61,5 +61,9 @@
   document.getElementById("compare-clear").addEventListener("click", function () { save([]); });
   window.addEventListener("storage", function () { show(load()); });  // ticks in another tab
   document.addEventListener("echolab:part-updated", function () { show(load()); });  // fresh rows (live_part.js)
+  // Runs just deleted (the runs table's "Delete N selected") leave the selection: ticked, they would be
+  // counted and sent to Compare and Export, which no longer find them.
+  const forget = (tray.dataset.forget || "").split(",").map(Number).filter(Boolean);
+  if (forget.length) save(load().filter(function (id) { return forget.indexOf(id) < 0; }));
   show(load());
 })();

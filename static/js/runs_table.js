@@ -52,15 +52,24 @@
     showBulk(ids);
   }
 
-  // "Archive N selected" (in the Archived view, "Restore N selected"): the same ticks, posted.
-  const bulk = document.getElementById("runs-bulk");
+  // "Archive N selected" (in the Archived view, "Restore N selected" and "Delete N selected"): the same
+  // ticks, posted.
+  const bulkForms = ["runs-bulk", "runs-delete"].map(function (id) { return document.getElementById(id); })
+    .filter(Boolean);
   function showBulk(ids) {
-    const button = bulk.querySelector("button");
-    const most = Number(button.dataset.max);
-    bulk.elements.runs.value = ids.join(",");
-    button.disabled = !ids.length || ids.length > most;
-    button.textContent = button.dataset.verb + " " + (!ids.length ? "selected"
-      : ids.length <= most ? ids.length + " selected" : ids.length + " selected: at most " + most + " at once");
+    bulkForms.forEach(function (form) {
+      const button = form.querySelector("button");
+      const most = Number(button.dataset.max);
+      form.elements.runs.value = ids.join(",");
+      button.disabled = !ids.length || ids.length > most;
+      button.textContent = button.dataset.verb + " " + (!ids.length ? "selected"
+        : ids.length <= most ? ids.length + " selected" : ids.length + " selected: at most " + most + " at once");
+      if ("confirm" in form.dataset) {  // confirm.js asks it
+        form.dataset.confirm = "Delete " + ids.length + " selected run" + (ids.length === 1 ? "" : "s") +
+          " for good? Their metrics, samples, detector events, alert history and checkpoints on disk are " +
+          "deleted; this cannot be undone.";
+      }
+    });
   }
 
   exportLink.addEventListener("click", function (event) {

@@ -260,6 +260,40 @@ def test_selected_runs_are_archived_and_restored_together_or_not_at_all(alice, b
     assert Run.objects.get(pk=bobs.pk).archived_at is None
 
 
+def test_selected_archived_runs_are_deleted_together_or_not_at_all(alice, bob, alice_client):
+    from tests.factories import rows_of, run_with_data
+
+    gone = [run_with_data(alice, label=label) for label in ("a", "b")]
+    active, training = table_run(alice, label="active"), table_run(alice, label="training")
+    for run in (*gone, training):
+        run.archive()
+    Run.objects.filter(pk=training.pk).update(status=Run.Status.RUNNING)
+    bobs = table_run(bob, label="bob's")
+    bobs.archive()
+
+    def post(ids):
+        response = alice_client.post("/runs/delete-selected", {"runs": ",".join(map(str, ids))}, follow=True)
+        return [str(message) for message in response.context["messages"]]
+
+    # Deleting is for archived runs: an active one among them, another user's, one still training, none
+    assert post([gone[0].pk, active.pk]) == [
+        "Nothing deleted: active is not archived. Only archived runs are deleted from here: archive it "
+        "first, or untick it."
+    ]
+    assert post([gone[0].pk, bobs.pk]) == [f"Nothing deleted: runs: run {bobs.pk} is not among your runs"]
+    assert post([gone[0].pk, training.pk]) == [
+        f"Nothing deleted: run {training.pk} is running: stop it first, then delete it once it has stopped."
+    ]
+    assert post([]) == ["Nothing deleted: runs: select between 1 and 1000 runs"]
+    assert Run.objects.count() == 5
+
+    assert post([gone[0].pk, gone[1].pk]) == [
+        "Deleted 2 selected runs for good, with their metrics, samples and detector events: a, b."
+    ]
+    assert set(Run.objects.values_list("label", flat=True)) == {"active", "training", "bob's"}
+    assert all(count == 0 for count in rows_of(gone[0]).values())
+
+
 @pytest.mark.parametrize(
     "query, field",
     [

@@ -287,3 +287,31 @@ def test_the_search_fields_hint_is_read_whole_on_a_wide_screen_and_a_phone(page)
         assert search.get_attribute("placeholder") == "name, label, experiment, notes"
         assert not search.evaluate(PLACEHOLDER_CUT), f"at {width} px"
         assert page.evaluate("document.documentElement.scrollWidth") == width
+
+
+def test_archived_runs_are_deleted_in_bulk_after_a_confirmation_and_leave_the_selection(page):
+    # A lab of 300 runs could delete only one at a time, from each run's page.
+    for label in ("old-1", "old-2", "keep"):
+        table_run(page.user, label=label, status=Run.Status.COMPLETED).archive()
+    page.goto(f"{page.base}/runs/?archived=true")
+    page.get_by_label("Select old-1").check()
+    page.get_by_label("Select old-2").check()
+    questions = []
+
+    def answer(dialog):
+        questions.append(dialog.message)
+        dialog.dismiss() if len(questions) == 1 else dialog.accept()
+
+    page.on("dialog", answer)
+    page.get_by_role("button", name="Delete 2 selected").click()  # asked, and declined: nothing deleted
+    assert questions[0].startswith("Delete 2 selected runs for good?")
+    expect_rows(page, ["keep", "old-2", "old-1"])
+    page.get_by_role("button", name="Delete 2 selected").click()
+    expect(page.get_by_text("Deleted 2 selected runs for good")).to_be_visible()
+    expect_rows(page, ["keep"])
+    # The deleted runs are no longer counted as selected, nor sent to Compare or Export
+    expect(page.locator("#compare-tray")).to_be_hidden()
+    expect(page.get_by_role("button", name="Delete selected")).to_be_disabled()
+    page.get_by_role("link", name="Active", exact=True).click()
+    expect(page.get_by_role("button", name="Archive selected")).to_be_disabled()
+    assert page.get_by_role("button", name="Delete selected").count() == 0  # for archived runs alone

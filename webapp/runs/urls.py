@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<id:pk>/trajectories", views.run_trajectories, name="run_trajectories"),
     path("runs/<id:pk>/edit", views.run_edit, name="run_edit"),
     path("runs/archive-selected", views.runs_archive_selected, name="runs_archive_selected"),
+    path("runs/delete-selected", views.runs_delete_selected, name="runs_delete_selected"),
     path("runs/<id:pk>/archive", views.run_archive, name="run_archive"),
     path("runs/<id:pk>/restore", views.run_restore, name="run_restore"),
     path("runs/<id:pk>/delete", views.run_delete, name="run_delete"),

@@ -102,6 +102,7 @@ def run_list(request):
             "max_config_path": table.MAX_CONFIG_PATH,
             "waits_for": queue.waits_for(),
             "filtered": any(form.cleaned_data[name] for name in RunTableForm.FILTERS),
+            "deleted_runs": request.session.pop("runs_deleted", []),
             "next": request.get_full_path(),
         },
     )
@@ -162,9 +163,7 @@ def runs_archive_selected(request):
         return redirect(_back(request, fallback))
     chosen = Run.objects.filter(pk__in=[run.pk for run in runs])
     changed = chosen.restore() if restore else chosen.archive()
-    names = ", ".join(run.display_name for run in runs[:3]) + (
-        f" and {len(runs) - 3} more" if len(runs) > 3 else ""
-    )
+    names = _names(runs)
     verb = "Restored" if restore else "Archived"
 
     def state(count: int) -> str:
@@ -189,6 +188,47 @@ def runs_archive_selected(request):
     )
     messages.success(request, f"{verb} {counted}: {names}.{where}")
     return redirect(_back(request, fallback))
+
+
+@login_required
+@require_POST
+def runs_delete_selected(request):
+    """The Archived view's "Delete N selected": every run named deleted for good with its data, or none and
+    the refusal shown. Only archived runs: the selection is shared with the Active view (and Compare), and
+    a run ticked there is deleted only after it was archived, a step that can be undone."""
+    fallback = reverse("run_list") + "?archived=true"
+    try:
+        runs = selection.every_run(request.user, request.POST.getlist("runs"), MAX_SELECTED_RUNS)
+        active = [run for run in runs if run.archived_at is None]
+        if active:
+            raise selection.Refused(
+                400,
+                f"{_names(active)} {pluralize(len(active), 'is,are')} not archived. Only archived runs are "
+                f"deleted from here: archive {pluralize(len(active), 'it,them')} first, or untick "
+                f"{pluralize(len(active), 'it,them')}.",
+            )
+        deleted = Run.objects.filter(pk__in=[run.pk for run in runs]).delete_with_data()
+    except selection.Refused as refusal:
+        messages.error(request, f"Nothing deleted: {refusal}")
+        return redirect(_back(request, fallback))
+    except Run.StillTraining as refusal:
+        messages.error(request, f"Nothing deleted: {refusal}.")
+        return redirect(_back(request, fallback))
+    # The page after drops them from the selection (runs_table.js), kept in the browser across pages.
+    request.session["runs_deleted"] = [run.pk for run in runs]
+    messages.success(
+        request,
+        f"Deleted {deleted} selected run{pluralize(deleted)} for good, with their metrics, samples and "
+        f"detector events: {_names(runs)}.",
+    )
+    return redirect(_back(request, fallback))
+
+
+def _names(runs: list[Run]) -> str:
+    """The first three runs' names, and how many more."""
+    return ", ".join(run.display_name for run in runs[:3]) + (
+        f" and {len(runs) - 3} more" if len(runs) > 3 else ""
+    )
 
 
 @login_required
