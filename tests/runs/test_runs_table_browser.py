@@ -315,3 +315,37 @@ def test_archived_runs_are_deleted_in_bulk_after_a_confirmation_and_leave_the_se
     page.get_by_role("link", name="Active", exact=True).click()
     expect(page.get_by_role("button", name="Archive selected")).to_be_disabled()
     assert page.get_by_role("button", name="Delete selected").count() == 0  # for archived runs alone
+
+
+# The words of the cells' links that the page draws over two lines, broken inside the word (a word of a
+# config path is its parts between dots, after which the page may break it)
+BROKEN_WORDS = """(selector) => Array.from(document.querySelectorAll(selector)).flatMap(link => {
+    const broken = [];
+    for (const text of Array.from(link.childNodes).filter(node => node.nodeType === Node.TEXT_NODE))
+    for (const word of text.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(text, word.index);
+        range.setEnd(text, word.index + word[0].length);
+        const lines = new Set(Array.from(range.getClientRects()).map(rect => Math.round(rect.top)));
+        if (lines.size > 1) broken.push(word[0]);
+    }
+    return broken; })"""
+
+
+def test_a_grids_run_names_wrap_between_words_not_inside_them_at_1280_px(page):
+    # A tester's grid read "preset=starp / o-s seed=8" at 1280 px: starpo and starpo-s, the runs to tell
+    # apart, cut in the middle. The sweep of the 1280 px test above, with a grid over the preset.
+    statuses = ("queued", "running", "completed", "failed")
+    for seed, (preset, status) in enumerate(zip(("starpo", "starpo-s", "starpo", "starpo-s"), statuses)):
+        run = summarised_run(
+            page.user, "FrozenLake StarPO vs StarPO-S sweep", f"preset={preset} seed={seed}", ["baseline"]
+        )
+        Run.objects.filter(pk=run.pk).update(status=status, step=30, total_steps=100)
+    table_run(page.user, experiment="lr grid", label="seed=0 optim.actor_lr=1e-4 algorithm.kl_coef=0.001")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{page.base}/runs/")
+    assert page.evaluate(BROKEN_WORDS, "#runs-table td[data-col=name] > a") == []
+    box_width, table_width = page.evaluate(
+        "[document.querySelector('.table-scroll').clientWidth, document.querySelector('#runs-table').scrollWidth]"
+    )
+    assert table_width <= box_width  # and the table still fits the screen
