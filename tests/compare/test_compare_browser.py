@@ -1136,3 +1136,26 @@ def test_a_groups_table_says_its_values_are_means_and_not_that_they_are_buckets(
     wait_for(
         lambda: caption.inner_text() == grouped, timeout=10, message=f"the group table's caption: {grouped}"
     )
+
+
+def test_runs_of_one_name_from_several_experiments_are_named_with_their_experiment(page):
+    # Twelve runs from three grids of the same seeds: the legend and the hovers read "#223 seed=2" and
+    # "#193 seed=2", told apart by their ids alone. A name no other experiment's run shares stays as it is.
+    runs = []
+    for name in ("Sokoban grid 22", "Sokoban grid 28"):
+        experiment = make_experiment(page.user, name)
+        runs += [trained_run(experiment, f"seed={seed}", overrides={"seed": seed}) for seed in (1, 2)]
+    runs.append(trained_run(experiment, "seed=3", overrides={"seed": 3}))
+    for run in runs:
+        points(run, "train/success", {s: s / 10 for s in range(10)})
+    page.goto(f"{page.base}/compare?runs={','.join(str(run.pk) for run in runs)}")
+    page.wait_for_function("document.body.dataset.chartsDrawn >= 1")
+    expected = [
+        f"#{runs[0].pk} seed=1 (Sokoban grid 22)",
+        f"#{runs[1].pk} seed=2 (Sokoban grid 22)",
+        f"#{runs[2].pk} seed=1 (Sokoban grid 28)",
+        f"#{runs[3].pk} seed=2 (Sokoban grid 28)",
+        f"#{runs[4].pk} seed=3",
+    ]
+    assert page.locator("#run-legend .legend-entry").all_inner_texts() == expected
+    assert list(dict.fromkeys(t[0] for t in line_traces(page, "success"))) == expected

@@ -2,6 +2,7 @@
 
 import colorsys
 import re
+from collections import defaultdict
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
@@ -175,6 +176,21 @@ def compare_url(run_ids) -> str:
     return f"{reverse('compare')}?{selection.canonical_query(run_ids)}"
 
 
+def names_in_charts(runs) -> dict[int, str]:
+    """Each run's name as the legend, the hovers and the chart tables say it: with its experiment's where a
+    run of another experiment has the same name (three grids' "seed=2" read "#223 seed=2", "#193 seed=2",
+    told apart by their ids alone)."""
+    experiments = defaultdict(set)
+    for run in runs:
+        experiments[run.display_name].add(run.experiment_id)
+    return {
+        run.pk: f"{run.display_name} ({run.experiment.name})"
+        if len(experiments[run.display_name]) > 1
+        else run.display_name
+        for run in runs
+    }
+
+
 @login_required
 @require_safe
 def compare(request):
@@ -196,6 +212,7 @@ def compare(request):
     asked, at_notices = keys_at(request.GET["extra_at"], others) if "extra_at" in request.GET else (None, [])
     extra, extra_notices = extra_keys(request.GET.getlist("extra") if asked is None else asked, others)
     extra_notices = at_notices + extra_notices
+    chart_names = names_in_charts(runs)
     return render(
         request,
         "compare/compare.html",
@@ -240,7 +257,7 @@ def compare(request):
                     {
                         "id": run.pk,
                         "label": run.label,
-                        "name": run.display_name,
+                        "name": chart_names[run.pk],
                         "experiment": run.experiment.name,
                         "color": colors[run.pk],
                         "url": run.get_absolute_url(),
