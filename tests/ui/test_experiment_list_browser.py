@@ -38,13 +38,16 @@ def test_sort_by_a_header_count_the_matches_and_keep_both_across_filters_and_pag
     page.goto(f"{page.base}/experiments/")
     expect(page.get_by_text("4 experiments", exact=True)).to_be_visible()
     assert names(page) == ["FrozenLake seeds", "sokoban grid 9"]  # newest first, as before
+    expect(page.get_by_role("link", name="Older →")).to_be_visible()
     assert page.get_by_role("columnheader", name="Created").get_attribute("aria-sort") == "descending"
 
     page.get_by_role("link", name="Name", exact=True).click()
     assert names(page) == ["Bandit sweep", "FrozenLake seeds"]  # A to Z, case aside
     assert page.get_by_role("columnheader", name="Name").get_attribute("aria-sort") == "ascending"
-    page.get_by_role("link", name="Older →").click()  # (the page's own words for the next page)
+    # The next page, no longer "Older →" (the words of the list by date): a page of names after these
+    page.get_by_role("link", name="Next →").click()
     assert names(page) == ["sokoban grid 9", "Sokoban grid 10"]  # numbers read as numbers
+    expect(page.get_by_role("link", name="← Previous")).to_be_visible()
 
     page.get_by_placeholder("Search by name").fill("sokoban")
     page.get_by_role("button", name="Filter").click()
@@ -54,7 +57,7 @@ def test_sort_by_a_header_count_the_matches_and_keep_both_across_filters_and_pag
     page.goto(f"{page.base}/experiments/")
     page.get_by_role("link", name="Collapses", exact=True).click()
     assert names(page) == ["Bandit sweep", "sokoban grid 9"]  # most runs collapsed first
-    page.get_by_role("link", name="Collapses", exact=True).click()
+    page.get_by_role("link", name="Collapses ▼").click()  # (its arrow says which way it sorts)
     assert names(page)[0] in ("Sokoban grid 10", "FrozenLake seeds")
 
     # A phone shows the rows as cards, without the headers: the sort is a field of the filters too

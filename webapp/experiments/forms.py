@@ -554,6 +554,12 @@ class ExperimentListForm(forms.Form):
         return urlencode({**self._filters(), **sort})
 
     @property
+    def page_words(self) -> tuple[str, str]:
+        """The links to the page before and after: which way in time, where the list is sorted by date."""
+        by_date = {"-created": ("← Newer", "Older →"), "created": ("← Older", "Newer →")}
+        return by_date.get(self.sort_key, ("← Previous", "Next →"))
+
+    @property
     def filtered(self) -> bool:
         return bool(self._filters())
 
