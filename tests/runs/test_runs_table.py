@@ -534,3 +534,21 @@ def test_the_step_cell_gives_the_planned_total_only_where_there_is_one(alice):
     elsewhere = table_run(alice, label="mlflow", status=Run.Status.RUNNING, step=199, total_steps=0)
     assert cell(planned, "step") == "12 / 60"
     assert cell(elsewhere, "step") == 199  # not "199 / 0": an MLflow client plans no number of steps
+
+
+def test_rows_per_page_is_a_filter_the_next_filter_keeps(alice_client, alice):
+    """page_size was an address-only parameter: the filter form had no field for it, so its next submit
+    went back to 50 rows."""
+    for index in range(60):
+        table_run(alice, label=f"run-{index}")
+
+    def shown(query):
+        html = alice_client.get(f"/runs/{query}").content.decode()
+        select = re.search(r'<select name="page_size">(.*?)</select>', html, re.DOTALL).group(1)
+        options = re.findall(r"<option( selected)?>(\d+)</option>", select)
+        rows = len(re.findall(r'<tr data-run="', html))
+        return [size for _, size in options], next(size for chosen, size in options if chosen), rows
+
+    assert shown("") == (["50", "100", "200"], "50", 50)
+    assert shown("?page_size=100") == (["50", "100", "200"], "100", 60)
+    assert shown("?page_size=75&status=queued") == (["50", "75", "100", "200"], "75", 60)

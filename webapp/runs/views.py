@@ -24,12 +24,13 @@ from webapp.metrics.ingest import MAX_STEP, MLFLOW_HOST
 from webapp.metrics.models import MetricRollup, Sample
 from webapp.runs import queue, table
 from webapp.runs.charts import chart_sections
-from webapp.runs.forms import RunEditForm, RunTableForm, TrajectoryFilterForm
+from webapp.runs.forms import MAX_PAGE_SIZE, RunEditForm, RunTableForm, TrajectoryFilterForm
 from webapp.runs.owned import owned_run
 from webapp.runs.trajectories import board_legend, nearest_sampled, success_means, trajectory
 from webapp.tracking.artifacts import Artifact
 
 PAGE_SIZE = 50
+PAGE_SIZES = (PAGE_SIZE, 100, MAX_PAGE_SIZE)  # the runs page's "Rows per page"
 ARTIFACTS_SHOWN = 200  # an MLflow run's files listed on its page (a checkpoint folder can hold thousands)
 MAX_EXPORT_RUNS = 100
 MAX_SELECTED_RUNS = 1000  # archived or restored at once from the runs table's selection
@@ -55,6 +56,7 @@ def run_list(request):
         "columns": table.COLUMNS,
         "choices": table.choices(runs),
         "config_paths": table.config_paths(runs),
+        "page_sizes": PAGE_SIZES,
     }
     if not form.is_valid():
         return render(request, "runs/list.html", context, status=400)
@@ -80,6 +82,8 @@ def run_list(request):
         {
             **context,
             "page": page,
+            # a size the address asks for stays chosen: the next Filter keeps it
+            "page_sizes": sorted({*PAGE_SIZES, page.paginator.per_page}),
             "sort": form.sort_key,
             "archived": form.archived_view,
             "max_export": MAX_EXPORT_RUNS,
