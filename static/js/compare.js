@@ -191,7 +191,7 @@
     th.className = "lead-column";
     th.title = "Steps from the rule's first warning to the run's first collapse; 'late' when it came after";
     th.append("Lead: ");
-    rule.split(/(?<=[/_])/).forEach(function (part, i) {  // may wrap after "/" or "_", as breakable_key
+    rule.replace(/[/_]/g, "$&\n").split("\n").forEach(function (part, i) {  // may wrap after "/" or "_", as breakable_key
       if (i) th.append(document.createElement("wbr"));
       th.append(part);
     });

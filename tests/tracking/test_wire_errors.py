@@ -645,3 +645,23 @@ def test_points_for_a_lost_mlflow_run_on_our_api_make_it_run_again(api, run, set
     back = Run.objects.get(pk=run.run_id)
     assert back.status == Run.Status.RUNNING and back.error == "" and back.finished_at is None
     assert back.latest_metrics == {"train/success": 0.5}
+
+
+def test_a_lost_runs_batch_refused_on_our_api_leaves_it_lost(api, run, settings, monkeypatch):
+    """Resumed apart from the write, a batch refused even so (past the key limit) left the run running, to be
+    found lost, and emailed, again."""
+    from webapp.metrics import ingest
+    from worker.sweeper import sweep_runs
+
+    monkeypatch.setattr(ingest, "MAX_KEYS_PER_RUN", 1)
+    settings.MLFLOW_LOST_AFTER = 60
+    Run.objects.filter(pk=run.run_id).update(
+        status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(minutes=2)
+    )
+    assert sweep_runs()["lost"] == 1
+    body = json.dumps([{"step": 1, "key": "a", "value": 0.5}, {"step": 1, "key": "b", "value": 0.5}])
+    answer = api(f"/api/runs/{run.run_id}/metrics", body)
+    assert answer.status_code == 400 and "at most 1 distinct keys" in answer.json()["errors"]["points"]
+    lost = Run.objects.get(pk=run.run_id)
+    assert lost.status == Run.Status.FAILED and lost.error.startswith("lost: ")
+    assert ExternalRun.objects.get(pk=run.run_id).lost_at is not None

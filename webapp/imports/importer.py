@@ -51,7 +51,7 @@ def load(path: str, fmt: str | None) -> list[tuple[int, dict[str, float]]]:
     keys = keys_of(series)
     # Counted before the renaming too, which only another trainer's names for ours can shorten: a file of a
     # million columns is refused before a row of it is renamed.
-    _check_key_count(sum(alias_of(key) is None for key in keys), "metric columns")
+    _check_key_count(len({alias_of(key) or key for key in keys}), "metric columns")
     _check_bounds(series)
     if _renames_any(keys):
         series = _canonical_rows(series)

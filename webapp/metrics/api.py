@@ -136,13 +136,15 @@ def _ingest(request, pk: int):
 
 def _write_resuming(request, pk: int, points):
     """_write; a lost MLflow run (its client went quiet and the sweeper marked it failed) runs again first,
-    as its client's next call would make it (a script may log through both)."""
+    as its client's next call would make it (a script may log through both), in one transaction with the
+    write: a batch refused even so leaves it lost."""
     try:
         return _write(request, pk, points)
     except ingest.Refused:
-        if not ExternalRun.resume_lost(request.user, pk):
-            raise
-        return _write(request, pk, points)
+        with transaction.atomic():
+            if not ExternalRun.resume_lost(request.user, pk):
+                raise
+            return _write(request, pk, points)
 
 
 def _write(request, pk: int, points):

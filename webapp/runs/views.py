@@ -211,7 +211,10 @@ def runs_delete_selected(request):
                 f"deleted from here: archive {pluralize(len(active), 'it,them')} first, or untick "
                 f"{pluralize(len(active), 'it,them')}.",
             )
-        deleted = Run.objects.filter(pk__in=[run.pk for run in runs]).delete_with_data()
+        # archived_at again under the delete's row locks: a run restored since the check above stays
+        deleted = Run.objects.filter(
+            pk__in=[run.pk for run in runs], archived_at__isnull=False
+        ).delete_with_data()
     except selection.Refused as refusal:
         messages.error(request, f"Nothing deleted: {refusal}")
         return redirect(_back(request, fallback))

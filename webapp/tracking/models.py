@@ -366,7 +366,11 @@ class ExternalRun(models.Model):
     @classmethod
     def get_active_for(cls, owner, run_id: str) -> "ExternalRun":
         """get_for, for a write: a deleted (archived) run takes none until restored, as in MLflow."""
-        found = cls.get_for(owner, run_id)
+        return cls.active(cls.get_for(owner, run_id), run_id)
+
+    @staticmethod
+    def active(found: "ExternalRun", run_id: str) -> "ExternalRun":
+        """`found`, unless it is deleted (archived): then the refusal of a write to it."""
         if found.run.archived_at is not None:
             raise MlflowError(
                 "INVALID_PARAMETER_VALUE",
@@ -704,8 +708,13 @@ class ExternalRun(models.Model):
 
     @classmethod
     def resume_lost(cls, user, pk: int) -> bool:
-        """Run again the user's run `pk` if it is an MLflow run marked lost; whether it was one."""
-        lost = cls.objects.for_user(user).filter(pk=pk, lost_at__isnull=False).first()
+        """Run again the user's run `pk` if it is an MLflow run marked lost (and not archived: log-batch
+        refuses an archived run too); whether it was one."""
+        lost = (
+            cls.objects.for_user(user)
+            .filter(pk=pk, lost_at__isnull=False, run__archived_at__isnull=True)
+            .first()
+        )
         if lost is not None:
             lost._heard_from(None)
         return lost is not None

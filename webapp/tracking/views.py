@@ -308,9 +308,11 @@ def _run_to_write(request, fields: Fields, check) -> ExternalRun:
     as MLflow's store checks them before it looks the run up: a bad key is a 400 whatever the run id (a
     refusal for a run that is there is checked in the write, and counted on the run: refusals_noted)."""
     run_id = protocol.run_id_of(fields)
-    if ExternalRun.find_for(request.user, run_id) is None:
+    found = ExternalRun.find_for(request.user, run_id)
+    if found is None:
         check()
-    return ExternalRun.get_active_for(request.user, run_id)
+        found = ExternalRun.get_for(request.user, run_id)  # refused: no such run
+    return ExternalRun.active(found, run_id)
 
 
 @mlflow_view("POST")
